@@ -1,0 +1,31 @@
+/**
+ * Durations as operators write them: `90s`, `15m`, `10h`, `7d`.
+ *
+ * @module
+ */
+
+const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86400 };
+const DURATION = /^([1-9][0-9]{0,8})([smhd])$/;
+
+/**
+ * Parses a duration such as `90s`, `15m`, `10h` or `7d` into whole seconds.
+ *
+ * @throws {SyntaxError} when `text` is not a positive whole number followed by s, m, h or d.
+ */
+export function parseDuration(text: string): number {
+  const match = DURATION.exec(text);
+  if (!match) {
+    throw new SyntaxError(
+      `Cannot parse duration "${text}": expected a positive whole number and a unit s, m, h or d, like "10h"`,
+    );
+  }
+  return Number(match[1]) * UNIT_SECONDS[match[2]];
+}
+
+/** Formats seconds in the largest unit that divides them evenly: 36000 → `10h`. */
+export function formatDuration(seconds: number): string {
+  for (const unit of ["d", "h", "m"]) {
+    if (seconds % UNIT_SECONDS[unit] === 0) return `${seconds / UNIT_SECONDS[unit]}${unit}`;
+  }
+  return `${seconds}s`;
+}

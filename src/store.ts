@@ -1,0 +1,372 @@
+/**
+ * The SQLite store: the only module that speaks SQL.
+ *
+ * {@link openStore} applies pragmas and migrations, prepares every statement
+ * once, and returns synchronous domain functions. Writes that belong together
+ * run in one `BEGIN IMMEDIATE` transaction; nothing in here awaits, so a
+ * transaction can never span an `await`.
+ *
+ * @module
+ */
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { type Migration, MIGRATIONS } from "../db/migrations.ts";
+
+/** How long a statement waits for another connection's write lock before failing with SQLITE_BUSY. */
+export const BUSY_TIMEOUT_MS = 2000;
+
+/** A registered user. */
+export interface User {
+  id: number;
+  email: string;
+  passwordHash: string;
+  /** Token lifetime in seconds, or `null` for the server's default. */
+  tokenTimeoutSeconds: number | null;
+  disabled: boolean;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** An API key, without the key itself (only its digest is stored). */
+export interface ApiKey {
+  id: number;
+  userId: number;
+  prefix: string;
+  label: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+/** An API key with its owner's e-mail, for listings. */
+export interface ApiKeyListing extends ApiKey {
+  email: string;
+}
+
+/** A live (not revoked) token found by its digest, joined with its user and key. */
+export interface TokenGrant {
+  tokenId: number;
+  userId: number;
+  email: string;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+}
+
+/** What {@link Store.issueToken} needs. */
+export interface NewToken {
+  tokenHash: Uint8Array;
+  userId: number;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  /** Live tokens allowed per user and key; the oldest beyond it are revoked. */
+  maxLiveTokens: number;
+}
+
+/** The store's domain operations. All are synchronous. */
+export type Store = ReturnType<typeof createStore>;
+
+type Row = Record<string, SQLInputValue>;
+
+function toUser(row: Row): User {
+  return {
+    id: row.id as number,
+    email: row.email as string,
+    passwordHash: row.password_hash as string,
+    tokenTimeoutSeconds: row.token_timeout_seconds as number | null,
+    disabled: row.disabled === 1,
+    createdAt: row.created_at as number,
+    updatedAt: row.updated_at as number,
+  };
+}
+
+function toApiKey(row: Row): ApiKey {
+  return {
+    id: row.id as number,
+    userId: row.user_id as number,
+    prefix: row.prefix as string,
+    label: row.label as string,
+    createdAt: row.created_at as number,
+    revokedAt: row.revoked_at as number | null,
+  };
+}
+
+/**
+ * Opens (creating if needed) the database at `path`, applies pragmas and
+ * pending migrations, and returns the store.
+ */
+export function openStore(path: string): Store {
+  const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+  try {
+    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    if (path !== ":memory:") db.exec("PRAGMA journal_mode = WAL");
+    db.exec("PRAGMA synchronous = FULL");
+    db.exec("PRAGMA foreign_keys = ON");
+    migrate(db, MIGRATIONS);
+    return createStore(db);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** Applies the migrations newer than `PRAGMA user_version`, each in its own transaction. */
+export function migrate(db: DatabaseSync, migrations: readonly Migration[]): void {
+  for (const migration of migrations) {
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+      if (user_version < migration.version) {
+        db.exec(migration.sql);
+        db.exec(`PRAGMA user_version = ${migration.version}`);
+      }
+      db.exec("COMMIT");
+    } catch (error) {
+      db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
+
+function createStore(db: DatabaseSync) {
+  const sql = (text: string): StatementSync => db.prepare(text);
+
+  const userByEmail = sql("SELECT * FROM users WHERE email = :email");
+  const usersAll = sql("SELECT * FROM users ORDER BY email");
+  const userInsert = sql(
+    `INSERT INTO users (email, password_hash, token_timeout_seconds, created_at, updated_at)
+     VALUES (:email, :password_hash, :timeout, :now, :now) RETURNING *`,
+  );
+  const userSetTimeout = sql(
+    "UPDATE users SET token_timeout_seconds = :timeout, updated_at = :now WHERE id = :id",
+  );
+  const userSetPassword = sql(
+    "UPDATE users SET password_hash = :password_hash, updated_at = :now WHERE id = :id",
+  );
+  const userSetDisabled = sql(
+    "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
+  );
+
+  const keyInsert = sql(
+    `INSERT INTO api_keys (key_hash, prefix, user_id, label, created_at)
+     VALUES (:key_hash, :prefix, :user_id, :label, :now) RETURNING *`,
+  );
+  const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
+  const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
+  const keysAll = sql(
+    `SELECT k.*, u.email FROM api_keys k JOIN users u ON u.id = k.user_id
+     ORDER BY u.email, k.id`,
+  );
+  const keysOfUser = sql(
+    `SELECT k.*, u.email FROM api_keys k JOIN users u ON u.id = k.user_id
+     WHERE k.user_id = :user_id ORDER BY k.id`,
+  );
+  const keyRevoke = sql(
+    "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
+  );
+
+  const tokenInsert = sql(
+    `INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+     VALUES (:token_hash, :user_id, :api_key_id, :issued_at, :expires_at)`,
+  );
+  // Keeps the newest `keep` live tokens of a user and key, revoking the rest.
+  const tokenRevokeBeyondCap = sql(
+    `UPDATE tokens SET revoked_at = :now WHERE id IN (
+       SELECT id FROM tokens
+       WHERE user_id = :user_id AND api_key_id = :api_key_id
+         AND revoked_at IS NULL AND expires_at > :now
+       ORDER BY issued_at DESC, id DESC LIMIT -1 OFFSET :keep)`,
+  );
+  // The secure path's one statement: token, key, user and their states in one indexed read.
+  const tokenGrant = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at, t.expires_at
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash
+       AND t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0`,
+  );
+  const tokenRevoke = sql(
+    "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
+  );
+  const tokensRevokeOfUser = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE user_id = :user_id AND revoked_at IS NULL AND expires_at > :now`,
+  );
+  const tokensRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now`,
+  );
+  const tokensPurge = sql(
+    "DELETE FROM tokens WHERE expires_at <= :now OR revoked_at IS NOT NULL",
+  );
+  const ping = sql("SELECT 1 AS ok");
+  const counts = {
+    users: sql("SELECT count(*) AS n FROM users"),
+    api_keys: sql("SELECT count(*) AS n FROM api_keys"),
+    tokens: sql("SELECT count(*) AS n FROM tokens"),
+  };
+
+  /**
+   * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
+   * rolled back if it throws. `fn` must be synchronous.
+   */
+  function transaction<T>(fn: () => T): T {
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      const result = fn();
+      db.exec("COMMIT");
+      return result;
+    } catch (error) {
+      if (db.isTransaction) db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  return {
+    transaction,
+
+    findUserByEmail(email: string): User | undefined {
+      const row = userByEmail.get({ email }) as Row | undefined;
+      return row && toUser(row);
+    },
+
+    listUsers(): User[] {
+      return (usersAll.all() as Row[]).map(toUser);
+    },
+
+    insertUser(
+      user: { email: string; passwordHash: string; tokenTimeoutSeconds: number | null },
+      now: number,
+    ): User {
+      return toUser(userInsert.get({
+        email: user.email,
+        password_hash: user.passwordHash,
+        timeout: user.tokenTimeoutSeconds,
+        now,
+      }) as Row);
+    },
+
+    setUserTimeout(userId: number, tokenTimeoutSeconds: number | null, now: number): void {
+      userSetTimeout.run({ id: userId, timeout: tokenTimeoutSeconds, now });
+    },
+
+    /** Replaces the password hash and revokes the user's live tokens, in one transaction. */
+    setUserPassword(userId: number, passwordHash: string, now: number): number {
+      return transaction(() => {
+        userSetPassword.run({ id: userId, password_hash: passwordHash, now });
+        return Number(tokensRevokeOfUser.run({ user_id: userId, now }).changes);
+      });
+    },
+
+    /** Disables (revoking live tokens, in one transaction) or re-enables a user. */
+    setUserDisabled(userId: number, disabled: boolean, now: number): number {
+      return transaction(() => {
+        userSetDisabled.run({ id: userId, disabled: disabled ? 1 : 0, now });
+        return disabled ? Number(tokensRevokeOfUser.run({ user_id: userId, now }).changes) : 0;
+      });
+    },
+
+    insertApiKey(
+      key: { userId: number; keyHash: Uint8Array; prefix: string; label: string },
+      now: number,
+    ): ApiKey {
+      return toApiKey(keyInsert.get({
+        key_hash: key.keyHash,
+        prefix: key.prefix,
+        user_id: key.userId,
+        label: key.label,
+        now,
+      }) as Row);
+    },
+
+    findApiKeyByHash(keyHash: Uint8Array): ApiKey | undefined {
+      const row = keyByHash.get({ key_hash: keyHash }) as Row | undefined;
+      return row && toApiKey(row);
+    },
+
+    findApiKeyById(id: number): ApiKey | undefined {
+      const row = keyById.get({ id }) as Row | undefined;
+      return row && toApiKey(row);
+    },
+
+    listApiKeys(userId?: number): ApiKeyListing[] {
+      const rows = userId === undefined ? keysAll.all() : keysOfUser.all({ user_id: userId });
+      return (rows as Row[]).map((row) => ({ ...toApiKey(row), email: row.email as string }));
+    },
+
+    /** Revokes a key and the live tokens issued with it; returns how many tokens. */
+    revokeApiKey(id: number, now: number): number {
+      return transaction(() => {
+        keyRevoke.run({ id, now });
+        return Number(tokensRevokeOfKey.run({ api_key_id: id, now }).changes);
+      });
+    },
+
+    /**
+     * Stores a new token and revokes the oldest live tokens of the same user
+     * and key beyond `maxLiveTokens`, in one transaction.
+     */
+    issueToken(token: NewToken): void {
+      transaction(() => {
+        tokenInsert.run({
+          token_hash: token.tokenHash,
+          user_id: token.userId,
+          api_key_id: token.apiKeyId,
+          issued_at: token.issuedAt,
+          expires_at: token.expiresAt,
+        });
+        tokenRevokeBeyondCap.run({
+          user_id: token.userId,
+          api_key_id: token.apiKeyId,
+          now: token.issuedAt,
+          keep: token.maxLiveTokens,
+        });
+      });
+    },
+
+    /**
+     * Finds the unrevoked token with this digest, issued with the key with
+     * this digest, whose user is enabled. Expiry is the caller's check.
+     */
+    findTokenGrant(tokenHash: Uint8Array, keyHash: Uint8Array): TokenGrant | undefined {
+      const row = tokenGrant.get({ token_hash: tokenHash, key_hash: keyHash }) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        tokenId: row.token_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+        apiKeyId: row.api_key_id as number,
+        issuedAt: row.issued_at as number,
+        expiresAt: row.expires_at as number,
+      };
+    },
+
+    revokeToken(tokenId: number, now: number): boolean {
+      return Number(tokenRevoke.run({ id: tokenId, now }).changes) === 1;
+    },
+
+    /** Revokes every live token of a user; returns how many. */
+    revokeTokensOfUser(userId: number, now: number): number {
+      return Number(tokensRevokeOfUser.run({ user_id: userId, now }).changes);
+    },
+
+    /** Deletes expired and revoked token rows; returns how many. */
+    purgeTokens(now: number): number {
+      return Number(tokensPurge.run({ now }).changes);
+    },
+
+    /** A trivial read, for readiness checks. */
+    ping(): boolean {
+      return (ping.get() as Row | undefined)?.ok === 1;
+    },
+
+    /** Row count of a table, for listings and tests. */
+    countRows(table: keyof typeof counts): number {
+      return (counts[table].get() as { n: number }).n;
+    },
+
+    close(): void {
+      if (db.isOpen) db.close();
+    },
+  };
+}

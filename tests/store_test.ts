@@ -1,0 +1,205 @@
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { MIGRATIONS } from "../db/migrations.ts";
+import { hashSecret } from "../src/credentials.ts";
+import { openStore } from "../src/store.ts";
+import { tempDbPath } from "./_helpers.ts";
+
+function seed(path: string) {
+  const store = openStore(path);
+  const user = store.insertUser({
+    email: "a@b.org",
+    passwordHash: "$argon2id$x",
+    tokenTimeoutSeconds: null,
+  }, 1000);
+  const key = store.insertApiKey({
+    userId: user.id,
+    keyHash: hashSecret("k1"),
+    prefix: "k1",
+    label: "",
+  }, 1000);
+  return { store, user, key };
+}
+
+Deno.test("openStore() applies every migration once and sets the pragmas", () => {
+  const db = tempDbPath();
+  try {
+    openStore(db.path).close();
+    openStore(db.path).close(); // idempotent
+    const raw = new DatabaseSync(db.path);
+    assert.equal(
+      (raw.prepare("PRAGMA user_version").get() as { user_version: number }).user_version,
+      MIGRATIONS.at(-1)!.version,
+    );
+    assert.equal(
+      (raw.prepare("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode,
+      "wal",
+    );
+    const tables = raw.prepare("SELECT name, sql FROM sqlite_schema WHERE type = 'table'")
+      .all() as { name: string; sql: string }[];
+    for (const table of ["users", "api_keys", "tokens"]) {
+      const found = tables.find((t) => t.name === table);
+      assert.ok(found, table);
+      assert.match(found.sql, /STRICT$/, table);
+    }
+    raw.close();
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("openStore() enforces foreign keys and lower-case e-mails", () => {
+  const db = tempDbPath();
+  const { store } = seed(db.path);
+  try {
+    assert.throws(
+      () =>
+        store.issueToken({
+          tokenHash: hashSecret("t"),
+          userId: 99,
+          apiKeyId: 99,
+          issuedAt: 1,
+          expiresAt: 2,
+          maxLiveTokens: 10,
+        }),
+      /FOREIGN KEY/,
+    );
+    assert.throws(
+      () =>
+        store.insertUser({ email: "Upper@b.org", passwordHash: "x", tokenTimeoutSeconds: null }, 1),
+      /CHECK/,
+    );
+    assert.equal(store.countRows("tokens"), 0);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("findTokenGrant() finds a live token only with its own key", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    store.issueToken({
+      tokenHash: hashSecret("t1"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: 1000,
+      expiresAt: 5000,
+      maxLiveTokens: 10,
+    });
+    const grant = store.findTokenGrant(hashSecret("t1"), hashSecret("k1"));
+    assert.deepEqual({ ...grant, tokenId: 0 }, {
+      tokenId: 0,
+      userId: user.id,
+      email: "a@b.org",
+      apiKeyId: key.id,
+      issuedAt: 1000,
+      expiresAt: 5000,
+    });
+    assert.equal(store.findTokenGrant(hashSecret("t1"), hashSecret("k2")), undefined);
+    assert.equal(store.findTokenGrant(hashSecret("t2"), hashSecret("k1")), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("findTokenGrant() misses tokens of revoked keys, disabled users and revoked tokens", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    const issue = (t: string) =>
+      store.issueToken({
+        tokenHash: hashSecret(t),
+        userId: user.id,
+        apiKeyId: key.id,
+        issuedAt: 1000,
+        expiresAt: 9000,
+        maxLiveTokens: 10,
+      });
+    issue("t1");
+    issue("t2");
+    const t1 = store.findTokenGrant(hashSecret("t1"), hashSecret("k1"))!;
+    assert.equal(store.revokeToken(t1.tokenId, 2000), true);
+    assert.equal(store.findTokenGrant(hashSecret("t1"), hashSecret("k1")), undefined);
+    assert.ok(store.findTokenGrant(hashSecret("t2"), hashSecret("k1")));
+
+    assert.equal(store.setUserDisabled(user.id, true, 2000), 1);
+    assert.equal(store.findTokenGrant(hashSecret("t2"), hashSecret("k1")), undefined);
+    store.setUserDisabled(user.id, false, 2000);
+    issue("t3");
+    assert.equal(store.revokeApiKey(key.id, 3000), 1);
+    assert.equal(store.findTokenGrant(hashSecret("t3"), hashSecret("k1")), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("issueToken() keeps at most maxLiveTokens per user and key, revoking the oldest", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    for (let i = 0; i < 5; i++) {
+      store.issueToken({
+        tokenHash: hashSecret(`t${i}`),
+        userId: user.id,
+        apiKeyId: key.id,
+        issuedAt: 1000 + i,
+        expiresAt: 9000,
+        maxLiveTokens: 3,
+      });
+    }
+    const live = [0, 1, 2, 3, 4].filter((i) =>
+      store.findTokenGrant(hashSecret(`t${i}`), hashSecret("k1"))
+    );
+    assert.deepEqual(live, [2, 3, 4]);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("purgeTokens() deletes expired and revoked rows only", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    const issue = (t: string, expiresAt: number) =>
+      store.issueToken({
+        tokenHash: hashSecret(t),
+        userId: user.id,
+        apiKeyId: key.id,
+        issuedAt: 1000,
+        expiresAt,
+        maxLiveTokens: 10,
+      });
+    issue("expired", 2000);
+    issue("live", 9000);
+    issue("revoked", 9000);
+    store.revokeToken(store.findTokenGrant(hashSecret("revoked"), hashSecret("k1"))!.tokenId, 1500);
+    assert.equal(store.purgeTokens(3000), 2);
+    assert.equal(store.countRows("tokens"), 1);
+    assert.ok(store.findTokenGrant(hashSecret("live"), hashSecret("k1")));
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("transaction() rolls back every write when its function throws", () => {
+  const db = tempDbPath();
+  const { store } = seed(db.path);
+  try {
+    assert.throws(() =>
+      store.transaction(() => {
+        store.insertUser({ email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null }, 1);
+        throw new Error("boom");
+      }), /boom/);
+    assert.equal(store.findUserByEmail("c@d.org"), undefined);
+    assert.equal(store.countRows("users"), 1);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
