@@ -1,0 +1,167 @@
+/**
+ * THE request handler: assigns a request id, canonicalises the path,
+ * negotiates the response format, dispatches to the health checks, the token
+ * router or the secure router, and turns every error into a response in
+ * exactly one place.
+ *
+ * @module
+ */
+import { findRequestApiKey } from "./api_key.ts";
+import type { AppDeps, RequestContext } from "./context.ts";
+import { hashSecret, normalizeApiKey } from "./credentials.ts";
+import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
+import { redactUrl } from "./logger.ts";
+import { negotiateResponseFormat } from "./negotiate.ts";
+import { parseRequestPath } from "./paths.ts";
+import { CONTENT_TYPES, type Format } from "./respond.ts";
+import { createSecureRouter } from "./secure_router.ts";
+import { createTokenRouter } from "./token_router.ts";
+
+/** What `Deno.serve` tells a handler about the connection; all optional for tests. */
+export interface ConnectionInfo {
+  remoteAddr?: { hostname?: string };
+}
+
+/** A keygate request handler. */
+export type Handler = (request: Request, info?: ConnectionInfo) => Promise<Response>;
+
+/** Headers on every response. */
+const SECURITY_HEADERS: readonly [string, string][] = [
+  ["strict-transport-security", "max-age=31536000; includeSubDomains"],
+  ["x-content-type-options", "nosniff"],
+  ["cache-control", "no-store"],
+];
+
+const CORS_METHODS = "GET, POST, DELETE, OPTIONS";
+const CORS_EXPOSED = "X-Request-Id, Retry-After, WWW-Authenticate";
+const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
+
+function toJsonResponse(body: Record<string, string>, status: number): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": CONTENT_TYPES.json },
+  });
+}
+
+/** Creates the handler from its dependencies. */
+export function createHandler(deps: AppDeps): Handler {
+  const { store, logger } = deps;
+  const routeToken = createTokenRouter(deps);
+  const routeSecure = createSecureRouter(deps);
+  const corsOrigins = deps.corsOrigins ?? ["*"];
+  const bootId = crypto.randomUUID().slice(0, 8);
+  let requestCount = 0;
+
+  function requireApiKey(request: Request, context: RequestContext): void {
+    const keyText = findRequestApiKey(request, context.url);
+    const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
+    const key = apiKey === undefined ? undefined : store.findApiKeyByHash(hashSecret(apiKey));
+    if (key === undefined || key.revokedAt !== null) {
+      throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
+    }
+    context.apiKeyId = key.id;
+  }
+
+  function health(path: string, method: string): Response | undefined {
+    if (path !== "/healthz" && path !== "/readyz") return undefined;
+    if (method !== "GET" && method !== "HEAD") {
+      throw new HttpError(405, "method_not_allowed", `Method ${method} is not allowed: use GET`, {
+        headers: { allow: "GET, HEAD, OPTIONS" },
+      });
+    }
+    if (path === "/healthz") return toJsonResponse({ status: "ok" }, 200);
+    let ready = false;
+    try {
+      ready = store.ping();
+    } catch (error) {
+      logger.error("readiness check failed", { error: String(error) });
+    }
+    return toJsonResponse({ status: ready ? "ready" : "unavailable" }, ready ? 200 : 503);
+  }
+
+  function route(request: Request, context: RequestContext, path: string, secure: boolean) {
+    return health(path, request.method) ??
+      routeToken(request, path, context) ??
+      (secure ? routeSecure(request, path, context) : notFound(request, context));
+  }
+
+  function notFound(request: Request, context: RequestContext): never {
+    requireApiKey(request, context);
+    throw new HttpError(404, "not_found", "No endpoint at this path");
+  }
+
+  function preflight(request: Request): Response {
+    const headers = new Headers({ "access-control-allow-methods": CORS_METHODS });
+    const requested = request.headers.get("access-control-request-headers");
+    if (requested !== null && HEADER_LIST.test(requested.trim())) {
+      headers.set("access-control-allow-headers", requested.trim());
+    }
+    headers.set("access-control-max-age", "600");
+    headers.set("allow", CORS_METHODS);
+    return new Response(null, { status: 204, headers });
+  }
+
+  function addCors(request: Request, headers: Headers): void {
+    if (corsOrigins.includes("*")) {
+      headers.set("access-control-allow-origin", "*");
+    } else {
+      const origin = request.headers.get("origin");
+      headers.append("vary", "Origin");
+      if (origin !== null && corsOrigins.includes(origin)) {
+        headers.set("access-control-allow-origin", origin);
+      }
+    }
+    headers.set("access-control-expose-headers", CORS_EXPOSED);
+  }
+
+  return async function handle(request, info) {
+    const started = performance.now();
+    const requestId = `${bootId}-${(++requestCount).toString(36)}`;
+    const url = new URL(request.url);
+    const context: RequestContext = {
+      requestId,
+      url,
+      format: "xml" satisfies Format,
+      clientAddress: info?.remoteAddr?.hostname ?? "unknown",
+    };
+    let response: Response;
+    try {
+      const target = parseRequestPath(url.pathname);
+      const format = target.format ?? negotiateResponseFormat(request.headers.get("accept"));
+      if (format === undefined) {
+        throw new HttpError(
+          406,
+          "not_acceptable",
+          "Not acceptable: this API answers in application/json or application/xml",
+        );
+      }
+      context.format = format;
+      response = request.method === "OPTIONS"
+        ? preflight(request)
+        : await route(request, context, target.path, target.secure);
+    } catch (thrown) {
+      const error = toHttpError(thrown);
+      if (error.status >= 500) {
+        logger.error("request failed", {
+          request_id: requestId,
+          error: error.status === 500 ? String(error.cause) : error.code,
+        });
+      }
+      response = toErrorResponse(error, context.format);
+    }
+    const headers = response.headers;
+    for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
+    headers.set("x-request-id", requestId);
+    addCors(request, headers);
+    logger.info("request", {
+      request_id: requestId,
+      method: request.method,
+      path: redactUrl(url),
+      status: response.status,
+      duration_ms: Math.round((performance.now() - started) * 100) / 100,
+      key_id: context.apiKeyId,
+      client: context.clientAddress,
+    });
+    return response;
+  };
+}

@@ -1,0 +1,169 @@
+/**
+ * Server configuration: command-line flags over `KEYGATE_*` environment
+ * variables over defaults, validated once at start-up.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { parseDuration } from "./duration.ts";
+import type { LogLevel } from "./logger.ts";
+
+/** The validated server configuration. */
+export interface Config {
+  hostname: string;
+  port: number;
+  dbPath: string;
+  /** PEM files; both set or both undefined (then a self-signed pair is used). */
+  certFile?: string;
+  keyFile?: string;
+  defaultTimeoutSeconds: number;
+  /** `["*"]` or a list of exact origins such as `https://example.org`. */
+  corsOrigins: string[];
+  logLevel: LogLevel;
+}
+
+/** Thrown for a flag or variable that cannot be used; main prints its message and exits 2. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+interface Setting {
+  flag: string;
+  env: string;
+  default?: string;
+  help: string;
+}
+
+/** Every server setting: the flag, its environment variable, default and meaning. */
+export const SETTINGS: readonly Setting[] = [
+  { flag: "port", env: "KEYGATE_PORT", default: "8443", help: "HTTPS port to listen on" },
+  {
+    flag: "hostname",
+    env: "KEYGATE_HOSTNAME",
+    default: "0.0.0.0",
+    help: "Address to listen on",
+  },
+  {
+    flag: "db",
+    env: "KEYGATE_DB",
+    default: "db/keygate.sqlite3",
+    help: "SQLite database file (created if missing)",
+  },
+  {
+    flag: "cert",
+    env: "KEYGATE_TLS_CERT",
+    help: "TLS certificate chain, PEM (with --key; default: self-signed, kept beside the database)",
+  },
+  { flag: "key", env: "KEYGATE_TLS_KEY", help: "TLS private key, PEM (with --cert)" },
+  {
+    flag: "default-timeout",
+    env: "KEYGATE_DEFAULT_TIMEOUT",
+    default: "10h",
+    help: "Token lifetime for users without their own timeout (90s, 15m, 10h, 7d)",
+  },
+  {
+    flag: "cors-origins",
+    env: "KEYGATE_CORS_ORIGINS",
+    default: "*",
+    help: 'Comma-separated origins allowed by CORS, or "*"',
+  },
+  {
+    flag: "log-level",
+    env: "KEYGATE_LOG_LEVEL",
+    default: "info",
+    help: "debug, info, warn, error or off",
+  },
+];
+
+/** The text `--help` prints. */
+export function formatHelp(): string {
+  const rows = SETTINGS.map((s) => {
+    const flag = `  --${s.flag} ${s.flag === "port" ? "N" : "VALUE"}`.padEnd(28);
+    const fallback = s.default === undefined ? "" : ` (default: ${s.default})`;
+    return `${flag}${s.help}${fallback}\n${"".padEnd(28)}env: ${s.env}`;
+  });
+  return [
+    "keygate: API-key and access-token authentication over HTTPS",
+    "",
+    "Usage: deno task start [OPTIONS]",
+    "",
+    "Options (flags override environment variables):",
+    ...rows,
+    "  --help".padEnd(28) + "Print this help and exit",
+    "",
+  ].join("\n");
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "off"];
+
+/**
+ * Reads the configuration from command-line arguments and environment variables.
+ *
+ * Returns `undefined` when `--help` was given.
+ *
+ * @throws {ConfigError} for an unknown flag or an invalid value.
+ */
+export function readConfig(
+  args: string[],
+  env: Readonly<Record<string, string | undefined>>,
+): Config | undefined {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    const options = Object.fromEntries(
+      SETTINGS.map((s) => [s.flag, { type: "string" as const }]),
+    );
+    values = parseArgs({
+      args,
+      options: { ...options, help: { type: "boolean" } },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  if (values.help) return undefined;
+
+  const get = (flag: string): string | undefined => {
+    const setting = SETTINGS.find((s) => s.flag === flag)!;
+    const value = values[flag] ?? env[setting.env] ?? setting.default;
+    return typeof value === "string" && value !== "" ? value : undefined;
+  };
+
+  const port = Number(get("port"));
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new ConfigError(`Invalid port "${get("port")}": expected a whole number from 0 to 65535`);
+  }
+  const certFile = get("cert");
+  const keyFile = get("key");
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError("Invalid TLS settings: --cert and --key go together");
+  }
+  let defaultTimeoutSeconds: number;
+  try {
+    defaultTimeoutSeconds = parseDuration(get("default-timeout")!);
+  } catch (error) {
+    throw new ConfigError(`Invalid --default-timeout: ${(error as Error).message}`);
+  }
+  const corsOrigins = get("cors-origins")!.split(",").map((o) => o.trim()).filter(Boolean);
+  for (const origin of corsOrigins) {
+    if (origin !== "*" && !/^https?:\/\/[^/\s]+$/.test(origin)) {
+      throw new ConfigError(
+        `Invalid --cors-origins entry "${origin}": expected "*" or an origin like "https://example.org"`,
+      );
+    }
+  }
+  const logLevel = get("log-level") as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`Invalid --log-level "${logLevel}": expected ${LOG_LEVELS.join(", ")}`);
+  }
+  return {
+    hostname: get("hostname")!,
+    port,
+    dbPath: get("db")!,
+    certFile,
+    keyFile,
+    defaultTimeoutSeconds,
+    corsOrigins,
+    logLevel,
+  };
+}

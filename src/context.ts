@@ -1,0 +1,35 @@
+/**
+ * What the app knows about a request once it has been routed, and the
+ * dependencies the routers share.
+ *
+ * @module
+ */
+import type { Clock } from "./clock.ts";
+import type { Logger } from "./logger.ts";
+import type { PasswordHasher } from "./passwords.ts";
+import type { Format } from "./respond.ts";
+import type { Store } from "./store.ts";
+
+/** Per-request facts, filled in as the request is handled. */
+export interface RequestContext {
+  requestId: string;
+  url: URL;
+  /** The negotiated response format. */
+  format: Format;
+  /** The client's address, for throttling and logs. */
+  clientAddress: string;
+  /** Id of the API key the request was authenticated with, once known (logged; never the key). */
+  apiKeyId?: number;
+}
+
+/** Dependencies of the handler and its routers. */
+export interface AppDeps {
+  store: Store;
+  hasher: PasswordHasher;
+  clock: Clock;
+  logger: Logger;
+  /** Token lifetime for users without their own timeout. */
+  defaultTimeoutSeconds: number;
+  /** `["*"]` or exact origins allowed by CORS. Default `["*"]`. */
+  corsOrigins?: readonly string[];
+}

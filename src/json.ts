@@ -1,0 +1,95 @@
+/**
+ * Parsing of JSON request bodies: strict JSON first, then JSON5 for the
+ * single-quoted form that GlobalGiving's documentation shows. Duplicate keys
+ * are refused, as duplicate XML elements are, rather than silently letting the
+ * last one win.
+ *
+ * @module
+ */
+import JSON5 from "json5";
+
+/**
+ * Parses `text` as JSON, or JSON5 when it is not strict JSON.
+ *
+ * @throws {SyntaxError} when it is neither, or when an object repeats a key.
+ */
+export function parseJson(text: string): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    try {
+      value = JSON5.parse(text);
+    } catch (error) {
+      throw new SyntaxError(
+        `Cannot parse JSON: ${(error as Error).message.replace(/^JSON5: /, "")}`,
+      );
+    }
+  }
+  const duplicate = findDuplicateKey(text);
+  if (duplicate !== undefined) {
+    throw new SyntaxError(`Cannot parse JSON: duplicate key "${duplicate.slice(0, 64)}"`);
+  }
+  return value;
+}
+
+const IDENTIFIER_START = /[A-Za-z_$]/;
+const IDENTIFIER_PART = /[\w$]/;
+
+/**
+ * Returns the first key that appears twice in one object of a document that
+ * is already known to be valid JSON or JSON5, or `undefined`.
+ */
+export function findDuplicateKey(text: string): string | undefined {
+  const objects: (Set<string> | null)[] = []; // null marks an array
+  let i = 0;
+
+  const skipBlank = () => {
+    while (i < text.length) {
+      if (/\s/.test(text[i])) i++;
+      else if (text.startsWith("//", i)) i = nextIndex(text.indexOf("\n", i));
+      else if (text.startsWith("/*", i)) i = nextIndex(text.indexOf("*/", i), 2);
+      else break;
+    }
+  };
+  const nextIndex = (found: number, width = 1) => (found === -1 ? text.length : found + width);
+  const checkKey = (key: string): boolean => {
+    skipBlank();
+    const keys = objects.at(-1);
+    if (text[i] !== ":" || !keys) return false;
+    if (keys.has(key)) return true;
+    keys.add(key);
+    return false;
+  };
+
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '"' || c === "'") {
+      const start = i++;
+      while (i < text.length && text[i] !== c) i += text[i] === "\\" ? 2 : 1;
+      i++;
+      const literal = text.slice(start, i);
+      const key = JSON5.parse<string>(literal);
+      if (checkKey(key)) return key;
+    } else if (c === "{") {
+      objects.push(new Set());
+      i++;
+    } else if (c === "[") {
+      objects.push(null);
+      i++;
+    } else if (c === "}" || c === "]") {
+      objects.pop();
+      i++;
+    } else if (c === "/" && (text[i + 1] === "/" || text[i + 1] === "*")) {
+      skipBlank();
+    } else if (IDENTIFIER_START.test(c)) {
+      const start = i;
+      while (i < text.length && IDENTIFIER_PART.test(text[i])) i++;
+      const key = text.slice(start, i);
+      if (checkKey(key)) return key;
+    } else {
+      i++;
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,120 @@
+import assert from "node:assert/strict";
+import { assertError, BASE, createTestApp } from "./_helpers.ts";
+
+Deno.test("[e2e] GET /healthz answers without an API key", async () => {
+  using app = createTestApp();
+  const response = await app.handler(new Request(`${BASE}/healthz`));
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  assert.deepEqual(await response.json(), { status: "ok" });
+});
+
+Deno.test("[e2e] GET /readyz reports the database, and 503 once it is closed", async () => {
+  using app = createTestApp();
+  const ready = await app.handler(new Request(`${BASE}/readyz`));
+  assert.equal(ready.status, 200);
+  assert.deepEqual(await ready.json(), { status: "ready" });
+  app.store.close();
+  const gone = await app.handler(new Request(`${BASE}/readyz`));
+  assert.equal(gone.status, 503);
+  assert.deepEqual(await gone.json(), { status: "unavailable" });
+});
+
+Deno.test("[e2e] unknown paths need a known API key, then answer 404", async () => {
+  using app = createTestApp();
+  const userId = await app.addUser("a@b.org", "pw");
+  const apiKey = app.createKey(userId);
+  await assertError(await app.handler(new Request(`${BASE}/api/nothing`)), 401, "invalid_api_key");
+  await assertError(
+    await app.handler(
+      new Request(`${BASE}/api/nothing?api_key=00000000-0000-4000-8000-000000000000`),
+    ),
+    401,
+    "invalid_api_key",
+  );
+  await assertError(
+    await app.handler(new Request(`${BASE}/api/nothing?api_key=${apiKey}`)),
+    404,
+    "not_found",
+  );
+  const header = await app.handler(
+    new Request(`${BASE}/api/nothing.json`, { headers: { "x-api-key": apiKey } }),
+  );
+  await assertError(header, 404, "not_found", "json");
+});
+
+Deno.test("[e2e] every response carries the security headers and a request id", async () => {
+  using app = createTestApp();
+  for (const path of ["/healthz", "/api/nothing", "/api/secure/x", "/api/userservice/tokens"]) {
+    const response = await app.handler(new Request(BASE + path));
+    await response.body?.cancel();
+    assert.equal(
+      response.headers.get("strict-transport-security"),
+      "max-age=31536000; includeSubDomains",
+    );
+    assert.equal(response.headers.get("x-content-type-options"), "nosniff");
+    assert.equal(response.headers.get("cache-control"), "no-store");
+    assert.match(response.headers.get("x-request-id")!, /^[0-9a-f]{8}-[0-9a-z]+$/);
+  }
+});
+
+Deno.test("[e2e] an Accept that names neither format gets 406", async () => {
+  using app = createTestApp();
+  const response = await app.handler(
+    new Request(`${BASE}/healthz`, { headers: { accept: "text/html" } }),
+  );
+  await assertError(response, 406, "not_acceptable");
+});
+
+Deno.test("[e2e] OPTIONS answers a CORS preflight on any path with 204", async () => {
+  using app = createTestApp();
+  const response = await app.handler(
+    new Request(`${BASE}/api/userservice/tokens`, {
+      method: "OPTIONS",
+      headers: {
+        origin: "https://partner.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type, accept, pragma, cache-control",
+      },
+    }),
+  );
+  assert.equal(response.status, 204);
+  assert.equal(response.headers.get("access-control-allow-origin"), "*");
+  assert.equal(response.headers.get("access-control-allow-methods"), "GET, POST, DELETE, OPTIONS");
+  assert.equal(
+    response.headers.get("access-control-allow-headers"),
+    "content-type, accept, pragma, cache-control",
+  );
+});
+
+Deno.test("[e2e] CORS with a list of origins echoes only a listed one", async () => {
+  using app = createTestApp({ corsOrigins: ["https://partner.example"] });
+  const ask = (origin: string) =>
+    app.handler(new Request(`${BASE}/healthz`, { headers: { origin } }));
+  const listed = await ask("https://partner.example");
+  assert.equal(listed.headers.get("access-control-allow-origin"), "https://partner.example");
+  assert.equal(listed.headers.get("vary"), "Origin");
+  const other = await ask("https://evil.example");
+  assert.equal(other.headers.get("access-control-allow-origin"), null);
+});
+
+Deno.test("[e2e] request log lines are JSON and never hold a secret", async () => {
+  using app = createTestApp();
+  const userId = await app.addUser("a@b.org", "canary-password-1");
+  const apiKey = app.createKey(userId);
+  const { issueToken, secureGet } = await import("./_helpers.ts");
+  const token = await issueToken(app.handler, "a@b.org", "canary-password-1", apiKey);
+  await secureGet(app.handler, "/api/secure/userservice/tokens/current", apiKey, token);
+  await app.handler(new Request(`${BASE}/x?api_key=${apiKey}&api_token=${token}&other=1`));
+  assert.ok(app.logLines.length >= 3);
+  for (const line of app.logLines) {
+    const entry = JSON.parse(line);
+    assert.equal(typeof entry.time, "string");
+    for (const secret of ["canary-password-1", apiKey, token]) {
+      assert.ok(!line.includes(secret), line);
+    }
+  }
+  const last = JSON.parse(app.logLines.at(-1)!);
+  assert.equal(last.path, "/x?api_key=REDACTED&api_token=REDACTED&other=1");
+  assert.equal(last.status, 404);
+});

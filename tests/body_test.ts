@@ -1,0 +1,76 @@
+import assert from "node:assert/strict";
+import { readBody, readDocument } from "../src/body.ts";
+import { HttpError } from "../src/errors.ts";
+
+const post = (body: BodyInit | null, headers: Record<string, string> = {}) =>
+  new Request("https://k.test/", { method: "POST", body, headers });
+
+function assertHttpError(status: number, code: string) {
+  return (error: unknown) => {
+    assert.ok(error instanceof HttpError, String(error));
+    assert.equal(error.status, status);
+    assert.equal(error.code, code);
+    return true;
+  };
+}
+
+Deno.test("readBody() reads UTF-8 and drops a BOM", async () => {
+  assert.equal(await readBody(post("\ufeffhéllo")), "héllo");
+});
+
+Deno.test("readBody() refuses a declared Content-Length over the cap without reading", async () => {
+  let pulled = false;
+  const stream = new ReadableStream({ pull: () => void (pulled = true) }, { highWaterMark: 0 });
+  const request = post(stream, { "content-length": "20000" });
+  await assert.rejects(
+    readBody(request, { maxBytes: 16384 }),
+    assertHttpError(413, "request_too_large"),
+  );
+  assert.equal(pulled, false);
+});
+
+Deno.test("readBody() stops reading a streamed body once it passes the cap", async () => {
+  let chunks = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      chunks++;
+      controller.enqueue(new Uint8Array(4096));
+    },
+  });
+  await assert.rejects(
+    readBody(post(stream), { maxBytes: 16384 }),
+    assertHttpError(413, "request_too_large"),
+  );
+  assert.ok(chunks <= 6, `read ${chunks} chunks`);
+});
+
+Deno.test("readBody() gives 408 for a body that stalls", async () => {
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode("{"));
+    },
+  });
+  await assert.rejects(
+    readBody(post(stream), { timeoutMs: 50 }),
+    assertHttpError(408, "request_timeout"),
+  );
+});
+
+Deno.test("readBody() gives 400 for invalid UTF-8", async () => {
+  await assert.rejects(
+    readBody(post(new Uint8Array([0x7b, 0xff, 0x7d]))),
+    assertHttpError(400, "invalid_request"),
+  );
+});
+
+Deno.test("readDocument() gives 400 for an empty body and a parser's SyntaxError", async () => {
+  const parse = () => {
+    throw new SyntaxError("nope");
+  };
+  await assert.rejects(readDocument(post("  "), parse), assertHttpError(400, "invalid_request"));
+  await assert.rejects(
+    readDocument(post("{}", { "content-type": "application/json" }), parse),
+    (error: HttpError) =>
+      error.status === 400 && error.message === "Cannot parse request body: nope",
+  );
+});

@@ -1,0 +1,60 @@
+import assert from "node:assert/strict";
+import { ConfigError, formatHelp, readConfig, SETTINGS } from "../src/config.ts";
+
+Deno.test("readConfig() uses the documented defaults", () => {
+  assert.deepEqual(readConfig([], {}), {
+    hostname: "0.0.0.0",
+    port: 8443,
+    dbPath: "db/keygate.sqlite3",
+    certFile: undefined,
+    keyFile: undefined,
+    defaultTimeoutSeconds: 36000,
+    corsOrigins: ["*"],
+    logLevel: "info",
+  });
+});
+
+Deno.test("readConfig() prefers flags over KEYGATE_* variables", () => {
+  const config = readConfig(["--port", "9000", "--default-timeout", "15m"], {
+    KEYGATE_PORT: "8000",
+    KEYGATE_DB: "/var/lib/keygate/k.sqlite3",
+    KEYGATE_DEFAULT_TIMEOUT: "1h",
+    KEYGATE_CORS_ORIGINS: "https://a.example, https://b.example",
+  })!;
+  assert.equal(config.port, 9000);
+  assert.equal(config.dbPath, "/var/lib/keygate/k.sqlite3");
+  assert.equal(config.defaultTimeoutSeconds, 900);
+  assert.deepEqual(config.corsOrigins, ["https://a.example", "https://b.example"]);
+});
+
+Deno.test("readConfig() returns undefined for --help", () => {
+  assert.equal(readConfig(["--help"], {}), undefined);
+});
+
+Deno.test("readConfig() refuses bad values with a ConfigError", () => {
+  const bad: [string[], RegExp][] = [
+    [["--port", "70000"], /Invalid port "70000"/],
+    [["--port", "x"], /Invalid port/],
+    [["--cert", "a.pem"], /--cert and --key go together/],
+    [["--default-timeout", "10"], /Invalid --default-timeout/],
+    [["--cors-origins", "example.org"], /Invalid --cors-origins entry "example.org"/],
+    [["--log-level", "loud"], /Invalid --log-level "loud"/],
+    [["--nope"], /nope/],
+    [["stray"], /stray/],
+  ];
+  for (const [args, message] of bad) {
+    assert.throws(() => readConfig(args, {}), (error: Error) => {
+      assert.ok(error instanceof ConfigError);
+      assert.match(error.message, message);
+      return true;
+    });
+  }
+});
+
+Deno.test("formatHelp() lists every flag with its variable", () => {
+  const help = formatHelp();
+  for (const setting of SETTINGS) {
+    assert.ok(help.includes(`--${setting.flag}`), setting.flag);
+    assert.ok(help.includes(setting.env), setting.env);
+  }
+});

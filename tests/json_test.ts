@@ -1,0 +1,22 @@
+import assert from "node:assert/strict";
+import { findDuplicateKey, parseJson } from "../src/json.ts";
+
+Deno.test("parseJson() reads strict JSON and falls back to JSON5", () => {
+  assert.deepEqual(parseJson(`{"a": "b"}`), { a: "b" });
+  assert.deepEqual(parseJson(`{'a': 'b', c: "d", /* note */ }`), { a: "b", c: "d" });
+});
+
+Deno.test("parseJson() throws SyntaxError for neither", () => {
+  assert.throws(() => parseJson(`{"a": }`), SyntaxError);
+  assert.throws(() => parseJson(`<a/>`), SyntaxError);
+});
+
+Deno.test("findDuplicateKey() finds repeats per object only", () => {
+  assert.equal(findDuplicateKey(`{"a":1,"a":2}`), "a");
+  assert.equal(findDuplicateKey(`{"a":{"a":1},"b":[{"a":1},{"a":2}]}`), undefined);
+  assert.equal(findDuplicateKey(`{"a":"\\"a\\":","a":2}`), "a");
+  assert.equal(findDuplicateKey(`{'a':1, a: 2}`), "a");
+  assert.equal(findDuplicateKey(`{"\\u0061":1,"a":2}`), "a");
+  assert.equal(findDuplicateKey(`{"a":1, // "a": 2\n "b": 3}`), undefined);
+  assert.equal(findDuplicateKey(`["a", "a"]`), undefined);
+});
