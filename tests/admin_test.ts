@@ -1,0 +1,287 @@
+import assert from "node:assert/strict";
+import { main } from "../scripts/admin.ts";
+import { hashSecret } from "../src/credentials.ts";
+import { createPasswordHasher } from "../src/passwords.ts";
+import { openStore } from "../src/store.ts";
+import { createFakeClock, tempDbPath } from "./_helpers.ts";
+
+const hasher = createPasswordHasher();
+
+/** Runs the admin CLI in-process against `dbPath`, capturing its output. */
+async function admin(dbPath: string, args: string[], password = "s3cret pw") {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main([...args, "--db", dbPath], {
+    env: {},
+    stdout: (text) => out.push(text),
+    stderr: (text) => err.push(text),
+    readPassword: () => Promise.resolve(password),
+    clock: createFakeClock(),
+    hasher,
+  });
+  return { code, out: out.join("\n"), err: err.join("\n"), lastLine: out.at(-1) ?? "" };
+}
+
+Deno.test("admin user add stores a lower-cased user with an argon2id hash", async () => {
+  const db = tempDbPath();
+  try {
+    const result = await admin(db.path, ["user", "add", "Alice@Example.org", "--timeout", "2h"]);
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /Added user alice@example.org \(id 1, token timeout 2h\)/);
+    const store = openStore(db.path);
+    const user = store.findUserByEmail("alice@example.org")!;
+    store.close();
+    assert.equal(user.tokenTimeoutSeconds, 7200);
+    assert.match(user.passwordHash, /^\$argon2id\$/);
+    assert.equal(await hasher.verify(user.passwordHash, "s3cret pw"), true);
+    const again = await admin(db.path, ["user", "add", "alice@example.org"]);
+    assert.equal(again.code, 1);
+    assert.equal(again.err, 'keygate admin: User "alice@example.org" already exists');
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin user list, set-timeout, disable and enable", async () => {
+  const db = tempDbPath();
+  try {
+    await admin(db.path, ["user", "add", "a@b.org"]);
+    assert.equal((await admin(db.path, ["user", "set-timeout", "a@b.org", "15m"])).code, 0);
+    let [row] = JSON.parse((await admin(db.path, ["user", "list", "--json"])).out);
+    assert.deepEqual({ ...row, created_at: "" }, {
+      id: 1,
+      email: "a@b.org",
+      token_timeout: "15m",
+      status: "enabled",
+      created_at: "",
+    });
+    await admin(db.path, ["user", "set-timeout", "a@b.org", "default"]);
+    assert.equal((await admin(db.path, ["user", "disable", "A@B.org"])).code, 0);
+    [row] = JSON.parse((await admin(db.path, ["user", "list", "--json"])).out);
+    assert.equal(row.token_timeout, "default");
+    assert.equal(row.status, "disabled");
+    await admin(db.path, ["user", "enable", "a@b.org"]);
+    const table = (await admin(db.path, ["user", "list"])).out;
+    assert.match(
+      table,
+      /^ID\s+EMAIL\s+TOKEN_TIMEOUT\s+STATUS\s+CREATED_AT\n1\s+a@b.org\s+default\s+enabled/,
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin key create prints the key alone on the last line and stores only its hash", async () => {
+  const db = tempDbPath();
+  try {
+    await admin(db.path, ["user", "add", "a@b.org"]);
+    const created = await admin(db.path, ["key", "create", "a@b.org", "--label", "ci"]);
+    assert.equal(created.code, 0, created.err);
+    assert.match(
+      created.lastLine,
+      /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    );
+    const store = openStore(db.path);
+    const key = store.findApiKeyByHash(hashSecret(created.lastLine))!;
+    store.close();
+    assert.equal(key.label, "ci");
+    const listed = await admin(db.path, ["key", "list", "a@b.org", "--json"]);
+    assert.ok(!listed.out.includes(created.lastLine));
+    assert.deepEqual(
+      JSON.parse(listed.out).map((
+        k: { key: string; label: string; status: string },
+      ) => [k.key, k.label, k.status]),
+      [
+        [`${created.lastLine.slice(0, 8)}…`, "ci", "active"],
+      ],
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin key revoke takes the key or its id", async () => {
+  const db = tempDbPath();
+  try {
+    await admin(db.path, ["user", "add", "a@b.org"]);
+    const first = (await admin(db.path, ["key", "create", "a@b.org"])).lastLine;
+    await admin(db.path, ["key", "create", "a@b.org"]);
+    assert.match(
+      (await admin(db.path, ["key", "revoke", first.toUpperCase()])).out,
+      /Revoked API key 1/,
+    );
+    assert.match((await admin(db.path, ["key", "revoke", "2"])).out, /Revoked API key 2/);
+    assert.match((await admin(db.path, ["key", "revoke", "2"])).out, /already revoked/);
+    const missing = await admin(db.path, ["key", "revoke", "99"]);
+    assert.equal(missing.code, 1);
+    assert.equal(missing.err, "keygate admin: No such API key");
+    const statuses = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out).map((
+      k: { status: string },
+    ) => k.status);
+    assert.deepEqual(statuses, ["revoked", "revoked"]);
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin token revoke-all and purge", async () => {
+  const db = tempDbPath();
+  try {
+    await admin(db.path, ["user", "add", "a@b.org"]);
+    await admin(db.path, ["key", "create", "a@b.org"]);
+    const store = openStore(db.path);
+    const now = createFakeClock().now();
+    for (
+      const [t, expiresAt] of [["t1", now + 1000], ["t2", now + 1000], ["old", now - 1]] as const
+    ) {
+      store.issueToken({
+        tokenHash: hashSecret(t),
+        userId: 1,
+        apiKeyId: 1,
+        issuedAt: now - 5000,
+        expiresAt,
+        maxLiveTokens: 100,
+      });
+    }
+    assert.match(
+      (await admin(db.path, ["token", "revoke-all", "a@b.org"])).out,
+      /Revoked 2 live token\(s\) of a@b.org/,
+    );
+    assert.match(
+      (await admin(db.path, ["token", "purge"])).out,
+      /Deleted 3 expired or revoked token row\(s\)/,
+    );
+    assert.equal(store.countRows("tokens"), 0);
+    store.close();
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin set-password replaces the hash and revokes the user's tokens", async () => {
+  const db = tempDbPath();
+  try {
+    await admin(db.path, ["user", "add", "a@b.org"]);
+    await admin(db.path, ["key", "create", "a@b.org"]);
+    const store = openStore(db.path);
+    const now = createFakeClock().now();
+    store.issueToken({
+      tokenHash: hashSecret("t1"),
+      userId: 1,
+      apiKeyId: 1,
+      issuedAt: now,
+      expiresAt: now + 1000,
+      maxLiveTokens: 100,
+    });
+    const result = await admin(db.path, ["user", "set-password", "a@b.org"], "new password");
+    assert.match(result.out, /1 live token\(s\) revoked/);
+    assert.equal(
+      await hasher.verify(store.findUserByEmail("a@b.org")!.passwordHash, "new password"),
+      true,
+    );
+    store.close();
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin refuses bad input with one line on stderr and a non-zero exit", async () => {
+  const db = tempDbPath();
+  try {
+    const cases: [string[], number, RegExp, string?][] = [
+      [["user", "frobnicate"], 2, /Unknown command "user frobnicate"/],
+      [["user", "add", "not-an-email"], 1, /Invalid e-mail "not-an-email"/],
+      [["user", "add", "a@b.org", "--timeout", "10"], 1, /Cannot parse duration "10"/],
+      [["user", "add", "a@b.org"], 1, /Invalid password/, ""],
+      [["user", "list", "--label", "x"], 2, /Option --label does not apply/],
+      [["key", "create", "nobody@b.org"], 1, /No user "nobody@b.org"/],
+      [["user", "list", "--bogus"], 2, /bogus/],
+    ];
+    for (const [args, code, message, password] of cases) {
+      const result = await admin(db.path, args, password);
+      assert.equal(result.code, code, args.join(" "));
+      assert.match(result.err, message);
+      assert.equal(result.err.split("\n").length, 1);
+    }
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin --help prints usage and exits 0", async () => {
+  const db = tempDbPath();
+  try {
+    const result = await admin(db.path, ["--help"]);
+    assert.equal(result.code, 0);
+    for (
+      const command of [
+        "user add",
+        "user list",
+        "user set-timeout",
+        "user set-password",
+        "user disable",
+        "user enable",
+        "key create",
+        "key list",
+        "key revoke",
+        "token revoke-all",
+        "token purge",
+      ]
+    ) {
+      assert.ok(result.out.includes(command), command);
+    }
+    assert.match(
+      (await admin(db.path, ["key", "create", "--help"])).out,
+      /key create EMAIL \[--label TEXT\]/,
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin CLI as a process reads the password from standard input", async () => {
+  const db = tempDbPath();
+  try {
+    const run = async (args: string[], stdin = "") => {
+      const child = new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--allow-read",
+          "--allow-write",
+          "--allow-env",
+          "--allow-ffi",
+          "--allow-sys",
+          "scripts/admin.ts",
+          ...args,
+          "--db",
+          db.path,
+        ],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const writer = child.stdin.getWriter();
+      await writer.write(new TextEncoder().encode(stdin));
+      await writer.close();
+      const output = await child.output();
+      return {
+        code: output.code,
+        out: new TextDecoder().decode(output.stdout),
+        err: new TextDecoder().decode(output.stderr),
+      };
+    };
+    const added = await run(["user", "add", "p@b.org"], "pass word\nignored second line\n");
+    assert.equal(added.code, 0, added.err);
+    const store = openStore(db.path);
+    assert.equal(
+      await hasher.verify(store.findUserByEmail("p@b.org")!.passwordHash, "pass word"),
+      true,
+    );
+    store.close();
+    const failed = await run(["key", "create", "nobody@b.org"]);
+    assert.equal(failed.code, 1);
+    assert.equal(failed.err, 'keygate admin: No user "nobody@b.org"\n');
+  } finally {
+    db.cleanup();
+  }
+});

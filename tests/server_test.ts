@@ -1,0 +1,207 @@
+/**
+ * The real server, as a process, over real TLS: start-up, persistence across
+ * a restart, graceful SIGTERM, and no plain secrets in the database file.
+ */
+import assert from "node:assert/strict";
+import { main as admin } from "../scripts/admin.ts";
+import { createPasswordHasher } from "../src/passwords.ts";
+import { tempDbPath } from "./_helpers.ts";
+
+interface RunningServer {
+  origin: string;
+  child: Deno.ChildProcess;
+  lines: string[];
+  stop(): Promise<Deno.CommandStatus>;
+}
+
+async function startServer(dbPath: string, extraArgs: string[] = []): Promise<RunningServer> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-net",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-ffi",
+      "--allow-sys",
+      "main.ts",
+      "--port",
+      "0",
+      "--hostname",
+      "127.0.0.1",
+      "--db",
+      dbPath,
+      ...extraArgs,
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines: string[] = [];
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  let origin: string | undefined;
+  while (origin === undefined) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`server exited before listening: ${lines.join("\n")}`);
+    buffered += value;
+    const parts = buffered.split("\n");
+    buffered = parts.pop()!;
+    for (const line of parts) {
+      lines.push(line);
+      origin ??= /keygate listening on (https:\/\/[^/]+)\//.exec(line)?.[1];
+    }
+  }
+  const drained = (async () => {
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      lines.push(...value.split("\n").filter(Boolean));
+    }
+  })();
+  return {
+    origin: origin.replace("localhost", "127.0.0.1"),
+    child,
+    lines,
+    async stop() {
+      child.kill("SIGTERM");
+      const status = await child.status;
+      await drained;
+      return status;
+    },
+  };
+}
+
+const hasher = createPasswordHasher();
+
+async function runAdmin(dbPath: string, args: string[]): Promise<string> {
+  const out: string[] = [];
+  const code = await admin([...args, "--db", dbPath], {
+    env: {},
+    stdout: (text) => out.push(text),
+    stderr: (text) => out.push(text),
+    readPassword: () => Promise.resolve("server test pw"),
+    hasher,
+  });
+  assert.equal(code, 0, out.join("\n"));
+  return out.at(-1)!;
+}
+
+Deno.test("[server] serves HTTPS with a self-signed certificate, survives a restart, stops on SIGTERM", async () => {
+  const db = tempDbPath();
+  try {
+    let server = await startServer(db.path);
+    assert.ok(server.lines.some((line) => line.includes("self-signed certificate")));
+    const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
+    const client = Deno.createHttpClient({ caCerts: [cert] });
+
+    // The admin CLI works while the server runs.
+    await runAdmin(db.path, ["user", "add", "ops@example.org"]);
+    const apiKey = await runAdmin(db.path, ["key", "create", "ops@example.org"]);
+
+    const getToken = async (format: "json" | "xml") => {
+      const response = await fetch(`${server.origin}/api/userservice/tokens`, {
+        client,
+        method: "POST",
+        headers: { "content-type": "application/json", accept: `application/${format}` },
+        body: JSON.stringify({
+          auth_request: {
+            user: { email: "ops@example.org", password: "server test pw" },
+            api_key: apiKey,
+          },
+        }),
+      });
+      assert.equal(response.status, 200);
+      assert.equal(
+        response.headers.get("strict-transport-security"),
+        "max-age=31536000; includeSubDomains",
+      );
+      const text = await response.text();
+      return format === "json"
+        ? JSON.parse(text).auth_response.access_token as string
+        : /<access_token>([a-z0-9]{40})<\/access_token>/.exec(text)![1];
+    };
+    const current = (token: string, method = "GET") =>
+      fetch(
+        `${server.origin}/api/secure/userservice/tokens/current?api_key=${apiKey}&api_token=${token}`,
+        {
+          client,
+          method,
+        },
+      );
+
+    const kept = await getToken("json");
+    const revoked = await getToken("xml");
+    assert.equal((await current(kept)).status, 200);
+    const deleted = await current(revoked, "DELETE");
+    assert.equal(deleted.status, 204);
+    await deleted.body?.cancel();
+
+    let status = await server.stop();
+    assert.equal(status.code, 0);
+    assert.ok(server.lines.some((line) => line.includes('"msg":"stopped"')));
+
+    server = await startServer(db.path);
+    assert.equal(
+      await Deno.readTextFile(`${db.dir}/keygate-cert.pem`),
+      cert,
+      "certificate is reused",
+    );
+    const stillGood = await current(kept);
+    assert.equal(stillGood.status, 200);
+    assert.match(await stillGood.text(), /<email>ops@example.org<\/email>/);
+    const stillRevoked = await current(revoked);
+    assert.equal(stillRevoked.status, 401);
+    assert.match(await stillRevoked.text(), /<error_code>invalid_token<\/error_code>/);
+
+    status = await server.stop();
+    assert.equal(status.code, 0);
+    client.close();
+
+    // Neither the database nor its WAL holds a secret in plain form.
+    for (const file of Deno.readDirSync(db.dir)) {
+      if (!file.name.startsWith("keygate.sqlite3")) continue;
+      const bytes = new TextDecoder("latin1").decode(Deno.readFileSync(`${db.dir}/${file.name}`));
+      for (const secret of ["server test pw", apiKey, kept, revoked]) {
+        assert.ok(!bytes.includes(secret), `${file.name} holds a secret`);
+      }
+    }
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[server] refuses a bad flag with exit code 2 and one line", async () => {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "main.ts", "--port", "nope"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(output.code, 2);
+  assert.equal(
+    new TextDecoder().decode(output.stderr),
+    'keygate: Invalid port "nope": expected a whole number from 0 to 65535 (see --help)\n',
+  );
+});
+
+Deno.test("[server] --help lists every option", async () => {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "main.ts", "--help"],
+    stdout: "piped",
+  }).output();
+  assert.equal(output.code, 0);
+  const help = new TextDecoder().decode(output.stdout);
+  for (
+    const flag of [
+      "--port",
+      "--hostname",
+      "--db",
+      "--cert",
+      "--key",
+      "--default-timeout",
+      "--cors-origins",
+      "--log-level",
+    ]
+  ) {
+    assert.ok(help.includes(flag), flag);
+  }
+});
