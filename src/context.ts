@@ -9,6 +9,7 @@ import type { Logger } from "./logger.ts";
 import type { PasswordHasher } from "./passwords.ts";
 import type { Format } from "./respond.ts";
 import type { Store } from "./store.ts";
+import type { ThrottleRules } from "./throttle.ts";
 
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {
@@ -32,4 +33,6 @@ export interface AppDeps {
   defaultTimeoutSeconds: number;
   /** `["*"]` or exact origins allowed by CORS. Default `["*"]`. */
   corsOrigins?: readonly string[];
+  /** Brute-force throttling of the token endpoint. Default `THROTTLE_RULES`. */
+  throttleRules?: ThrottleRules;
 }

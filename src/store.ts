@@ -14,6 +14,29 @@ import { type Migration, MIGRATIONS } from "../db/migrations.ts";
 /** How long a statement waits for another connection's write lock before failing with SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 2000;
 
+/** Options for {@link openStore}. */
+export interface StoreOptions {
+  /** How long a write waits for another connection's lock. Default {@link BUSY_TIMEOUT_MS}. */
+  busyTimeoutMs?: number;
+  /**
+   * Caps the database at this many pages (`PRAGMA max_page_count`), after
+   * which writes fail as on a full disk. Default: SQLite's own limit.
+   */
+  maxPageCount?: number;
+}
+
+/** A brute-force counter row (see src/throttle.ts). */
+export interface LoginFailures {
+  /** `key:<api key id>` or `client:<address>`; never an e-mail. */
+  subject: string;
+  failures: number;
+  lastFailureAt: number;
+  /** Until when logins for this subject get 429; 0 when not blocked. */
+  blockedUntil: number;
+  /** When the row stops counting and may be deleted. */
+  forgetAt: number;
+}
+
 /** A registered user. */
 export interface User {
   id: number;
@@ -94,14 +117,24 @@ function toApiKey(row: Row): ApiKey {
  * Opens (creating if needed) the database at `path`, applies pragmas and
  * pending migrations, and returns the store.
  */
-export function openStore(path: string): Store {
-  const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+export function openStore(path: string, options: StoreOptions = {}): Store {
+  const busyTimeoutMs = options.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
+  if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new RangeError(`Invalid busyTimeoutMs "${busyTimeoutMs}": expected a whole number`);
+  }
+  const db = new DatabaseSync(path, { timeout: busyTimeoutMs });
   try {
-    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     if (path !== ":memory:") db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA synchronous = FULL");
     db.exec("PRAGMA foreign_keys = ON");
     migrate(db, MIGRATIONS);
+    if (options.maxPageCount !== undefined) {
+      if (!Number.isSafeInteger(options.maxPageCount) || options.maxPageCount < 1) {
+        throw new RangeError(`Invalid maxPageCount "${options.maxPageCount}"`);
+      }
+      db.exec(`PRAGMA max_page_count = ${options.maxPageCount}`);
+    }
     return createStore(db);
   } catch (error) {
     db.close();
@@ -204,7 +237,42 @@ function createStore(db: DatabaseSync) {
     users: sql("SELECT count(*) AS n FROM users"),
     api_keys: sql("SELECT count(*) AS n FROM api_keys"),
     tokens: sql("SELECT count(*) AS n FROM tokens"),
+    login_failures: sql("SELECT count(*) AS n FROM login_failures"),
   };
+
+  const failuresBySubject = sql(
+    "SELECT * FROM login_failures WHERE subject IN (:a, :b) AND forget_at > :now",
+  );
+  const failuresUpsert = sql(
+    `INSERT INTO login_failures (subject, failures, last_failure_at, blocked_until, forget_at)
+     VALUES (:subject, :failures, :last_failure_at, :blocked_until, :forget_at)
+     ON CONFLICT (subject) DO UPDATE SET failures = excluded.failures,
+       last_failure_at = excluded.last_failure_at, blocked_until = excluded.blocked_until,
+       forget_at = excluded.forget_at`,
+  );
+  const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject");
+  // Bounded, so that pruning never holds the write lock for long.
+  const failuresPrune = sql(
+    `DELETE FROM login_failures WHERE subject IN (
+       SELECT subject FROM login_failures WHERE forget_at <= :now LIMIT 100)`,
+  );
+
+  function toLoginFailures(row: Row): LoginFailures {
+    return {
+      subject: row.subject as string,
+      failures: row.failures as number,
+      lastFailureAt: row.last_failure_at as number,
+      blockedUntil: row.blocked_until as number,
+      forgetAt: row.forget_at as number,
+    };
+  }
+
+  function findLoginFailures(subjects: readonly string[], now: number): LoginFailures[] {
+    if (subjects.length === 0) return [];
+    if (subjects.length > 2) throw new RangeError("At most two subjects at once");
+    const rows = failuresBySubject.all({ a: subjects[0], b: subjects.at(-1)!, now }) as Row[];
+    return rows.map(toLoginFailures);
+  }
 
   /**
    * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
@@ -353,6 +421,43 @@ function createStore(db: DatabaseSync) {
     /** Deletes expired and revoked token rows; returns how many. */
     purgeTokens(now: number): number {
       return Number(tokensPurge.run({ now }).changes);
+    },
+
+    /** The live (not yet forgotten) brute-force counters of up to two subjects. */
+    findLoginFailures,
+
+    /**
+     * Records one failed login against each subject, in one transaction:
+     * `next` turns the live counter (or `undefined`) into the new one. Also
+     * deletes up to 100 forgotten counters.
+     */
+    recordLoginFailures(
+      subjects: readonly string[],
+      now: number,
+      next: (previous: LoginFailures | undefined, subject: string) => LoginFailures,
+    ): LoginFailures[] {
+      return transaction(() => {
+        const live = findLoginFailures(subjects, now);
+        const updated = subjects.map((subject) =>
+          next(live.find((row) => row.subject === subject), subject)
+        );
+        for (const row of updated) {
+          failuresUpsert.run({
+            subject: row.subject,
+            failures: row.failures,
+            last_failure_at: row.lastFailureAt,
+            blocked_until: row.blockedUntil,
+            forget_at: row.forgetAt,
+          });
+        }
+        failuresPrune.run({ now });
+        return updated;
+      });
+    },
+
+    /** Forgets a subject's counter (after a successful login); whether there was one. */
+    clearLoginFailures(subject: string): boolean {
+      return Number(failuresDelete.run({ subject }).changes) === 1;
     },
 
     /** A trivial read, for readiness checks. */

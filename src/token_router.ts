@@ -16,6 +16,12 @@ import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type RouteHandler, type Routes } from "./route.ts";
+import {
+  createThrottle,
+  type ThrottleSubjects,
+  toAccountSubject,
+  toClientSubject,
+} from "./throttle.ts";
 
 /** The path of the token endpoint. */
 export const TOKENS_PATH = "/api/userservice/tokens";
@@ -78,6 +84,7 @@ export function invalidCredentials(): HttpError {
  */
 export function createTokenRouter(deps: AppDeps) {
   const { store, hasher, clock } = deps;
+  const throttle = createThrottle({ store, clock, rules: deps.throttleRules });
 
   const issue: RouteHandler<RequestContext> = async (request, context) => {
     const body = await readDocument(request, parseAuthRequest);
@@ -85,13 +92,39 @@ export function createTokenRouter(deps: AppDeps) {
 
     const user = store.findUserByEmail(credentials.email);
     const key = store.findApiKeyByHash(hashSecret(credentials.apiKey));
+    const keyOfUser = user !== undefined && !user.disabled && key !== undefined &&
+      key.revokedAt === null && key.userId === user.id;
+    // The account counter only exists for a live key of the e-mail's own user (src/throttle.ts).
+    const subjects: ThrottleSubjects = {
+      client: toClientSubject(context.clientAddress),
+      account: keyOfUser ? toAccountSubject(key.id) : undefined,
+    };
+    try {
+      throttle.check(subjects);
+    } catch (error) {
+      deps.logger.warn("login throttled", {
+        event: "login_throttled",
+        request_id: context.requestId,
+        key_id: keyOfUser ? key.id : undefined,
+        client: context.clientAddress,
+      });
+      throw error;
+    }
     const verified = await hasher.verify(
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
     );
-    if (!verified || !user || !key || key.revokedAt !== null || key.userId !== user.id) {
+    if (!verified || !keyOfUser) {
+      throttle.recordFailure(subjects);
+      deps.logger.info("login failed", {
+        event: "login_failed",
+        request_id: context.requestId,
+        key_id: keyOfUser ? key.id : undefined,
+        client: context.clientAddress,
+      });
       throw invalidCredentials();
     }
+    throttle.recordSuccess(subjects);
     context.apiKeyId = key.id;
 
     const token = generateToken();
