@@ -35,4 +35,6 @@ export interface AppDeps {
   corsOrigins?: readonly string[];
   /** Brute-force throttling of the token endpoint. Default `THROTTLE_RULES`. */
   throttleRules?: ThrottleRules;
+  /** Deadline for a request body to arrive, in ms. Default `BODY_TIMEOUT_MS` (10 s). */
+  bodyTimeoutMs?: number;
 }

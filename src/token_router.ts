@@ -87,7 +87,7 @@ export function createTokenRouter(deps: AppDeps) {
   const throttle = createThrottle({ store, clock, rules: deps.throttleRules });
 
   const issue: RouteHandler<RequestContext> = async (request, context) => {
-    const body = await readDocument(request, parseAuthRequest);
+    const body = await readDocument(request, parseAuthRequest, { timeoutMs: deps.bodyTimeoutMs });
     const credentials = toCredentials(body, findRequestApiKey(request, context.url));
 
     const user = store.findUserByEmail(credentials.email);
