@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { createHandler, type Handler } from "../src/app.ts";
 import { generateApiKey, hashSecret } from "../src/credentials.ts";
+import { isDatabaseUnavailable, toHttpError } from "../src/errors.ts";
 import { silentLogger } from "../src/logger.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
 import { openStore, type Store, type StoreOptions } from "../src/store.ts";
@@ -302,6 +303,39 @@ Deno.test("[server] kill -9 while issuing tokens loses no token whose 200 was se
       client.close();
     }
   } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("isDatabaseUnavailable() recognises db.exec() errors, which carry no errcode, by SQLite's text", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path, { busyTimeoutMs: 10 });
+  const other = new DatabaseSync(db.path);
+  try {
+    other.exec("BEGIN IMMEDIATE");
+    let thrown: unknown;
+    try {
+      store.transaction(() => 0); // BEGIN IMMEDIATE through db.exec()
+    } catch (error) {
+      thrown = error;
+    }
+    assert.ok(thrown instanceof Error);
+    assert.equal((thrown as { errcode?: number }).errcode, undefined);
+    assert.equal(isDatabaseUnavailable(thrown), true);
+    const mapped = toHttpError(thrown);
+    assert.equal(mapped.status, 503);
+    assert.equal(mapped.code, "service_unavailable");
+    // Other SQLite errors stay bugs (500), and the text alone is not enough.
+    assert.equal(isDatabaseUnavailable(new Error("database is locked")), false);
+    assert.equal(
+      toHttpError(Object.assign(new Error("no such table: x"), { code: "ERR_SQLITE_ERROR" }))
+        .status,
+      500,
+    );
+  } finally {
+    other.exec("ROLLBACK");
+    other.close();
+    store.close();
     db.cleanup();
   }
 });

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { MIGRATIONS } from "../db/migrations.ts";
 import { createHandler, type Handler } from "../src/app.ts";
 import { silentLogger } from "../src/logger.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { migrate, openStore } from "../src/store.ts";
 import {
   ACCOUNT_THROTTLE,
   CLIENT_THROTTLE,
@@ -277,6 +279,65 @@ Deno.test("[e2e] POST /api/userservice/tokens keeps its counters across a restar
     await assertError(response, 429, "too_many_attempts", "json");
   } finally {
     server.store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("Store login failures: upserted in one transaction, forgotten ones hidden and pruned", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const rule = CLIENT_THROTTLE;
+    const record = (subjects: string[], now: number) =>
+      store.recordLoginFailures(
+        subjects,
+        now,
+        (previous, subject) => nextFailures(previous, subject, rule, now),
+      );
+    record(["client:a", "key:1"], 0);
+    record(["client:a"], 10);
+    assert.deepEqual(
+      store.findLoginFailures(["client:a", "key:1"], 10).map((r) => [r.subject, r.failures]).sort(),
+      [["client:a", 2], ["key:1", 1]],
+    );
+    assert.equal(store.clearLoginFailures("key:1"), true);
+    assert.equal(store.clearLoginFailures("key:1"), false);
+    // Past its window a row is invisible, counts from 1 again, and other old rows are pruned.
+    record(["client:b"], 20);
+    const later = 20 + rule.windowMs;
+    assert.deepEqual(store.findLoginFailures(["client:a", "client:b"], later), []);
+    assert.equal(record(["client:a"], later)[0].failures, 1);
+    assert.equal(store.countRows("login_failures"), 1);
+    assert.throws(() => store.findLoginFailures(["a", "b", "c"], 0), RangeError);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("openStore() upgrades a version-1 database to the login_failures table, keeping its data", () => {
+  const db = tempDbPath();
+  try {
+    const raw = new DatabaseSync(db.path);
+    migrate(raw, MIGRATIONS.filter((m) => m.version === 1));
+    raw.exec(
+      "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('a@b.org', 'h', 0, 0)",
+    );
+    raw.close();
+    const store = openStore(db.path);
+    try {
+      assert.equal(store.countRows("users"), 1);
+      assert.equal(store.countRows("login_failures"), 0);
+    } finally {
+      store.close();
+    }
+    const check = new DatabaseSync(db.path);
+    assert.equal(
+      (check.prepare("PRAGMA user_version").get() as { user_version: number }).user_version,
+      2,
+    );
+    check.close();
+  } finally {
     db.cleanup();
   }
 });
