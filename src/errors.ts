@@ -60,6 +60,14 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return code === "ERR_SQLITE_ERROR" && UNAVAILABLE_SQLITE_MESSAGES.has(error.message);
 }
 
+/** Whether `error` is SQLITE_BUSY: another connection holds the lock, so a retry may succeed. */
+export function isDatabaseBusy(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { errcode, code } = error as { errcode?: unknown; code?: unknown };
+  if (typeof errcode === "number") return (errcode & 0xff) === 5;
+  return code === "ERR_SQLITE_ERROR" && error.message === "database is locked";
+}
+
 /** Seconds a caller should wait after a 503 from a locked or full database. */
 export const DATABASE_RETRY_AFTER_SECONDS = 1;
 

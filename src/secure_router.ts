@@ -9,6 +9,7 @@ import { findRequestApiKey } from "./api_key.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import { writeWhenUnlocked } from "./locked_writes.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type Routes } from "./route.ts";
 import type { TokenGrant } from "./store.ts";
@@ -76,8 +77,8 @@ export function createSecureRouter(deps: AppDeps) {
           expires_in: expiresIn,
         });
       },
-      DELETE(_request, { principal, requestId }) {
-        store.revokeToken(principal.tokenId, clock.now());
+      async DELETE(_request, { principal, requestId }) {
+        await writeWhenUnlocked(store, () => store.revokeToken(principal.tokenId, clock.now()));
         deps.logger.info("token revoked", {
           event: "token_revoked",
           request_id: requestId,

@@ -135,7 +135,7 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
       }
       db.exec(`PRAGMA max_page_count = ${options.maxPageCount}`);
     }
-    return createStore(db);
+    return createStore(db, busyTimeoutMs);
   } catch (error) {
     db.close();
     throw error;
@@ -160,7 +160,7 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
   }
 }
 
-function createStore(db: DatabaseSync) {
+function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
   const sql = (text: string): StatementSync => db.prepare(text);
 
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
@@ -458,6 +458,24 @@ function createStore(db: DatabaseSync) {
     /** Forgets a subject's counter (after a successful login); whether there was one. */
     clearLoginFailures(subject: string): boolean {
       return Number(failuresDelete.run({ subject }).changes) === 1;
+    },
+
+    /** How long a write may wait for another connection's lock, in ms. */
+    busyTimeoutMs,
+
+    /**
+     * Runs `fn` with SQLite's busy wait off, so that a write meeting another
+     * connection's lock fails at once with SQLITE_BUSY instead of blocking
+     * the thread (and every other request) for the busy timeout. See
+     * src/locked_writes.ts, which retries between turns of the event loop.
+     */
+    withoutBusyWait<T>(fn: () => T): T {
+      db.exec("PRAGMA busy_timeout = 0");
+      try {
+        return fn();
+      } finally {
+        db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+      }
     },
 
     /** A trivial read, for readiness checks. */

@@ -23,6 +23,7 @@
  */
 import type { Clock } from "./clock.ts";
 import { HttpError } from "./errors.ts";
+import { writeWhenUnlocked } from "./locked_writes.ts";
 import type { LoginFailures, Store } from "./store.ts";
 
 /** How one counter grows and decays. */
@@ -82,9 +83,9 @@ export interface Throttle {
   /** @throws {HttpError} 429 with `Retry-After` while any subject is blocked. */
   check(subjects: ThrottleSubjects): void;
   /** Counts a failed login against every subject. */
-  recordFailure(subjects: ThrottleSubjects): void;
+  recordFailure(subjects: ThrottleSubjects): Promise<void>;
   /** Clears the account counter after a successful login. */
-  recordSuccess(subjects: ThrottleSubjects): void;
+  recordSuccess(subjects: ThrottleSubjects): Promise<void>;
 }
 
 /** Subject of the account counter of an API key. */
@@ -165,20 +166,22 @@ export function createThrottle(options: ThrottleOptions): Throttle {
       );
       if (blockedUntil > now) throw tooManyAttempts(Math.ceil((blockedUntil - now) / 1000));
     },
-    recordFailure(subjects) {
+    async recordFailure(subjects) {
       const now = clock.now();
-      store.recordLoginFailures(
-        subjectsOf(subjects),
-        now,
-        (previous, subject) => nextFailures(previous, subject, ruleOf(subject), now),
-      );
+      await writeWhenUnlocked(store, () =>
+        store.recordLoginFailures(
+          subjectsOf(subjects),
+          now,
+          (previous, subject) => nextFailures(previous, subject, ruleOf(subject), now),
+        ));
     },
-    recordSuccess(subjects) {
-      if (subjects.account === undefined) return;
+    async recordSuccess(subjects) {
+      const account = subjects.account;
+      if (account === undefined) return;
       // Only write when there is something to clear: a DELETE takes the write lock even when
       // it matches nothing, and most successful logins have no counter.
-      if (store.findLoginFailures([subjects.account], clock.now()).length > 0) {
-        store.clearLoginFailures(subjects.account);
+      if (store.findLoginFailures([account], clock.now()).length > 0) {
+        await writeWhenUnlocked(store, () => store.clearLoginFailures(account));
       }
     },
   };

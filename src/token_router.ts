@@ -14,6 +14,7 @@ import { readDocument } from "./body.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import { writeWhenUnlocked } from "./locked_writes.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type RouteHandler, type Routes } from "./route.ts";
 import {
@@ -115,7 +116,7 @@ export function createTokenRouter(deps: AppDeps) {
       credentials.password,
     );
     if (!verified || !keyOfUser) {
-      throttle.recordFailure(subjects);
+      await throttle.recordFailure(subjects);
       deps.logger.info("login failed", {
         event: "login_failed",
         request_id: context.requestId,
@@ -124,20 +125,21 @@ export function createTokenRouter(deps: AppDeps) {
       });
       throw invalidCredentials();
     }
-    throttle.recordSuccess(subjects);
+    await throttle.recordSuccess(subjects);
     context.apiKeyId = key.id;
 
     const token = generateToken();
     const issuedAt = clock.now();
     const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
-    store.issueToken({
-      tokenHash: hashSecret(token),
-      userId: user.id,
-      apiKeyId: key.id,
-      issuedAt,
-      expiresAt: issuedAt + timeout * 1000,
-      maxLiveTokens: MAX_LIVE_TOKENS,
-    });
+    await writeWhenUnlocked(store, () =>
+      store.issueToken({
+        tokenHash: hashSecret(token),
+        userId: user.id,
+        apiKeyId: key.id,
+        issuedAt,
+        expiresAt: issuedAt + timeout * 1000,
+        maxLiveTokens: MAX_LIVE_TOKENS,
+      }));
     deps.logger.info("token issued", {
       event: "token_issued",
       request_id: context.requestId,

@@ -164,6 +164,38 @@ Deno.test("[e2e] a second process holding the write lock gives 503 on writes, wh
   }
 });
 
+Deno.test("[e2e] writes waiting for another process's lock do not block secure requests", async () => {
+  const app = await createFaultApp({ busyTimeoutMs: 1500 });
+  let holder: Deno.ChildProcess | undefined;
+  try {
+    const good = jsonAuthRequest("alice@example.org", PASSWORD, app.apiKey);
+    const existing = await tokenOf(await postToken(app.handler, good, JSON_HEADERS));
+    holder = await holdWriteLock(app.dbPath);
+    let writesDone = 0;
+    const writes = [1, 2, 3].map(() =>
+      postToken(app.handler, good, JSON_HEADERS).then(async (response) => {
+        writesDone++;
+        await assertError(response, 503, "service_unavailable", "json");
+      })
+    );
+    // Let the writes pass the password check and start waiting for the lock.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // SQLite's own busy wait would freeze the thread until a write gave up; the read would then
+    // only be answered after a 503. Waiting between turns of the event loop, it is answered now.
+    const read = await secureGet(app.handler, CURRENT, app.apiKey, existing);
+    assert.equal(read.status, 200);
+    await read.body?.cancel();
+    assert.equal(writesDone, 0, "a write gave up before the read was answered");
+    await Promise.all(writes);
+  } finally {
+    if (holder) {
+      holder.kill("SIGKILL");
+      await holder.status;
+    }
+    app.close();
+  }
+});
+
 Deno.test("[e2e] a full database gives 503, and every token answered with 200 was stored", async () => {
   const db = tempDbPath();
   let pages: number;
