@@ -13,6 +13,7 @@ import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "../src
 import { formatDuration, parseDuration } from "../src/duration.ts";
 import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
 import { openStore, type Store, type User } from "../src/store.ts";
+import { toAccountSubject, toClientSubject } from "../src/throttle.ts";
 import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/token_router.ts";
 
 /** The admin CLI's surroundings, replaceable in tests. */
@@ -58,6 +59,11 @@ API keys:
 Tokens:
   token revoke-all EMAIL                Revoke every live token of a user
   token purge                           Delete expired and revoked token rows
+
+Login throttle:
+  throttle list [--json]                List live failed-login counters
+  throttle clear EMAIL|ADDRESS          Forget the counters of a user's API keys, or of a
+                                        client address (IPv6: its /64)
 
 Options:
   --db PATH        SQLite database (env KEYGATE_DB; default ${DEFAULT_DB})
@@ -219,6 +225,49 @@ const COMMANDS: Record<string, Command> = {
       const deleted = store.purgeTokens(io.clock.now());
       io.stdout(`Deleted ${deleted} expired or revoked token row(s)`);
     },
+  },
+};
+
+COMMANDS["throttle list"] = {
+  usage: "throttle list [--json]",
+  options: ["json"],
+  run(store, _args, flags, io) {
+    const now = io.clock.now();
+    const keys = new Map(store.listApiKeys().map((key) => [`key:${key.id}`, key]));
+    const rows = store.listLoginFailures(now).map((row) => {
+      const key = keys.get(row.subject);
+      return {
+        subject: key ? `key ${key.id} (${key.prefix}…, ${key.email})` : row.subject,
+        failures: row.failures,
+        blocked_for: row.blockedUntil > now
+          ? `${Math.ceil((row.blockedUntil - now) / 1000)}s`
+          : "-",
+        last_failure_at: new Date(row.lastFailureAt).toISOString(),
+      };
+    });
+    printRows(io, rows, flags.json);
+  },
+};
+
+COMMANDS["throttle clear"] = {
+  usage: "throttle clear EMAIL|ADDRESS",
+  options: [],
+  run(store, [target], _flags, io) {
+    if (target === undefined) throw usage("throttle clear EMAIL|ADDRESS");
+    if (target.includes("@")) {
+      const user = findUser(store, target);
+      const cleared = store.listApiKeys(user.id)
+        .filter((key) => store.clearLoginFailures(toAccountSubject(key.id))).length;
+      io.stdout(`Cleared the failed-login counters of ${cleared} API key(s) of ${user.email}`);
+    } else {
+      const subject = toClientSubject(target);
+      const cleared = store.clearLoginFailures(subject);
+      io.stdout(
+        cleared
+          ? `Cleared the failed-login counter of ${subject.slice("client:".length)}`
+          : `No failed-login counter for ${subject.slice("client:".length)}`,
+      );
+    }
   },
 };
 

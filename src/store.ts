@@ -251,6 +251,9 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
        forget_at = excluded.forget_at`,
   );
   const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject");
+  const failuresLive = sql(
+    "SELECT * FROM login_failures WHERE forget_at > :now ORDER BY blocked_until DESC, subject",
+  );
   // Bounded, so that pruning never holds the write lock for long.
   const failuresPrune = sql(
     `DELETE FROM login_failures WHERE subject IN (
@@ -453,6 +456,11 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
         failuresPrune.run({ now });
         return updated;
       });
+    },
+
+    /** Every live brute-force counter, the longest-blocked first (admin listings). */
+    listLoginFailures(now: number): LoginFailures[] {
+      return (failuresLive.all({ now }) as Row[]).map(toLoginFailures);
     },
 
     /** Forgets a subject's counter (after a successful login); whether there was one. */
