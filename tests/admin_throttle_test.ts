@@ -74,7 +74,7 @@ Deno.test("admin throttle list and clear show and forget failed-login counters",
 
     const byEmail = await admin(db.path, ["throttle", "clear", "Alice@example.org"]);
     assert.equal(
-      user_.out,
+      byEmail.out,
       "Cleared the failed-login counters of 1 API key(s) of alice@example.org",
     );
     const address = await admin(db.path, ["throttle", "clear", "2001:db8::ffff"]);
