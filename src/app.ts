@@ -101,15 +101,20 @@ export function createHandler(deps: AppDeps): Handler {
     return new Response(null, { status: 204, headers });
   }
 
+  /**
+   * CORS headers, only on cross-origin requests (those with `Origin`): other
+   * clients ignore them, and every byte counts on the hot path (see
+   * docs/performance.md on response size).
+   */
   function addCors(request: Request, headers: Headers): void {
+    const origin = request.headers.get("origin");
+    if (origin === null) return;
     if (corsOrigins.includes("*")) {
       headers.set("access-control-allow-origin", "*");
     } else {
-      const origin = request.headers.get("origin");
       headers.append("vary", "Origin");
-      if (origin !== null && corsOrigins.includes(origin)) {
-        headers.set("access-control-allow-origin", origin);
-      }
+      if (!corsOrigins.includes(origin)) return;
+      headers.set("access-control-allow-origin", origin);
     }
     headers.set("access-control-expose-headers", CORS_EXPOSED);
   }
