@@ -208,9 +208,11 @@ function createStore(db: DatabaseSync) {
 
   /**
    * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
-   * rolled back if it throws. `fn` must be synchronous.
+   * rolled back if it throws. `fn` must be synchronous. Called inside another
+   * transaction, `fn` simply joins it (so bulk loads can batch domain writes).
    */
   function transaction<T>(fn: () => T): T {
+    if (db.isTransaction) return fn();
     db.exec("BEGIN IMMEDIATE");
     try {
       const result = fn();
