@@ -88,7 +88,7 @@ Deno.test("findTokenGrant() finds a live token only with its own key", () => {
       expiresAt: 5000,
       maxLiveTokens: 10,
     });
-    const grant = store.findTokenGrant(hashSecret("t1"), hashSecret("k1"));
+    const grant = store.findTokenGrant(hashSecret("t1"), hashSecret("k1"), 1500);
     assert.deepEqual({ ...grant, tokenId: 0 }, {
       tokenId: 0,
       userId: user.id,
@@ -97,8 +97,8 @@ Deno.test("findTokenGrant() finds a live token only with its own key", () => {
       issuedAt: 1000,
       expiresAt: 5000,
     });
-    assert.equal(store.findTokenGrant(hashSecret("t1"), hashSecret("k2")), undefined);
-    assert.equal(store.findTokenGrant(hashSecret("t2"), hashSecret("k1")), undefined);
+    assert.equal(store.findTokenGrant(hashSecret("t1"), hashSecret("k2"), 1500), undefined);
+    assert.equal(store.findTokenGrant(hashSecret("t2"), hashSecret("k1"), 1500), undefined);
   } finally {
     store.close();
     db.cleanup();
@@ -109,28 +109,29 @@ Deno.test("findTokenGrant() misses tokens of revoked keys, disabled users and re
   const db = tempDbPath();
   const { store, user, key } = seed(db.path);
   try {
-    const issue = (t: string) =>
+    const issue = (t: string, issuedAt = 1000) =>
       store.issueToken({
         tokenHash: hashSecret(t),
         userId: user.id,
         apiKeyId: key.id,
-        issuedAt: 1000,
+        issuedAt,
         expiresAt: 9000,
         maxLiveTokens: 10,
       });
     issue("t1");
     issue("t2");
-    const t1 = store.findTokenGrant(hashSecret("t1"), hashSecret("k1"))!;
+    const t1 = store.findTokenGrant(hashSecret("t1"), hashSecret("k1"), 1500)!;
     assert.equal(store.revokeToken(t1.tokenId, 2000), true);
-    assert.equal(store.findTokenGrant(hashSecret("t1"), hashSecret("k1")), undefined);
-    assert.ok(store.findTokenGrant(hashSecret("t2"), hashSecret("k1")));
+    assert.equal(store.findTokenGrant(hashSecret("t1"), hashSecret("k1"), 1500), undefined);
+    assert.ok(store.findTokenGrant(hashSecret("t2"), hashSecret("k1"), 1500));
 
     assert.equal(store.setUserDisabled(user.id, true, 2000), 1);
-    assert.equal(store.findTokenGrant(hashSecret("t2"), hashSecret("k1")), undefined);
+    assert.equal(store.findTokenGrant(hashSecret("t2"), hashSecret("k1"), 1500), undefined);
     store.setUserDisabled(user.id, false, 2000);
-    issue("t3");
+    issue("t3", 2500); // after the cutoff the disable set
+    assert.ok(store.findTokenGrant(hashSecret("t3"), hashSecret("k1"), 2600));
     assert.equal(store.revokeApiKey(key.id, 3000), 1);
-    assert.equal(store.findTokenGrant(hashSecret("t3"), hashSecret("k1")), undefined);
+    assert.equal(store.findTokenGrant(hashSecret("t3"), hashSecret("k1"), 1500), undefined);
   } finally {
     store.close();
     db.cleanup();
@@ -152,7 +153,7 @@ Deno.test("issueToken() keeps at most maxLiveTokens per user and key, revoking t
       });
     }
     const live = [0, 1, 2, 3, 4].filter((i) =>
-      store.findTokenGrant(hashSecret(`t${i}`), hashSecret("k1"))
+      store.findTokenGrant(hashSecret(`t${i}`), hashSecret("k1"), 1500)
     );
     assert.deepEqual(live, [2, 3, 4]);
   } finally {
@@ -177,10 +178,13 @@ Deno.test("purgeTokens() deletes expired and revoked rows only", () => {
     issue("expired", 2000);
     issue("live", 9000);
     issue("revoked", 9000);
-    store.revokeToken(store.findTokenGrant(hashSecret("revoked"), hashSecret("k1"))!.tokenId, 1500);
+    store.revokeToken(
+      store.findTokenGrant(hashSecret("revoked"), hashSecret("k1"), 1500)!.tokenId,
+      1500,
+    );
     assert.equal(store.purgeTokens(3000), 2);
     assert.equal(store.countRows("tokens"), 1);
-    assert.ok(store.findTokenGrant(hashSecret("live"), hashSecret("k1")));
+    assert.ok(store.findTokenGrant(hashSecret("live"), hashSecret("k1"), 1500));
   } finally {
     store.close();
     db.cleanup();
