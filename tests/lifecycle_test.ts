@@ -359,3 +359,30 @@ Deno.test("[e2e] a password change during a login's password check invalidates t
   const token = (await response.json()).auth_response.access_token;
   await assertTokenFails(app, apiKey, token);
 });
+
+Deno.test("admin --help lists the lifecycle commands and options", async () => {
+  const { app } = await setup();
+  using _ = app;
+  await createKey(app);
+  const help = (await admin(app, ["--help"])).out;
+  for (
+    const text of [
+      "key create EMAIL [--label TEXT] [--expires DURATION]",
+      "key list [EMAIL] [--unused DURATION] [--json]",
+      "key rotate KEY_OR_ID [--grace DURATION|0]",
+      "key disable KEY_OR_ID",
+      "key enable KEY_OR_ID",
+      "token revoke-all EMAIL [--before TIME]",
+      "audit [--since TIME] [--json]",
+    ]
+  ) {
+    assert.ok(help.includes(text), text);
+  }
+  const misplaced = await admin(app, ["key", "disable", "1", "--grace", "1h"]);
+  assert.equal(misplaced.code, 2);
+  assert.match(misplaced.err, /Option --grace does not apply to "key disable"/);
+  const badGrace = await admin(app, ["key", "rotate", "1", "--grace", "soon"]);
+  assert.equal(badGrace.code, 1);
+  assert.match(badGrace.err, /Cannot parse duration "soon"/);
+  assert.equal((await listKeys(app))[0].replaced_by, null);
+});
