@@ -266,7 +266,7 @@ function createStore(db: DatabaseSync) {
   const keySetReplaced = sql(
     `UPDATE api_keys SET replaced_by = :replaced_by,
        expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
-     WHERE id = :id`,
+     WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
   );
   const keyAddUsage = sql(
     `UPDATE api_keys SET
@@ -524,11 +524,15 @@ function createStore(db: DatabaseSync) {
     ): ApiKey {
       return transaction(() => {
         const key = insertSuccessor(successor, options.now);
-        keySetReplaced.run({
+        const { changes } = keySetReplaced.run({
           id: oldKeyId,
           replaced_by: key.id,
           expires_at: options.oldKeyExpiresAt,
         });
+        // Another rotation or a revocation got there first: roll the successor back.
+        if (Number(changes) !== 1) {
+          throw new Error(`API key ${oldKeyId} was rotated or revoked meanwhile`);
+        }
         return key;
       });
     },

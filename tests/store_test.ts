@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { MIGRATIONS } from "../db/migrations.ts";
 import { hashSecret } from "../src/credentials.ts";
-import { openStore } from "../src/store.ts";
+import { migrate, openStore } from "../src/store.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 function seed(path: string) {
@@ -204,6 +204,70 @@ Deno.test("transaction() rolls back every write when its function throws", () =>
     assert.equal(store.countRows("users"), 1);
   } finally {
     store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("rotateApiKey() refuses a key rotated meanwhile and rolls the successor back", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    const successor = (name: string) => ({
+      userId: user.id,
+      keyHash: hashSecret(name),
+      prefix: name,
+      label: "",
+      expiresAt: null,
+    });
+    const second = store.rotateApiKey(key.id, successor("k2"), {
+      oldKeyExpiresAt: 5000,
+      now: 2000,
+    });
+    assert.deepEqual(
+      [store.findApiKeyById(key.id)!.replacedBy, store.findApiKeyById(key.id)!.expiresAt],
+      [second.id, 5000],
+    );
+    assert.throws(
+      () => store.rotateApiKey(key.id, successor("k3"), { oldKeyExpiresAt: 9000, now: 2000 }),
+      /rotated or revoked meanwhile/,
+    );
+    assert.equal(store.findApiKeyByHash(hashSecret("k3")), undefined);
+    assert.equal(store.findApiKeyById(key.id)!.expiresAt, 5000);
+    assert.equal(store.countRows("api_keys"), 2);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("migration 3 upgrades a version-1 database and keeps its rows working", () => {
+  const db = tempDbPath();
+  try {
+    const raw = new DatabaseSync(db.path);
+    migrate(raw, MIGRATIONS.filter((m) => m.version === 1));
+    raw.prepare(
+      `INSERT INTO users (email, password_hash, created_at, updated_at)
+       VALUES ('a@b.org', 'x', 1, 1)`,
+    ).run();
+    raw.prepare(
+      `INSERT INTO api_keys (key_hash, prefix, user_id, created_at) VALUES (:h, 'k1', 1, 1)`,
+    ).run({ h: hashSecret("k1") });
+    raw.prepare(
+      `INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+       VALUES (:h, 1, 1, 1000, 9000)`,
+    ).run({ h: hashSecret("t1") });
+    raw.close();
+    const store = openStore(db.path);
+    const key = store.findApiKeyById(1)!;
+    assert.deepEqual(
+      [key.expiresAt, key.disabledAt, key.replacedBy, key.lastUsedAt, key.useCount],
+      [null, null, null, null, 0],
+    );
+    assert.equal(store.findUserByEmail("a@b.org")!.tokensValidFrom, 0);
+    assert.ok(store.findTokenGrant(hashSecret("t1"), hashSecret("k1"), 2000));
+    assert.deepEqual(store.listAudit(), []);
+    store.close();
+  } finally {
     db.cleanup();
   }
 });
