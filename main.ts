@@ -1,7 +1,8 @@
 /**
  * keygate's composition root: read the configuration, open the store, build
- * the handler, serve HTTPS; on SIGINT/SIGTERM stop accepting, finish
- * in-flight requests, close the database.
+ * the handler, serve HTTPS, flush key usage periodically; on SIGINT/SIGTERM
+ * stop accepting, finish in-flight requests, flush key usage, close the
+ * database.
  *
  * `keygate admin …` (or `deno task admin …`) runs the admin CLI instead, so
  * that a compiled binary carries both.
@@ -14,6 +15,7 @@ import { main as adminMain } from "./scripts/admin.ts";
 import { createHandler } from "./src/app.ts";
 import { systemClock } from "./src/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { createKeyUsageRecorder } from "./src/key_usage.ts";
 import { createLogger } from "./src/logger.ts";
 import { createPasswordHasher } from "./src/passwords.ts";
 import { openStore } from "./src/store.ts";
@@ -42,6 +44,7 @@ export async function serve(args: string[], env: Record<string, string | undefin
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
     );
   }
+  const keyUsage = createKeyUsageRecorder({ store, clock: systemClock, logger });
   const handler = createHandler({
     store,
     hasher: createPasswordHasher(),
@@ -49,6 +52,7 @@ export async function serve(args: string[], env: Record<string, string | undefin
     logger,
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     corsOrigins: config.corsOrigins,
+    keyUsage,
   });
   const server = Deno.serve({
     hostname: config.hostname,
@@ -71,7 +75,9 @@ export async function serve(args: string[], env: Record<string, string | undefin
   };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
+  keyUsage.start();
   await server.finished;
+  keyUsage.stop(); // writes the last uses before the database closes
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
   store.close();

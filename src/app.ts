@@ -10,6 +10,7 @@ import { findRequestApiKey } from "./api_key.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
+import { isKeyUsable } from "./key_status.ts";
 import { redactUrl } from "./logger.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
 import { parseRequestPath } from "./paths.ts";
@@ -56,7 +57,7 @@ export function createHandler(deps: AppDeps): Handler {
     const keyText = findRequestApiKey(request, context.url);
     const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
     const key = apiKey === undefined ? undefined : store.findApiKeyByHash(hashSecret(apiKey));
-    if (key === undefined || key.revokedAt !== null) {
+    if (key === undefined || !isKeyUsable(key, deps.clock.now())) {
       throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
     }
     context.apiKeyId = key.id;

@@ -5,6 +5,7 @@
  * @module
  */
 import type { Clock } from "./clock.ts";
+import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Logger } from "./logger.ts";
 import type { PasswordHasher } from "./passwords.ts";
 import type { Format } from "./respond.ts";
@@ -32,4 +33,6 @@ export interface AppDeps {
   defaultTimeoutSeconds: number;
   /** `["*"]` or exact origins allowed by CORS. Default `["*"]`. */
   corsOrigins?: readonly string[];
+  /** Where successful key uses are noted (last use); none recorded without it. */
+  keyUsage?: KeyUsageRecorder;
 }

@@ -1,7 +1,8 @@
 /**
  * Secure requests: any path with a `secure` segment. The router authenticates
  * once (API key + access token: two hashes, one indexed read, an expiry
- * check), then dispatches to a handler that receives the principal.
+ * check), notes the key's use in memory (no write), then dispatches to a
+ * handler that receives the principal.
  *
  * @module
  */
@@ -9,6 +10,7 @@ import { findRequestApiKey } from "./api_key.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import { toKeyRef } from "./audit.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type Routes } from "./route.ts";
 import type { TokenGrant } from "./store.ts";
@@ -55,7 +57,7 @@ export function createSecureRouter(deps: AppDeps) {
     }
     const apiKey = normalizeApiKey(keyText);
     const grant = apiKey !== undefined && isTokenShaped(token)
-      ? store.findTokenGrant(hashSecret(token), hashSecret(apiKey))
+      ? store.findTokenGrant(hashSecret(token), hashSecret(apiKey), clock.now())
       : undefined;
     if (grant === undefined) {
       throw unauthorized("invalid_token", "Invalid access token or API key");
@@ -76,8 +78,17 @@ export function createSecureRouter(deps: AppDeps) {
           expires_in: expiresIn,
         });
       },
-      DELETE(_request, { principal, requestId }) {
-        store.revokeToken(principal.tokenId, clock.now());
+      DELETE(_request, { principal, requestId, clientAddress }) {
+        store.transaction(() => {
+          if (!store.revokeToken(principal.tokenId, clock.now())) return;
+          store.appendAudit({
+            at: clock.now(),
+            actor: toKeyRef(principal.apiKeyId),
+            action: "token.revoked",
+            subject: `token:${principal.tokenId}`,
+            detail: { user: principal.email, client: clientAddress },
+          });
+        });
         deps.logger.info("token revoked", {
           event: "token_revoked",
           request_id: requestId,
@@ -96,6 +107,7 @@ export function createSecureRouter(deps: AppDeps) {
   ): Response | Promise<Response> {
     const principal = authenticate(request, context.url);
     context.apiKeyId = principal.apiKeyId;
+    deps.keyUsage?.record(principal.apiKeyId, context.clientAddress);
     const handler = findRoute(routes, request.method, path);
     if (!handler) {
       throw new HttpError(404, "not_found", "No secure endpoint at this path");

@@ -2,9 +2,10 @@
  * `POST /api/userservice/tokens`: e-mail + password + API key in, one new
  * access token out.
  *
- * Every credential failure (unknown e-mail, wrong password, unknown, revoked
- * or foreign key, disabled user) gets the same 401 after the same work: an
- * unknown or disabled user is verified against a dummy hash.
+ * Every credential failure (unknown e-mail, wrong password, unknown, revoked,
+ * disabled, expired or foreign key, disabled user) gets the same 401 after
+ * the same work: an unknown or disabled user is verified against a dummy
+ * hash. Each failure and each issued token is recorded in the audit log.
  *
  * @module
  */
@@ -14,6 +15,8 @@ import { readDocument } from "./body.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import { toKeyRef, toUserRef } from "./audit.ts";
+import { isKeyUsable, toKeyStatus } from "./key_status.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type RouteHandler, type Routes } from "./route.ts";
 
@@ -83,28 +86,64 @@ export function createTokenRouter(deps: AppDeps) {
     const body = await readDocument(request, parseAuthRequest);
     const credentials = toCredentials(body, findRequestApiKey(request, context.url));
 
+    // The token's issue time is when the user row is read, before the slow
+    // password check: a cutoff written while the check runs (password change,
+    // revoke-all, disable) then covers the token this request produces.
+    const readAt = clock.now();
     const user = store.findUserByEmail(credentials.email);
     const key = store.findApiKeyByHash(hashSecret(credentials.apiKey));
     const verified = await hasher.verify(
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
     );
-    if (!verified || !user || !key || key.revokedAt !== null || key.userId !== user.id) {
+    const failure = !user
+      ? "unknown_user"
+      : user.disabled
+      ? "disabled_user"
+      : !verified
+      ? "wrong_password"
+      : !key
+      ? "unknown_key"
+      : key.userId !== user.id
+      ? "foreign_key"
+      : !isKeyUsable(key, clock.now())
+      ? `key_${toKeyStatus(key, clock.now())}`
+      : undefined;
+    if (failure !== undefined || !user || !key) {
+      // One insert per failure, after an argon2 verification that costs far more.
+      store.appendAudit({
+        at: clock.now(),
+        actor: key ? toKeyRef(key.id) : "anonymous",
+        action: "login.failed",
+        subject: user ? toUserRef(user.email) : "user:unknown",
+        detail: { reason: failure ?? "unknown", client: context.clientAddress },
+      });
       throw invalidCredentials();
     }
     context.apiKeyId = key.id;
 
     const token = generateToken();
-    const issuedAt = clock.now();
+    // Never before the user's cutoff (which may be at most 1 ms ahead, see README).
+    const issuedAt = Math.max(readAt, user.tokensValidFrom);
     const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
-    store.issueToken({
-      tokenHash: hashSecret(token),
-      userId: user.id,
-      apiKeyId: key.id,
-      issuedAt,
-      expiresAt: issuedAt + timeout * 1000,
-      maxLiveTokens: MAX_LIVE_TOKENS,
+    store.transaction(() => {
+      const tokenId = store.issueToken({
+        tokenHash: hashSecret(token),
+        userId: user.id,
+        apiKeyId: key.id,
+        issuedAt,
+        expiresAt: issuedAt + timeout * 1000,
+        maxLiveTokens: MAX_LIVE_TOKENS,
+      });
+      store.appendAudit({
+        at: clock.now(),
+        actor: toKeyRef(key.id),
+        action: "token.issued",
+        subject: toUserRef(user.email),
+        detail: { token_id: tokenId, client: context.clientAddress },
+      });
     });
+    deps.keyUsage?.record(key.id, context.clientAddress);
     deps.logger.info("token issued", {
       event: "token_issued",
       request_id: context.requestId,
