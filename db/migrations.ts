@@ -60,4 +60,12 @@ CREATE INDEX tokens_by_api_key ON tokens (api_key_id, expires_at);
 CREATE INDEX tokens_by_expiry ON tokens (expires_at);
 `,
   },
+  {
+    // Issue 7. Versions 2 and 3 belong to other changes; nothing here depends on them.
+    version: 4,
+    name: "introspect_keys",
+    sql: `
+ALTER TABLE api_keys ADD COLUMN introspect INTEGER NOT NULL DEFAULT 0 CHECK (introspect IN (0, 1));
+`,
+  },
 ];

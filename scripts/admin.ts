@@ -51,7 +51,10 @@ Users:
   user enable EMAIL                     Enable the user again
 
 API keys:
-  key create EMAIL [--label TEXT]       Create a key; printed once, alone on the last line
+  key create EMAIL [--label TEXT] [--introspect]
+                                        Create a key; printed once, alone on the last line.
+                                        --introspect: a resource-server key that may call
+                                        POST /api/userservice/tokens/introspect
   key list [EMAIL] [--json]             List keys (never whole keys)
   key revoke KEY_OR_ID                  Revoke a key and the tokens issued with it
 
@@ -76,6 +79,7 @@ interface Flags {
   json?: boolean;
   timeout?: string;
   label?: string;
+  introspect?: boolean;
 }
 
 const COMMANDS: Record<string, Command> = {
@@ -152,18 +156,22 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   "key create": {
-    usage: "key create EMAIL [--label TEXT]",
-    options: ["label"],
+    usage: "key create EMAIL [--label TEXT] [--introspect]",
+    options: ["label", "introspect"],
     run(store, [email], flags, io) {
       const user = findUser(store, email);
       const label = flags.label ?? "";
       if (label.length > 200) throw new AdminError("Label too long: at most 200 characters");
       const apiKey = generateApiKey();
-      const key = store.insertApiKey(
-        { userId: user.id, keyHash: hashSecret(apiKey), prefix: toKeyPrefix(apiKey), label },
-        io.clock.now(),
-      );
-      io.stdout(`Created API key ${key.id} for ${user.email}. It is shown only this once:`);
+      const key = store.insertApiKey({
+        userId: user.id,
+        keyHash: hashSecret(apiKey),
+        prefix: toKeyPrefix(apiKey),
+        label,
+        introspect: flags.introspect === true,
+      }, io.clock.now());
+      const kind = key.introspect ? "resource-server API key (may introspect tokens)" : "API key";
+      io.stdout(`Created ${kind} ${key.id} for ${user.email}. It is shown only this once:`);
       io.stdout(apiKey);
     },
   },
@@ -178,6 +186,7 @@ const COMMANDS: Record<string, Command> = {
         email: key.email,
         label: key.label,
         status: key.revokedAt === null ? "active" : "revoked",
+        introspect: key.introspect ? "yes" : "no",
         created_at: new Date(key.createdAt).toISOString(),
       }));
       printRows(io, keys, flags.json);
@@ -340,6 +349,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
           json: { type: "boolean" },
           timeout: { type: "string" },
           label: { type: "string" },
+          introspect: { type: "boolean" },
           help: { type: "boolean", short: "h" },
         },
       });
@@ -354,7 +364,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       return 0;
     }
     if (!command) throw new AdminError(`Unknown command "${name}" (see --help)`, 2);
-    for (const option of ["json", "timeout", "label"] as const) {
+    for (const option of ["json", "timeout", "label", "introspect"] as const) {
       if (values[option] !== undefined && !command.options.includes(option)) {
         throw new AdminError(`Option --${option} does not apply to "${name}" (see --help)`, 2);
       }

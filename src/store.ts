@@ -34,6 +34,8 @@ export interface ApiKey {
   label: string;
   createdAt: number;
   revokedAt: number | null;
+  /** Whether this key belongs to a resource server that may introspect any token. */
+  introspect: boolean;
 }
 
 /** An API key with its owner's e-mail, for listings. */
@@ -49,6 +51,25 @@ export interface TokenGrant {
   apiKeyId: number;
   issuedAt: number;
   expiresAt: number;
+}
+
+/** Who holds a live API key: the key's id and its enabled user. */
+export interface KeyHolder {
+  apiKeyId: number;
+  userId: number;
+  email: string;
+}
+
+/** A token found by its digest, whatever its state, for introspection. */
+export interface TokenStatus {
+  tokenId: number;
+  userId: number;
+  email: string;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  /** False once the token or its key is revoked, or its user disabled. Expiry is the caller's check. */
+  live: boolean;
 }
 
 /** What {@link Store.issueToken} needs. */
@@ -87,6 +108,7 @@ function toApiKey(row: Row): ApiKey {
     label: row.label as string,
     createdAt: row.created_at as number,
     revokedAt: row.revoked_at as number | null,
+    introspect: row.introspect === 1,
   };
 }
 
@@ -147,8 +169,8 @@ function createStore(db: DatabaseSync) {
   );
 
   const keyInsert = sql(
-    `INSERT INTO api_keys (key_hash, prefix, user_id, label, created_at)
-     VALUES (:key_hash, :prefix, :user_id, :label, :now) RETURNING *`,
+    `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at)
+     VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now) RETURNING *`,
   );
   const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
   const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
@@ -205,6 +227,25 @@ function createStore(db: DatabaseSync) {
     api_keys: sql("SELECT count(*) AS n FROM api_keys"),
     tokens: sql("SELECT count(*) AS n FROM tokens"),
   };
+
+  // Issue 7: the API-key gate, introspection and revocation.
+  const keyHolder = sql(
+    `SELECT k.id AS api_key_id, k.user_id, u.email FROM api_keys k
+     JOIN users u ON u.id = k.user_id
+     WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND u.disabled = 0`,
+  );
+  const tokenStatus = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at, t.expires_at,
+       (t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0) AS live
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash`,
+  );
+  const tokenRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL`,
+  );
 
   /**
    * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
@@ -267,7 +308,13 @@ function createStore(db: DatabaseSync) {
     },
 
     insertApiKey(
-      key: { userId: number; keyHash: Uint8Array; prefix: string; label: string },
+      key: {
+        userId: number;
+        keyHash: Uint8Array;
+        prefix: string;
+        label: string;
+        introspect?: boolean;
+      },
       now: number,
     ): ApiKey {
       return toApiKey(keyInsert.get({
@@ -275,6 +322,7 @@ function createStore(db: DatabaseSync) {
         prefix: key.prefix,
         user_id: key.userId,
         label: key.label,
+        introspect: key.introspect ? 1 : 0,
         now,
       }) as Row);
     },
@@ -363,6 +411,38 @@ function createStore(db: DatabaseSync) {
     /** Row count of a table, for listings and tests. */
     countRows(table: keyof typeof counts): number {
       return (counts[table].get() as { n: number }).n;
+    },
+
+    /** The holder of the unrevoked key with this digest, if its user is enabled. */
+    findKeyHolder(keyHash: Uint8Array): KeyHolder | undefined {
+      const row = keyHolder.get({ key_hash: keyHash }) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        apiKeyId: row.api_key_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+      };
+    },
+
+    /** The token with this digest in any state (revoked, expired, of a disabled user). */
+    findTokenStatus(tokenHash: Uint8Array): TokenStatus | undefined {
+      const row = tokenStatus.get({ token_hash: tokenHash }) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        tokenId: row.token_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+        apiKeyId: row.api_key_id as number,
+        issuedAt: row.issued_at as number,
+        expiresAt: row.expires_at as number,
+        live: row.live === 1,
+      };
+    },
+
+    /** Revokes the token with this digest if it was issued with this key; whether it did. */
+    revokeTokenOfKey(tokenHash: Uint8Array, apiKeyId: number, now: number): boolean {
+      const result = tokenRevokeOfKey.run({ token_hash: tokenHash, api_key_id: apiKeyId, now });
+      return Number(result.changes) === 1;
     },
 
     close(): void {

@@ -203,3 +203,65 @@ Deno.test("transaction() rolls back every write when its function throws", () =>
     db.cleanup();
   }
 });
+
+Deno.test("store.findKeyHolder() finds a live key of an enabled user only", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    assert.deepEqual(store.findKeyHolder(hashSecret("k1")), {
+      apiKeyId: key.id,
+      userId: user.id,
+      email: "a@b.org",
+    });
+    assert.equal(store.findKeyHolder(hashSecret("nope")), undefined);
+    store.setUserDisabled(user.id, true, 2000);
+    assert.equal(store.findKeyHolder(hashSecret("k1")), undefined);
+    store.setUserDisabled(user.id, false, 2000);
+    store.revokeApiKey(key.id, 3000);
+    assert.equal(store.findKeyHolder(hashSecret("k1")), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("store.findTokenStatus() and revokeTokenOfKey() see tokens in every state", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    const other = store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k2"), prefix: "k2", label: "", introspect: true },
+      1000,
+    );
+    assert.equal(other.introspect, true);
+    assert.equal(key.introspect, false);
+    store.issueToken({
+      tokenHash: hashSecret("t1"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: 1000,
+      expiresAt: 5000,
+      maxLiveTokens: 100,
+    });
+    const status = store.findTokenStatus(hashSecret("t1"))!;
+    assert.deepEqual({ ...status, tokenId: 0 }, {
+      tokenId: 0,
+      userId: user.id,
+      email: "a@b.org",
+      apiKeyId: key.id,
+      issuedAt: 1000,
+      expiresAt: 5000,
+      live: true,
+    });
+    assert.equal(store.findTokenStatus(hashSecret("t2")), undefined);
+    // Only the key it was issued with can revoke it, and only once.
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), other.id, 2000), false);
+    assert.equal(store.findTokenStatus(hashSecret("t1"))!.live, true);
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), true);
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), false);
+    assert.equal(store.findTokenStatus(hashSecret("t1"))!.live, false);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
