@@ -58,6 +58,8 @@ export interface KeyHolder {
   apiKeyId: number;
   userId: number;
   email: string;
+  /** Whether the key may introspect tokens (a resource-server key). */
+  introspect: boolean;
 }
 
 /** A token found by its digest, whatever its state, for introspection. */
@@ -230,7 +232,7 @@ function createStore(db: DatabaseSync) {
 
   // Issue 7: the API-key gate, introspection and revocation.
   const keyHolder = sql(
-    `SELECT k.id AS api_key_id, k.user_id, u.email FROM api_keys k
+    `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
      JOIN users u ON u.id = k.user_id
      WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND u.disabled = 0`,
   );
@@ -421,6 +423,7 @@ function createStore(db: DatabaseSync) {
         apiKeyId: row.api_key_id as number,
         userId: row.user_id as number,
         email: row.email as string,
+        introspect: row.introspect === 1,
       };
     },
 

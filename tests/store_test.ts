@@ -212,6 +212,7 @@ Deno.test("store.findKeyHolder() finds a live key of an enabled user only", () =
       apiKeyId: key.id,
       userId: user.id,
       email: "a@b.org",
+      introspect: false,
     });
     assert.equal(store.findKeyHolder(hashSecret("nope")), undefined);
     store.setUserDisabled(user.id, true, 2000);
