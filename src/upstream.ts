@@ -63,6 +63,7 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
 const REPLACED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   "host",
   "content-length",
+  "expect",
   "accept-encoding",
   "x-request-id",
   "x-forwarded-for",
@@ -166,6 +167,8 @@ function toClientHeaders(upstream: Response): Headers {
 }
 
 const NO_BODY_STATUSES: ReadonlySet<number> = new Set([204, 205, 304]);
+/** Methods `fetch` refuses to send (and that no API needs): refused with 405, not 502. */
+const UNFORWARDABLE_METHODS: ReadonlySet<string> = new Set(["CONNECT", "TRACE", "TRACK"]);
 
 /** What the proxy needs besides its options. */
 export interface UpstreamDeps {
@@ -186,6 +189,14 @@ export function createUpstreamProxy(options: UpstreamOptions, deps: UpstreamDeps
   const basePath = options.url.pathname.replace(/\/+$/, "");
 
   return async function forward(request, context, identity) {
+    if (UNFORWARDABLE_METHODS.has(request.method.toUpperCase())) {
+      throw new HttpError(
+        405,
+        "method_not_allowed",
+        `Method ${request.method} is not allowed: it is never forwarded`,
+        { headers: { allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS" } },
+      );
+    }
     const url = origin + basePath + toUpstreamPath(context.url.pathname) +
       toUpstreamQuery(context.url.search, hide);
     const headers = toUpstreamHeaders(request, context, identity, hide);

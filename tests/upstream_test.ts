@@ -9,6 +9,7 @@ import {
   issueToken,
   startTlsServer,
   type TestApp,
+  testCertificate,
 } from "./_helpers.ts";
 
 /** What the test upstream saw of one request. */
@@ -374,6 +375,32 @@ Deno.test("[server] --upstream behind real TLS: HEAD and 204 pass without a body
     assert.equal(upstream.seen[1].headers.get("x-forwarded-for"), "127.0.0.1");
   } finally {
     app?.close();
+    await upstream.close();
+  }
+});
+
+Deno.test("[server] --upstream refuses TRACE with 405 and forwards nothing", async () => {
+  const upstream = startUpstream();
+  const { app, apiKey } = await setup({ url: upstream.url });
+  try {
+    // `new Request()` cannot carry TRACE, so speak HTTP/1.1 over a real TLS connection.
+    await using server = await startTlsServer(app.handler);
+    const connection = await Deno.connectTls({
+      hostname: "127.0.0.1",
+      port: Number(new URL(server.origin).port),
+      caCerts: [(await testCertificate()).cert],
+    });
+    await connection.write(
+      new TextEncoder().encode(
+        `TRACE /api/public/x?api_key=${apiKey} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`,
+      ),
+    );
+    const text = await new Response(connection.readable).text();
+    assert.match(text, /^HTTP\/1.1 405/);
+    assert.match(text, /<error_code>method_not_allowed<\/error_code>/);
+    assert.equal(upstream.seen.length, 0);
+  } finally {
+    app.close();
     await upstream.close();
   }
 });
