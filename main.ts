@@ -53,7 +53,18 @@ export async function serve(args: string[], env: Record<string, string | undefin
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     corsOrigins: config.corsOrigins,
     keyUsage,
+    upstream: config.upstream === undefined ? undefined : {
+      url: new URL(config.upstream),
+      timeoutMs: config.upstreamTimeoutSeconds * 1000,
+      hideCredentials: config.hideCredentials,
+    },
   });
+  if (config.upstream !== undefined) {
+    logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {
+      hide_credentials: config.hideCredentials,
+      timeout_s: config.upstreamTimeoutSeconds,
+    });
+  }
   const server = Deno.serve({
     hostname: config.hostname,
     port: config.port,

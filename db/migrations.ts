@@ -95,4 +95,11 @@ CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
 BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 `,
   },
+  {
+    version: 4,
+    name: "introspect_keys",
+    sql: `
+ALTER TABLE api_keys ADD COLUMN introspect INTEGER NOT NULL DEFAULT 0 CHECK (introspect IN (0, 1));
+`,
+  },
 ];

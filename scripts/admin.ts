@@ -53,8 +53,10 @@ Users:
   user enable EMAIL                     Enable the user again
 
 API keys:
-  key create EMAIL [--label TEXT] [--expires DURATION]
-                                        Create a key; printed once, alone on the last line
+  key create EMAIL [--label TEXT] [--expires DURATION] [--introspect]
+                                        Create a key; printed once, alone on the last line.
+                                        --introspect: a resource-server key that may call
+                                        POST /api/userservice/tokens/introspect
   key list [EMAIL] [--unused DURATION] [--json]
                                         List keys (never whole keys) with status and last use;
                                         --unused: only keys not used for that long
@@ -101,6 +103,7 @@ interface Flags {
   before?: string;
   since?: string;
   unused?: string;
+  introspect?: boolean;
 }
 
 /** Every option some command takes; each command lists the ones that apply to it. */
@@ -113,6 +116,7 @@ const COMMAND_OPTIONS = [
   "before",
   "since",
   "unused",
+  "introspect",
 ] as const;
 
 const COMMANDS: Record<string, Command> = {
@@ -211,8 +215,8 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   "key create": {
-    usage: "key create EMAIL [--label TEXT] [--expires DURATION]",
-    options: ["label", "expires"],
+    usage: "key create EMAIL [--label TEXT] [--expires DURATION] [--introspect]",
+    options: ["label", "expires", "introspect"],
     run(store, [email], flags, io) {
       const user = findUser(store, email);
       const label = flags.label ?? "";
@@ -228,6 +232,7 @@ const COMMANDS: Record<string, Command> = {
             prefix: toKeyPrefix(apiKey),
             label,
             expiresAt,
+            introspect: flags.introspect === true,
           },
           now,
         );
@@ -235,12 +240,14 @@ const COMMANDS: Record<string, Command> = {
           user: user.email,
           label,
           expires_at: toIsoOrNull(expiresAt),
+          introspect: created.introspect ? 1 : 0,
         });
         return created;
       });
       const until = expiresAt === null ? "" : ` until ${toIso(expiresAt)}`;
+      const kind = key.introspect ? "resource-server API key (may introspect tokens)" : "API key";
       io.stdout(
-        `Created API key ${key.id} for ${user.email}${until}. It is shown only this once:`,
+        `Created ${kind} ${key.id} for ${user.email}${until}. It is shown only this once:`,
       );
       io.stdout(apiKey);
     },
@@ -265,6 +272,7 @@ const COMMANDS: Record<string, Command> = {
           email: key.email,
           label: key.label,
           status: toKeyStatus(key, now),
+          introspect: key.introspect ? "yes" : "no",
           created_at: toIso(key.createdAt),
           expires_at: toIsoOrNull(key.expiresAt),
           replaced_by: key.replacedBy,
@@ -306,6 +314,7 @@ const COMMANDS: Record<string, Command> = {
           prefix: toKeyPrefix(apiKey),
           label: old.label,
           expiresAt,
+          introspect: old.introspect,
         }, { oldKeyExpiresAt: oldUntil, now });
         audit(store, io, "key.rotated", toKeyRef(old.id), {
           successor: successor.id,
@@ -625,6 +634,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
           before: { type: "string" },
           since: { type: "string" },
           unused: { type: "string" },
+          introspect: { type: "boolean" },
           help: { type: "boolean", short: "h" },
         },
       });

@@ -6,17 +6,17 @@
  *
  * @module
  */
-import { findRequestApiKey } from "./api_key.ts";
+import { createBackendRouter, VERIFY_PATH } from "./backend_router.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
-import { hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
-import { isKeyUsable } from "./key_status.ts";
+import { createGate } from "./gate.ts";
 import { redactUrl } from "./logger.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
 import { parseRequestPath } from "./paths.ts";
 import { CONTENT_TYPES, type Format } from "./respond.ts";
-import { createSecureRouter } from "./secure_router.ts";
+import { createSecureRouter, type SecureFallback } from "./secure_router.ts";
 import { createTokenRouter } from "./token_router.ts";
+import { createUpstreamProxy, isKeygatePath } from "./upstream.ts";
 
 /** What `Deno.serve` tells a handler about the connection; all optional for tests. */
 export interface ConnectionInfo {
@@ -34,6 +34,8 @@ const SECURITY_HEADERS: readonly [string, string][] = [
 ];
 
 const CORS_METHODS = "GET, POST, DELETE, OPTIONS";
+/** With an upstream or the application's own routes, any method may be served. */
+const CORS_METHODS_ALL = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 const CORS_EXPOSED = "X-Request-Id, Retry-After, WWW-Authenticate";
 const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
 
@@ -47,21 +49,18 @@ function toJsonResponse(body: Record<string, string>, status: number): Response 
 /** Creates the handler from its dependencies. */
 export function createHandler(deps: AppDeps): Handler {
   const { store, logger } = deps;
+  const gate = createGate(deps);
+  const forward = deps.upstream && createUpstreamProxy(deps.upstream, deps);
+  const forwardSecure: SecureFallback | undefined = forward &&
+    ((request, path, context) =>
+      isKeygatePath(path) ? undefined : forward(request, context, context.principal));
   const routeToken = createTokenRouter(deps);
-  const routeSecure = createSecureRouter(deps);
+  const routeBackend = createBackendRouter(deps, gate);
+  const routeSecure = createSecureRouter(deps, { gate, fallback: forwardSecure });
   const corsOrigins = deps.corsOrigins ?? ["*"];
+  const corsMethods = deps.upstream || deps.secureRoutes ? CORS_METHODS_ALL : CORS_METHODS;
   const bootId = crypto.randomUUID().slice(0, 8);
   let requestCount = 0;
-
-  function requireApiKey(request: Request, context: RequestContext): void {
-    const keyText = findRequestApiKey(request, context.url);
-    const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
-    const key = apiKey === undefined ? undefined : store.findApiKeyByHash(hashSecret(apiKey));
-    if (key === undefined || !isKeyUsable(key, deps.clock.now())) {
-      throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
-    }
-    context.apiKeyId = key.id;
-  }
 
   function health(path: string, method: string): Response | undefined {
     if (path !== "/healthz" && path !== "/readyz") return undefined;
@@ -83,22 +82,26 @@ export function createHandler(deps: AppDeps): Handler {
   function route(request: Request, context: RequestContext, path: string, secure: boolean) {
     return health(path, request.method) ??
       routeToken(request, path, context) ??
-      (secure ? routeSecure(request, path, context) : notFound(request, context));
+      routeBackend(request, path, context) ??
+      (secure ? routeSecure(request, path, context) : routeOther(request, path, context));
   }
 
-  function notFound(request: Request, context: RequestContext): never {
-    requireApiKey(request, context);
+  /** Any other path: the API key first, then the upstream (if any), else 404. */
+  function routeOther(request: Request, path: string, context: RequestContext) {
+    const holder = gate.authenticateKey(request, context.url);
+    context.apiKeyId = holder.apiKeyId;
+    if (forward && !isKeygatePath(path)) return forward(request, context, holder);
     throw new HttpError(404, "not_found", "No endpoint at this path");
   }
 
   function preflight(request: Request): Response {
-    const headers = new Headers({ "access-control-allow-methods": CORS_METHODS });
+    const headers = new Headers({ "access-control-allow-methods": corsMethods });
     const requested = request.headers.get("access-control-request-headers");
     if (requested !== null && HEADER_LIST.test(requested.trim())) {
       headers.set("access-control-allow-headers", requested.trim());
     }
     headers.set("access-control-max-age", "600");
-    headers.set("allow", CORS_METHODS);
+    headers.set("allow", corsMethods);
     return new Response(null, { status: 204, headers });
   }
 
@@ -142,7 +145,8 @@ export function createHandler(deps: AppDeps): Handler {
         );
       }
       context.format = format;
-      response = request.method === "OPTIONS"
+      // Forward-auth asks about OPTIONS requests too, so it is never a preflight.
+      response = request.method === "OPTIONS" && target.path !== VERIFY_PATH
         ? preflight(request)
         : await route(request, context, target.path, target.secure);
     } catch (thrown) {

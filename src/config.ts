@@ -20,6 +20,11 @@ export interface Config {
   /** `["*"]` or a list of exact origins such as `https://example.org`. */
   corsOrigins: string[];
   logLevel: LogLevel;
+  /** Backend that authenticated requests keygate does not answer itself are forwarded to. */
+  upstream?: string;
+  upstreamTimeoutSeconds: number;
+  /** Remove the caller's API key and token before forwarding. */
+  hideCredentials: boolean;
 }
 
 /** Thrown for a flag or variable that cannot be used; main prints its message and exits 2. */
@@ -72,6 +77,23 @@ export const SETTINGS: readonly Setting[] = [
     env: "KEYGATE_LOG_LEVEL",
     default: "info",
     help: "debug, info, warn, error or off",
+  },
+  {
+    flag: "upstream",
+    env: "KEYGATE_UPSTREAM",
+    help: "Forward authenticated requests for other paths to this http(s) URL (default: none, 404)",
+  },
+  {
+    flag: "upstream-timeout",
+    env: "KEYGATE_UPSTREAM_TIMEOUT",
+    default: "30s",
+    help: "How long the upstream may take to start its response before 504",
+  },
+  {
+    flag: "hide-credentials",
+    env: "KEYGATE_HIDE_CREDENTIALS",
+    default: "true",
+    help: "true: strip API key and token from forwarded requests; false: pass them on",
   },
 ];
 
@@ -156,6 +178,33 @@ export function readConfig(
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`Invalid --log-level "${logLevel}": expected ${LOG_LEVELS.join(", ")}`);
   }
+  const upstream = get("upstream");
+  if (upstream !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(upstream);
+    } catch {
+      url = undefined;
+    }
+    if (
+      url === undefined || (url.protocol !== "http:" && url.protocol !== "https:") ||
+      url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== ""
+    ) {
+      throw new ConfigError(
+        `Invalid --upstream "${upstream}": expected an http or https URL without query or credentials`,
+      );
+    }
+  }
+  let upstreamTimeoutSeconds: number;
+  try {
+    upstreamTimeoutSeconds = parseDuration(get("upstream-timeout")!);
+  } catch (error) {
+    throw new ConfigError(`Invalid --upstream-timeout: ${(error as Error).message}`);
+  }
+  const hide = get("hide-credentials")!;
+  if (hide !== "true" && hide !== "false") {
+    throw new ConfigError(`Invalid --hide-credentials "${hide}": expected true or false`);
+  }
   return {
     hostname: get("hostname")!,
     port,
@@ -165,5 +214,8 @@ export function readConfig(
     defaultTimeoutSeconds,
     corsOrigins,
     logLevel,
+    upstream,
+    upstreamTimeoutSeconds,
+    hideCredentials: hide === "true",
   };
 }

@@ -9,7 +9,10 @@ import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Logger } from "./logger.ts";
 import type { PasswordHasher } from "./passwords.ts";
 import type { Format } from "./respond.ts";
+import type { Routes } from "./route.ts";
+import type { SecureContext } from "./secure_router.ts";
 import type { Store } from "./store.ts";
+import type { UpstreamOptions } from "./upstream.ts";
 
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {
@@ -35,4 +38,12 @@ export interface AppDeps {
   corsOrigins?: readonly string[];
   /** Where successful key uses are noted (last use); none recorded without it. */
   keyUsage?: KeyUsageRecorder;
+  /**
+   * The application's own secure endpoints, served in this process after
+   * authentication: canonical paths with a `secure` segment, by method. Each
+   * handler receives the authenticated principal in its context.
+   */
+  secureRoutes?: Routes<SecureContext>;
+  /** Where authenticated requests that keygate does not answer itself are forwarded. */
+  upstream?: UpstreamOptions;
 }

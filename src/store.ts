@@ -44,6 +44,8 @@ export interface ApiKey {
   lastUsedAt: number | null;
   lastUsedFrom: string | null;
   useCount: number;
+  /** Whether this key belongs to a resource server that may introspect any token. */
+  introspect: boolean;
 }
 
 /** Uses of one key since the last flush, accumulated in memory. */
@@ -89,6 +91,27 @@ export interface TokenGrant {
   expiresAt: number;
 }
 
+/** Who holds a live API key: the key's id and its enabled user. */
+export interface KeyHolder {
+  apiKeyId: number;
+  userId: number;
+  email: string;
+  /** Whether the key may introspect tokens (a resource-server key). */
+  introspect: boolean;
+}
+
+/** A token found by its digest, whatever its state, for introspection. */
+export interface TokenStatus {
+  tokenId: number;
+  userId: number;
+  email: string;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  /** False once the token or its key is revoked, or its user disabled. Expiry is the caller's check. */
+  live: boolean;
+}
+
 /** What {@link Store.issueToken} needs. */
 export interface NewToken {
   tokenHash: Uint8Array;
@@ -132,6 +155,7 @@ function toApiKey(row: Row): ApiKey {
     lastUsedAt: row.last_used_at as number | null,
     lastUsedFrom: row.last_used_from as string | null,
     useCount: row.use_count as number,
+    introspect: row.introspect === 1,
   };
 }
 
@@ -193,8 +217,8 @@ function createStore(db: DatabaseSync) {
   );
 
   const keyInsert = sql(
-    `INSERT INTO api_keys (key_hash, prefix, user_id, label, created_at, expires_at)
-     VALUES (:key_hash, :prefix, :user_id, :label, :now, :expires_at) RETURNING *`,
+    `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
+     VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
   );
   const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
   const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
@@ -289,6 +313,31 @@ function createStore(db: DatabaseSync) {
     tokens: sql("SELECT count(*) AS n FROM tokens"),
   };
 
+  // The API-key gate, introspection and revocation. A key is usable while it is
+  // not revoked, disabled or expired and its user is enabled; a token is live while
+  // its key is usable, it is not revoked and was issued at or after its user's cutoff.
+  const keyHolder = sql(
+    `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
+     JOIN users u ON u.id = k.user_id
+     WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND u.disabled = 0
+       AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)`,
+  );
+  const tokenStatus = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+       (t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0
+         AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)
+         AND t.issued_at >= u.tokens_valid_from) AS live
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash`,
+  );
+  const tokenRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL`,
+  );
+
   /**
    * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
    * rolled back if it throws. `fn` must be synchronous. Inside another
@@ -331,6 +380,7 @@ function createStore(db: DatabaseSync) {
       prefix: string;
       label: string;
       expiresAt: number | null;
+      introspect?: boolean;
     },
     now: number,
   ): ApiKey {
@@ -339,6 +389,7 @@ function createStore(db: DatabaseSync) {
       prefix: key.prefix,
       user_id: key.userId,
       label: key.label,
+      introspect: key.introspect ? 1 : 0,
       now,
       expires_at: key.expiresAt,
     }) as Row);
@@ -398,6 +449,7 @@ function createStore(db: DatabaseSync) {
         prefix: string;
         label: string;
         expiresAt?: number | null;
+        introspect?: boolean;
       },
       now: number,
     ): ApiKey {
@@ -406,6 +458,7 @@ function createStore(db: DatabaseSync) {
         prefix: key.prefix,
         user_id: key.userId,
         label: key.label,
+        introspect: key.introspect ? 1 : 0,
         now,
         expires_at: key.expiresAt ?? null,
       }) as Row);
@@ -588,6 +641,39 @@ function createStore(db: DatabaseSync) {
     /** Row count of a table, for listings and tests. */
     countRows(table: keyof typeof counts): number {
       return (counts[table].get() as { n: number }).n;
+    },
+
+    /** The holder of the usable key with this digest (see the statement above). */
+    findKeyHolder(keyHash: Uint8Array, now: number): KeyHolder | undefined {
+      const row = keyHolder.get({ key_hash: keyHash, now }) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        apiKeyId: row.api_key_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+        introspect: row.introspect === 1,
+      };
+    },
+
+    /** The token with this digest in any state (revoked, expired, of a disabled user). */
+    findTokenStatus(tokenHash: Uint8Array, now: number): TokenStatus | undefined {
+      const row = tokenStatus.get({ token_hash: tokenHash, now }) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        tokenId: row.token_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+        apiKeyId: row.api_key_id as number,
+        issuedAt: row.issued_at as number,
+        expiresAt: row.expires_at as number,
+        live: row.live === 1,
+      };
+    },
+
+    /** Revokes the token with this digest if it was issued with this key; whether it did. */
+    revokeTokenOfKey(tokenHash: Uint8Array, apiKeyId: number, now: number): boolean {
+      const result = tokenRevokeOfKey.run({ token_hash: tokenHash, api_key_id: apiKeyId, now });
+      return Number(result.changes) === 1;
     },
 
     close(): void {

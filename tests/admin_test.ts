@@ -285,3 +285,25 @@ Deno.test("admin CLI as a process reads the password from standard input", async
     db.cleanup();
   }
 });
+
+Deno.test("admin key create --introspect makes a resource-server key, shown in key list", async () => {
+  const db = tempDbPath();
+  try {
+    await admin(db.path, ["user", "add", "rs@b.org"]);
+    const plain = await admin(db.path, ["key", "create", "rs@b.org"]);
+    const created = await admin(db.path, ["key", "create", "rs@b.org", "--introspect"]);
+    assert.equal(created.code, 0, created.err);
+    assert.match(created.out, /Created resource-server API key \(may introspect tokens\) 2/);
+    const store = openStore(db.path);
+    assert.equal(store.findApiKeyByHash(hashSecret(created.lastLine))!.introspect, true);
+    assert.equal(store.findApiKeyByHash(hashSecret(plain.lastLine))!.introspect, false);
+    store.close();
+    const listed = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out);
+    assert.deepEqual(listed.map((k: { introspect: string }) => k.introspect), ["no", "yes"]);
+    const misplaced = await admin(db.path, ["user", "list", "--introspect"]);
+    assert.equal(misplaced.code, 2);
+    assert.match(misplaced.err, /Option --introspect does not apply to "user list"/);
+  } finally {
+    db.cleanup();
+  }
+});

@@ -72,6 +72,7 @@ Deno.test("[e2e] every admin command that changes something appends one audit ro
     user: EMAIL,
     label: "ci",
     expires_at: new Date(app.clock.now() - 6000 + 90 * 86_400_000).toISOString(),
+    introspect: 0,
   });
   // Commands that change nothing record nothing.
   const count = app.store.listAudit().length;

@@ -11,6 +11,9 @@ Deno.test("readConfig() uses the documented defaults", () => {
     defaultTimeoutSeconds: 36000,
     corsOrigins: ["*"],
     logLevel: "info",
+    upstream: undefined,
+    upstreamTimeoutSeconds: 30,
+    hideCredentials: true,
   });
 });
 
@@ -39,6 +42,12 @@ Deno.test("readConfig() refuses bad values with a ConfigError", () => {
     [["--default-timeout", "10"], /Invalid --default-timeout/],
     [["--cors-origins", "example.org"], /Invalid --cors-origins entry "example.org"/],
     [["--log-level", "loud"], /Invalid --log-level "loud"/],
+    [["--upstream", "ftp://x.example"], /Invalid --upstream "ftp:\/\/x.example"/],
+    [["--upstream", "http://u:p@x.example"], /Invalid --upstream/],
+    [["--upstream", "http://x.example/?a=1"], /Invalid --upstream/],
+    [["--upstream", "not a url"], /Invalid --upstream/],
+    [["--upstream-timeout", "0s"], /Invalid --upstream-timeout/],
+    [["--hide-credentials", "yes"], /Invalid --hide-credentials "yes"/],
     [["--nope"], /nope/],
     [["stray"], /stray/],
   ];
@@ -57,4 +66,14 @@ Deno.test("formatHelp() lists every flag with its variable", () => {
     assert.ok(help.includes(`--${setting.flag}`), setting.flag);
     assert.ok(help.includes(setting.env), setting.env);
   }
+});
+
+Deno.test("readConfig() reads the upstream settings from flags and KEYGATE_* variables", () => {
+  const config = readConfig(["--upstream-timeout", "5s"], {
+    KEYGATE_UPSTREAM: "http://127.0.0.1:9000/base",
+    KEYGATE_HIDE_CREDENTIALS: "false",
+  })!;
+  assert.equal(config.upstream, "http://127.0.0.1:9000/base");
+  assert.equal(config.upstreamTimeoutSeconds, 5);
+  assert.equal(config.hideCredentials, false);
 });

@@ -271,3 +271,112 @@ Deno.test("migration 3 upgrades a version-1 database and keeps its rows working"
     db.cleanup();
   }
 });
+
+Deno.test("store.findKeyHolder() finds a live key of an enabled user only", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    assert.deepEqual(store.findKeyHolder(hashSecret("k1"), 2000), {
+      apiKeyId: key.id,
+      userId: user.id,
+      email: "a@b.org",
+      introspect: false,
+    });
+    assert.equal(store.findKeyHolder(hashSecret("nope"), 2000), undefined);
+    store.setUserDisabled(user.id, true, 2000);
+    assert.equal(store.findKeyHolder(hashSecret("k1"), 2000), undefined);
+    store.setUserDisabled(user.id, false, 2000);
+    store.revokeApiKey(key.id, 3000);
+    assert.equal(store.findKeyHolder(hashSecret("k1"), 2000), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("store.findTokenStatus() and revokeTokenOfKey() see tokens in every state", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    const other = store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k2"), prefix: "k2", label: "", introspect: true },
+      1000,
+    );
+    assert.equal(other.introspect, true);
+    assert.equal(key.introspect, false);
+    store.issueToken({
+      tokenHash: hashSecret("t1"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: 1000,
+      expiresAt: 5000,
+      maxLiveTokens: 100,
+    });
+    const status = store.findTokenStatus(hashSecret("t1"), 2000)!;
+    assert.deepEqual({ ...status, tokenId: 0 }, {
+      tokenId: 0,
+      userId: user.id,
+      email: "a@b.org",
+      apiKeyId: key.id,
+      issuedAt: 1000,
+      expiresAt: 5000,
+      live: true,
+    });
+    assert.equal(store.findTokenStatus(hashSecret("t2"), 2000), undefined);
+    // Only the key it was issued with can revoke it, and only once.
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), other.id, 2000), false);
+    assert.equal(store.findTokenStatus(hashSecret("t1"), 2000)!.live, true);
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), true);
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), false);
+    assert.equal(store.findTokenStatus(hashSecret("t1"), 2000)!.live, false);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("findKeyHolder() and findTokenStatus() apply key expiry, disabling and the token cutoff", () => {
+  const db = tempDbPath();
+  const { store, user, key } = seed(db.path);
+  try {
+    store.issueToken({
+      tokenHash: hashSecret("t1"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: 1000,
+      expiresAt: 90_000,
+      maxLiveTokens: 100,
+    });
+    assert.ok(store.findKeyHolder(hashSecret("k1"), 2000));
+    assert.equal(store.findTokenStatus(hashSecret("t1"), 2000)!.live, true);
+
+    store.setApiKeyDisabled(key.id, true, 2000);
+    assert.equal(store.findKeyHolder(hashSecret("k1"), 2000), undefined);
+    assert.equal(store.findTokenStatus(hashSecret("t1"), 2000)!.live, false);
+    store.setApiKeyDisabled(key.id, false, 2000);
+    assert.equal(store.findTokenStatus(hashSecret("t1"), 2000)!.live, true);
+
+    const expiring = store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k2"), prefix: "k2", label: "", expiresAt: 5000 },
+      1000,
+    );
+    assert.ok(store.findKeyHolder(hashSecret("k2"), 4999));
+    assert.equal(store.findKeyHolder(hashSecret("k2"), 5000), undefined);
+    store.issueToken({
+      tokenHash: hashSecret("t2"),
+      userId: user.id,
+      apiKeyId: expiring.id,
+      issuedAt: 1000,
+      expiresAt: 90_000,
+      maxLiveTokens: 100,
+    });
+    assert.equal(store.findTokenStatus(hashSecret("t2"), 4000)!.expiresAt, 5000);
+    assert.equal(store.findTokenStatus(hashSecret("t2"), 5000)!.live, false);
+
+    store.revokeTokensOfUser(user.id, 3000);
+    assert.equal(store.findTokenStatus(hashSecret("t1"), 3000)!.live, false);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
