@@ -6,6 +6,7 @@
  */
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./logger.ts";
+import type { Metrics } from "./metrics.ts";
 import type { PasswordHasher } from "./passwords.ts";
 import type { Format } from "./respond.ts";
 import type { Store } from "./store.ts";
@@ -32,4 +33,14 @@ export interface AppDeps {
   defaultTimeoutSeconds: number;
   /** `["*"]` or exact origins allowed by CORS. Default `["*"]`. */
   corsOrigins?: readonly string[];
+  /** Counters and histograms. Default: a private set nobody reads. */
+  metrics?: Metrics;
+  /** Set in proxy mode: plain HTTP behind a TLS-terminating proxy. */
+  proxy?: ProxyOptions;
+}
+
+/** Proxy mode: who may connect, and whose `X-Forwarded-*` headers are believed. */
+export interface ProxyOptions {
+  /** CIDR ranges of the proxies. */
+  trustedProxies: readonly string[];
 }

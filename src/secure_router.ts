@@ -45,24 +45,30 @@ function unauthorized(code: "invalid_token" | "token_expired", message: string):
  * answers 404 for secure paths without a handler.
  */
 export function createSecureRouter(deps: AppDeps) {
-  const { store, clock } = deps;
+  const { store, clock, metrics } = deps;
+
+  function deny(code: "invalid_token" | "token_expired", message: string): HttpError {
+    metrics?.secureRequest("denied", code);
+    return unauthorized(code, message);
+  }
 
   function authenticate(request: Request, url: URL): Principal {
     const keyText = findRequestApiKey(request, url);
     const token = findRequestToken(request, url);
     if (keyText === undefined || token === undefined) {
-      throw unauthorized("invalid_token", "Missing API key or access token");
+      throw deny("invalid_token", "Missing API key or access token");
     }
     const apiKey = normalizeApiKey(keyText);
     const grant = apiKey !== undefined && isTokenShaped(token)
       ? store.findTokenGrant(hashSecret(token), hashSecret(apiKey))
       : undefined;
     if (grant === undefined) {
-      throw unauthorized("invalid_token", "Invalid access token or API key");
+      throw deny("invalid_token", "Invalid access token or API key");
     }
     if (grant.expiresAt <= clock.now()) {
-      throw unauthorized("token_expired", "Access token expired: request a new one");
+      throw deny("token_expired", "Access token expired: request a new one");
     }
+    metrics?.secureRequest("allowed", "ok");
     return grant;
   }
 
@@ -76,13 +82,14 @@ export function createSecureRouter(deps: AppDeps) {
           expires_in: expiresIn,
         });
       },
-      DELETE(_request, { principal, requestId }) {
+      DELETE(_request, { principal, requestId, clientAddress }) {
         store.revokeToken(principal.tokenId, clock.now());
         deps.logger.info("token revoked", {
           event: "token_revoked",
           request_id: requestId,
           user_id: principal.userId,
           key_id: principal.apiKeyId,
+          client: clientAddress,
         });
         return new Response(null, { status: 204 });
       },

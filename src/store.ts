@@ -200,6 +200,18 @@ function createStore(db: DatabaseSync) {
     "DELETE FROM tokens WHERE expires_at <= :now OR revoked_at IS NOT NULL",
   );
   const ping = sql("SELECT 1 AS ok");
+  const tokensLive = sql(
+    "SELECT count(*) AS n FROM tokens WHERE revoked_at IS NULL AND expires_at > :now",
+  );
+  const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
+  // The janitor's batch: a range of at most :size row ids, so no statement holds the lock long.
+  const tokensPurgeRange = sql(
+    `DELETE FROM tokens WHERE id > :after AND id <= :after + :size
+       AND (expires_at <= :cutoff OR revoked_at <= :cutoff)`,
+  );
+  const vacuumInto = sql("VACUUM INTO :path");
+  const integrityCheck = sql("PRAGMA integrity_check");
+  const foreignKeyCheck = sql("PRAGMA foreign_key_check");
   const counts = {
     users: sql("SELECT count(*) AS n FROM users"),
     api_keys: sql("SELECT count(*) AS n FROM api_keys"),
@@ -353,6 +365,49 @@ function createStore(db: DatabaseSync) {
     /** Deletes expired and revoked token rows; returns how many. */
     purgeTokens(now: number): number {
       return Number(tokensPurge.run({ now }).changes);
+    },
+
+    /** Counts tokens that are neither revoked nor expired at `now`. */
+    countLiveTokens(now: number): number {
+      return (tokensLive.get({ now }) as { n: number }).n;
+    },
+
+    /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
+    findTokenIdBounds(): { first: number; last: number } | undefined {
+      const row = tokenIdBounds.get() as { first: number | null; last: number | null };
+      return row.first === null ? undefined : { first: row.first, last: row.last! };
+    },
+
+    /**
+     * Deletes the token rows with ids in `(afterId, afterId + size]` that
+     * expired or were revoked at or before `cutoff`, in one short
+     * transaction; returns how many.
+     */
+    purgeTokenRange(afterId: number, size: number, cutoff: number): number {
+      return transaction(() =>
+        Number(tokensPurgeRange.run({ after: afterId, size, cutoff }).changes)
+      );
+    },
+
+    /** Writes a consistent, compacted copy of the database to a new file (`VACUUM INTO`). */
+    backupTo(path: string): void {
+      vacuumInto.run({ path });
+    },
+
+    /** Problems found by `PRAGMA integrity_check` and `foreign_key_check`; empty when sound. */
+    checkIntegrity(): string[] {
+      const problems = (integrityCheck.all() as { integrity_check: string }[])
+        .map((row) => row.integrity_check)
+        .filter((text) => text !== "ok");
+      for (const row of foreignKeyCheck.all() as Row[]) {
+        problems.push(`foreign key violation: ${row.table} row ${row.rowid} -> ${row.parent}`);
+      }
+      return problems;
+    },
+
+    /** Moves the write-ahead log into the database and truncates it; for shutdown. */
+    checkpoint(): void {
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     },
 
     /** A trivial read, for readiness checks. */

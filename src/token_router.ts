@@ -67,9 +67,29 @@ export function toCredentials(body: AuthRequest, requestKey: string | undefined)
   return { email: body.email.toLowerCase(), password: body.password, apiKey };
 }
 
-/** The uniform answer to every credential failure. */
-export function invalidCredentials(): HttpError {
-  return new HttpError(401, "invalid_credentials", "Invalid e-mail, password or API key");
+/**
+ * The uniform answer to every credential failure. `detail` (such as
+ * `wrong_password`) goes only to the audit log, never to the caller.
+ */
+export function invalidCredentials(detail?: string): HttpError {
+  return new HttpError(401, "invalid_credentials", "Invalid e-mail, password or API key", {
+    cause: detail,
+  });
+}
+
+/** Which credential check failed, for the audit log; `undefined` when all passed. */
+function findCredentialFailure(
+  user: { id: number; disabled: boolean } | undefined,
+  key: { userId: number; revokedAt: number | null } | undefined,
+  verified: boolean,
+): string | undefined {
+  if (!user) return "unknown_user";
+  if (user.disabled) return "disabled_user";
+  if (!verified) return "wrong_password";
+  if (!key) return "unknown_key";
+  if (key.revokedAt !== null) return "revoked_key";
+  if (key.userId !== user.id) return "foreign_key";
+  return undefined;
 }
 
 /**
@@ -89,9 +109,8 @@ export function createTokenRouter(deps: AppDeps) {
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
     );
-    if (!verified || !user || !key || key.revokedAt !== null || key.userId !== user.id) {
-      throw invalidCredentials();
-    }
+    const failure = findCredentialFailure(user, key, verified);
+    if (failure !== undefined || !user || !key) throw invalidCredentials(failure);
     context.apiKeyId = key.id;
 
     const token = generateToken();
@@ -105,11 +124,13 @@ export function createTokenRouter(deps: AppDeps) {
       expiresAt: issuedAt + timeout * 1000,
       maxLiveTokens: MAX_LIVE_TOKENS,
     });
+    deps.metrics?.tokenIssued();
     deps.logger.info("token issued", {
       event: "token_issued",
       request_id: context.requestId,
       user_id: user.id,
       key_id: key.id,
+      client: context.clientAddress,
     });
     return toResponse(context.format, "auth_response", { access_token: token });
   };

@@ -11,6 +11,13 @@ Deno.test("readConfig() uses the documented defaults", () => {
     defaultTimeoutSeconds: 36000,
     corsOrigins: ["*"],
     logLevel: "info",
+    metrics: false,
+    metricsHostname: "127.0.0.1",
+    metricsPort: 9464,
+    behindProxy: false,
+    trustedProxies: ["127.0.0.1/32", "::1/128"],
+    tokenRetentionSeconds: 7 * 86400,
+    shutdownTimeoutSeconds: 30,
   });
 });
 
