@@ -12,7 +12,8 @@ import { type Clock, systemClock } from "../src/clock.ts";
 import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "../src/credentials.ts";
 import { formatDuration, parseDuration } from "../src/duration.ts";
 import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store, type User } from "../src/store.ts";
+import { createLogger, type LogFields, type Logger } from "../src/logger.ts";
+import { inspectDatabaseFile, openStore, type Store, type User } from "../src/store.ts";
 import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/token_router.ts";
 
 /** The admin CLI's surroundings, replaceable in tests. */
@@ -24,6 +25,8 @@ export interface AdminIO {
   readPassword(): Promise<string>;
   clock: Clock;
   hasher: PasswordHasher;
+  /** Receives one JSON line per change (the audit trail). Default: {@link AdminIO.stderr}. */
+  audit?(line: string): void;
 }
 
 /** A failure the user can fix; printed as one line, exit code 1. */
@@ -59,6 +62,13 @@ Tokens:
   token revoke-all EMAIL                Revoke every live token of a user
   token purge                           Delete expired and revoked token rows
 
+Database:
+  db backup PATH                        Write a consistent copy to PATH (a new file)
+                                        and check it; safe while the server runs
+  db check                              Run an integrity check; exit 1 on problems
+
+Every change is logged as one JSON line on standard error (the audit trail).
+
 Options:
   --db PATH        SQLite database (env KEYGATE_DB; default ${DEFAULT_DB})
   --help           Show this help
@@ -69,7 +79,13 @@ DURATION is a whole number and a unit: 90s, 15m, 10h, 7d.
 interface Command {
   usage: string;
   options: readonly string[];
-  run(store: Store, args: string[], flags: Flags, io: AdminIO): Promise<void> | void;
+  run(store: Store, args: string[], flags: Flags, io: AdminIO & Audited): Promise<void> | void;
+}
+
+/** The audit logger of one command run. */
+interface Audited {
+  /** Logs one admin change: which command, on what, with what effect. */
+  change(fields: LogFields): void;
 }
 
 interface Flags {
@@ -91,6 +107,7 @@ const COMMANDS: Record<string, Command> = {
         { email, passwordHash, tokenTimeoutSeconds: timeout },
         io.clock.now(),
       );
+      io.change({ user_id: user.id });
       io.stdout(`Added user ${user.email} (id ${user.id}, token timeout ${describeTimeout(user)})`);
     },
   },
@@ -118,6 +135,7 @@ const COMMANDS: Record<string, Command> = {
       const user = findUser(store, email);
       const timeout = duration === "default" ? null : toDuration(duration);
       store.setUserTimeout(user.id, timeout, io.clock.now());
+      io.change({ user_id: user.id, token_timeout: timeout === null ? "default" : duration });
       io.stdout(
         `Token timeout of ${user.email} is now ${timeout === null ? "the default" : duration}`,
       );
@@ -130,6 +148,7 @@ const COMMANDS: Record<string, Command> = {
       const user = findUser(store, email);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
       const revoked = store.setUserPassword(user.id, passwordHash, io.clock.now());
+      io.change({ user_id: user.id, revoked_tokens: revoked });
       io.stdout(`Password of ${user.email} changed; ${revoked} live token(s) revoked`);
     },
   },
@@ -139,6 +158,7 @@ const COMMANDS: Record<string, Command> = {
     run(store, [email], _flags, io) {
       const user = findUser(store, email);
       const revoked = store.setUserDisabled(user.id, true, io.clock.now());
+      io.change({ user_id: user.id, revoked_tokens: revoked });
       io.stdout(`Disabled ${user.email}; ${revoked} live token(s) revoked`);
     },
   },
@@ -148,6 +168,7 @@ const COMMANDS: Record<string, Command> = {
     run(store, [email], _flags, io) {
       const user = findUser(store, email);
       store.setUserDisabled(user.id, false, io.clock.now());
+      io.change({ user_id: user.id });
       io.stdout(`Enabled ${user.email}`);
     },
   },
@@ -163,6 +184,7 @@ const COMMANDS: Record<string, Command> = {
         { userId: user.id, keyHash: hashSecret(apiKey), prefix: toKeyPrefix(apiKey), label },
         io.clock.now(),
       );
+      io.change({ user_id: user.id, key_id: key.id });
       io.stdout(`Created API key ${key.id} for ${user.email}. It is shown only this once:`);
       io.stdout(apiKey);
     },
@@ -200,6 +222,7 @@ const COMMANDS: Record<string, Command> = {
         return;
       }
       const revoked = store.revokeApiKey(key.id, io.clock.now());
+      io.change({ user_id: key.userId, key_id: key.id, revoked_tokens: revoked });
       io.stdout(`Revoked API key ${key.id}; ${revoked} live token(s) revoked`);
     },
   },
@@ -209,6 +232,7 @@ const COMMANDS: Record<string, Command> = {
     run(store, [email], _flags, io) {
       const user = findUser(store, email);
       const revoked = store.revokeTokensOfUser(user.id, io.clock.now());
+      io.change({ user_id: user.id, revoked_tokens: revoked });
       io.stdout(`Revoked ${revoked} live token(s) of ${user.email}`);
     },
   },
@@ -217,10 +241,56 @@ const COMMANDS: Record<string, Command> = {
     options: [],
     run(store, _args, _flags, io) {
       const deleted = store.purgeTokens(io.clock.now());
+      io.change({ deleted_tokens: deleted });
       io.stdout(`Deleted ${deleted} expired or revoked token row(s)`);
     },
   },
+  "db backup": {
+    usage: "db backup PATH",
+    options: [],
+    run(store, [path], _flags, io) {
+      if (path === undefined) throw usage("db backup PATH");
+      if (exists(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
+      store.backupTo(path);
+      const { problems, counts } = inspectDatabaseFile(path);
+      if (problems.length > 0) {
+        throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
+      }
+      io.change({ path, users: counts.users, api_keys: counts.api_keys, tokens: counts.tokens });
+      io.stdout(
+        `Wrote backup ${path}: ${counts.users} user(s), ${counts.api_keys} API key(s), ` +
+          `${counts.tokens} token row(s); integrity ok`,
+      );
+    },
+  },
+  "db check": {
+    usage: "db check",
+    options: [],
+    run(store, _args, _flags, io) {
+      const problems = store.checkIntegrity();
+      for (const problem of problems) io.stdout(problem);
+      if (problems.length > 0) {
+        throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
+      }
+      io.stdout("Integrity check: ok");
+    },
+  },
 };
+
+function exists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+/** Who ran the command, as the operating system says. */
+function findActor(env: AdminIO["env"]): string {
+  return env.SUDO_USER ?? env.USER ?? env.LOGNAME ?? "unknown";
+}
 
 function usage(text: string): AdminError {
   return new AdminError(`Usage: deno task admin ${text}`, 2);
@@ -359,8 +429,22 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
         throw new AdminError(`Option --${option} does not apply to "${name}" (see --help)`, 2);
       }
     }
-    store = openStore(values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB);
-    await command.run(store, positionals.slice(2), values, io);
+    const dbPath = values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB;
+    store = openStore(dbPath);
+    const audit: Logger = createLogger({
+      level: "info",
+      write: overrides.audit ?? io.stderr,
+      clock: io.clock,
+    });
+    const change = (fields: LogFields) =>
+      audit.info("admin change", {
+        event: "admin_change",
+        command: name,
+        actor: findActor(io.env),
+        db: dbPath,
+        ...fields,
+      });
+    await command.run(store, positionals.slice(2), values, { ...io, change });
     return 0;
   } catch (error) {
     if (error instanceof AdminError) {

@@ -64,9 +64,15 @@ function toRouteLabel(path: string | undefined, secure: boolean): string {
   return secure ? "secure_other" : "other";
 }
 
-/** Whether `error` came from SQLite (node:sqlite sets a numeric `errcode`). */
+/**
+ * Whether `error` came from the database: SQLite's own errors (node:sqlite's
+ * `ERR_SQLITE_ERROR` with an `errcode`) or use of a closed database.
+ */
 function isDatabaseError(error: unknown): boolean {
-  return error instanceof Error && typeof (error as { errcode?: unknown }).errcode === "number";
+  if (!(error instanceof Error)) return false;
+  const { code, errcode } = error as { code?: unknown; errcode?: unknown };
+  return typeof errcode === "number" || code === "ERR_SQLITE_ERROR" ||
+    (code === "ERR_INVALID_STATE" && /finalized|not open/.test(error.message));
 }
 
 function toJsonResponse(body: Record<string, string>, status: number): Response {

@@ -64,6 +64,23 @@ export interface Metrics {
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   const registers = [registry];
+  // Registered first: its collect() may count a database error before that counter is rendered.
+  const countLiveTokens = options.countLiveTokens;
+  if (countLiveTokens !== undefined) {
+    new Gauge({
+      name: "keygate_live_tokens",
+      help: "Tokens neither expired nor revoked, counted at scrape time",
+      registers,
+      collect() {
+        try {
+          this.set(countLiveTokens());
+        } catch {
+          databaseErrors.inc({ source: "live_tokens" });
+          this.set(Number.NaN);
+        }
+      },
+    });
+  }
   const issued = new Counter({
     name: "keygate_tokens_issued_total",
     help: "Access tokens issued",
@@ -105,22 +122,6 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: "Expired and revoked token rows deleted by the janitor",
     registers,
   });
-  const countLiveTokens = options.countLiveTokens;
-  if (countLiveTokens !== undefined) {
-    new Gauge({
-      name: "keygate_live_tokens",
-      help: "Tokens neither expired nor revoked, counted at scrape time",
-      registers,
-      collect() {
-        try {
-          this.set(countLiveTokens());
-        } catch {
-          databaseErrors.inc({ source: "live_tokens" });
-          this.set(Number.NaN);
-        }
-      },
-    });
-  }
   // Known label values start at zero, so rates work from the first scrape.
   for (const reason of ["ok", "invalid_token", "token_expired"]) {
     secure.labels({ outcome: reason === "ok" ? "allowed" : "denied", reason });

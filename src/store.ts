@@ -109,6 +109,30 @@ export function openStore(path: string): Store {
   }
 }
 
+/**
+ * Opens the database file at `path` read-only and returns the problems
+ * `PRAGMA integrity_check` finds (empty when sound) and its row counts; for
+ * validating a backup without touching it.
+ */
+export function inspectDatabaseFile(
+  path: string,
+): { problems: string[]; userVersion: number; counts: Record<string, number> } {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    const problems = (db.prepare("PRAGMA integrity_check").all() as { integrity_check: string }[])
+      .map((row) => row.integrity_check)
+      .filter((text) => text !== "ok");
+    const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+    const counts: Record<string, number> = {};
+    for (const table of ["users", "api_keys", "tokens"]) {
+      counts[table] = (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    }
+    return { problems, userVersion: user_version, counts };
+  } finally {
+    db.close();
+  }
+}
+
 /** Applies the migrations newer than `PRAGMA user_version`, each in its own transaction. */
 export function migrate(db: DatabaseSync, migrations: readonly Migration[]): void {
   for (const migration of migrations) {
