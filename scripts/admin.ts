@@ -248,10 +248,10 @@ const COMMANDS: Record<string, Command> = {
   "db backup": {
     usage: "db backup PATH",
     options: [],
-    run(store, [path], _flags, io) {
+    async run(store, [path], _flags, io) {
       if (path === undefined) throw usage("db backup PATH");
       if (exists(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
-      store.backupTo(path);
+      await store.backupTo(path);
       const { problems, counts } = inspectDatabaseFile(path);
       if (problems.length > 0) {
         throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
