@@ -1,7 +1,9 @@
 /**
  * keygate's composition root: read the configuration, open the store, build
- * the handler, serve HTTPS; on SIGINT/SIGTERM stop accepting, finish
- * in-flight requests, close the database.
+ * the handler, serve HTTPS (plain HTTP in proxy mode), start the metrics
+ * listener and the token janitor; on SIGINT/SIGTERM stop accepting, finish
+ * in-flight requests within --shutdown-timeout, stop the janitor and the
+ * metrics listener, checkpoint and close the database.
  *
  * `keygate admin …` (or `deno task admin …`) runs the admin CLI instead, so
  * that a compiled binary carries both.

@@ -65,3 +65,28 @@ Deno.test("formatHelp() lists every flag with its variable", () => {
     assert.ok(help.includes(setting.env), setting.env);
   }
 });
+
+Deno.test("README's configuration table lists every setting with its variable and default", () => {
+  const readme = Deno.readTextFileSync(new URL("../README.md", import.meta.url));
+  const start = readme.indexOf("## Configuration");
+  const table = readme.slice(start, readme.indexOf("\n\n", readme.indexOf("| flag", start)));
+  for (const setting of SETTINGS) {
+    const row = table.split("\n").find((line) => line.startsWith(`| \`--${setting.flag} `));
+    assert.ok(row, `--${setting.flag} has a row`);
+    assert.ok(row.includes(`\`${setting.env}\``), `${setting.env} in ${row}`);
+    if (setting.default !== undefined) {
+      assert.ok(row.includes(`\`${setting.default}\``), `default of --${setting.flag} in ${row}`);
+    }
+  }
+  const rows = table.split("\n").filter((line) => line.startsWith("| `--"));
+  assert.equal(rows.length, SETTINGS.length, "no row for a setting that does not exist");
+});
+
+Deno.test("formatHelp() prints every default", () => {
+  const help = formatHelp();
+  for (const setting of SETTINGS) {
+    if (setting.default !== undefined) {
+      assert.ok(help.includes(`(default: ${setting.default})`), setting.flag);
+    }
+  }
+});
