@@ -16,6 +16,7 @@ import { main as adminMain } from "./scripts/admin.ts";
 import { createHandler } from "./src/app.ts";
 import { systemClock } from "./src/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { isLoopbackOrPrivate } from "./src/ip.ts";
 import { createJanitor } from "./src/janitor.ts";
 import { createLogger } from "./src/logger.ts";
 import { createMetrics, createMetricsHandler } from "./src/metrics.ts";
@@ -83,6 +84,11 @@ export async function serve(args: string[], env: Record<string, string | undefin
       },
     }, createMetricsHandler(metrics))
     : undefined;
+  if (metricsServer !== undefined && !isLoopbackOrPrivate(config.metricsHostname)) {
+    logger.warn("metrics are served on a public address; restrict who can reach it", {
+      hostname: config.metricsHostname,
+    });
+  }
   const janitor = createJanitor({
     store,
     clock: systemClock,

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { existsSync } from "node:fs";
 import { backup, DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { type Migration, MIGRATIONS } from "../db/migrations.ts";
 
@@ -105,7 +106,7 @@ export function openStore(path: string): Store {
     db.exec("PRAGMA synchronous = FULL");
     db.exec("PRAGMA foreign_keys = ON");
     migrate(db, MIGRATIONS);
-    return createStore(db);
+    return createStore(db, path);
   } catch (error) {
     db.close();
     throw error;
@@ -154,7 +155,7 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
   }
 }
 
-function createStore(db: DatabaseSync) {
+function createStore(db: DatabaseSync, path: string) {
   const sql = (text: string): StatementSync => db.prepare(text);
 
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
@@ -443,6 +444,9 @@ function createStore(db: DatabaseSync) {
 
     /** A trivial read, for readiness checks. */
     ping(): boolean {
+      // A deleted database file still answers through its open descriptor,
+      // but nothing written now would survive a restart: not ready.
+      if (path !== ":memory:" && !existsSync(path)) return false;
       return (ping.get() as Row | undefined)?.ok === 1;
     },
 
