@@ -12,7 +12,14 @@ import { type Clock, systemClock } from "../src/clock.ts";
 import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "../src/credentials.ts";
 import { formatDuration, parseDuration } from "../src/duration.ts";
 import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
-import { type ApiKey, openStore, type Store, type User } from "../src/store.ts";
+import { createLogger, type LogFields } from "../src/logger.ts";
+import {
+  type ApiKey,
+  inspectDatabaseFile,
+  openStore,
+  type Store,
+  type User,
+} from "../src/store.ts";
 import { type AuditAction, toCliActor, toKeyRef, toUserRef } from "../src/audit.ts";
 import { toKeyStatus } from "../src/key_status.ts";
 import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/token_router.ts";
@@ -26,6 +33,8 @@ export interface AdminIO {
   readPassword(): Promise<string>;
   clock: Clock;
   hasher: PasswordHasher;
+  /** Receives one JSON line per change (the audit trail). Default: {@link AdminIO.stderr}. */
+  audit?(line: string): void;
 }
 
 /** A failure the user can fix; printed as one line, exit code 1. */
@@ -76,6 +85,13 @@ Tokens:
 Audit:
   audit [--since TIME] [--json]         Print the audit log (admin changes, security events)
 
+Database:
+  db backup PATH                        Write a consistent copy to PATH (a new file)
+                                        and check it; safe while the server runs
+  db check                              Run an integrity check; exit 1 on problems
+
+Every change is logged as one JSON line on standard error (the audit trail).
+
 Options:
   --db PATH        SQLite database (env KEYGATE_DB; default ${DEFAULT_DB})
   --help           Show this help
@@ -91,7 +107,13 @@ export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600;
 interface Command {
   usage: string;
   options: readonly string[];
-  run(store: Store, args: string[], flags: Flags, io: AdminIO): Promise<void> | void;
+  run(store: Store, args: string[], flags: Flags, io: AdminIO & Audited): Promise<void> | void;
+}
+
+/** The audit logger of one command run. */
+interface Audited {
+  /** Logs one admin change: which command, on what, with what effect. */
+  change(fields: LogFields): void;
 }
 
 interface Flags {
@@ -429,7 +451,47 @@ const COMMANDS: Record<string, Command> = {
       );
     },
   },
+  "db backup": {
+    usage: "db backup PATH",
+    options: [],
+    async run(store, [path], _flags, io) {
+      if (path === undefined) throw usage("db backup PATH");
+      if (exists(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
+      await store.backupTo(path);
+      const { problems, counts } = inspectDatabaseFile(path);
+      if (problems.length > 0) {
+        throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
+      }
+      io.change({ path, users: counts.users, api_keys: counts.api_keys, tokens: counts.tokens });
+      io.stdout(
+        `Wrote backup ${path}: ${counts.users} user(s), ${counts.api_keys} API key(s), ` +
+          `${counts.tokens} token row(s); integrity ok`,
+      );
+    },
+  },
+  "db check": {
+    usage: "db check",
+    options: [],
+    run(store, _args, _flags, io) {
+      const problems = store.checkIntegrity();
+      for (const problem of problems) io.stdout(problem);
+      if (problems.length > 0) {
+        throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
+      }
+      io.stdout("Integrity check: ok");
+    },
+  },
 };
+
+function exists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
 
 function usage(text: string): AdminError {
   return new AdminError(`Usage: deno task admin ${text}`, 2);
@@ -496,7 +558,12 @@ function findUserEmail(store: Store, userId: number): string {
   return store.listUsers().find((user) => user.id === userId)?.email ?? "";
 }
 
-function setKeyDisabled(store: Store, key: ApiKey, disabled: boolean, io: AdminIO): void {
+function setKeyDisabled(
+  store: Store,
+  key: ApiKey,
+  disabled: boolean,
+  io: AdminIO & Audited,
+): void {
   if (key.revokedAt !== null) throw new AdminError(`API key ${key.id} is revoked`);
   const changed = store.transaction(() => {
     const done = store.setApiKeyDisabled(key.id, disabled, io.clock.now());
@@ -513,12 +580,13 @@ function setKeyDisabled(store: Store, key: ApiKey, disabled: boolean, io: AdminI
 /** Appends an admin change to the audit log, as the operating-system user running the CLI. */
 function audit(
   store: Store,
-  io: AdminIO,
+  io: AdminIO & Audited,
   action: AuditAction,
   subject: string,
   detail: Record<string, string | number | null> = {},
 ): void {
   store.appendAudit({ at: io.clock.now(), actor: toCliActor(io.env), action, subject, detail });
+  io.change({ action, subject, ...detail });
 }
 
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?)?(Z|[+-]\d{2}:?\d{2})?$/;
@@ -654,8 +722,22 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
         throw new AdminError(`Option --${option} does not apply to "${name}" (see --help)`, 2);
       }
     }
-    store = openStore(values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB);
-    await command.run(store, positionals.slice(name.split(" ").length), values, io);
+    const dbPath = values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB;
+    store = openStore(dbPath);
+    const changeLog = createLogger({
+      level: "info",
+      write: overrides.audit ?? io.stderr,
+      clock: io.clock,
+    });
+    const change = (fields: LogFields) =>
+      changeLog.info("admin change", {
+        event: "admin_change",
+        command: name,
+        actor: toCliActor(io.env),
+        db: dbPath,
+        ...fields,
+      });
+    await command.run(store, positionals.slice(name.split(" ").length), values, { ...io, change });
     return 0;
   } catch (error) {
     if (error instanceof AdminError) {

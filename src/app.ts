@@ -6,16 +6,23 @@
  *
  * @module
  */
-import { createBackendRouter, VERIFY_PATH } from "./backend_router.ts";
+import {
+  createBackendRouter,
+  INTROSPECT_PATH,
+  REVOKE_PATH,
+  VERIFY_PATH,
+} from "./backend_router.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
 import { createGate } from "./gate.ts";
+import { createAddressMatcher, findForwardedClient } from "./ip.ts";
 import { redactUrl } from "./logger.ts";
+import { createMetrics } from "./metrics.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
 import { parseRequestPath } from "./paths.ts";
 import { CONTENT_TYPES, type Format } from "./respond.ts";
-import { createSecureRouter, type SecureFallback } from "./secure_router.ts";
-import { createTokenRouter } from "./token_router.ts";
+import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./secure_router.ts";
+import { createTokenRouter, TOKENS_PATH } from "./token_router.ts";
 import { createUpstreamProxy, isKeygatePath } from "./upstream.ts";
 
 /** What `Deno.serve` tells a handler about the connection; all optional for tests. */
@@ -39,6 +46,46 @@ const CORS_METHODS_ALL = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 const CORS_EXPOSED = "X-Request-Id, Retry-After, WWW-Authenticate";
 const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
 
+/**
+ * Route patterns used as metric labels. A path not listed is labelled
+ * `secure_other` or `other`, so raw paths never become labels.
+ * Add new endpoints here.
+ */
+const ROUTE_LABELS: ReadonlySet<string> = new Set([
+  TOKENS_PATH,
+  CURRENT_TOKEN_PATH,
+  VERIFY_PATH,
+  INTROSPECT_PATH,
+  REVOKE_PATH,
+  "/healthz",
+  "/readyz",
+]);
+const METHOD_LABELS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+]);
+
+function toRouteLabel(path: string | undefined, secure: boolean): string {
+  if (path !== undefined && ROUTE_LABELS.has(path)) return path;
+  return secure ? "secure_other" : "other";
+}
+
+/**
+ * Whether `error` came from the database: SQLite's own errors (node:sqlite's
+ * `ERR_SQLITE_ERROR` with an `errcode`) or use of a closed database.
+ */
+function isDatabaseError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { code, errcode } = error as { code?: unknown; errcode?: unknown };
+  return typeof errcode === "number" || code === "ERR_SQLITE_ERROR" ||
+    (code === "ERR_INVALID_STATE" && /finalized|not open/.test(error.message));
+}
+
 function toJsonResponse(body: Record<string, string>, status: number): Response {
   return new Response(JSON.stringify(body), {
     status,
@@ -49,14 +96,18 @@ function toJsonResponse(body: Record<string, string>, status: number): Response 
 /** Creates the handler from its dependencies. */
 export function createHandler(deps: AppDeps): Handler {
   const { store, logger } = deps;
-  const gate = createGate(deps);
-  const forward = deps.upstream && createUpstreamProxy(deps.upstream, deps);
+  const metrics = deps.metrics ?? createMetrics();
+  const appDeps: AppDeps = { ...deps, metrics };
+  const gate = createGate(appDeps);
+  const forward = deps.upstream && createUpstreamProxy(deps.upstream, appDeps);
   const forwardSecure: SecureFallback | undefined = forward &&
     ((request, path, context) =>
       isKeygatePath(path) ? undefined : forward(request, context, context.principal));
-  const routeToken = createTokenRouter(deps);
-  const routeBackend = createBackendRouter(deps, gate);
-  const routeSecure = createSecureRouter(deps, { gate, fallback: forwardSecure });
+  const routeToken = createTokenRouter(appDeps);
+  const routeBackend = createBackendRouter(appDeps, gate);
+  const routeSecure = createSecureRouter(appDeps, { gate, fallback: forwardSecure });
+  const proxy = deps.proxy;
+  const isTrustedProxy = createAddressMatcher(proxy?.trustedProxies ?? []);
   const corsOrigins = deps.corsOrigins ?? ["*"];
   const corsMethods = deps.upstream || deps.secureRoutes ? CORS_METHODS_ALL : CORS_METHODS;
   const bootId = crypto.randomUUID().slice(0, 8);
@@ -74,9 +125,29 @@ export function createHandler(deps: AppDeps): Handler {
     try {
       ready = store.ping();
     } catch (error) {
+      metrics.databaseError("readiness");
       logger.error("readiness check failed", { error: String(error) });
     }
     return toJsonResponse({ status: ready ? "ready" : "unavailable" }, ready ? 200 : 503);
+  }
+
+  /**
+   * Proxy mode: the peer must be a trusted proxy and say the client used
+   * HTTPS; the client address then comes from `X-Forwarded-For`.
+   */
+  function acceptProxied(request: Request, context: RequestContext, peer: string): void {
+    if (!isTrustedProxy(peer)) {
+      throw new HttpError(403, "untrusted_proxy", "Requests must come through the proxy");
+    }
+    const proto = request.headers.get("x-forwarded-proto");
+    if (proto === null || proto.trim().toLowerCase() !== "https") {
+      throw new HttpError(403, "https_required", "HTTPS required: the proxy must forward HTTPS");
+    }
+    context.clientAddress = findForwardedClient(
+      peer,
+      request.headers.get("x-forwarded-for"),
+      isTrustedProxy,
+    );
   }
 
   function route(request: Request, context: RequestContext, path: string, secure: boolean) {
@@ -127,15 +198,18 @@ export function createHandler(deps: AppDeps): Handler {
     const started = performance.now();
     const requestId = `${bootId}-${(++requestCount).toString(36)}`;
     const url = new URL(request.url);
+    const peer = info?.remoteAddr?.hostname ?? "unknown";
     const context: RequestContext = {
       requestId,
       url,
       format: "xml" satisfies Format,
-      clientAddress: info?.remoteAddr?.hostname ?? "unknown",
+      clientAddress: peer,
     };
+    let routeLabel = "other";
     let response: Response;
     try {
       const target = parseRequestPath(url.pathname);
+      routeLabel = toRouteLabel(target.path, target.secure);
       const format = target.format ?? negotiateResponseFormat(request.headers.get("accept"));
       if (format === undefined) {
         throw new HttpError(
@@ -145,12 +219,35 @@ export function createHandler(deps: AppDeps): Handler {
         );
       }
       context.format = format;
+      const isHealth = target.path === "/healthz" || target.path === "/readyz";
+      if (proxy !== undefined && !isHealth) acceptProxied(request, context, peer);
       // Forward-auth asks about OPTIONS requests too, so it is never a preflight.
       response = request.method === "OPTIONS" && target.path !== VERIFY_PATH
         ? preflight(request)
         : await route(request, context, target.path, target.secure);
     } catch (thrown) {
       const error = toHttpError(thrown);
+      if (isDatabaseError(thrown)) metrics.databaseError("request");
+      if (routeLabel === TOKENS_PATH && request.method === "POST") {
+        metrics.loginFailed(error.code);
+        logger.warn("login failed", {
+          event: "login_failed",
+          request_id: requestId,
+          reason: error.code,
+          detail: typeof error.cause === "string" ? error.cause : undefined,
+          key_id: context.apiKeyId ?? null,
+          client: context.clientAddress,
+        });
+      }
+      if (error.status === 429) {
+        metrics.throttled(routeLabel);
+        logger.warn("request throttled", {
+          event: "throttled",
+          request_id: requestId,
+          route: routeLabel,
+          client: context.clientAddress,
+        });
+      }
       if (error.status >= 500) {
         logger.error("request failed", {
           request_id: requestId,
@@ -163,13 +260,16 @@ export function createHandler(deps: AppDeps): Handler {
     for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
     headers.set("x-request-id", requestId);
     addCors(request, headers);
+    const seconds = (performance.now() - started) / 1000;
+    const method = METHOD_LABELS.has(request.method) ? request.method : "other";
+    metrics.observeRequest({ route: routeLabel, method, status: response.status }, seconds);
     logger.info("request", {
       request_id: requestId,
       method: request.method,
       path: redactUrl(url),
       status: response.status,
-      duration_ms: Math.round((performance.now() - started) * 100) / 100,
-      key_id: context.apiKeyId,
+      duration_ms: Math.round(seconds * 100_000) / 100,
+      key_id: context.apiKeyId ?? null,
       client: context.clientAddress,
     });
     return response;

@@ -35,7 +35,7 @@ export type AuditAction = typeof AUDIT_ACTIONS[number];
 
 /** The actor of an admin command: the operating-system user from `$USER` or `$LOGNAME`. */
 export function toCliActor(env: Readonly<Record<string, string | undefined>>): string {
-  const name = env.USER || env.LOGNAME || "unknown";
+  const name = env.SUDO_USER || env.USER || env.LOGNAME || "unknown";
   return `cli:${name.slice(0, 64)}`;
 }
 

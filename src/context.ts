@@ -7,6 +7,7 @@
 import type { Clock } from "./clock.ts";
 import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Logger } from "./logger.ts";
+import type { Metrics } from "./metrics.ts";
 import type { PasswordHasher } from "./passwords.ts";
 import type { Format } from "./respond.ts";
 import type { Routes } from "./route.ts";
@@ -46,4 +47,14 @@ export interface AppDeps {
   secureRoutes?: Routes<SecureContext>;
   /** Where authenticated requests that keygate does not answer itself are forwarded. */
   upstream?: UpstreamOptions;
+  /** Counters and histograms. Default: a private set nobody reads. */
+  metrics?: Metrics;
+  /** Set in proxy mode: plain HTTP behind a TLS-terminating proxy. */
+  proxy?: ProxyOptions;
+}
+
+/** Proxy mode: who may connect, and whose `X-Forwarded-*` headers are believed. */
+export interface ProxyOptions {
+  /** CIDR ranges of the proxies. */
+  trustedProxies: readonly string[];
 }

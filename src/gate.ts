@@ -14,6 +14,7 @@ import { findRequestApiKey } from "./api_key.ts";
 import type { Clock } from "./clock.ts";
 import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import type { Metrics } from "./metrics.ts";
 import type { KeyHolder, Store, TokenGrant } from "./store.ts";
 
 /** Who made an authenticated request. */
@@ -30,6 +31,8 @@ export type Principal = TokenGrant;
 export interface GateDeps {
   store: Store;
   clock: Clock;
+  /** Counts secure requests allowed and denied (by reason). */
+  metrics?: Pick<Metrics, "secureRequest">;
 }
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
@@ -73,7 +76,12 @@ export function toIdentityHeaders(identity: Identity): [string, string][] {
 
 /** Creates the gate over a store and a clock. */
 export function createGate(deps: GateDeps) {
-  const { store, clock } = deps;
+  const { store, clock, metrics } = deps;
+
+  function deny(code: "invalid_token" | "token_expired", message: string): HttpError {
+    metrics?.secureRequest("denied", code);
+    return unauthorized(code, message);
+  }
 
   /**
    * Authenticates by API key alone (`api_key` query parameter or `X-Api-Key`).
@@ -103,7 +111,7 @@ export function createGate(deps: GateDeps) {
     const keyText = findRequestApiKey(request, url);
     const token = findRequestToken(request, url);
     if (keyText === undefined || token === undefined) {
-      throw unauthorized("invalid_token", "Missing API key or access token");
+      throw deny("invalid_token", "Missing API key or access token");
     }
     const apiKey = normalizeApiKey(keyText);
     const now = clock.now();
@@ -111,11 +119,12 @@ export function createGate(deps: GateDeps) {
       ? store.findTokenGrant(hashSecret(token), hashSecret(apiKey), now)
       : undefined;
     if (grant === undefined) {
-      throw unauthorized("invalid_token", "Invalid access token or API key");
+      throw deny("invalid_token", "Invalid access token or API key");
     }
     if (grant.expiresAt <= now) {
-      throw unauthorized("token_expired", "Access token expired: request a new one");
+      throw deny("token_expired", "Access token expired: request a new one");
     }
+    metrics?.secureRequest("allowed", "ok");
     return grant;
   }
 

@@ -99,6 +99,7 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
           request_id: requestId,
           user_id: principal.userId,
           key_id: principal.apiKeyId,
+          client: clientAddress,
         });
         return new Response(null, { status: 204 });
       },

@@ -8,11 +8,15 @@
  *
  * @module
  */
-import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { existsSync } from "node:fs";
+import { backup, DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { type Migration, MIGRATIONS } from "../db/migrations.ts";
 
 /** How long a statement waits for another connection's write lock before failing with SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 2000;
+
+/** Pages copied per step of a backup; between steps other connections may write. */
+export const BACKUP_PAGES_PER_STEP = 1000;
 
 /** A registered user. */
 export interface User {
@@ -171,10 +175,34 @@ export function openStore(path: string): Store {
     db.exec("PRAGMA synchronous = FULL");
     db.exec("PRAGMA foreign_keys = ON");
     migrate(db, MIGRATIONS);
-    return createStore(db);
+    return createStore(db, path);
   } catch (error) {
     db.close();
     throw error;
+  }
+}
+
+/**
+ * Opens the database file at `path` read-only and returns the problems
+ * `PRAGMA integrity_check` finds (empty when sound) and its row counts; for
+ * validating a backup without touching it.
+ */
+export function inspectDatabaseFile(
+  path: string,
+): { problems: string[]; userVersion: number; counts: Record<string, number> } {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    const problems = (db.prepare("PRAGMA integrity_check").all() as { integrity_check: string }[])
+      .map((row) => row.integrity_check)
+      .filter((text) => text !== "ok");
+    const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+    const counts: Record<string, number> = {};
+    for (const table of ["users", "api_keys", "tokens"]) {
+      counts[table] = (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    }
+    return { problems, userVersion: user_version, counts };
+  } finally {
+    db.close();
   }
 }
 
@@ -196,7 +224,7 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
   }
 }
 
-function createStore(db: DatabaseSync) {
+function createStore(db: DatabaseSync, path: string) {
   const sql = (text: string): StatementSync => db.prepare(text);
 
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
@@ -307,6 +335,17 @@ function createStore(db: DatabaseSync) {
   const auditSince = sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
   const totalChanges = sql("SELECT total_changes() AS n");
   const ping = sql("SELECT 1 AS ok");
+  const tokensLive = sql(
+    "SELECT count(*) AS n FROM tokens WHERE revoked_at IS NULL AND expires_at > :now",
+  );
+  const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
+  // The janitor's batch: a range of at most :size row ids, so no statement holds the lock long.
+  const tokensPurgeRange = sql(
+    `DELETE FROM tokens WHERE id > :after AND id <= :after + :size
+       AND (expires_at <= :cutoff OR revoked_at <= :cutoff)`,
+  );
+  const integrityCheck = sql("PRAGMA integrity_check");
+  const foreignKeyCheck = sql("PRAGMA foreign_key_check");
   const counts = {
     users: sql("SELECT count(*) AS n FROM users"),
     api_keys: sql("SELECT count(*) AS n FROM api_keys"),
@@ -633,8 +672,59 @@ function createStore(db: DatabaseSync) {
       return (totalChanges.get() as { n: number }).n;
     },
 
+    /** Counts tokens that are neither revoked nor expired at `now`. */
+    countLiveTokens(now: number): number {
+      return (tokensLive.get({ now }) as { n: number }).n;
+    },
+
+    /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
+    findTokenIdBounds(): { first: number; last: number } | undefined {
+      const row = tokenIdBounds.get() as { first: number | null; last: number | null };
+      return row.first === null ? undefined : { first: row.first, last: row.last! };
+    },
+
+    /**
+     * Deletes the token rows with ids in `(afterId, afterId + size]` that
+     * expired or were revoked at or before `cutoff`, in one short
+     * transaction; returns how many.
+     */
+    purgeTokenRange(afterId: number, size: number, cutoff: number): number {
+      return transaction(() =>
+        Number(tokensPurgeRange.run({ after: afterId, size, cutoff }).changes)
+      );
+    },
+
+    /**
+     * Writes a consistent copy of the database to a new file with SQLite's
+     * online backup API, a few pages at a time (the one asynchronous store
+     * function). `VACUUM INTO` would compact, but Deno allows it only with
+     * every permission, since it attaches a database.
+     */
+    async backupTo(path: string): Promise<void> {
+      await backup(db, path, { rate: BACKUP_PAGES_PER_STEP });
+    },
+
+    /** Problems found by `PRAGMA integrity_check` and `foreign_key_check`; empty when sound. */
+    checkIntegrity(): string[] {
+      const problems = (integrityCheck.all() as { integrity_check: string }[])
+        .map((row) => row.integrity_check)
+        .filter((text) => text !== "ok");
+      for (const row of foreignKeyCheck.all() as Row[]) {
+        problems.push(`foreign key violation: ${row.table} row ${row.rowid} -> ${row.parent}`);
+      }
+      return problems;
+    },
+
+    /** Moves the write-ahead log into the database and truncates it; for shutdown. */
+    checkpoint(): void {
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    },
+
     /** A trivial read, for readiness checks. */
     ping(): boolean {
+      // A deleted database file still answers through its open descriptor,
+      // but nothing written now would survive a restart: not ready.
+      if (path !== ":memory:" && !existsSync(path)) return false;
       return (ping.get() as Row | undefined)?.ok === 1;
     },
 

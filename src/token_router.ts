@@ -19,6 +19,7 @@ import { toKeyRef, toUserRef } from "./audit.ts";
 import { isKeyUsable, toKeyStatus } from "./key_status.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type RouteHandler, type Routes } from "./route.ts";
+import type { ApiKey, User } from "./store.ts";
 
 /** The path of the token endpoint. */
 export const TOKENS_PATH = "/api/userservice/tokens";
@@ -70,9 +71,33 @@ export function toCredentials(body: AuthRequest, requestKey: string | undefined)
   return { email: body.email.toLowerCase(), password: body.password, apiKey };
 }
 
-/** The uniform answer to every credential failure. */
-export function invalidCredentials(): HttpError {
-  return new HttpError(401, "invalid_credentials", "Invalid e-mail, password or API key");
+/**
+ * The uniform answer to every credential failure. `detail` (such as
+ * `wrong_password`) goes only to the audit log, never to the caller.
+ */
+export function invalidCredentials(detail?: string): HttpError {
+  return new HttpError(401, "invalid_credentials", "Invalid e-mail, password or API key", {
+    cause: detail,
+  });
+}
+
+/**
+ * Which credential check failed, for the audit log and logs (never the
+ * response); `undefined` when all passed.
+ */
+function findCredentialFailure(
+  user: Pick<User, "id" | "disabled"> | undefined,
+  key: Pick<ApiKey, "userId" | "revokedAt" | "disabledAt" | "expiresAt"> | undefined,
+  verified: boolean,
+  now: number,
+): string | undefined {
+  if (!user) return "unknown_user";
+  if (user.disabled) return "disabled_user";
+  if (!verified) return "wrong_password";
+  if (!key) return "unknown_key";
+  if (key.userId !== user.id) return "foreign_key";
+  if (!isKeyUsable(key, now)) return `key_${toKeyStatus(key, now)}`;
+  return undefined;
 }
 
 /**
@@ -96,19 +121,7 @@ export function createTokenRouter(deps: AppDeps) {
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
     );
-    const failure = !user
-      ? "unknown_user"
-      : user.disabled
-      ? "disabled_user"
-      : !verified
-      ? "wrong_password"
-      : !key
-      ? "unknown_key"
-      : key.userId !== user.id
-      ? "foreign_key"
-      : !isKeyUsable(key, clock.now())
-      ? `key_${toKeyStatus(key, clock.now())}`
-      : undefined;
+    const failure = findCredentialFailure(user, key, verified, clock.now());
     if (failure !== undefined || !user || !key) {
       // One insert per failure, after an argon2 verification that costs far more.
       store.appendAudit({
@@ -118,7 +131,7 @@ export function createTokenRouter(deps: AppDeps) {
         subject: user ? toUserRef(user.email) : "user:unknown",
         detail: { reason: failure ?? "unknown", client: context.clientAddress },
       });
-      throw invalidCredentials();
+      throw invalidCredentials(failure);
     }
     context.apiKeyId = key.id;
 
@@ -144,11 +157,13 @@ export function createTokenRouter(deps: AppDeps) {
       });
     });
     deps.keyUsage?.record(key.id, context.clientAddress);
+    deps.metrics?.tokenIssued();
     deps.logger.info("token issued", {
       event: "token_issued",
       request_id: context.requestId,
       user_id: user.id,
       key_id: key.id,
+      client: context.clientAddress,
     });
     return toResponse(context.format, "auth_response", { access_token: token });
   };
