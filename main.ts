@@ -53,9 +53,10 @@ export async function serve(args: string[], env: Record<string, string | undefin
   const metrics = createMetrics({
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
   });
+  const hasher = createPasswordHasher();
   const handler = createHandler({
     store,
-    hasher: createPasswordHasher(),
+    hasher,
     clock: systemClock,
     logger,
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
@@ -142,6 +143,7 @@ export async function serve(args: string[], env: Record<string, string | undefin
   Deno.removeSignalListener("SIGTERM", stop);
   if (!finished) logger.warn("shutdown deadline passed: closing with requests still in flight");
   keyUsage.stop(); // writes the last uses before the database closes
+  hasher.close();
   await janitor.stop();
   await metricsServer?.shutdown();
   try {

@@ -682,7 +682,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     stderr: overrides.stderr ?? ((text) => console.error(text)),
     readPassword: overrides.readPassword ?? readPasswordFromStdin,
     clock: overrides.clock ?? systemClock,
-    hasher: overrides.hasher ?? createPasswordHasher({ concurrency: 1 }),
+    hasher: overrides.hasher ?? createPasswordHasher({ workers: 1 }),
   };
   let store: Store | undefined;
   try {
@@ -748,6 +748,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     return 1;
   } finally {
     store?.close();
+    if (overrides.hasher === undefined) io.hasher.close();
   }
 }
 

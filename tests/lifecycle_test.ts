@@ -344,6 +344,7 @@ Deno.test("[e2e] a password change during a login's password check invalidates t
       await gate;
       return hasher.verify(hash, password);
     },
+    close: () => {},
   };
   const { app, userId } = await setup({ hasher: slowHasher });
   using _ = app;
