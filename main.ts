@@ -1,7 +1,10 @@
 /**
  * keygate's composition root: read the configuration, open the store, build
- * the handler, serve HTTPS; on SIGINT/SIGTERM stop accepting, finish
- * in-flight requests, close the database.
+ * the handler, serve HTTPS (plain HTTP in proxy mode), start the metrics
+ * listener, the token janitor and the periodic key-usage flush; on
+ * SIGINT/SIGTERM stop accepting, finish in-flight requests within
+ * --shutdown-timeout, stop the janitor and the metrics listener, flush key
+ * usage, checkpoint and close the database.
  *
  * `keygate admin …` (or `deno task admin …`) runs the admin CLI instead, so
  * that a compiled binary carries both.
@@ -14,7 +17,11 @@ import { main as adminMain } from "./scripts/admin.ts";
 import { createHandler } from "./src/app.ts";
 import { systemClock } from "./src/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { createKeyUsageRecorder } from "./src/key_usage.ts";
+import { isLoopbackOrPrivate } from "./src/ip.ts";
+import { createJanitor } from "./src/janitor.ts";
 import { createLogger } from "./src/logger.ts";
+import { createMetrics, createMetricsHandler } from "./src/metrics.ts";
 import { createPasswordHasher } from "./src/passwords.ts";
 import { openStore } from "./src/store.ts";
 import { loadTlsCredentials } from "./src/tls.ts";
@@ -36,44 +43,114 @@ export async function serve(args: string[], env: Record<string, string | undefin
   const logger = createLogger({ level: config.logLevel });
   mkdirSync(dirname(config.dbPath), { recursive: true });
   const store = openStore(config.dbPath);
-  const tls = await loadTlsCredentials(config);
-  if (tls.selfSignedPath !== undefined) {
+  const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
+  if (tls?.selfSignedPath !== undefined) {
     logger.warn(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
     );
   }
+  const keyUsage = createKeyUsageRecorder({ store, clock: systemClock, logger });
+  const metrics = createMetrics({
+    countLiveTokens: () => store.countLiveTokens(systemClock.now()),
+  });
+  const hasher = createPasswordHasher();
   const handler = createHandler({
     store,
-    hasher: createPasswordHasher(),
+    hasher,
     clock: systemClock,
     logger,
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     corsOrigins: config.corsOrigins,
+    keyUsage,
+    upstream: config.upstream === undefined ? undefined : {
+      url: new URL(config.upstream),
+      timeoutMs: config.upstreamTimeoutSeconds * 1000,
+      hideCredentials: config.hideCredentials,
+    },
+    metrics,
+    proxy: config.behindProxy ? { trustedProxies: config.trustedProxies } : undefined,
   });
+  if (config.upstream !== undefined) {
+    logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {
+      hide_credentials: config.hideCredentials,
+      timeout_s: config.upstreamTimeoutSeconds,
+    });
+  }
+  const scheme = config.behindProxy ? "http" : "https";
   const server = Deno.serve({
     hostname: config.hostname,
     port: config.port,
-    cert: tls.cert,
-    key: tls.key,
+    ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
     onListen({ hostname, port }) {
       const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      logger.info(`keygate listening on https://${host}:${port}/`, {
+      logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
         hostname,
         port,
         db: config.dbPath,
+        behind_proxy: config.behindProxy,
       });
     },
   }, handler);
+  const metricsServer = config.metrics
+    ? Deno.serve({
+      hostname: config.metricsHostname,
+      port: config.metricsPort,
+      onListen({ hostname, port }) {
+        logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+      },
+    }, createMetricsHandler(metrics))
+    : undefined;
+  if (metricsServer !== undefined && !isLoopbackOrPrivate(config.metricsHostname)) {
+    logger.warn("metrics are served on a public address; restrict who can reach it", {
+      hostname: config.metricsHostname,
+    });
+  }
+  const janitor = createJanitor({
+    store,
+    clock: systemClock,
+    logger,
+    metrics,
+    retentionSeconds: config.tokenRetentionSeconds,
+  });
+  janitor.start();
 
+  let signalled!: () => void;
+  const stopping = new Promise<void>((resolve) => signalled = resolve);
+  let stopRequested = false;
   const stop = () => {
-    logger.info("shutting down: finishing in-flight requests");
+    if (stopRequested) return;
+    stopRequested = true;
+    signalled();
+    logger.info("shutting down: finishing in-flight requests", {
+      deadline_seconds: config.shutdownTimeoutSeconds,
+    });
     server.shutdown();
   };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
-  await server.finished;
+  keyUsage.start();
+  await Promise.race([server.finished, stopping]);
+  // From the signal on, in-flight requests have --shutdown-timeout to finish.
+  let deadline: ReturnType<typeof setTimeout> | undefined;
+  const finished = await Promise.race([
+    server.finished.then(() => true),
+    new Promise<false>((resolve) => {
+      deadline = setTimeout(() => resolve(false), config.shutdownTimeoutSeconds * 1000);
+    }),
+  ]);
+  clearTimeout(deadline);
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
+  if (!finished) logger.warn("shutdown deadline passed: closing with requests still in flight");
+  keyUsage.stop(); // writes the last uses before the database closes
+  hasher.close();
+  await janitor.stop();
+  await metricsServer?.shutdown();
+  try {
+    store.checkpoint();
+  } catch (error) {
+    logger.warn("checkpoint failed", { error: String(error) });
+  }
   store.close();
   logger.info("stopped");
   return 0;

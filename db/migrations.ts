@@ -78,4 +78,46 @@ CREATE TABLE login_failures (
 CREATE INDEX login_failures_by_forget_at ON login_failures (forget_at);
 `,
   },
+  {
+    version: 3,
+    name: "key and token lifecycle, audit log",
+    sql: `
+-- Key lifecycle. expires_at: the key stops working at this instant (set at
+-- creation with --expires, or shortened by a rotation's grace period).
+-- disabled_at: suspended until enabled again. replaced_by: the successor
+-- issued by a rotation. last_used_*: written in batches by the usage flusher.
+ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+ALTER TABLE api_keys ADD COLUMN disabled_at INTEGER;
+ALTER TABLE api_keys ADD COLUMN replaced_by INTEGER REFERENCES api_keys (id);
+ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+ALTER TABLE api_keys ADD COLUMN last_used_from TEXT;
+ALTER TABLE api_keys ADD COLUMN use_count INTEGER NOT NULL DEFAULT 0 CHECK (use_count >= 0);
+
+-- Per-user revocation cutoff: a token is valid only if issued_at >= tokens_valid_from.
+ALTER TABLE users ADD COLUMN tokens_valid_from INTEGER NOT NULL DEFAULT 0;
+
+-- Append-only audit trail of admin changes and security events. No secrets:
+-- subjects are e-mails of known users, key ids and token ids.
+CREATE TABLE audit_log (
+  id INTEGER PRIMARY KEY,
+  at INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  action TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(detail))
+) STRICT;
+CREATE INDEX audit_log_by_time ON audit_log (at);
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+`,
+  },
+  {
+    version: 4,
+    name: "introspect_keys",
+    sql: `
+ALTER TABLE api_keys ADD COLUMN introspect INTEGER NOT NULL DEFAULT 0 CHECK (introspect IN (0, 1));
+`,
+  },
 ];

@@ -12,7 +12,16 @@ import { type Clock, systemClock } from "../src/clock.ts";
 import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "../src/credentials.ts";
 import { formatDuration, parseDuration } from "../src/duration.ts";
 import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store, type User } from "../src/store.ts";
+import { createLogger, type LogFields } from "../src/logger.ts";
+import {
+  type ApiKey,
+  inspectDatabaseFile,
+  openStore,
+  type Store,
+  type User,
+} from "../src/store.ts";
+import { type AuditAction, toCliActor, toKeyRef, toUserRef } from "../src/audit.ts";
+import { toKeyStatus } from "../src/key_status.ts";
 import { toAccountSubject, toClientSubject } from "../src/throttle.ts";
 import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/token_router.ts";
 
@@ -25,6 +34,8 @@ export interface AdminIO {
   readPassword(): Promise<string>;
   clock: Clock;
   hasher: PasswordHasher;
+  /** Receives one JSON line per change (the audit trail). Default: {@link AdminIO.stderr}. */
+  audit?(line: string): void;
 }
 
 /** A failure the user can fix; printed as one line, exit code 1. */
@@ -52,12 +63,24 @@ Users:
   user enable EMAIL                     Enable the user again
 
 API keys:
-  key create EMAIL [--label TEXT]       Create a key; printed once, alone on the last line
-  key list [EMAIL] [--json]             List keys (never whole keys)
+  key create EMAIL [--label TEXT] [--expires DURATION] [--introspect]
+                                        Create a key; printed once, alone on the last line.
+                                        --introspect: a resource-server key that may call
+                                        POST /api/userservice/tokens/introspect
+  key list [EMAIL] [--unused DURATION] [--json]
+                                        List keys (never whole keys) with status and last use;
+                                        --unused: only keys not used for that long
+  key rotate KEY_OR_ID [--grace DURATION|0]
+                                        Issue a successor (same owner, label, lifetime); the
+                                        old key and its tokens stop after the grace (24h)
+  key disable KEY_OR_ID                 Suspend a key and its tokens
+  key enable KEY_OR_ID                  Resume a disabled key
   key revoke KEY_OR_ID                  Revoke a key and the tokens issued with it
 
 Tokens:
-  token revoke-all EMAIL                Revoke every live token of a user
+  token revoke-all EMAIL [--before TIME]
+                                        Invalidate every token of a user issued before TIME
+                                        (default: now), in one write
   token purge                           Delete expired and revoked token rows
 
 Login throttle:
@@ -65,24 +88,64 @@ Login throttle:
   throttle clear EMAIL|ADDRESS          Forget the counters of a user's API keys, or of a
                                         client address (IPv6: its /64)
 
+Audit:
+  audit [--since TIME] [--json]         Print the audit log (admin changes, security events)
+
+Database:
+  db backup PATH                        Write a consistent copy to PATH (a new file)
+                                        and check it; safe while the server runs
+  db check                              Run an integrity check; exit 1 on problems
+
+Every change is logged as one JSON line on standard error (the audit trail).
+
 Options:
   --db PATH        SQLite database (env KEYGATE_DB; default ${DEFAULT_DB})
   --help           Show this help
 
 DURATION is a whole number and a unit: 90s, 15m, 10h, 7d.
+TIME is an ISO 8601 time (2026-05-01T12:00:00Z), milliseconds since the epoch,
+or a DURATION meaning that long ago (24h).
 `;
+
+/** How long a rotated key keeps working when --grace is not given. */
+export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600;
 
 interface Command {
   usage: string;
   options: readonly string[];
-  run(store: Store, args: string[], flags: Flags, io: AdminIO): Promise<void> | void;
+  run(store: Store, args: string[], flags: Flags, io: AdminIO & Audited): Promise<void> | void;
+}
+
+/** The audit logger of one command run. */
+interface Audited {
+  /** Logs one admin change: which command, on what, with what effect. */
+  change(fields: LogFields): void;
 }
 
 interface Flags {
   json?: boolean;
   timeout?: string;
   label?: string;
+  expires?: string;
+  grace?: string;
+  before?: string;
+  since?: string;
+  unused?: string;
+  introspect?: boolean;
 }
+
+/** Every option some command takes; each command lists the ones that apply to it. */
+const COMMAND_OPTIONS = [
+  "json",
+  "timeout",
+  "label",
+  "expires",
+  "grace",
+  "before",
+  "since",
+  "unused",
+  "introspect",
+] as const;
 
 const COMMANDS: Record<string, Command> = {
   "user add": {
@@ -93,10 +156,16 @@ const COMMANDS: Record<string, Command> = {
       if (store.findUserByEmail(email)) throw new AdminError(`User "${email}" already exists`);
       const timeout = flags.timeout === undefined ? null : toDuration(flags.timeout);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const user = store.insertUser(
-        { email, passwordHash, tokenTimeoutSeconds: timeout },
-        io.clock.now(),
-      );
+      const user = store.transaction(() => {
+        const added = store.insertUser(
+          { email, passwordHash, tokenTimeoutSeconds: timeout },
+          io.clock.now(),
+        );
+        audit(store, io, "user.added", toUserRef(added.email), {
+          timeout: describeTimeout(added),
+        });
+        return added;
+      });
       io.stdout(`Added user ${user.email} (id ${user.id}, token timeout ${describeTimeout(user)})`);
     },
   },
@@ -123,7 +192,12 @@ const COMMANDS: Record<string, Command> = {
       if (duration === undefined) throw usage("user set-timeout EMAIL DURATION|default");
       const user = findUser(store, email);
       const timeout = duration === "default" ? null : toDuration(duration);
-      store.setUserTimeout(user.id, timeout, io.clock.now());
+      store.transaction(() => {
+        store.setUserTimeout(user.id, timeout, io.clock.now());
+        audit(store, io, "user.timeout_changed", toUserRef(user.email), {
+          timeout: timeout === null ? "default" : formatDuration(timeout),
+        });
+      });
       io.stdout(
         `Token timeout of ${user.email} is now ${timeout === null ? "the default" : duration}`,
       );
@@ -135,7 +209,11 @@ const COMMANDS: Record<string, Command> = {
     async run(store, [email], _flags, io) {
       const user = findUser(store, email);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const revoked = store.setUserPassword(user.id, passwordHash, io.clock.now());
+      const revoked = store.transaction(() => {
+        const n = store.setUserPassword(user.id, passwordHash, io.clock.now());
+        audit(store, io, "user.password_changed", toUserRef(user.email), { tokens_revoked: n });
+        return n;
+      });
       io.stdout(`Password of ${user.email} changed; ${revoked} live token(s) revoked`);
     },
   },
@@ -144,7 +222,11 @@ const COMMANDS: Record<string, Command> = {
     options: [],
     run(store, [email], _flags, io) {
       const user = findUser(store, email);
-      const revoked = store.setUserDisabled(user.id, true, io.clock.now());
+      const revoked = store.transaction(() => {
+        const n = store.setUserDisabled(user.id, true, io.clock.now());
+        audit(store, io, "user.disabled", toUserRef(user.email), { tokens_revoked: n });
+        return n;
+      });
       io.stdout(`Disabled ${user.email}; ${revoked} live token(s) revoked`);
     },
   },
@@ -153,77 +235,256 @@ const COMMANDS: Record<string, Command> = {
     options: [],
     run(store, [email], _flags, io) {
       const user = findUser(store, email);
-      store.setUserDisabled(user.id, false, io.clock.now());
+      store.transaction(() => {
+        store.setUserDisabled(user.id, false, io.clock.now());
+        audit(store, io, "user.enabled", toUserRef(user.email));
+      });
       io.stdout(`Enabled ${user.email}`);
     },
   },
   "key create": {
-    usage: "key create EMAIL [--label TEXT]",
-    options: ["label"],
+    usage: "key create EMAIL [--label TEXT] [--expires DURATION] [--introspect]",
+    options: ["label", "expires", "introspect"],
     run(store, [email], flags, io) {
       const user = findUser(store, email);
       const label = flags.label ?? "";
       if (label.length > 200) throw new AdminError("Label too long: at most 200 characters");
+      const now = io.clock.now();
+      const expiresAt = flags.expires === undefined ? null : now + toDuration(flags.expires) * 1000;
       const apiKey = generateApiKey();
-      const key = store.insertApiKey(
-        { userId: user.id, keyHash: hashSecret(apiKey), prefix: toKeyPrefix(apiKey), label },
-        io.clock.now(),
+      const key = store.transaction(() => {
+        const created = store.insertApiKey(
+          {
+            userId: user.id,
+            keyHash: hashSecret(apiKey),
+            prefix: toKeyPrefix(apiKey),
+            label,
+            expiresAt,
+            introspect: flags.introspect === true,
+          },
+          now,
+        );
+        audit(store, io, "key.created", toKeyRef(created.id), {
+          user: user.email,
+          label,
+          expires_at: toIsoOrNull(expiresAt),
+          introspect: created.introspect ? 1 : 0,
+        });
+        return created;
+      });
+      const until = expiresAt === null ? "" : ` until ${toIso(expiresAt)}`;
+      const kind = key.introspect ? "resource-server API key (may introspect tokens)" : "API key";
+      io.stdout(
+        `Created ${kind} ${key.id} for ${user.email}${until}. It is shown only this once:`,
       );
-      io.stdout(`Created API key ${key.id} for ${user.email}. It is shown only this once:`);
       io.stdout(apiKey);
     },
   },
   "key list": {
-    usage: "key list [EMAIL] [--json]",
-    options: ["json"],
+    usage: "key list [EMAIL] [--unused DURATION] [--json]",
+    options: ["json", "unused"],
     run(store, [email], flags, io) {
       const userId = email === undefined ? undefined : findUser(store, email).id;
-      const keys = store.listApiKeys(userId).map((key) => ({
-        id: key.id,
-        key: `${key.prefix}…`,
-        email: key.email,
-        label: key.label,
-        status: key.revokedAt === null ? "active" : "revoked",
-        created_at: new Date(key.createdAt).toISOString(),
-      }));
+      const now = io.clock.now();
+      const unusedSince = flags.unused === undefined
+        ? undefined
+        : now - toDuration(flags.unused) * 1000;
+      const keys = store.listApiKeys(userId)
+        .filter((key) =>
+          unusedSince === undefined ||
+          (key.revokedAt === null && (key.lastUsedAt ?? key.createdAt) <= unusedSince)
+        )
+        .map((key) => ({
+          id: key.id,
+          key: `${key.prefix}…`,
+          email: key.email,
+          label: key.label,
+          status: toKeyStatus(key, now),
+          introspect: key.introspect ? "yes" : "no",
+          created_at: toIso(key.createdAt),
+          expires_at: toIsoOrNull(key.expiresAt),
+          replaced_by: key.replacedBy,
+          last_used_at: toIsoOrNull(key.lastUsedAt),
+          last_used_from: key.lastUsedFrom,
+          uses: key.useCount,
+        }));
       printRows(io, keys, flags.json);
+    },
+  },
+  "key rotate": {
+    usage: "key rotate KEY_OR_ID [--grace DURATION|0]",
+    options: ["grace"],
+    run(store, [keyOrId], flags, io) {
+      const old = findKey(store, keyOrId, "key rotate KEY_OR_ID [--grace DURATION|0]");
+      const now = io.clock.now();
+      const status = toKeyStatus(old, now);
+      if (status !== "active") {
+        throw new AdminError(`Cannot rotate API key ${old.id}: it is ${status}`);
+      }
+      if (old.replacedBy !== null) {
+        throw new AdminError(
+          `Cannot rotate API key ${old.id}: it was already rotated to key ${old.replacedBy}`,
+        );
+      }
+      const graceSeconds = flags.grace === undefined
+        ? DEFAULT_ROTATION_GRACE_SECONDS
+        : flags.grace === "0"
+        ? 0
+        : toDuration(flags.grace);
+      const oldUntil = Math.min(old.expiresAt ?? Infinity, now + graceSeconds * 1000);
+      // The successor keeps the old key's lifetime, counted from now.
+      const expiresAt = old.expiresAt === null ? null : now + (old.expiresAt - old.createdAt);
+      const apiKey = generateApiKey();
+      const key = store.transaction(() => {
+        const successor = store.rotateApiKey(old.id, {
+          userId: old.userId,
+          keyHash: hashSecret(apiKey),
+          prefix: toKeyPrefix(apiKey),
+          label: old.label,
+          expiresAt,
+          introspect: old.introspect,
+        }, { oldKeyExpiresAt: oldUntil, now });
+        audit(store, io, "key.rotated", toKeyRef(old.id), {
+          successor: successor.id,
+          old_key_until: toIso(oldUntil),
+        });
+        audit(store, io, "key.created", toKeyRef(successor.id), {
+          user: findUserEmail(store, old.userId),
+          label: old.label,
+          expires_at: toIsoOrNull(expiresAt),
+          rotated_from: old.id,
+        });
+        return successor;
+      });
+      io.stdout(
+        `Rotated API key ${old.id} to ${key.id}; key ${old.id} and its tokens work until ` +
+          `${toIso(oldUntil)}. The new key is shown only this once:`,
+      );
+      io.stdout(apiKey);
+    },
+  },
+  "key disable": {
+    usage: "key disable KEY_OR_ID",
+    options: [],
+    run(store, [keyOrId], _flags, io) {
+      setKeyDisabled(store, findKey(store, keyOrId, "key disable KEY_OR_ID"), true, io);
+    },
+  },
+  "key enable": {
+    usage: "key enable KEY_OR_ID",
+    options: [],
+    run(store, [keyOrId], _flags, io) {
+      setKeyDisabled(store, findKey(store, keyOrId, "key enable KEY_OR_ID"), false, io);
     },
   },
   "key revoke": {
     usage: "key revoke KEY_OR_ID",
     options: [],
     run(store, [keyOrId], _flags, io) {
-      if (keyOrId === undefined) throw usage("key revoke KEY_OR_ID");
-      const apiKey = normalizeApiKey(keyOrId.trim());
-      const key = apiKey !== undefined
-        ? store.findApiKeyByHash(hashSecret(apiKey))
-        : /^[1-9][0-9]{0,15}$/.test(keyOrId)
-        ? store.findApiKeyById(Number(keyOrId))
-        : undefined;
-      if (key === undefined) throw new AdminError("No such API key");
+      const key = findKey(store, keyOrId, "key revoke KEY_OR_ID");
       if (key.revokedAt !== null) {
         io.stdout(`API key ${key.id} was already revoked`);
         return;
       }
-      const revoked = store.revokeApiKey(key.id, io.clock.now());
+      const revoked = store.transaction(() => {
+        const n = store.revokeApiKey(key.id, io.clock.now());
+        audit(store, io, "key.revoked", toKeyRef(key.id), { tokens_revoked: n });
+        return n;
+      });
       io.stdout(`Revoked API key ${key.id}; ${revoked} live token(s) revoked`);
     },
   },
   "token revoke-all": {
-    usage: "token revoke-all EMAIL",
-    options: [],
-    run(store, [email], _flags, io) {
+    usage: "token revoke-all EMAIL [--before TIME]",
+    options: ["before"],
+    run(store, [email], flags, io) {
       const user = findUser(store, email);
-      const revoked = store.revokeTokensOfUser(user.id, io.clock.now());
-      io.stdout(`Revoked ${revoked} live token(s) of ${user.email}`);
+      const now = io.clock.now();
+      const before = flags.before === undefined ? undefined : toTime(flags.before, now);
+      if (before !== undefined && before > now) {
+        throw new AdminError(`Invalid --before "${flags.before}": it is in the future`);
+      }
+      const revoked = store.transaction(() => {
+        const n = before === undefined
+          ? store.revokeTokensOfUser(user.id, now)
+          : store.revokeTokensIssuedBefore(user.id, before, now);
+        audit(store, io, "tokens.revoked", toUserRef(user.email), {
+          before: toIso(before ?? now),
+          tokens_revoked: n,
+        });
+        return n;
+      });
+      const when = before === undefined ? "until now" : `before ${toIso(before)}`;
+      io.stdout(`Revoked ${revoked} live token(s) of ${user.email} (issued ${when})`);
     },
   },
   "token purge": {
     usage: "token purge",
     options: [],
     run(store, _args, _flags, io) {
-      const deleted = store.purgeTokens(io.clock.now());
+      const deleted = store.transaction(() => {
+        const n = store.purgeTokens(io.clock.now());
+        audit(store, io, "tokens.purged", "tokens", { deleted: n });
+        return n;
+      });
       io.stdout(`Deleted ${deleted} expired or revoked token row(s)`);
+    },
+  },
+  "audit": {
+    usage: "audit [--since TIME] [--json]",
+    options: ["since", "json"],
+    run(store, args, flags, io) {
+      if (args.length > 0) throw usage("audit [--since TIME] [--json]");
+      const since = flags.since === undefined ? 0 : toTime(flags.since, io.clock.now());
+      const rows = store.listAudit(since);
+      if (flags.json) {
+        io.stdout(JSON.stringify(
+          rows.map((row) => ({ ...row, at: toIso(row.at) })),
+          null,
+          2,
+        ));
+        return;
+      }
+      printRows(
+        io,
+        rows.map((row) => ({
+          at: toIso(row.at),
+          actor: row.actor,
+          action: row.action,
+          subject: row.subject,
+          detail: JSON.stringify(row.detail),
+        })),
+      );
+    },
+  },
+  "db backup": {
+    usage: "db backup PATH",
+    options: [],
+    async run(store, [path], _flags, io) {
+      if (path === undefined) throw usage("db backup PATH");
+      if (exists(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
+      await store.backupTo(path);
+      const { problems, counts } = inspectDatabaseFile(path);
+      if (problems.length > 0) {
+        throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
+      }
+      io.change({ path, users: counts.users, api_keys: counts.api_keys, tokens: counts.tokens });
+      io.stdout(
+        `Wrote backup ${path}: ${counts.users} user(s), ${counts.api_keys} API key(s), ` +
+          `${counts.tokens} token row(s); integrity ok`,
+      );
+    },
+  },
+  "db check": {
+    usage: "db check",
+    options: [],
+    run(store, _args, _flags, io) {
+      const problems = store.checkIntegrity();
+      for (const problem of problems) io.stdout(problem);
+      if (problems.length > 0) {
+        throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
+      }
+      io.stdout("Integrity check: ok");
     },
   },
 };
@@ -256,12 +517,20 @@ COMMANDS["throttle clear"] = {
     if (target === undefined) throw usage("throttle clear EMAIL|ADDRESS");
     if (target.includes("@")) {
       const user = findUser(store, target);
-      const cleared = store.listApiKeys(user.id)
-        .filter((key) => store.clearLoginFailures(toAccountSubject(key.id))).length;
+      const cleared = store.transaction(() => {
+        const n = store.listApiKeys(user.id)
+          .filter((key) => store.clearLoginFailures(toAccountSubject(key.id))).length;
+        audit(store, io, "throttle.cleared", toUserRef(user.email), { counters: n });
+        return n;
+      });
       io.stdout(`Cleared the failed-login counters of ${cleared} API key(s) of ${user.email}`);
     } else {
       const subject = toClientSubject(target);
-      const cleared = store.clearLoginFailures(subject);
+      const cleared = store.transaction(() => {
+        const found = store.clearLoginFailures(subject);
+        audit(store, io, "throttle.cleared", subject, { counters: found ? 1 : 0 });
+        return found;
+      });
       io.stdout(
         cleared
           ? `Cleared the failed-login counter of ${subject.slice("client:".length)}`
@@ -270,6 +539,16 @@ COMMANDS["throttle clear"] = {
     }
   },
 };
+
+function exists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
 
 function usage(text: string): AdminError {
   return new AdminError(`Usage: deno task admin ${text}`, 2);
@@ -319,11 +598,95 @@ function findUser(store: Store, email: string | undefined): User {
   return user;
 }
 
+/** A key given whole (any letter case) or by its numeric id. */
+function findKey(store: Store, keyOrId: string | undefined, usageText: string): ApiKey {
+  if (keyOrId === undefined) throw usage(usageText);
+  const apiKey = normalizeApiKey(keyOrId.trim());
+  const key = apiKey !== undefined
+    ? store.findApiKeyByHash(hashSecret(apiKey))
+    : /^[1-9][0-9]{0,15}$/.test(keyOrId)
+    ? store.findApiKeyById(Number(keyOrId))
+    : undefined;
+  if (key === undefined) throw new AdminError("No such API key");
+  return key;
+}
+
+function findUserEmail(store: Store, userId: number): string {
+  return store.listUsers().find((user) => user.id === userId)?.email ?? "";
+}
+
+function setKeyDisabled(
+  store: Store,
+  key: ApiKey,
+  disabled: boolean,
+  io: AdminIO & Audited,
+): void {
+  if (key.revokedAt !== null) throw new AdminError(`API key ${key.id} is revoked`);
+  const changed = store.transaction(() => {
+    const done = store.setApiKeyDisabled(key.id, disabled, io.clock.now());
+    if (done && (key.disabledAt !== null) !== disabled) {
+      audit(store, io, disabled ? "key.disabled" : "key.enabled", toKeyRef(key.id));
+      return true;
+    }
+    return false;
+  });
+  const state = disabled ? "disabled" : "enabled";
+  io.stdout(changed ? `API key ${key.id} ${state}` : `API key ${key.id} was already ${state}`);
+}
+
+/** Appends an admin change to the audit log, as the operating-system user running the CLI. */
+function audit(
+  store: Store,
+  io: AdminIO & Audited,
+  action: AuditAction,
+  subject: string,
+  detail: Record<string, string | number | null> = {},
+): void {
+  store.appendAudit({ at: io.clock.now(), actor: toCliActor(io.env), action, subject, detail });
+  io.change({ action, subject, ...detail });
+}
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?)?(Z|[+-]\d{2}:?\d{2})?$/;
+
+/**
+ * Parses a TIME: an ISO 8601 time (without a zone it is UTC), milliseconds
+ * since the epoch, or a duration meaning that long before `now`.
+ */
+function toTime(text: string, now: number): number {
+  if (/^[0-9]{1,15}$/.test(text)) return Number(text);
+  if (ISO_TIME.test(text)) {
+    const zoned = /(Z|[+-]\d{2}:?\d{2})$/.test(text) || text.length === 10 ? text : `${text}Z`;
+    const time = Date.parse(zoned.replace(" ", "T"));
+    if (Number.isFinite(time)) return time;
+  }
+  try {
+    return now - parseDuration(text) * 1000;
+  } catch {
+    throw new AdminError(
+      `Cannot parse time "${
+        text.slice(0, 64)
+      }": expected an ISO 8601 time, milliseconds since the epoch or a duration like "24h"`,
+    );
+  }
+}
+
+function toIso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function toIsoOrNull(ms: number | null): string | null {
+  return ms === null ? null : toIso(ms);
+}
+
 function describeTimeout(user: User): string {
   return user.tokenTimeoutSeconds === null ? "default" : formatDuration(user.tokenTimeoutSeconds);
 }
 
-function printRows(io: AdminIO, rows: Record<string, string | number>[], json?: boolean): void {
+function printRows(
+  io: AdminIO,
+  rows: Record<string, string | number | null>[],
+  json?: boolean,
+): void {
   if (json) {
     io.stdout(JSON.stringify(rows, null, 2));
     return;
@@ -333,11 +696,13 @@ function printRows(io: AdminIO, rows: Record<string, string | number>[], json?: 
     return;
   }
   const columns = Object.keys(rows[0]);
-  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c]).length)));
+  const widths = columns.map((c) =>
+    Math.max(c.length, ...rows.map((r) => String(r[c] ?? "-").length))
+  );
   const line = (cells: string[]) =>
     cells.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd();
   io.stdout(line(columns.map((c) => c.toUpperCase())));
-  for (const row of rows) io.stdout(line(columns.map((c) => String(row[c]))));
+  for (const row of rows) io.stdout(line(columns.map((c) => String(row[c] ?? "-"))));
 }
 
 /** Reads the first line of standard input; on a terminal, prompts without echo. */
@@ -374,7 +739,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     stderr: overrides.stderr ?? ((text) => console.error(text)),
     readPassword: overrides.readPassword ?? readPasswordFromStdin,
     clock: overrides.clock ?? systemClock,
-    hasher: overrides.hasher ?? createPasswordHasher({ concurrency: 1 }),
+    hasher: overrides.hasher ?? createPasswordHasher({ workers: 1 }),
   };
   let store: Store | undefined;
   try {
@@ -389,6 +754,12 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
           json: { type: "boolean" },
           timeout: { type: "string" },
           label: { type: "string" },
+          expires: { type: "string" },
+          grace: { type: "string" },
+          before: { type: "string" },
+          since: { type: "string" },
+          unused: { type: "string" },
+          introspect: { type: "boolean" },
           help: { type: "boolean", short: "h" },
         },
       });
@@ -396,20 +767,34 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       throw new AdminError(`${(error as Error).message} (see --help)`, 2);
     }
     const { values, positionals } = parsed;
-    const name = positionals.slice(0, 2).join(" ");
+    const name = positionals[0] === "audit" ? "audit" : positionals.slice(0, 2).join(" ");
     const command = COMMANDS[name];
     if (values.help || positionals.length === 0) {
       io.stdout(command ? `Usage: deno task admin ${command.usage} [--db PATH]` : HELP);
       return 0;
     }
     if (!command) throw new AdminError(`Unknown command "${name}" (see --help)`, 2);
-    for (const option of ["json", "timeout", "label"] as const) {
+    for (const option of COMMAND_OPTIONS) {
       if (values[option] !== undefined && !command.options.includes(option)) {
         throw new AdminError(`Option --${option} does not apply to "${name}" (see --help)`, 2);
       }
     }
-    store = openStore(values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB);
-    await command.run(store, positionals.slice(2), values, io);
+    const dbPath = values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB;
+    store = openStore(dbPath);
+    const changeLog = createLogger({
+      level: "info",
+      write: overrides.audit ?? io.stderr,
+      clock: io.clock,
+    });
+    const change = (fields: LogFields) =>
+      changeLog.info("admin change", {
+        event: "admin_change",
+        command: name,
+        actor: toCliActor(io.env),
+        db: dbPath,
+        ...fields,
+      });
+    await command.run(store, positionals.slice(name.split(" ").length), values, { ...io, change });
     return 0;
   } catch (error) {
     if (error instanceof AdminError) {
@@ -420,6 +805,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     return 1;
   } finally {
     store?.close();
+    if (overrides.hasher === undefined) io.hasher.close();
   }
 }
 

@@ -90,7 +90,7 @@ async function main(args: string[]): Promise<number> {
     const { cert, key } = await generateSelfSigned();
     const handler = createHandler({
       store,
-      hasher: createPasswordHasher(),
+      hasher: createPasswordHasher({ workers: 1 }),
       clock: systemClock,
       logger: silentLogger,
       defaultTimeoutSeconds: 3600,

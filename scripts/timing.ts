@@ -50,8 +50,8 @@ async function main(args: string[]): Promise<number> {
   }
   const dir = Deno.makeTempDirSync({ prefix: "keygate-timing-" });
   const store = openStore(`${dir}/keygate.sqlite3`);
+  const hasher = createPasswordHasher();
   try {
-    const hasher = createPasswordHasher();
     const now = Date.now();
     const addUser = async (email: string) => {
       const user = store.insertUser({
@@ -136,6 +136,7 @@ async function main(args: string[]): Promise<number> {
     );
     return gap < MAX_MEDIAN_GAP_MS ? 0 : 1;
   } finally {
+    hasher.close();
     store.close();
     Deno.removeSync(dir, { recursive: true });
   }

@@ -6,16 +6,24 @@
  *
  * @module
  */
-import { findRequestApiKey } from "./api_key.ts";
+import {
+  createBackendRouter,
+  INTROSPECT_PATH,
+  REVOKE_PATH,
+  VERIFY_PATH,
+} from "./backend_router.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
-import { hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
+import { createGate } from "./gate.ts";
+import { createAddressMatcher, findForwardedClient } from "./ip.ts";
 import { redactUrl } from "./logger.ts";
+import { createMetrics } from "./metrics.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
 import { parseRequestPath } from "./paths.ts";
 import { CONTENT_TYPES, type Format } from "./respond.ts";
-import { createSecureRouter } from "./secure_router.ts";
-import { createTokenRouter } from "./token_router.ts";
+import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./secure_router.ts";
+import { createTokenRouter, TOKENS_PATH } from "./token_router.ts";
+import { createUpstreamProxy, isKeygatePath } from "./upstream.ts";
 
 /** What `Deno.serve` tells a handler about the connection; all optional for tests. */
 export interface ConnectionInfo {
@@ -33,8 +41,50 @@ const SECURITY_HEADERS: readonly [string, string][] = [
 ];
 
 const CORS_METHODS = "GET, POST, DELETE, OPTIONS";
+/** With an upstream or the application's own routes, any method may be served. */
+const CORS_METHODS_ALL = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 const CORS_EXPOSED = "X-Request-Id, Retry-After, WWW-Authenticate";
 const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
+
+/**
+ * Route patterns used as metric labels. A path not listed is labelled
+ * `secure_other` or `other`, so raw paths never become labels.
+ * Add new endpoints here.
+ */
+const ROUTE_LABELS: ReadonlySet<string> = new Set([
+  TOKENS_PATH,
+  CURRENT_TOKEN_PATH,
+  VERIFY_PATH,
+  INTROSPECT_PATH,
+  REVOKE_PATH,
+  "/healthz",
+  "/readyz",
+]);
+const METHOD_LABELS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+]);
+
+function toRouteLabel(path: string | undefined, secure: boolean): string {
+  if (path !== undefined && ROUTE_LABELS.has(path)) return path;
+  return secure ? "secure_other" : "other";
+}
+
+/**
+ * Whether `error` came from the database: SQLite's own errors (node:sqlite's
+ * `ERR_SQLITE_ERROR` with an `errcode`) or use of a closed database.
+ */
+function isDatabaseError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { code, errcode } = error as { code?: unknown; errcode?: unknown };
+  return typeof errcode === "number" || code === "ERR_SQLITE_ERROR" ||
+    (code === "ERR_INVALID_STATE" && /finalized|not open/.test(error.message));
+}
 
 function toJsonResponse(body: Record<string, string>, status: number): Response {
   return new Response(JSON.stringify(body), {
@@ -46,21 +96,22 @@ function toJsonResponse(body: Record<string, string>, status: number): Response 
 /** Creates the handler from its dependencies. */
 export function createHandler(deps: AppDeps): Handler {
   const { store, logger } = deps;
-  const routeToken = createTokenRouter(deps);
-  const routeSecure = createSecureRouter(deps);
+  const metrics = deps.metrics ?? createMetrics();
+  const appDeps: AppDeps = { ...deps, metrics };
+  const gate = createGate(appDeps);
+  const forward = deps.upstream && createUpstreamProxy(deps.upstream, appDeps);
+  const forwardSecure: SecureFallback | undefined = forward &&
+    ((request, path, context) =>
+      isKeygatePath(path) ? undefined : forward(request, context, context.principal));
+  const routeToken = createTokenRouter(appDeps);
+  const routeBackend = createBackendRouter(appDeps, gate);
+  const routeSecure = createSecureRouter(appDeps, { gate, fallback: forwardSecure });
+  const proxy = deps.proxy;
+  const isTrustedProxy = createAddressMatcher(proxy?.trustedProxies ?? []);
   const corsOrigins = deps.corsOrigins ?? ["*"];
+  const corsMethods = deps.upstream || deps.secureRoutes ? CORS_METHODS_ALL : CORS_METHODS;
   const bootId = crypto.randomUUID().slice(0, 8);
   let requestCount = 0;
-
-  function requireApiKey(request: Request, context: RequestContext): void {
-    const keyText = findRequestApiKey(request, context.url);
-    const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
-    const key = apiKey === undefined ? undefined : store.findApiKeyByHash(hashSecret(apiKey));
-    if (key === undefined || key.revokedAt !== null) {
-      throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
-    }
-    context.apiKeyId = key.id;
-  }
 
   function health(path: string, method: string): Response | undefined {
     if (path !== "/healthz" && path !== "/readyz") return undefined;
@@ -74,42 +125,71 @@ export function createHandler(deps: AppDeps): Handler {
     try {
       ready = store.ping();
     } catch (error) {
+      metrics.databaseError("readiness");
       logger.error("readiness check failed", { error: String(error) });
     }
     return toJsonResponse({ status: ready ? "ready" : "unavailable" }, ready ? 200 : 503);
   }
 
+  /**
+   * Proxy mode: the peer must be a trusted proxy and say the client used
+   * HTTPS; the client address then comes from `X-Forwarded-For`.
+   */
+  function acceptProxied(request: Request, context: RequestContext, peer: string): void {
+    if (!isTrustedProxy(peer)) {
+      throw new HttpError(403, "untrusted_proxy", "Requests must come through the proxy");
+    }
+    const proto = request.headers.get("x-forwarded-proto");
+    if (proto === null || proto.trim().toLowerCase() !== "https") {
+      throw new HttpError(403, "https_required", "HTTPS required: the proxy must forward HTTPS");
+    }
+    context.clientAddress = findForwardedClient(
+      peer,
+      request.headers.get("x-forwarded-for"),
+      isTrustedProxy,
+    );
+  }
+
   function route(request: Request, context: RequestContext, path: string, secure: boolean) {
     return health(path, request.method) ??
       routeToken(request, path, context) ??
-      (secure ? routeSecure(request, path, context) : notFound(request, context));
+      routeBackend(request, path, context) ??
+      (secure ? routeSecure(request, path, context) : routeOther(request, path, context));
   }
 
-  function notFound(request: Request, context: RequestContext): never {
-    requireApiKey(request, context);
+  /** Any other path: the API key first, then the upstream (if any), else 404. */
+  function routeOther(request: Request, path: string, context: RequestContext) {
+    const holder = gate.authenticateKey(request, context.url);
+    context.apiKeyId = holder.apiKeyId;
+    if (forward && !isKeygatePath(path)) return forward(request, context, holder);
     throw new HttpError(404, "not_found", "No endpoint at this path");
   }
 
   function preflight(request: Request): Response {
-    const headers = new Headers({ "access-control-allow-methods": CORS_METHODS });
+    const headers = new Headers({ "access-control-allow-methods": corsMethods });
     const requested = request.headers.get("access-control-request-headers");
     if (requested !== null && HEADER_LIST.test(requested.trim())) {
       headers.set("access-control-allow-headers", requested.trim());
     }
     headers.set("access-control-max-age", "600");
-    headers.set("allow", CORS_METHODS);
+    headers.set("allow", corsMethods);
     return new Response(null, { status: 204, headers });
   }
 
+  /**
+   * CORS headers, only on cross-origin requests (those with `Origin`): other
+   * clients ignore them, and every byte counts on the hot path (see
+   * docs/performance.md on response size).
+   */
   function addCors(request: Request, headers: Headers): void {
+    const origin = request.headers.get("origin");
+    if (origin === null) return;
     if (corsOrigins.includes("*")) {
       headers.set("access-control-allow-origin", "*");
     } else {
-      const origin = request.headers.get("origin");
       headers.append("vary", "Origin");
-      if (origin !== null && corsOrigins.includes(origin)) {
-        headers.set("access-control-allow-origin", origin);
-      }
+      if (!corsOrigins.includes(origin)) return;
+      headers.set("access-control-allow-origin", origin);
     }
     headers.set("access-control-expose-headers", CORS_EXPOSED);
   }
@@ -118,15 +198,18 @@ export function createHandler(deps: AppDeps): Handler {
     const started = performance.now();
     const requestId = `${bootId}-${(++requestCount).toString(36)}`;
     const url = new URL(request.url);
+    const peer = info?.remoteAddr?.hostname ?? "unknown";
     const context: RequestContext = {
       requestId,
       url,
       format: "xml" satisfies Format,
-      clientAddress: info?.remoteAddr?.hostname ?? "unknown",
+      clientAddress: peer,
     };
+    let routeLabel = "other";
     let response: Response;
     try {
       const target = parseRequestPath(url.pathname);
+      routeLabel = toRouteLabel(target.path, target.secure);
       const format = target.format ?? negotiateResponseFormat(request.headers.get("accept"));
       if (format === undefined) {
         throw new HttpError(
@@ -136,11 +219,35 @@ export function createHandler(deps: AppDeps): Handler {
         );
       }
       context.format = format;
-      response = request.method === "OPTIONS"
+      const isHealth = target.path === "/healthz" || target.path === "/readyz";
+      if (proxy !== undefined && !isHealth) acceptProxied(request, context, peer);
+      // Forward-auth asks about OPTIONS requests too, so it is never a preflight.
+      response = request.method === "OPTIONS" && target.path !== VERIFY_PATH
         ? preflight(request)
         : await route(request, context, target.path, target.secure);
     } catch (thrown) {
       const error = toHttpError(thrown);
+      if (isDatabaseError(thrown)) metrics.databaseError("request");
+      if (routeLabel === TOKENS_PATH && request.method === "POST") {
+        metrics.loginFailed(error.code);
+        logger.warn("login failed", {
+          event: "login_failed",
+          request_id: requestId,
+          reason: error.code,
+          detail: typeof error.cause === "string" ? error.cause : undefined,
+          key_id: context.apiKeyId ?? null,
+          client: context.clientAddress,
+        });
+      }
+      if (error.status === 429) {
+        metrics.throttled(routeLabel);
+        logger.warn("request throttled", {
+          event: "throttled",
+          request_id: requestId,
+          route: routeLabel,
+          client: context.clientAddress,
+        });
+      }
       if (error.status >= 500) {
         logger.error("request failed", {
           request_id: requestId,
@@ -153,13 +260,16 @@ export function createHandler(deps: AppDeps): Handler {
     for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
     headers.set("x-request-id", requestId);
     addCors(request, headers);
+    const seconds = (performance.now() - started) / 1000;
+    const method = METHOD_LABELS.has(request.method) ? request.method : "other";
+    metrics.observeRequest({ route: routeLabel, method, status: response.status }, seconds);
     logger.info("request", {
       request_id: requestId,
       method: request.method,
       path: redactUrl(url),
       status: response.status,
-      duration_ms: Math.round((performance.now() - started) * 100) / 100,
-      key_id: context.apiKeyId,
+      duration_ms: Math.round(seconds * 100_000) / 100,
+      key_id: context.apiKeyId ?? null,
       client: context.clientAddress,
     });
     return response;

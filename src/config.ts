@@ -6,6 +6,7 @@
  */
 import { parseArgs } from "node:util";
 import { parseDuration } from "./duration.ts";
+import { isCidr, isLoopbackOrPrivate } from "./ip.ts";
 import type { LogLevel } from "./logger.ts";
 
 /** The validated server configuration. */
@@ -20,6 +21,23 @@ export interface Config {
   /** `["*"]` or a list of exact origins such as `https://example.org`. */
   corsOrigins: string[];
   logLevel: LogLevel;
+  /** Backend that authenticated requests keygate does not answer itself are forwarded to. */
+  upstream?: string;
+  upstreamTimeoutSeconds: number;
+  /** Remove the caller's API key and token before forwarding. */
+  hideCredentials: boolean;
+  /** Serve Prometheus metrics on a separate listener. */
+  metrics: boolean;
+  metricsHostname: string;
+  metricsPort: number;
+  /** Plain HTTP behind a TLS-terminating proxy, on a loopback or private address only. */
+  behindProxy: boolean;
+  /** CIDR ranges whose `X-Forwarded-*` headers are believed (proxy mode only). */
+  trustedProxies: string[];
+  /** How long expired and revoked token rows are kept before the janitor deletes them. */
+  tokenRetentionSeconds: number;
+  /** How long in-flight requests may take to finish after SIGTERM. */
+  shutdownTimeoutSeconds: number;
 }
 
 /** Thrown for a flag or variable that cannot be used; main prints its message and exits 2. */
@@ -73,12 +91,90 @@ export const SETTINGS: readonly Setting[] = [
     default: "info",
     help: "debug, info, warn, error or off",
   },
+  {
+    flag: "upstream",
+    env: "KEYGATE_UPSTREAM",
+    help: "Forward authenticated requests for other paths to this http(s) URL (default: none, 404)",
+  },
+  {
+    flag: "upstream-timeout",
+    env: "KEYGATE_UPSTREAM_TIMEOUT",
+    default: "30s",
+    help: "How long the upstream may take to start its response before 504",
+  },
+  {
+    flag: "hide-credentials",
+    env: "KEYGATE_HIDE_CREDENTIALS",
+    default: "true",
+    help: "true: strip API key and token from forwarded requests; false: pass them on",
+  },
+  {
+    flag: "metrics",
+    env: "KEYGATE_METRICS",
+    default: "off",
+    help: "on: serve Prometheus metrics at /metrics on a separate listener; off: no metrics",
+  },
+  {
+    flag: "metrics-hostname",
+    env: "KEYGATE_METRICS_HOSTNAME",
+    default: "127.0.0.1",
+    help: "Address of the metrics listener",
+  },
+  {
+    flag: "metrics-port",
+    env: "KEYGATE_METRICS_PORT",
+    default: "9464",
+    help: "Port of the metrics listener (plain HTTP; never the public port)",
+  },
+  {
+    flag: "behind-proxy",
+    env: "KEYGATE_BEHIND_PROXY",
+    default: "off",
+    help: "on: plain HTTP on a loopback or private address behind a TLS proxy " +
+      "(default hostname then 127.0.0.1)",
+  },
+  {
+    flag: "trusted-proxies",
+    env: "KEYGATE_TRUSTED_PROXIES",
+    default: "127.0.0.1/32,::1/128",
+    help: "Comma-separated CIDR ranges of the proxies allowed to connect in proxy mode",
+  },
+  {
+    flag: "token-retention",
+    env: "KEYGATE_TOKEN_RETENTION",
+    default: "7d",
+    help: "How long expired and revoked token rows are kept before deletion",
+  },
+  {
+    flag: "shutdown-timeout",
+    env: "KEYGATE_SHUTDOWN_TIMEOUT",
+    default: "30s",
+    help: "How long in-flight requests may take to finish after SIGTERM",
+  },
 ];
+
+const PLACEHOLDERS: Readonly<Record<string, string>> = {
+  port: "N",
+  "metrics-port": "N",
+  metrics: "on|off",
+  "behind-proxy": "on|off",
+  "trusted-proxies": "LIST",
+  "cors-origins": "LIST",
+  "default-timeout": "D",
+  "token-retention": "D",
+  "shutdown-timeout": "D",
+  db: "PATH",
+  cert: "FILE",
+  key: "FILE",
+  hostname: "H",
+  "metrics-hostname": "H",
+  "log-level": "L",
+};
 
 /** The text `--help` prints. */
 export function formatHelp(): string {
   const rows = SETTINGS.map((s) => {
-    const flag = `  --${s.flag} ${s.flag === "port" ? "N" : "VALUE"}`.padEnd(28);
+    const flag = `  --${s.flag} ${PLACEHOLDERS[s.flag] ?? "VALUE"}`.padEnd(28);
     const fallback = s.default === undefined ? "" : ` (default: ${s.default})`;
     return `${flag}${s.help}${fallback}\n${"".padEnd(28)}env: ${s.env}`;
   });
@@ -156,8 +252,86 @@ export function readConfig(
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`Invalid --log-level "${logLevel}": expected ${LOG_LEVELS.join(", ")}`);
   }
+  const upstream = get("upstream");
+  if (upstream !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(upstream);
+    } catch {
+      url = undefined;
+    }
+    if (
+      url === undefined || (url.protocol !== "http:" && url.protocol !== "https:") ||
+      url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== ""
+    ) {
+      throw new ConfigError(
+        `Invalid --upstream "${upstream}": expected an http or https URL without query or credentials`,
+      );
+    }
+  }
+  let upstreamTimeoutSeconds: number;
+  try {
+    upstreamTimeoutSeconds = parseDuration(get("upstream-timeout")!);
+  } catch (error) {
+    throw new ConfigError(`Invalid --upstream-timeout: ${(error as Error).message}`);
+  }
+  const hide = get("hide-credentials")!;
+  if (hide !== "true" && hide !== "false") {
+    throw new ConfigError(`Invalid --hide-credentials "${hide}": expected true or false`);
+  }
+  const toSwitch = (flag: string): boolean => {
+    const value = get(flag)!.toLowerCase();
+    if (value === "on" || value === "true") return true;
+    if (value === "off" || value === "false") return false;
+    throw new ConfigError(`Invalid --${flag} "${get(flag)}": expected on or off`);
+  };
+  const toSeconds = (flag: string): number => {
+    try {
+      return parseDuration(get(flag)!);
+    } catch (error) {
+      throw new ConfigError(`Invalid --${flag}: ${(error as Error).message}`);
+    }
+  };
+  const metrics = toSwitch("metrics");
+  const metricsPort = Number(get("metrics-port"));
+  if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) {
+    throw new ConfigError(
+      `Invalid --metrics-port "${get("metrics-port")}": expected a whole number from 0 to 65535`,
+    );
+  }
+  if (metrics && metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError("Invalid --metrics-port: metrics are never served on the public port");
+  }
+  const behindProxy = toSwitch("behind-proxy");
+  const hostnameGiven = values.hostname !== undefined || (env.KEYGATE_HOSTNAME ?? "") !== "";
+  const hostname = behindProxy && !hostnameGiven ? "127.0.0.1" : get("hostname")!;
+  const trustedProxies = (get("trusted-proxies") ?? "").split(",").map((r) => r.trim())
+    .filter(Boolean);
+  for (const range of trustedProxies) {
+    if (!isCidr(range)) {
+      throw new ConfigError(
+        `Invalid --trusted-proxies entry "${range}": expected a CIDR range like "10.0.0.0/8"`,
+      );
+    }
+  }
+  if (behindProxy) {
+    if (!isLoopbackOrPrivate(hostname)) {
+      throw new ConfigError(
+        `Invalid --hostname "${hostname}" with --behind-proxy: ` +
+          "plain HTTP is served only on a loopback or private address",
+      );
+    }
+    if (certFile !== undefined) {
+      throw new ConfigError(
+        "Invalid TLS settings: --cert and --key do not apply with --behind-proxy",
+      );
+    }
+    if (trustedProxies.length === 0) {
+      throw new ConfigError("Invalid --trusted-proxies: --behind-proxy needs at least one range");
+    }
+  }
   return {
-    hostname: get("hostname")!,
+    hostname,
     port,
     dbPath: get("db")!,
     certFile,
@@ -165,5 +339,15 @@ export function readConfig(
     defaultTimeoutSeconds,
     corsOrigins,
     logLevel,
+    upstream,
+    upstreamTimeoutSeconds,
+    hideCredentials: hide === "true",
+    metrics,
+    metricsHostname: get("metrics-hostname")!,
+    metricsPort,
+    behindProxy,
+    trustedProxies,
+    tokenRetentionSeconds: toSeconds("token-retention"),
+    shutdownTimeoutSeconds: toSeconds("shutdown-timeout"),
   };
 }

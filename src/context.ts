@@ -5,11 +5,16 @@
  * @module
  */
 import type { Clock } from "./clock.ts";
+import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Logger } from "./logger.ts";
+import type { Metrics } from "./metrics.ts";
 import type { PasswordHasher } from "./passwords.ts";
 import type { Format } from "./respond.ts";
+import type { Routes } from "./route.ts";
+import type { SecureContext } from "./secure_router.ts";
 import type { Store } from "./store.ts";
 import type { ThrottleRules } from "./throttle.ts";
+import type { UpstreamOptions } from "./upstream.ts";
 
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {
@@ -37,4 +42,24 @@ export interface AppDeps {
   throttleRules?: ThrottleRules;
   /** Deadline for a request body to arrive, in ms. Default `BODY_TIMEOUT_MS` (10 s). */
   bodyTimeoutMs?: number;
+  /** Where successful key uses are noted (last use); none recorded without it. */
+  keyUsage?: KeyUsageRecorder;
+  /**
+   * The application's own secure endpoints, served in this process after
+   * authentication: canonical paths with a `secure` segment, by method. Each
+   * handler receives the authenticated principal in its context.
+   */
+  secureRoutes?: Routes<SecureContext>;
+  /** Where authenticated requests that keygate does not answer itself are forwarded. */
+  upstream?: UpstreamOptions;
+  /** Counters and histograms. Default: a private set nobody reads. */
+  metrics?: Metrics;
+  /** Set in proxy mode: plain HTTP behind a TLS-terminating proxy. */
+  proxy?: ProxyOptions;
+}
+
+/** Proxy mode: who may connect, and whose `X-Forwarded-*` headers are believed. */
+export interface ProxyOptions {
+  /** CIDR ranges of the proxies. */
+  trustedProxies: readonly string[];
 }

@@ -63,3 +63,22 @@ export function hashSecret(secret: string): Uint8Array {
 export function toKeyPrefix(apiKey: string): string {
   return apiKey.slice(0, 8);
 }
+
+/**
+ * For secret scanners: matches keygate API keys and access tokens as they are
+ * emitted. It is RE2-compatible (no look-around). Keys are plain UUID v4s, so
+ * the first branch matches every lowercase UUID v4, and the second matches any
+ * 40-character word of lowercase letters and digits (SHA-1 hex digests too).
+ * See the README for a narrower, context-bound variant.
+ */
+export const SECRET_SCANNER_PATTERN =
+  "\\b(?:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}|[a-z0-9]{40})\\b";
+
+/**
+ * The same secrets where a client puts them: after `api_key`, `X-Api-Key`,
+ * `api_token`, `access_token` or `Bearer` (any letter case), with up to four
+ * quote, space, `:`, `=` or `>` characters between. Group 1 is the secret.
+ */
+export const SECRET_SCANNER_CONTEXT_PATTERN =
+  "(?i)(?:api_key|x-api-key|api_token|access_token|bearer)[\"'\\s:=>]{1,4}" +
+  "([0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}|[a-z0-9]{40})\\b";

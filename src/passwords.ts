@@ -1,23 +1,20 @@
 /**
- * Password hashing and verification with argon2id, behind a concurrency limit.
+ * Password hashing and verification with argon2id, in a pool of workers.
  *
- * Hashing is deliberately slow (about 7 ms and 19 MiB each), so it is the
- * resource an attacker would exhaust: at most `concurrency` run at once, at
- * most `queue` more wait, and anything beyond is refused at once with 503.
+ * Hashing is deliberately slow (milliseconds and 19 MiB each), so it is the
+ * resource an attacker would exhaust. `@node-rs/argon2`'s async calls run one
+ * at a time under Deno, so keygate runs the synchronous ones in Web Workers:
+ * one per CPU by default, each computing one hash at a time, which lets
+ * logins use every core and never blocks the main thread that serves secure
+ * requests. At most `queue` jobs wait for a worker; beyond that the answer is
+ * 503 at once instead of a pile-up.
  *
  * @module
  */
-import { hash, verify } from "@node-rs/argon2";
 import { HttpError } from "./errors.ts";
+import type { PasswordJob, PasswordResult } from "./password_worker.ts";
 
-/** OWASP's argon2id parameters: 19 MiB, 2 iterations, parallelism 1. */
-export const ARGON2_OPTIONS = {
-  // `Algorithm.Argon2id`; the package's enum is an ambient const enum, unusable under isolatedModules.
-  algorithm: 2,
-  memoryCost: 19456,
-  timeCost: 2,
-  parallelism: 1,
-} as const;
+export { ARGON2_OPTIONS } from "./argon2.ts";
 
 /** Hashes and verifies passwords. */
 export interface PasswordHasher {
@@ -28,73 +25,127 @@ export interface PasswordHasher {
    * disabled user) it does the same work against a dummy hash and returns false.
    */
   verify(passwordHash: string | undefined, password: string): Promise<boolean>;
+  /** Stops the workers; pending and later calls reject. */
+  close(): void;
 }
 
 /** Options for {@link createPasswordHasher}. */
 export interface PasswordHasherOptions {
-  /** Hashes computed at once. Default: the number of CPUs. */
-  concurrency?: number;
-  /** Hashes allowed to wait for a slot; beyond this, 503. Default: 4 × concurrency. */
+  /** Workers, i.e. hashes computed at once. Default: the number of CPUs. */
+  workers?: number;
+  /** Jobs allowed to wait for a worker; beyond this, 503. Default: 4 × workers. */
   queue?: number;
 }
 
 /** Seconds a caller is told to wait when hashing is saturated. */
 export const BUSY_RETRY_AFTER_SECONDS = 1;
 
-/** Creates a hasher that runs at most `concurrency` argon2id computations at once. */
-export function createPasswordHasher(options: PasswordHasherOptions = {}): PasswordHasher {
-  const concurrency = options.concurrency ?? navigator.hardwareConcurrency ?? 1;
-  const limit = createLimiter(concurrency, options.queue ?? 4 * concurrency);
-  let dummyHash: Promise<string> | undefined;
+type JobInput =
+  | { op: "hash"; password: string }
+  | { op: "verify"; passwordHash: string; password: string };
 
-  return {
-    hash: (password) => limit(() => hash(password, ARGON2_OPTIONS)),
-    verify(passwordHash, password) {
-      return limit(async () => {
-        if (passwordHash !== undefined) return await verifyPhc(passwordHash, password);
-        dummyHash ??= hash(crypto.randomUUID(), ARGON2_OPTIONS);
-        await verifyPhc(await dummyHash, password);
-        return false;
-      });
-    },
-  };
+interface Job {
+  input: JobInput;
+  resolve(value: string | boolean): void;
+  reject(error: Error): void;
 }
 
-async function verifyPhc(passwordHash: string, password: string): Promise<boolean> {
-  try {
-    return await verify(passwordHash, password);
-  } catch {
-    return false; // A malformed stored hash matches nothing.
-  }
+interface PoolWorker {
+  worker: Worker;
+  /** The job it is computing, by id. */
+  current?: { id: number; job: Job };
 }
 
 /**
- * Returns a function that runs async tasks at most `concurrency` at a time
- * with at most `queue` waiting, and rejects with 503 when both are full.
+ * Creates a hasher whose argon2id work runs in a pool of workers, started on
+ * first use.
  */
-export function createLimiter(
-  concurrency: number,
-  queue: number,
-): <T>(task: () => Promise<T>) => Promise<T> {
-  let active = 0;
-  const waiting: (() => void)[] = [];
-  return async function limit<T>(task: () => Promise<T>): Promise<T> {
-    if (active >= concurrency) {
-      if (waiting.length >= queue) {
-        throw new HttpError(503, "service_busy", "Too many logins in progress: try again shortly", {
-          headers: { "retry-after": String(BUSY_RETRY_AFTER_SECONDS) },
-        });
+export function createPasswordHasher(options: PasswordHasherOptions = {}): PasswordHasher {
+  const size = Math.max(1, options.workers ?? navigator.hardwareConcurrency ?? 1);
+  const maxQueue = options.queue ?? 4 * size;
+  const pool: PoolWorker[] = [];
+  const waiting: Job[] = [];
+  let nextId = 1;
+  let closed = false;
+  let dummyHash: Promise<string> | undefined;
+
+  function spawn(): PoolWorker {
+    const member: PoolWorker = {
+      worker: new Worker(new URL("./password_worker.ts", import.meta.url), { type: "module" }),
+    };
+    member.worker.onmessage = (event: MessageEvent<PasswordResult>) => {
+      const current = member.current;
+      if (current === undefined || current.id !== event.data.id) return;
+      member.current = undefined;
+      if (event.data.ok) current.job.resolve(event.data.value);
+      else current.job.reject(new Error(`Password worker failed: ${event.data.error}`));
+      dispatchNext(member);
+    };
+    member.worker.onerror = (event: ErrorEvent) => {
+      event.preventDefault();
+      // A crashed worker is replaced; its job fails, the queue goes on.
+      member.current?.job.reject(new Error(`Password worker crashed: ${event.message}`));
+      member.current = undefined;
+      member.worker.terminate();
+      const index = pool.indexOf(member);
+      if (index !== -1 && !closed) {
+        pool[index] = spawn();
+        dispatchNext(pool[index]);
       }
-      await new Promise<void>((resolve) => waiting.push(resolve));
-    } else {
-      active++;
-    }
-    try {
-      return await task();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else active--;
-    }
+    };
+    return member;
+  }
+
+  function dispatch(member: PoolWorker, job: Job): void {
+    const id = nextId++;
+    member.current = { id, job };
+    member.worker.postMessage({ id, ...job.input } as PasswordJob);
+  }
+
+  function dispatchNext(member: PoolWorker): void {
+    const job = waiting.shift();
+    if (job !== undefined) dispatch(member, job);
+  }
+
+  function run(input: JobInput): Promise<string | boolean> {
+    if (closed) return Promise.reject(new Error("Password hasher is closed"));
+    if (pool.length === 0) { for (let i = 0; i < size; i++) pool.push(spawn()); }
+    return new Promise((resolve, reject) => {
+      const job: Job = { input, resolve, reject };
+      const idle = pool.find((member) => member.current === undefined);
+      if (idle !== undefined) dispatch(idle, job);
+      else if (waiting.length < maxQueue) waiting.push(job);
+      else {
+        reject(
+          new HttpError(503, "service_busy", "Too many logins in progress: try again shortly", {
+            headers: { "retry-after": String(BUSY_RETRY_AFTER_SECONDS) },
+          }),
+        );
+      }
+    });
+  }
+
+  return {
+    async hash(password) {
+      return await run({ op: "hash", password }) as string;
+    },
+    async verify(passwordHash, password) {
+      if (passwordHash !== undefined) {
+        return await run({ op: "verify", passwordHash, password }) as boolean;
+      }
+      // The same work as for a real user: verify against a hash of a random secret.
+      dummyHash ??= run({ op: "hash", password: crypto.randomUUID() }) as Promise<string>;
+      await run({ op: "verify", passwordHash: await dummyHash, password });
+      return false;
+    },
+    close() {
+      closed = true;
+      for (const member of pool) {
+        member.worker.terminate();
+        member.current?.job.reject(new Error("Password hasher is closed"));
+      }
+      for (const job of waiting.splice(0)) job.reject(new Error("Password hasher is closed"));
+      pool.length = 0;
+    },
   };
 }

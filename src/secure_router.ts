@@ -1,21 +1,21 @@
 /**
  * Secure requests: any path with a `secure` segment. The router authenticates
  * once (API key + access token: two hashes, one indexed read, an expiry
- * check), then dispatches to a handler that receives the principal.
+ * check), notes the key's use in memory (no write), then dispatches to a
+ * handler that receives the principal.
  *
  * @module
  */
-import { findRequestApiKey } from "./api_key.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
-import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import { toKeyRef } from "./audit.ts";
+import { createGate, type Gate, type Principal } from "./gate.ts";
+import { parseRequestPath } from "./paths.ts";
 import { writeWhenUnlocked } from "./locked_writes.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type Routes } from "./route.ts";
-import type { TokenGrant } from "./store.ts";
 
-/** The authenticated caller of a secure request. */
-export type Principal = TokenGrant;
+export { findRequestToken, type Principal } from "./gate.ts";
 
 /** Context of a secure request, after authentication. */
 export interface SecureContext extends RequestContext {
@@ -25,47 +25,54 @@ export interface SecureContext extends RequestContext {
 /** The built-in secure endpoint describing (GET) or revoking (DELETE) the caller's token. */
 export const CURRENT_TOKEN_PATH = "/api/secure/userservice/tokens/current";
 
-const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+/**
+ * Answers an authenticated secure request that no route matched (the
+ * upstream proxy), or returns `undefined` to let it end in 404.
+ */
+export type SecureFallback = (
+  request: Request,
+  path: string,
+  context: SecureContext,
+) => Promise<Response> | undefined;
 
-/** The access token a request carries: `api_token` in the query, or `Authorization: Bearer`. */
-export function findRequestToken(request: Request, url: URL): string | undefined {
-  const query = url.searchParams.get("api_token")?.trim();
-  if (query) return query;
-  const authorization = request.headers.get("authorization");
-  return authorization ? BEARER.exec(authorization)?.[1] : undefined;
-}
-
-function unauthorized(code: "invalid_token" | "token_expired", message: string): HttpError {
-  return new HttpError(401, code, message, {
-    headers: { "www-authenticate": `Bearer realm="keygate", error="${code}"` },
-  });
+/** Options for {@link createSecureRouter}. */
+export interface SecureRouterOptions {
+  /** The gate to authenticate with; one over `deps` by default. */
+  gate?: Gate;
+  fallback?: SecureFallback;
 }
 
 /**
- * Creates the secure router. It authenticates every request it is given and
- * answers 404 for secure paths without a handler.
+ * Checks the application's own secure routes: each path must be canonical
+ * (as {@link parseRequestPath} gives it), secure, and not one of keygate's.
+ *
+ * @throws {TypeError} at start-up, for a route that could never be reached
+ * or would shadow keygate's.
  */
-export function createSecureRouter(deps: AppDeps) {
-  const { store, clock } = deps;
-
-  function authenticate(request: Request, url: URL): Principal {
-    const keyText = findRequestApiKey(request, url);
-    const token = findRequestToken(request, url);
-    if (keyText === undefined || token === undefined) {
-      throw unauthorized("invalid_token", "Missing API key or access token");
+export function checkSecureRoutes(routes: Routes<SecureContext>, builtIn: readonly string[]): void {
+  for (const path of Object.keys(routes)) {
+    const target = parseRequestPath(path);
+    if (target.path !== path || !target.secure || target.format !== undefined) {
+      throw new TypeError(
+        `Invalid secure route "${path}": expected a canonical path with a "secure" segment`,
+      );
     }
-    const apiKey = normalizeApiKey(keyText);
-    const grant = apiKey !== undefined && isTokenShaped(token)
-      ? store.findTokenGrant(hashSecret(token), hashSecret(apiKey))
-      : undefined;
-    if (grant === undefined) {
-      throw unauthorized("invalid_token", "Invalid access token or API key");
+    if (builtIn.includes(path) || path.toLowerCase().startsWith("/api/secure/userservice/")) {
+      throw new TypeError(`Invalid secure route "${path}": keygate serves this path itself`);
     }
-    if (grant.expiresAt <= clock.now()) {
-      throw unauthorized("token_expired", "Access token expired: request a new one");
-    }
-    return grant;
   }
+}
+
+/**
+ * Creates the secure router. It authenticates every request it is given,
+ * then dispatches to keygate's own secure endpoints, the application's
+ * `secureRoutes`, the fallback (the upstream proxy), or 404.
+ */
+export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions = {}) {
+  const { store, clock } = deps;
+  const gate = options.gate ?? createGate(deps);
+  const appRoutes = deps.secureRoutes ?? {};
+  checkSecureRoutes(appRoutes, [CURRENT_TOKEN_PATH]);
 
   const routes: Routes<SecureContext> = {
     [CURRENT_TOKEN_PATH]: {
@@ -77,13 +84,24 @@ export function createSecureRouter(deps: AppDeps) {
           expires_in: expiresIn,
         });
       },
-      async DELETE(_request, { principal, requestId }) {
-        await writeWhenUnlocked(store, () => store.revokeToken(principal.tokenId, clock.now()));
+      async DELETE(_request, { principal, requestId, clientAddress }) {
+        await writeWhenUnlocked(store, () =>
+          store.transaction(() => {
+            if (!store.revokeToken(principal.tokenId, clock.now())) return;
+            store.appendAudit({
+              at: clock.now(),
+              actor: toKeyRef(principal.apiKeyId),
+              action: "token.revoked",
+              subject: `token:${principal.tokenId}`,
+              detail: { user: principal.email, client: clientAddress },
+            });
+          }));
         deps.logger.info("token revoked", {
           event: "token_revoked",
           request_id: requestId,
           user_id: principal.userId,
           key_id: principal.apiKeyId,
+          client: clientAddress,
         });
         return new Response(null, { status: 204 });
       },
@@ -95,12 +113,15 @@ export function createSecureRouter(deps: AppDeps) {
     path: string,
     context: RequestContext,
   ): Response | Promise<Response> {
-    const principal = authenticate(request, context.url);
+    const principal = gate.authenticateToken(request, context.url);
     context.apiKeyId = principal.apiKeyId;
-    const handler = findRoute(routes, request.method, path);
-    if (!handler) {
-      throw new HttpError(404, "not_found", "No secure endpoint at this path");
-    }
-    return handler(request, { ...context, principal });
+    deps.keyUsage?.record(principal.apiKeyId, context.clientAddress);
+    const secureContext: SecureContext = { ...context, principal };
+    const handler = findRoute(routes, request.method, path) ??
+      findRoute(appRoutes, request.method, path);
+    if (handler) return handler(request, secureContext);
+    const forwarded = options.fallback?.(request, path, secureContext);
+    if (forwarded) return forwarded;
+    throw new HttpError(404, "not_found", "No secure endpoint at this path");
   };
 }

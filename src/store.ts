@@ -8,7 +8,8 @@
  *
  * @module
  */
-import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { existsSync } from "node:fs";
+import { backup, DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { type Migration, MIGRATIONS } from "../db/migrations.ts";
 
 /** How long a statement waits for another connection's write lock before failing with SQLITE_BUSY. */
@@ -37,6 +38,9 @@ export interface LoginFailures {
   forgetAt: number;
 }
 
+/** Pages copied per step of a backup; between steps other connections may write. */
+export const BACKUP_PAGES_PER_STEP = 1000;
+
 /** A registered user. */
 export interface User {
   id: number;
@@ -47,6 +51,8 @@ export interface User {
   disabled: boolean;
   createdAt: number;
   updatedAt: number;
+  /** Tokens issued before this instant are invalid (revoke-before cutoff). */
+  tokensValidFrom: number;
 }
 
 /** An API key, without the key itself (only its digest is stored). */
@@ -57,6 +63,44 @@ export interface ApiKey {
   label: string;
   createdAt: number;
   revokedAt: number | null;
+  /** The key stops working at this instant; `null` for never. */
+  expiresAt: number | null;
+  disabledAt: number | null;
+  /** Id of the successor a rotation issued. */
+  replacedBy: number | null;
+  lastUsedAt: number | null;
+  lastUsedFrom: string | null;
+  useCount: number;
+  /** Whether this key belongs to a resource server that may introspect any token. */
+  introspect: boolean;
+}
+
+/** Uses of one key since the last flush, accumulated in memory. */
+export interface KeyUsage {
+  apiKeyId: number;
+  /** Time of the latest use. */
+  lastUsedAt: number;
+  /** Client address of the latest use. */
+  lastUsedFrom: string;
+  count: number;
+}
+
+/** One row of the append-only audit log. */
+export interface AuditEntry {
+  at: number;
+  /** `cli:<user>`, `api_key:<id>` or `anonymous`. */
+  actor: string;
+  /** A stable word such as `user.added` or `token.issued`. */
+  action: string;
+  /** What the action was about: `user:<email>`, `api_key:<id>`, ... */
+  subject: string;
+  /** Extra facts, never secrets. */
+  detail?: Record<string, string | number | null>;
+}
+
+/** An audit row as stored. */
+export interface AuditRecord extends Required<AuditEntry> {
+  id: number;
 }
 
 /** An API key with its owner's e-mail, for listings. */
@@ -72,6 +116,27 @@ export interface TokenGrant {
   apiKeyId: number;
   issuedAt: number;
   expiresAt: number;
+}
+
+/** Who holds a live API key: the key's id and its enabled user. */
+export interface KeyHolder {
+  apiKeyId: number;
+  userId: number;
+  email: string;
+  /** Whether the key may introspect tokens (a resource-server key). */
+  introspect: boolean;
+}
+
+/** A token found by its digest, whatever its state, for introspection. */
+export interface TokenStatus {
+  tokenId: number;
+  userId: number;
+  email: string;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  /** False once the token or its key is revoked, or its user disabled. Expiry is the caller's check. */
+  live: boolean;
 }
 
 /** What {@link Store.issueToken} needs. */
@@ -99,6 +164,7 @@ function toUser(row: Row): User {
     disabled: row.disabled === 1,
     createdAt: row.created_at as number,
     updatedAt: row.updated_at as number,
+    tokensValidFrom: row.tokens_valid_from as number,
   };
 }
 
@@ -110,6 +176,13 @@ function toApiKey(row: Row): ApiKey {
     label: row.label as string,
     createdAt: row.created_at as number,
     revokedAt: row.revoked_at as number | null,
+    expiresAt: row.expires_at as number | null,
+    disabledAt: row.disabled_at as number | null,
+    replacedBy: row.replaced_by as number | null,
+    lastUsedAt: row.last_used_at as number | null,
+    lastUsedFrom: row.last_used_from as string | null,
+    useCount: row.use_count as number,
+    introspect: row.introspect === 1,
   };
 }
 
@@ -135,10 +208,34 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
       }
       db.exec(`PRAGMA max_page_count = ${options.maxPageCount}`);
     }
-    return createStore(db, busyTimeoutMs);
+    return createStore(db, path, busyTimeoutMs);
   } catch (error) {
     db.close();
     throw error;
+  }
+}
+
+/**
+ * Opens the database file at `path` read-only and returns the problems
+ * `PRAGMA integrity_check` finds (empty when sound) and its row counts; for
+ * validating a backup without touching it.
+ */
+export function inspectDatabaseFile(
+  path: string,
+): { problems: string[]; userVersion: number; counts: Record<string, number> } {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    const problems = (db.prepare("PRAGMA integrity_check").all() as { integrity_check: string }[])
+      .map((row) => row.integrity_check)
+      .filter((text) => text !== "ok");
+    const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+    const counts: Record<string, number> = {};
+    for (const table of ["users", "api_keys", "tokens"]) {
+      counts[table] = (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+    }
+    return { problems, userVersion: user_version, counts };
+  } finally {
+    db.close();
   }
 }
 
@@ -160,11 +257,12 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
   }
 }
 
-function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
+function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOUT_MS) {
   const sql = (text: string): StatementSync => db.prepare(text);
 
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
+  const userById = sql("SELECT * FROM users WHERE id = :id");
   const userInsert = sql(
     `INSERT INTO users (email, password_hash, token_timeout_seconds, created_at, updated_at)
      VALUES (:email, :password_hash, :timeout, :now, :now) RETURNING *`,
@@ -180,8 +278,8 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
   );
 
   const keyInsert = sql(
-    `INSERT INTO api_keys (key_hash, prefix, user_id, label, created_at)
-     VALUES (:key_hash, :prefix, :user_id, :label, :now) RETURNING *`,
+    `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
+     VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
   );
   const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
   const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
@@ -210,29 +308,77 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
        ORDER BY issued_at DESC, id DESC LIMIT -1 OFFSET :keep)`,
   );
   // The secure path's one statement: token, key, user and their states in one indexed read.
+  // A token's effective expiry is capped by its key's (a rotated or expiring key takes its
+  // tokens with it); tokens issued before the user's cutoff are invalid.
   const tokenGrant = sql(
-    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at, t.expires_at
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
      JOIN users u ON u.id = t.user_id
      WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash
-       AND t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0`,
+       AND t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0
+       AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)
+       AND t.issued_at >= u.tokens_valid_from`,
   );
   const tokenRevoke = sql(
     "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
   );
-  const tokensRevokeOfUser = sql(
-    `UPDATE tokens SET revoked_at = :now
-     WHERE user_id = :user_id AND revoked_at IS NULL AND expires_at > :now`,
-  );
   const tokensRevokeOfKey = sql(
     `UPDATE tokens SET revoked_at = :now
-     WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now`,
+     WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
+       AND issued_at >= (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)`,
   );
   const tokensPurge = sql(
-    "DELETE FROM tokens WHERE expires_at <= :now OR revoked_at IS NOT NULL",
+    `DELETE FROM tokens WHERE expires_at <= :now OR revoked_at IS NOT NULL
+       OR issued_at < (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)
+       OR :now >= (SELECT coalesce(k.expires_at, :now + 1) FROM api_keys k
+                   WHERE k.id = tokens.api_key_id)`,
   );
+  // Moves the user's cutoff forward only: an earlier cutoff must never revive tokens.
+  const userRaiseCutoff = sql(
+    `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
+     WHERE id = :id`,
+  );
+  const tokensLiveBefore = sql(
+    `SELECT count(*) AS n FROM tokens
+     WHERE user_id = :user_id AND revoked_at IS NULL AND expires_at > :now
+       AND issued_at >= :from AND issued_at < :cutoff`,
+  );
+  const keySetDisabled = sql(
+    "UPDATE api_keys SET disabled_at = :disabled_at WHERE id = :id AND revoked_at IS NULL",
+  );
+  const keySetReplaced = sql(
+    `UPDATE api_keys SET replaced_by = :replaced_by,
+       expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
+     WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
+  );
+  const keyAddUsage = sql(
+    `UPDATE api_keys SET
+       last_used_from = CASE WHEN :at >= coalesce(last_used_at, 0) THEN :address
+                        ELSE last_used_from END,
+       last_used_at = max(coalesce(last_used_at, 0), :at),
+       use_count = use_count + :count
+     WHERE id = :id`,
+  );
+  const auditInsert = sql(
+    `INSERT INTO audit_log (at, actor, action, subject, detail)
+     VALUES (:at, :actor, :action, :subject, :detail)`,
+  );
+  const auditSince = sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
+  const totalChanges = sql("SELECT total_changes() AS n");
   const ping = sql("SELECT 1 AS ok");
+  const tokensLive = sql(
+    "SELECT count(*) AS n FROM tokens WHERE revoked_at IS NULL AND expires_at > :now",
+  );
+  const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
+  // The janitor's batch: a range of at most :size row ids, so no statement holds the lock long.
+  const tokensPurgeRange = sql(
+    `DELETE FROM tokens WHERE id > :after AND id <= :after + :size
+       AND (expires_at <= :cutoff OR revoked_at <= :cutoff)`,
+  );
+  const integrityCheck = sql("PRAGMA integrity_check");
+  const foreignKeyCheck = sql("PRAGMA foreign_key_check");
   const counts = {
     users: sql("SELECT count(*) AS n FROM users"),
     api_keys: sql("SELECT count(*) AS n FROM api_keys"),
@@ -277,11 +423,40 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
     return rows.map(toLoginFailures);
   }
 
+  // The API-key gate, introspection and revocation. A key is usable while it is
+  // not revoked, disabled or expired and its user is enabled; a token is live while
+  // its key is usable, it is not revoked and was issued at or after its user's cutoff.
+  const keyHolder = sql(
+    `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
+     JOIN users u ON u.id = k.user_id
+     WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND u.disabled = 0
+       AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)`,
+  );
+  const tokenStatus = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+       (t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0
+         AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)
+         AND t.issued_at >= u.tokens_valid_from) AS live
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash`,
+  );
+  const tokenRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL`,
+  );
+
   /**
    * Runs `fn` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
-   * rolled back if it throws. `fn` must be synchronous.
+   * rolled back if it throws. `fn` must be synchronous. Inside another
+   * transaction, `fn` simply runs as part of it.
    */
   function transaction<T>(fn: () => T): T {
+    // Nested calls join the outer transaction, so that a caller can add an audit row
+    // to a store function's writes and have all of them commit or roll back together.
+    if (db.isTransaction) return fn();
     db.exec("BEGIN IMMEDIATE");
     try {
       const result = fn();
@@ -291,6 +466,43 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
       if (db.isTransaction) db.exec("ROLLBACK");
       throw error;
     }
+  }
+
+  /** The cutoff for "everything issued up to now": strictly increasing, see README. */
+  function nextCutoff(userId: number, now: number): number {
+    const row = userById.get({ id: userId }) as Row | undefined;
+    const current = (row?.tokens_valid_from as number | undefined) ?? 0;
+    return Math.max(current + 1, now + 1);
+  }
+
+  function revokeTokensBefore(userId: number, cutoff: number, now: number): number {
+    const row = userById.get({ id: userId }) as Row | undefined;
+    const from = (row?.tokens_valid_from as number | undefined) ?? 0;
+    const { n } = tokensLiveBefore.get({ user_id: userId, now, from, cutoff }) as { n: number };
+    userRaiseCutoff.run({ id: userId, cutoff, now });
+    return n;
+  }
+
+  function insertSuccessor(
+    key: {
+      userId: number;
+      keyHash: Uint8Array;
+      prefix: string;
+      label: string;
+      expiresAt: number | null;
+      introspect?: boolean;
+    },
+    now: number,
+  ): ApiKey {
+    return toApiKey(keyInsert.get({
+      key_hash: key.keyHash,
+      prefix: key.prefix,
+      user_id: key.userId,
+      label: key.label,
+      introspect: key.introspect ? 1 : 0,
+      now,
+      expires_at: key.expiresAt,
+    }) as Row);
   }
 
   return {
@@ -321,24 +533,34 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
       userSetTimeout.run({ id: userId, timeout: tokenTimeoutSeconds, now });
     },
 
-    /** Replaces the password hash and revokes the user's live tokens, in one transaction. */
+    /**
+     * Replaces the password hash and invalidates every token issued up to now
+     * (the user's cutoff), in one transaction; returns how many live tokens that ended.
+     */
     setUserPassword(userId: number, passwordHash: string, now: number): number {
       return transaction(() => {
         userSetPassword.run({ id: userId, password_hash: passwordHash, now });
-        return Number(tokensRevokeOfUser.run({ user_id: userId, now }).changes);
+        return revokeTokensBefore(userId, nextCutoff(userId, now), now);
       });
     },
 
-    /** Disables (revoking live tokens, in one transaction) or re-enables a user. */
+    /** Disables (applying the token cutoff, in one transaction) or re-enables a user. */
     setUserDisabled(userId: number, disabled: boolean, now: number): number {
       return transaction(() => {
         userSetDisabled.run({ id: userId, disabled: disabled ? 1 : 0, now });
-        return disabled ? Number(tokensRevokeOfUser.run({ user_id: userId, now }).changes) : 0;
+        return disabled ? revokeTokensBefore(userId, nextCutoff(userId, now), now) : 0;
       });
     },
 
     insertApiKey(
-      key: { userId: number; keyHash: Uint8Array; prefix: string; label: string },
+      key: {
+        userId: number;
+        keyHash: Uint8Array;
+        prefix: string;
+        label: string;
+        expiresAt?: number | null;
+        introspect?: boolean;
+      },
       now: number,
     ): ApiKey {
       return toApiKey(keyInsert.get({
@@ -346,7 +568,9 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
         prefix: key.prefix,
         user_id: key.userId,
         label: key.label,
+        introspect: key.introspect ? 1 : 0,
         now,
+        expires_at: key.expiresAt ?? null,
       }) as Row);
     },
 
@@ -375,11 +599,11 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
 
     /**
      * Stores a new token and revokes the oldest live tokens of the same user
-     * and key beyond `maxLiveTokens`, in one transaction.
+     * and key beyond `maxLiveTokens`, in one transaction; returns the token's id.
      */
-    issueToken(token: NewToken): void {
-      transaction(() => {
-        tokenInsert.run({
+    issueToken(token: NewToken): number {
+      return transaction(() => {
+        const { lastInsertRowid } = tokenInsert.run({
           token_hash: token.tokenHash,
           user_id: token.userId,
           api_key_id: token.apiKeyId,
@@ -392,15 +616,24 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
           now: token.issuedAt,
           keep: token.maxLiveTokens,
         });
+        return Number(lastInsertRowid);
       });
     },
 
     /**
      * Finds the unrevoked token with this digest, issued with the key with
-     * this digest, whose user is enabled. Expiry is the caller's check.
+     * this digest, whose user is enabled, issued at or after the user's
+     * cutoff, whose key is enabled and unexpired at `now`. The token's own
+     * expiry (capped by the key's) is the caller's check.
      */
-    findTokenGrant(tokenHash: Uint8Array, keyHash: Uint8Array): TokenGrant | undefined {
-      const row = tokenGrant.get({ token_hash: tokenHash, key_hash: keyHash }) as Row | undefined;
+    findTokenGrant(
+      tokenHash: Uint8Array,
+      keyHash: Uint8Array,
+      now: number,
+    ): TokenGrant | undefined {
+      const row = tokenGrant.get({ token_hash: tokenHash, key_hash: keyHash, now }) as
+        | Row
+        | undefined;
       if (!row) return undefined;
       return {
         tokenId: row.token_id as number,
@@ -416,9 +649,21 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
       return Number(tokenRevoke.run({ id: tokenId, now }).changes) === 1;
     },
 
-    /** Revokes every live token of a user; returns how many. */
+    /**
+     * Invalidates every token of a user issued up to and including `now`, in
+     * one write (the user's cutoff); returns how many live tokens that ended.
+     */
     revokeTokensOfUser(userId: number, now: number): number {
-      return Number(tokensRevokeOfUser.run({ user_id: userId, now }).changes);
+      return transaction(() => revokeTokensBefore(userId, nextCutoff(userId, now), now));
+    },
+
+    /**
+     * Invalidates every token of a user issued before `cutoff` (a token issued
+     * at `cutoff` stays valid), in one write; returns how many live tokens
+     * that ended. The cutoff only moves forward.
+     */
+    revokeTokensIssuedBefore(userId: number, cutoff: number, now: number): number {
+      return transaction(() => revokeTokensBefore(userId, cutoff, now));
     },
 
     /** Deletes expired and revoked token rows; returns how many. */
@@ -486,14 +731,170 @@ function createStore(db: DatabaseSync, busyTimeoutMs = BUSY_TIMEOUT_MS) {
       }
     },
 
+    /** Suspends (`disabled`) or resumes a key that is not revoked; returns whether it changed. */
+    setApiKeyDisabled(id: number, disabled: boolean, now: number): boolean {
+      return Number(keySetDisabled.run({ id, disabled_at: disabled ? now : null }).changes) === 1;
+    },
+
+    /**
+     * Rotation: stores the successor and makes the old key expire at
+     * `oldKeyExpiresAt` (never later than its own expiry), in one transaction.
+     */
+    rotateApiKey(
+      oldKeyId: number,
+      successor: Parameters<typeof insertSuccessor>[0],
+      options: { oldKeyExpiresAt: number; now: number },
+    ): ApiKey {
+      return transaction(() => {
+        const key = insertSuccessor(successor, options.now);
+        const { changes } = keySetReplaced.run({
+          id: oldKeyId,
+          replaced_by: key.id,
+          expires_at: options.oldKeyExpiresAt,
+        });
+        // Another rotation or a revocation got there first: roll the successor back.
+        if (Number(changes) !== 1) {
+          throw new Error(`API key ${oldKeyId} was rotated or revoked meanwhile`);
+        }
+        return key;
+      });
+    },
+
+    /** Adds accumulated key uses, all in one transaction. */
+    recordKeyUsage(usages: readonly KeyUsage[]): void {
+      if (usages.length === 0) return;
+      transaction(() => {
+        for (const usage of usages) {
+          keyAddUsage.run({
+            id: usage.apiKeyId,
+            at: usage.lastUsedAt,
+            address: usage.lastUsedFrom,
+            count: usage.count,
+          });
+        }
+      });
+    },
+
+    /** Appends one row to the audit log. */
+    appendAudit(entry: AuditEntry): void {
+      auditInsert.run({
+        at: entry.at,
+        actor: entry.actor,
+        action: entry.action,
+        subject: entry.subject,
+        detail: JSON.stringify(entry.detail ?? {}),
+      });
+    },
+
+    /** Audit rows at or after `since`, oldest first. */
+    listAudit(since = 0): AuditRecord[] {
+      return (auditSince.all({ since }) as Row[]).map((row) => ({
+        id: row.id as number,
+        at: row.at as number,
+        actor: row.actor as string,
+        action: row.action as string,
+        subject: row.subject as string,
+        detail: JSON.parse(row.detail as string),
+      }));
+    },
+
+    /** Rows changed by this connection since it opened (SQLite total_changes()), for tests. */
+    countChanges(): number {
+      return (totalChanges.get() as { n: number }).n;
+    },
+
+    /** Counts tokens that are neither revoked nor expired at `now`. */
+    countLiveTokens(now: number): number {
+      return (tokensLive.get({ now }) as { n: number }).n;
+    },
+
+    /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
+    findTokenIdBounds(): { first: number; last: number } | undefined {
+      const row = tokenIdBounds.get() as { first: number | null; last: number | null };
+      return row.first === null ? undefined : { first: row.first, last: row.last! };
+    },
+
+    /**
+     * Deletes the token rows with ids in `(afterId, afterId + size]` that
+     * expired or were revoked at or before `cutoff`, in one short
+     * transaction; returns how many.
+     */
+    purgeTokenRange(afterId: number, size: number, cutoff: number): number {
+      return transaction(() =>
+        Number(tokensPurgeRange.run({ after: afterId, size, cutoff }).changes)
+      );
+    },
+
+    /**
+     * Writes a consistent copy of the database to a new file with SQLite's
+     * online backup API, a few pages at a time (the one asynchronous store
+     * function). `VACUUM INTO` would compact, but Deno allows it only with
+     * every permission, since it attaches a database.
+     */
+    async backupTo(path: string): Promise<void> {
+      await backup(db, path, { rate: BACKUP_PAGES_PER_STEP });
+    },
+
+    /** Problems found by `PRAGMA integrity_check` and `foreign_key_check`; empty when sound. */
+    checkIntegrity(): string[] {
+      const problems = (integrityCheck.all() as { integrity_check: string }[])
+        .map((row) => row.integrity_check)
+        .filter((text) => text !== "ok");
+      for (const row of foreignKeyCheck.all() as Row[]) {
+        problems.push(`foreign key violation: ${row.table} row ${row.rowid} -> ${row.parent}`);
+      }
+      return problems;
+    },
+
+    /** Moves the write-ahead log into the database and truncates it; for shutdown. */
+    checkpoint(): void {
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    },
+
     /** A trivial read, for readiness checks. */
     ping(): boolean {
+      // A deleted database file still answers through its open descriptor,
+      // but nothing written now would survive a restart: not ready.
+      if (path !== ":memory:" && !existsSync(path)) return false;
       return (ping.get() as Row | undefined)?.ok === 1;
     },
 
     /** Row count of a table, for listings and tests. */
     countRows(table: keyof typeof counts): number {
       return (counts[table].get() as { n: number }).n;
+    },
+
+    /** The holder of the usable key with this digest (see the statement above). */
+    findKeyHolder(keyHash: Uint8Array, now: number): KeyHolder | undefined {
+      const row = keyHolder.get({ key_hash: keyHash, now }) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        apiKeyId: row.api_key_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+        introspect: row.introspect === 1,
+      };
+    },
+
+    /** The token with this digest in any state (revoked, expired, of a disabled user). */
+    findTokenStatus(tokenHash: Uint8Array, now: number): TokenStatus | undefined {
+      const row = tokenStatus.get({ token_hash: tokenHash, now }) as Row | undefined;
+      if (!row) return undefined;
+      return {
+        tokenId: row.token_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+        apiKeyId: row.api_key_id as number,
+        issuedAt: row.issued_at as number,
+        expiresAt: row.expires_at as number,
+        live: row.live === 1,
+      };
+    },
+
+    /** Revokes the token with this digest if it was issued with this key; whether it did. */
+    revokeTokenOfKey(tokenHash: Uint8Array, apiKeyId: number, now: number): boolean {
+      const result = tokenRevokeOfKey.run({ token_hash: tokenHash, api_key_id: apiKeyId, now });
+      return Number(result.changes) === 1;
     },
 
     close(): void {

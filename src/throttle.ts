@@ -23,7 +23,6 @@
  */
 import type { Clock } from "./clock.ts";
 import { HttpError } from "./errors.ts";
-import { writeWhenUnlocked } from "./locked_writes.ts";
 import type { LoginFailures, Store } from "./store.ts";
 
 /** How one counter grows and decays. */
@@ -82,10 +81,16 @@ export interface ThrottleOptions {
 export interface Throttle {
   /** @throws {HttpError} 429 with `Retry-After` while any subject is blocked. */
   check(subjects: ThrottleSubjects): void;
-  /** Counts a failed login against every subject. */
-  recordFailure(subjects: ThrottleSubjects): Promise<void>;
-  /** Clears the account counter after a successful login. */
-  recordSuccess(subjects: ThrottleSubjects): Promise<void>;
+  /**
+   * Counts a failed login against every subject, in one transaction (or in
+   * the caller's). Synchronous: callers wrap it in `writeWhenUnlocked`.
+   */
+  recordFailure(subjects: ThrottleSubjects): void;
+  /**
+   * Clears the account counter after a successful login; meant to run in the
+   * transaction that stores the new token. Writes only when there is a counter.
+   */
+  recordSuccess(subjects: ThrottleSubjects): void;
 }
 
 /** Subject of the account counter of an API key. */
@@ -166,22 +171,20 @@ export function createThrottle(options: ThrottleOptions): Throttle {
       );
       if (blockedUntil > now) throw tooManyAttempts(Math.ceil((blockedUntil - now) / 1000));
     },
-    async recordFailure(subjects) {
+    recordFailure(subjects) {
       const now = clock.now();
-      await writeWhenUnlocked(store, () =>
-        store.recordLoginFailures(
-          subjectsOf(subjects),
-          now,
-          (previous, subject) => nextFailures(previous, subject, ruleOf(subject), now),
-        ));
+      store.recordLoginFailures(
+        subjectsOf(subjects),
+        now,
+        (previous, subject) => nextFailures(previous, subject, ruleOf(subject), now),
+      );
     },
-    async recordSuccess(subjects) {
+    recordSuccess(subjects) {
       const account = subjects.account;
       if (account === undefined) return;
-      // Only write when there is something to clear: a DELETE takes the write lock even when
-      // it matches nothing, and most successful logins have no counter.
+      // Only write when there is something to clear: most successful logins have no counter.
       if (store.findLoginFailures([account], clock.now()).length > 0) {
-        await writeWhenUnlocked(store, () => store.clearLoginFailures(account));
+        store.clearLoginFailures(account);
       }
     },
   };

@@ -2,9 +2,15 @@
  * `POST /api/userservice/tokens`: e-mail + password + API key in, one new
  * access token out.
  *
- * Every credential failure (unknown e-mail, wrong password, unknown, revoked
- * or foreign key, disabled user) gets the same 401 after the same work: an
- * unknown or disabled user is verified against a dummy hash.
+ * Every credential failure (unknown e-mail, wrong password, unknown, revoked,
+ * disabled, expired or foreign key, disabled user) gets the same 401 after
+ * the same work: an unknown or disabled user is verified against a dummy
+ * hash. Each failure and each issued token is recorded in the audit log.
+ *
+ * Failed logins are throttled per API key and per client address
+ * (src/throttle.ts): while throttled, the answer is 429 before any password
+ * check. Writes wait for another process's lock without blocking
+ * (src/locked_writes.ts).
  *
  * @module
  */
@@ -14,9 +20,12 @@ import { readDocument } from "./body.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import { toKeyRef, toUserRef } from "./audit.ts";
+import { isKeyUsable, toKeyStatus } from "./key_status.ts";
 import { writeWhenUnlocked } from "./locked_writes.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type RouteHandler, type Routes } from "./route.ts";
+import type { ApiKey, User } from "./store.ts";
 import {
   createThrottle,
   type ThrottleSubjects,
@@ -74,9 +83,33 @@ export function toCredentials(body: AuthRequest, requestKey: string | undefined)
   return { email: body.email.toLowerCase(), password: body.password, apiKey };
 }
 
-/** The uniform answer to every credential failure. */
-export function invalidCredentials(): HttpError {
-  return new HttpError(401, "invalid_credentials", "Invalid e-mail, password or API key");
+/**
+ * The uniform answer to every credential failure. `detail` (such as
+ * `wrong_password`) goes only to the audit log, never to the caller.
+ */
+export function invalidCredentials(detail?: string): HttpError {
+  return new HttpError(401, "invalid_credentials", "Invalid e-mail, password or API key", {
+    cause: detail,
+  });
+}
+
+/**
+ * Which credential check failed, for the audit log and logs (never the
+ * response); `undefined` when all passed.
+ */
+function findCredentialFailure(
+  user: Pick<User, "id" | "disabled"> | undefined,
+  key: Pick<ApiKey, "userId" | "revokedAt" | "disabledAt" | "expiresAt"> | undefined,
+  verified: boolean,
+  now: number,
+): string | undefined {
+  if (!user) return "unknown_user";
+  if (user.disabled) return "disabled_user";
+  if (!verified) return "wrong_password";
+  if (!key) return "unknown_key";
+  if (key.userId !== user.id) return "foreign_key";
+  if (!isKeyUsable(key, now)) return `key_${toKeyStatus(key, now)}`;
+  return undefined;
 }
 
 /**
@@ -91,60 +124,76 @@ export function createTokenRouter(deps: AppDeps) {
     const body = await readDocument(request, parseAuthRequest, { timeoutMs: deps.bodyTimeoutMs });
     const credentials = toCredentials(body, findRequestApiKey(request, context.url));
 
+    // The token's issue time is when the user row is read, before the slow
+    // password check: a cutoff written while the check runs (password change,
+    // revoke-all, disable) then covers the token this request produces.
+    const readAt = clock.now();
     const user = store.findUserByEmail(credentials.email);
     const key = store.findApiKeyByHash(hashSecret(credentials.apiKey));
-    const keyOfUser = user !== undefined && !user.disabled && key !== undefined &&
-      key.revokedAt === null && key.userId === user.id;
-    // The account counter only exists for a live key of the e-mail's own user (src/throttle.ts).
+    // The account counter exists only for a usable key of the e-mail's own, enabled user
+    // (src/throttle.ts); every failure counts toward the client address's counter.
     const subjects: ThrottleSubjects = {
       client: toClientSubject(context.clientAddress),
-      account: keyOfUser ? toAccountSubject(key.id) : undefined,
+      account: user !== undefined && !user.disabled && key !== undefined &&
+          key.userId === user.id && isKeyUsable(key, readAt)
+        ? toAccountSubject(key.id)
+        : undefined,
     };
-    try {
-      throttle.check(subjects);
-    } catch (error) {
-      deps.logger.warn("login throttled", {
-        event: "login_throttled",
-        request_id: context.requestId,
-        key_id: keyOfUser ? key.id : undefined,
-        client: context.clientAddress,
-      });
-      throw error;
-    }
+    throttle.check(subjects); // 429 before any password check, for right and wrong alike
     const verified = await hasher.verify(
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
     );
-    if (!verified || !keyOfUser) {
-      await throttle.recordFailure(subjects);
-      deps.logger.info("login failed", {
-        event: "login_failed",
-        request_id: context.requestId,
-        key_id: keyOfUser ? key.id : undefined,
-        client: context.clientAddress,
-      });
-      throw invalidCredentials();
+    const failure = findCredentialFailure(user, key, verified, clock.now());
+    if (failure !== undefined || !user || !key) {
+      // One transaction per failure, after an argon2 verification that costs far more:
+      // the audit row and the brute-force counters.
+      await writeWhenUnlocked(store, () =>
+        store.transaction(() => {
+          store.appendAudit({
+            at: clock.now(),
+            actor: key ? toKeyRef(key.id) : "anonymous",
+            action: "login.failed",
+            subject: user ? toUserRef(user.email) : "user:unknown",
+            detail: { reason: failure ?? "unknown", client: context.clientAddress },
+          });
+          throttle.recordFailure(subjects);
+        }));
+      throw invalidCredentials(failure);
     }
-    await throttle.recordSuccess(subjects);
     context.apiKeyId = key.id;
 
     const token = generateToken();
-    const issuedAt = clock.now();
+    // Never before the user's cutoff (which may be at most 1 ms ahead, see README).
+    const issuedAt = Math.max(readAt, user.tokensValidFrom);
     const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
     await writeWhenUnlocked(store, () =>
-      store.issueToken({
-        tokenHash: hashSecret(token),
-        userId: user.id,
-        apiKeyId: key.id,
-        issuedAt,
-        expiresAt: issuedAt + timeout * 1000,
-        maxLiveTokens: MAX_LIVE_TOKENS,
+      store.transaction(() => {
+        const tokenId = store.issueToken({
+          tokenHash: hashSecret(token),
+          userId: user.id,
+          apiKeyId: key.id,
+          issuedAt,
+          expiresAt: issuedAt + timeout * 1000,
+          maxLiveTokens: MAX_LIVE_TOKENS,
+        });
+        store.appendAudit({
+          at: clock.now(),
+          actor: toKeyRef(key.id),
+          action: "token.issued",
+          subject: toUserRef(user.email),
+          detail: { token_id: tokenId, client: context.clientAddress },
+        });
+        throttle.recordSuccess(subjects);
       }));
+    deps.keyUsage?.record(key.id, context.clientAddress);
+    deps.metrics?.tokenIssued();
     deps.logger.info("token issued", {
       event: "token_issued",
       request_id: context.requestId,
       user_id: user.id,
       key_id: key.id,
+      client: context.clientAddress,
     });
     return toResponse(context.format, "auth_response", { access_token: token });
   };

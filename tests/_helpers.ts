@@ -7,6 +7,7 @@ import { createHandler, type Handler } from "../src/app.ts";
 import type { Clock } from "../src/clock.ts";
 import type { AppDeps } from "../src/context.ts";
 import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
+import { createKeyUsageRecorder, type KeyUsageRecorder } from "../src/key_usage.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
 import { openStore, type Store } from "../src/store.ts";
@@ -53,6 +54,8 @@ export interface TestApp {
   addUser(email: string, password: string, timeoutSeconds?: number | null): Promise<number>;
   /** Creates an API key for a user and returns the key. */
   createKey(userId: number): string;
+  /** The key-usage recorder, when created with `trackKeyUsage`. */
+  keyUsage?: KeyUsageRecorder;
   close(): void;
   [Symbol.dispose](): void;
 }
@@ -60,18 +63,23 @@ export interface TestApp {
 const hasher = createPasswordHasher();
 
 /** The real handler over a real store on a temporary file. */
-export function createTestApp(options: Partial<AppDeps> = {}): TestApp {
+export function createTestApp(
+  options: Partial<AppDeps> & { trackKeyUsage?: boolean } = {},
+): TestApp {
   const db = tempDbPath();
   const store = openStore(db.path);
   const clock = createFakeClock();
   const { logger, lines } = createCapturingLogger();
+  const { trackKeyUsage, ...deps } = options;
+  const keyUsage = trackKeyUsage ? createKeyUsageRecorder({ store, clock, logger }) : undefined;
   const handler = createHandler({
     store,
     hasher,
     clock,
     logger,
     defaultTimeoutSeconds: 36000,
-    ...options,
+    keyUsage,
+    ...deps,
   });
   const close = () => {
     store.close();
@@ -83,6 +91,7 @@ export function createTestApp(options: Partial<AppDeps> = {}): TestApp {
     clock,
     dbPath: db.path,
     logLines: lines,
+    keyUsage,
     async addUser(email, password, timeoutSeconds = null) {
       const passwordHash = await hasher.hash(password);
       return store.insertUser(

@@ -285,3 +285,132 @@ Deno.test("admin CLI as a process reads the password from standard input", async
     db.cleanup();
   }
 });
+
+Deno.test("admin key create --introspect makes a resource-server key, shown in key list", async () => {
+  const db = tempDbPath();
+  try {
+    await admin(db.path, ["user", "add", "rs@b.org"]);
+    const plain = await admin(db.path, ["key", "create", "rs@b.org"]);
+    const created = await admin(db.path, ["key", "create", "rs@b.org", "--introspect"]);
+    assert.equal(created.code, 0, created.err);
+    assert.match(created.out, /Created resource-server API key \(may introspect tokens\) 2/);
+    const store = openStore(db.path);
+    assert.equal(store.findApiKeyByHash(hashSecret(created.lastLine))!.introspect, true);
+    assert.equal(store.findApiKeyByHash(hashSecret(plain.lastLine))!.introspect, false);
+    store.close();
+    const listed = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out);
+    assert.deepEqual(listed.map((k: { introspect: string }) => k.introspect), ["no", "yes"]);
+    const misplaced = await admin(db.path, ["user", "list", "--introspect"]);
+    assert.equal(misplaced.code, 2);
+    assert.match(misplaced.err, /Option --introspect does not apply to "user list"/);
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin logs every change as one JSON audit line, never a secret", async () => {
+  const db = tempDbPath();
+  try {
+    const lines: string[] = [];
+    const run = (args: string[]) =>
+      main([...args, "--db", db.path], {
+        env: { USER: "ops" },
+        stdout: () => {},
+        stderr: (text) => lines.push(text),
+        readPassword: () => Promise.resolve("canary audit pw"),
+        clock: createFakeClock(),
+        hasher,
+      });
+    assert.equal(await run(["user", "add", "a@b.org"]), 0);
+    assert.equal(await run(["key", "create", "a@b.org"]), 0);
+    assert.equal(await run(["user", "list"]), 0, "a listing changes nothing");
+    assert.equal(await run(["user", "disable", "a@b.org"]), 0);
+    assert.equal(await run(["key", "revoke", "1"]), 0);
+    assert.equal(await run(["user", "disable", "nobody@b.org"]), 1);
+    const entries = lines.filter((line) => line.startsWith("{")).map((line) => JSON.parse(line));
+    assert.deepEqual(entries.map((e) => [e.event, e.command, e.action, e.subject]), [
+      ["admin_change", "user add", "user.added", "user:a@b.org"],
+      ["admin_change", "key create", "key.created", "api_key:1"],
+      ["admin_change", "user disable", "user.disabled", "user:a@b.org"],
+      ["admin_change", "key revoke", "key.revoked", "api_key:1"],
+    ]);
+    for (const entry of entries) {
+      assert.equal(entry.actor, "cli:ops");
+      assert.equal(entry.time, "2026-01-01T00:00:00.000Z");
+      assert.equal(entry.db, db.path);
+    }
+    assert.ok(!lines.join("\n").includes("canary audit pw"));
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin db backup writes a copy that opens and validates existing tokens", async () => {
+  const db = tempDbPath();
+  try {
+    assert.equal((await admin(db.path, ["user", "add", "a@b.org"])).code, 0);
+    const apiKey = (await admin(db.path, ["key", "create", "a@b.org"])).lastLine;
+    const tokenHash = hashSecret("t".repeat(40));
+    const live = openStore(db.path);
+    const now = createFakeClock().now();
+    live.issueToken({
+      tokenHash,
+      userId: 1,
+      apiKeyId: 1,
+      issuedAt: now,
+      expiresAt: now + 3600_000,
+      maxLiveTokens: 100,
+    });
+
+    // The server's connection stays open (and holds a WAL) while the backup runs.
+    const target = `${db.dir}/backup.sqlite3`;
+    const result = await admin(db.path, ["db", "backup", target]);
+    assert.equal(result.code, 0, result.err);
+    assert.equal(
+      result.out,
+      `Wrote backup ${target}: 1 user(s), 1 API key(s), 1 token row(s); integrity ok`,
+    );
+    live.close();
+
+    const copy = openStore(target);
+    try {
+      const grant = copy.findTokenGrant(tokenHash, hashSecret(apiKey), now);
+      assert.equal(grant?.email, "a@b.org");
+      assert.equal(grant?.expiresAt, now + 3600_000);
+      assert.deepEqual(copy.checkIntegrity(), []);
+    } finally {
+      copy.close();
+    }
+
+    const again = await admin(db.path, ["db", "backup", target]);
+    assert.equal(again.code, 1);
+    assert.equal(again.err, `keygate admin: Cannot write backup: "${target}" already exists`);
+    assert.equal((await admin(db.path, ["db", "backup"])).code, 2);
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin db check passes a sound database and fails a damaged one", async () => {
+  const db = tempDbPath();
+  try {
+    assert.equal((await admin(db.path, ["user", "add", "a@b.org"])).code, 0);
+    const ok = await admin(db.path, ["db", "check"]);
+    assert.equal(ok.code, 0, ok.err);
+    assert.equal(ok.out, "Integrity check: ok");
+
+    // Damage the file: overwrite the users table's page (page 2) with junk.
+    const path = `${db.dir}/damaged.sqlite3`;
+    assert.equal((await admin(db.path, ["db", "backup", path])).code, 0);
+    const bytes = Deno.readFileSync(path);
+    const pageSize = (bytes[16] << 8) | bytes[17];
+    bytes.fill(0x5a, pageSize + 8, pageSize * 2);
+    Deno.writeFileSync(path, bytes);
+    const bad = await admin(path, ["db", "check"]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.err, /^keygate admin: Integrity check failed: \d+ problem\(s\)$/);
+    assert.match(bad.out, /Tree 2 page 2/);
+  } finally {
+    db.cleanup();
+  }
+});

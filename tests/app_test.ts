@@ -20,6 +20,19 @@ Deno.test("[e2e] GET /readyz reports the database, and 503 once it is closed", a
   assert.deepEqual(await gone.json(), { status: "unavailable" });
 });
 
+Deno.test("[e2e] GET /readyz answers 503 once the database file is deleted", async () => {
+  using app = createTestApp();
+  assert.equal((await app.handler(new Request(`${BASE}/readyz`))).status, 200);
+  Deno.removeSync(app.dbPath);
+  const gone = await app.handler(new Request(`${BASE}/readyz`));
+  assert.equal(gone.status, 503);
+  assert.equal(gone.headers.get("content-type"), "application/json; charset=utf-8");
+  assert.deepEqual(await gone.json(), { status: "unavailable" });
+  const alive = await app.handler(new Request(`${BASE}/healthz`));
+  assert.equal(alive.status, 200, "liveness does not depend on the database");
+  await alive.body?.cancel();
+});
+
 Deno.test("[e2e] unknown paths need a known API key, then answer 404", async () => {
   using app = createTestApp();
   const userId = await app.addUser("a@b.org", "pw");

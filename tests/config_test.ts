@@ -11,6 +11,16 @@ Deno.test("readConfig() uses the documented defaults", () => {
     defaultTimeoutSeconds: 36000,
     corsOrigins: ["*"],
     logLevel: "info",
+    upstream: undefined,
+    upstreamTimeoutSeconds: 30,
+    hideCredentials: true,
+    metrics: false,
+    metricsHostname: "127.0.0.1",
+    metricsPort: 9464,
+    behindProxy: false,
+    trustedProxies: ["127.0.0.1/32", "::1/128"],
+    tokenRetentionSeconds: 7 * 86400,
+    shutdownTimeoutSeconds: 30,
   });
 });
 
@@ -39,6 +49,12 @@ Deno.test("readConfig() refuses bad values with a ConfigError", () => {
     [["--default-timeout", "10"], /Invalid --default-timeout/],
     [["--cors-origins", "example.org"], /Invalid --cors-origins entry "example.org"/],
     [["--log-level", "loud"], /Invalid --log-level "loud"/],
+    [["--upstream", "ftp://x.example"], /Invalid --upstream "ftp:\/\/x.example"/],
+    [["--upstream", "http://u:p@x.example"], /Invalid --upstream/],
+    [["--upstream", "http://x.example/?a=1"], /Invalid --upstream/],
+    [["--upstream", "not a url"], /Invalid --upstream/],
+    [["--upstream-timeout", "0s"], /Invalid --upstream-timeout/],
+    [["--hide-credentials", "yes"], /Invalid --hide-credentials "yes"/],
     [["--nope"], /nope/],
     [["stray"], /stray/],
   ];
@@ -56,5 +72,40 @@ Deno.test("formatHelp() lists every flag with its variable", () => {
   for (const setting of SETTINGS) {
     assert.ok(help.includes(`--${setting.flag}`), setting.flag);
     assert.ok(help.includes(setting.env), setting.env);
+  }
+});
+
+Deno.test("readConfig() reads the upstream settings from flags and KEYGATE_* variables", () => {
+  const config = readConfig(["--upstream-timeout", "5s"], {
+    KEYGATE_UPSTREAM: "http://127.0.0.1:9000/base",
+    KEYGATE_HIDE_CREDENTIALS: "false",
+  })!;
+  assert.equal(config.upstream, "http://127.0.0.1:9000/base");
+  assert.equal(config.upstreamTimeoutSeconds, 5);
+  assert.equal(config.hideCredentials, false);
+});
+
+Deno.test("README's configuration table lists every setting with its variable and default", () => {
+  const readme = Deno.readTextFileSync(new URL("../README.md", import.meta.url));
+  const start = readme.indexOf("## Configuration");
+  const table = readme.slice(start, readme.indexOf("\n\n", readme.indexOf("| flag", start)));
+  for (const setting of SETTINGS) {
+    const row = table.split("\n").find((line) => line.startsWith(`| \`--${setting.flag} `));
+    assert.ok(row, `--${setting.flag} has a row`);
+    assert.ok(row.includes(`\`${setting.env}\``), `${setting.env} in ${row}`);
+    if (setting.default !== undefined) {
+      assert.ok(row.includes(`\`${setting.default}\``), `default of --${setting.flag} in ${row}`);
+    }
+  }
+  const rows = table.split("\n").filter((line) => line.startsWith("| `--"));
+  assert.equal(rows.length, SETTINGS.length, "no row for a setting that does not exist");
+});
+
+Deno.test("formatHelp() prints every default", () => {
+  const help = formatHelp();
+  for (const setting of SETTINGS) {
+    if (setting.default !== undefined) {
+      assert.ok(help.includes(`(default: ${setting.default})`), setting.flag);
+    }
   }
 });

@@ -49,6 +49,7 @@ async function setup(options: Partial<AppDeps> = {}) {
       verifies++;
       return base.verify(passwordHash, password);
     },
+    close() {},
   };
   const app = createTestApp({ throttleRules: LENIENT, ...options, hasher });
   const userId = await app.addUser(EMAIL, PASSWORD);
@@ -62,6 +63,10 @@ async function setup(options: Partial<AppDeps> = {}) {
   let before = counts();
   const verifiesBefore = verifies;
   return {
+    [Symbol.dispose]() {
+      app.close();
+      if (base !== realHasher) base.close();
+    },
     app,
     userId,
     apiKey,
@@ -104,7 +109,7 @@ async function fingerprint(response: Response) {
 
 Deno.test("[hostile 1] XML: DTDs, entities, malformed, deep, repeated, unknown and non-UTF-8 documents get 400", async () => {
   const t = await setup();
-  using _ = t.app;
+  using _ = t;
   const fields = `<user><email>${EMAIL}</email><password>${PASSWORD}</password></user>` +
     `<api_key>${t.apiKey}</api_key>`;
   const cases: [string, BodyInit, RegExp][] = [
@@ -186,7 +191,7 @@ Deno.test("[hostile 1] XML: DTDs, entities, malformed, deep, repeated, unknown a
 
 Deno.test("[hostile 2] JSON: non-strings, __proto__ and duplicate keys get 400 or have no effect", async () => {
   const t = await setup();
-  using _ = t.app;
+  using _ = t;
   const request = (user: string, extra = "") =>
     `{"auth_request":{"user":${user},"api_key":"${t.apiKey}"${extra}}}`;
   const cases: [string, string, RegExp][] = [
@@ -235,7 +240,7 @@ Deno.test("[hostile 2] JSON: non-strings, __proto__ and duplicate keys get 400 o
 
 Deno.test("[hostile 3] bodies: over the cap 413, stalled 408, broken 400, over-long fields 400, none hashed", async () => {
   const t = await setup({ bodyTimeoutMs: 100 });
-  using _ = t.app;
+  using _ = t;
   let pulled = false;
   const declared = new ReadableStream({ pull: () => void (pulled = true) }, { highWaterMark: 0 });
   await assertError(
@@ -294,7 +299,7 @@ Deno.test("[hostile 3] bodies: over the cap 413, stalled 408, broken 400, over-l
 
 Deno.test("[hostile 4] brute force: 429 with Retry-After after 5 failures with the user's key, in the caller's format", async () => {
   const t = await setup({ throttleRules: undefined });
-  using _ = t.app;
+  using _ = t;
   for (let i = 0; i < 5; i++) {
     await assertError(
       await t.send(xmlAuthRequest(EMAIL, `guess ${i}`, t.apiKey)),
@@ -312,8 +317,8 @@ Deno.test("[hostile 4] brute force: 429 with Retry-After after 5 failures with t
 });
 
 Deno.test("[hostile 5] bounded hashing: a full queue gives 503 service_busy at once", async () => {
-  const t = await setup({ hasher: createPasswordHasher({ concurrency: 1, queue: 1 }) });
-  using _ = t.app;
+  const t = await setup({ hasher: createPasswordHasher({ workers: 1, queue: 1 }) });
+  using _ = t;
   const responses = await Promise.all(
     Array.from({ length: 6 }, () => t.send(jsonAuthRequest(EMAIL, "wrong", t.apiKey), JSON_IO)),
   );
@@ -332,7 +337,7 @@ Deno.test("[hostile 5] bounded hashing: a full queue gives 503 service_busy at o
 
 Deno.test("[hostile 6] no enumeration: every credential failure looks the same, as do throttled right and wrong passwords", async () => {
   const t = await setup();
-  using _ = t.app;
+  using _ = t;
   const bobId = await t.app.addUser("bob@example.org", "bob password");
   const bobKey = t.app.createKey(bobId);
   const carolId = await t.app.addUser("carol@example.org", "carol password");
@@ -362,7 +367,7 @@ Deno.test("[hostile 6] no enumeration: every credential failure looks the same, 
 
   // Throttled: a correct and a wrong password get the same 429.
   const throttled = await setup({ throttleRules: undefined });
-  using __ = throttled.app;
+  using __ = throttled;
   for (let i = 0; i < 5; i++) {
     await (await throttled.send(jsonAuthRequest(EMAIL, "wrong", throttled.apiKey), JSON_IO))
       .body?.cancel();
@@ -428,7 +433,7 @@ Deno.test("[hostile 7] database locked by another connection: 503 with Retry-Aft
 
 Deno.test("[hostile 8] canonical paths: no spelling of a secure path escapes authentication", async () => {
   const t = await setup();
-  using _ = t.app;
+  using _ = t;
   const spellings = [
     "/api/%73ecure/userservice/tokens/current",
     "/api/Secure/userservice/tokens/current",
@@ -467,8 +472,8 @@ Deno.test("[hostile 8] canonical paths: no spelling of a secure path escapes aut
 });
 
 Deno.test("[hostile 9] headers: HSTS, nosniff and no-store on every kind of response", async () => {
-  const t = await setup({ hasher: createPasswordHasher({ concurrency: 1, queue: 0 }) });
-  using _ = t.app;
+  const t = await setup({ hasher: createPasswordHasher({ workers: 1, queue: 0 }) });
+  using _ = t;
   const responses = [
     await secureGet(t.app.handler, CURRENT, t.apiKey, t.token),
     await t.send("<auth_request>"),
@@ -498,7 +503,7 @@ Deno.test("[hostile 9] headers: HSTS, nosniff and no-store on every kind of resp
 
 Deno.test("[hostile 10] secrets never reach logs or error bodies; log lines cannot be forged", async () => {
   const t = await setup();
-  using _ = t.app;
+  using _ = t;
   const password = "canary-password-5f0c";
   const fakeToken = "canarytoken" + "0".repeat(29);
   const fakeKey = "c0ffee00-0000-4000-8000-00000000ca11";
@@ -542,7 +547,7 @@ Deno.test("[hostile 10] secrets never reach logs or error bodies; log lines cann
 
 Deno.test("[hostile 11] token cap: the 101st live token of a user and key revokes the oldest", async () => {
   const t = await setup();
-  using _ = t.app;
+  using _ = t;
   let newest = "";
   for (let i = 0; i < MAX_LIVE_TOKENS; i++) {
     newest = await issueToken(t.app.handler, EMAIL, PASSWORD, t.apiKey);
@@ -568,7 +573,7 @@ Deno.test("[hostile 11] token cap: the 101st live token of a user and key revoke
 
 Deno.test("[hostile 12] slow clients: a body that trickles in past the deadline gets 408 and is never processed", async () => {
   const t = await setup({ bodyTimeoutMs: 150 });
-  using _ = t.app;
+  using _ = t;
   const bytes = new TextEncoder().encode(jsonAuthRequest(EMAIL, PASSWORD, t.apiKey));
   let offset = 0;
   const trickle = new ReadableStream<Uint8Array>({

@@ -1,46 +1,79 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../src/errors.ts";
-import { createLimiter, createPasswordHasher } from "../src/passwords.ts";
+import { createPasswordHasher } from "../src/passwords.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
-  const hasher = createPasswordHasher();
-  const hash = await hasher.hash("correct horse");
-  assert.match(hash, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
-  assert.equal(await hasher.verify(hash, "correct horse"), true);
-  assert.equal(await hasher.verify(hash, "correct horse "), false);
+  const hasher = createPasswordHasher({ workers: 1 });
+  try {
+    const hash = await hasher.hash("correct horse");
+    assert.match(hash, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+    assert.equal(await hasher.verify(hash, "correct horse"), true);
+    assert.equal(await hasher.verify(hash, "correct horse "), false);
+  } finally {
+    hasher.close();
+  }
 });
 
 Deno.test("verify() with no hash does the work and returns false", async () => {
-  const hasher = createPasswordHasher();
-  assert.equal(await hasher.verify(undefined, "anything"), false);
+  const hasher = createPasswordHasher({ workers: 1 });
+  try {
+    assert.equal(await hasher.verify(undefined, "anything"), false);
+  } finally {
+    hasher.close();
+  }
 });
 
 Deno.test("verify() returns false for a malformed stored hash", async () => {
-  assert.equal(await createPasswordHasher().verify("not-a-phc-string", "x"), false);
+  const hasher = createPasswordHasher({ workers: 1 });
+  try {
+    assert.equal(await hasher.verify("not-a-phc-string", "x"), false);
+  } finally {
+    hasher.close();
+  }
 });
 
-Deno.test("createLimiter() runs at most N at once and refuses beyond the queue with 503", async () => {
-  const limit = createLimiter(2, 1);
-  let running = 0;
-  let peak = 0;
-  const releases: (() => void)[] = [];
-  const task = () =>
-    limit(async () => {
-      running++;
-      peak = Math.max(peak, running);
-      await new Promise<void>((resolve) => releases.push(resolve));
-      running--;
-    });
-  const tasks = [task(), task(), task()];
-  await assert.rejects(task(), (error: HttpError) => {
-    assert.equal(error.status, 503);
-    assert.equal(error.headers.get("retry-after"), "1");
-    return true;
-  });
-  while (releases.length > 0 || running > 0) {
-    releases.shift()?.();
-    await new Promise((resolve) => setTimeout(resolve, 1));
+Deno.test("createPasswordHasher() runs jobs on every worker at once and answers each its own", async () => {
+  const hasher = createPasswordHasher({ workers: 2, queue: 16 });
+  try {
+    const passwords = ["a", "b", "c", "d", "e", "f"];
+    const hashes = await Promise.all(passwords.map((p) => hasher.hash(p)));
+    const checks = await Promise.all(
+      passwords.flatMap((
+        p,
+        i,
+      ) => [hasher.verify(hashes[i], p), hasher.verify(hashes[(i + 1) % 6], p)]),
+    );
+    assert.deepEqual(checks, passwords.flatMap(() => [true, false]));
+  } finally {
+    hasher.close();
   }
-  await Promise.all(tasks);
-  assert.equal(peak, 2);
+});
+
+Deno.test("createPasswordHasher() refuses beyond its queue with 503 and Retry-After, at once", async () => {
+  const hasher = createPasswordHasher({ workers: 1, queue: 1 });
+  try {
+    const running = hasher.hash("one");
+    const queued = hasher.hash("two");
+    await assert.rejects(hasher.hash("three"), (error: HttpError) => {
+      assert.ok(error instanceof HttpError);
+      assert.equal(error.status, 503);
+      assert.equal(error.code, "service_busy");
+      assert.equal(error.headers.get("retry-after"), "1");
+      return true;
+    });
+    assert.match(await running, /^\$argon2id\$/);
+    assert.match(await queued, /^\$argon2id\$/);
+    // With the queue drained, work is accepted again.
+    assert.match(await hasher.hash("four"), /^\$argon2id\$/);
+  } finally {
+    hasher.close();
+  }
+});
+
+Deno.test("close() rejects pending and later calls", async () => {
+  const hasher = createPasswordHasher({ workers: 1, queue: 4 });
+  const pending = hasher.hash("x");
+  hasher.close();
+  await assert.rejects(pending, /closed/);
+  await assert.rejects(hasher.hash("y"), /closed/);
 });

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { main as admin } from "../scripts/admin.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
+import { openStore } from "../src/store.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 interface RunningServer {
@@ -203,5 +204,117 @@ Deno.test("[server] --help lists every option", async () => {
     ]
   ) {
     assert.ok(help.includes(flag), flag);
+  }
+});
+
+Deno.test("[server] writes the keys' last use to the database when it stops", async () => {
+  const db = tempDbPath();
+  try {
+    const server = await startServer(db.path);
+    const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
+    const client = Deno.createHttpClient({ caCerts: [cert] });
+    await runAdmin(db.path, ["user", "add", "ops@example.org"]);
+    const apiKey = await runAdmin(db.path, ["key", "create", "ops@example.org"]);
+    const issued = await fetch(`${server.origin}/api/userservice/tokens.json`, {
+      client,
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        auth_request: {
+          user: { email: "ops@example.org", password: "server test pw" },
+          api_key: apiKey,
+        },
+      }),
+    });
+    assert.equal(issued.status, 200);
+    const token = (await issued.json()).auth_response.access_token;
+    for (let i = 0; i < 2; i++) {
+      const response = await fetch(
+        `${server.origin}/api/secure/userservice/tokens/current?api_key=${apiKey}&api_token=${token}`,
+        { client },
+      );
+      assert.equal(response.status, 200);
+      await response.body?.cancel();
+    }
+    assert.equal((await server.stop()).code, 0);
+    client.close();
+    const store = openStore(db.path);
+    const key = store.listApiKeys()[0];
+    store.close();
+    assert.deepEqual([key.useCount, key.lastUsedFrom], [3, "127.0.0.1"]);
+    assert.ok(key.lastUsedAt !== null && key.lastUsedAt >= key.createdAt);
+  } finally {
+    db.cleanup();
+  }
+});
+Deno.test("[server] --upstream: the real process forwards an authenticated request", async () => {
+  const db = tempDbPath();
+  const seen: { path: string; user: string | null; auth: string | null }[] = [];
+  const backend = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
+    const url = new URL(request.url);
+    seen.push({
+      path: url.pathname + url.search,
+      user: request.headers.get("x-keygate-email"),
+      auth: request.headers.get("authorization"),
+    });
+    return new Response("from the backend", { headers: { "x-backend": "1" } });
+  });
+  try {
+    await runAdmin(db.path, ["user", "add", "ops@example.org"]);
+    const apiKey = await runAdmin(db.path, ["key", "create", "ops@example.org"]);
+    const server = await startServer(db.path, [
+      "--upstream",
+      `http://127.0.0.1:${backend.addr.port}`,
+      "--upstream-timeout",
+      "5s",
+    ]);
+    assert.ok(server.lines.some((line) => line.includes("forwarding authenticated requests")));
+    const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
+    const client = Deno.createHttpClient({ caCerts: [cert] });
+    try {
+      const tokenResponse = await fetch(`${server.origin}/api/userservice/tokens`, {
+        client,
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json" },
+        body: JSON.stringify({
+          auth_request: {
+            user: { email: "ops@example.org", password: "server test pw" },
+            api_key: apiKey,
+          },
+        }),
+      });
+      const token = (await tokenResponse.json()).auth_response.access_token;
+      const response = await fetch(`${server.origin}/api/secure/reports?year=2026`, {
+        client,
+        headers: { "x-api-key": apiKey, authorization: `Bearer ${token}` },
+      });
+      assert.equal(response.status, 200);
+      assert.equal(response.headers.get("x-backend"), "1");
+      assert.equal(await response.text(), "from the backend");
+      assert.deepEqual(seen, [{
+        path: "/api/secure/reports?year=2026",
+        user: "ops@example.org",
+        auth: null,
+      }]);
+    } finally {
+      client.close();
+      assert.equal((await server.stop()).code, 0);
+    }
+  } finally {
+    await backend.shutdown();
+    db.cleanup();
+  }
+});
+
+Deno.test("[server] --help lists the upstream options", async () => {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", "main.ts", "--help"],
+    stdout: "piped",
+  }).output();
+  const help = new TextDecoder().decode(output.stdout);
+  for (
+    const text of ["--upstream ", "KEYGATE_UPSTREAM", "--upstream-timeout", "--hide-credentials"]
+  ) {
+    assert.ok(help.includes(text), text);
   }
 });

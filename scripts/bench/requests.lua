@@ -1,0 +1,46 @@
+-- wrk request generator for keygate's benchmark.
+-- Arguments (after --): PAIRS_FILE MODE
+--   PAIRS_FILE: lines "api_key token email"
+--   MODE: query | bearer | issue-json | issue-xml
+local entries = {}
+local mode = "query"
+local index = 0
+
+function init(args)
+  mode = args[2] or "query"
+  for line in io.lines(args[1]) do
+    local key, token, email = line:match("^(%S+) (%S+) (%S+)$")
+    entries[#entries + 1] = { key = key, token = token, email = email }
+  end
+  -- Each wrk thread starts at a different offset.
+  index = math.random(#entries)
+end
+
+local secure = "/api/secure/userservice/tokens/current"
+local password = "bench password"
+
+function request()
+  index = index % #entries + 1
+  local e = entries[index]
+  if mode == "query" then
+    return wrk.format("GET", secure .. "?api_key=" .. e.key .. "&api_token=" .. e.token)
+  elseif mode == "bearer" then
+    return wrk.format("GET", secure, { ["Authorization"] = "Bearer " .. e.token, ["X-Api-Key"] = e.key })
+  elseif mode == "issue-json" then
+    local body = '{"auth_request":{"user":{"email":"' .. e.email .. '","password":"' .. password ..
+      '"},"api_key":"' .. e.key .. '"}}'
+    return wrk.format("POST", "/api/userservice/tokens",
+      { ["Content-Type"] = "application/json", ["Accept"] = "application/json" }, body)
+  else
+    local body = "<auth_request><user><email>" .. e.email .. "</email><password>" .. password ..
+      "</password></user><api_key>" .. e.key .. "</api_key></auth_request>"
+    return wrk.format("POST", "/api/userservice/tokens", { ["Content-Type"] = "application/xml" }, body)
+  end
+end
+
+function done(summary, latency, requests)
+  -- Non-2xx responses make a run invalid; print them so the driver can check.
+  io.write("errors.status ", summary.errors.status, "\n")
+  io.write("errors.connect ", summary.errors.connect, "\n")
+  io.write("errors.timeout ", summary.errors.timeout, "\n")
+end

@@ -1,0 +1,75 @@
+/**
+ * Seeds a benchmark database through the store: one user and one API key per
+ * 100 tokens (the per-key live-token cap), all sharing one password hash.
+ *
+ * @module
+ */
+import { generateApiKey, generateToken, hashSecret, toKeyPrefix } from "../../src/credentials.ts";
+import { MAX_LIVE_TOKENS } from "../../src/token_router.ts";
+import { openStore } from "../../src/store.ts";
+
+/** A key, a token issued with it, and the key owner's e-mail. */
+export interface SeedEntry {
+  apiKey: string;
+  token: string;
+  email: string;
+}
+
+/** The password of every seeded user. */
+export const BENCH_PASSWORD = "bench password";
+
+/**
+ * Creates `tokens` live tokens (valid for a day) in a new database at `path`
+ * and returns `sample` of them, spread across users.
+ */
+export function seedDatabase(
+  path: string,
+  options: { tokens: number; sample: number; passwordHash: string },
+): SeedEntry[] {
+  const store = openStore(path);
+  const now = Date.now();
+  const users = Math.ceil(options.tokens / MAX_LIVE_TOKENS);
+  const every = Math.max(1, Math.floor(options.tokens / options.sample));
+  const sample: SeedEntry[] = [];
+  let made = 0;
+  try {
+    for (let first = 0; first < users; first += 1000) {
+      store.transaction(() => {
+        for (let u = first; u < Math.min(users, first + 1000); u++) {
+          const email = `bench${u}@example.org`;
+          const user = store.insertUser(
+            { email, passwordHash: options.passwordHash, tokenTimeoutSeconds: null },
+            now,
+          );
+          const apiKey = generateApiKey();
+          const key = store.insertApiKey(
+            {
+              userId: user.id,
+              keyHash: hashSecret(apiKey),
+              prefix: toKeyPrefix(apiKey),
+              label: "",
+            },
+            now,
+          );
+          for (let t = 0; t < MAX_LIVE_TOKENS && made < options.tokens; t++, made++) {
+            const token = generateToken();
+            store.issueToken({
+              tokenHash: hashSecret(token),
+              userId: user.id,
+              apiKeyId: key.id,
+              issuedAt: now + t,
+              expiresAt: now + 86_400_000,
+              maxLiveTokens: MAX_LIVE_TOKENS,
+            });
+            if (made % every === 0 && sample.length < options.sample) {
+              sample.push({ apiKey, token, email });
+            }
+          }
+        }
+      });
+    }
+  } finally {
+    store.close();
+  }
+  return sample;
+}

@@ -1,0 +1,51 @@
+/**
+ * The vocabulary of the audit log: its actions and how actors and subjects
+ * are written. Rows are appended through the store (`appendAudit`), in the
+ * same transaction as the change they record where there is one.
+ *
+ * Nothing secret goes in: subjects are e-mails of known users and numeric
+ * ids of keys and tokens, never keys, tokens, passwords or their digests.
+ *
+ * @module
+ */
+
+/** Every action the audit log records. */
+export const AUDIT_ACTIONS = [
+  // Admin changes (actor `cli:<user>`).
+  "user.added",
+  "user.disabled",
+  "user.enabled",
+  "user.timeout_changed",
+  "user.password_changed",
+  "key.created",
+  "key.rotated",
+  "key.disabled",
+  "key.enabled",
+  "key.revoked",
+  "tokens.revoked",
+  "tokens.purged",
+  "throttle.cleared",
+  // Security events from the HTTP API (actor `api_key:<id>` or `anonymous`).
+  "token.issued",
+  "login.failed",
+  "token.revoked",
+] as const;
+
+/** One of {@link AUDIT_ACTIONS}. */
+export type AuditAction = typeof AUDIT_ACTIONS[number];
+
+/** The actor of an admin command: the operating-system user from `$USER` or `$LOGNAME`. */
+export function toCliActor(env: Readonly<Record<string, string | undefined>>): string {
+  const name = env.SUDO_USER || env.USER || env.LOGNAME || "unknown";
+  return `cli:${name.slice(0, 64)}`;
+}
+
+/** The actor or subject naming an API key, by id. */
+export function toKeyRef(apiKeyId: number): string {
+  return `api_key:${apiKeyId}`;
+}
+
+/** The subject naming a user, by (lower-cased) e-mail. */
+export function toUserRef(email: string): string {
+  return `user:${email}`;
+}

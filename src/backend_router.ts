@@ -1,0 +1,153 @@
+/**
+ * Endpoints for the backends and proxies keygate protects:
+ *
+ * - `/api/userservice/verify` (forward-auth, any method): a proxy's
+ *   sub-request naming the original request in `X-Original-URI` /
+ *   `X-Forwarded-Uri`; the gate's rule is applied to it as if keygate had
+ *   received it, and the answer is 200 with the identity headers, or the
+ *   gate's 401 (or 403 for a path that cannot be canonicalised).
+ * - `POST /api/userservice/tokens/introspect` (RFC 7662): for resource-server
+ *   keys only; `active` and the token's facts, or `active: false`.
+ * - `POST /api/userservice/tokens/revoke` (RFC 7009): revokes a token issued
+ *   with the caller's API key; always 200.
+ *
+ * @module
+ */
+import type { AppDeps, RequestContext } from "./context.ts";
+import { hashSecret, isTokenShaped } from "./credentials.ts";
+import { HttpError } from "./errors.ts";
+import { type Gate, toIdentityHeaders } from "./gate.ts";
+import { parseRequestPath, type RequestPath } from "./paths.ts";
+import { CONTENT_TYPES, type DocumentValue, toResponse } from "./respond.ts";
+import { findRoute, type Routes } from "./route.ts";
+import { readTokenRequest } from "./token_request.ts";
+
+/** Forward-auth endpoint for nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`. */
+export const VERIFY_PATH = "/api/userservice/verify";
+/** Token introspection (RFC 7662), for resource-server keys. */
+export const INTROSPECT_PATH = "/api/userservice/tokens/introspect";
+/** Token revocation (RFC 7009). */
+export const REVOKE_PATH = "/api/userservice/tokens/revoke";
+
+/** Root element of the introspection answer in XML (JSON has RFC 7662's bare object). */
+export const INTROSPECTION_ROOT = "token_introspection";
+
+const METHOD = /^[A-Za-z]{1,20}$/;
+
+/** Creates the router for the backend endpoints; `undefined` for any other path. */
+export function createBackendRouter(deps: AppDeps, gate: Gate) {
+  const { store, clock, logger } = deps;
+
+  /** The original request a proxy asks about, as a URL on this origin. */
+  function findOriginalRequest(request: Request, context: RequestContext) {
+    const uri = request.headers.get("x-original-uri") ?? request.headers.get("x-forwarded-uri");
+    if (uri === null || !uri.startsWith("/")) {
+      throw new HttpError(
+        400,
+        "invalid_request",
+        "Missing original request: send its path and query in X-Original-URI or X-Forwarded-Uri",
+      );
+    }
+    const method = request.headers.get("x-original-method") ??
+      request.headers.get("x-forwarded-method") ?? request.method;
+    if (!METHOD.test(method)) {
+      throw new HttpError(400, "invalid_request", "Invalid X-Original-Method: expected a method");
+    }
+    // Concatenated, not resolved: "//secure/x" stays a path, never a host.
+    let url: URL;
+    try {
+      url = new URL(context.url.origin + uri);
+    } catch {
+      throw new HttpError(400, "invalid_request", "Invalid X-Original-URI: not a path and query");
+    }
+    let target: RequestPath;
+    try {
+      target = parseRequestPath(url.pathname);
+    } catch (error) {
+      if (!(error instanceof HttpError)) throw error;
+      // A proxy passes 401 and 403 on to its client and turns anything else into 500.
+      throw new HttpError(403, error.code, error.message);
+    }
+    return { url, target, method: method.toUpperCase() };
+  }
+
+  function verify(request: Request, context: RequestContext): Response {
+    const original = findOriginalRequest(request, context);
+    if (original.target.format !== undefined) context.format = original.target.format;
+    const identity = gate.authenticate(request, original.url, original.target.secure);
+    context.apiKeyId = identity.apiKeyId;
+    logger.debug("forward-auth verified", {
+      request_id: context.requestId,
+      method: original.method,
+      secure: original.target.secure,
+      key_id: identity.apiKeyId,
+    });
+    return new Response(null, { status: 200, headers: toIdentityHeaders(identity) });
+  }
+
+  function toIntrospection(format: "json" | "xml", body: Record<string, DocumentValue>) {
+    if (format === "xml") return toResponse(format, INTROSPECTION_ROOT, body);
+    return new Response(JSON.stringify(body), { headers: { "content-type": CONTENT_TYPES.json } });
+  }
+
+  const routes: Routes<RequestContext> = {
+    [INTROSPECT_PATH]: {
+      async POST(request, context) {
+        const caller = gate.authenticateKey(request, context.url);
+        context.apiKeyId = caller.apiKeyId;
+        if (!caller.introspect) {
+          throw new HttpError(
+            403,
+            "forbidden",
+            "This API key may not introspect tokens: ask for a resource-server key (--introspect)",
+          );
+        }
+        const token = await readTokenRequest(request);
+        const now = clock.now();
+        const status = isTokenShaped(token)
+          ? store.findTokenStatus(hashSecret(token), now)
+          : undefined;
+        if (status === undefined || !status.live || status.expiresAt <= now) {
+          return toIntrospection(context.format, { active: false });
+        }
+        return toIntrospection(context.format, {
+          active: true,
+          sub: String(status.userId),
+          email: status.email,
+          key_id: status.apiKeyId,
+          iat: Math.floor(status.issuedAt / 1000),
+          exp: Math.floor(status.expiresAt / 1000),
+        });
+      },
+    },
+    [REVOKE_PATH]: {
+      async POST(request, context) {
+        const caller = gate.authenticateKey(request, context.url);
+        context.apiKeyId = caller.apiKeyId;
+        const token = await readTokenRequest(request);
+        const revoked = isTokenShaped(token) &&
+          store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now());
+        if (revoked) {
+          logger.info("token revoked", {
+            event: "token_revoked",
+            request_id: context.requestId,
+            user_id: caller.userId,
+            key_id: caller.apiKeyId,
+          });
+        }
+        // RFC 7009 §2.2: 200 whether or not there was such a token.
+        return new Response(null, { status: 200 });
+      },
+    },
+  };
+
+  return function routeBackend(
+    request: Request,
+    path: string,
+    context: RequestContext,
+  ): Response | Promise<Response> | undefined {
+    // nginx's auth_request sub-request keeps the original method, so every method is verified.
+    if (path === VERIFY_PATH) return verify(request, context);
+    return findRoute(routes, request.method, path)?.(request, context);
+  };
+}

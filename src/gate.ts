@@ -1,0 +1,140 @@
+/**
+ * The gate: the one place that decides who a request comes from. A secure
+ * request needs an API key and an access token issued with it; any other
+ * request that keygate does not answer itself needs a live API key of an
+ * enabled user.
+ *
+ * The secure router, the API-key check before 404, the upstream proxy and
+ * forward-auth (`/api/userservice/verify`) all go through it, so they cannot
+ * disagree.
+ *
+ * @module
+ */
+import { findRequestApiKey } from "./api_key.ts";
+import type { Clock } from "./clock.ts";
+import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
+import { HttpError } from "./errors.ts";
+import type { Metrics } from "./metrics.ts";
+import type { KeyHolder, Store, TokenGrant } from "./store.ts";
+
+/** Who made an authenticated request. */
+export interface Identity {
+  userId: number;
+  email: string;
+  apiKeyId: number;
+}
+
+/** The authenticated caller of a secure request: its identity and its token. */
+export type Principal = TokenGrant;
+
+/** What the gate needs. */
+export interface GateDeps {
+  store: Store;
+  clock: Clock;
+  /** Counts secure requests allowed and denied (by reason). */
+  metrics?: Pick<Metrics, "secureRequest">;
+}
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+/** The access token a request carries: `api_token` in the query, or `Authorization: Bearer`. */
+export function findRequestToken(request: Request, url: URL): string | undefined {
+  const query = url.searchParams.get("api_token")?.trim();
+  if (query) return query;
+  const authorization = request.headers.get("authorization");
+  return authorization ? BEARER.exec(authorization)?.[1] : undefined;
+}
+
+function unauthorized(code: "invalid_token" | "token_expired", message: string): HttpError {
+  return new HttpError(401, code, message, {
+    headers: { "www-authenticate": `Bearer realm="keygate", error="${code}"` },
+  });
+}
+
+/** Identity headers a backend receives; any a client sends are removed first. */
+export const IDENTITY_HEADERS = {
+  user: "x-keygate-user",
+  email: "x-keygate-email",
+  keyId: "x-keygate-key-id",
+} as const;
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * The identity as `X-Keygate-User` (user id), `X-Keygate-Email` and
+ * `X-Keygate-Key-Id`. An e-mail with non-ASCII characters is percent-encoded
+ * (UTF-8), since header values are bytes.
+ */
+export function toIdentityHeaders(identity: Identity): [string, string][] {
+  const email = PRINTABLE_ASCII.test(identity.email) ? identity.email : encodeURI(identity.email);
+  return [
+    [IDENTITY_HEADERS.user, String(identity.userId)],
+    [IDENTITY_HEADERS.email, email],
+    [IDENTITY_HEADERS.keyId, String(identity.apiKeyId)],
+  ];
+}
+
+/** Creates the gate over a store and a clock. */
+export function createGate(deps: GateDeps) {
+  const { store, clock, metrics } = deps;
+
+  function deny(code: "invalid_token" | "token_expired", message: string): HttpError {
+    metrics?.secureRequest("denied", code);
+    return unauthorized(code, message);
+  }
+
+  /**
+   * Authenticates by API key alone (`api_key` query parameter or `X-Api-Key`).
+   *
+   * @throws {HttpError} 401 `invalid_api_key` for a missing, unknown,
+   * revoked, disabled or expired key, or one whose user is disabled.
+   */
+  function authenticateKey(request: Request, url: URL): KeyHolder {
+    const keyText = findRequestApiKey(request, url);
+    const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
+    const holder = apiKey === undefined
+      ? undefined
+      : store.findKeyHolder(hashSecret(apiKey), clock.now());
+    if (holder === undefined) {
+      throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
+    }
+    return holder;
+  }
+
+  /**
+   * Authenticates a secure request: API key + access token, two hashes, one
+   * indexed read and an expiry check.
+   *
+   * @throws {HttpError} 401 `invalid_token` or `token_expired`, with `WWW-Authenticate`.
+   */
+  function authenticateToken(request: Request, url: URL): Principal {
+    const keyText = findRequestApiKey(request, url);
+    const token = findRequestToken(request, url);
+    if (keyText === undefined || token === undefined) {
+      throw deny("invalid_token", "Missing API key or access token");
+    }
+    const apiKey = normalizeApiKey(keyText);
+    const now = clock.now();
+    const grant = apiKey !== undefined && isTokenShaped(token)
+      ? store.findTokenGrant(hashSecret(token), hashSecret(apiKey), now)
+      : undefined;
+    if (grant === undefined) {
+      throw deny("invalid_token", "Invalid access token or API key");
+    }
+    if (grant.expiresAt <= now) {
+      throw deny("token_expired", "Access token expired: request a new one");
+    }
+    metrics?.secureRequest("allowed", "ok");
+    return grant;
+  }
+
+  /** The gate's rule: secure paths need key + token, all others the key. */
+  function authenticate(request: Request, url: URL, secure: boolean): Identity {
+    return secure ? authenticateToken(request, url) : authenticateKey(request, url);
+  }
+
+  return { authenticateKey, authenticateToken, authenticate };
+}
+
+/** The gate's functions. */
+export type Gate = ReturnType<typeof createGate>;

@@ -1,0 +1,42 @@
+/**
+ * A password worker: computes one argon2id hash or verification at a time,
+ * off the main thread, so that N workers use N cores. Started by
+ * src/passwords.ts; answers each job with its id.
+ *
+ * @module
+ */
+import { hashArgon2, verifyArgon2 } from "./argon2.ts";
+
+/** A job for a password worker. */
+export type PasswordJob =
+  | { id: number; op: "hash"; password: string }
+  | { id: number; op: "verify"; passwordHash: string; password: string };
+
+/** A password worker's answer. */
+export type PasswordResult =
+  | { id: number; ok: true; value: string | boolean }
+  | { id: number; ok: false; error: string };
+
+/** The parts of a worker's global scope this module uses. */
+interface WorkerScope {
+  onmessage: ((event: MessageEvent<PasswordJob>) => void) | null;
+  postMessage(message: PasswordResult): void;
+}
+
+// Only when run as a worker (a module importing the types above must not install a handler).
+if (typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope !== "undefined") {
+  const scope = globalThis as unknown as WorkerScope;
+  scope.onmessage = (event) => {
+    const job = event.data;
+    let result: PasswordResult;
+    try {
+      const value = job.op === "hash"
+        ? hashArgon2(job.password)
+        : verifyArgon2(job.passwordHash, job.password);
+      result = { id: job.id, ok: true, value };
+    } catch (error) {
+      result = { id: job.id, ok: false, error: String(error) };
+    }
+    scope.postMessage(result);
+  };
+}

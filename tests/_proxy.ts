@@ -1,0 +1,55 @@
+/**
+ * Runs a real reverse proxy (nginx or Caddy) from the configuration in
+ * docs/deploy.md in front of a real keygate in proxy mode.
+ */
+import assert from "node:assert/strict";
+import { generateSelfSigned } from "../src/tls.ts";
+
+/** Whether `command` is on PATH. */
+export function hasCommand(command: string): boolean {
+  try {
+    return new Deno.Command("sh", { args: ["-c", `command -v ${command}`], stdout: "null" })
+      .outputSync().success;
+  } catch {
+    return false;
+  }
+}
+
+/** The first fenced block of `language` in docs/deploy.md. */
+export function readDeployBlock(language: string): string {
+  const text = Deno.readTextFileSync(new URL("../docs/deploy.md", import.meta.url));
+  const match = new RegExp("```" + language + "\\n([\\s\\S]*?)```").exec(text);
+  assert.ok(match, `docs/deploy.md has a ${language} block`);
+  return match[1];
+}
+
+/** A port that was free a moment ago (the proxies cannot listen on port 0 and report it). */
+export function findFreePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/** Waits until something accepts TCP connections on the port. */
+export async function waitForPort(port: number, child: Deno.ChildProcess): Promise<void> {
+  let exited = false;
+  child.status.then(() => exited = true);
+  for (let attempt = 0; attempt < 200 && !exited; attempt++) {
+    try {
+      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+  throw new Error(`nothing listens on port ${port}`);
+}
+
+/** A self-signed certificate for 127.0.0.1 in files, for the proxy. */
+export async function writeCertificate(dir: string) {
+  const { cert, key } = await generateSelfSigned();
+  Deno.writeTextFileSync(`${dir}/proxy-cert.pem`, cert);
+  Deno.writeTextFileSync(`${dir}/proxy-key.pem`, key, { mode: 0o600 });
+  return { cert, certFile: `${dir}/proxy-cert.pem`, keyFile: `${dir}/proxy-key.pem` };
+}

@@ -1,0 +1,112 @@
+/**
+ * The real server as a child process on port 0, for process-level tests:
+ * its log lines, its URLs and a SIGTERM stop.
+ */
+import { main as admin } from "../scripts/admin.ts";
+import { createPasswordHasher } from "../src/passwords.ts";
+
+export interface ServerProcess {
+  /** `https://127.0.0.1:PORT` (or `http://` behind a proxy). */
+  origin: string;
+  /** `http://127.0.0.1:PORT/metrics` when metrics are on. */
+  metricsUrl?: string;
+  child: Deno.ChildProcess;
+  /** Standard output so far, one log line each. */
+  lines: string[];
+  /** Sends SIGTERM and waits for the exit. */
+  stop(): Promise<Deno.CommandStatus>;
+  /** Waits for the exit without a signal. */
+  exited(): Promise<Deno.CommandStatus>;
+}
+
+/** Starts `main.ts` on 127.0.0.1, port 0, and waits for its "listening" line. */
+export async function startServerProcess(
+  dbPath: string,
+  extraArgs: string[] = [],
+): Promise<ServerProcess> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-net",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-ffi",
+      "--allow-sys",
+      "main.ts",
+      "--port",
+      "0",
+      "--db",
+      dbPath,
+      ...(extraArgs.includes("--hostname") ? [] : ["--hostname", "127.0.0.1"]),
+      ...extraArgs,
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines: string[] = [];
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  let origin: string | undefined;
+  let metricsUrl: string | undefined;
+  const wantMetrics = extraArgs.includes("--metrics");
+  while (origin === undefined || (wantMetrics && metricsUrl === undefined)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`server exited before listening: ${lines.join("\n")}`);
+    buffered += value;
+    const parts = buffered.split("\n");
+    buffered = parts.pop()!;
+    for (const line of parts) {
+      lines.push(line);
+      origin ??= /keygate listening on (https?:\/\/[^/]+)\//.exec(line)?.[1];
+      metricsUrl ??= /metrics on (http:\/\/[^"]+\/metrics)/.exec(line)?.[1];
+    }
+  }
+  const drained = (async () => {
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffered += value;
+      const parts = buffered.split("\n");
+      buffered = parts.pop()!;
+      lines.push(...parts.filter(Boolean));
+    }
+  })();
+  const exited = async () => {
+    const status = await child.status;
+    await drained;
+    return status;
+  };
+  return {
+    origin: origin.replace("localhost", "127.0.0.1"),
+    metricsUrl,
+    child,
+    lines,
+    exited,
+    stop() {
+      child.kill("SIGTERM");
+      return exited();
+    },
+  };
+}
+
+const hasher = createPasswordHasher();
+
+/** Adds a user with `password` and returns a new API key for it, through the admin CLI. */
+export async function addUserWithKey(
+  dbPath: string,
+  email: string,
+  password: string,
+): Promise<string> {
+  const out: string[] = [];
+  const io = {
+    env: {},
+    stdout: (text: string) => out.push(text),
+    stderr: (text: string) => out.push(text),
+    readPassword: () => Promise.resolve(password),
+    hasher,
+  };
+  if (await admin(["user", "add", email, "--db", dbPath], io) !== 0) throw new Error(out.join());
+  if (await admin(["key", "create", email, "--db", dbPath], io) !== 0) throw new Error(out.join());
+  return out.at(-1)!;
+}

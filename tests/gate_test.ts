@@ -1,0 +1,35 @@
+import assert from "node:assert/strict";
+import { toIdentityHeaders } from "../src/gate.ts";
+import { isKeygatePath } from "../src/upstream.ts";
+
+Deno.test("toIdentityHeaders() gives user id, e-mail and key id, percent-encoding a non-ASCII e-mail", () => {
+  assert.deepEqual(toIdentityHeaders({ userId: 7, email: "a@b.org", apiKeyId: 3 }), [
+    ["x-keygate-user", "7"],
+    ["x-keygate-email", "a@b.org"],
+    ["x-keygate-key-id", "3"],
+  ]);
+  const [, email] = toIdentityHeaders({ userId: 1, email: "zoë@exämple.org", apiKeyId: 1 });
+  assert.deepEqual(email, ["x-keygate-email", "zo%C3%AB@ex%C3%A4mple.org"]);
+  assert.doesNotThrow(() => new Headers([email as [string, string]]));
+});
+
+Deno.test("isKeygatePath() covers keygate's own paths in any letter case, and nothing else", () => {
+  for (
+    const path of [
+      "/healthz",
+      "/readyz",
+      "/api/userservice",
+      "/api/userservice/tokens",
+      "/API/UserService/verify",
+      "/api/secure/userservice/tokens/current",
+      "/api/Secure/userservice/anything",
+    ]
+  ) {
+    assert.equal(isKeygatePath(path), true, path);
+  }
+  for (
+    const path of ["/", "/healthz/x", "/api/userservices", "/api/secure/x", "/x/api/userservice"]
+  ) {
+    assert.equal(isKeygatePath(path), false, path);
+  }
+});

@@ -1,0 +1,187 @@
+import assert from "node:assert/strict";
+import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
+import { assertError, BASE, createTestApp, issueToken, type TestApp } from "./_helpers.ts";
+
+const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
+
+async function setup(timeoutSeconds: number | null = null) {
+  const app = createTestApp();
+  const userId = await app.addUser("alice@example.org", "pw", timeoutSeconds);
+  const apiKey = app.createKey(userId);
+  const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
+  const serverId = await app.addUser("billing@example.org", "pw");
+  const resourceKey = generateApiKey();
+  app.store.insertApiKey({
+    userId: serverId,
+    keyHash: hashSecret(resourceKey),
+    prefix: toKeyPrefix(resourceKey),
+    label: "billing service",
+    introspect: true,
+  }, app.clock.now());
+  return { app, userId, apiKey, token, resourceKey, keyId: app.store.listApiKeys(userId)[0].id };
+}
+
+function introspect(
+  app: TestApp,
+  apiKey: string,
+  body: string,
+  contentType = "application/x-www-form-urlencoded",
+  accept = "application/json",
+) {
+  return app.handler(
+    new Request(INTROSPECT, {
+      method: "POST",
+      body,
+      headers: { "x-api-key": apiKey, "content-type": contentType, accept },
+    }),
+  );
+}
+
+async function assertInactive(response: Response) {
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  assert.deepEqual(await response.json(), { active: false });
+}
+
+Deno.test("[e2e] POST /api/userservice/tokens/introspect describes an active token (form in, JSON out)", async () => {
+  const { app, userId, token, resourceKey, keyId } = await setup();
+  using _ = app;
+  const response = await introspect(
+    app,
+    resourceKey,
+    `token=${token}&token_type_hint=access_token`,
+  );
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  assert.equal(response.headers.get("cache-control"), "no-store");
+  const issued = Date.parse("2026-01-01T00:00:00Z") / 1000;
+  assert.deepEqual(await response.json(), {
+    active: true,
+    sub: String(userId),
+    email: "alice@example.org",
+    key_id: keyId,
+    iat: issued,
+    exp: issued + 36000,
+  });
+});
+
+Deno.test("[e2e] POST /api/userservice/tokens/introspect reads JSON and XML and answers in XML", async () => {
+  const { app, userId, token, resourceKey, keyId } = await setup();
+  using _ = app;
+  const fromJson = await introspect(
+    app,
+    resourceKey,
+    JSON.stringify({ token }),
+    "application/json",
+  );
+  assert.equal((await fromJson.json()).active, true);
+  const xml = await introspect(
+    app,
+    resourceKey,
+    `<?xml version="1.0"?><token_request><token>${token}</token></token_request>`,
+    "application/xml",
+    "application/xml",
+  );
+  assert.equal(xml.status, 200);
+  assert.equal(xml.headers.get("content-type"), "application/xml; charset=utf-8");
+  assert.equal(
+    await xml.text(),
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><token_introspection><active>true</active>' +
+      `<sub>${userId}</sub><email>alice@example.org</email><key_id>${keyId}</key_id>` +
+      "<iat>1767225600</iat><exp>1767261600</exp></token_introspection>",
+  );
+  const inactive = await introspect(app, resourceKey, "token=nope", undefined, "application/xml");
+  assert.equal(
+    await inactive.text(),
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><token_introspection><active>false</active></token_introspection>',
+  );
+});
+
+Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for expired, revoked and disabled users' tokens", async () => {
+  const { app, userId, apiKey, token, resourceKey } = await setup(60);
+  using _ = app;
+  app.clock.advance(60_000);
+  await assertInactive(await introspect(app, resourceKey, `token=${token}`));
+
+  const second = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
+  const deleted = await app.handler(
+    new Request(
+      `${BASE}/api/secure/userservice/tokens/current?api_key=${apiKey}&api_token=${second}`,
+      { method: "DELETE" },
+    ),
+  );
+  assert.equal(deleted.status, 204);
+  await assertInactive(await introspect(app, resourceKey, `token=${second}`));
+
+  const third = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
+  assert.equal((await (await introspect(app, resourceKey, `token=${third}`)).json()).active, true);
+  app.store.revokeApiKey(app.store.listApiKeys(userId)[0].id, app.clock.now());
+  await assertInactive(await introspect(app, resourceKey, `token=${third}`));
+});
+
+Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for foreign and malformed tokens", async () => {
+  const { app, resourceKey } = await setup();
+  using _ = app;
+  // A token issued by another keygate (another database) means nothing here.
+  const other = await setup();
+  using _other = other.app;
+  await assertInactive(await introspect(app, resourceKey, `token=${other.token}`));
+  await assertInactive(await introspect(app, resourceKey, `token=${"a".repeat(40)}`));
+  await assertInactive(await introspect(app, resourceKey, "token=not-a-token"));
+});
+
+Deno.test("[e2e] POST /api/userservice/tokens/introspect is for resource-server keys only", async () => {
+  const { app, apiKey, token, resourceKey, userId } = await setup();
+  using _ = app;
+  const ordinary = await introspect(app, apiKey, `token=${token}`);
+  const message = await assertError(ordinary, 403, "forbidden", "json");
+  assert.match(message, /may not introspect/);
+  await assertError(
+    await app.handler(new Request(INTROSPECT, { method: "POST", body: `token=${token}` })),
+    401,
+    "invalid_api_key",
+  );
+  const revokedId = app.store.listApiKeys().find((k) => k.userId !== userId)!.id;
+  app.store.revokeApiKey(revokedId, app.clock.now());
+  await assertError(
+    await introspect(app, resourceKey, `token=${token}`),
+    401,
+    "invalid_api_key",
+    "json",
+  );
+});
+
+Deno.test("[e2e] POST /api/userservice/tokens/introspect refuses a malformed body with 4xx", async () => {
+  const { app, resourceKey, token } = await setup();
+  using _ = app;
+  const cases: [string, string | undefined, number, string][] = [
+    ["", "application/x-www-form-urlencoded", 400, "invalid_request"],
+    ["token_type_hint=access_token", "application/x-www-form-urlencoded", 400, "invalid_request"],
+    [`token=${token}&token=${token}`, "application/x-www-form-urlencoded", 400, "invalid_request"],
+    ['{"token": 5}', "application/json", 400, "invalid_request"],
+    ["[1]", "application/json", 400, "invalid_request"],
+    ["<other><token>x</token></other>", "application/xml", 400, "invalid_request"],
+    [
+      "<token_request><token>a</token><token>b</token></token_request>",
+      "text/xml",
+      400,
+      "invalid_request",
+    ],
+    ["<token_request><evil>a</evil></token_request>", "text/xml", 400, "invalid_request"],
+    [`token=${token}`, "text/plain", 415, "unsupported_media_type"],
+  ];
+  for (const [body, type, status, code] of cases) {
+    const response = await introspect(app, resourceKey, body, type);
+    await assertError(response, status, code, "json");
+  }
+  const unsupported = await introspect(app, resourceKey, "token=x", "text/plain");
+  assert.match(
+    await assertError(unsupported, 415, "unsupported_media_type", "json"),
+    /application\/x-www-form-urlencoded/,
+  );
+  const wrongMethod = await app.handler(
+    new Request(`${INTROSPECT}?api_key=${resourceKey}`),
+  );
+  await assertError(wrongMethod, 405, "method_not_allowed");
+  assert.equal(wrongMethod.headers.get("allow"), "POST, OPTIONS");
+});

@@ -1,0 +1,169 @@
+import assert from "node:assert/strict";
+import { main } from "../scripts/admin.ts";
+import { hashSecret } from "../src/credentials.ts";
+import { createKeyUsageRecorder } from "../src/key_usage.ts";
+import { createPasswordHasher } from "../src/passwords.ts";
+import { openStore, type Store } from "../src/store.ts";
+import {
+  BASE,
+  createCapturingLogger,
+  createFakeClock,
+  createTestApp,
+  issueToken,
+  tempDbPath,
+  type TestApp,
+} from "./_helpers.ts";
+
+const CURRENT = "/api/secure/userservice/tokens/current";
+const DAY = 86_400_000;
+
+async function listKeys(app: TestApp, ...args: string[]) {
+  const out: string[] = [];
+  const code = await main(["key", "list", ...args, "--json", "--db", app.dbPath], {
+    env: {},
+    stdout: (text) => out.push(text),
+    stderr: (text) => out.push(text),
+    clock: app.clock,
+    hasher: createPasswordHasher(),
+  });
+  assert.equal(code, 0, out.join("\n"));
+  return JSON.parse(out.join("\n")) as Record<string, string | number | null>[];
+}
+
+function secureGetFrom(app: TestApp, apiKey: string, token: string, address: string) {
+  const url = new URL(BASE + CURRENT);
+  url.searchParams.set("api_key", apiKey);
+  url.searchParams.set("api_token", token);
+  return app.handler(new Request(url), { remoteAddr: { hostname: address } });
+}
+
+Deno.test("[e2e] secure requests note key use in memory only; one flush writes them in one go", async () => {
+  using app = createTestApp({ trackKeyUsage: true });
+  const userId = await app.addUser("a@b.org", "pw");
+  const apiKey = app.createKey(userId);
+  const idle = app.createKey(userId);
+  const keyId = app.store.findApiKeyByHash(hashSecret(apiKey))!.id;
+  const token = await issueToken(app.handler, "a@b.org", "pw", apiKey); // use 1
+
+  const changes = app.store.countChanges();
+  for (let i = 0; i < 20; i++) {
+    app.clock.advance(1000);
+    const response = await secureGetFrom(app, apiKey, token, `192.0.2.${i}`);
+    assert.equal(response.status, 200);
+  }
+  const refused = await secureGetFrom(app, apiKey, "x".repeat(40), "198.51.100.1");
+  assert.equal(refused.status, 401);
+  // The hot path stayed read-only: no row changed, nothing stored yet.
+  assert.equal(app.store.countChanges(), changes);
+  assert.equal(app.store.findApiKeyById(keyId)!.useCount, 0);
+  assert.equal(app.keyUsage!.pending(), 1);
+
+  assert.equal(app.keyUsage!.flush(), 1);
+  assert.equal(app.store.countChanges() - changes, 1); // one UPDATE for the one key used
+  const key = app.store.findApiKeyById(keyId)!;
+  assert.deepEqual([key.useCount, key.lastUsedAt, key.lastUsedFrom], [
+    21,
+    app.clock.now(),
+    "192.0.2.19",
+  ]);
+  assert.equal(app.keyUsage!.pending(), 0);
+  assert.equal(app.keyUsage!.flush(), 0);
+  assert.equal(app.store.countChanges() - changes, 1);
+
+  const [used, unused] = await listKeys(app);
+  assert.deepEqual(
+    [used.uses, used.last_used_at, used.last_used_from],
+    [21, new Date(app.clock.now()).toISOString(), "192.0.2.19"],
+  );
+  assert.deepEqual([unused.uses, unused.last_used_at, unused.last_used_from], [0, null, null]);
+  assert.ok(!JSON.stringify(await listKeys(app)).includes(idle));
+});
+
+Deno.test("[e2e] key list --unused 30d lists keys not used (or created) in the last 30 days", async () => {
+  using app = createTestApp({ trackKeyUsage: true });
+  const userId = await app.addUser("a@b.org", "pw");
+  const active = app.createKey(userId);
+  app.createKey(userId); // never used
+  app.createKey(userId);
+  app.store.revokeApiKey(3, app.clock.now()); // revoked keys are not listed as unused
+  assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), []);
+  app.clock.advance(31 * DAY);
+  const token = await issueToken(app.handler, "a@b.org", "pw", active);
+  assert.equal((await secureGetFrom(app, active, token, "192.0.2.1")).status, 200);
+  app.keyUsage!.flush();
+  assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), [2]);
+  app.clock.advance(30 * DAY);
+  assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), [1, 2]);
+});
+
+Deno.test("createKeyUsageRecorder() keeps uses whose flush failed and writes them next time", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const user = store.insertUser(
+      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      1,
+    );
+    const key = store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
+      1,
+    );
+    let fail = true;
+    let writes = 0;
+    const flaky: Pick<Store, "recordKeyUsage"> = {
+      recordKeyUsage(usages) {
+        writes++;
+        if (fail) throw new Error("database is locked");
+        store.recordKeyUsage(usages);
+      },
+    };
+    const clock = createFakeClock();
+    const { logger, lines } = createCapturingLogger();
+    const recorder = createKeyUsageRecorder({ store: flaky, clock, logger });
+    recorder.record(key.id, "192.0.2.1");
+    assert.throws(() => recorder.flush(), /database is locked/);
+    clock.advance(5);
+    recorder.record(key.id, "192.0.2.2");
+    assert.equal(recorder.pending(), 1);
+    fail = false;
+    recorder.start();
+    recorder.stop(); // stop flushes what is left
+    assert.equal(writes, 2);
+    assert.equal(recorder.pending(), 0);
+    const stored = store.findApiKeyById(key.id)!;
+    assert.deepEqual([stored.useCount, stored.lastUsedAt, stored.lastUsedFrom], [
+      2,
+      clock.now(),
+      "192.0.2.2",
+    ]);
+    fail = true;
+    recorder.record(key.id, "192.0.2.3");
+    recorder.stop(); // logs instead of throwing at shutdown
+    assert.ok(lines.some((line) => line.includes("key usage flush failed")));
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("recordKeyUsage() adds counts and never moves the last use back in time", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const user = store.insertUser(
+      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      1,
+    );
+    const key = store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
+      1,
+    );
+    store.recordKeyUsage([{ apiKeyId: key.id, lastUsedAt: 500, lastUsedFrom: "a", count: 3 }]);
+    store.recordKeyUsage([{ apiKeyId: key.id, lastUsedAt: 400, lastUsedFrom: "b", count: 2 }]);
+    const stored = store.findApiKeyById(key.id)!;
+    assert.deepEqual([stored.useCount, stored.lastUsedAt, stored.lastUsedFrom], [5, 500, "a"]);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
