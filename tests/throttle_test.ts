@@ -341,3 +341,53 @@ Deno.test("openStore() upgrades a version-1 database through the login_failures 
     db.cleanup();
   }
 });
+
+Deno.test("[e2e] POST /api/userservice/tokens in proxy mode throttles the forwarded client, not the proxy", async () => {
+  const app = createTestApp({ proxy: { trustedProxies: ["127.0.0.1/32"] } });
+  using _ = app;
+  const userId = await app.addUser("alice@example.org", PASSWORD);
+  const apiKey = app.createKey(userId);
+  const viaProxy = (body: string, client: string) =>
+    app.handler(
+      new Request(`${BASE}/api/userservice/tokens`, {
+        method: "POST",
+        body,
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json",
+          "x-forwarded-proto": "https",
+          "x-forwarded-for": client,
+        },
+      }),
+      { remoteAddr: { hostname: "127.0.0.1" } },
+    );
+  for (let i = 0; i < CLIENT_THROTTLE.threshold; i++) {
+    await assertError(
+      await viaProxy(jsonAuthRequest(`u${i}@example.org`, "guess", apiKey), "203.0.113.7"),
+      401,
+      "invalid_credentials",
+      "json",
+    );
+  }
+  await assertError(
+    await viaProxy(jsonAuthRequest("alice@example.org", PASSWORD, apiKey), "203.0.113.7"),
+    429,
+    "too_many_attempts",
+    "json",
+  );
+  // Another client behind the same proxy is not affected.
+  const other = await viaProxy(
+    jsonAuthRequest("alice@example.org", PASSWORD, apiKey),
+    "198.51.100.8",
+  );
+  assert.equal(other.status, 200);
+  await other.body?.cancel();
+  assert.equal(
+    app.store.findLoginFailures([toClientSubject("127.0.0.1")], app.clock.now()).length,
+    0,
+  );
+  assert.equal(
+    app.store.findLoginFailures([toClientSubject("203.0.113.7")], app.clock.now())[0].failures,
+    CLIENT_THROTTLE.threshold,
+  );
+});
