@@ -345,6 +345,16 @@ Deno.test("[hostile 6] no enumeration: every credential failure looks the same, 
   t.app.store.setUserDisabled(carolId, true, t.app.clock.now());
   const revokedKey = t.app.createKey(t.userId);
   t.app.store.revokeApiKey(t.app.store.listApiKeys(t.userId).at(-1)!.id, t.app.clock.now());
+  const disabledKey = t.app.createKey(t.userId);
+  t.app.store.setApiKeyDisabled(t.app.store.listApiKeys(t.userId).at(-1)!.id, true, 0);
+  const expiredKey = generateApiKey();
+  t.app.store.insertApiKey({
+    userId: t.userId,
+    keyHash: hashSecret(expiredKey),
+    prefix: "x",
+    label: "",
+    expiresAt: t.app.clock.now() - 1,
+  }, t.app.clock.now() - 1000);
   t.mark();
 
   const cases = {
@@ -354,6 +364,8 @@ Deno.test("[hostile 6] no enumeration: every credential failure looks the same, 
     "revoked key": jsonAuthRequest(EMAIL, PASSWORD, revokedKey),
     "another user's key": jsonAuthRequest(EMAIL, PASSWORD, bobKey),
     "unknown key": jsonAuthRequest(EMAIL, PASSWORD, generateApiKey()),
+    "disabled key": jsonAuthRequest(EMAIL, PASSWORD, disabledKey),
+    "expired key": jsonAuthRequest(EMAIL, PASSWORD, expiredKey),
   };
   for (const headers of [JSON_IO, { "content-type": "application/json" }]) {
     const seen = [];
