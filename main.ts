@@ -153,6 +153,7 @@ export async function serve(args: string[], env: Record<string, string | undefin
   }
   store.close();
   logger.info("stopped");
+  logger.flush();
   return 0;
 }
 

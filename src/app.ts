@@ -263,15 +263,17 @@ export function createHandler(deps: AppDeps): Handler {
     const seconds = (performance.now() - started) / 1000;
     const method = METHOD_LABELS.has(request.method) ? request.method : "other";
     metrics.observeRequest({ route: routeLabel, method, status: response.status }, seconds);
-    logger.info("request", {
-      request_id: requestId,
-      method: request.method,
-      path: redactUrl(url),
-      status: response.status,
-      duration_ms: Math.round(seconds * 100_000) / 100,
-      key_id: context.apiKeyId ?? null,
-      client: context.clientAddress,
-    });
+    if (logger.enabled("info")) {
+      logger.info("request", {
+        request_id: requestId,
+        method: request.method,
+        path: redactUrl(url),
+        status: response.status,
+        duration_ms: Math.round(seconds * 100_000) / 100,
+        key_id: context.apiKeyId ?? null,
+        client: context.clientAddress,
+      });
+    }
     return response;
   };
 }

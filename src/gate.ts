@@ -14,6 +14,7 @@ import { findRequestApiKey } from "./api_key.ts";
 import type { Clock } from "./clock.ts";
 import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
+import { createGrantCache } from "./grant_cache.ts";
 import type { Metrics } from "./metrics.ts";
 import type { KeyHolder, Store, TokenGrant } from "./store.ts";
 
@@ -77,6 +78,7 @@ export function toIdentityHeaders(identity: Identity): [string, string][] {
 /** Creates the gate over a store and a clock. */
 export function createGate(deps: GateDeps) {
   const { store, clock, metrics } = deps;
+  const findGrant = createGrantCache(store);
 
   function deny(code: "invalid_token" | "token_expired", message: string): HttpError {
     metrics?.secureRequest("denied", code);
@@ -102,8 +104,9 @@ export function createGate(deps: GateDeps) {
   }
 
   /**
-   * Authenticates a secure request: API key + access token, two hashes, one
-   * indexed read and an expiry check.
+   * Authenticates a secure request: API key + access token, looked up through
+   * the grant cache (two hashes and one indexed read on a miss), and an
+   * expiry check.
    *
    * @throws {HttpError} 401 `invalid_token` or `token_expired`, with `WWW-Authenticate`.
    */
@@ -116,7 +119,7 @@ export function createGate(deps: GateDeps) {
     const apiKey = normalizeApiKey(keyText);
     const now = clock.now();
     const grant = apiKey !== undefined && isTokenShaped(token)
-      ? store.findTokenGrant(hashSecret(token), hashSecret(apiKey), now)
+      ? findGrant(apiKey, token, now)
       : undefined;
     if (grant === undefined) {
       throw deny("invalid_token", "Invalid access token or API key");

@@ -7,7 +7,6 @@
  *
  * @module
  */
-import { XMLBuilder } from "fast-xml-parser";
 
 /** The two formats keygate reads and writes. */
 export type Format = "json" | "xml";
@@ -24,17 +23,36 @@ export const CONTENT_TYPES: Readonly<Record<Format, string>> = {
 
 const XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>';
 
-const builder = new XMLBuilder({
-  ignoreAttributes: true,
-  processEntities: true,
-  suppressEmptyNode: false,
-  format: false,
-});
+const XML_ESCAPES: Readonly<Record<string, string>> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": "&apos;",
+};
+const XML_SPECIAL = /[&<>"']/g;
+
+/**
+ * `<name>value</name>`: an array repeats the element, an object nests its
+ * fields in order, anything else is escaped text. Element names are ours,
+ * never the caller's. (Hand-written rather than fast-xml-parser's builder:
+ * it is this simple, and it runs on every secure request.)
+ */
+function toXmlElement(name: string, value: DocumentValue): string {
+  if (Array.isArray(value)) return value.map((item) => toXmlElement(name, item)).join("");
+  if (typeof value === "object") {
+    let inner = "";
+    for (const key in value) inner += toXmlElement(key, value[key]);
+    return `<${name}>${inner}</${name}>`;
+  }
+  const text = String(value).replace(XML_SPECIAL, (c) => XML_ESCAPES[c]);
+  return `<${name}>${text}</${name}>`;
+}
 
 /** Serialises `{ [root]: body }` in the given format. */
 export function toDocument(format: Format, root: string, body: DocumentValue): string {
   if (format === "json") return JSON.stringify({ [root]: body });
-  return XML_DECLARATION + builder.build({ [root]: body });
+  return XML_DECLARATION + toXmlElement(root, body);
 }
 
 /** Builds a response holding `{ [root]: body }` in the given format. */

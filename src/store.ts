@@ -115,7 +115,10 @@ export interface TokenGrant {
   email: string;
   apiKeyId: number;
   issuedAt: number;
+  /** The earlier of the token's and its key's expiry. */
   expiresAt: number;
+  /** When the key stops working, if it expires (the lookup already refused an expired key). */
+  keyExpiresAt: number | null;
 }
 
 /** Who holds a live API key: the key's id and its enabled user. */
@@ -312,7 +315,8 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   // tokens with it); tokens issued before the user's cutoff are invalid.
   const tokenGrant = sql(
     `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
-       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+       k.expires_at AS key_expires_at
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
      JOIN users u ON u.id = t.user_id
@@ -324,6 +328,11 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const tokenRevoke = sql(
     "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
   );
+  const changeStamp = sql(
+    "SELECT (SELECT data_version FROM pragma_data_version) AS dv, total_changes() AS tc",
+  );
+  let lastDataVersion = -1;
+  let lastTotalChanges = -1;
   const tokensRevokeOfKey = sql(
     `UPDATE tokens SET revoked_at = :now
      WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
@@ -642,7 +651,21 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
         apiKeyId: row.api_key_id as number,
         issuedAt: row.issued_at as number,
         expiresAt: row.expires_at as number,
+        keyExpiresAt: row.key_expires_at as number | null,
       };
+    },
+
+    /**
+     * Whether the database may have changed since the last call: another
+     * connection committed (`PRAGMA data_version`) or this one wrote
+     * (`total_changes()`). One cheap read, for caches that must stay exact.
+     */
+    hasChanged(): boolean {
+      const row = changeStamp.get() as { dv: number; tc: number };
+      if (row.dv === lastDataVersion && row.tc === lastTotalChanges) return false;
+      lastDataVersion = row.dv;
+      lastTotalChanges = row.tc;
+      return true;
     },
 
     revokeToken(tokenId: number, now: number): boolean {

@@ -96,6 +96,7 @@ Deno.test("findTokenGrant() finds a live token only with its own key", () => {
       apiKeyId: key.id,
       issuedAt: 1000,
       expiresAt: 5000,
+      keyExpiresAt: null,
     });
     assert.equal(store.findTokenGrant(hashSecret("t1"), hashSecret("k2"), 1500), undefined);
     assert.equal(store.findTokenGrant(hashSecret("t2"), hashSecret("k1"), 1500), undefined);

@@ -1,0 +1,48 @@
+import assert from "node:assert/strict";
+import { parseXml } from "../src/xml.ts";
+import { CONTENT_TYPES, toDocument, toResponse } from "../src/respond.ts";
+
+Deno.test("toDocument() writes XML with a declaration, nesting, repeated arrays and escaping", () => {
+  const xml = toDocument("xml", "error_response", {
+    status: "400",
+    errors: {
+      error: [{ error_code: "a", error_message: `<&>"'` }, { error_code: "b", error_message: "" }],
+    },
+  });
+  assert.equal(
+    xml,
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><error_response><status>400</status>' +
+      "<errors><error><error_code>a</error_code><error_message>&lt;&amp;&gt;&quot;&apos;</error_message></error>" +
+      "<error><error_code>b</error_code><error_message></error_message></error></errors></error_response>",
+  );
+  // What it writes, the hardened parser reads back to the same values.
+  const parsed = parseXml(xml) as Record<string, unknown>;
+  assert.deepEqual(parsed, {
+    error_response: [{
+      status: ["400"],
+      errors: [{
+        error: [{ error_code: ["a"], error_message: [`<&>"'`] }, {
+          error_code: ["b"],
+          error_message: [""],
+        }],
+      }],
+    }],
+  });
+});
+
+Deno.test("toDocument() writes JSON as { root: body }", () => {
+  assert.equal(
+    toDocument("json", "token_info", { email: "a@b", expires_in: 5 }),
+    '{"token_info":{"email":"a@b","expires_in":5}}',
+  );
+});
+
+Deno.test("toResponse() sets the exact content type", async () => {
+  const response = toResponse("xml", "x", { a: 1 }, { status: 201 });
+  assert.equal(response.status, 201);
+  assert.equal(response.headers.get("content-type"), CONTENT_TYPES.xml);
+  assert.equal(
+    await response.text(),
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><x><a>1</a></x>',
+  );
+});
