@@ -61,6 +61,24 @@ CREATE INDEX tokens_by_expiry ON tokens (expires_at);
 `,
   },
   {
+    version: 2,
+    name: "login_failures",
+    // Brute-force counters (src/throttle.ts). `subject` is "key:<api_key_id>" for the
+    // (API key, e-mail) counter, which is only kept when the key belongs to that
+    // e-mail's user, or "client:<address>" (an IPv6 address reduced to its /64) for
+    // the client counter. E-mails never appear here, so unknown e-mails create no rows.
+    sql: `
+CREATE TABLE login_failures (
+  subject TEXT PRIMARY KEY CHECK (length(subject) BETWEEN 1 AND 128),
+  failures INTEGER NOT NULL CHECK (failures > 0),
+  last_failure_at INTEGER NOT NULL,
+  blocked_until INTEGER NOT NULL,
+  forget_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX login_failures_by_forget_at ON login_failures (forget_at);
+`,
+  },
+  {
     version: 3,
     name: "key and token lifecycle, audit log",
     sql: `

@@ -22,6 +22,7 @@ import {
 } from "../src/store.ts";
 import { type AuditAction, toCliActor, toKeyRef, toUserRef } from "../src/audit.ts";
 import { toKeyStatus } from "../src/key_status.ts";
+import { toAccountSubject, toClientSubject } from "../src/throttle.ts";
 import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/token_router.ts";
 
 /** The admin CLI's surroundings, replaceable in tests. */
@@ -81,6 +82,11 @@ Tokens:
                                         Invalidate every token of a user issued before TIME
                                         (default: now), in one write
   token purge                           Delete expired and revoked token rows
+
+Login throttle:
+  throttle list [--json]                List live failed-login counters
+  throttle clear EMAIL|ADDRESS          Forget the counters of a user's API keys, or of a
+                                        client address (IPv6: its /64)
 
 Audit:
   audit [--since TIME] [--json]         Print the audit log (admin changes, security events)
@@ -480,6 +486,57 @@ const COMMANDS: Record<string, Command> = {
       }
       io.stdout("Integrity check: ok");
     },
+  },
+};
+
+COMMANDS["throttle list"] = {
+  usage: "throttle list [--json]",
+  options: ["json"],
+  run(store, _args, flags, io) {
+    const now = io.clock.now();
+    const keys = new Map(store.listApiKeys().map((key) => [`key:${key.id}`, key]));
+    const rows = store.listLoginFailures(now).map((row) => {
+      const key = keys.get(row.subject);
+      return {
+        subject: key ? `key ${key.id} (${key.prefix}…, ${key.email})` : row.subject,
+        failures: row.failures,
+        blocked_for: row.blockedUntil > now
+          ? `${Math.ceil((row.blockedUntil - now) / 1000)}s`
+          : "-",
+        last_failure_at: new Date(row.lastFailureAt).toISOString(),
+      };
+    });
+    printRows(io, rows, flags.json);
+  },
+};
+
+COMMANDS["throttle clear"] = {
+  usage: "throttle clear EMAIL|ADDRESS",
+  options: [],
+  run(store, [target], _flags, io) {
+    if (target === undefined) throw usage("throttle clear EMAIL|ADDRESS");
+    if (target.includes("@")) {
+      const user = findUser(store, target);
+      const cleared = store.transaction(() => {
+        const n = store.listApiKeys(user.id)
+          .filter((key) => store.clearLoginFailures(toAccountSubject(key.id))).length;
+        audit(store, io, "throttle.cleared", toUserRef(user.email), { counters: n });
+        return n;
+      });
+      io.stdout(`Cleared the failed-login counters of ${cleared} API key(s) of ${user.email}`);
+    } else {
+      const subject = toClientSubject(target);
+      const cleared = store.transaction(() => {
+        const found = store.clearLoginFailures(subject);
+        audit(store, io, "throttle.cleared", subject, { counters: found ? 1 : 0 });
+        return found;
+      });
+      io.stdout(
+        cleared
+          ? `Cleared the failed-login counter of ${subject.slice("client:".length)}`
+          : `No failed-login counter for ${subject.slice("client:".length)}`,
+      );
+    }
   },
 };
 

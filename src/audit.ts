@@ -24,6 +24,7 @@ export const AUDIT_ACTIONS = [
   "key.revoked",
   "tokens.revoked",
   "tokens.purged",
+  "throttle.cleared",
   // Security events from the HTTP API (actor `api_key:<id>` or `anonymous`).
   "token.issued",
   "login.failed",

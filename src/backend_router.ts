@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { writeWhenUnlocked } from "./locked_writes.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { hashSecret, isTokenShaped } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
@@ -126,7 +127,10 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
         context.apiKeyId = caller.apiKeyId;
         const token = await readTokenRequest(request);
         const revoked = isTokenShaped(token) &&
-          store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now());
+          await writeWhenUnlocked(
+            store,
+            () => store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now()),
+          );
         if (revoked) {
           logger.info("token revoked", {
             event: "token_revoked",

@@ -13,6 +13,7 @@ import type { Format } from "./respond.ts";
 import type { Routes } from "./route.ts";
 import type { SecureContext } from "./secure_router.ts";
 import type { Store } from "./store.ts";
+import type { ThrottleRules } from "./throttle.ts";
 import type { UpstreamOptions } from "./upstream.ts";
 
 /** Per-request facts, filled in as the request is handled. */
@@ -37,6 +38,10 @@ export interface AppDeps {
   defaultTimeoutSeconds: number;
   /** `["*"]` or exact origins allowed by CORS. Default `["*"]`. */
   corsOrigins?: readonly string[];
+  /** Brute-force throttling of the token endpoint. Default `THROTTLE_RULES`. */
+  throttleRules?: ThrottleRules;
+  /** Deadline for a request body to arrive, in ms. Default `BODY_TIMEOUT_MS` (10 s). */
+  bodyTimeoutMs?: number;
   /** Where successful key uses are noted (last use); none recorded without it. */
   keyUsage?: KeyUsageRecorder;
   /**

@@ -40,11 +40,32 @@ const UNAVAILABLE_SQLITE_CODES = new Set([
   13, // SQLITE_FULL
 ]);
 
+/**
+ * SQLite's own texts for those codes. Deno's `node:sqlite` sets `errcode` on
+ * errors from prepared statements but not on those from `db.exec()` (such as
+ * `BEGIN IMMEDIATE`), which carry only `code: "ERR_SQLITE_ERROR"` and the text.
+ */
+const UNAVAILABLE_SQLITE_MESSAGES = new Set([
+  "database is locked",
+  "database table is locked",
+  "disk I/O error",
+  "database or disk is full",
+]);
+
 /** Whether `error` is a database error that a retry may cure (locked, busy, disk full). */
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
-  const errcode = (error as { errcode?: unknown }).errcode;
-  return typeof errcode === "number" && UNAVAILABLE_SQLITE_CODES.has(errcode & 0xff);
+  const { errcode, code } = error as { errcode?: unknown; code?: unknown };
+  if (typeof errcode === "number") return UNAVAILABLE_SQLITE_CODES.has(errcode & 0xff);
+  return code === "ERR_SQLITE_ERROR" && UNAVAILABLE_SQLITE_MESSAGES.has(error.message);
+}
+
+/** Whether `error` is SQLITE_BUSY: another connection holds the lock, so a retry may succeed. */
+export function isDatabaseBusy(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { errcode, code } = error as { errcode?: unknown; code?: unknown };
+  if (typeof errcode === "number") return (errcode & 0xff) === 5;
+  return code === "ERR_SQLITE_ERROR" && error.message === "database is locked";
 }
 
 /** Seconds a caller should wait after a 503 from a locked or full database. */

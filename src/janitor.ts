@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { writeWhenUnlocked } from "./locked_writes.ts";
 import type { Clock } from "./clock.ts";
 import { isDatabaseUnavailable } from "./errors.ts";
 import type { Logger } from "./logger.ts";
@@ -60,7 +61,10 @@ export function createJanitor(deps: JanitorDeps): Janitor {
     const cutoff = clock.now() - deps.retentionSeconds * 1000;
     let deleted = 0;
     for (let after = bounds.first - 1; after < bounds.last && !stopped; after += batchRows) {
-      const count = store.purgeTokenRange(after, batchRows, cutoff);
+      const count = await writeWhenUnlocked(
+        store,
+        () => store.purgeTokenRange(after, batchRows, cutoff),
+      );
       deleted += count;
       metrics?.tokensPurged(count);
       await nextTask();

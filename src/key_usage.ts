@@ -15,7 +15,7 @@ export const KEY_USAGE_FLUSH_INTERVAL_MS = 15_000;
 
 /** Dependencies of {@link createKeyUsageRecorder}. */
 export interface KeyUsageRecorderDeps {
-  store: Pick<Store, "recordKeyUsage">;
+  store: Pick<Store, "recordKeyUsage"> & Partial<Pick<Store, "withoutBusyWait">>;
   clock: Clock;
   logger: Logger;
   /** Default {@link KEY_USAGE_FLUSH_INTERVAL_MS}. */
@@ -56,12 +56,15 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     }
   }
 
-  function flush(): number {
+  function flush(wait = true): number {
     if (pending.size === 0) return 0;
     const batch = [...pending.values()];
     pending = new Map();
     try {
-      store.recordKeyUsage(batch);
+      // From the timer, never wait for another process's lock: SQLite's busy wait would
+      // freeze every request; the uses are kept and written at the next flush instead.
+      if (wait || !store.withoutBusyWait) store.recordKeyUsage(batch);
+      else store.withoutBusyWait(() => store.recordKeyUsage(batch));
     } catch (error) {
       // Keep the uses (merged with any that arrived meanwhile) for the next flush.
       for (const usage of batch) merge(usage);
@@ -70,9 +73,9 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     return batch.length;
   }
 
-  function flushLogged(): void {
+  function flushLogged(wait = true): void {
     try {
-      flush();
+      flush(wait);
     } catch (error) {
       logger.error("key usage flush failed; will retry", {
         error: String(error),
@@ -85,11 +88,11 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     record(apiKeyId, clientAddress) {
       merge({ apiKeyId, lastUsedAt: clock.now(), lastUsedFrom: clientAddress, count: 1 });
     },
-    flush,
+    flush: () => flush(),
     pending: () => pending.size,
     start() {
       if (timer !== undefined) return;
-      const id = setInterval(flushLogged, intervalMs);
+      const id = setInterval(() => flushLogged(false), intervalMs);
       Deno.unrefTimer(id);
       timer = id;
     },

@@ -11,6 +11,7 @@ import { HttpError } from "./errors.ts";
 import { toKeyRef } from "./audit.ts";
 import { createGate, type Gate, type Principal } from "./gate.ts";
 import { parseRequestPath } from "./paths.ts";
+import { writeWhenUnlocked } from "./locked_writes.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type Routes } from "./route.ts";
 
@@ -83,17 +84,18 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
           expires_in: expiresIn,
         });
       },
-      DELETE(_request, { principal, requestId, clientAddress }) {
-        store.transaction(() => {
-          if (!store.revokeToken(principal.tokenId, clock.now())) return;
-          store.appendAudit({
-            at: clock.now(),
-            actor: toKeyRef(principal.apiKeyId),
-            action: "token.revoked",
-            subject: `token:${principal.tokenId}`,
-            detail: { user: principal.email, client: clientAddress },
-          });
-        });
+      async DELETE(_request, { principal, requestId, clientAddress }) {
+        await writeWhenUnlocked(store, () =>
+          store.transaction(() => {
+            if (!store.revokeToken(principal.tokenId, clock.now())) return;
+            store.appendAudit({
+              at: clock.now(),
+              actor: toKeyRef(principal.apiKeyId),
+              action: "token.revoked",
+              subject: `token:${principal.tokenId}`,
+              detail: { user: principal.email, client: clientAddress },
+            });
+          }));
         deps.logger.info("token revoked", {
           event: "token_revoked",
           request_id: requestId,

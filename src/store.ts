@@ -15,6 +15,29 @@ import { type Migration, MIGRATIONS } from "../db/migrations.ts";
 /** How long a statement waits for another connection's write lock before failing with SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 2000;
 
+/** Options for {@link openStore}. */
+export interface StoreOptions {
+  /** How long a write waits for another connection's lock. Default {@link BUSY_TIMEOUT_MS}. */
+  busyTimeoutMs?: number;
+  /**
+   * Caps the database at this many pages (`PRAGMA max_page_count`), after
+   * which writes fail as on a full disk. Default: SQLite's own limit.
+   */
+  maxPageCount?: number;
+}
+
+/** A brute-force counter row (see src/throttle.ts). */
+export interface LoginFailures {
+  /** `key:<api key id>` or `client:<address>`; never an e-mail. */
+  subject: string;
+  failures: number;
+  lastFailureAt: number;
+  /** Until when logins for this subject get 429; 0 when not blocked. */
+  blockedUntil: number;
+  /** When the row stops counting and may be deleted. */
+  forgetAt: number;
+}
+
 /** Pages copied per step of a backup; between steps other connections may write. */
 export const BACKUP_PAGES_PER_STEP = 1000;
 
@@ -170,15 +193,25 @@ function toApiKey(row: Row): ApiKey {
  * Opens (creating if needed) the database at `path`, applies pragmas and
  * pending migrations, and returns the store.
  */
-export function openStore(path: string): Store {
-  const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+export function openStore(path: string, options: StoreOptions = {}): Store {
+  const busyTimeoutMs = options.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
+  if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new RangeError(`Invalid busyTimeoutMs "${busyTimeoutMs}": expected a whole number`);
+  }
+  const db = new DatabaseSync(path, { timeout: busyTimeoutMs });
   try {
-    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     if (path !== ":memory:") db.exec("PRAGMA journal_mode = WAL");
     db.exec("PRAGMA synchronous = FULL");
     db.exec("PRAGMA foreign_keys = ON");
     migrate(db, MIGRATIONS);
-    return createStore(db, path);
+    if (options.maxPageCount !== undefined) {
+      if (!Number.isSafeInteger(options.maxPageCount) || options.maxPageCount < 1) {
+        throw new RangeError(`Invalid maxPageCount "${options.maxPageCount}"`);
+      }
+      db.exec(`PRAGMA max_page_count = ${options.maxPageCount}`);
+    }
+    return createStore(db, path, busyTimeoutMs);
   } catch (error) {
     db.close();
     throw error;
@@ -227,7 +260,7 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
   }
 }
 
-function createStore(db: DatabaseSync, path: string) {
+function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOUT_MS) {
   const sql = (text: string): StatementSync => db.prepare(text);
 
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
@@ -359,7 +392,45 @@ function createStore(db: DatabaseSync, path: string) {
     users: sql("SELECT count(*) AS n FROM users"),
     api_keys: sql("SELECT count(*) AS n FROM api_keys"),
     tokens: sql("SELECT count(*) AS n FROM tokens"),
+    login_failures: sql("SELECT count(*) AS n FROM login_failures"),
   };
+
+  const failuresBySubject = sql(
+    "SELECT * FROM login_failures WHERE subject IN (:a, :b) AND forget_at > :now",
+  );
+  const failuresUpsert = sql(
+    `INSERT INTO login_failures (subject, failures, last_failure_at, blocked_until, forget_at)
+     VALUES (:subject, :failures, :last_failure_at, :blocked_until, :forget_at)
+     ON CONFLICT (subject) DO UPDATE SET failures = excluded.failures,
+       last_failure_at = excluded.last_failure_at, blocked_until = excluded.blocked_until,
+       forget_at = excluded.forget_at`,
+  );
+  const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject");
+  const failuresLive = sql(
+    "SELECT * FROM login_failures WHERE forget_at > :now ORDER BY blocked_until DESC, subject",
+  );
+  // Bounded, so that pruning never holds the write lock for long.
+  const failuresPrune = sql(
+    `DELETE FROM login_failures WHERE subject IN (
+       SELECT subject FROM login_failures WHERE forget_at <= :now LIMIT 100)`,
+  );
+
+  function toLoginFailures(row: Row): LoginFailures {
+    return {
+      subject: row.subject as string,
+      failures: row.failures as number,
+      lastFailureAt: row.last_failure_at as number,
+      blockedUntil: row.blocked_until as number,
+      forgetAt: row.forget_at as number,
+    };
+  }
+
+  function findLoginFailures(subjects: readonly string[], now: number): LoginFailures[] {
+    if (subjects.length === 0) return [];
+    if (subjects.length > 2) throw new RangeError("At most two subjects at once");
+    const rows = failuresBySubject.all({ a: subjects[0], b: subjects.at(-1)!, now }) as Row[];
+    return rows.map(toLoginFailures);
+  }
 
   // The API-key gate, introspection and revocation. A key is usable while it is
   // not revoked, disabled or expired and its user is enabled; a token is live while
@@ -621,6 +692,66 @@ function createStore(db: DatabaseSync, path: string) {
     /** Deletes expired and revoked token rows; returns how many. */
     purgeTokens(now: number): number {
       return Number(tokensPurge.run({ now }).changes);
+    },
+
+    /** The live (not yet forgotten) brute-force counters of up to two subjects. */
+    findLoginFailures,
+
+    /**
+     * Records one failed login against each subject, in one transaction:
+     * `next` turns the live counter (or `undefined`) into the new one. Also
+     * deletes up to 100 forgotten counters.
+     */
+    recordLoginFailures(
+      subjects: readonly string[],
+      now: number,
+      next: (previous: LoginFailures | undefined, subject: string) => LoginFailures,
+    ): LoginFailures[] {
+      return transaction(() => {
+        const live = findLoginFailures(subjects, now);
+        const updated = subjects.map((subject) =>
+          next(live.find((row) => row.subject === subject), subject)
+        );
+        for (const row of updated) {
+          failuresUpsert.run({
+            subject: row.subject,
+            failures: row.failures,
+            last_failure_at: row.lastFailureAt,
+            blocked_until: row.blockedUntil,
+            forget_at: row.forgetAt,
+          });
+        }
+        failuresPrune.run({ now });
+        return updated;
+      });
+    },
+
+    /** Every live brute-force counter, the longest-blocked first (admin listings). */
+    listLoginFailures(now: number): LoginFailures[] {
+      return (failuresLive.all({ now }) as Row[]).map(toLoginFailures);
+    },
+
+    /** Forgets a subject's counter (after a successful login); whether there was one. */
+    clearLoginFailures(subject: string): boolean {
+      return Number(failuresDelete.run({ subject }).changes) === 1;
+    },
+
+    /** How long a write may wait for another connection's lock, in ms. */
+    busyTimeoutMs,
+
+    /**
+     * Runs `fn` with SQLite's busy wait off, so that a write meeting another
+     * connection's lock fails at once with SQLITE_BUSY instead of blocking
+     * the thread (and every other request) for the busy timeout. See
+     * src/locked_writes.ts, which retries between turns of the event loop.
+     */
+    withoutBusyWait<T>(fn: () => T): T {
+      db.exec("PRAGMA busy_timeout = 0");
+      try {
+        return fn();
+      } finally {
+        db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+      }
     },
 
     /** Suspends (`disabled`) or resumes a key that is not revoked; returns whether it changed. */

@@ -7,6 +7,11 @@
  * the same work: an unknown or disabled user is verified against a dummy
  * hash. Each failure and each issued token is recorded in the audit log.
  *
+ * Failed logins are throttled per API key and per client address
+ * (src/throttle.ts): while throttled, the answer is 429 before any password
+ * check. Writes wait for another process's lock without blocking
+ * (src/locked_writes.ts).
+ *
  * @module
  */
 import { type AuthRequest, parseAuthRequest } from "./auth_request.ts";
@@ -17,9 +22,16 @@ import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
 import { toKeyRef, toUserRef } from "./audit.ts";
 import { isKeyUsable, toKeyStatus } from "./key_status.ts";
+import { writeWhenUnlocked } from "./locked_writes.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type RouteHandler, type Routes } from "./route.ts";
 import type { ApiKey, User } from "./store.ts";
+import {
+  createThrottle,
+  type ThrottleSubjects,
+  toAccountSubject,
+  toClientSubject,
+} from "./throttle.ts";
 
 /** The path of the token endpoint. */
 export const TOKENS_PATH = "/api/userservice/tokens";
@@ -106,9 +118,10 @@ function findCredentialFailure(
  */
 export function createTokenRouter(deps: AppDeps) {
   const { store, hasher, clock } = deps;
+  const throttle = createThrottle({ store, clock, rules: deps.throttleRules });
 
   const issue: RouteHandler<RequestContext> = async (request, context) => {
-    const body = await readDocument(request, parseAuthRequest);
+    const body = await readDocument(request, parseAuthRequest, { timeoutMs: deps.bodyTimeoutMs });
     const credentials = toCredentials(body, findRequestApiKey(request, context.url));
 
     // The token's issue time is when the user row is read, before the slow
@@ -117,20 +130,35 @@ export function createTokenRouter(deps: AppDeps) {
     const readAt = clock.now();
     const user = store.findUserByEmail(credentials.email);
     const key = store.findApiKeyByHash(hashSecret(credentials.apiKey));
+    // The account counter exists only for a usable key of the e-mail's own, enabled user
+    // (src/throttle.ts); every failure counts toward the client address's counter.
+    const subjects: ThrottleSubjects = {
+      client: toClientSubject(context.clientAddress),
+      account: user !== undefined && !user.disabled && key !== undefined &&
+          key.userId === user.id && isKeyUsable(key, readAt)
+        ? toAccountSubject(key.id)
+        : undefined,
+    };
+    throttle.check(subjects); // 429 before any password check, for right and wrong alike
     const verified = await hasher.verify(
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
     );
     const failure = findCredentialFailure(user, key, verified, clock.now());
     if (failure !== undefined || !user || !key) {
-      // One insert per failure, after an argon2 verification that costs far more.
-      store.appendAudit({
-        at: clock.now(),
-        actor: key ? toKeyRef(key.id) : "anonymous",
-        action: "login.failed",
-        subject: user ? toUserRef(user.email) : "user:unknown",
-        detail: { reason: failure ?? "unknown", client: context.clientAddress },
-      });
+      // One transaction per failure, after an argon2 verification that costs far more:
+      // the audit row and the brute-force counters.
+      await writeWhenUnlocked(store, () =>
+        store.transaction(() => {
+          store.appendAudit({
+            at: clock.now(),
+            actor: key ? toKeyRef(key.id) : "anonymous",
+            action: "login.failed",
+            subject: user ? toUserRef(user.email) : "user:unknown",
+            detail: { reason: failure ?? "unknown", client: context.clientAddress },
+          });
+          throttle.recordFailure(subjects);
+        }));
       throw invalidCredentials(failure);
     }
     context.apiKeyId = key.id;
@@ -139,23 +167,25 @@ export function createTokenRouter(deps: AppDeps) {
     // Never before the user's cutoff (which may be at most 1 ms ahead, see README).
     const issuedAt = Math.max(readAt, user.tokensValidFrom);
     const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
-    store.transaction(() => {
-      const tokenId = store.issueToken({
-        tokenHash: hashSecret(token),
-        userId: user.id,
-        apiKeyId: key.id,
-        issuedAt,
-        expiresAt: issuedAt + timeout * 1000,
-        maxLiveTokens: MAX_LIVE_TOKENS,
-      });
-      store.appendAudit({
-        at: clock.now(),
-        actor: toKeyRef(key.id),
-        action: "token.issued",
-        subject: toUserRef(user.email),
-        detail: { token_id: tokenId, client: context.clientAddress },
-      });
-    });
+    await writeWhenUnlocked(store, () =>
+      store.transaction(() => {
+        const tokenId = store.issueToken({
+          tokenHash: hashSecret(token),
+          userId: user.id,
+          apiKeyId: key.id,
+          issuedAt,
+          expiresAt: issuedAt + timeout * 1000,
+          maxLiveTokens: MAX_LIVE_TOKENS,
+        });
+        store.appendAudit({
+          at: clock.now(),
+          actor: toKeyRef(key.id),
+          action: "token.issued",
+          subject: toUserRef(user.email),
+          detail: { token_id: tokenId, client: context.clientAddress },
+        });
+        throttle.recordSuccess(subjects);
+      }));
     deps.keyUsage?.record(key.id, context.clientAddress);
     deps.metrics?.tokenIssued();
     deps.logger.info("token issued", {

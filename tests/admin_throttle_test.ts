@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import { main } from "../scripts/admin.ts";
+import { hashSecret } from "../src/credentials.ts";
+import { createPasswordHasher } from "../src/passwords.ts";
+import { openStore } from "../src/store.ts";
+import {
+  ACCOUNT_THROTTLE,
+  CLIENT_THROTTLE,
+  nextFailures,
+  toAccountSubject,
+  toClientSubject,
+} from "../src/throttle.ts";
+import { createFakeClock, tempDbPath } from "./_helpers.ts";
+
+const hasher = createPasswordHasher();
+
+async function admin(dbPath: string, args: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main([...args, "--db", dbPath], {
+    env: {},
+    stdout: (text) => out.push(text),
+    stderr: (text) => err.push(text),
+    readPassword: () => Promise.resolve("unused"),
+    clock: createFakeClock(),
+    hasher,
+  });
+  return { code, out: out.join("\n"), err: err.join("\n") };
+}
+
+Deno.test("admin throttle list and clear show and forget failed-login counters", async () => {
+  const db = tempDbPath();
+  try {
+    const now = createFakeClock().now();
+    const store = openStore(db.path);
+    const user = store.insertUser(
+      { email: "alice@example.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      now,
+    );
+    const key = store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k"), prefix: "abcd1234", label: "" },
+      now,
+    );
+    const fail = (subject: string, times: number) => {
+      const rule = subject.startsWith("key:") ? ACCOUNT_THROTTLE : CLIENT_THROTTLE;
+      for (let i = 0; i < times; i++) {
+        store.recordLoginFailures(
+          [subject],
+          now,
+          (previous) => nextFailures(previous, subject, rule, now),
+        );
+      }
+    };
+    fail(toAccountSubject(key.id), 6);
+    fail(toClientSubject("2001:db8::5"), 3);
+    store.close();
+
+    const listed = await admin(db.path, ["throttle", "list", "--json"]);
+    assert.equal(listed.code, 0, listed.err);
+    assert.deepEqual(JSON.parse(listed.out), [
+      {
+        subject: `key ${key.id} (abcd1234…, alice@example.org)`,
+        failures: 6,
+        blocked_for: "2s",
+        last_failure_at: "2026-01-01T00:00:00.000Z",
+      },
+      {
+        subject: "client:2001:db8:0:0::/64",
+        failures: 3,
+        blocked_for: "-",
+        last_failure_at: "2026-01-01T00:00:00.000Z",
+      },
+    ]);
+
+    const byEmail = await admin(db.path, ["throttle", "clear", "Alice@example.org"]);
+    assert.equal(
+      byEmail.out,
+      "Cleared the failed-login counters of 1 API key(s) of alice@example.org",
+    );
+    const address = await admin(db.path, ["throttle", "clear", "2001:db8::ffff"]);
+    assert.equal(address.out, "Cleared the failed-login counter of 2001:db8:0:0::/64");
+    const again = await admin(db.path, ["throttle", "clear", "192.0.2.1"]);
+    assert.equal(again.out, "No failed-login counter for 192.0.2.1");
+    assert.equal((await admin(db.path, ["throttle", "list"])).out, "(none)");
+    const missing = await admin(db.path, ["throttle", "clear"]);
+    assert.equal(missing.code, 2);
+    assert.equal(missing.err, "keygate admin: Usage: deno task admin throttle clear EMAIL|ADDRESS");
+  } finally {
+    db.cleanup();
+  }
+});
