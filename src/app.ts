@@ -143,11 +143,10 @@ export function createHandler(deps: AppDeps): Handler {
     if (proto === null || proto.trim().toLowerCase() !== "https") {
       throw new HttpError(403, "https_required", "HTTPS required: the proxy must forward HTTPS");
     }
-    context.clientAddress = findForwardedClient(
-      peer,
-      request.headers.get("x-forwarded-for"),
-      isTrustedProxy,
-    );
+    const forwardedFor = request.headers.get("x-forwarded-for")?.trim();
+    context.scheme = "https";
+    context.forwardedFor = forwardedFor || undefined;
+    context.clientAddress = findForwardedClient(peer, forwardedFor ?? null, isTrustedProxy);
   }
 
   function route(request: Request, context: RequestContext, path: string, secure: boolean) {
@@ -204,6 +203,8 @@ export function createHandler(deps: AppDeps): Handler {
       url,
       format: "xml" satisfies Format,
       clientAddress: peer,
+      peerAddress: peer,
+      scheme: url.protocol === "https:" ? "https" : "http",
     };
     let routeLabel = "other";
     let response: Response;

@@ -142,12 +142,14 @@ export function toUpstreamHeaders(
   }
   for (const [name, value] of toIdentityHeaders(identity)) headers.set(name, value);
   headers.set("x-request-id", context.requestId);
-  const forwardedFor = request.headers.get("x-forwarded-for")?.trim();
+  // Only a trusted proxy's chain is passed on (a client's could name anyone), with the hop
+  // keygate saw appended: the TCP peer, as every proxy does.
+  const forwardedFor = context.forwardedFor;
   headers.set(
     "x-forwarded-for",
-    forwardedFor ? `${forwardedFor}, ${context.clientAddress}` : context.clientAddress,
+    forwardedFor ? `${forwardedFor}, ${context.peerAddress}` : context.peerAddress,
   );
-  headers.set("x-forwarded-proto", context.url.protocol.slice(0, -1));
+  headers.set("x-forwarded-proto", context.scheme);
   headers.set("x-forwarded-host", context.url.host);
   // Deno's fetch decodes bodies in encodings the request accepts, which would leave a false
   // Content-Encoding; with "identity" it decodes nothing and bytes pass as the upstream sent them.

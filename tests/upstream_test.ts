@@ -7,6 +7,7 @@ import {
   BASE,
   createTestApp,
   issueToken,
+  jsonAuthRequest,
   startTlsServer,
   type TestApp,
   testCertificate,
@@ -130,7 +131,8 @@ Deno.test("[e2e] --upstream forwards a secure request without credentials, with 
     assert.equal(headers.get("x-keygate-key-id"), String(keyId));
     assert.equal(headers.get("x-keygate-anything"), null);
     assert.equal(headers.get("x-request-id"), response.headers.get("x-request-id"));
-    assert.equal(headers.get("x-forwarded-for"), "10.0.0.1, 203.0.113.9");
+    // Outside proxy mode a client-sent chain is replaced: only the TCP peer is known.
+    assert.equal(headers.get("x-forwarded-for"), "203.0.113.9");
     assert.equal(headers.get("x-forwarded-proto"), "https");
     assert.equal(headers.get("x-forwarded-host"), "keygate.test");
     assert.equal(headers.get("x-client-hop"), null);
@@ -399,6 +401,52 @@ Deno.test("[server] --upstream refuses TRACE with 405 and forwards nothing", asy
     assert.match(text, /^HTTP\/1.1 405/);
     assert.match(text, /<error_code>method_not_allowed<\/error_code>/);
     assert.equal(upstream.seen.length, 0);
+  } finally {
+    app.close();
+    await upstream.close();
+  }
+});
+
+Deno.test("[e2e] --upstream behind a trusted proxy passes the proxy's chain, the proxy hop and https on", async () => {
+  const upstream = startUpstream();
+  const app = createTestApp({
+    upstream: { url: upstream.url, timeoutMs: 5000 },
+    proxy: { trustedProxies: ["10.0.0.0/8"] },
+  });
+  try {
+    const userId = await app.addUser("alice@example.org", "pw");
+    const apiKey = app.createKey(userId);
+    const proxyInfo = { remoteAddr: { hostname: "10.0.0.2" } };
+    // Proxy mode listens on plain HTTP: the URL keygate sees is http://.
+    const login = await app.handler(
+      new Request("http://keygate.test/api/userservice/tokens", {
+        method: "POST",
+        body: jsonAuthRequest("alice@example.org", "pw"),
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json",
+          "x-api-key": apiKey,
+          "x-forwarded-proto": "https",
+          "x-forwarded-for": "203.0.113.9",
+        },
+      }),
+      proxyInfo,
+    );
+    assert.equal(login.status, 200);
+    const token = (await login.json()).auth_response.access_token;
+    const response = await app.handler(
+      new Request(`http://keygate.test/api/secure/items?api_key=${apiKey}&api_token=${token}`, {
+        headers: { "x-forwarded-proto": "https", "x-forwarded-for": "203.0.113.9" },
+      }),
+      proxyInfo,
+    );
+    assert.equal(response.status, 200);
+    assert.equal(await response.text(), "ok");
+    assert.equal(upstream.seen.length, 1);
+    const headers = upstream.seen[0].headers;
+    assert.equal(headers.get("x-forwarded-proto"), "https");
+    assert.equal(headers.get("x-forwarded-for"), "203.0.113.9, 10.0.0.2");
+    assert.equal(headers.get("x-keygate-user"), String(userId));
   } finally {
     app.close();
     await upstream.close();
