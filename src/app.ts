@@ -158,7 +158,7 @@ export function createHandler(deps: AppDeps): Handler {
 
   /** Any other path: the API key first, then the upstream (if any), else 404. */
   function routeOther(request: Request, path: string, context: RequestContext) {
-    const holder = gate.authenticateKey(request, context.url);
+    const holder = gate.authenticateKey(request, context);
     context.apiKeyId = holder.apiKeyId;
     if (forward && !isKeygatePath(path)) return forward(request, context, holder);
     throw new HttpError(404, "not_found", "No endpoint at this path");

@@ -74,7 +74,11 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
   function verify(request: Request, context: RequestContext): Response {
     const original = findOriginalRequest(request, context);
     if (original.target.format !== undefined) context.format = original.target.format;
-    const identity = gate.authenticate(request, original.url, original.target.secure);
+    const identity = gate.authenticate(
+      request,
+      { url: original.url, clientAddress: context.clientAddress },
+      original.target.secure,
+    );
     context.apiKeyId = identity.apiKeyId;
     logger.debug("forward-auth verified", {
       request_id: context.requestId,
@@ -93,7 +97,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
   const routes: Routes<RequestContext> = {
     [INTROSPECT_PATH]: {
       async POST(request, context) {
-        const caller = gate.authenticateKey(request, context.url);
+        const caller = gate.authenticateKey(request, context);
         context.apiKeyId = caller.apiKeyId;
         if (!caller.introspect) {
           throw new HttpError(
@@ -122,7 +126,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     },
     [REVOKE_PATH]: {
       async POST(request, context) {
-        const caller = gate.authenticateKey(request, context.url);
+        const caller = gate.authenticateKey(request, context);
         context.apiKeyId = caller.apiKeyId;
         const token = await readTokenRequest(request);
         const revoked = isTokenShaped(token) &&
