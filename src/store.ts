@@ -18,6 +18,44 @@ export const BUSY_TIMEOUT_MS = 2000;
 /** Pages copied per step of a backup; between steps other connections may write. */
 export const BACKUP_PAGES_PER_STEP = 1000;
 
+/**
+ * The one rule for "key `k` of user `u` is usable at `:now`": not revoked,
+ * disabled or expired, and its user enabled. SQL fragment over aliases `k`, `u`.
+ */
+const KEY_USABLE = `k.revoked_at IS NULL AND k.disabled_at IS NULL
+  AND (k.expires_at IS NULL OR k.expires_at > :now) AND u.disabled = 0`;
+
+/**
+ * The one rule for "token `t` is valid at `:now`, its own expiry aside": its
+ * key is usable, it is not revoked, and it was issued at or after its user's
+ * cutoff. The token's expiry is left to the caller, which tells an expired
+ * token (401 `token_expired`) from an invalid one. Aliases `t`, `k`, `u`.
+ */
+const TOKEN_VALID = `t.revoked_at IS NULL AND t.issued_at >= u.tokens_valid_from
+  AND ${KEY_USABLE}`;
+
+/** {@link TOKEN_VALID} and not expired at `:now`: a live token. */
+const TOKEN_LIVE = `${TOKEN_VALID} AND t.expires_at > :now`;
+
+/**
+ * When token `t` stopped working for good (aliases `t`, `k`, `u`): the
+ * earliest of its expiry, its revocation, its key's expiry or revocation, and,
+ * for a token issued before its user's cutoff, the user's `updated_at` (set
+ * when the cutoff was raised, and only ever later: never before the token
+ * stopped, so retention is never cut short). A disabled key or user is not an
+ * end: it can be enabled again (disabling a user also moves the cutoff, which
+ * is). Rows whose end lies at or before `:cutoff` may be deleted; the
+ * janitor's retention counts from this instant.
+ */
+const TOKEN_ENDED_AT = `min(t.expires_at,
+  coalesce(t.revoked_at, t.expires_at),
+  coalesce(k.expires_at, t.expires_at),
+  coalesce(k.revoked_at, t.expires_at),
+  CASE WHEN t.issued_at < u.tokens_valid_from THEN u.updated_at ELSE t.expires_at END)`;
+
+/** Token row ids per transaction when deleting ended tokens (janitor and `token purge`). */
+export const PURGE_BATCH_ROWS = 500;
+
 /** A registered user. */
 export interface User {
   id: number;
@@ -287,10 +325,7 @@ function createStore(db: DatabaseSync, path: string) {
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
      JOIN users u ON u.id = t.user_id
-     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash
-       AND t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0
-       AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)
-       AND t.issued_at >= u.tokens_valid_from`,
+     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash AND ${TOKEN_VALID}`,
   );
   const tokenRevoke = sql(
     "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
@@ -304,12 +339,6 @@ function createStore(db: DatabaseSync, path: string) {
     `UPDATE tokens SET revoked_at = :now
      WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
        AND issued_at >= (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)`,
-  );
-  const tokensPurge = sql(
-    `DELETE FROM tokens WHERE expires_at <= :now OR revoked_at IS NOT NULL
-       OR issued_at < (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)
-       OR :now >= (SELECT coalesce(k.expires_at, :now + 1) FROM api_keys k
-                   WHERE k.id = tokens.api_key_id)`,
   );
   // Moves the user's cutoff forward only: an earlier cutoff must never revive tokens.
   const userRaiseCutoff = sql(
@@ -345,13 +374,20 @@ function createStore(db: DatabaseSync, path: string) {
   const totalChanges = sql("SELECT total_changes() AS n");
   const ping = sql("SELECT 1 AS ok");
   const tokensLive = sql(
-    "SELECT count(*) AS n FROM tokens WHERE revoked_at IS NULL AND expires_at > :now",
+    `SELECT count(*) AS n FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE ${TOKEN_LIVE}`,
   );
   const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
   // The janitor's batch: a range of at most :size row ids, so no statement holds the lock long.
+  // A token ended (see TOKEN_ENDED_AT) at or before :cutoff.
   const tokensPurgeRange = sql(
-    `DELETE FROM tokens WHERE id > :after AND id <= :after + :size
-       AND (expires_at <= :cutoff OR revoked_at <= :cutoff)`,
+    `DELETE FROM tokens WHERE id IN (
+       SELECT t.id FROM tokens t
+       JOIN api_keys k ON k.id = t.api_key_id
+       JOIN users u ON u.id = t.user_id
+       WHERE t.id > :after AND t.id <= :after + :size AND ${TOKEN_ENDED_AT} <= :cutoff)`,
   );
   const integrityCheck = sql("PRAGMA integrity_check");
   const foreignKeyCheck = sql("PRAGMA foreign_key_check");
@@ -367,15 +403,12 @@ function createStore(db: DatabaseSync, path: string) {
   const keyHolder = sql(
     `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
      JOIN users u ON u.id = k.user_id
-     WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND u.disabled = 0
-       AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)`,
+     WHERE k.key_hash = :key_hash AND ${KEY_USABLE}`,
   );
   const tokenStatus = sql(
     `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
        min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
-       (t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0
-         AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)
-         AND t.issued_at >= u.tokens_valid_from) AS live
+       (${TOKEN_VALID}) AS live
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
      JOIN users u ON u.id = t.user_id
@@ -404,6 +437,18 @@ function createStore(db: DatabaseSync, path: string) {
       if (db.isTransaction) db.exec("ROLLBACK");
       throw error;
     }
+  }
+
+  /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
+  function tokenIdBoundsOf(): { first: number; last: number } | undefined {
+    const row = tokenIdBounds.get() as { first: number | null; last: number | null };
+    return row.first === null ? undefined : { first: row.first, last: row.last! };
+  }
+
+  function purgeRange(afterId: number, size: number, cutoff: number): number {
+    return transaction(() =>
+      Number(tokensPurgeRange.run({ after: afterId, size, cutoff }).changes)
+    );
   }
 
   /** The cutoff for "everything issued up to now": strictly increasing, see README. */
@@ -618,9 +663,20 @@ function createStore(db: DatabaseSync, path: string) {
       return transaction(() => revokeTokensBefore(userId, cutoff, now));
     },
 
-    /** Deletes expired and revoked token rows; returns how many. */
-    purgeTokens(now: number): number {
-      return Number(tokensPurge.run({ now }).changes);
+    /**
+     * Deletes every token row that has stopped working at `now` (expired,
+     * revoked, ended by its key's expiry or revocation or its user's cutoff),
+     * in windows of `batchRows` row ids, each its own short transaction, so
+     * the write lock is never held long; returns how many.
+     */
+    purgeTokens(now: number, batchRows = PURGE_BATCH_ROWS): number {
+      const bounds = tokenIdBoundsOf();
+      if (bounds === undefined) return 0;
+      let deleted = 0;
+      for (let after = bounds.first - 1; after < bounds.last; after += batchRows) {
+        deleted += purgeRange(after, batchRows, now);
+      }
+      return deleted;
     },
 
     /** Suspends (`disabled`) or resumes a key that is not revoked; returns whether it changed. */
@@ -695,27 +751,20 @@ function createStore(db: DatabaseSync, path: string) {
       return (totalChanges.get() as { n: number }).n;
     },
 
-    /** Counts tokens that are neither revoked nor expired at `now`. */
+    /** Counts the live tokens at `now`, by the same rule as the secure lookup. */
     countLiveTokens(now: number): number {
       return (tokensLive.get({ now }) as { n: number }).n;
     },
 
     /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
-    findTokenIdBounds(): { first: number; last: number } | undefined {
-      const row = tokenIdBounds.get() as { first: number | null; last: number | null };
-      return row.first === null ? undefined : { first: row.first, last: row.last! };
-    },
+    findTokenIdBounds: tokenIdBoundsOf,
 
     /**
      * Deletes the token rows with ids in `(afterId, afterId + size]` that
-     * expired or were revoked at or before `cutoff`, in one short
-     * transaction; returns how many.
+     * stopped working (expiry, revocation, key expiry or revocation, user
+     * cutoff) at or before `cutoff`, in one short transaction; returns how many.
      */
-    purgeTokenRange(afterId: number, size: number, cutoff: number): number {
-      return transaction(() =>
-        Number(tokensPurgeRange.run({ after: afterId, size, cutoff }).changes)
-      );
-    },
+    purgeTokenRange: purgeRange,
 
     /**
      * Writes a consistent copy of the database to a new file with SQLite's
