@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { toKeyRef } from "./audit.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { hashSecret, isTokenShaped } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
@@ -129,14 +130,28 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
         const caller = gate.authenticateKey(request, context);
         context.apiKeyId = caller.apiKeyId;
         const token = await readTokenRequest(request);
-        const revoked = isTokenShaped(token) &&
-          store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now());
-        if (revoked) {
+        const tokenId = isTokenShaped(token)
+          ? store.transaction(() => {
+            const id = store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now());
+            if (id !== undefined) {
+              store.appendAudit({
+                at: clock.now(),
+                actor: toKeyRef(caller.apiKeyId),
+                action: "token.revoked",
+                subject: `token:${id}`,
+                detail: { user: caller.email, client: context.clientAddress },
+              });
+            }
+            return id;
+          })
+          : undefined;
+        if (tokenId !== undefined) {
           logger.info("token revoked", {
             event: "token_revoked",
             request_id: context.requestId,
             user_id: caller.userId,
             key_id: caller.apiKeyId,
+            client: context.clientAddress,
           });
         }
         // RFC 7009 §2.2: 200 whether or not there was such a token.

@@ -416,7 +416,8 @@ function createStore(db: DatabaseSync, path: string) {
   );
   const tokenRevokeOfKey = sql(
     `UPDATE tokens SET revoked_at = :now
-     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL`,
+     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL
+     RETURNING id`,
   );
 
   /**
@@ -832,10 +833,15 @@ function createStore(db: DatabaseSync, path: string) {
       };
     },
 
-    /** Revokes the token with this digest if it was issued with this key; whether it did. */
-    revokeTokenOfKey(tokenHash: Uint8Array, apiKeyId: number, now: number): boolean {
-      const result = tokenRevokeOfKey.run({ token_hash: tokenHash, api_key_id: apiKeyId, now });
-      return Number(result.changes) === 1;
+    /**
+     * Revokes the token with this digest if it was issued with this key and
+     * is not revoked yet; returns its id, or `undefined` if nothing changed.
+     */
+    revokeTokenOfKey(tokenHash: Uint8Array, apiKeyId: number, now: number): number | undefined {
+      const row = tokenRevokeOfKey.get({ token_hash: tokenHash, api_key_id: apiKeyId, now }) as
+        | Row
+        | undefined;
+      return row?.id as number | undefined;
     },
 
     close(): void {
