@@ -118,9 +118,11 @@ export interface AuditRecord extends Required<AuditEntry> {
   id: number;
 }
 
-/** An API key with its owner's e-mail, for listings. */
+/** An API key with its owner's e-mail and state, for listings. */
 export interface ApiKeyListing extends ApiKey {
   email: string;
+  /** Whether the key's user is disabled (the key then does not authenticate). */
+  userDisabled: boolean;
 }
 
 /** A live (not revoked) token found by its digest, joined with its user and key. */
@@ -292,12 +294,12 @@ function createStore(db: DatabaseSync, path: string) {
   const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
   const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
   const keysAll = sql(
-    `SELECT k.*, u.email FROM api_keys k JOIN users u ON u.id = k.user_id
-     ORDER BY u.email, k.id`,
+    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+     JOIN users u ON u.id = k.user_id ORDER BY u.email, k.id`,
   );
   const keysOfUser = sql(
-    `SELECT k.*, u.email FROM api_keys k JOIN users u ON u.id = k.user_id
-     WHERE k.user_id = :user_id ORDER BY k.id`,
+    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+     JOIN users u ON u.id = k.user_id WHERE k.user_id = :user_id ORDER BY k.id`,
   );
   const keyRevoke = sql(
     "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
@@ -570,7 +572,11 @@ function createStore(db: DatabaseSync, path: string) {
 
     listApiKeys(userId?: number): ApiKeyListing[] {
       const rows = userId === undefined ? keysAll.all() : keysOfUser.all({ user_id: userId });
-      return (rows as Row[]).map((row) => ({ ...toApiKey(row), email: row.email as string }));
+      return (rows as Row[]).map((row) => ({
+        ...toApiKey(row),
+        email: row.email as string,
+        userDisabled: row.user_disabled === 1,
+      }));
     },
 
     /** Revokes a key and the live tokens issued with it; returns how many tokens. */

@@ -203,3 +203,22 @@ Deno.test("[e2e] forward-auth and non-secure requests note key use too (the gate
   assert.deepEqual([third.useCount, third.lastUsedAt], [0, null]);
   assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), [3]);
 });
+
+Deno.test("[e2e] key list shows a disabled user's keys as user_disabled, and active again once enabled", async () => {
+  using app = createTestApp();
+  const userId = await app.addUser("a@b.org", "pw");
+  app.createKey(userId);
+  app.createKey(userId);
+  app.store.setApiKeyDisabled(2, true, app.clock.now());
+  const bob = await app.addUser("bob@b.org", "pw");
+  app.createKey(bob);
+  app.store.setUserDisabled(userId, true, app.clock.now());
+  const status = async () => (await listKeys(app)).map((k) => [k.id, k.status]);
+  assert.deepEqual(await status(), [[1, "user_disabled"], [2, "disabled"], [3, "active"]]);
+  assert.deepEqual((await listKeys(app, "a@b.org")).map((k) => k.status), [
+    "user_disabled",
+    "disabled",
+  ]);
+  app.store.setUserDisabled(userId, false, app.clock.now());
+  assert.deepEqual(await status(), [[1, "active"], [2, "disabled"], [3, "active"]]);
+});
