@@ -222,7 +222,7 @@ export function createUpstreamProxy(options: UpstreamOptions, deps: UpstreamDeps
       deps.logger.warn("upstream request failed", {
         request_id: context.requestId,
         upstream: origin,
-        error: timedOut ? "timeout" : describe(error),
+        error: timedOut ? "timeout" : toSafeErrorText(error),
       });
       if (timedOut) {
         throw new HttpError(504, "gateway_timeout", "The upstream service did not answer in time");
@@ -244,8 +244,11 @@ export function createUpstreamProxy(options: UpstreamOptions, deps: UpstreamDeps
   };
 }
 
-/** An error's message with any URL (which may hold a query) left out. */
-function describe(error: unknown): string {
+/**
+ * An error's name and message for the log, with any URL (which may hold a
+ * query with credentials) left out, at most 300 characters.
+ */
+export function toSafeErrorText(error: unknown): string {
   const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   return message.replace(/[a-z][a-z0-9+.-]*:\/\/\S+/gi, "<url>").slice(0, 300);
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
 import type { UpstreamOptions } from "../src/upstream.ts";
-import { toUpstreamPath, toUpstreamQuery } from "../src/upstream.ts";
+import { toSafeErrorText, toUpstreamPath, toUpstreamQuery } from "../src/upstream.ts";
 import {
   assertError,
   BASE,
@@ -63,6 +63,15 @@ Deno.test("toUpstreamPath() sends the canonical path, re-encoded so it decodes t
   assert.equal(toUpstreamPath("/api/%C3%A9t%C3%A9/x/%2e%2E/y"), "/api/%C3%A9t%C3%A9/y");
   assert.equal(toUpstreamPath("/"), "/");
   assert.throws(() => toUpstreamPath("/api/a%2Fb"), /invalid_path|encoded separator/);
+});
+
+Deno.test("toSafeErrorText() leaves URLs (and the credentials in their query) out of the log", () => {
+  const error = new TypeError(
+    "error sending request for url (http://127.0.0.1:9/x?api_key=SECRETKEY&api_token=SECRETTOKEN)",
+  );
+  assert.equal(toSafeErrorText(error), "TypeError: error sending request for url (<url>");
+  assert.equal(toSafeErrorText("HTTPS://h/a?b=c and more"), "<url> and more");
+  assert.equal(toSafeErrorText(new Error("x".repeat(400))).length, 300);
 });
 
 Deno.test("toUpstreamQuery() drops credential parameters in any spelling and keeps the rest as sent", () => {
@@ -285,7 +294,8 @@ Deno.test("[e2e] --upstream streams the request and the response without bufferi
 Deno.test("[e2e] --upstream answers 502 bad_gateway in the caller's format when the upstream is down", async () => {
   const down = startUpstream();
   await down.close();
-  const { app, apiKey, token } = await setup({ url: down.url });
+  // Credentials are passed on, so the failed fetch's URL holds them: the log must scrub it.
+  const { app, apiKey, token } = await setup({ url: down.url, hideCredentials: false });
   try {
     const path = `/api/secure/x?api_key=${apiKey}&api_token=${token}`;
     const json = await app.handler(
@@ -300,6 +310,7 @@ Deno.test("[e2e] --upstream answers 502 bad_gateway in the caller's format when 
     const failure = logged.find((line) => line.msg === "upstream request failed");
     assert.ok(failure);
     assert.ok(!JSON.stringify(logged).includes(token), "the token is logged");
+    assert.ok(!JSON.stringify(logged).includes(apiKey), "the API key is logged");
   } finally {
     app.close();
   }
