@@ -14,7 +14,7 @@ import { parseRequestPath } from "./paths.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type Routes } from "./route.ts";
 
-export { findRequestToken, type Principal } from "./gate.ts";
+export type { Principal } from "./gate.ts";
 
 /** Context of a secure request, after authentication. */
 export interface SecureContext extends RequestContext {

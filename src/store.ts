@@ -469,13 +469,13 @@ function createStore(db: DatabaseSync, path: string) {
     return n;
   }
 
-  function insertSuccessor(
+  function insertApiKey(
     key: {
       userId: number;
       keyHash: Uint8Array;
       prefix: string;
       label: string;
-      expiresAt: number | null;
+      expiresAt?: number | null;
       introspect?: boolean;
     },
     now: number,
@@ -487,7 +487,7 @@ function createStore(db: DatabaseSync, path: string) {
       label: key.label,
       introspect: key.introspect ? 1 : 0,
       now,
-      expires_at: key.expiresAt,
+      expires_at: key.expiresAt ?? null,
     }) as Row);
   }
 
@@ -496,6 +496,11 @@ function createStore(db: DatabaseSync, path: string) {
 
     findUserByEmail(email: string): User | undefined {
       const row = userByEmail.get({ email }) as Row | undefined;
+      return row && toUser(row);
+    },
+
+    findUserById(id: number): User | undefined {
+      const row = userById.get({ id }) as Row | undefined;
       return row && toUser(row);
     },
 
@@ -538,27 +543,7 @@ function createStore(db: DatabaseSync, path: string) {
       });
     },
 
-    insertApiKey(
-      key: {
-        userId: number;
-        keyHash: Uint8Array;
-        prefix: string;
-        label: string;
-        expiresAt?: number | null;
-        introspect?: boolean;
-      },
-      now: number,
-    ): ApiKey {
-      return toApiKey(keyInsert.get({
-        key_hash: key.keyHash,
-        prefix: key.prefix,
-        user_id: key.userId,
-        label: key.label,
-        introspect: key.introspect ? 1 : 0,
-        now,
-        expires_at: key.expiresAt ?? null,
-      }) as Row);
-    },
+    insertApiKey,
 
     findApiKeyByHash(keyHash: Uint8Array): ApiKey | undefined {
       const row = keyByHash.get({ key_hash: keyHash }) as Row | undefined;
@@ -697,11 +682,11 @@ function createStore(db: DatabaseSync, path: string) {
      */
     rotateApiKey(
       oldKeyId: number,
-      successor: Parameters<typeof insertSuccessor>[0],
+      successor: Parameters<typeof insertApiKey>[0],
       options: { oldKeyExpiresAt: number; now: number },
     ): ApiKey {
       return transaction(() => {
-        const key = insertSuccessor(successor, options.now);
+        const key = insertApiKey(successor, options.now);
         const { changes } = keySetReplaced.run({
           id: oldKeyId,
           replaced_by: key.id,

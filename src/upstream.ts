@@ -34,9 +34,6 @@ export interface UpstreamOptions {
   hideCredentials?: boolean;
 }
 
-/** Default of `--upstream-timeout`. */
-export const DEFAULT_UPSTREAM_TIMEOUT_SECONDS = 30;
-
 /** Query parameters that carry credentials, removed when hiding credentials. */
 export const CREDENTIAL_PARAMS: ReadonlySet<string> = new Set([
   "api_key",

@@ -382,3 +382,15 @@ Deno.test("findKeyHolder() and findTokenStatus() apply key expiry, disabling and
     db.cleanup();
   }
 });
+
+Deno.test("findUserById() finds a user by id, or undefined", () => {
+  const db = tempDbPath();
+  const { store, user } = seed(db.path);
+  try {
+    assert.deepEqual(store.findUserById(user.id), user);
+    assert.equal(store.findUserById(user.id + 1), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
