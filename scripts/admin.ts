@@ -349,7 +349,7 @@ const COMMANDS: Record<string, Command> = {
           old_key_until: toIso(oldUntil),
         });
         audit(store, io, "key.created", toKeyRef(successor.id), {
-          user: findUserEmail(store, old.userId),
+          user: store.findUserById(old.userId)?.email ?? "",
           label: old.label,
           expires_at: toIsoOrNull(expiresAt),
           rotated_from: old.id,
@@ -609,10 +609,6 @@ function findKey(store: Store, keyOrId: string | undefined, usageText: string): 
     : undefined;
   if (key === undefined) throw new AdminError("No such API key");
   return key;
-}
-
-function findUserEmail(store: Store, userId: number): string {
-  return store.listUsers().find((user) => user.id === userId)?.email ?? "";
 }
 
 function setKeyDisabled(

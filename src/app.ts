@@ -143,11 +143,10 @@ export function createHandler(deps: AppDeps): Handler {
     if (proto === null || proto.trim().toLowerCase() !== "https") {
       throw new HttpError(403, "https_required", "HTTPS required: the proxy must forward HTTPS");
     }
-    context.clientAddress = findForwardedClient(
-      peer,
-      request.headers.get("x-forwarded-for"),
-      isTrustedProxy,
-    );
+    const forwardedFor = request.headers.get("x-forwarded-for")?.trim();
+    context.scheme = "https";
+    context.forwardedFor = forwardedFor || undefined;
+    context.clientAddress = findForwardedClient(peer, forwardedFor ?? null, isTrustedProxy);
   }
 
   function route(request: Request, context: RequestContext, path: string, secure: boolean) {
@@ -159,7 +158,7 @@ export function createHandler(deps: AppDeps): Handler {
 
   /** Any other path: the API key first, then the upstream (if any), else 404. */
   function routeOther(request: Request, path: string, context: RequestContext) {
-    const holder = gate.authenticateKey(request, context.url);
+    const holder = gate.authenticateKey(request, context);
     context.apiKeyId = holder.apiKeyId;
     if (forward && !isKeygatePath(path)) return forward(request, context, holder);
     throw new HttpError(404, "not_found", "No endpoint at this path");
@@ -204,6 +203,8 @@ export function createHandler(deps: AppDeps): Handler {
       url,
       format: "xml" satisfies Format,
       clientAddress: peer,
+      peerAddress: peer,
+      scheme: url.protocol === "https:" ? "https" : "http",
     };
     let routeLabel = "other";
     let response: Response;

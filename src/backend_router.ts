@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { toKeyRef } from "./audit.ts";
 import { writeWhenUnlocked } from "./locked_writes.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { hashSecret, isTokenShaped } from "./credentials.ts";
@@ -75,7 +76,11 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
   function verify(request: Request, context: RequestContext): Response {
     const original = findOriginalRequest(request, context);
     if (original.target.format !== undefined) context.format = original.target.format;
-    const identity = gate.authenticate(request, original.url, original.target.secure);
+    const identity = gate.authenticate(
+      request,
+      { url: original.url, clientAddress: context.clientAddress },
+      original.target.secure,
+    );
     context.apiKeyId = identity.apiKeyId;
     logger.debug("forward-auth verified", {
       request_id: context.requestId,
@@ -94,7 +99,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
   const routes: Routes<RequestContext> = {
     [INTROSPECT_PATH]: {
       async POST(request, context) {
-        const caller = gate.authenticateKey(request, context.url);
+        const caller = gate.authenticateKey(request, context);
         context.apiKeyId = caller.apiKeyId;
         if (!caller.introspect) {
           throw new HttpError(
@@ -123,20 +128,32 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     },
     [REVOKE_PATH]: {
       async POST(request, context) {
-        const caller = gate.authenticateKey(request, context.url);
+        const caller = gate.authenticateKey(request, context);
         context.apiKeyId = caller.apiKeyId;
         const token = await readTokenRequest(request);
-        const revoked = isTokenShaped(token) &&
-          await writeWhenUnlocked(
-            store,
-            () => store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now()),
-          );
-        if (revoked) {
+        const tokenId = isTokenShaped(token)
+          ? await writeWhenUnlocked(store, () =>
+            store.transaction(() => {
+              const id = store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now());
+              if (id !== undefined) {
+                store.appendAudit({
+                  at: clock.now(),
+                  actor: toKeyRef(caller.apiKeyId),
+                  action: "token.revoked",
+                  subject: `token:${id}`,
+                  detail: { user: caller.email, client: context.clientAddress },
+                });
+              }
+              return id;
+            }))
+          : undefined;
+        if (tokenId !== undefined) {
           logger.info("token revoked", {
             event: "token_revoked",
             request_id: context.requestId,
             user_id: caller.userId,
             key_id: caller.apiKeyId,
+            client: context.clientAddress,
           });
         }
         // RFC 7009 §2.2: 200 whether or not there was such a token.

@@ -24,6 +24,18 @@ export interface RequestContext {
   format: Format;
   /** The client's address, for throttling and logs. */
   clientAddress: string;
+  /** The TCP peer's address (in proxy mode, the proxy's). */
+  peerAddress: string;
+  /**
+   * The scheme the client used, as verified: the listener's own (https with
+   * TLS), or `https` in proxy mode once the proxy has said so.
+   */
+  scheme: "http" | "https";
+  /**
+   * Proxy mode: the `X-Forwarded-For` chain a trusted proxy sent (the client
+   * first); `undefined` outside proxy mode, where a client-sent chain is never believed.
+   */
+  forwardedFor?: string;
   /** Id of the API key the request was authenticated with, once known (logged; never the key). */
   apiKeyId?: number;
 }

@@ -6,7 +6,9 @@
  *
  * The secure router, the API-key check before 404, the upstream proxy and
  * forward-auth (`/api/userservice/verify`) all go through it, so they cannot
- * disagree.
+ * disagree. It is also the one place that notes a successful authentication
+ * as a use of the key (`key list` shows the last use); logins note theirs in
+ * the token router.
  *
  * @module
  */
@@ -15,6 +17,7 @@ import type { Clock } from "./clock.ts";
 import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
 import { createGrantCache } from "./grant_cache.ts";
+import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Metrics } from "./metrics.ts";
 import type { KeyHolder, Store, TokenGrant } from "./store.ts";
 
@@ -34,6 +37,15 @@ export interface GateDeps {
   clock: Clock;
   /** Counts secure requests allowed and denied (by reason). */
   metrics?: Pick<Metrics, "secureRequest">;
+  /** Where each successful authentication is noted as a use of its key (last use). */
+  keyUsage?: Pick<KeyUsageRecorder, "record">;
+}
+
+/** What the gate is asked about: the URL to judge and who asks (for the key's last use). */
+export interface GateTarget {
+  url: URL;
+  /** The client's address, recorded as the key's last use on success. */
+  clientAddress: string;
 }
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
@@ -77,7 +89,7 @@ export function toIdentityHeaders(identity: Identity): [string, string][] {
 
 /** Creates the gate over a store and a clock. */
 export function createGate(deps: GateDeps) {
-  const { store, clock, metrics } = deps;
+  const { store, clock, metrics, keyUsage } = deps;
   const findGrant = createGrantCache(store);
 
   function deny(code: "invalid_token" | "token_expired", message: string): HttpError {
@@ -91,8 +103,8 @@ export function createGate(deps: GateDeps) {
    * @throws {HttpError} 401 `invalid_api_key` for a missing, unknown,
    * revoked, disabled or expired key, or one whose user is disabled.
    */
-  function authenticateKey(request: Request, url: URL): KeyHolder {
-    const keyText = findRequestApiKey(request, url);
+  function authenticateKey(request: Request, target: GateTarget): KeyHolder {
+    const keyText = findRequestApiKey(request, target.url);
     const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
     const holder = apiKey === undefined
       ? undefined
@@ -100,6 +112,7 @@ export function createGate(deps: GateDeps) {
     if (holder === undefined) {
       throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
     }
+    keyUsage?.record(holder.apiKeyId, target.clientAddress);
     return holder;
   }
 
@@ -110,9 +123,9 @@ export function createGate(deps: GateDeps) {
    *
    * @throws {HttpError} 401 `invalid_token` or `token_expired`, with `WWW-Authenticate`.
    */
-  function authenticateToken(request: Request, url: URL): Principal {
-    const keyText = findRequestApiKey(request, url);
-    const token = findRequestToken(request, url);
+  function authenticateToken(request: Request, target: GateTarget): Principal {
+    const keyText = findRequestApiKey(request, target.url);
+    const token = findRequestToken(request, target.url);
     if (keyText === undefined || token === undefined) {
       throw deny("invalid_token", "Missing API key or access token");
     }
@@ -128,12 +141,13 @@ export function createGate(deps: GateDeps) {
       throw deny("token_expired", "Access token expired: request a new one");
     }
     metrics?.secureRequest("allowed", "ok");
+    keyUsage?.record(grant.apiKeyId, target.clientAddress);
     return grant;
   }
 
   /** The gate's rule: secure paths need key + token, all others the key. */
-  function authenticate(request: Request, url: URL, secure: boolean): Identity {
-    return secure ? authenticateToken(request, url) : authenticateKey(request, url);
+  function authenticate(request: Request, target: GateTarget, secure: boolean): Identity {
+    return secure ? authenticateToken(request, target) : authenticateKey(request, target);
   }
 
   return { authenticateKey, authenticateToken, authenticate };

@@ -1,6 +1,8 @@
 /**
- * The janitor: deletes expired and revoked token rows once they are older
- * than the retention period, in the background.
+ * The janitor: deletes token rows that stopped working (expired, revoked,
+ * ended by their key's expiry or revocation or their user's cutoff; see
+ * `TOKEN_ENDED_AT` in store.ts) longer ago than the retention period, in the
+ * background.
  *
  * It walks the token table by row id in windows of {@link JANITOR_BATCH_ROWS}
  * ids; each window is one short `BEGIN IMMEDIATE` transaction, and the
@@ -28,7 +30,7 @@ export interface JanitorDeps {
   clock: Clock;
   logger: Logger;
   metrics?: Metrics;
-  /** Rows expired or revoked longer ago than this are deleted. */
+  /** Rows that stopped working longer ago than this are deleted. */
   retentionSeconds: number;
   batchRows?: number;
   intervalMs?: number;

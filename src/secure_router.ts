@@ -1,7 +1,7 @@
 /**
  * Secure requests: any path with a `secure` segment. The router authenticates
  * once (API key + access token: two hashes, one indexed read, an expiry
- * check), notes the key's use in memory (no write), then dispatches to a
+ * check; the gate notes the key's use in memory, no write), then dispatches to a
  * handler that receives the principal.
  *
  * @module
@@ -15,7 +15,7 @@ import { writeWhenUnlocked } from "./locked_writes.ts";
 import { toResponse } from "./respond.ts";
 import { findRoute, type Routes } from "./route.ts";
 
-export { findRequestToken, type Principal } from "./gate.ts";
+export type { Principal } from "./gate.ts";
 
 /** Context of a secure request, after authentication. */
 export interface SecureContext extends RequestContext {
@@ -113,9 +113,8 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
     path: string,
     context: RequestContext,
   ): Response | Promise<Response> {
-    const principal = gate.authenticateToken(request, context.url);
+    const principal = gate.authenticateToken(request, context);
     context.apiKeyId = principal.apiKeyId;
-    deps.keyUsage?.record(principal.apiKeyId, context.clientAddress);
     const secureContext: SecureContext = { ...context, principal };
     const handler = findRoute(routes, request.method, path) ??
       findRoute(appRoutes, request.method, path);

@@ -41,6 +41,44 @@ export interface LoginFailures {
 /** Pages copied per step of a backup; between steps other connections may write. */
 export const BACKUP_PAGES_PER_STEP = 1000;
 
+/**
+ * The one rule for "key `k` of user `u` is usable at `:now`": not revoked,
+ * disabled or expired, and its user enabled. SQL fragment over aliases `k`, `u`.
+ */
+const KEY_USABLE = `k.revoked_at IS NULL AND k.disabled_at IS NULL
+  AND (k.expires_at IS NULL OR k.expires_at > :now) AND u.disabled = 0`;
+
+/**
+ * The one rule for "token `t` is valid at `:now`, its own expiry aside": its
+ * key is usable, it is not revoked, and it was issued at or after its user's
+ * cutoff. The token's expiry is left to the caller, which tells an expired
+ * token (401 `token_expired`) from an invalid one. Aliases `t`, `k`, `u`.
+ */
+const TOKEN_VALID = `t.revoked_at IS NULL AND t.issued_at >= u.tokens_valid_from
+  AND ${KEY_USABLE}`;
+
+/** {@link TOKEN_VALID} and not expired at `:now`: a live token. */
+const TOKEN_LIVE = `${TOKEN_VALID} AND t.expires_at > :now`;
+
+/**
+ * When token `t` stopped working for good (aliases `t`, `k`, `u`): the
+ * earliest of its expiry, its revocation, its key's expiry or revocation, and,
+ * for a token issued before its user's cutoff, the user's `updated_at` (set
+ * when the cutoff was raised, and only ever later: never before the token
+ * stopped, so retention is never cut short). A disabled key or user is not an
+ * end: it can be enabled again (disabling a user also moves the cutoff, which
+ * is). Rows whose end lies at or before `:cutoff` may be deleted; the
+ * janitor's retention counts from this instant.
+ */
+const TOKEN_ENDED_AT = `min(t.expires_at,
+  coalesce(t.revoked_at, t.expires_at),
+  coalesce(k.expires_at, t.expires_at),
+  coalesce(k.revoked_at, t.expires_at),
+  CASE WHEN t.issued_at < u.tokens_valid_from THEN u.updated_at ELSE t.expires_at END)`;
+
+/** Token row ids per transaction when deleting ended tokens (janitor and `token purge`). */
+export const PURGE_BATCH_ROWS = 500;
+
 /** A registered user. */
 export interface User {
   id: number;
@@ -103,9 +141,11 @@ export interface AuditRecord extends Required<AuditEntry> {
   id: number;
 }
 
-/** An API key with its owner's e-mail, for listings. */
+/** An API key with its owner's e-mail and state, for listings. */
 export interface ApiKeyListing extends ApiKey {
   email: string;
+  /** Whether the key's user is disabled (the key then does not authenticate). */
+  userDisabled: boolean;
 }
 
 /** A live (not revoked) token found by its digest, joined with its user and key. */
@@ -244,10 +284,22 @@ export function inspectDatabaseFile(
 
 /** Applies the migrations newer than `PRAGMA user_version`, each in its own transaction. */
 export function migrate(db: DatabaseSync, migrations: readonly Migration[]): void {
+  migrations.forEach((migration, index) => {
+    if (migration.version !== index + 1) {
+      throw new Error(
+        `Migration ${migration.name} is numbered ${migration.version}, not ${index + 1}`,
+      );
+    }
+  });
   for (const migration of migrations) {
     db.exec("BEGIN IMMEDIATE");
     try {
       const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+      if (user_version > migrations.length) {
+        throw new Error(
+          `Database schema version ${user_version} is newer than this keygate knows (${migrations.length}): upgrade keygate`,
+        );
+      }
       if (user_version < migration.version) {
         db.exec(migration.sql);
         db.exec(`PRAGMA user_version = ${migration.version}`);
@@ -287,12 +339,12 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
   const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
   const keysAll = sql(
-    `SELECT k.*, u.email FROM api_keys k JOIN users u ON u.id = k.user_id
-     ORDER BY u.email, k.id`,
+    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+     JOIN users u ON u.id = k.user_id ORDER BY u.email, k.id`,
   );
   const keysOfUser = sql(
-    `SELECT k.*, u.email FROM api_keys k JOIN users u ON u.id = k.user_id
-     WHERE k.user_id = :user_id ORDER BY k.id`,
+    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+     JOIN users u ON u.id = k.user_id WHERE k.user_id = :user_id ORDER BY k.id`,
   );
   const keyRevoke = sql(
     "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
@@ -320,10 +372,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
      JOIN users u ON u.id = t.user_id
-     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash
-       AND t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0
-       AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)
-       AND t.issued_at >= u.tokens_valid_from`,
+     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash AND ${TOKEN_VALID}`,
   );
   const tokenRevoke = sql(
     "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
@@ -337,12 +386,6 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
     `UPDATE tokens SET revoked_at = :now
      WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
        AND issued_at >= (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)`,
-  );
-  const tokensPurge = sql(
-    `DELETE FROM tokens WHERE expires_at <= :now OR revoked_at IS NOT NULL
-       OR issued_at < (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)
-       OR :now >= (SELECT coalesce(k.expires_at, :now + 1) FROM api_keys k
-                   WHERE k.id = tokens.api_key_id)`,
   );
   // Moves the user's cutoff forward only: an earlier cutoff must never revive tokens.
   const userRaiseCutoff = sql(
@@ -378,13 +421,20 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const totalChanges = sql("SELECT total_changes() AS n");
   const ping = sql("SELECT 1 AS ok");
   const tokensLive = sql(
-    "SELECT count(*) AS n FROM tokens WHERE revoked_at IS NULL AND expires_at > :now",
+    `SELECT count(*) AS n FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE ${TOKEN_LIVE}`,
   );
   const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
   // The janitor's batch: a range of at most :size row ids, so no statement holds the lock long.
+  // A token ended (see TOKEN_ENDED_AT) at or before :cutoff.
   const tokensPurgeRange = sql(
-    `DELETE FROM tokens WHERE id > :after AND id <= :after + :size
-       AND (expires_at <= :cutoff OR revoked_at <= :cutoff)`,
+    `DELETE FROM tokens WHERE id IN (
+       SELECT t.id FROM tokens t
+       JOIN api_keys k ON k.id = t.api_key_id
+       JOIN users u ON u.id = t.user_id
+       WHERE t.id > :after AND t.id <= :after + :size AND ${TOKEN_ENDED_AT} <= :cutoff)`,
   );
   const integrityCheck = sql("PRAGMA integrity_check");
   const foreignKeyCheck = sql("PRAGMA foreign_key_check");
@@ -438,15 +488,12 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const keyHolder = sql(
     `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
      JOIN users u ON u.id = k.user_id
-     WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND u.disabled = 0
-       AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)`,
+     WHERE k.key_hash = :key_hash AND ${KEY_USABLE}`,
   );
   const tokenStatus = sql(
     `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
        min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
-       (t.revoked_at IS NULL AND k.revoked_at IS NULL AND u.disabled = 0
-         AND k.disabled_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > :now)
-         AND t.issued_at >= u.tokens_valid_from) AS live
+       (${TOKEN_VALID}) AS live
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
      JOIN users u ON u.id = t.user_id
@@ -454,7 +501,8 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   );
   const tokenRevokeOfKey = sql(
     `UPDATE tokens SET revoked_at = :now
-     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL`,
+     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL
+     RETURNING id`,
   );
 
   /**
@@ -477,6 +525,18 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
     }
   }
 
+  /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
+  function tokenIdBoundsOf(): { first: number; last: number } | undefined {
+    const row = tokenIdBounds.get() as { first: number | null; last: number | null };
+    return row.first === null ? undefined : { first: row.first, last: row.last! };
+  }
+
+  function purgeRange(afterId: number, size: number, cutoff: number): number {
+    return transaction(() =>
+      Number(tokensPurgeRange.run({ after: afterId, size, cutoff }).changes)
+    );
+  }
+
   /** The cutoff for "everything issued up to now": strictly increasing, see README. */
   function nextCutoff(userId: number, now: number): number {
     const row = userById.get({ id: userId }) as Row | undefined;
@@ -492,13 +552,13 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
     return n;
   }
 
-  function insertSuccessor(
+  function insertApiKey(
     key: {
       userId: number;
       keyHash: Uint8Array;
       prefix: string;
       label: string;
-      expiresAt: number | null;
+      expiresAt?: number | null;
       introspect?: boolean;
     },
     now: number,
@@ -510,7 +570,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
       label: key.label,
       introspect: key.introspect ? 1 : 0,
       now,
-      expires_at: key.expiresAt,
+      expires_at: key.expiresAt ?? null,
     }) as Row);
   }
 
@@ -519,6 +579,11 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
 
     findUserByEmail(email: string): User | undefined {
       const row = userByEmail.get({ email }) as Row | undefined;
+      return row && toUser(row);
+    },
+
+    findUserById(id: number): User | undefined {
+      const row = userById.get({ id }) as Row | undefined;
       return row && toUser(row);
     },
 
@@ -561,27 +626,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
       });
     },
 
-    insertApiKey(
-      key: {
-        userId: number;
-        keyHash: Uint8Array;
-        prefix: string;
-        label: string;
-        expiresAt?: number | null;
-        introspect?: boolean;
-      },
-      now: number,
-    ): ApiKey {
-      return toApiKey(keyInsert.get({
-        key_hash: key.keyHash,
-        prefix: key.prefix,
-        user_id: key.userId,
-        label: key.label,
-        introspect: key.introspect ? 1 : 0,
-        now,
-        expires_at: key.expiresAt ?? null,
-      }) as Row);
-    },
+    insertApiKey,
 
     findApiKeyByHash(keyHash: Uint8Array): ApiKey | undefined {
       const row = keyByHash.get({ key_hash: keyHash }) as Row | undefined;
@@ -595,7 +640,11 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
 
     listApiKeys(userId?: number): ApiKeyListing[] {
       const rows = userId === undefined ? keysAll.all() : keysOfUser.all({ user_id: userId });
-      return (rows as Row[]).map((row) => ({ ...toApiKey(row), email: row.email as string }));
+      return (rows as Row[]).map((row) => ({
+        ...toApiKey(row),
+        email: row.email as string,
+        userDisabled: row.user_disabled === 1,
+      }));
     },
 
     /** Revokes a key and the live tokens issued with it; returns how many tokens. */
@@ -689,9 +738,20 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
       return transaction(() => revokeTokensBefore(userId, cutoff, now));
     },
 
-    /** Deletes expired and revoked token rows; returns how many. */
-    purgeTokens(now: number): number {
-      return Number(tokensPurge.run({ now }).changes);
+    /**
+     * Deletes every token row that has stopped working at `now` (expired,
+     * revoked, ended by its key's expiry or revocation or its user's cutoff),
+     * in windows of `batchRows` row ids, each its own short transaction, so
+     * the write lock is never held long; returns how many.
+     */
+    purgeTokens(now: number, batchRows = PURGE_BATCH_ROWS): number {
+      const bounds = tokenIdBoundsOf();
+      if (bounds === undefined) return 0;
+      let deleted = 0;
+      for (let after = bounds.first - 1; after < bounds.last; after += batchRows) {
+        deleted += purgeRange(after, batchRows, now);
+      }
+      return deleted;
     },
 
     /** The live (not yet forgotten) brute-force counters of up to two subjects. */
@@ -765,11 +825,11 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
      */
     rotateApiKey(
       oldKeyId: number,
-      successor: Parameters<typeof insertSuccessor>[0],
+      successor: Parameters<typeof insertApiKey>[0],
       options: { oldKeyExpiresAt: number; now: number },
     ): ApiKey {
       return transaction(() => {
-        const key = insertSuccessor(successor, options.now);
+        const key = insertApiKey(successor, options.now);
         const { changes } = keySetReplaced.run({
           id: oldKeyId,
           replaced_by: key.id,
@@ -826,27 +886,20 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
       return (totalChanges.get() as { n: number }).n;
     },
 
-    /** Counts tokens that are neither revoked nor expired at `now`. */
+    /** Counts the live tokens at `now`, by the same rule as the secure lookup. */
     countLiveTokens(now: number): number {
       return (tokensLive.get({ now }) as { n: number }).n;
     },
 
     /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
-    findTokenIdBounds(): { first: number; last: number } | undefined {
-      const row = tokenIdBounds.get() as { first: number | null; last: number | null };
-      return row.first === null ? undefined : { first: row.first, last: row.last! };
-    },
+    findTokenIdBounds: tokenIdBoundsOf,
 
     /**
      * Deletes the token rows with ids in `(afterId, afterId + size]` that
-     * expired or were revoked at or before `cutoff`, in one short
-     * transaction; returns how many.
+     * stopped working (expiry, revocation, key expiry or revocation, user
+     * cutoff) at or before `cutoff`, in one short transaction; returns how many.
      */
-    purgeTokenRange(afterId: number, size: number, cutoff: number): number {
-      return transaction(() =>
-        Number(tokensPurgeRange.run({ after: afterId, size, cutoff }).changes)
-      );
-    },
+    purgeTokenRange: purgeRange,
 
     /**
      * Writes a consistent copy of the database to a new file with SQLite's
@@ -914,10 +967,15 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
       };
     },
 
-    /** Revokes the token with this digest if it was issued with this key; whether it did. */
-    revokeTokenOfKey(tokenHash: Uint8Array, apiKeyId: number, now: number): boolean {
-      const result = tokenRevokeOfKey.run({ token_hash: tokenHash, api_key_id: apiKeyId, now });
-      return Number(result.changes) === 1;
+    /**
+     * Revokes the token with this digest if it was issued with this key and
+     * is not revoked yet; returns its id, or `undefined` if nothing changed.
+     */
+    revokeTokenOfKey(tokenHash: Uint8Array, apiKeyId: number, now: number): number | undefined {
+      const row = tokenRevokeOfKey.get({ token_hash: tokenHash, api_key_id: apiKeyId, now }) as
+        | Row
+        | undefined;
+      return row?.id as number | undefined;
     },
 
     close(): void {

@@ -34,9 +34,6 @@ export interface UpstreamOptions {
   hideCredentials?: boolean;
 }
 
-/** Default of `--upstream-timeout`. */
-export const DEFAULT_UPSTREAM_TIMEOUT_SECONDS = 30;
-
 /** Query parameters that carry credentials, removed when hiding credentials. */
 export const CREDENTIAL_PARAMS: ReadonlySet<string> = new Set([
   "api_key",
@@ -142,12 +139,14 @@ export function toUpstreamHeaders(
   }
   for (const [name, value] of toIdentityHeaders(identity)) headers.set(name, value);
   headers.set("x-request-id", context.requestId);
-  const forwardedFor = request.headers.get("x-forwarded-for")?.trim();
+  // Only a trusted proxy's chain is passed on (a client's could name anyone), with the hop
+  // keygate saw appended: the TCP peer, as every proxy does.
+  const forwardedFor = context.forwardedFor;
   headers.set(
     "x-forwarded-for",
-    forwardedFor ? `${forwardedFor}, ${context.clientAddress}` : context.clientAddress,
+    forwardedFor ? `${forwardedFor}, ${context.peerAddress}` : context.peerAddress,
   );
-  headers.set("x-forwarded-proto", context.url.protocol.slice(0, -1));
+  headers.set("x-forwarded-proto", context.scheme);
   headers.set("x-forwarded-host", context.url.host);
   // Deno's fetch decodes bodies in encodings the request accepts, which would leave a false
   // Content-Encoding; with "identity" it decodes nothing and bytes pass as the upstream sent them.
@@ -220,7 +219,7 @@ export function createUpstreamProxy(options: UpstreamOptions, deps: UpstreamDeps
       deps.logger.warn("upstream request failed", {
         request_id: context.requestId,
         upstream: origin,
-        error: timedOut ? "timeout" : describe(error),
+        error: timedOut ? "timeout" : toSafeErrorText(error),
       });
       if (timedOut) {
         throw new HttpError(504, "gateway_timeout", "The upstream service did not answer in time");
@@ -242,8 +241,11 @@ export function createUpstreamProxy(options: UpstreamOptions, deps: UpstreamDeps
   };
 }
 
-/** An error's message with any URL (which may hold a query) left out. */
-function describe(error: unknown): string {
+/**
+ * An error's name and message for the log, with any URL (which may hold a
+ * query with credentials) left out, at most 300 characters.
+ */
+export function toSafeErrorText(error: unknown): string {
   const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   return message.replace(/[a-z][a-z0-9+.-]*:\/\/\S+/gi, "<url>").slice(0, 300);
 }

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
 import { assertError, BASE, createTestApp, issueToken, type TestApp } from "./_helpers.ts";
 
@@ -97,7 +98,7 @@ Deno.test("[e2e] POST /api/userservice/tokens/introspect reads JSON and XML and 
   );
 });
 
-Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for expired, revoked and disabled users' tokens", async () => {
+Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for expired and revoked tokens, revoked keys' and disabled users' tokens", async () => {
   const { app, userId, apiKey, token, resourceKey } = await setup(60);
   using _ = app;
   app.clock.advance(60_000);
@@ -117,6 +118,16 @@ Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for e
   assert.equal((await (await introspect(app, resourceKey, `token=${third}`)).json()).active, true);
   app.store.revokeApiKey(app.store.listApiKeys(userId)[0].id, app.clock.now());
   await assertInactive(await introspect(app, resourceKey, `token=${third}`));
+
+  // A disabled user's token: only the flag is set (no cutoff), so the rule itself is tested.
+  const otherKey = app.createKey(userId);
+  const fourth = await issueToken(app.handler, "alice@example.org", "pw", otherKey);
+  assert.equal((await (await introspect(app, resourceKey, `token=${fourth}`)).json()).active, true);
+  const raw = new DatabaseSync(app.dbPath);
+  raw.exec(`UPDATE users SET disabled = 1 WHERE id = ${userId}`);
+  raw.close();
+  await assertInactive(await introspect(app, resourceKey, `token=${fourth}`));
+  assert.equal(app.store.findApiKeyById(app.store.listApiKeys(userId)[1].id)!.revokedAt, null);
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for foreign and malformed tokens", async () => {

@@ -167,3 +167,58 @@ Deno.test("recordKeyUsage() adds counts and never moves the last use back in tim
     db.cleanup();
   }
 });
+
+Deno.test("[e2e] forward-auth and non-secure requests note key use too (the gate records it)", async () => {
+  using app = createTestApp({ trackKeyUsage: true });
+  const userId = await app.addUser("a@b.org", "pw");
+  const verifyKey = app.createKey(userId); // used only through nginx auth_request
+  const publicKey = app.createKey(userId); // used only on a non-secure path (404 after the gate)
+  const idle = app.createKey(userId);
+  app.clock.advance(31 * DAY);
+
+  const verified = await app.handler(
+    new Request(BASE + "/api/userservice/verify", {
+      headers: { "x-original-uri": `/api/public/items?api_key=${verifyKey}` },
+    }),
+    { remoteAddr: { hostname: "192.0.2.7" } },
+  );
+  assert.equal(verified.status, 200);
+  assert.equal(verified.headers.get("x-keygate-key-id"), "1");
+  const other = await app.handler(
+    new Request(BASE + `/api/public/items?api_key=${publicKey}`),
+    { remoteAddr: { hostname: "192.0.2.8" } },
+  );
+  assert.equal(other.status, 404);
+  const denied = await app.handler(
+    new Request(BASE + "/api/userservice/verify", {
+      headers: { "x-original-uri": `/api/public/items?api_key=${idle}x` },
+    }),
+  );
+  assert.equal(denied.status, 401);
+
+  assert.equal(app.keyUsage!.flush(), 2);
+  const [first, second, third] = app.store.listApiKeys(userId);
+  assert.deepEqual([first.useCount, first.lastUsedFrom], [1, "192.0.2.7"]);
+  assert.deepEqual([second.useCount, second.lastUsedFrom], [1, "192.0.2.8"]);
+  assert.deepEqual([third.useCount, third.lastUsedAt], [0, null]);
+  assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), [3]);
+});
+
+Deno.test("[e2e] key list shows a disabled user's keys as user_disabled, and active again once enabled", async () => {
+  using app = createTestApp();
+  const userId = await app.addUser("a@b.org", "pw");
+  app.createKey(userId);
+  app.createKey(userId);
+  app.store.setApiKeyDisabled(2, true, app.clock.now());
+  const bob = await app.addUser("bob@b.org", "pw");
+  app.createKey(bob);
+  app.store.setUserDisabled(userId, true, app.clock.now());
+  const status = async () => (await listKeys(app)).map((k) => [k.id, k.status]);
+  assert.deepEqual(await status(), [[1, "user_disabled"], [2, "disabled"], [3, "active"]]);
+  assert.deepEqual((await listKeys(app, "a@b.org")).map((k) => k.status), [
+    "user_disabled",
+    "disabled",
+  ]);
+  app.store.setUserDisabled(userId, false, app.clock.now());
+  assert.deepEqual(await status(), [[1, "active"], [2, "disabled"], [3, "active"]]);
+});

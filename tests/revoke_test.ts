@@ -51,11 +51,24 @@ Deno.test("[e2e] POST /api/userservice/tokens/revoke revokes the token at once",
   assert.equal((await secureGet(app.handler, CURRENT, apiKey, other)).status, 200);
   assert.deepEqual(revokedAt(app.dbPath), [app.clock.now(), null]);
   assert.ok(app.logLines.some((line) => JSON.parse(line).event === "token_revoked"));
-  // Again: still 200, nothing changes.
-  assert.equal(
-    (await revoke(app, apiKey, JSON.stringify({ token }), "application/json")).status,
-    200,
+  const audit = app.store.listAudit().filter((entry) => entry.action === "token.revoked");
+  assert.deepEqual(
+    audit.map(({ at, actor, subject, detail }) => ({ at, actor, subject, detail })),
+    [{
+      at: app.clock.now(),
+      actor: "api_key:1",
+      subject: "token:1",
+      detail: { user: "alice@example.org", client: "unknown" },
+    }],
   );
+  // Again, later: still 200, nothing changes (the first revocation time stays, no new audit row).
+  const revokedFirst = app.clock.now();
+  app.clock.advance(5000);
+  const again = await revoke(app, apiKey, JSON.stringify({ token }), "application/json");
+  assert.equal(again.status, 200);
+  assert.equal(await again.text(), "");
+  assert.deepEqual(revokedAt(app.dbPath), [revokedFirst, null]);
+  assert.equal(app.store.listAudit().filter((e) => e.action === "token.revoked").length, 1);
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens/revoke answers 200 for unknown tokens and leaves other keys' tokens alone", async () => {

@@ -325,10 +325,11 @@ Deno.test("store.findTokenStatus() and revokeTokenOfKey() see tokens in every st
     });
     assert.equal(store.findTokenStatus(hashSecret("t2"), 2000), undefined);
     // Only the key it was issued with can revoke it, and only once.
-    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), other.id, 2000), false);
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), other.id, 2000), undefined);
     assert.equal(store.findTokenStatus(hashSecret("t1"), 2000)!.live, true);
-    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), true);
-    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), false);
+    const tokenId = store.findTokenStatus(hashSecret("t1"), 2000)!.tokenId;
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), tokenId);
+    assert.equal(store.revokeTokenOfKey(hashSecret("t1"), key.id, 2000), undefined);
     assert.equal(store.findTokenStatus(hashSecret("t1"), 2000)!.live, false);
   } finally {
     store.close();
@@ -379,5 +380,32 @@ Deno.test("findKeyHolder() and findTokenStatus() apply key expiry, disabling and
   } finally {
     store.close();
     db.cleanup();
+  }
+});
+
+Deno.test("findUserById() finds a user by id, or undefined", () => {
+  const db = tempDbPath();
+  const { store, user } = seed(db.path);
+  try {
+    assert.deepEqual(store.findUserById(user.id), user);
+    assert.equal(store.findUserById(user.id + 1), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("migrate() needs versions 1..n in order and refuses a database from a newer keygate", () => {
+  const db = new DatabaseSync(":memory:");
+  try {
+    assert.deepEqual(MIGRATIONS.map((m) => m.version), MIGRATIONS.map((_, i) => i + 1));
+    assert.throws(
+      () => migrate(db, [{ version: 2, name: "gap", sql: "" }]),
+      /Migration gap is numbered 2, not 1/,
+    );
+    db.exec(`PRAGMA user_version = ${MIGRATIONS.length + 1}`);
+    assert.throws(() => migrate(db, MIGRATIONS), /newer than this keygate knows/);
+  } finally {
+    db.close();
   }
 });

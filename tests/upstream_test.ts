@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
 import type { UpstreamOptions } from "../src/upstream.ts";
-import { toUpstreamPath, toUpstreamQuery } from "../src/upstream.ts";
+import { toSafeErrorText, toUpstreamPath, toUpstreamQuery } from "../src/upstream.ts";
 import {
   assertError,
   BASE,
   createTestApp,
   issueToken,
+  jsonAuthRequest,
   startTlsServer,
   type TestApp,
   testCertificate,
@@ -62,6 +63,15 @@ Deno.test("toUpstreamPath() sends the canonical path, re-encoded so it decodes t
   assert.equal(toUpstreamPath("/api/%C3%A9t%C3%A9/x/%2e%2E/y"), "/api/%C3%A9t%C3%A9/y");
   assert.equal(toUpstreamPath("/"), "/");
   assert.throws(() => toUpstreamPath("/api/a%2Fb"), /invalid_path|encoded separator/);
+});
+
+Deno.test("toSafeErrorText() leaves URLs (and the credentials in their query) out of the log", () => {
+  const error = new TypeError(
+    "error sending request for url (http://127.0.0.1:9/x?api_key=SECRETKEY&api_token=SECRETTOKEN)",
+  );
+  assert.equal(toSafeErrorText(error), "TypeError: error sending request for url (<url>");
+  assert.equal(toSafeErrorText("HTTPS://h/a?b=c and more"), "<url> and more");
+  assert.equal(toSafeErrorText(new Error("x".repeat(400))).length, 300);
 });
 
 Deno.test("toUpstreamQuery() drops credential parameters in any spelling and keeps the rest as sent", () => {
@@ -130,7 +140,8 @@ Deno.test("[e2e] --upstream forwards a secure request without credentials, with 
     assert.equal(headers.get("x-keygate-key-id"), String(keyId));
     assert.equal(headers.get("x-keygate-anything"), null);
     assert.equal(headers.get("x-request-id"), response.headers.get("x-request-id"));
-    assert.equal(headers.get("x-forwarded-for"), "10.0.0.1, 203.0.113.9");
+    // Outside proxy mode a client-sent chain is replaced: only the TCP peer is known.
+    assert.equal(headers.get("x-forwarded-for"), "203.0.113.9");
     assert.equal(headers.get("x-forwarded-proto"), "https");
     assert.equal(headers.get("x-forwarded-host"), "keygate.test");
     assert.equal(headers.get("x-client-hop"), null);
@@ -283,7 +294,8 @@ Deno.test("[e2e] --upstream streams the request and the response without bufferi
 Deno.test("[e2e] --upstream answers 502 bad_gateway in the caller's format when the upstream is down", async () => {
   const down = startUpstream();
   await down.close();
-  const { app, apiKey, token } = await setup({ url: down.url });
+  // Credentials are passed on, so the failed fetch's URL holds them: the log must scrub it.
+  const { app, apiKey, token } = await setup({ url: down.url, hideCredentials: false });
   try {
     const path = `/api/secure/x?api_key=${apiKey}&api_token=${token}`;
     const json = await app.handler(
@@ -298,6 +310,7 @@ Deno.test("[e2e] --upstream answers 502 bad_gateway in the caller's format when 
     const failure = logged.find((line) => line.msg === "upstream request failed");
     assert.ok(failure);
     assert.ok(!JSON.stringify(logged).includes(token), "the token is logged");
+    assert.ok(!JSON.stringify(logged).includes(apiKey), "the API key is logged");
   } finally {
     app.close();
   }
@@ -399,6 +412,52 @@ Deno.test("[server] --upstream refuses TRACE with 405 and forwards nothing", asy
     assert.match(text, /^HTTP\/1.1 405/);
     assert.match(text, /<error_code>method_not_allowed<\/error_code>/);
     assert.equal(upstream.seen.length, 0);
+  } finally {
+    app.close();
+    await upstream.close();
+  }
+});
+
+Deno.test("[e2e] --upstream behind a trusted proxy passes the proxy's chain, the proxy hop and https on", async () => {
+  const upstream = startUpstream();
+  const app = createTestApp({
+    upstream: { url: upstream.url, timeoutMs: 5000 },
+    proxy: { trustedProxies: ["10.0.0.0/8"] },
+  });
+  try {
+    const userId = await app.addUser("alice@example.org", "pw");
+    const apiKey = app.createKey(userId);
+    const proxyInfo = { remoteAddr: { hostname: "10.0.0.2" } };
+    // Proxy mode listens on plain HTTP: the URL keygate sees is http://.
+    const login = await app.handler(
+      new Request("http://keygate.test/api/userservice/tokens", {
+        method: "POST",
+        body: jsonAuthRequest("alice@example.org", "pw"),
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json",
+          "x-api-key": apiKey,
+          "x-forwarded-proto": "https",
+          "x-forwarded-for": "203.0.113.9",
+        },
+      }),
+      proxyInfo,
+    );
+    assert.equal(login.status, 200);
+    const token = (await login.json()).auth_response.access_token;
+    const response = await app.handler(
+      new Request(`http://keygate.test/api/secure/items?api_key=${apiKey}&api_token=${token}`, {
+        headers: { "x-forwarded-proto": "https", "x-forwarded-for": "203.0.113.9" },
+      }),
+      proxyInfo,
+    );
+    assert.equal(response.status, 200);
+    assert.equal(await response.text(), "ok");
+    assert.equal(upstream.seen.length, 1);
+    const headers = upstream.seen[0].headers;
+    assert.equal(headers.get("x-forwarded-proto"), "https");
+    assert.equal(headers.get("x-forwarded-for"), "203.0.113.9, 10.0.0.2");
+    assert.equal(headers.get("x-keygate-user"), String(userId));
   } finally {
     app.close();
     await upstream.close();
