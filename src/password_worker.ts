@@ -23,8 +23,35 @@ interface WorkerScope {
   postMessage(message: PasswordResult): void;
 }
 
+/** The nice value password workers give their own thread: the secure path's thread comes first. */
+export const WORKER_NICE = 19;
+
+/**
+ * Lowers this thread's scheduling priority on Linux (glibc `setpriority` on
+ * the thread id), so that on a busy core the main thread, which serves secure
+ * requests, runs first and logins take what is left. Best effort: on other
+ * systems, without `--allow-ffi` or without glibc, the worker runs at normal
+ * priority and everything else still works.
+ */
+function lowerPriority(): boolean {
+  if (Deno.build.os !== "linux") return false;
+  try {
+    const libc = Deno.dlopen("libc.so.6", {
+      setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
+      gettid: { parameters: [], result: "i32" },
+    });
+    const PRIO_PROCESS = 0; // with a thread id, Linux applies it to that thread only
+    const ok = libc.symbols.setpriority(PRIO_PROCESS, libc.symbols.gettid(), WORKER_NICE) === 0;
+    libc.close();
+    return ok;
+  } catch {
+    return false;
+  }
+}
+
 // Only when run as a worker (a module importing the types above must not install a handler).
 if (typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope !== "undefined") {
+  lowerPriority();
   const scope = globalThis as unknown as WorkerScope;
   scope.onmessage = (event) => {
     const job = event.data;

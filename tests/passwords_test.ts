@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../src/errors.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
+import { WORKER_NICE } from "../src/password_worker.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
   const hasher = createPasswordHasher({ workers: 1 });
@@ -76,4 +77,24 @@ Deno.test("close() rejects pending and later calls", async () => {
   hasher.close();
   await assert.rejects(pending, /closed/);
   await assert.rejects(hasher.hash("y"), /closed/);
+});
+
+Deno.test({
+  name: "password workers run at a lower scheduling priority than the main thread (Linux)",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    const hasher = createPasswordHasher({ workers: 1 });
+    try {
+      await hasher.hash("x");
+      const nices = [...Deno.readDirSync("/proc/self/task")].map((task) => {
+        const stat = Deno.readTextFileSync(`/proc/self/task/${task.name}/stat`);
+        // Fields after the parenthesised name: state is field 3, nice is field 19.
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+      });
+      assert.ok(nices.includes(WORKER_NICE), `thread nice values: ${nices.join(", ")}`);
+      assert.ok(nices.includes(0), "the main thread keeps normal priority");
+    } finally {
+      hasher.close();
+    }
+  },
 });

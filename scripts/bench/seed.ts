@@ -18,14 +18,22 @@ export interface SeedEntry {
 /** The password of every seeded user. */
 export const BENCH_PASSWORD = "bench password";
 
+/** What {@link seedDatabase} made: sampled secure-request credentials and login-only users. */
+export interface Seeded {
+  sample: SeedEntry[];
+  /** Users with a key and no tokens, for issuance runs (their logins revoke no sampled token). */
+  issuers: SeedEntry[];
+}
+
 /**
  * Creates `tokens` live tokens (valid for a day) in a new database at `path`
- * and returns `sample` of them, spread across users.
+ * and returns `sample` of them, spread across users, plus `issuers` users
+ * with a key and no token.
  */
 export function seedDatabase(
   path: string,
-  options: { tokens: number; sample: number; passwordHash: string },
-): SeedEntry[] {
+  options: { tokens: number; sample: number; issuers?: number; passwordHash: string },
+): Seeded {
   const store = openStore(path);
   const now = Date.now();
   const users = Math.ceil(options.tokens / MAX_LIVE_TOKENS);
@@ -68,8 +76,24 @@ export function seedDatabase(
         }
       });
     }
+    const issuers: SeedEntry[] = [];
+    store.transaction(() => {
+      for (let i = 0; i < (options.issuers ?? 100); i++) {
+        const email = `issuer${i}@example.org`;
+        const user = store.insertUser(
+          { email, passwordHash: options.passwordHash, tokenTimeoutSeconds: null },
+          now,
+        );
+        const apiKey = generateApiKey();
+        store.insertApiKey(
+          { userId: user.id, keyHash: hashSecret(apiKey), prefix: toKeyPrefix(apiKey), label: "" },
+          now,
+        );
+        issuers.push({ apiKey, token: "-", email });
+      }
+    });
+    return { sample, issuers };
   } finally {
     store.close();
   }
-  return sample;
 }
