@@ -232,6 +232,18 @@ function toApiKey(row: Row): ApiKey {
   };
 }
 
+/** The facts of a token row joined with its user, as both token lookups return them. */
+function toTokenFacts(row: Row): Omit<TokenStatus, "live"> {
+  return {
+    tokenId: row.token_id as number,
+    userId: row.user_id as number,
+    email: row.email as string,
+    apiKeyId: row.api_key_id as number,
+    issuedAt: row.issued_at as number,
+    expiresAt: row.expires_at as number,
+  };
+}
+
 /**
  * Opens (creating if needed) the database at `path`, applies pragmas and
  * pending migrations, and returns the store.
@@ -699,15 +711,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
         | Row
         | undefined;
       if (!row) return undefined;
-      return {
-        tokenId: row.token_id as number,
-        userId: row.user_id as number,
-        email: row.email as string,
-        apiKeyId: row.api_key_id as number,
-        issuedAt: row.issued_at as number,
-        expiresAt: row.expires_at as number,
-        keyExpiresAt: row.key_expires_at as number | null,
-      };
+      return { ...toTokenFacts(row), keyExpiresAt: row.key_expires_at as number | null };
     },
 
     /**
@@ -962,15 +966,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
     findTokenStatus(tokenHash: Uint8Array, now: number): TokenStatus | undefined {
       const row = tokenStatus.get({ token_hash: tokenHash, now }) as Row | undefined;
       if (!row) return undefined;
-      return {
-        tokenId: row.token_id as number,
-        userId: row.user_id as number,
-        email: row.email as string,
-        apiKeyId: row.api_key_id as number,
-        issuedAt: row.issued_at as number,
-        expiresAt: row.expires_at as number,
-        live: row.live === 1,
-      };
+      return { ...toTokenFacts(row), live: row.live === 1 };
     },
 
     /**

@@ -5,6 +5,7 @@
  * while a writer holds the lock, and recovers without a restart.
  */
 import assert from "node:assert/strict";
+import { startServerProcess } from "./_server.ts";
 import { DatabaseSync } from "node:sqlite";
 import { createHandler, type Handler } from "../src/app.ts";
 import { generateApiKey, hashSecret } from "../src/credentials.ts";
@@ -232,45 +233,6 @@ Deno.test("[e2e] a full database gives 503, and every token answered with 200 wa
   }
 });
 
-/** Starts main.ts on port 0; resolves once it listens. */
-async function startServer(dbPath: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-net",
-      "--allow-read",
-      "--allow-write",
-      "--allow-env",
-      "--allow-ffi",
-      "--allow-sys",
-      "main.ts",
-      "--port",
-      "0",
-      "--hostname",
-      "127.0.0.1",
-      "--db",
-      dbPath,
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (true) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`server exited: ${text}`);
-    text += value;
-    const port = /listening on https:\/\/[^:]+:(\d+)\//.exec(text)?.[1];
-    if (port) {
-      // Keep draining the request log, so that the server never blocks on a full pipe.
-      (async () => {
-        while (!(await reader.read()).done);
-      })().catch(() => {});
-      return { child, origin: `https://127.0.0.1:${port}` };
-    }
-  }
-}
-
 Deno.test("[server] kill -9 while issuing tokens loses no token whose 200 was sent", async () => {
   const db = tempDbPath();
   try {
@@ -287,7 +249,7 @@ Deno.test("[server] kill -9 while issuing tokens loses no token whose 200 was se
     );
     seed.close();
 
-    let server = await startServer(db.path);
+    let server = await startServerProcess(db.path);
     const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
     const client = Deno.createHttpClient({ caCerts: [cert] });
     const issued: string[] = [];
@@ -319,7 +281,7 @@ Deno.test("[server] kill -9 while issuing tokens loses no token whose 200 was se
     await server.child.status;
     await Promise.all(callers);
 
-    server = await startServer(db.path);
+    server = await startServerProcess(db.path);
     try {
       for (const token of issued) {
         const response = await fetch(
@@ -330,8 +292,7 @@ Deno.test("[server] kill -9 while issuing tokens loses no token whose 200 was se
         await response.body?.cancel();
       }
     } finally {
-      server.child.kill("SIGTERM");
-      await server.child.status;
+      await server.stop();
       client.close();
     }
   } finally {

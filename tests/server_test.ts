@@ -3,74 +3,11 @@
  * a restart, graceful SIGTERM, and no plain secrets in the database file.
  */
 import assert from "node:assert/strict";
+import { startServerProcess } from "./_server.ts";
 import { main as admin } from "../scripts/admin.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
 import { openStore } from "../src/store.ts";
 import { tempDbPath } from "./_helpers.ts";
-
-interface RunningServer {
-  origin: string;
-  child: Deno.ChildProcess;
-  lines: string[];
-  stop(): Promise<Deno.CommandStatus>;
-}
-
-async function startServer(dbPath: string, extraArgs: string[] = []): Promise<RunningServer> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-net",
-      "--allow-read",
-      "--allow-write",
-      "--allow-env",
-      "--allow-ffi",
-      "--allow-sys",
-      "main.ts",
-      "--port",
-      "0",
-      "--hostname",
-      "127.0.0.1",
-      "--db",
-      dbPath,
-      ...extraArgs,
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const lines: string[] = [];
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = "";
-  let origin: string | undefined;
-  while (origin === undefined) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`server exited before listening: ${lines.join("\n")}`);
-    buffered += value;
-    const parts = buffered.split("\n");
-    buffered = parts.pop()!;
-    for (const line of parts) {
-      lines.push(line);
-      origin ??= /keygate listening on (https:\/\/[^/]+)\//.exec(line)?.[1];
-    }
-  }
-  const drained = (async () => {
-    while (true) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      lines.push(...value.split("\n").filter(Boolean));
-    }
-  })();
-  return {
-    origin: origin.replace("localhost", "127.0.0.1"),
-    child,
-    lines,
-    async stop() {
-      child.kill("SIGTERM");
-      const status = await child.status;
-      await drained;
-      return status;
-    },
-  };
-}
 
 const hasher = createPasswordHasher();
 
@@ -90,7 +27,7 @@ async function runAdmin(dbPath: string, args: string[]): Promise<string> {
 Deno.test("[server] serves HTTPS with a self-signed certificate, survives a restart, stops on SIGTERM", async () => {
   const db = tempDbPath();
   try {
-    let server = await startServer(db.path);
+    let server = await startServerProcess(db.path);
     assert.ok(server.lines.some((line) => line.includes("self-signed certificate")));
     const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
     const client = Deno.createHttpClient({ caCerts: [cert] });
@@ -141,7 +78,7 @@ Deno.test("[server] serves HTTPS with a self-signed certificate, survives a rest
     assert.equal(status.code, 0);
     assert.ok(server.lines.some((line) => line.includes('"msg":"stopped"')));
 
-    server = await startServer(db.path);
+    server = await startServerProcess(db.path);
     assert.equal(
       await Deno.readTextFile(`${db.dir}/keygate-cert.pem`),
       cert,
@@ -210,7 +147,7 @@ Deno.test("[server] --help lists every option", async () => {
 Deno.test("[server] writes the keys' last use to the database when it stops", async () => {
   const db = tempDbPath();
   try {
-    const server = await startServer(db.path);
+    const server = await startServerProcess(db.path);
     const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
     const client = Deno.createHttpClient({ caCerts: [cert] });
     await runAdmin(db.path, ["user", "add", "ops@example.org"]);
@@ -262,7 +199,7 @@ Deno.test("[server] --upstream: the real process forwards an authenticated reque
   try {
     await runAdmin(db.path, ["user", "add", "ops@example.org"]);
     const apiKey = await runAdmin(db.path, ["key", "create", "ops@example.org"]);
-    const server = await startServer(db.path, [
+    const server = await startServerProcess(db.path, [
       "--upstream",
       `http://127.0.0.1:${backend.addr.port}`,
       "--upstream-timeout",
