@@ -53,3 +53,56 @@ export async function writeCertificate(dir: string) {
   Deno.writeTextFileSync(`${dir}/proxy-key.pem`, key, { mode: 0o600 });
   return { cert, certFile: `${dir}/proxy-cert.pem`, keyFile: `${dir}/proxy-key.pem` };
 }
+
+/**
+ * Through the proxy at `origin`: gets a token (sending a forged
+ * `X-Forwarded-For` and any `extraHeaders`), makes a secure request with it,
+ * and checks that a body over the proxy's own limit gets 413. Returns the
+ * secure response for further checks.
+ */
+export async function exerciseThroughProxy(
+  origin: string,
+  client: Deno.HttpClient,
+  login: { email: string; password: string; apiKey: string; extraHeaders?: HeadersInit },
+): Promise<Response> {
+  const issued = await fetch(`${origin}/api/userservice/tokens`, {
+    client,
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json",
+      // A client trying to pose as another address.
+      "x-forwarded-for": "198.51.100.66",
+      ...Object.fromEntries(new Headers(login.extraHeaders)),
+    },
+    body: JSON.stringify({
+      auth_request: {
+        user: { email: login.email, password: login.password },
+        api_key: login.apiKey,
+      },
+    }),
+  });
+  assert.equal(issued.status, 200);
+  assert.equal(issued.headers.get("content-type"), "application/json; charset=utf-8");
+  const token = (await issued.json()).auth_response.access_token;
+  assert.match(token, /^[a-z0-9]{40}$/);
+
+  const current = await fetch(
+    `${origin}/api/secure/userservice/tokens/current?api_key=${login.apiKey}&api_token=${token}`,
+    { client },
+  );
+  assert.equal(current.status, 200);
+  const text = await current.text();
+  assert.match(text, new RegExp(`<email>${login.email}</email>`));
+
+  // A body over the proxy's outer limit never reaches keygate.
+  const huge = await fetch(`${origin}/api/userservice/tokens`, {
+    client,
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "x".repeat(100_000),
+  });
+  assert.equal(huge.status, 413);
+  await huge.body?.cancel();
+  return new Response(text, { status: current.status, headers: current.headers });
+}
