@@ -106,13 +106,12 @@ export function createGate(deps: GateDeps) {
   function authenticateKey(request: Request, target: GateTarget): KeyHolder {
     const keyText = findRequestApiKey(request, target.url);
     const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
-    const holder = apiKey === undefined
-      ? undefined
-      : store.findKeyHolder(hashSecret(apiKey), clock.now());
+    const now = clock.now();
+    const holder = apiKey === undefined ? undefined : store.findKeyHolder(hashSecret(apiKey), now);
     if (holder === undefined) {
       throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
     }
-    keyUsage?.record(holder.apiKeyId, target.clientAddress);
+    keyUsage?.record(holder.apiKeyId, target.clientAddress, now);
     return holder;
   }
 
@@ -141,7 +140,7 @@ export function createGate(deps: GateDeps) {
       throw deny("token_expired", "Access token expired: request a new one");
     }
     metrics?.secureRequest("allowed", "ok");
-    keyUsage?.record(grant.apiKeyId, target.clientAddress);
+    keyUsage?.record(grant.apiKeyId, target.clientAddress, now);
     return grant;
   }
 

@@ -24,8 +24,11 @@ export interface KeyUsageRecorderDeps {
 
 /** Accumulates key uses and writes them in batches. */
 export interface KeyUsageRecorder {
-  /** Notes one successful use of a key; in memory only. */
-  record(apiKeyId: number, clientAddress: string): void;
+  /**
+   * Notes one successful use of a key at `at` (default: the clock's now); in
+   * memory only, with no allocation once the key is pending.
+   */
+  record(apiKeyId: number, clientAddress: string, at?: number): void;
   /** Writes what has accumulated in one transaction; returns how many keys. Throws on failure, keeping the uses for the next flush. */
   flush(): number;
   /** Number of keys with uses not yet written. */
@@ -85,8 +88,17 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
   }
 
   return {
-    record(apiKeyId, clientAddress) {
-      merge({ apiKeyId, lastUsedAt: clock.now(), lastUsedFrom: clientAddress, count: 1 });
+    record(apiKeyId, clientAddress, at = clock.now()) {
+      const current = pending.get(apiKeyId);
+      if (current === undefined) {
+        pending.set(apiKeyId, { apiKeyId, lastUsedAt: at, lastUsedFrom: clientAddress, count: 1 });
+        return;
+      }
+      current.count++;
+      if (at >= current.lastUsedAt) {
+        current.lastUsedAt = at;
+        current.lastUsedFrom = clientAddress;
+      }
     },
     flush: () => flush(),
     pending: () => pending.size,

@@ -3,7 +3,7 @@ import { main } from "../scripts/admin.ts";
 import { hashSecret } from "../src/credentials.ts";
 import { createKeyUsageRecorder } from "../src/key_usage.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store } from "../src/store.ts";
+import { type KeyUsage, openStore, type Store } from "../src/store.ts";
 import {
   BASE,
   createCapturingLogger,
@@ -221,4 +221,24 @@ Deno.test("[e2e] key list shows a disabled user's keys as user_disabled, and act
   ]);
   app.store.setUserDisabled(userId, false, app.clock.now());
   assert.deepEqual(await status(), [[1, "active"], [2, "disabled"], [3, "active"]]);
+});
+
+Deno.test("record() counts every use and keeps the latest time and address, out of order too", () => {
+  const written: KeyUsage[][] = [];
+  const recorder = createKeyUsageRecorder({
+    store: { recordKeyUsage: (usages) => void written.push(usages.map((u) => ({ ...u }))) },
+    clock: createFakeClock(),
+    logger: createCapturingLogger().logger,
+  });
+  recorder.record(7, "192.0.2.1", 1000);
+  recorder.record(7, "192.0.2.2", 3000);
+  recorder.record(7, "192.0.2.3", 2000); // arrives late: counted, but not the last use
+  recorder.record(8, "192.0.2.9", 1500);
+  assert.equal(recorder.pending(), 2);
+  assert.equal(recorder.flush(), 2);
+  assert.deepEqual(written, [[
+    { apiKeyId: 7, lastUsedAt: 3000, lastUsedFrom: "192.0.2.2", count: 3 },
+    { apiKeyId: 8, lastUsedAt: 1500, lastUsedFrom: "192.0.2.9", count: 1 },
+  ]]);
+  assert.equal(recorder.pending(), 0);
 });
