@@ -37,6 +37,16 @@ export interface PasswordHasherOptions {
   queue?: number;
 }
 
+/**
+ * The hash an unknown or disabled user's password is checked against: the
+ * same parameters as every stored hash, so the work and time are the same.
+ * Its password was a random UUID, thrown away. A constant rather than one
+ * computed at run time, so that no first request pays for two hashes and no
+ * failure to compute it can make unknown users answer differently.
+ */
+export const DUMMY_HASH =
+  "$argon2id$v=19$m=19456,t=2,p=1$47iKqj5igRPIMrmMU08BMQ$wFT8wI07lOOVP0kKm/iAVOH+aqyrMANeHAyEdwYKjDo";
+
 /** Seconds a caller is told to wait when hashing is saturated. */
 export const BUSY_RETRY_AFTER_SECONDS = 1;
 
@@ -67,7 +77,6 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
   const waiting: Job[] = [];
   let nextId = 1;
   let closed = false;
-  let dummyHash: Promise<string> | undefined;
 
   function spawn(): PoolWorker {
     const member: PoolWorker = {
@@ -134,8 +143,7 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
         return await run({ op: "verify", passwordHash, password }) as boolean;
       }
       // The same work as for a real user: verify against a hash of a random secret.
-      dummyHash ??= run({ op: "hash", password: crypto.randomUUID() }) as Promise<string>;
-      await run({ op: "verify", passwordHash: await dummyHash, password });
+      await run({ op: "verify", passwordHash: DUMMY_HASH, password });
       return false;
     },
     close() {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../src/errors.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
+import { createPasswordHasher, DUMMY_HASH } from "../src/passwords.ts";
 import { WORKER_NICE } from "../src/password_worker.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
@@ -107,3 +107,26 @@ async function hasPs(): Promise<boolean> {
     return false;
   }
 }
+
+Deno.test("the dummy hash has the same argon2id parameters as every stored hash", async () => {
+  const hasher = createPasswordHasher({ workers: 1 });
+  try {
+    const stored = await hasher.hash("x");
+    const parameters = (hash: string) => hash.split("$").slice(1, 4).join("$");
+    assert.equal(parameters(DUMMY_HASH), parameters(stored));
+  } finally {
+    hasher.close();
+  }
+});
+
+Deno.test("verify() for an unknown user keeps answering false after a refusal for a full queue", async () => {
+  const hasher = createPasswordHasher({ workers: 1, queue: 0 });
+  try {
+    const busy = hasher.hash("busy");
+    await assert.rejects(hasher.verify(undefined, "x"), (error: HttpError) => error.status === 503);
+    await busy;
+    assert.equal(await hasher.verify(undefined, "x"), false);
+  } finally {
+    hasher.close();
+  }
+});
