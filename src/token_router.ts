@@ -144,6 +144,10 @@ export function createTokenRouter(deps: AppDeps) {
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
     );
+    // Again after the slow check: requests that were in flight together all passed the
+    // first check, and the failures of those that finished first may have blocked this
+    // one meanwhile. A blocked request gets the same 429, right password or wrong.
+    throttle.check(subjects);
     const failure = findCredentialFailure(user, key, verified, clock.now());
     if (failure !== undefined || !user || !key) {
       // One transaction per failure, after an argon2 verification that costs far more:

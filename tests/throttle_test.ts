@@ -391,3 +391,41 @@ Deno.test("[e2e] POST /api/userservice/tokens in proxy mode throttles the forwar
     CLIENT_THROTTLE.threshold,
   );
 });
+
+Deno.test("[e2e] a login in flight when parallel failures block the account gets 429 and no token", async () => {
+  const real = createPasswordHasher({ workers: 1 });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => release = resolve);
+  let entered!: () => void;
+  const holding = new Promise<void>((resolve) => entered = resolve);
+  // The right password's check waits until the wrong ones have been counted.
+  const hasher = {
+    hash: (password: string) => real.hash(password),
+    async verify(hash: string | undefined, password: string) {
+      if (password === PASSWORD) {
+        entered();
+        await held;
+      }
+      return await real.verify(hash, password);
+    },
+    close: () => real.close(),
+  };
+  const app = createTestApp({ hasher });
+  try {
+    const userId = await app.addUser("alice@example.org", PASSWORD);
+    const apiKey = app.createKey(userId);
+    const right = login(app.handler, jsonAuthRequest("alice@example.org", PASSWORD, apiKey));
+    await holding;
+    for (let i = 0; i < ACCOUNT_THROTTLE.threshold; i++) {
+      const wrong = await login(app.handler, jsonAuthRequest("alice@example.org", "wrong", apiKey));
+      await wrong.body?.cancel();
+    }
+    release();
+    const response = await right;
+    await assertError(response, 429, "too_many_attempts", "json");
+    assert.equal(app.store.countRows("tokens"), 0);
+  } finally {
+    app.close();
+    real.close();
+  }
+});
