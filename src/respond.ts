@@ -31,6 +31,8 @@ const XML_ESCAPES: Readonly<Record<string, string>> = {
   "'": "&apos;",
 };
 const XML_SPECIAL = /[&<>"']/g;
+/** Characters XML 1.0 cannot carry at all (control characters, U+FFFE/U+FFFF, lone surrogates). */
+const NOT_XML_CHAR = /[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu;
 
 /**
  * `<name>value</name>`: an array repeats the element, an object nests its
@@ -45,7 +47,10 @@ function toXmlElement(name: string, value: DocumentValue): string {
     for (const key in value) inner += toXmlElement(key, value[key]);
     return `<${name}>${inner}</${name}>`;
   }
-  const text = String(value).replace(XML_SPECIAL, (c) => XML_ESCAPES[c]);
+  const text = String(value).replace(NOT_XML_CHAR, "\uFFFD").replace(
+    XML_SPECIAL,
+    (c) => XML_ESCAPES[c],
+  );
   return `<${name}>${text}</${name}>`;
 }
 

@@ -46,3 +46,15 @@ Deno.test("toResponse() sets the exact content type", async () => {
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><x><a>1</a></x>',
   );
 });
+
+Deno.test("toDocument() replaces characters XML cannot carry, so any message stays well-formed", () => {
+  const xml = toDocument("xml", "error_response", { message: "a\u0001b\u0000c\uFFFEd\uD800e\tf" });
+  assert.equal(
+    xml,
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><error_response><message>' +
+      "a\uFFFDb\uFFFDc\uFFFDd\uFFFDe\tf</message></error_response>",
+  );
+  assert.deepEqual(parseXml(xml), {
+    error_response: [{ message: ["a\uFFFDb\uFFFDc\uFFFDd\uFFFDe\tf"] }],
+  });
+});
