@@ -232,6 +232,12 @@ function toApiKey(row: Row): ApiKey {
   };
 }
 
+/** See {@link Store.readChangeStamp}. */
+export interface ChangeStamp {
+  dv: number;
+  tc: number;
+}
+
 /** The facts of a token row joined with its user, as both token lookups return them. */
 function toTokenFacts(row: Row): Omit<TokenStatus, "live"> {
   return {
@@ -398,8 +404,6 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const changeStamp = sql(
     "SELECT (SELECT data_version FROM pragma_data_version) AS dv, total_changes() AS tc",
   );
-  let lastDataVersion = -1;
-  let lastTotalChanges = -1;
   const tokensRevokeOfKey = sql(
     `UPDATE tokens SET revoked_at = :now
      WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
@@ -715,16 +719,13 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
     },
 
     /**
-     * Whether the database may have changed since the last call: another
+     * A stamp that differs whenever the database may have changed: another
      * connection committed (`PRAGMA data_version`) or this one wrote
-     * (`total_changes()`). One cheap read, for caches that must stay exact.
+     * (`total_changes()`). One cheap read, for caches that must stay exact;
+     * each cache compares it with the stamp it last saw.
      */
-    hasChanged(): boolean {
-      const row = changeStamp.get() as { dv: number; tc: number };
-      if (row.dv === lastDataVersion && row.tc === lastTotalChanges) return false;
-      lastDataVersion = row.dv;
-      lastTotalChanges = row.tc;
-      return true;
+    readChangeStamp(): ChangeStamp {
+      return changeStamp.get() as unknown as ChangeStamp;
     },
 
     revokeToken(tokenId: number, now: number): boolean {

@@ -39,7 +39,7 @@ function counting(store: Store) {
   return {
     lookups: () => lookups,
     store: {
-      hasChanged: () => store.hasChanged(),
+      readChangeStamp: () => store.readChangeStamp(),
       findTokenGrant: (...args: Parameters<Store["findTokenGrant"]>) => {
         lookups++;
         return store.findTokenGrant(...args);
@@ -87,13 +87,11 @@ Deno.test("createGrantCache() sees this connection's own writes at once", () => 
   const db = tempDbPath();
   const store = openStore(db.path);
   try {
-    const { user } = seed(store);
+    seed(store);
     const find = createGrantCache(store);
     const grant = find(KEY, TOKEN, 2000)!;
     store.revokeToken(grant.tokenId, 2500);
     assert.equal(find(KEY, TOKEN, 2600), undefined);
-    store.insertUser({ email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null }, 2700);
-    assert.equal(store.findUserByEmail("a@b.org")!.id, user.id);
   } finally {
     store.close();
     db.cleanup();
@@ -139,6 +137,41 @@ Deno.test("createGrantCache() starts afresh when full", () => {
     find(KEY, other, 2000); // full: forgets TOKEN
     find(KEY, TOKEN, 2000);
     assert.equal(spy.lookups(), 3);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("createGrantCache() caches on one store each see a change made through the store", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const { user } = seed(store);
+    const first = createGrantCache(store);
+    const second = createGrantCache(store);
+    assert.ok(first(KEY, TOKEN, 2000));
+    assert.ok(second(KEY, TOKEN, 2000));
+    store.setUserDisabled(user.id, true, 3000);
+    assert.equal(first(KEY, TOKEN, 3000), undefined);
+    assert.equal(second(KEY, TOKEN, 3000), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("createGrantCache() hands out frozen grants", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    seed(store);
+    const find = createGrantCache(store);
+    const grant = find(KEY, TOKEN, 2000)!;
+    assert.throws(() => {
+      (grant as { email: string }).email = "mallory@example.org";
+    }, TypeError);
+    assert.equal(find(KEY, TOKEN, 2000)!.email, "a@b.org");
   } finally {
     store.close();
     db.cleanup();
