@@ -54,19 +54,32 @@ const FLUSH_AFTER_MS = 10;
 /**
  * Standard output, written in batches: one system call per
  * {@link FLUSH_AFTER_MS} or {@link MAX_BUFFERED_LINES} lines rather than one
- * per request. Warnings and errors are written at once.
+ * per request. Errors are written at once. A failed write drops its lines
+ * (counted on standard error) rather than failing a request.
  */
 function createStdoutWriter(): { write(line: string, urgent: boolean): void; flush(): void } {
   let lines: string[] = [];
+  let dropped = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
   function flush(): void {
     if (timer !== undefined) clearTimeout(timer);
     timer = undefined;
     if (lines.length === 0) return;
     const bytes = encoder.encode(lines.join("\n") + "\n");
+    const count = lines.length;
     lines = [];
-    let written = 0;
-    while (written < bytes.length) written += Deno.stdout.writeSync(bytes.subarray(written));
+    try {
+      let written = 0;
+      while (written < bytes.length) written += Deno.stdout.writeSync(bytes.subarray(written));
+    } catch (error) {
+      // A closed or broken standard output must not take requests (or the process) down.
+      dropped += count;
+      try {
+        console.error(`keygate: ${dropped} log line(s) lost: ${String(error)}`);
+      } catch {
+        // Nowhere left to say it.
+      }
+    }
   }
   return {
     write(line, urgent) {
@@ -92,7 +105,9 @@ export function createLogger(options: LoggerOptions): Logger {
     if (RANKS[level] < threshold) return;
     write(
       JSON.stringify({ time: new Date(clock.now()).toISOString(), level, msg, ...fields }),
-      RANKS[level] >= RANKS.warn,
+      // Errors are written at once; warnings (failed logins, throttling) can come in floods
+      // and are batched like everything else.
+      RANKS[level] >= RANKS.error,
     );
   };
   return {

@@ -1,0 +1,49 @@
+import assert from "node:assert/strict";
+import { createLogger, redactUrl } from "../src/logger.ts";
+
+Deno.test("createLogger() writes one JSON object a line, and skips lines below its level", () => {
+  const lines: string[] = [];
+  const logger = createLogger({
+    level: "info",
+    write: (line) => lines.push(line),
+    clock: { now: () => 0 },
+  });
+  logger.debug("hidden");
+  logger.info("shown\nwith a newline", { request_id: "r1", n: 2 });
+  assert.equal(logger.enabled("debug"), false);
+  assert.equal(logger.enabled("info"), true);
+  assert.deepEqual(lines, [
+    '{"time":"1970-01-01T00:00:00.000Z","level":"info","msg":"shown\\nwith a newline","request_id":"r1","n":2}',
+  ]);
+});
+
+Deno.test("redactUrl() hides secret query values, encoded names too", () => {
+  const redact = (path: string) => redactUrl(new URL("https://k.test" + path));
+  assert.equal(
+    redact("/a?api_key=K&x=1&API_TOKEN=T"),
+    "/a?api_key=REDACTED&x=1&API_TOKEN=REDACTED",
+  );
+  assert.equal(redact("/a?api%5Fkey=K&token=T+U"), "/a?api_key=REDACTED&token=REDACTED");
+  assert.equal(redact("/a"), "/a");
+});
+
+Deno.test("the stdout logger survives a closed standard output", async () => {
+  const script = `
+    import { createLogger } from "${new URL("../src/logger.ts", import.meta.url)}";
+    const logger = createLogger({ level: "info" });
+    for (let i = 0; i < 600; i++) logger.info("line " + i);
+    logger.flush();
+    console.error("still running");
+  `;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["eval", script],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  await child.stdout.cancel(); // the reader goes away: writes fail with a broken pipe
+  const { code, stderr } = await child.output();
+  const text = new TextDecoder().decode(stderr);
+  assert.equal(code, 0, text);
+  assert.match(text, /log line\(s\) lost/);
+  assert.match(text, /still running/);
+});
