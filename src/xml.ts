@@ -51,7 +51,9 @@ export function parseXml(text: string): XmlChildren {
   const validation = XMLValidator.validate(text);
   if (validation !== true) {
     throw new SyntaxError(
-      `Cannot parse XML: ${validation.err.msg} (line ${validation.err.line}, column ${validation.err.col})`,
+      // Only the position: the validator's own message quotes the text it choked on,
+      // which may be part of the caller's password.
+      `Cannot parse XML: not well-formed at line ${validation.err.line}, column ${validation.err.col}`,
     );
   }
   try {

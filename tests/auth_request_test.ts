@@ -115,3 +115,13 @@ Deno.test("parseAuthRequest() refuses XML of any other shape", () => {
     assert.throws(() => parseAuthRequest(body, "xml"), message, body);
   }
 });
+
+Deno.test("parseAuthRequest() does not echo the body when XML is not well-formed", () => {
+  const body =
+    `<auth_request><user><email>a@b</email><password>s3cr3t<pw</password></user></auth_request>`;
+  assert.throws(() => parseAuthRequest(body, "xml"), (error: Error) => {
+    assert.match(error.message, /^Cannot parse XML: not well-formed at line 1, column \d+$/);
+    assert.ok(!error.message.includes("pw"), error.message);
+    return true;
+  });
+});
