@@ -35,6 +35,8 @@ export interface PasswordHasherOptions {
   workers?: number;
   /** Jobs allowed to wait for a worker; beyond this, 503. Default: 4 × workers. */
   queue?: number;
+  /** The worker module. Default: src/password_worker.ts (tests swap in a broken one). */
+  workerUrl?: URL;
 }
 
 /**
@@ -46,6 +48,9 @@ export interface PasswordHasherOptions {
  */
 export const DUMMY_HASH =
   "$argon2id$v=19$m=19456,t=2,p=1$47iKqj5igRPIMrmMU08BMQ$wFT8wI07lOOVP0kKm/iAVOH+aqyrMANeHAyEdwYKjDo";
+
+/** Worker crashes, with no job done in between, after which the pool stops respawning. */
+export const MAX_CRASHES_IN_A_ROW = 5;
 
 /** Seconds a caller is told to wait when hashing is saturated. */
 export const BUSY_RETRY_AFTER_SECONDS = 1;
@@ -73,34 +78,45 @@ interface PoolWorker {
 export function createPasswordHasher(options: PasswordHasherOptions = {}): PasswordHasher {
   const size = Math.max(1, options.workers ?? navigator.hardwareConcurrency ?? 1);
   const maxQueue = options.queue ?? 4 * size;
+  const workerUrl = options.workerUrl ?? new URL("./password_worker.ts", import.meta.url);
   const pool: PoolWorker[] = [];
   const waiting: Job[] = [];
   let nextId = 1;
   let closed = false;
+  let crashesInARow = 0;
+  let broken: Error | undefined;
 
   function spawn(): PoolWorker {
     const member: PoolWorker = {
-      worker: new Worker(new URL("./password_worker.ts", import.meta.url), { type: "module" }),
+      worker: new Worker(workerUrl, { type: "module" }),
     };
     member.worker.onmessage = (event: MessageEvent<PasswordResult>) => {
       const current = member.current;
       if (current === undefined || current.id !== event.data.id) return;
       member.current = undefined;
+      crashesInARow = 0;
       if (event.data.ok) current.job.resolve(event.data.value);
       else current.job.reject(new Error(`Password worker failed: ${event.data.error}`));
       dispatchNext(member);
     };
     member.worker.onerror = (event: ErrorEvent) => {
       event.preventDefault();
-      // A crashed worker is replaced; its job fails, the queue goes on.
-      member.current?.job.reject(new Error(`Password worker crashed: ${event.message}`));
+      // A crashed worker is replaced; its job fails, the queue goes on. A worker that
+      // cannot even start (its module missing, say) would crash forever: after
+      // MAX_CRASHES_IN_A_ROW with no job done in between, the pool gives up.
+      const error = new Error(`Password worker crashed: ${event.message}`);
+      member.current?.job.reject(error);
       member.current = undefined;
       member.worker.terminate();
       const index = pool.indexOf(member);
-      if (index !== -1 && !closed) {
-        pool[index] = spawn();
-        dispatchNext(pool[index]);
+      if (index === -1 || closed) return;
+      if (++crashesInARow >= MAX_CRASHES_IN_A_ROW) {
+        broken = error;
+        for (const job of waiting.splice(0)) job.reject(error);
+        return;
       }
+      pool[index] = spawn();
+      dispatchNext(pool[index]);
     };
     return member;
   }
@@ -118,6 +134,7 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
 
   function run(input: JobInput): Promise<string | boolean> {
     if (closed) return Promise.reject(new Error("Password hasher is closed"));
+    if (broken !== undefined) return Promise.reject(broken);
     if (pool.length === 0) { for (let i = 0; i < size; i++) pool.push(spawn()); }
     return new Promise((resolve, reject) => {
       const job: Job = { input, resolve, reject };

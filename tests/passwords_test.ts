@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../src/errors.ts";
-import { createPasswordHasher, DUMMY_HASH } from "../src/passwords.ts";
+import { createPasswordHasher, DUMMY_HASH, MAX_CRASHES_IN_A_ROW } from "../src/passwords.ts";
 import { WORKER_NICE } from "../src/password_worker.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
@@ -128,5 +128,28 @@ Deno.test("verify() for an unknown user keeps answering false after a refusal fo
     assert.equal(await hasher.verify(undefined, "x"), false);
   } finally {
     hasher.close();
+  }
+});
+
+Deno.test("a pool whose workers cannot start gives up after a few crashes instead of looping", async () => {
+  const dir = await Deno.makeTempDir();
+  const broken = new URL(`file://${dir}/broken_worker.ts`);
+  const starts = `${dir}/starts`;
+  await Deno.writeTextFile(
+    broken,
+    `Deno.writeTextFileSync(${JSON.stringify(starts)}, "x", { append: true });
+    throw new Error("cannot start");`,
+  );
+  const hasher = createPasswordHasher({ workers: 1, queue: 16, workerUrl: broken });
+  try {
+    const jobs = Array.from({ length: 8 }, (_, i) => hasher.hash(`p${i}`));
+    const results = await Promise.allSettled(jobs);
+    assert.ok(results.every((result) => result.status === "rejected"));
+    await assert.rejects(hasher.hash("later"), /Password worker crashed/);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal((await Deno.readTextFile(starts)).length, MAX_CRASHES_IN_A_ROW, "workers started");
+  } finally {
+    hasher.close();
+    await Deno.remove(dir, { recursive: true });
   }
 });
