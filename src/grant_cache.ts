@@ -1,10 +1,21 @@
 /**
  * An in-process cache of validated token grants for the secure path, exact
- * even when another process (the admin CLI) writes: before each lookup it
- * asks SQLite whether anything has changed since ({@link Store.readChangeStamp}:
- * `PRAGMA data_version` for other connections, `total_changes()` for this
- * one), and forgets everything if so. Time-based rules stay with the caller
- * (token expiry) or are re-checked here (key expiry).
+ * even when another process (the admin CLI) writes. Before each lookup it
+ * checks, cheapest first, whether anything may have changed:
+ *
+ * 1. the commit count in the WAL index ({@link Store.readCommitCount}), a
+ *    load from shared memory: unchanged means no connection has committed,
+ *    and the cache is current;
+ * 2. otherwise `PRAGMA data_version` ({@link Store.readDataVersion}): it
+ *    moves only when another connection committed, and then the cache is
+ *    emptied;
+ * 3. this connection's own writes that may end a grant
+ *    ({@link Store.readGrantWrites}) empty it too. Its other writes (a new
+ *    token, a key's last use, audit rows) do not, so that logins do not
+ *    cost every secure request a cache miss.
+ *
+ * Time-based rules stay with the caller (token expiry) or are re-checked
+ * here (key expiry).
  *
  * A hit saves two SHA-256 digests and the three-table join. Only valid grants
  * are cached, so unknown tokens cannot fill it.
@@ -12,7 +23,7 @@
  * @module
  */
 import { hashSecret } from "./credentials.ts";
-import type { ChangeStamp, Store, TokenGrant } from "./store.ts";
+import type { Store, TokenGrant } from "./store.ts";
 
 /** Cached grants before the cache starts afresh. */
 export const MAX_CACHED_GRANTS = 100_000;
@@ -22,17 +33,32 @@ export type GrantFinder = (apiKey: string, token: string, now: number) => TokenG
 
 /** A cache in front of {@link Store.findTokenGrant}. */
 export function createGrantCache(
-  store: Pick<Store, "findTokenGrant" | "readChangeStamp">,
+  store: Pick<
+    Store,
+    "findTokenGrant" | "readCommitCount" | "readDataVersion" | "readGrantWrites"
+  >,
   maxEntries = MAX_CACHED_GRANTS,
 ): GrantFinder {
   const grants = new Map<string, TokenGrant>();
-  let seen: ChangeStamp = { dv: -1, tc: -1 };
+  let seenCommits: number | undefined;
+  let seenDataVersion = -1;
+  let seenGrantWrites = -1;
+
+  /** Empties the cache if anything that may end a grant has been committed since last time. */
+  function catchUp(): void {
+    const grantWrites = store.readGrantWrites();
+    // Read before data_version: a commit in between is then seen next time.
+    const commits = store.readCommitCount();
+    if (commits !== undefined && commits === seenCommits && grantWrites === seenGrantWrites) return;
+    const dataVersion = store.readDataVersion();
+    if (dataVersion !== seenDataVersion || grantWrites !== seenGrantWrites) grants.clear();
+    seenCommits = commits;
+    seenDataVersion = dataVersion;
+    seenGrantWrites = grantWrites;
+  }
+
   return function findGrant(apiKey, token, now) {
-    const stamp = store.readChangeStamp();
-    if (stamp.dv !== seen.dv || stamp.tc !== seen.tc) {
-      grants.clear();
-      seen = stamp;
-    }
+    catchUp();
     const cacheKey = apiKey + token;
     const cached = grants.get(cacheKey);
     if (cached !== undefined && (cached.keyExpiresAt === null || cached.keyExpiresAt > now)) {

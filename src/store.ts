@@ -9,8 +9,15 @@
  * @module
  */
 import { existsSync } from "node:fs";
-import { backup, DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import {
+  backup,
+  DatabaseSync,
+  type SQLInputValue,
+  type StatementResultingChanges,
+  type StatementSync,
+} from "node:sqlite";
 import { type Migration, MIGRATIONS } from "../db/migrations.ts";
+import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
 export const MMAP_BYTES = 256 * 1024 * 1024;
@@ -232,12 +239,6 @@ function toApiKey(row: Row): ApiKey {
   };
 }
 
-/** See {@link Store.readChangeStamp}. */
-export interface ChangeStamp {
-  dv: number;
-  tc: number;
-}
-
 /** The facts of a token row joined with its user, as both token lookups return them. */
 function toTokenFacts(row: Row): Omit<TokenStatus, "live"> {
   return {
@@ -336,15 +337,59 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
   }
 }
 
-function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOUT_MS) {
-  const sql = (text: string): StatementSync => db.prepare(text);
+/** What the store uses of a prepared statement. */
+type Statement = Pick<StatementSync, "run" | "get" | "all">;
+
+/** Statements that write (and so may end a grant, unless declared otherwise). */
+const WRITES = /^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
+
+function createStore(
+  db: DatabaseSync,
+  path: string,
+  busyTimeoutMs = BUSY_TIMEOUT_MS,
+  commits: CommitCounter = openCommitCounter(path),
+) {
+  /** Writes through this connection that may have ended or changed a token grant. */
+  let grantWrites = 0;
+
+  /**
+   * Prepares a statement. A write counts in {@link Store.readGrantWrites}
+   * whenever it changes a row, unless it is declared `"keeps-grants"`: it
+   * cannot end or change any live token grant (see {@link Store.findTokenGrant}).
+   * Writes are counted by default, so a new one cannot be forgotten.
+   */
+  function sql(text: string, effect?: "keeps-grants"): Statement {
+    const statement = db.prepare(text);
+    if (effect === "keeps-grants" || !WRITES.test(text)) return statement;
+    // The three methods take the same parameters as the statement's own (named or positional).
+    const counted = {
+      run(...args: unknown[]) {
+        const result: StatementResultingChanges = Reflect.apply(statement.run, statement, args);
+        if (Number(result.changes) > 0) grantWrites++;
+        return result;
+      },
+      get(...args: unknown[]) {
+        const row = Reflect.apply(statement.get, statement, args);
+        if (row !== undefined) grantWrites++; // RETURNING: a row came back, so one changed
+        return row;
+      },
+      all(...args: unknown[]) {
+        const rows: unknown[] = Reflect.apply(statement.all, statement, args);
+        if (rows.length > 0) grantWrites++;
+        return rows;
+      },
+    };
+    return counted as unknown as Statement;
+  }
 
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
   const userById = sql("SELECT * FROM users WHERE id = :id");
+  // Keeps grants: a new user has no tokens yet.
   const userInsert = sql(
     `INSERT INTO users (email, password_hash, token_timeout_seconds, created_at, updated_at)
      VALUES (:email, :password_hash, :timeout, :now, :now) RETURNING *`,
+    "keeps-grants",
   );
   const userSetTimeout = sql(
     "UPDATE users SET token_timeout_seconds = :timeout, updated_at = :now WHERE id = :id",
@@ -356,9 +401,11 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
     "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
   );
 
+  // Keeps grants: a new key has no tokens yet.
   const keyInsert = sql(
     `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
      VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
+    "keeps-grants",
   );
   const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
   const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
@@ -374,9 +421,11 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
     "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
   );
 
+  // Keeps grants: a new token ends no other (the cap is applied separately).
   const tokenInsert = sql(
     `INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
      VALUES (:token_hash, :user_id, :api_key_id, :issued_at, :expires_at)`,
+    "keeps-grants",
   );
   // Keeps the newest `keep` live tokens of a user and key, revoking the rest.
   const tokenRevokeBeyondCap = sql(
@@ -401,9 +450,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const tokenRevoke = sql(
     "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
   );
-  const changeStamp = sql(
-    "SELECT (SELECT data_version FROM pragma_data_version) AS dv, total_changes() AS tc",
-  );
+  const dataVersion = db.prepare("PRAGMA data_version");
   const tokensRevokeOfKey = sql(
     `UPDATE tokens SET revoked_at = :now
      WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
@@ -427,6 +474,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
        expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
      WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
   );
+  // Keeps grants: last use is bookkeeping, not part of a grant.
   const keyAddUsage = sql(
     `UPDATE api_keys SET
        last_used_from = CASE WHEN :at >= coalesce(last_used_at, 0) THEN :address
@@ -434,10 +482,13 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
        last_used_at = max(coalesce(last_used_at, 0), :at),
        use_count = use_count + :count
      WHERE id = :id`,
+    "keeps-grants",
   );
+  // Keeps grants: the audit table is not read by the gate.
   const auditInsert = sql(
     `INSERT INTO audit_log (at, actor, action, subject, detail)
      VALUES (:at, :actor, :action, :subject, :detail)`,
+    "keeps-grants",
   );
   const auditSince = sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
   const totalChanges = sql("SELECT total_changes() AS n");
@@ -451,6 +502,8 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
   // The janitor's batch: a range of at most :size row ids, so no statement holds the lock long.
   // A token ended (see TOKEN_ENDED_AT) at or before :cutoff.
+  // Counts as a grant write although only ended tokens go: a cached grant of an expired token
+  // answers `token_expired`, and must answer `invalid_token` once its row is gone.
   const tokensPurgeRange = sql(
     `DELETE FROM tokens WHERE id IN (
        SELECT t.id FROM tokens t
@@ -470,21 +523,26 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
   const failuresBySubject = sql(
     "SELECT * FROM login_failures WHERE subject IN (:a, :b) AND forget_at > :now",
   );
+  // Keeps grants: throttle counters are not read by the gate.
   const failuresUpsert = sql(
     `INSERT INTO login_failures (subject, failures, last_failure_at, blocked_until, forget_at)
      VALUES (:subject, :failures, :last_failure_at, :blocked_until, :forget_at)
      ON CONFLICT (subject) DO UPDATE SET failures = excluded.failures,
        last_failure_at = excluded.last_failure_at, blocked_until = excluded.blocked_until,
        forget_at = excluded.forget_at`,
+    "keeps-grants",
   );
-  const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject");
+  // Keeps grants: throttle counters are not read by the gate.
+  const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
   const failuresLive = sql(
     "SELECT * FROM login_failures WHERE forget_at > :now ORDER BY blocked_until DESC, subject",
   );
   // Bounded, so that pruning never holds the write lock for long.
+  // Keeps grants: throttle counters are not read by the gate.
   const failuresPrune = sql(
     `DELETE FROM login_failures WHERE subject IN (
        SELECT subject FROM login_failures WHERE forget_at <= :now LIMIT 100)`,
+    "keeps-grants",
   );
 
   function toLoginFailures(row: Row): LoginFailures {
@@ -724,8 +782,28 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
      * (`total_changes()`). One cheap read, for caches that must stay exact;
      * each cache compares it with the stamp it last saw.
      */
-    readChangeStamp(): ChangeStamp {
-      return changeStamp.get() as unknown as ChangeStamp;
+    /**
+     * Commits by any connection, read without a lock from the WAL index (see
+     * src/wal_index.ts), or `undefined` where that is not possible. When it
+     * has not moved, nothing has changed; when it has, ask
+     * {@link Store.readDataVersion} who changed what.
+     */
+    readCommitCount(): number | undefined {
+      return commits.read();
+    },
+
+    /** SQLite's `PRAGMA data_version`: it moves when another connection commits. */
+    readDataVersion(): number {
+      return (dataVersion.get() as { data_version: number }).data_version;
+    },
+
+    /**
+     * Writes through this store that may have ended or changed a token grant
+     * (revocations, key and user changes); other writes (a new token, a
+     * key's last use, audit rows, throttle counters) do not count.
+     */
+    readGrantWrites(): number {
+      return grantWrites;
     },
 
     revokeToken(tokenId: number, now: number): boolean {
@@ -983,6 +1061,7 @@ function createStore(db: DatabaseSync, path: string, busyTimeoutMs = BUSY_TIMEOU
 
     close(): void {
       if (db.isOpen) db.close();
+      commits.close(); // after the connection: see src/wal_index.ts
     },
   };
 }

@@ -39,7 +39,9 @@ function counting(store: Store) {
   return {
     lookups: () => lookups,
     store: {
-      readChangeStamp: () => store.readChangeStamp(),
+      readCommitCount: () => store.readCommitCount(),
+      readDataVersion: () => store.readDataVersion(),
+      readGrantWrites: () => store.readGrantWrites(),
       findTokenGrant: (...args: Parameters<Store["findTokenGrant"]>) => {
         lookups++;
         return store.findTokenGrant(...args);
@@ -172,6 +174,172 @@ Deno.test("createGrantCache() hands out frozen grants", () => {
       (grant as { email: string }).email = "mallory@example.org";
     }, TypeError);
     assert.equal(find(KEY, TOKEN, 2000)!.email, "a@b.org");
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("createGrantCache() keeps its grants across writes that end none (a login)", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const { user, key } = seed(store);
+    const spy = counting(store);
+    const find = createGrantCache(spy.store);
+    assert.ok(find(KEY, TOKEN, 2000));
+    store.issueToken({
+      tokenHash: hashSecret("d".repeat(40)),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: 2100,
+      expiresAt: 90_000,
+      maxLiveTokens: 100,
+    });
+    store.recordKeyUsage([{
+      apiKeyId: key.id,
+      lastUsedAt: 2200,
+      lastUsedFrom: "192.0.2.1",
+      count: 1,
+    }]);
+    store.appendAudit({ at: 2300, actor: "test", action: "token.issued", subject: "token:2" });
+    assert.ok(find(KEY, TOKEN, 2400));
+    assert.equal(spy.lookups(), 1, "answered from memory after the login's writes");
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("createGrantCache() forgets a grant the live-token cap ends", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const { user, key } = seed(store);
+    const find = createGrantCache(store);
+    assert.ok(find(KEY, TOKEN, 2000));
+    store.issueToken({
+      tokenHash: hashSecret("e".repeat(40)),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: 2100,
+      expiresAt: 90_000,
+      maxLiveTokens: 1, // the newest only: TOKEN is revoked
+    });
+    assert.equal(find(KEY, TOKEN, 2200), undefined);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test({
+  name: "createGrantCache() sees another connection's commit through the WAL index alone",
+  ignore: Deno.build.os !== "linux", // elsewhere it asks SQLite every time
+}, () => {
+  const db = tempDbPath();
+  const server = openStore(db.path);
+  const admin = openStore(db.path);
+  try {
+    const { user } = seed(server);
+    let dataVersionReads = 0;
+    const find = createGrantCache({
+      findTokenGrant: (...args) => server.findTokenGrant(...args),
+      readCommitCount: () => server.readCommitCount(),
+      readGrantWrites: () => server.readGrantWrites(),
+      readDataVersion: () => (dataVersionReads++, server.readDataVersion()),
+    });
+    assert.ok(find(KEY, TOKEN, 2000));
+    const before = dataVersionReads;
+    for (let i = 0; i < 10; i++) assert.ok(find(KEY, TOKEN, 2000));
+    assert.equal(dataVersionReads, before, "no SQLite call while nothing is committed");
+    admin.setUserDisabled(user.id, true, 3000);
+    assert.equal(find(KEY, TOKEN, 3000), undefined);
+  } finally {
+    admin.close();
+    server.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("Store.readGrantWrites() moves with each write that can end a grant, and no other", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const { user, key } = seed(store);
+    const token = store.findTokenGrant(hashSecret(TOKEN), hashSecret(KEY), 2000)!;
+    const subject = "key:1|a@b.org";
+    const keeps: [string, () => void][] = [
+      [
+        "insertUser",
+        () =>
+          store.insertUser(
+            { email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null },
+            2000,
+          ),
+      ],
+      ["issueToken under the cap", () =>
+        store.issueToken({
+          tokenHash: hashSecret("f".repeat(40)),
+          userId: user.id,
+          apiKeyId: key.id,
+          issuedAt: 2000,
+          expiresAt: 90_000,
+          maxLiveTokens: 100,
+        })],
+      [
+        "recordKeyUsage",
+        () =>
+          store.recordKeyUsage([{
+            apiKeyId: key.id,
+            lastUsedAt: 2000,
+            lastUsedFrom: "::1",
+            count: 1,
+          }]),
+      ],
+      [
+        "appendAudit",
+        () => store.appendAudit({ at: 2000, actor: "test", action: "test", subject: "test" }),
+      ],
+      ["recordLoginFailures", () =>
+        store.recordLoginFailures([subject], 2000, () => ({
+          subject,
+          failures: 1,
+          lastFailureAt: 2000,
+          blockedUntil: 0,
+          forgetAt: 9000,
+        }))],
+      ["clearLoginFailures", () => store.clearLoginFailures(subject)],
+    ];
+    for (const [name, write] of keeps) {
+      const before = store.readGrantWrites();
+      write();
+      assert.equal(store.readGrantWrites(), before, `${name} keeps grants`);
+    }
+    const ends: [string, () => void][] = [
+      ["setUserTimeout", () => store.setUserTimeout(user.id, 60, 2000)],
+      ["setApiKeyDisabled", () => store.setApiKeyDisabled(key.id, true, 2000)],
+      ["setUserDisabled", () => store.setUserDisabled(user.id, true, 2000)],
+      ["setUserPassword", () => store.setUserPassword(user.id, "y", 2000)],
+      ["revokeToken", () => store.revokeToken(token.tokenId, 2000)],
+      ["revokeTokenOfKey", () => store.revokeTokenOfKey(hashSecret("f".repeat(40)), key.id, 2000)],
+      ["revokeTokensIssuedBefore", () => store.revokeTokensIssuedBefore(user.id, 2500, 2500)],
+      ["rotateApiKey", () =>
+        store.rotateApiKey(key.id, {
+          userId: user.id,
+          keyHash: hashSecret("0f8fad5b-d9cb-469f-a165-70867728950f"),
+          prefix: "0f8fad5b",
+          label: "",
+        }, { oldKeyExpiresAt: 5000, now: 3000 })],
+      ["revokeTokensOfUser", () => store.revokeTokensOfUser(user.id, 4000)],
+      ["revokeApiKey", () => store.revokeApiKey(key.id, 4000)],
+      ["purgeTokens", () => store.purgeTokens(10_000_000)], // an expired token's 401 changes
+    ];
+    for (const [name, write] of ends) {
+      const before = store.readGrantWrites();
+      write();
+      assert.ok(store.readGrantWrites() > before, `${name} counts as ending grants`);
+    }
   } finally {
     store.close();
     db.cleanup();
