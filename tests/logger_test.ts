@@ -48,3 +48,30 @@ Deno.test("the stdout logger survives a closed standard output", async () => {
   assert.match(text, /log line\(s\) lost/);
   assert.match(text, /still running/);
 });
+
+Deno.test("createLogger() lines are the same JSON whatever the fields", () => {
+  const lines: string[] = [];
+  let now = Date.parse("2026-11-22T10:00:00.000Z");
+  const logger = createLogger({
+    level: "debug",
+    write: (l) => lines.push(l),
+    clock: { now: () => now },
+  });
+  logger.info("no fields");
+  logger.info("empty", {});
+  logger.warn("skipped undefined", { a: undefined, b: null, c: '\u2028"' });
+  now += 1;
+  logger.error("a field named msg wins", { msg: "from fields", level: "x" });
+  assert.deepEqual(lines.map((l) => JSON.parse(l)), [
+    { time: "2026-11-22T10:00:00.000Z", level: "info", msg: "no fields" },
+    { time: "2026-11-22T10:00:00.000Z", level: "info", msg: "empty" },
+    {
+      time: "2026-11-22T10:00:00.000Z",
+      level: "warn",
+      msg: "skipped undefined",
+      b: null,
+      c: '\u2028"',
+    },
+    { time: "2026-11-22T10:00:00.001Z", level: "x", msg: "from fields" },
+  ]);
+});
