@@ -22,6 +22,7 @@ import { isLoopbackOrPrivate } from "./src/ip.ts";
 import { createJanitor } from "./src/janitor.ts";
 import { createLogger } from "./src/logger.ts";
 import { createMetrics, createMetricsHandler } from "./src/metrics.ts";
+import { setListenerNoDelay } from "./src/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords.ts";
 import { openStore } from "./src/store.ts";
 import { loadTlsCredentials } from "./src/tls.ts";
@@ -83,12 +84,20 @@ export async function serve(args: string[], env: Record<string, string | undefin
     ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
     onListen({ hostname, port }) {
       const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
+      // Deno's TLS listener leaves Nagle's algorithm on: see src/nodelay.ts.
+      const noDelay = setListenerNoDelay(port) > 0;
       logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
         hostname,
         port,
         db: config.dbPath,
         behind_proxy: config.behindProxy,
+        tcp_nodelay: noDelay,
       });
+      if (!noDelay && !config.behindProxy) {
+        logger.warn(
+          'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
+        );
+      }
     },
   }, handler);
   const metricsServer = config.metrics

@@ -144,6 +144,23 @@ Deno.test("[server] --help lists every option", async () => {
   }
 });
 
+Deno.test({
+  name: "[server] turns Nagle's algorithm off on its TLS listener (Linux)",
+  ignore: Deno.build.os !== "linux",
+}, async () => {
+  const db = tempDbPath();
+  try {
+    const server = await startServerProcess(db.path);
+    const listening = server.lines.map((line) => JSON.parse(line))
+      .find((entry) => entry.msg.startsWith("keygate listening on"));
+    assert.equal(listening?.tcp_nodelay, true);
+    assert.ok(!server.lines.some((line) => line.includes("Nagle")), "no warning");
+    assert.equal((await server.stop()).code, 0);
+  } finally {
+    db.cleanup();
+  }
+});
+
 Deno.test("[server] writes the keys' last use to the database when it stops", async () => {
   const db = tempDbPath();
   try {
