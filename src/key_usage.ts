@@ -1,8 +1,9 @@
 /**
  * Last use of each API key (time, client address, count), accumulated in
  * memory on the hot path and written to the store in batches: a periodic
- * flush and a final flush on shutdown, each one transaction. A request never
- * writes to the database because a key was used.
+ * flush, a few hundred keys per transaction with requests served in between,
+ * and a final flush on shutdown. A request never writes to the database
+ * because a key was used.
  *
  * @module
  */
@@ -13,6 +14,13 @@ import type { KeyUsage, Store } from "./store.ts";
 /** How often the server writes accumulated key uses to the database. */
 export const KEY_USAGE_FLUSH_INTERVAL_MS = 15_000;
 
+/**
+ * Keys per transaction in the periodic flush, which yields to requests
+ * between transactions: 10,000 keys written at once held the thread for
+ * about 30 ms.
+ */
+export const KEY_USAGE_FLUSH_BATCH = 250;
+
 /** Dependencies of {@link createKeyUsageRecorder}. */
 export interface KeyUsageRecorderDeps {
   store: Pick<Store, "recordKeyUsage"> & Partial<Pick<Store, "withoutBusyWait">>;
@@ -20,6 +28,8 @@ export interface KeyUsageRecorderDeps {
   logger: Logger;
   /** Default {@link KEY_USAGE_FLUSH_INTERVAL_MS}. */
   intervalMs?: number;
+  /** Default {@link KEY_USAGE_FLUSH_BATCH}. */
+  batchKeys?: number;
 }
 
 /** Accumulates key uses and writes them in batches. */
@@ -31,6 +41,12 @@ export interface KeyUsageRecorder {
   record(apiKeyId: number, clientAddress: string, at?: number): void;
   /** Writes what has accumulated in one transaction; returns how many keys. Throws on failure, keeping the uses for the next flush. */
   flush(): number;
+  /**
+   * Writes what has accumulated in transactions of at most `batchKeys` keys,
+   * letting other tasks run in between (what the timer does). Never throws:
+   * a failure is logged and the unwritten uses kept for the next flush.
+   */
+  flushGradually(): Promise<void>;
   /** Number of keys with uses not yet written. */
   pending(): number;
   /** Starts the periodic flush (the timer does not keep the process alive). */
@@ -43,8 +59,12 @@ export interface KeyUsageRecorder {
 export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageRecorder {
   const { store, clock, logger } = deps;
   const intervalMs = deps.intervalMs ?? KEY_USAGE_FLUSH_INTERVAL_MS;
+  const batchKeys = deps.batchKeys ?? KEY_USAGE_FLUSH_BATCH;
   let pending = new Map<number, KeyUsage>();
   let timer: ReturnType<typeof setInterval> | undefined;
+  /** Uses taken by a gradual flush and not yet written; stop() writes them. */
+  let unwritten: KeyUsage[] = [];
+  let flushing = false;
 
   function merge(usage: KeyUsage): void {
     const current = pending.get(usage.apiKeyId);
@@ -59,15 +79,12 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     }
   }
 
-  function flush(wait = true): number {
+  function flush(): number {
     if (pending.size === 0) return 0;
     const batch = [...pending.values()];
     pending = new Map();
     try {
-      // From the timer, never wait for another process's lock: SQLite's busy wait would
-      // freeze every request; the uses are kept and written at the next flush instead.
-      if (wait || !store.withoutBusyWait) store.recordKeyUsage(batch);
-      else store.withoutBusyWait(() => store.recordKeyUsage(batch));
+      store.recordKeyUsage(batch);
     } catch (error) {
       // Keep the uses (merged with any that arrived meanwhile) for the next flush.
       for (const usage of batch) merge(usage);
@@ -76,14 +93,42 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     return batch.length;
   }
 
-  function flushLogged(wait = true): void {
+  function flushLogged(): void {
     try {
-      flush(wait);
+      flush();
     } catch (error) {
-      logger.error("key usage flush failed; will retry", {
-        error: String(error),
-        pending_keys: pending.size,
-      });
+      logFailure(error);
+    }
+  }
+
+  function logFailure(error: unknown): void {
+    logger.error("key usage flush failed; will retry", {
+      error: String(error),
+      pending_keys: pending.size,
+    });
+  }
+
+  async function flushGradually(): Promise<void> {
+    if (flushing || pending.size === 0) return;
+    flushing = true;
+    unwritten = [...pending.values()];
+    pending = new Map();
+    try {
+      while (unwritten.length > 0) {
+        const batch = unwritten.slice(0, batchKeys);
+        // Never wait for another process's lock here: SQLite's busy wait would freeze every
+        // request. A failure keeps the uses for the next flush.
+        if (store.withoutBusyWait) store.withoutBusyWait(() => store.recordKeyUsage(batch));
+        else store.recordKeyUsage(batch);
+        unwritten = unwritten.slice(batch.length);
+        if (unwritten.length > 0) await new Promise((resolve) => setTimeout(resolve, 0));
+      }
+    } catch (error) {
+      for (const usage of unwritten) merge(usage);
+      unwritten = [];
+      logFailure(error);
+    } finally {
+      flushing = false;
     }
   }
 
@@ -101,16 +146,20 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
       }
     },
     flush: () => flush(),
-    pending: () => pending.size,
+    flushGradually,
+    pending: () => pending.size + unwritten.length,
     start() {
       if (timer !== undefined) return;
-      const id = setInterval(() => flushLogged(false), intervalMs);
+      const id = setInterval(flushGradually, intervalMs);
       Deno.unrefTimer(id);
       timer = id;
     },
     stop() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
+      // A gradual flush in progress stops at its next batch: what it has not written goes now.
+      for (const usage of unwritten) merge(usage);
+      unwritten = [];
       flushLogged();
     },
   };

@@ -242,3 +242,91 @@ Deno.test("record() counts every use and keeps the latest time and address, out 
   ]]);
   assert.equal(recorder.pending(), 0);
 });
+
+Deno.test("flushGradually() writes in small transactions, serves other tasks between them, and stop() finishes it", async () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const user = store.insertUser(
+      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      1,
+    );
+    const keys = Array.from({ length: 5 }, (_, i) =>
+      store.insertApiKey(
+        { userId: user.id, keyHash: hashSecret(`k${i}`), prefix: `k${i}`, label: "" },
+        1,
+      ));
+    const batches: number[] = [];
+    const counting: Pick<Store, "recordKeyUsage"> = {
+      recordKeyUsage(usages) {
+        batches.push(usages.length);
+        store.recordKeyUsage(usages);
+      },
+    };
+    const recorder = createKeyUsageRecorder({
+      store: counting,
+      clock: createFakeClock(),
+      logger: createCapturingLogger().logger,
+      batchKeys: 2,
+    });
+    for (const key of keys) recorder.record(key.id, "192.0.2.1");
+    let otherTaskRan = false;
+    setTimeout(() => otherTaskRan = true, 0);
+    await recorder.flushGradually();
+    assert.deepEqual(batches, [2, 2, 1]);
+    assert.ok(otherTaskRan, "a timer ran between the transactions");
+    assert.deepEqual(keys.map((k) => store.findApiKeyById(k.id)!.useCount), [1, 1, 1, 1, 1]);
+
+    // stop() in the middle of a gradual flush writes the rest at once.
+    for (const key of keys) recorder.record(key.id, "192.0.2.2");
+    const gradual = recorder.flushGradually(); // writes the first batch, then waits a turn
+    assert.equal(recorder.pending(), 3);
+    recorder.stop();
+    await gradual;
+    assert.equal(recorder.pending(), 0);
+    assert.deepEqual(keys.map((k) => store.findApiKeyById(k.id)!.useCount), [2, 2, 2, 2, 2]);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
+
+Deno.test("flushGradually() keeps what it could not write, and logs instead of throwing", async () => {
+  const db = tempDbPath();
+  const store = openStore(db.path);
+  try {
+    const user = store.insertUser(
+      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      1,
+    );
+    const keys = Array.from({ length: 3 }, (_, i) =>
+      store.insertApiKey(
+        { userId: user.id, keyHash: hashSecret(`k${i}`), prefix: `k${i}`, label: "" },
+        1,
+      ));
+    let calls = 0;
+    const failsSecond: Pick<Store, "recordKeyUsage"> = {
+      recordKeyUsage(usages) {
+        if (++calls === 2) throw new Error("database is locked");
+        store.recordKeyUsage(usages);
+      },
+    };
+    const { logger, lines } = createCapturingLogger();
+    const recorder = createKeyUsageRecorder({
+      store: failsSecond,
+      clock: createFakeClock(),
+      logger,
+      batchKeys: 1,
+    });
+    for (const key of keys) recorder.record(key.id, "192.0.2.1");
+    await recorder.flushGradually();
+    assert.equal(recorder.pending(), 2, "the failed batch and the one after it");
+    assert.ok(lines.some((line) => line.includes("key usage flush failed")));
+    await recorder.flushGradually();
+    assert.equal(recorder.pending(), 0);
+    assert.deepEqual(keys.map((k) => store.findApiKeyById(k.id)!.useCount), [1, 1, 1]);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
