@@ -9,6 +9,12 @@
  * requests. At most `queue` jobs wait for a worker; beyond that the answer is
  * 503 at once instead of a pile-up.
  *
+ * A busy worker is handed its next job before it finishes the current one
+ * (up to {@link JOBS_PER_WORKER}), so it never idles while the main thread
+ * is busy elsewhere (a database commit, say) and cannot dispatch: that idle
+ * time cost about a tenth of the login rate. A job handed ahead still counts
+ * as waiting.
+ *
  * @module
  */
 import { HttpError } from "./errors.ts";
@@ -52,6 +58,9 @@ export const DUMMY_HASH =
 /** Worker crashes, with no job done in between, after which the pool stops respawning. */
 export const MAX_CRASHES_IN_A_ROW = 5;
 
+/** Jobs a worker holds at once: the one it computes and the next. */
+export const JOBS_PER_WORKER = 2;
+
 /** Seconds a caller is told to wait when hashing is saturated. */
 export const BUSY_RETRY_AFTER_SECONDS = 1;
 
@@ -67,8 +76,8 @@ interface Job {
 
 interface PoolWorker {
   worker: Worker;
-  /** The job it is computing, by id. */
-  current?: { id: number; job: Job };
+  /** The jobs it holds, by id, in the order it computes them. */
+  jobs: { id: number; job: Job }[];
 }
 
 /**
@@ -89,15 +98,16 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
   function spawn(): PoolWorker {
     const member: PoolWorker = {
       worker: new Worker(workerUrl, { type: "module" }),
+      jobs: [],
     };
     member.worker.onmessage = (event: MessageEvent<PasswordResult>) => {
-      const current = member.current;
+      const current = member.jobs[0];
       if (current === undefined || current.id !== event.data.id) return;
-      member.current = undefined;
+      member.jobs.shift();
       crashesInARow = 0;
+      dispatchNext(member); // first, so the worker's next job is queued before it finishes this one
       if (event.data.ok) current.job.resolve(event.data.value);
       else current.job.reject(new Error(`Password worker failed: ${event.data.error}`));
-      dispatchNext(member);
     };
     member.worker.onerror = (event: ErrorEvent) => {
       event.preventDefault();
@@ -105,8 +115,7 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
       // cannot even start (its module missing, say) would crash forever: after
       // MAX_CRASHES_IN_A_ROW with no job done in between, the pool gives up.
       const error = new Error(`Password worker crashed: ${event.message}`);
-      member.current?.job.reject(error);
-      member.current = undefined;
+      for (const { job } of member.jobs.splice(0)) job.reject(error);
       member.worker.terminate();
       const index = pool.indexOf(member);
       if (index === -1 || closed) return;
@@ -123,13 +132,22 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
 
   function dispatch(member: PoolWorker, job: Job): void {
     const id = nextId++;
-    member.current = { id, job };
+    member.jobs.push({ id, job });
     member.worker.postMessage({ id, ...job.input } as PasswordJob);
   }
 
+  /** Tops a worker up to {@link JOBS_PER_WORKER} from the waiting jobs. */
   function dispatchNext(member: PoolWorker): void {
-    const job = waiting.shift();
-    if (job !== undefined) dispatch(member, job);
+    while (member.jobs.length < JOBS_PER_WORKER && waiting.length > 0) {
+      dispatch(member, waiting.shift()!);
+    }
+  }
+
+  /** Jobs accepted and not yet computing: queued here or handed ahead to a busy worker. */
+  function countWaiting(): number {
+    let ahead = 0;
+    for (const member of pool) ahead += Math.max(0, member.jobs.length - 1);
+    return waiting.length + ahead;
   }
 
   function run(input: JobInput): Promise<string | boolean> {
@@ -138,10 +156,13 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
     if (pool.length === 0) { for (let i = 0; i < size; i++) pool.push(spawn()); }
     return new Promise((resolve, reject) => {
       const job: Job = { input, resolve, reject };
-      const idle = pool.find((member) => member.current === undefined);
+      const idle = pool.find((member) => member.jobs.length === 0);
       if (idle !== undefined) dispatch(idle, job);
-      else if (waiting.length < maxQueue) waiting.push(job);
-      else {
+      else if (countWaiting() < maxQueue) {
+        const roomy = pool.find((member) => member.jobs.length < JOBS_PER_WORKER);
+        if (roomy !== undefined) dispatch(roomy, job);
+        else waiting.push(job);
+      } else {
         reject(
           new HttpError(503, "service_busy", "Too many logins in progress: try again shortly", {
             headers: { "retry-after": String(BUSY_RETRY_AFTER_SECONDS) },
@@ -167,7 +188,9 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
       closed = true;
       for (const member of pool) {
         member.worker.terminate();
-        member.current?.job.reject(new Error("Password hasher is closed"));
+        for (const { job } of member.jobs.splice(0)) {
+          job.reject(new Error("Password hasher is closed"));
+        }
       }
       for (const job of waiting.splice(0)) job.reject(new Error("Password hasher is closed"));
       pool.length = 0;

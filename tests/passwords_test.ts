@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../src/errors.ts";
-import { createPasswordHasher, DUMMY_HASH, MAX_CRASHES_IN_A_ROW } from "../src/passwords.ts";
-import { WORKER_NICE } from "../src/password_worker.ts";
+import {
+  createPasswordHasher,
+  DUMMY_HASH,
+  JOBS_PER_WORKER,
+  MAX_CRASHES_IN_A_ROW,
+} from "../src/passwords.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
   const hasher = createPasswordHasher({ workers: 1 });
@@ -80,7 +84,7 @@ Deno.test("close() rejects pending and later calls", async () => {
 });
 
 Deno.test({
-  name: "password workers run at a lower scheduling priority than the main thread (Linux)",
+  name: "password workers run in the idle scheduling class, below the main thread (Linux)",
   ignore: Deno.build.os !== "linux" || !(await hasPs()),
   async fn() {
     const hasher = createPasswordHasher({ workers: 1 });
@@ -88,12 +92,12 @@ Deno.test({
       await hasher.hash("x");
       // Reading /proc/self needs --allow-all under Deno; ps (procps) reads it for us.
       const output = await new Deno.Command("ps", {
-        args: ["-L", "-o", "ni=", "-p", String(Deno.pid)],
+        args: ["-L", "-o", "cls=", "-p", String(Deno.pid)],
         stdout: "piped",
       }).output();
-      const nices = new TextDecoder().decode(output.stdout).trim().split(/\s+/).map(Number);
-      assert.ok(nices.includes(WORKER_NICE), `thread nice values: ${nices.join(", ")}`);
-      assert.ok(nices.includes(0), "the main thread keeps normal priority");
+      const classes = new TextDecoder().decode(output.stdout).trim().split(/\s+/);
+      assert.ok(classes.includes("IDL"), `thread classes: ${classes.join(", ")}`);
+      assert.ok(classes.includes("TS"), "the main thread keeps normal priority");
     } finally {
       hasher.close();
     }
@@ -148,6 +152,32 @@ Deno.test("a pool whose workers cannot start gives up after a few crashes instea
     await assert.rejects(hasher.hash("later"), /Password worker crashed/);
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal((await Deno.readTextFile(starts)).length, MAX_CRASHES_IN_A_ROW, "workers started");
+  } finally {
+    hasher.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a busy worker already holds its next job, so it works on while the main thread is busy", async () => {
+  // A stand-in worker that answers each job at once with the wall-clock time it did so.
+  const dir = await Deno.makeTempDir();
+  const echo = new URL(`file://${dir}/echo_worker.ts`);
+  await Deno.writeTextFile(
+    echo,
+    `self.onmessage = (e) => self.postMessage({ id: e.data.id, ok: true, value: String(Date.now()) });`,
+  );
+  const hasher = createPasswordHasher({ workers: 1, queue: 4, workerUrl: echo });
+  try {
+    await hasher.hash("warm-up"); // the worker has started
+    const jobs = Array.from({ length: JOBS_PER_WORKER + 1 }, (_, i) => hasher.hash(`p${i}`));
+    const blockedUntil = Date.now() + 300;
+    while (Date.now() < blockedUntil) { /* the main thread is busy: it cannot dispatch */ }
+    const doneAt = (await Promise.all(jobs)).map(Number);
+    assert.ok(
+      doneAt[0] < blockedUntil && doneAt[1] < blockedUntil,
+      "the second job was handed ahead",
+    );
+    assert.ok(doneAt[2] >= blockedUntil, "no more than JOBS_PER_WORKER are handed to one worker");
   } finally {
     hasher.close();
     await Deno.remove(dir, { recursive: true });
