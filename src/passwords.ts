@@ -29,8 +29,17 @@ export interface PasswordHasher {
   /**
    * Whether `password` matches `passwordHash`. With `undefined` (unknown or
    * disabled user) it does the same work against a dummy hash and returns false.
+   *
+   * When `signal` aborts (the client went away) while the job still waits in
+   * the queue, the job is dropped and the call rejects with a 400
+   * `request_aborted`, so abandoned logins neither hold queue places nor cost
+   * a hash. A job a worker already holds runs to the end.
    */
-  verify(passwordHash: string | undefined, password: string): Promise<boolean>;
+  verify(
+    passwordHash: string | undefined,
+    password: string,
+    signal?: AbortSignal,
+  ): Promise<boolean>;
   /** Stops the workers; pending and later calls reject. */
   close(): void;
 }
@@ -43,6 +52,10 @@ export interface PasswordHasherOptions {
   queue?: number;
   /** The worker module. Default: src/password_worker.ts (tests swap in a broken one). */
   workerUrl?: URL;
+  /** See {@link STARVED_AFTER_MS}. */
+  starvedAfterMs?: number;
+  /** Gives the workers the CPU for `ms` (default: the main thread sleeps). Tests observe it. */
+  yieldCpu?: (ms: number) => void;
 }
 
 /**
@@ -61,6 +74,27 @@ export const MAX_CRASHES_IN_A_ROW = 5;
 /** Jobs a worker holds at once: the one it computes and the next. */
 export const JOBS_PER_WORKER = 2;
 
+/**
+ * Workers run in the idle scheduling class, so a core kept busy by requests
+ * (secure requests, or a client retrying a refused login in a tight loop)
+ * would starve logins completely. When a worker's current job has waited
+ * this long, the main thread sleeps {@link STARVATION_RELIEF_MS} every
+ * {@link STARVATION_CHECK_MS} until it is done: at worst a tenth of the core
+ * for logins, and only while they starve.
+ */
+export const STARVED_AFTER_MS = 500;
+export const STARVATION_CHECK_MS = 100;
+export const STARVATION_RELIEF_MS = 10;
+
+function aborted(): HttpError {
+  return new HttpError(400, "request_aborted", "The client went away before its login was checked");
+}
+
+/** Sleeps the calling thread (the main thread: no task runs meanwhile). */
+function sleepThread(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
 /** Seconds a caller is told to wait when hashing is saturated. */
 export const BUSY_RETRY_AFTER_SECONDS = 1;
 
@@ -78,6 +112,8 @@ interface PoolWorker {
   worker: Worker;
   /** The jobs it holds, by id, in the order it computes them. */
   jobs: { id: number; job: Job }[];
+  /** When its first job was handed to it (performance.now()). */
+  since: number;
 }
 
 /**
@@ -99,11 +135,13 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
     const member: PoolWorker = {
       worker: new Worker(workerUrl, { type: "module" }),
       jobs: [],
+      since: 0,
     };
     member.worker.onmessage = (event: MessageEvent<PasswordResult>) => {
       const current = member.jobs[0];
       if (current === undefined || current.id !== event.data.id) return;
       member.jobs.shift();
+      member.since = performance.now();
       crashesInARow = 0;
       dispatchNext(member); // first, so the worker's next job is queued before it finishes this one
       if (event.data.ok) current.job.resolve(event.data.value);
@@ -132,8 +170,32 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
 
   function dispatch(member: PoolWorker, job: Job): void {
     const id = nextId++;
+    if (member.jobs.length === 0) member.since = performance.now();
     member.jobs.push({ id, job });
     member.worker.postMessage({ id, ...job.input } as PasswordJob);
+    watchForStarvation();
+  }
+
+  const starvedAfterMs = options.starvedAfterMs ?? STARVED_AFTER_MS;
+  const yieldCpu = options.yieldCpu ?? sleepThread;
+  let watchdog: ReturnType<typeof setInterval> | undefined;
+
+  /** While any job is out, checks that the workers are not starved of CPU (see STARVED_AFTER_MS). */
+  function watchForStarvation(): void {
+    if (watchdog !== undefined) return;
+    watchdog = setInterval(() => {
+      const busy = pool.filter((member) => member.jobs.length > 0);
+      if (busy.length === 0 || closed) {
+        clearInterval(watchdog);
+        watchdog = undefined;
+        return;
+      }
+      const now = performance.now();
+      if (busy.some((member) => now - member.since > starvedAfterMs)) {
+        yieldCpu(STARVATION_RELIEF_MS);
+      }
+    }, STARVATION_CHECK_MS);
+    Deno.unrefTimer(watchdog);
   }
 
   /** Tops a worker up to {@link JOBS_PER_WORKER} from the waiting jobs. */
@@ -150,9 +212,10 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
     return waiting.length + ahead;
   }
 
-  function run(input: JobInput): Promise<string | boolean> {
+  function run(input: JobInput, signal?: AbortSignal): Promise<string | boolean> {
     if (closed) return Promise.reject(new Error("Password hasher is closed"));
     if (broken !== undefined) return Promise.reject(broken);
+    if (signal?.aborted) return Promise.reject(aborted());
     if (pool.length === 0) { for (let i = 0; i < size; i++) pool.push(spawn()); }
     return new Promise((resolve, reject) => {
       const job: Job = { input, resolve, reject };
@@ -161,7 +224,15 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
       else if (countWaiting() < maxQueue) {
         const roomy = pool.find((member) => member.jobs.length < JOBS_PER_WORKER);
         if (roomy !== undefined) dispatch(roomy, job);
-        else waiting.push(job);
+        else {
+          waiting.push(job);
+          signal?.addEventListener("abort", () => {
+            const index = waiting.indexOf(job);
+            if (index === -1) return; // already handed to a worker: it runs to the end
+            waiting.splice(index, 1);
+            reject(aborted());
+          }, { once: true });
+        }
       } else {
         reject(
           new HttpError(503, "service_busy", "Too many logins in progress: try again shortly", {
@@ -176,16 +247,18 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
     async hash(password) {
       return await run({ op: "hash", password }) as string;
     },
-    async verify(passwordHash, password) {
+    async verify(passwordHash, password, signal) {
       if (passwordHash !== undefined) {
-        return await run({ op: "verify", passwordHash, password }) as boolean;
+        return await run({ op: "verify", passwordHash, password }, signal) as boolean;
       }
       // The same work as for a real user: verify against a hash of a random secret.
-      await run({ op: "verify", passwordHash: DUMMY_HASH, password });
+      await run({ op: "verify", passwordHash: DUMMY_HASH, password }, signal);
       return false;
     },
     close() {
       closed = true;
+      clearInterval(watchdog);
+      watchdog = undefined;
       for (const member of pool) {
         member.worker.terminate();
         for (const { job } of member.jobs.splice(0)) {

@@ -143,6 +143,7 @@ export function createTokenRouter(deps: AppDeps) {
     const verified = await hasher.verify(
       user && !user.disabled ? user.passwordHash : undefined,
       credentials.password,
+      request.signal, // a client that has gone away gives its queue place up
     );
     // Again after the slow check: requests that were in flight together all passed the
     // first check, and the failures of those that finished first may have blocked this

@@ -5,6 +5,7 @@ import {
   DUMMY_HASH,
   JOBS_PER_WORKER,
   MAX_CRASHES_IN_A_ROW,
+  STARVATION_RELIEF_MS,
 } from "../src/passwords.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
@@ -181,5 +182,65 @@ Deno.test("a busy worker already holds its next job, so it works on while the ma
   } finally {
     hasher.close();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a job kept waiting on a worker makes the main thread give up the CPU, until it is done", async () => {
+  // A stand-in worker that takes 400 ms a job, as a starved idle-class worker would.
+  const dir = await Deno.makeTempDir();
+  const slow = new URL(`file://${dir}/slow_worker.ts`);
+  await Deno.writeTextFile(
+    slow,
+    `self.onmessage = (e) => {
+      if (e.data.password !== "quick") Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 400);
+      self.postMessage({ id: e.data.id, ok: true, value: "done" });
+    };`,
+  );
+  const yields: number[] = [];
+  const hasher = createPasswordHasher({
+    workers: 1,
+    workerUrl: slow,
+    starvedAfterMs: 150,
+    yieldCpu: (ms) => yields.push(ms),
+  });
+  try {
+    await hasher.hash("quick"); // starts the worker (which may take long enough to count)
+    yields.length = 0;
+    await hasher.hash("quick");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(yields, [], "a prompt job gives nothing up");
+    await hasher.hash("slow");
+    assert.ok(yields.length >= 1, "the main thread gave up the CPU while the job waited");
+    assert.ok(yields.every((ms) => ms === STARVATION_RELIEF_MS));
+    const after = yields.length;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(yields.length, after, "and stopped once it was done");
+  } finally {
+    hasher.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("verify() drops a queued job whose client went away, freeing its place", async () => {
+  const hasher = createPasswordHasher({ workers: 1, queue: 2 });
+  try {
+    const hash = await hasher.hash("pw");
+    const running = hasher.verify(hash, "pw"); // computing
+    const ahead = hasher.verify(hash, "pw"); // handed ahead to the worker: queued, not cancellable
+    const controller = new AbortController();
+    const queued = hasher.verify(hash, "pw", controller.signal); // in the queue proper
+    await assert.rejects(hasher.verify(hash, "pw"), (e: HttpError) => e.status === 503);
+    controller.abort();
+    await assert.rejects(
+      queued,
+      (e: HttpError) => e.status === 400 && e.code === "request_aborted",
+    );
+    const next = hasher.verify(hash, "pw"); // takes the place at once
+    assert.deepEqual(await Promise.all([running, ahead, next]), [true, true, true]);
+    const gone = new AbortController();
+    gone.abort();
+    await assert.rejects(hasher.verify(hash, "pw", gone.signal), /went away/);
+  } finally {
+    hasher.close();
   }
 });
