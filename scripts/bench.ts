@@ -207,6 +207,12 @@ function keygateArgv(dbPath: string, cores: string): string[] {
   ]);
 }
 
+/**
+ * A pause between runs: wrk stops with requests in flight, and the logins a worker already
+ * holds for them still finish. Without it the next run starts against a busy pool.
+ */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 1000));
+
 const KEYGATE_PORT = /keygate listening on https:\/\/[^:]+:(\d+)\//;
 const rows: Row[] = [];
 const notes: string[] = [];
@@ -314,6 +320,7 @@ try {
     ratio: `${(issueJson.rps / hashRate1).toFixed(2)} of ${hashRate1.toFixed(0)} hashes/s`,
   });
   log("keygate, token issuance (XML), one core");
+  await settle();
   const issueXml = await wrk(keygate.origin, "issue-xml", issuerPairs, { connections: 4 });
   rows.push({
     scenario: "token issuance, XML, 1 core",
@@ -330,6 +337,7 @@ try {
   const loaded: WrkResult[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     log(`keygate, secure p99 without and with saturated issuance, round ${round}/${ROUNDS}`);
+    await settle();
     unloaded.push(await wrk(keygate.origin, "query", bigPairs));
     const issuing = wrk(keygate.origin, "issue-json", issuerPairs, {
       connections: 4,
