@@ -43,7 +43,8 @@ export async function serve(args: string[], env: Record<string, string | undefin
   }
   const logger = createLogger({ level: config.logLevel });
   mkdirSync(dirname(config.dbPath), { recursive: true });
-  const store = openStore(config.dbPath);
+  // Logins need no fsync on the thread that serves secure requests; revocations still get one.
+  const store = openStore(config.dbPath, { durability: "grants" });
   const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(

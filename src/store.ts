@@ -34,6 +34,17 @@ export interface StoreOptions {
    * which writes fail as on a full disk. Default: SQLite's own limit.
    */
   maxPageCount?: number;
+  /**
+   * `"full"` (the default): every commit is synced to disk before it
+   * returns (`PRAGMA synchronous = FULL`). `"grants"`, for the server: only
+   * commits that can end a grant (revocations, key and user changes; see
+   * {@link Store.readGrantWrites}) are synced before they return; others (a
+   * new token and its audit row, a key's last use, throttle counters) reach
+   * the disk with the next synced commit or checkpoint, so a power cut (not
+   * a crash of keygate) can lose the last of them. A login then costs no
+   * fsync on the thread that serves secure requests.
+   */
+  durability?: "full" | "grants";
 }
 
 /** A brute-force counter row (see src/throttle.ts). */
@@ -264,7 +275,10 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
   try {
     db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     if (path !== ":memory:") db.exec("PRAGMA journal_mode = WAL");
-    db.exec("PRAGMA synchronous = FULL");
+    const durability = options.durability ?? "full";
+    db.exec(
+      `PRAGMA synchronous = ${durability === "full" || path === ":memory:" ? "FULL" : "NORMAL"}`,
+    );
     db.exec("PRAGMA foreign_keys = ON");
     // Read pages through a memory map: token lookups in a large table cost no read()
     // system call, and the pages live in the OS page cache rather than our heap.
@@ -276,7 +290,9 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
       }
       db.exec(`PRAGMA max_page_count = ${options.maxPageCount}`);
     }
-    return createStore(db, path, busyTimeoutMs);
+    // WAL mode: the commit frames are in the -wal file, and syncing it makes them durable.
+    const syncWal = durability === "grants" && path !== ":memory:" ? openWalSync(path) : undefined;
+    return createStore(db, path, busyTimeoutMs, openCommitCounter(path), syncWal);
   } catch (error) {
     db.close();
     throw error;
@@ -343,14 +359,43 @@ type Statement = Pick<StatementSync, "run" | "get" | "all">;
 /** Statements that write (and so may end a grant, unless declared otherwise). */
 const WRITES = /^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
 
+/** Syncs a database's WAL file to disk, for {@link StoreOptions.durability} `"grants"`. */
+interface WalSync {
+  sync(): void;
+  close(): void;
+}
+
+function openWalSync(path: string): WalSync {
+  // The -wal file exists once the connection has read in WAL mode (the migrations did).
+  // SQLite holds no POSIX locks on it, so this descriptor can be closed at any time.
+  const file = Deno.openSync(`${path}-wal`, { read: true });
+  return { sync: () => file.syncDataSync(), close: () => file.close() };
+}
+
 function createStore(
   db: DatabaseSync,
   path: string,
   busyTimeoutMs = BUSY_TIMEOUT_MS,
   commits: CommitCounter = openCommitCounter(path),
+  syncWal?: WalSync,
 ) {
   /** Writes through this connection that may have ended or changed a token grant. */
   let grantWrites = 0;
+
+  let walSyncs = 0;
+
+  /** Makes what has committed durable (see StoreOptions.durability `"grants"`). */
+  function syncCommitted(): void {
+    if (syncWal === undefined) return;
+    syncWal.sync();
+    walSyncs++;
+  }
+
+  /** After a write that can end a grant commits: make it durable (see StoreOptions.durability). */
+  function grantWritten(): void {
+    grantWrites++;
+    if (!db.isTransaction) syncCommitted(); // autocommit: it has committed; else see transaction()
+  }
 
   /**
    * Prepares a statement. A write counts in {@link Store.readGrantWrites}
@@ -365,17 +410,17 @@ function createStore(
     const counted = {
       run(...args: unknown[]) {
         const result: StatementResultingChanges = Reflect.apply(statement.run, statement, args);
-        if (Number(result.changes) > 0) grantWrites++;
+        if (Number(result.changes) > 0) grantWritten();
         return result;
       },
       get(...args: unknown[]) {
         const row = Reflect.apply(statement.get, statement, args);
-        if (row !== undefined) grantWrites++; // RETURNING: a row came back, so one changed
+        if (row !== undefined) grantWritten(); // RETURNING: a row came back, so one changed
         return row;
       },
       all(...args: unknown[]) {
         const rows: unknown[] = Reflect.apply(statement.all, statement, args);
-        if (rows.length > 0) grantWrites++;
+        if (rows.length > 0) grantWritten();
         return rows;
       },
     };
@@ -596,8 +641,10 @@ function createStore(
     if (db.isTransaction) return fn();
     db.exec("BEGIN IMMEDIATE");
     try {
+      const before = grantWrites;
       const result = fn();
       db.exec("COMMIT");
+      if (grantWrites !== before) syncCommitted();
       return result;
     } catch (error) {
       if (db.isTransaction) db.exec("ROLLBACK");
@@ -804,6 +851,11 @@ function createStore(
      */
     readGrantWrites(): number {
       return grantWrites;
+    },
+
+    /** WAL syncs made after grant-ending commits, with durability `"grants"` (tests, diagnostics). */
+    readWalSyncs(): number {
+      return walSyncs;
     },
 
     revokeToken(tokenId: number, now: number): boolean {
@@ -1062,6 +1114,7 @@ function createStore(
     close(): void {
       if (db.isOpen) db.close();
       commits.close(); // after the connection: see src/wal_index.ts
+      syncWal?.close();
     },
   };
 }

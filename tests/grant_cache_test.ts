@@ -345,3 +345,42 @@ Deno.test("Store.readGrantWrites() moves with each write that can end a grant, a
     db.cleanup();
   }
 });
+
+Deno.test("durability 'grants': a login's commit is not synced, a revocation's is, at once", () => {
+  const db = tempDbPath();
+  const store = openStore(db.path, { durability: "grants" });
+  try {
+    const { user, key } = seed(store); // new user, key and token: no sync
+    assert.equal(store.readWalSyncs(), 0);
+    store.transaction(() => {
+      store.issueToken({
+        tokenHash: hashSecret("g".repeat(40)),
+        userId: user.id,
+        apiKeyId: key.id,
+        issuedAt: 2000,
+        expiresAt: 90_000,
+        maxLiveTokens: 100,
+      });
+      store.appendAudit({ at: 2000, actor: "test", action: "token.issued", subject: "token:2" });
+    });
+    assert.equal(store.readWalSyncs(), 0, "a login is not synced");
+    const grant = store.findTokenGrant(hashSecret(TOKEN), hashSecret(KEY), 2000)!;
+    store.transaction(() => {
+      store.revokeToken(grant.tokenId, 2100);
+      store.appendAudit({ at: 2100, actor: "test", action: "token.revoked", subject: "token:1" });
+    });
+    assert.equal(store.readWalSyncs(), 1, "a revocation is synced once, after its commit");
+    store.setApiKeyDisabled(key.id, true, 2200); // autocommit
+    assert.equal(store.readWalSyncs(), 2);
+    const full = openStore(db.path);
+    try {
+      full.setUserDisabled(user.id, true, 2300);
+      assert.equal(full.readWalSyncs(), 0, "durability 'full' leaves syncing to SQLite");
+    } finally {
+      full.close();
+    }
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
