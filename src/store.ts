@@ -824,12 +824,6 @@ function createStore(
     },
 
     /**
-     * A stamp that differs whenever the database may have changed: another
-     * connection committed (`PRAGMA data_version`) or this one wrote
-     * (`total_changes()`). One cheap read, for caches that must stay exact;
-     * each cache compares it with the stamp it last saw.
-     */
-    /**
      * Commits by any connection, read without a lock from the WAL index (see
      * src/wal_index.ts), or `undefined` where that is not possible. When it
      * has not moved, nothing has changed; when it has, ask
