@@ -22,14 +22,7 @@ function seed(store: Store, keyExpiresAt: number | null = null) {
     },
     1000,
   );
-  store.issueToken({
-    tokenHash: hashSecret(TOKEN),
-    userId: user.id,
-    apiKeyId: key.id,
-    issuedAt: 1000,
-    expiresAt: 90_000,
-    maxLiveTokens: 100,
-  });
+  issueFor(store, { user, key }, TOKEN, 1000);
   return { user, key };
 }
 
@@ -123,14 +116,7 @@ Deno.test("createGrantCache() starts afresh when full", () => {
   try {
     const { user, key } = seed(store);
     const other = "c".repeat(40);
-    store.issueToken({
-      tokenHash: hashSecret(other),
-      userId: user.id,
-      apiKeyId: key.id,
-      issuedAt: 1000,
-      expiresAt: 90_000,
-      maxLiveTokens: 100,
-    });
+    issueFor(store, { user, key }, other, 1000);
     const spy = counting(store);
     const find = createGrantCache(spy.store, 1);
     find(KEY, TOKEN, 2000);
@@ -188,14 +174,7 @@ Deno.test("createGrantCache() keeps its grants across writes that end none (a lo
     const spy = counting(store);
     const find = createGrantCache(spy.store);
     assert.ok(find(KEY, TOKEN, 2000));
-    store.issueToken({
-      tokenHash: hashSecret("d".repeat(40)),
-      userId: user.id,
-      apiKeyId: key.id,
-      issuedAt: 2100,
-      expiresAt: 90_000,
-      maxLiveTokens: 100,
-    });
+    issueFor(store, { user, key }, "d".repeat(40), 2100);
     store.recordKeyUsage([{
       apiKeyId: key.id,
       lastUsedAt: 2200,
@@ -218,14 +197,7 @@ Deno.test("createGrantCache() forgets a grant the live-token cap ends", () => {
     const { user, key } = seed(store);
     const find = createGrantCache(store);
     assert.ok(find(KEY, TOKEN, 2000));
-    store.issueToken({
-      tokenHash: hashSecret("e".repeat(40)),
-      userId: user.id,
-      apiKeyId: key.id,
-      issuedAt: 2100,
-      expiresAt: 90_000,
-      maxLiveTokens: 1, // the newest only: TOKEN is revoked
-    });
+    issueFor(store, { user, key }, "e".repeat(40), 2100, 1); // the newest only: TOKEN is revoked
     assert.equal(find(KEY, TOKEN, 2200), undefined);
   } finally {
     store.close();
@@ -278,15 +250,7 @@ Deno.test("Store.readGrantWrites() moves with each write that can end a grant, a
             2000,
           ),
       ],
-      ["issueToken under the cap", () =>
-        store.issueToken({
-          tokenHash: hashSecret("f".repeat(40)),
-          userId: user.id,
-          apiKeyId: key.id,
-          issuedAt: 2000,
-          expiresAt: 90_000,
-          maxLiveTokens: 100,
-        })],
+      ["issueToken under the cap", () => issueFor(store, { user, key }, "f".repeat(40), 2000)],
       [
         "recordKeyUsage",
         () =>
@@ -353,14 +317,7 @@ Deno.test("durability 'grants': a login's commit is not synced, a revocation's i
     const { user, key } = seed(store); // new user, key and token: no sync
     assert.equal(store.readWalSyncs(), 0);
     store.transaction(() => {
-      store.issueToken({
-        tokenHash: hashSecret("g".repeat(40)),
-        userId: user.id,
-        apiKeyId: key.id,
-        issuedAt: 2000,
-        expiresAt: 90_000,
-        maxLiveTokens: 100,
-      });
+      issueFor(store, { user, key }, "g".repeat(40), 2000);
       store.appendAudit({ at: 2000, actor: "test", action: "token.issued", subject: "token:2" });
     });
     assert.equal(store.readWalSyncs(), 0, "a login is not synced");
@@ -384,3 +341,21 @@ Deno.test("durability 'grants': a login's commit is not synced, a revocation's i
     db.cleanup();
   }
 });
+
+/** Issues one more token (valid until 90,000) to the seeded user and key. */
+function issueFor(
+  store: Store,
+  { user, key }: { user: { id: number }; key: { id: number } },
+  token: string,
+  issuedAt: number,
+  maxLiveTokens = 100,
+) {
+  return store.issueToken({
+    tokenHash: hashSecret(token),
+    userId: user.id,
+    apiKeyId: key.id,
+    issuedAt,
+    expiresAt: 90_000,
+    maxLiveTokens,
+  });
+}

@@ -247,15 +247,7 @@ Deno.test("flushGradually() writes in small transactions, serves other tasks bet
   const db = tempDbPath();
   const store = openStore(db.path);
   try {
-    const user = store.insertUser(
-      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      1,
-    );
-    const keys = Array.from({ length: 5 }, (_, i) =>
-      store.insertApiKey(
-        { userId: user.id, keyHash: hashSecret(`k${i}`), prefix: `k${i}`, label: "" },
-        1,
-      ));
+    const keys = addKeys(store, 5);
     const batches: number[] = [];
     const counting: Pick<Store, "recordKeyUsage"> = {
       recordKeyUsage(usages) {
@@ -295,15 +287,7 @@ Deno.test("flushGradually() keeps what it could not write, and logs instead of t
   const db = tempDbPath();
   const store = openStore(db.path);
   try {
-    const user = store.insertUser(
-      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      1,
-    );
-    const keys = Array.from({ length: 3 }, (_, i) =>
-      store.insertApiKey(
-        { userId: user.id, keyHash: hashSecret(`k${i}`), prefix: `k${i}`, label: "" },
-        1,
-      ));
+    const keys = addKeys(store, 3);
     let calls = 0;
     const failsSecond: Pick<Store, "recordKeyUsage"> = {
       recordKeyUsage(usages) {
@@ -330,3 +314,16 @@ Deno.test("flushGradually() keeps what it could not write, and logs instead of t
     db.cleanup();
   }
 });
+
+/** A user with `count` API keys. */
+function addKeys(store: Store, count: number) {
+  const user = store.insertUser(
+    { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
+    1,
+  );
+  return Array.from({ length: count }, (_, i) =>
+    store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret(`k${i}`), prefix: `k${i}`, label: "" },
+      1,
+    ));
+}

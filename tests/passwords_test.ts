@@ -161,13 +161,10 @@ Deno.test("a pool whose workers cannot start gives up after a few crashes instea
 
 Deno.test("a busy worker already holds its next job, so it works on while the main thread is busy", async () => {
   // A stand-in worker that answers each job at once with the wall-clock time it did so.
-  const dir = await Deno.makeTempDir();
-  const echo = new URL(`file://${dir}/echo_worker.ts`);
-  await Deno.writeTextFile(
-    echo,
+  await using echo = await writeWorker(
     `self.onmessage = (e) => self.postMessage({ id: e.data.id, ok: true, value: String(Date.now()) });`,
   );
-  const hasher = createPasswordHasher({ workers: 1, queue: 4, workerUrl: echo });
+  const hasher = createPasswordHasher({ workers: 1, queue: 4, workerUrl: echo.url });
   try {
     await hasher.hash("warm-up"); // the worker has started
     const jobs = Array.from({ length: JOBS_PER_WORKER + 1 }, (_, i) => hasher.hash(`p${i}`));
@@ -181,16 +178,12 @@ Deno.test("a busy worker already holds its next job, so it works on while the ma
     assert.ok(doneAt[2] >= blockedUntil, "no more than JOBS_PER_WORKER are handed to one worker");
   } finally {
     hasher.close();
-    await Deno.remove(dir, { recursive: true });
   }
 });
 
 Deno.test("a job kept waiting on a worker makes the main thread give up the CPU, until it is done", async () => {
   // A stand-in worker that takes 400 ms a job, as a starved idle-class worker would.
-  const dir = await Deno.makeTempDir();
-  const slow = new URL(`file://${dir}/slow_worker.ts`);
-  await Deno.writeTextFile(
-    slow,
+  await using slow = await writeWorker(
     `self.onmessage = (e) => {
       if (e.data.password !== "quick") Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 400);
       self.postMessage({ id: e.data.id, ok: true, value: "done" });
@@ -199,7 +192,7 @@ Deno.test("a job kept waiting on a worker makes the main thread give up the CPU,
   const yields: number[] = [];
   const hasher = createPasswordHasher({
     workers: 1,
-    workerUrl: slow,
+    workerUrl: slow.url,
     starvedAfterMs: 150,
     yieldCpu: (ms) => yields.push(ms),
   });
@@ -217,7 +210,6 @@ Deno.test("a job kept waiting on a worker makes the main thread give up the CPU,
     assert.equal(yields.length, after, "and stopped once it was done");
   } finally {
     hasher.close();
-    await Deno.remove(dir, { recursive: true });
   }
 });
 
@@ -244,3 +236,11 @@ Deno.test("verify() drops a queued job whose client went away, freeing its place
     hasher.close();
   }
 });
+
+/** A stand-in worker module in a temporary directory, removed on dispose. */
+async function writeWorker(source: string) {
+  const dir = await Deno.makeTempDir();
+  const url = new URL(`file://${dir}/worker.ts`);
+  await Deno.writeTextFile(url, source);
+  return { url, [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }) };
+}
