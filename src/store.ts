@@ -291,7 +291,10 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
       db.exec(`PRAGMA max_page_count = ${options.maxPageCount}`);
     }
     // WAL mode: the commit frames are in the -wal file, and syncing it makes them durable.
-    const syncWal = durability === "grants" && path !== ":memory:" ? openWalSync(path) : undefined;
+    // SQLite keeps -wal and -shm beside the file a symbolic link points to.
+    const syncWal = durability === "grants" && path !== ":memory:"
+      ? openWalSync(Deno.realPathSync(path))
+      : undefined;
     return createStore(db, path, busyTimeoutMs, openCommitCounter(path), syncWal);
   } catch (error) {
     db.close();

@@ -359,3 +359,19 @@ function issueFor(
     maxLiveTokens,
   });
 }
+
+Deno.test("durability 'grants' opens a database through a symbolic link", () => {
+  const db = tempDbPath();
+  openStore(db.path).close();
+  const link = `${db.dir}/link.sqlite3`;
+  Deno.symlinkSync(db.path, link);
+  const store = openStore(link, { durability: "grants" });
+  try {
+    const { user } = seed(store);
+    store.setUserDisabled(user.id, true, 3000);
+    assert.equal(store.readWalSyncs(), 1);
+  } finally {
+    store.close();
+    db.cleanup();
+  }
+});
