@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { writeWhenUnlocked } from "./locked_writes.ts";
+import { nextTask, writeWhenUnlocked } from "./locked_writes.ts";
 import type { Clock } from "./clock.ts";
 import { isDatabaseUnavailable } from "./errors.ts";
 import type { Logger } from "./logger.ts";
@@ -45,8 +45,6 @@ export interface Janitor {
   /** Cancels the timer and waits for a sweep in progress to end at its next batch. */
   stop(): Promise<void>;
 }
-
-const nextTask = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 
 /** Creates the janitor. Nothing runs until `start()` or `sweep()`. */
 export function createJanitor(deps: JanitorDeps): Janitor {

@@ -8,6 +8,7 @@
  * @module
  */
 import type { Clock } from "./clock.ts";
+import { nextTask } from "./locked_writes.ts";
 import type { Logger } from "./logger.ts";
 import type { KeyUsage, Store } from "./store.ts";
 
@@ -121,7 +122,7 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
         if (store.withoutBusyWait) store.withoutBusyWait(() => store.recordKeyUsage(batch));
         else store.recordKeyUsage(batch);
         unwritten = unwritten.slice(batch.length);
-        if (unwritten.length > 0) await new Promise((resolve) => setTimeout(resolve, 0));
+        if (unwritten.length > 0) await nextTask();
       }
     } catch (error) {
       for (const usage of unwritten) merge(usage);

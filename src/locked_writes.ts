@@ -33,7 +33,15 @@ export async function writeWhenUnlocked<T>(store: Store, write: () => T): Promis
     } catch (error) {
       if (!isDatabaseBusy(error) || performance.now() + pause > deadline) throw error;
     }
-    await new Promise((resolve) => setTimeout(resolve, pause));
+    await nextTask(pause);
     pause = Math.min(pause * 2, MAX_PAUSE_MS);
   }
+}
+
+/**
+ * Resolves after `ms` (default 0), letting other tasks (requests) run first:
+ * the pause between batches of a long write, so that none holds the thread.
+ */
+export function nextTask(ms = 0): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { openLibc } from "./libc.ts";
 
 const SOL_SOCKET = 1;
 const SO_ACCEPTCONN = 30;
@@ -44,17 +45,10 @@ export interface TcpSocket {
 }
 
 function withLibc<T>(fallback: T, use: (libc: Libc) => T): T {
-  if (Deno.build.os !== "linux") return fallback;
-  let library;
-  try {
-    library = Deno.dlopen("libc.so.6", LIBC_SYMBOLS);
-  } catch {
-    return fallback; // no --allow-ffi, or no glibc
-  }
+  const library = openLibc(LIBC_SYMBOLS);
+  if (library === undefined) return fallback;
   try {
     return use(library.symbols);
-  } catch {
-    return fallback;
   } finally {
     library.close();
   }

@@ -6,6 +6,7 @@
  * @module
  */
 import { hashArgon2, verifyArgon2 } from "./argon2.ts";
+import { openLibc } from "./libc.ts";
 
 /** A job for a password worker. */
 export type PasswordJob =
@@ -41,25 +42,21 @@ const SCHED_IDLE = 5;
  * Returns the class it got: `"idle"`, `"nice"` or `"normal"`.
  */
 function lowerPriority(): "idle" | "nice" | "normal" {
-  if (Deno.build.os !== "linux") return "normal";
+  const libc = openLibc({
+    setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
+    sched_setscheduler: { parameters: ["i32", "i32", "buffer"], result: "i32" },
+    gettid: { parameters: [], result: "i32" },
+  });
+  if (libc === undefined) return "normal";
   try {
-    const libc = Deno.dlopen("libc.so.6", {
-      setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
-      sched_setscheduler: { parameters: ["i32", "i32", "buffer"], result: "i32" },
-      gettid: { parameters: [], result: "i32" },
-    });
-    try {
-      const tid = libc.symbols.gettid(); // with a thread id, Linux applies both to that thread only
-      const PRIO_PROCESS = 0;
-      const niced = libc.symbols.setpriority(PRIO_PROCESS, tid, WORKER_NICE) === 0;
-      const param = new Uint8Array(4); // struct sched_param { int sched_priority = 0; }
-      if (libc.symbols.sched_setscheduler(tid, SCHED_IDLE, param) === 0) return "idle";
-      return niced ? "nice" : "normal";
-    } finally {
-      libc.close();
-    }
-  } catch {
-    return "normal";
+    const tid = libc.symbols.gettid(); // with a thread id, Linux applies both to that thread only
+    const PRIO_PROCESS = 0;
+    const niced = libc.symbols.setpriority(PRIO_PROCESS, tid, WORKER_NICE) === 0;
+    const param = new Uint8Array(4); // struct sched_param { int sched_priority = 0; }
+    if (libc.symbols.sched_setscheduler(tid, SCHED_IDLE, param) === 0) return "idle";
+    return niced ? "nice" : "normal";
+  } finally {
+    libc.close();
   }
 }
 

@@ -378,9 +378,9 @@ function openWalSync(path: string): WalSync {
 function createStore(
   db: DatabaseSync,
   path: string,
-  busyTimeoutMs = BUSY_TIMEOUT_MS,
-  commits: CommitCounter = openCommitCounter(path),
-  syncWal?: WalSync,
+  busyTimeoutMs: number,
+  commits: CommitCounter,
+  syncWal: WalSync | undefined,
 ) {
   /** Writes through this connection that may have ended or changed a token grant. */
   let grantWrites = 0;

@@ -24,6 +24,7 @@
  *
  * @module
  */
+import { openLibc } from "./libc.ts";
 
 /** The WAL index header, as a reader sees it. */
 const HEADER = {
@@ -74,17 +75,13 @@ interface SharedMap {
 const maps = new Map<string, SharedMap>();
 
 function mapIndex(realPath: string): SharedMap | undefined {
-  let libc;
-  try {
-    libc = Deno.dlopen("libc.so.6", {
-      open: { parameters: ["buffer", "i32"], result: "i32" },
-      close: { parameters: ["i32"], result: "i32" },
-      mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
-      munmap: { parameters: ["pointer", "usize"], result: "i32" },
-    });
-  } catch {
-    return undefined; // no --allow-ffi, or no glibc
-  }
+  const libc = openLibc({
+    open: { parameters: ["buffer", "i32"], result: "i32" },
+    close: { parameters: ["i32"], result: "i32" },
+    mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
+    munmap: { parameters: ["pointer", "usize"], result: "i32" },
+  });
+  if (libc === undefined) return undefined;
   const lib = libc.symbols;
   let fd = -1;
   let map: Deno.PointerValue = null;
