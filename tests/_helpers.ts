@@ -10,7 +10,7 @@ import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
 import { createKeyUsageRecorder, type KeyUsageRecorder } from "../src/key_usage.ts";
 import { createLogger, type Logger } from "../src/logger.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store } from "../src/store.ts";
+import { openStore, type Store, type StoreOptions } from "../src/store.ts";
 import { generateSelfSigned } from "../src/tls.ts";
 
 /** A clock that only moves when told to. */
@@ -35,6 +35,23 @@ export function tempDbPath(): { path: string; dir: string; cleanup(): void } {
     path: `${dir}/keygate.sqlite3`,
     dir,
     cleanup: () => Deno.removeSync(dir, { recursive: true }),
+  };
+}
+
+/** A store on a new temporary database; `using` closes it and removes the directory. */
+export function openTempStore(
+  options?: StoreOptions,
+): { store: Store; path: string; dir: string; [Symbol.dispose](): void } {
+  const db = tempDbPath();
+  const store = openStore(db.path, options);
+  return {
+    store,
+    path: db.path,
+    dir: db.dir,
+    [Symbol.dispose]() {
+      store.close();
+      db.cleanup();
+    },
   };
 }
 
