@@ -221,6 +221,76 @@ export interface TokenBatch {
 /** Tables whose rows {@link Store.countRows} counts. */
 export type StoreTable = "users" | "api_keys" | "tokens" | "login_failures" | "audit_log";
 
+/** What an operator of the admin API may do: read, or read and change. */
+export type OperatorRole = "read" | "write";
+
+/** An operator of the admin API, without the token itself (only its digest is stored). */
+export interface Operator {
+  id: number;
+  /** Unique among operators that are not revoked; the audit log's actor is `operator:<name>`. */
+  name: string;
+  role: OperatorRole;
+  /** The first characters of the token, shown in listings. */
+  prefix: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+/** What {@link Store.insertOperator} needs. */
+export interface NewOperator {
+  name: string;
+  role: OperatorRole;
+  /** SHA-256 of the operator token. */
+  tokenHash: Uint8Array;
+  prefix: string;
+}
+
+/** One page of {@link Store.searchUsers}. */
+export interface UserQuery {
+  /** Only users whose e-mail contains this text (compared in lower case). */
+  search?: string;
+  /** Only users whose e-mail sorts after this one (the page cursor). */
+  afterEmail?: string;
+  /** At most this many users. */
+  limit: number;
+}
+
+/** A token as the admin API lists it: never the token or its digest. */
+export interface TokenListing {
+  id: number;
+  apiKeyId: number;
+  issuedAt: number;
+  /** The token's own expiry. */
+  expiresAt: number;
+  revokedAt: number | null;
+  /** Valid and unexpired at the listing's `now`, by the rule of {@link Store.findTokenGrant}. */
+  live: boolean;
+}
+
+/** One page of {@link Store.listTokensOfUser}, newest first. */
+export interface TokenQuery {
+  now: number;
+  /** Only tokens with a smaller id (the page cursor). */
+  beforeId?: number;
+  /** Only tokens live at `now`. */
+  liveOnly?: boolean;
+  limit: number;
+}
+
+/** One page of {@link Store.searchAudit}, newest first; every given field must match. */
+export interface AuditQuery {
+  actor?: string;
+  action?: string;
+  subject?: string;
+  /** Rows at or after this instant. */
+  from?: number;
+  /** Rows before this instant. */
+  to?: number;
+  /** Only rows with a smaller id (the page cursor). */
+  beforeId?: number;
+  limit: number;
+}
+
 /**
  * The store. Method groups: lifecycle, users, API keys, tokens and grants,
  * the grant change feed, login failures, audit, retention.
@@ -421,4 +491,21 @@ export interface Store {
   purgeEndedTokens(cutoff: number, change: { audit: AuditOf<number> }): Promise<number>;
   /** Row count of a table, for listings, metrics and tests. */
   countRows(table: StoreTable): Promise<number>;
+
+  // ---- Operators and admin views (the admin API, src/http/admin/) ---------------------------
+
+  /** @throws {StoreConflict} when an operator that is not revoked has the name, or the digest is taken. */
+  insertOperator(operator: NewOperator, change: AuditedChange<Operator>): Promise<Operator>;
+  /** The operator with this token digest, revoked or not. */
+  findOperatorByHash(tokenHash: Uint8Array): Promise<Operator | undefined>;
+  /** Every operator, revoked ones too, by name then id. */
+  listOperators(): Promise<Operator[]>;
+  /** Revokes an operator if not yet revoked; resolves to whether it was. */
+  revokeOperator(id: number, change: AuditedChange<boolean>): Promise<boolean>;
+  /** Users by e-mail, filtered and paged (see {@link UserQuery}). */
+  searchUsers(query: UserQuery): Promise<User[]>;
+  /** A user's tokens, newest first (see {@link TokenQuery}). */
+  listTokensOfUser(userId: number, query: TokenQuery): Promise<TokenListing[]>;
+  /** Audit rows, newest first, filtered and paged (see {@link AuditQuery}). */
+  searchAudit(query: AuditQuery): Promise<AuditRecord[]>;
 }

@@ -14,6 +14,7 @@
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreConflict, StoreError } from "../../src/store/errors.ts";
+import { runAdminViewContract } from "./contract_admin.ts";
 import type { AuditEntry, LoginFailures, Store } from "../../src/store/store.ts";
 
 /** A fresh, empty store of the backend under test. */
@@ -611,4 +612,6 @@ export function runStoreContract(options: StoreContractOptions): void {
     await store.closeStore();
     await store.closeStore();
   });
+
+  runAdminViewContract(test);
 }
