@@ -71,6 +71,9 @@ export async function serve(args: string[], env: Record<string, string | undefin
     },
     metrics,
     proxy: config.behindProxy ? { trustedProxies: config.trustedProxies } : undefined,
+    scheme: tls === undefined ? "http" : "https",
+    unicodePaths: config.unicodePaths,
+    forwardAuthHeader: config.forwardAuthHeader,
   });
   if (config.upstream !== undefined) {
     logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {

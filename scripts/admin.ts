@@ -9,7 +9,13 @@
  */
 import { parseArgs } from "node:util";
 import { type Clock, systemClock } from "../src/clock.ts";
-import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "../src/credentials.ts";
+import {
+  generateApiKey,
+  hashSecret,
+  normalizeApiKey,
+  toCanonicalEmail,
+  toKeyPrefix,
+} from "../src/credentials.ts";
 import { formatDuration, parseDuration } from "../src/duration.ts";
 import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
 import { createLogger, type LogFields } from "../src/logger.ts";
@@ -153,7 +159,15 @@ const COMMANDS: Record<string, Command> = {
     options: ["timeout"],
     async run(store, [emailArg], flags, io) {
       const email = toEmail(emailArg);
-      if (store.findUserByEmail(email)) throw new AdminError(`User "${email}" already exists`);
+      // Rows written before e-mails were stored in NFC are compared in NFC too.
+      const existing = store.findUserByEmail(email) ??
+        store.listUsers().find((user) => toCanonicalEmail(user.email) === email);
+      if (existing) {
+        throw new AdminError(
+          `User "${email}" already exists` +
+            (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`),
+        );
+      }
       const timeout = flags.timeout === undefined ? null : toDuration(flags.timeout);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
       const user = store.transaction(() => {
@@ -559,7 +573,7 @@ const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f]/;
 
 function toEmail(text: string | undefined): string {
   if (text === undefined) throw usage("user add EMAIL");
-  const email = text.toLowerCase();
+  const email = toCanonicalEmail(text);
   if (
     email.length < 3 || email.length > MAX_EMAIL_LENGTH || !email.includes("@") ||
     INVALID_EMAIL_CHARACTER.test(email)
@@ -593,7 +607,7 @@ function toDuration(text: string): number {
 
 function findUser(store: Store, email: string | undefined): User {
   if (email === undefined) throw new AdminError("Missing EMAIL argument", 2);
-  const user = store.findUserByEmail(email.toLowerCase());
+  const user = store.findUserByEmail(toCanonicalEmail(email));
   if (user === undefined) throw new AdminError(`No user "${email.slice(0, 254)}"`);
   return user;
 }

@@ -934,6 +934,24 @@ function createStore(
       return Number(failuresDelete.run({ subject }).changes) === 1;
     },
 
+    /**
+     * Writes and removes one row (a throttle counter no login can have) in one
+     * transaction: whether the database takes writes now (readiness, while degraded).
+     */
+    probeWrite(): void {
+      transaction(() => {
+        const subject = "probe:readiness";
+        failuresUpsert.run({
+          subject,
+          failures: 0,
+          last_failure_at: 0,
+          blocked_until: 0,
+          forget_at: 0,
+        });
+        failuresDelete.run({ subject });
+      });
+    },
+
     /** How long a write may wait for another connection's lock, in ms. */
     busyTimeoutMs,
 
