@@ -217,6 +217,9 @@ export interface NewToken {
 /** The store's domain operations. All are synchronous. */
 export type Store = ReturnType<typeof createStore>;
 
+/** Rows of 128-character subjects `probeWrite` writes: with their index, more than two 4 KiB pages. */
+const PROBE_ROWS = 40;
+
 type Row = Record<string, SQLInputValue>;
 
 function toUser(row: Row): User {
@@ -935,20 +938,26 @@ function createStore(
     },
 
     /**
-     * Writes and removes one row (a throttle counter no login can have) in one
-     * transaction: whether the database takes writes now (readiness, while degraded).
+     * Writes and removes throttle counters no login can have, in one
+     * transaction: whether the database takes writes now (readiness, while
+     * degraded). They fill more than a page, so the file must be able to grow.
      */
     probeWrite(): void {
       transaction(() => {
-        const subject = "probe:readiness";
-        failuresUpsert.run({
-          subject,
-          failures: 0,
-          last_failure_at: 0,
-          blocked_until: 0,
-          forget_at: 0,
-        });
-        failuresDelete.run({ subject });
+        const subjects = Array.from(
+          { length: PROBE_ROWS },
+          (_, i) => `probe:readiness:${i}:`.padEnd(128, "-"),
+        );
+        for (const subject of subjects) {
+          failuresUpsert.run({
+            subject,
+            failures: 1,
+            last_failure_at: 0,
+            blocked_until: 0,
+            forget_at: 1,
+          });
+        }
+        for (const subject of subjects) failuresDelete.run({ subject });
       });
     },
 

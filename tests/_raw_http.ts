@@ -2,10 +2,25 @@
  * Requests written byte for byte: what `fetch` and `new Request()` cannot
  * send (a malformed Host, an absolute-form target, `\`, `;` or dot segments
  * that a URL parser would normalise away), against a handler served over real
- * TLS (or plain TCP), as a client on the internet would send them.
+ * TLS (or plain TCP), as a client on the internet would send them; and a
+ * backend that records what reaches it.
  */
 import type { Handler } from "../src/app.ts";
 import { testCertificate } from "./_helpers.ts";
+
+/** A real backend that records every request it receives. */
+export function startRecordingBackend() {
+  const seen: { path: string; headers: Headers }[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
+    seen.push({ path: request.url.replace(/^http:\/\/[^/]*/, ""), headers: request.headers });
+    return new Response("backend");
+  });
+  return {
+    seen,
+    url: new URL(`http://127.0.0.1:${server.addr.port}`),
+    close: () => server.shutdown(),
+  };
+}
 
 /** A response as read from the wire, its body decoded. */
 export interface RawResponse {

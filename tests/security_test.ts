@@ -20,24 +20,10 @@ import {
   tempDbPath,
   xmlAuthRequest,
 } from "./_helpers.ts";
-import { startRawServer } from "./_raw_http.ts";
+import { startRawServer, startRecordingBackend } from "./_raw_http.ts";
 
 const VERIFY = `${BASE}/api/userservice/verify`;
 const JSON_ACCEPT = { accept: "application/json" };
-
-/** A real backend that records every request it receives. */
-export function startRecordingBackend() {
-  const seen: { path: string; headers: Headers }[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
-    seen.push({ path: request.url.replace(/^http:\/\/[^/]*/, ""), headers: request.headers });
-    return new Response("backend");
-  });
-  return {
-    seen,
-    url: new URL(`http://127.0.0.1:${server.addr.port}`),
-    close: () => server.shutdown(),
-  };
-}
 
 async function setup(options: { forwardAuthHeader?: ForwardAuthHeader; upstream?: URL } = {}) {
   const app = createTestApp({
