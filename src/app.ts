@@ -103,7 +103,8 @@ const UNREAD_URL = new URL("https://unread.invalid/");
  * spaces, a bad port) is 400: `Deno.serve` pastes `Host` into `Request.url`
  * as it came, where such characters would change the path.
  */
-const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/;
+const HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?\.?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/;
 
 /**
  * The URL of the request as keygate answers it: the listener's scheme, the

@@ -21,9 +21,9 @@
  * 5. A segment is **secure** when its name before the first `.` is `secure`
  *    in ASCII letters of any case (`secure`, `SECURE`, `Secure.json`). A
  *    segment that a Unicode-aware backend would read as such (NFKC, case fold,
- *    default-ignorable characters removed, trailing dots and spaces trimmed:
- *    `ſecure`, `ＳＥＣＵＲＥ`, `secure%20`) but that is not those bytes is
- *    refused. Every refusal is 400 `invalid_path`.
+ *    default-ignorable characters removed, cut at the first `.` or `:`,
+ *    trailing dots and spaces trimmed: `ſecure`, `ＳＥＣＵＲＥ`, `secure%20`,
+ *    `secure::$DATA`) but that is not those bytes is refused. Every refusal is 400 `invalid_path`.
  * 6. A trailing `.json` or `.xml` on the last segment selects the response
  *    format and is removed from the routed path; a trailing slash is ignored.
  *
@@ -65,12 +65,12 @@ const IGNORABLE = /[\p{Default_Ignorable_Code_Point}\p{Cf}]/gu;
  * How a Unicode-aware, case-insensitive backend reads a segment's name:
  * NFKC, full case fold (approximated by upper- then lower-casing, which maps
  * `ſ` and `K` as a fold does), ignorable characters removed, and the name cut
- * at the first `.` with trailing spaces and dots trimmed.
+ * at the first `.` or `:` (a suffix, an NTFS stream) with trailing spaces and dots trimmed.
  */
 export function toFoldedName(segment: string): string {
   const folded = segment.normalize("NFKC").replace(IGNORABLE, "").toUpperCase().toLowerCase()
     .normalize("NFKC");
-  return folded.split(".", 1)[0].replace(/[\s.]+$/u, "");
+  return folded.split(/[.:]/, 1)[0].replace(/[\s.]+$/u, "");
 }
 
 /** Whether `segment` (decoded) names `secure` in ASCII letters: `secure`, `SECURE.json`. */

@@ -20,7 +20,7 @@ const RUNS = 120;
 function toBackendName(segment: string): string {
   const folded = segment.normalize("NFKC").replace(/\p{Default_Ignorable_Code_Point}/gu, "")
     .toUpperCase().toLowerCase();
-  return folded.split(".", 1)[0].replace(/[\s.]+$/u, "");
+  return folded.split(/[.:]/, 1)[0].replace(/[\s.]+$/u, "");
 }
 
 /** How a lenient backend reads a path: is any segment `secure`? */
@@ -57,6 +57,8 @@ const SEGMENT = fc.oneof(
     "secure%3Bx",
     "secure.json",
     "secure.",
+    "secure::$DATA",
+    "Secure:x",
     "secure%20",
     "secure%E2%80%8B",
     "se%C2%ADcure",

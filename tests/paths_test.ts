@@ -115,6 +115,8 @@ Deno.test("parseRequestPath() refuses non-ASCII unless allowed, and secure look-
   }
   // ASCII spellings a backend would trim or fold are refused too.
   assertInvalidPath("/api/secure%20/x");
+  assertInvalidPath("/api/secure::$DATA/x");
+  assertInvalidPath("/api/Secure:x");
   assertInvalidPath("/api/secure%20.json");
 });
 
