@@ -16,7 +16,7 @@ import { dirname } from "node:path";
 import { main as adminMain } from "./scripts/admin.ts";
 import { createHandler } from "./src/http/app.ts";
 import type { Routes } from "./src/http/route.ts";
-import type { SecureContext } from "./src/http/routes/secure.ts";
+import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";

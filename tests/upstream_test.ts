@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
-import type { UpstreamOptions } from "../src/http/upstream.ts";
+import type { UpstreamOptions } from "../src/http/context.ts";
 import { toSafeErrorText, toUpstreamPathOf, toUpstreamQuery } from "../src/http/upstream.ts";
 import {
   assertError,

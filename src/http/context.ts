@@ -10,12 +10,11 @@ import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { PasswordHasher } from "../passwords/passwords.ts";
 import type { RequestPath } from "./paths.ts";
-import type { Format } from "./respond.ts";
+import type { Format } from "../formats/format.ts";
 import type { Routes } from "./route.ts";
-import type { SecureContext } from "./routes/secure.ts";
 import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
-import type { UpstreamOptions } from "./upstream.ts";
+import type { Principal } from "../auth/gate.ts";
 
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {
@@ -46,6 +45,21 @@ export interface RequestContext {
   forwardedFor?: string;
   /** Id of the API key the request was authenticated with, once known (logged; never the key). */
   apiKeyId?: number;
+}
+
+/** Context of a secure request, after authentication. */
+export interface SecureContext extends RequestContext {
+  principal: Principal;
+}
+
+/** Where and how to forward. */
+export interface UpstreamOptions {
+  /** `http:` or `https:` base URL; its path (if any) prefixes every forwarded path. */
+  url: URL;
+  /** How long the upstream may take to send its response headers. */
+  timeoutMs: number;
+  /** Remove the caller's credentials before forwarding (default `true`). */
+  hideCredentials?: boolean;
 }
 
 /** Dependencies of the handler and its routers. */

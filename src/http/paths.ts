@@ -30,7 +30,7 @@
  * @module
  */
 import { HttpError } from "./errors.ts";
-import type { Format } from "./respond.ts";
+import type { Format } from "../formats/format.ts";
 
 /** A request path in canonical form. */
 export interface RequestPath {

@@ -17,21 +17,11 @@
  *
  * @module
  */
-import type { RequestContext } from "./context.ts";
+import type { RequestContext, UpstreamOptions } from "./context.ts";
 import { HttpError } from "./errors.ts";
 import { type Identity, toIdentityHeaders } from "../auth/gate.ts";
 import type { Logger } from "../platform/logger.ts";
 import { parseRequestPath, type PathOptions, type RequestPath } from "./paths.ts";
-
-/** Where and how to forward. */
-export interface UpstreamOptions {
-  /** `http:` or `https:` base URL; its path (if any) prefixes every forwarded path. */
-  url: URL;
-  /** How long the upstream may take to send its response headers. */
-  timeoutMs: number;
-  /** Remove the caller's credentials before forwarding (default `true`). */
-  hideCredentials?: boolean;
-}
 
 /** Query parameters that carry credentials, removed when hiding credentials. */
 export const CREDENTIAL_PARAMS: ReadonlySet<string> = new Set([
