@@ -304,6 +304,14 @@ export interface Store {
    * rejects when the round trip fails. The edge treats both as not ready.
    */
   checkStoreReady(): Promise<boolean>;
+  /**
+   * Why writes fail now, for a reason a retry will not soon cure (disk full,
+   * I/O error, read-only file system): the database's message, or
+   * `undefined` when the last write succeeded. While a failure is noted it
+   * first tries a harmless probe write, so that readiness recovers without
+   * waiting for a client's write. `/readyz` answers 503 `degraded` with it.
+   */
+  findWriteFailure(): Promise<string | undefined>;
   /** Releases the connection(s); further calls fail. Idempotent. */
   closeStore(): Promise<void>;
 
