@@ -18,7 +18,8 @@ import { createHandler } from "./src/http/app.ts";
 import type { Routes } from "./src/http/route.ts";
 import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
-import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { type Config, ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { type AdminDeps, createAdminHandler } from "./src/http/admin/admin_app.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor } from "./src/auth/janitor.ts";
@@ -134,6 +135,16 @@ export async function serve(
       hostname: config.metricsHostname,
     });
   }
+  const adminServer = config.admin
+    ? await serveAdmin(config, {
+      store,
+      clock: systemClock,
+      logger,
+      hasher,
+      readCounters: metrics.readCounters,
+      defaultTimeoutSeconds: config.defaultTimeoutSeconds,
+    }, tls)
+    : undefined;
   const janitor = createJanitor({
     store,
     clock: systemClock,
@@ -175,6 +186,7 @@ export async function serve(
   hasher.close();
   await janitor.stop();
   await metricsServer?.shutdown();
+  await adminServer?.shutdown();
   try {
     findSqliteMaintenance(store)?.checkpointWal();
   } catch (error) {
@@ -184,6 +196,35 @@ export async function serve(
   logger.info("stopped");
   logger.flush();
   return 0;
+}
+
+/**
+ * Starts the admin listener (admin API and web console) over HTTPS with the
+ * server's certificate; behind a proxy, where keygate has none, with the
+ * self-signed one kept beside the database.
+ */
+async function serveAdmin(
+  config: Config,
+  deps: AdminDeps,
+  tls: Awaited<ReturnType<typeof loadTlsCredentials>> | undefined,
+): Promise<Deno.HttpServer> {
+  const credentials = tls ?? await loadTlsCredentials(config);
+  const server = Deno.serve({
+    hostname: config.adminHostname,
+    port: config.adminPort,
+    cert: credentials.cert,
+    key: credentials.key,
+    onListen({ hostname, port }) {
+      deps.logger.info(`admin API and console on https://${hostname}:${port}/`, { hostname, port });
+    },
+  }, createAdminHandler(deps));
+  if (!isLoopbackOrPrivate(config.adminHostname)) {
+    deps.logger.warn(
+      "the admin listener is on a public address; prefer 127.0.0.1 and an SSH tunnel (docs/operations.md)",
+      { hostname: config.adminHostname },
+    );
+  }
+  return server;
 }
 
 /** Dispatches `admin …` to the admin CLI and everything else to the server. */

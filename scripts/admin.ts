@@ -29,6 +29,7 @@ import {
   setKeyDisabled,
 } from "../src/auth/keys.ts";
 import { toAccountSubject, toClientSubject } from "../src/auth/throttle.ts";
+import { createOperator, revokeOperator, toOperatorRole } from "../src/auth/operators.ts";
 import {
   addUser,
   changeUserPassword,
@@ -105,6 +106,13 @@ Login throttle:
   throttle clear EMAIL|ADDRESS          Forget the counters of a user's API keys, or of a
                                         client address (IPv6: its /64)
 
+Operators of the admin API (--admin on):
+  operator create NAME --role read|write
+                                        Create an operator; its token is printed once,
+                                        alone on the last line
+  operator list [--json]                List operators (never their tokens)
+  operator revoke NAME                  Revoke an operator's token
+
 Audit:
   audit [--since TIME] [--json]         Print the audit log (admin changes, security events)
 
@@ -159,6 +167,7 @@ interface Flags {
   since?: string;
   unused?: string;
   introspect?: boolean;
+  role?: string;
 }
 
 /** Every option some command takes; each command lists the ones that apply to it. */
@@ -172,6 +181,7 @@ const COMMAND_OPTIONS = [
   "since",
   "unused",
   "introspect",
+  "role",
 ] as const;
 
 const COMMANDS: Record<string, Command> = {
@@ -488,6 +498,51 @@ COMMANDS["throttle clear"] = {
   },
 };
 
+COMMANDS["operator create"] = {
+  usage: "operator create NAME --role read|write",
+  options: ["role"],
+  async run(store, [name], flags, io) {
+    if (name === undefined || flags.role === undefined) {
+      throw usage("operator create NAME --role read|write");
+    }
+    const { operator, token } = await createOperator(
+      toChangeDeps(store, io),
+      name,
+      toOperatorRole(flags.role),
+    );
+    io.stdout(
+      `Created operator ${operator.name} (role ${operator.role}). Its token is shown only this once:`,
+    );
+    io.stdout(token);
+  },
+};
+
+COMMANDS["operator list"] = {
+  usage: "operator list [--json]",
+  options: ["json"],
+  async run(store, _args, flags, io) {
+    const rows = (await store.listOperators()).map((op) => ({
+      name: op.name,
+      role: op.role,
+      token: `${op.prefix}…`,
+      status: op.revokedAt === null ? "active" : "revoked",
+      created_at: toIso(op.createdAt),
+      revoked_at: toIsoOrNull(op.revokedAt),
+    }));
+    printRows(io, rows, flags.json);
+  },
+};
+
+COMMANDS["operator revoke"] = {
+  usage: "operator revoke NAME",
+  options: [],
+  async run(store, [name], _flags, io) {
+    if (name === undefined) throw usage("operator revoke NAME");
+    const operator = await revokeOperator(toChangeDeps(store, io), name);
+    io.stdout(`Revoked operator ${operator.name}`);
+  },
+};
+
 function exists(path: string): boolean {
   try {
     Deno.lstatSync(path);
@@ -694,6 +749,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
           since: { type: "string" },
           unused: { type: "string" },
           introspect: { type: "boolean" },
+          role: { type: "string" },
           help: { type: "boolean", short: "h" },
         },
       });

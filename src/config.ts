@@ -31,6 +31,10 @@ export interface Config {
   metrics: boolean;
   metricsHostname: string;
   metricsPort: number;
+  /** Serve the admin API and web console on a separate HTTPS listener. */
+  admin: boolean;
+  adminHostname: string;
+  adminPort: number;
   /** Plain HTTP behind a TLS-terminating proxy, on a loopback or private address only. */
   behindProxy: boolean;
   /** CIDR ranges whose `X-Forwarded-*` headers are believed (proxy mode only). */
@@ -132,6 +136,25 @@ export const SETTINGS: readonly Setting[] = [
     help: "Port of the metrics listener (plain HTTP; never the public port)",
   },
   {
+    flag: "admin",
+    env: "KEYGATE_ADMIN",
+    default: "off",
+    help: "on: serve the admin API (/admin/v1/) and web console over HTTPS on a separate " +
+      "listener; off: none",
+  },
+  {
+    flag: "admin-hostname",
+    env: "KEYGATE_ADMIN_HOSTNAME",
+    default: "127.0.0.1",
+    help: "Address of the admin listener (reach it through an SSH tunnel or a private network)",
+  },
+  {
+    flag: "admin-port",
+    env: "KEYGATE_ADMIN_PORT",
+    default: "9444",
+    help: "Port of the admin listener (HTTPS with keygate's certificate; never the public port)",
+  },
+  {
     flag: "behind-proxy",
     env: "KEYGATE_BEHIND_PROXY",
     default: "off",
@@ -175,6 +198,9 @@ const PLACEHOLDERS: Readonly<Record<string, string>> = {
   port: "N",
   "metrics-port": "N",
   metrics: "on|off",
+  admin: "on|off",
+  "admin-port": "N",
+  "admin-hostname": "H",
   "behind-proxy": "on|off",
   "unicode-paths": "on|off",
   "forward-auth-header": "H",
@@ -326,6 +352,18 @@ export function readConfig(
   if (metrics && metricsPort !== 0 && metricsPort === port) {
     throw new ConfigError("Invalid --metrics-port: metrics are never served on the public port");
   }
+  const admin = toSwitch("admin");
+  const adminPort = Number(get("admin-port"));
+  if (!Number.isInteger(adminPort) || adminPort < 0 || adminPort > 65535) {
+    throw new ConfigError(
+      `Invalid --admin-port "${get("admin-port")}": expected a whole number from 0 to 65535`,
+    );
+  }
+  if (admin && adminPort !== 0 && (adminPort === port || (metrics && adminPort === metricsPort))) {
+    throw new ConfigError(
+      "Invalid --admin-port: the admin listener never shares the public or the metrics port",
+    );
+  }
   const behindProxy = toSwitch("behind-proxy");
   const hostnameGiven = values.hostname !== undefined || (env.KEYGATE_HOSTNAME ?? "") !== "";
   const hostname = behindProxy && !hostnameGiven ? "127.0.0.1" : get("hostname")!;
@@ -374,6 +412,9 @@ export function readConfig(
     upstream,
     upstreamTimeoutSeconds,
     hideCredentials: hide === "true",
+    admin,
+    adminHostname: get("admin-hostname")!,
+    adminPort,
     metrics,
     metricsHostname: get("metrics-hostname")!,
     metricsPort,

@@ -17,6 +17,9 @@ Deno.test("readConfig() uses the documented defaults", () => {
     metrics: false,
     metricsHostname: "127.0.0.1",
     metricsPort: 9464,
+    admin: false,
+    adminHostname: "127.0.0.1",
+    adminPort: 9444,
     behindProxy: false,
     trustedProxies: ["127.0.0.1/32", "::1/128"],
     forwardAuthHeader: "either",
@@ -130,4 +133,26 @@ Deno.test("formatHelp() prints every default", () => {
       assert.ok(help.includes(`(default: ${setting.default})`), setting.flag);
     }
   }
+});
+
+Deno.test("readConfig() reads --admin, --admin-hostname and --admin-port, never the API's port", () => {
+  const config = readConfig(["--admin", "on", "--admin-port", "9555"], {
+    KEYGATE_ADMIN_HOSTNAME: "10.0.0.5",
+  })!;
+  assert.equal(config.admin, true);
+  assert.equal(config.adminPort, 9555);
+  assert.equal(config.adminHostname, "10.0.0.5");
+  assert.throws(
+    () => readConfig(["--admin", "on", "--admin-port", "8443"], {}),
+    new ConfigError(
+      "Invalid --admin-port: the admin listener never shares the public or the metrics port",
+    ),
+  );
+  assert.throws(
+    () => readConfig(["--admin", "on", "--metrics", "on", "--admin-port", "9464"], {}),
+    ConfigError,
+  );
+  assert.throws(() => readConfig(["--admin", "maybe"], {}), /Invalid --admin "maybe"/);
+  assert.throws(() => readConfig(["--admin-port", "70000"], {}), /Invalid --admin-port/);
+  assert.match(formatHelp(), /--admin on\|off/);
 });
