@@ -61,6 +61,14 @@ export function when(iso) {
   return h("time", { datetime: iso, title: iso }, date.toLocaleString());
 }
 
+/** Seconds in the largest unit that divides them evenly: 7200 → "2h", as the CLI writes them. */
+export function duration(seconds) {
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60]]) {
+    if (seconds % size === 0) return `${seconds / size}${unit}`;
+  }
+  return `${seconds}s`;
+}
+
 /** A small coloured word for a state (active, revoked, …). */
 export function badge(text) {
   return h("span", { class: `badge badge-${text}` }, text.replace("_", " "));

@@ -7,7 +7,17 @@
  */
 import { api, toQuery } from "./api.js";
 import { lineChart } from "./chart.js";
-import { badge, confirmDialog, field, h, replace, showSecretOnce, toast, when } from "./dom.js";
+import {
+  badge,
+  confirmDialog,
+  duration,
+  field,
+  h,
+  replace,
+  showSecretOnce,
+  toast,
+  when,
+} from "./dom.js";
 
 /** The audit actions, for the filter's list. */
 const AUDIT_ACTIONS = [
@@ -213,7 +223,7 @@ export async function renderUsers(main, session, params) {
           h(
             "td",
             {},
-            user.token_timeout_seconds === null ? "default" : `${user.token_timeout_seconds} s`,
+            user.token_timeout_seconds === null ? "default" : duration(user.token_timeout_seconds),
           ),
           h("td", {}, when(user.created_at)),
         )
@@ -338,7 +348,14 @@ export async function renderUser(main, session, id) {
       h("td", {}, key.id),
       h("td", {}, h("code", { class: "prefix" }, `${key.prefix}…`)),
       h("td", {}, key.label || "—"),
-      h("td", {}, badge(key.status)),
+      h(
+        "td",
+        {},
+        badge(key.status),
+        key.replaced_by === null
+          ? null
+          : h("small", { class: "hint" }, ` rotated to key ${key.replaced_by}`),
+      ),
       h(
         "td",
         {},
@@ -482,7 +499,7 @@ export async function renderUser(main, session, id) {
       h(
         "dd",
         {},
-        `${user.effective_token_timeout_seconds} s`,
+        duration(user.effective_token_timeout_seconds),
         user.token_timeout_seconds === null ? " (default)" : "",
       ),
       h("dt", {}, "Created"),
@@ -614,9 +631,13 @@ export async function renderAudit(main, _session, params) {
           "tr",
           {},
           h("td", {}, when(entry.at)),
-          h("td", {}, entry.actor),
+          h("td", {}, h("a", { href: `#/audit${toQuery({ actor: entry.actor })}` }, entry.actor)),
           h("td", {}, h("code", {}, entry.action)),
-          h("td", {}, entry.subject),
+          h(
+            "td",
+            {},
+            h("a", { href: `#/audit${toQuery({ subject: entry.subject })}` }, entry.subject),
+          ),
           h(
             "td",
             { class: "detail" },
