@@ -105,7 +105,7 @@ export async function serve(
     ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
     onListen({ hostname, port }) {
       const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      // Deno's TLS listener leaves Nagle's algorithm on: see src/nodelay.ts.
+      // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
       const noDelay = setListenerNoDelay(port) > 0;
       logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
         hostname,

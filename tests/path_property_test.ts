@@ -15,7 +15,7 @@ const RUNS = 120;
 
 /**
  * A segment's name as a Unicode-aware, case-insensitive backend reads it:
- * written here independently of src/paths.ts, so the oracle is not the code under test.
+ * written here independently of src/http/paths.ts, so the oracle is not the code under test.
  */
 function toBackendName(segment: string): string {
   const folded = segment.normalize("NFKC").replace(/\p{Default_Ignorable_Code_Point}/gu, "")

@@ -281,6 +281,13 @@ Deno.test({
         await page.screenshot({ path: `${shots}/audit.png` });
       });
 
+      await t.step("the throttle page lists the failed sign-in's counter", async () => {
+        await page.getByRole("link", { name: "Throttle" }).click();
+        await page.getByRole("cell", { name: "admin:127.0.0.1" }).waitFor();
+        await page.getByRole("heading", { name: "Clear counters" }).waitFor();
+        await page.screenshot({ path: `${shots}/throttle.png` });
+      });
+
       await t.step("no page logged an error or a CSP violation (Chromium logs those)", () => {
         assert.deepEqual(errors, []);
       });

@@ -1,8 +1,8 @@
 /**
  * The store contract for the admin API (operators, paged users, a user's
- * tokens, audit search), run by `runStoreContract` (contract.ts) for every
- * backend. Like the rest of the contract, each rule that lives in SQL is
- * pinned here: an operator name is unique only among operators not revoked,
+ * tokens, audit search), registered by `runStoreContract` (contract.ts) for
+ * every backend. Like the rest of the contract, each rule that lives in SQL
+ * is pinned here: an operator name is unique only among operators not revoked,
  * a listed token is live by the same rule as a grant, filters combine, pages
  * neither repeat nor skip a row.
  *
@@ -41,7 +41,7 @@ async function addUser(store: Store, email: string) {
 }
 
 /** Registers the admin-view tests with the contract's `test`. */
-export function runAdminViewContract(test: AdminContractTest): void {
+export function registerAdminViewTests(test: AdminContractTest): void {
   test("operators: inserted with their audit row, found by digest, revoked once", async ({ store }) => {
     const ann = await store.insertOperator(
       { name: "ann", role: "write", tokenHash: hashSecret("o1"), prefix: "kgo_abcd" },

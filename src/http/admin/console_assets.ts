@@ -34,7 +34,13 @@ export const CONSOLE_FILES: readonly [string, string][] = [
   ["/console/api.js", "api.js"],
   ["/console/dom.js", "dom.js"],
   ["/console/chart.js", "chart.js"],
-  ["/console/pages.js", "pages.js"],
+  ["/console/pages/shared.js", "pages/shared.js"],
+  ["/console/pages/sign_in.js", "pages/sign_in.js"],
+  ["/console/pages/dashboard.js", "pages/dashboard.js"],
+  ["/console/pages/users.js", "pages/users.js"],
+  ["/console/pages/user.js", "pages/user.js"],
+  ["/console/pages/audit.js", "pages/audit.js"],
+  ["/console/pages/throttle.js", "pages/throttle.js"],
   ["/console/favicon.svg", "favicon.svg"],
 ];
 

@@ -1,20 +1,18 @@
 /**
  * The console's entry: signs in with an operator token, then routes by the
- * URL's fragment (`#/users/3`) to a page of pages.js. Links and the browser's
+ * URL's fragment (`#/users/3`) to a page of pages/. Links and the browser's
  * back button work; nothing reloads.
  *
  * @module
  */
 import { api, ApiError, forgetToken, readToken, saveToken } from "./api.js";
 import { h, replace, toast } from "./dom.js";
-import {
-  renderAudit,
-  renderDashboard,
-  renderSignIn,
-  renderThrottle,
-  renderUser,
-  renderUsers,
-} from "./pages.js";
+import { renderAudit } from "./pages/audit.js";
+import { renderDashboard } from "./pages/dashboard.js";
+import { renderSignIn } from "./pages/sign_in.js";
+import { renderThrottle } from "./pages/throttle.js";
+import { renderUser } from "./pages/user.js";
+import { renderUsers } from "./pages/users.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
