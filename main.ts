@@ -20,6 +20,8 @@ import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
 import { type Config, ConfigError, formatHelp, readConfig } from "./src/config.ts";
 import { type AdminDeps, createAdminHandler } from "./src/http/admin/admin_app.ts";
+import { readAdminStats } from "./src/auth/admin_tasks.ts";
+import { createStatsHistory } from "./src/auth/stats_history.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor } from "./src/auth/janitor.ts";
@@ -135,6 +137,15 @@ export async function serve(
       hostname: config.metricsHostname,
     });
   }
+  const history = config.admin
+    ? createStatsHistory({
+      read: () =>
+        readAdminStats({ store, now: systemClock.now(), readCounters: metrics.readCounters }),
+      clock: systemClock,
+      logger,
+    })
+    : undefined;
+  history?.start();
   const adminServer = config.admin
     ? await serveAdmin(config, {
       store,
@@ -143,6 +154,7 @@ export async function serve(
       hasher,
       readCounters: metrics.readCounters,
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
+      history,
     }, tls)
     : undefined;
   const janitor = createJanitor({
@@ -187,6 +199,7 @@ export async function serve(
   await janitor.stop();
   await metricsServer?.shutdown();
   await adminServer?.shutdown();
+  history?.stop();
   try {
     findSqliteMaintenance(store)?.checkpointWal();
   } catch (error) {

@@ -8,7 +8,9 @@
 import assert from "node:assert/strict";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import ajvFormats from "ajv-formats";
+import { readAdminStats } from "../../src/auth/admin_tasks.ts";
 import { createOperator } from "../../src/auth/operators.ts";
+import { createStatsHistory, type StatsHistory } from "../../src/auth/stats_history.ts";
 import { createAdminHandler } from "../../src/http/admin/admin_app.ts";
 import { ADMIN_OPENAPI } from "../../src/http/admin/openapi.ts";
 import { createHandler, type Handler } from "../../src/http/app.ts";
@@ -108,6 +110,8 @@ export interface AdminTest {
   store: Store;
   clock: FakeClock;
   metrics: Metrics;
+  /** The dashboard's history; tests call `sampleNow()`. */
+  history: StatsHistory;
   logLines: string[];
   writeToken: string;
   readToken: string;
@@ -129,6 +133,10 @@ export async function createAdminTest(): Promise<AdminTest> {
   const clock = createFakeClock();
   const { logger, lines } = createCapturingLogger();
   const metrics = createMetrics({ countLiveTokens: () => store.countLiveTokens(clock.now()) });
+  const history = createStatsHistory({
+    read: () => readAdminStats({ store, now: clock.now(), readCounters: metrics.readCounters }),
+    clock,
+  });
   const admin = createAdminHandler({
     store,
     clock,
@@ -136,6 +144,7 @@ export async function createAdminTest(): Promise<AdminTest> {
     hasher,
     readCounters: metrics.readCounters,
     defaultTimeoutSeconds: 36000,
+    history,
   });
   const api = createHandler({
     store,
@@ -178,6 +187,7 @@ export async function createAdminTest(): Promise<AdminTest> {
     store,
     clock,
     metrics,
+    history,
     logLines: lines,
     writeToken,
     readToken,

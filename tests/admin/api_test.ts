@@ -393,6 +393,22 @@ Deno.test("[admin] GET /admin/v1/stats counts rows, live tokens and the metric t
   });
 });
 
+Deno.test("[admin] GET /admin/v1/stats/history returns the samples taken, oldest first", async () => {
+  await using t = await createAdminTest();
+  const empty = await t.call("GET", "/admin/v1/stats/history", { token: t.readToken });
+  assert.equal(empty.status, 200);
+  assert.deepEqual(empty.body, { interval_seconds: 60, samples: [] });
+  await t.history.sampleNow();
+  t.clock.advance(60_000);
+  await t.addUser("ann@example.org");
+  await t.history.sampleNow();
+  const answer = await t.call("GET", "/admin/v1/stats/history", { token: t.readToken });
+  assert.deepEqual(
+    answer.body.samples.map((s: { at: string; users: number }) => [s.at, s.users]),
+    [["2026-01-01T00:00:00.000Z", 0], ["2026-01-01T00:01:00.000Z", 1]],
+  );
+});
+
 Deno.test("[admin] GET /admin/v1/throttle lists counters and POST .../clear forgets them", async () => {
   await using t = await createAdminTest();
   for (let i = 0; i < 2; i++) {

@@ -11,6 +11,7 @@ import type { Clock } from "../../platform/clock.ts";
 import type { Logger } from "../../platform/logger.ts";
 import type { CounterTotals } from "../../platform/metrics.ts";
 import type { PasswordHasher } from "../../passwords/passwords.ts";
+import type { StatsHistory } from "../../auth/stats_history.ts";
 import type { ThrottleRule } from "../../auth/throttle.ts";
 import type { Operator, Store } from "../../store/store.ts";
 import { HttpError } from "../errors.ts";
@@ -26,6 +27,8 @@ export interface AdminDeps {
   readCounters(): Promise<CounterTotals>;
   /** The token lifetime of users without their own, in seconds (shown in user details). */
   defaultTimeoutSeconds: number;
+  /** The dashboard's last hour, sampled by main.ts; without it the history is empty. */
+  history?: StatsHistory;
   /** The rule for failed operator sign-ins per client address (see src/auth/operators.ts). */
   operatorRule?: ThrottleRule;
 }

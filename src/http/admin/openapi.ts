@@ -124,6 +124,10 @@ const SCHEMAS: Record<string, Schema> = {
       secure_denied: { type: "number" },
     }),
   }),
+  StatsHistory: object({
+    interval_seconds: int,
+    samples: { type: "array", items: ref("Stats"), description: "Oldest first" },
+  }),
   NewUser: object({
     email: str,
     password: str,
@@ -235,6 +239,12 @@ export const ADMIN_OPENAPI = {
     "/admin/v1/me": { get: read({ summary: "The signed-in operator", ok: ["200", "Operator"] }) },
     "/admin/v1/stats": {
       get: read({ summary: "Dashboard figures and metric totals", ok: ["200", "Stats"] }),
+    },
+    "/admin/v1/stats/history": {
+      get: read({
+        summary: "The dashboard figures of the last hour, one sample a minute (this instance)",
+        ok: ["200", "StatsHistory"],
+      }),
     },
     "/admin/v1/users": {
       get: read({

@@ -6,6 +6,7 @@
  * @module
  */
 import { clearThrottle, listThrottleCounters, readAdminStats } from "../../../auth/admin_tasks.ts";
+import { STATS_INTERVAL_MS } from "../../../auth/stats_history.ts";
 import type { AdminRoute } from "../admin_router.ts";
 import {
   allowFields,
@@ -44,6 +45,18 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
         readCounters: deps.readCounters,
       });
       return toJson(toStatsView(stats));
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/stats/history",
+    write: false,
+    // deno-lint-ignore require-await
+    async handle(_request, { deps }) {
+      return toJson({
+        interval_seconds: (deps.history?.intervalMs ?? STATS_INTERVAL_MS) / 1000,
+        samples: (deps.history?.list() ?? []).map(toStatsView),
+      });
     },
   },
   {

@@ -1,6 +1,7 @@
 /**
- * The dashboard: figures from GET /admin/v1/stats, and charts of the metric counters
- * sampled while the page is open.
+ * The dashboard: figures from GET /admin/v1/stats, and charts of the metric counters:
+ * the last hour as the server sampled it (GET /admin/v1/stats/history, one a minute),
+ * then a sample every few seconds while the page is open.
  *
  * @module
  */
@@ -9,21 +10,34 @@ import { lineChart } from "../chart.js";
 import { h, replace } from "../dom.js";
 import { failed } from "./shared.js";
 
-/** Samples of /stats kept while the tab lives, for the dashboard's charts. */
+/** Samples of /stats taken while the tab lives, for the dashboard's charts. */
 const samples = [];
-const MAX_SAMPLES = 180;
+const WINDOW_MS = 3_600_000;
 const SAMPLE_MS = 5000;
-function perMinute(key) {
-  const points = [];
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1];
-    const b = samples[i];
+
+function toSample(stats) {
+  return { ...stats, at: Date.parse(stats.at) };
+}
+
+/** The server's history before the first live sample, then the live samples, within the hour. */
+function series(history) {
+  const first = samples.length ? samples[0].at : Infinity;
+  const all = [...history.filter((s) => s.at < first), ...samples];
+  const since = all.length ? all[all.length - 1].at - WINDOW_MS : 0;
+  return all.filter((s) => s.at >= since);
+}
+
+function perMinute(points, key) {
+  const rates = [];
+  for (let i = 1; i < points.length; i++) {
+    const a = points[i - 1];
+    const b = points[i];
     const minutes = (b.at - a.at) / 60000;
     if (minutes <= 0) continue;
     const delta = Math.max(0, b.counters[key] - a.counters[key]);
-    points.push({ at: b.at, value: delta / minutes });
+    rates.push({ at: b.at, value: delta / minutes });
   }
-  return points;
+  return rates;
 }
 
 export async function renderDashboard(main, session) {
@@ -37,16 +51,19 @@ export async function renderDashboard(main, session) {
     h(
       "p",
       { class: "hint" },
-      `From keygate's metric counters, sampled every ${
-        SAMPLE_MS / 1000
-      } s while this page is open.`,
+      "From this keygate instance's metric counters: the last hour, one sample a minute, " +
+        `then every ${SAMPLE_MS / 1000} s while this page is open.`,
     ),
     charts,
   );
+  const history = (await api("GET", "/stats/history")).samples.map(toSample);
   async function sample() {
     const stats = await api("GET", "/stats");
-    samples.push({ ...stats, at: Date.parse(stats.at) });
-    if (samples.length > MAX_SAMPLES) samples.shift();
+    samples.push(toSample(stats));
+    while (samples.length && samples[0].at < samples[samples.length - 1].at - WINDOW_MS) {
+      samples.shift();
+    }
+    const points = series(history);
     replace(
       cards,
       [
@@ -60,12 +77,12 @@ export async function renderDashboard(main, session) {
     );
     replace(
       charts,
-      lineChart("Live tokens", samples.map((s) => ({ at: s.at, value: s.live_tokens }))),
-      lineChart("Logins per minute", perMinute("tokens_issued"), "/min"),
-      lineChart("Failed logins per minute", perMinute("login_failures"), "/min"),
+      lineChart("Live tokens", points.map((s) => ({ at: s.at, value: s.live_tokens }))),
+      lineChart("Logins per minute", perMinute(points, "tokens_issued"), "/min"),
+      lineChart("Failed logins per minute", perMinute(points, "login_failures"), "/min"),
       lineChart(
         "Throttled subjects",
-        samples.map((s) => ({ at: s.at, value: s.throttled_subjects })),
+        points.map((s) => ({ at: s.at, value: s.throttled_subjects })),
       ),
     );
   }
