@@ -175,6 +175,43 @@ Deno.test("[issue 12.3] client headers with _ and forwarding headers never reach
   }
 });
 
+Deno.test("[issue 12.3] routing-override and client-address headers never reach the upstream", async () => {
+  // Symfony, Zend and IIS route on X-Original-URL / X-Rewrite-URL instead of the request line:
+  // a public path with one of them would reach a secure endpoint on the API key alone.
+  const backend = startRecordingBackend();
+  const { app, apiKey } = await setup({ upstream: backend.url });
+  const forged: Record<string, string> = {
+    "X-Original-URL": "/api/secure/donations",
+    "X-Rewrite-URL": "/api/secure/donations",
+    "X-Original-URI": "/api/secure/donations",
+    "X-Original-Method": "DELETE",
+    "X-Host": "admin.internal",
+    "X-Original-Host": "admin.internal",
+    "X-HTTP-Host-Override": "admin.internal",
+    "Client-IP": "10.0.0.4",
+    "X-Client-IP": "10.0.0.5",
+    "X-Cluster-Client-IP": "10.0.0.6",
+    "CF-Connecting-IP": "10.0.0.7",
+    "Fastly-Client-IP": "10.0.0.8",
+  };
+  try {
+    const response = await app.handler(
+      new Request(`${BASE}/api/public/x?api_key=${apiKey}`, {
+        headers: { ...forged, "X-Custom": "kept" },
+      }),
+    );
+    assert.equal(response.status, 200);
+    assert.equal(await response.text(), "backend");
+    const { path, headers } = backend.seen[0];
+    assert.equal(path, "/api/public/x");
+    for (const name of Object.keys(forged)) assert.equal(headers.get(name), null, name);
+    assert.equal(headers.get("x-custom"), "kept");
+  } finally {
+    app.close();
+    await backend.close();
+  }
+});
+
 Deno.test("[issue 12.4] an absolute-form target sets neither X-Forwarded-Proto nor -Host", async () => {
   const backend = startRecordingBackend();
   const { app, apiKey } = await setup({ upstream: backend.url });
