@@ -483,6 +483,8 @@ Deno.test("[hostile 8] canonical paths: no spelling of a secure path escapes aut
       "/api/%2e%2e%5csecure",
       "/a%00/secure",
       "/a/%zz",
+      "/api/%20secure/userservice/tokens/current",
+      "/api/secure+/x",
     ]
   ) {
     await assertError(await t.app.handler(new Request(BASE + path)), 400, "invalid_path");

@@ -118,6 +118,19 @@ Deno.test("parseRequestPath() refuses non-ASCII unless allowed, and secure look-
   assertInvalidPath("/api/secure::$DATA/x");
   assertInvalidPath("/api/Secure:x");
   assertInvalidPath("/api/secure%20.json");
+  // Leading blanks: Java's String.trim() and Spring's AntPathMatcher with trimTokens (CVE-2016-5007).
+  assertInvalidPath("/api/%20secure/x");
+  assertInvalidPath("/api/%20%20Secure.json");
+  // "+" is a space to a form decoder (PHP's urldecode, Python's unquote_plus).
+  assertInvalidPath("/api/secure+/x");
+  assertInvalidPath("/api/+secure/x");
+  assert.equal(pathOf("/api/secure+x/y").secure, false);
+});
+
+Deno.test("parseRequestPath() refuses a dot segment left by removing the format suffix", () => {
+  assertInvalidPath("/api/x/...json");
+  assertInvalidPath("/api/x/..xml");
+  assert.equal(pathOf("/api/x/....json").path, "/api/x/...");
 });
 
 Deno.test("toFoldedName() reads a segment as a Unicode-aware, case-insensitive backend", () => {
@@ -125,6 +138,9 @@ Deno.test("toFoldedName() reads a segment as a Unicode-aware, case-insensitive b
   assert.equal(toFoldedName("\uFF33\uFF25\uFF23\uFF35\uFF32\uFF25"), "secure");
   assert.equal(toFoldedName("SECURE.json"), "secure");
   assert.equal(toFoldedName("secure. "), "secure");
+  assert.equal(toFoldedName(" Secure"), "secure");
+  assert.equal(toFoldedName("+secure+"), "secure");
+  assert.equal(toFoldedName("SeCuRe:x"), "secure");
   assert.equal(toFoldedName("insecure"), "insecure");
 });
 
