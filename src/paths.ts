@@ -17,7 +17,8 @@
  * 3. A segment that is `.` or `..` (in any spelling) is refused: keygate does
  *    not guess how a backend resolves it. Empty segments (`//`) are dropped.
  * 4. A decoded segment that is not ASCII is refused, unless the operator
- *    opted in (`--unicode-paths on`).
+ *    opted in (`--unicode-paths on`); even then, rules 2 and 3 hold for its
+ *    NFKC form (`／` is `/`, `；` is `;`, `．．` is `..`).
  * 5. A segment is **secure** when its name before the first `.` is `secure`
  *    in ASCII letters of any case (`secure`, `SECURE`, `Secure.json`). A
  *    segment that a Unicode-aware backend would read as such (NFKC, case fold,
@@ -109,8 +110,13 @@ export function parseRequestPath(rawPath: string, options: PathOptions = {}): Re
       throw invalidPath("an encoded separator, parameter, escape or control character");
     }
     if (segment === "." || segment === "..") throw invalidPath("a dot segment");
-    if (!options.allowUnicode && NON_ASCII.test(segment)) {
-      throw invalidPath("non-ASCII characters");
+    if (NON_ASCII.test(segment)) {
+      if (!options.allowUnicode) throw invalidPath("non-ASCII characters");
+      // A backend that normalises the path before splitting it reads x／secure as x/secure.
+      const compatible = segment.normalize("NFKC");
+      if (FORBIDDEN_DECODED.test(compatible) || compatible === "." || compatible === "..") {
+        throw invalidPath("a character that is a separator, parameter, escape or dot in NFKC");
+      }
     }
     if (isSecureName(segment)) {
       secure = true;

@@ -113,6 +113,21 @@ Deno.test("parseRequestPath() refuses non-ASCII unless allowed, and secure look-
     assertInvalidPath(raw);
     assertInvalidPath(raw, { allowUnicode: true });
   }
+  // Characters whose NFKC form is a separator, a parameter, an escape or a dot segment: a backend
+  // that normalises the path before splitting it reads "x／secure" as x/secure.
+  for (
+    const raw of [
+      "/api/x%EF%BC%8Fsecure/y", // fullwidth solidus
+      "/api/x%EF%BC%BCsecure/y", // fullwidth reverse solidus
+      "/api/secure%EF%BC%9Bx/y", // fullwidth semicolon
+      "/api/secure%EF%B9%94x/y", // small semicolon
+      "/api/%EF%BC%8573ecure/y", // fullwidth percent sign
+      "/api/%EF%BC%9Fx/y", // fullwidth question mark
+      "/api/%EF%BC%8E%EF%BC%8E/y", // fullwidth ..
+    ]
+  ) {
+    assertInvalidPath(raw, { allowUnicode: true });
+  }
   // ASCII spellings a backend would trim or fold are refused too.
   assertInvalidPath("/api/secure%20/x");
   assertInvalidPath("/api/secure::$DATA/x");

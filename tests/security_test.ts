@@ -126,6 +126,12 @@ Deno.test("[issue 12.2] --unicode-paths admits letters but still refuses secure 
       400,
       "invalid_path",
     );
+    // U+FF0F FULLWIDTH SOLIDUS is "/" in NFKC: x／secure is x/secure to a normalising backend.
+    await assertError(
+      await app.handler(new Request(`${BASE}/api/x%EF%BC%8Fsecure/y?api_key=${apiKey}`)),
+      400,
+      "invalid_path",
+    );
     assert.equal(backend.seen.length, 1);
   } finally {
     app.close();
