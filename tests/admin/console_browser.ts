@@ -247,6 +247,22 @@ Deno.test({
         await page.screenshot({ path: `${shots}/user.png`, fullPage: true });
       });
 
+      await t.step("disable and enable a key; change the token lifetime", async () => {
+        const row = page.locator("tr", { hasText: `${apiKey.slice(0, 8)}…` });
+        await row.getByRole("button", { name: /Disable key/ }).click();
+        await page.getByRole("dialog").getByRole("button", { name: "Disable key" }).click();
+        await page.getByRole("status").getByText(/is disabled/).waitFor();
+        assert.equal(await secureStatus(apiKey, token), 401, "a disabled key's token is refused");
+        await page.locator("tr", { hasText: `${apiKey.slice(0, 8)}…` })
+          .getByRole("button", { name: /Enable key/ }).click();
+        await page.getByRole("status").getByText(/is active/).waitFor();
+        assert.equal(await secureStatus(apiKey, token), 200);
+        await page.getByLabel("Lifetime of new tokens").fill("45m");
+        await page.getByRole("button", { name: "Save lifetime" }).click();
+        await page.getByRole("status").getByText("Token lifetime is now 45m").waitFor();
+        assert.equal((await store.findUserByEmail(email))?.tokenTimeoutSeconds, 2700);
+      });
+
       await t.step("revoke a token: the next secure request with it is refused", async () => {
         const row = page.locator("tr[data-token-id]").first();
         await row.getByRole("button", { name: /Revoke token/ }).click();
@@ -342,7 +358,17 @@ Deno.test({
           await page.getByRole("link", { name: email }).click();
           await page.getByRole("heading", { name: "API keys" }).waitFor();
           for (
-            const name of ["Create key", "Rotate", "Revoke", "Disable user", "Revoke all tokens"]
+            const name of [
+              "Create key",
+              "Rotate",
+              "Revoke",
+              "Disable",
+              "Enable",
+              "Disable user",
+              "Revoke all tokens",
+              "Save lifetime",
+              "Set password",
+            ]
           ) {
             assert.equal(await page.getByRole("button", { name }).count(), 0, name);
           }

@@ -7,6 +7,7 @@
 import { api, toQuery } from "../api.js";
 import { badge, duration, field, h, replace, showSecretOnce, toast, when } from "../dom.js";
 import { change, failed, table } from "./shared.js";
+import { userSettingsForms } from "./user_settings.js";
 
 export async function renderUser(main, session, id) {
   const [user, { keys }, tokens] = await Promise.all([
@@ -96,6 +97,29 @@ export async function renderUser(main, session, id) {
               "aria-label": `Rotate key ${key.id}`,
               onclick: () => rotate(key),
             }, "Rotate")
+            : null,
+          key.status === "active" || key.status === "disabled"
+            ? h("button", {
+              type: "button",
+              class: "secondary",
+              "aria-label": `${key.status === "active" ? "Disable" : "Enable"} key ${key.id}`,
+              onclick: () =>
+                change(
+                  key.status === "active"
+                    ? `Disable key ${key.id} (${key.prefix}…)? It and its tokens stop working until enabled.`
+                    : null,
+                  "Disable key",
+                  () =>
+                    api(
+                      "POST",
+                      `/keys/${key.id}/${key.status === "active" ? "disable" : "enable"}`,
+                    ),
+                  (r) => {
+                    toast(`Key ${key.id} is ${r.status}`);
+                    rerender();
+                  },
+                ),
+            }, key.status === "active" ? "Disable" : "Enable")
             : null,
           key.status !== "revoked"
             ? h("button", {
@@ -242,6 +266,7 @@ export async function renderUser(main, session, id) {
       tokenRows,
       "Newest 50 tokens (never the tokens themselves)",
     ),
+    w ? userSettingsForms(user, rerender) : null,
   );
 }
 
