@@ -51,7 +51,7 @@ export interface TokenListing {
   live: boolean;
 }
 
-/** One page of `Store.listTokensOfUser`, newest first. */
+/** One page of `Store.searchTokensOfUser`, newest first. */
 export interface TokenQuery {
   now: number;
   /** Only tokens with a smaller id (the page cursor). */

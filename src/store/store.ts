@@ -425,7 +425,7 @@ export interface Store {
   /** Users by e-mail, filtered and paged (see {@link UserQuery}). */
   searchUsers(query: UserQuery): Promise<User[]>;
   /** A user's tokens, newest first (see {@link TokenQuery}). */
-  listTokensOfUser(userId: number, query: TokenQuery): Promise<TokenListing[]>;
+  searchTokensOfUser(userId: number, query: TokenQuery): Promise<TokenListing[]>;
   /** Audit rows, newest first, filtered and paged (see {@link AuditQuery}). */
   searchAudit(query: AuditQuery): Promise<AuditRecord[]>;
 }

@@ -125,7 +125,7 @@ export function registerAdminViewTests(test: AdminContractTest): void {
     assert.deepEqual(await store.searchUsers({ limit: 10, search: "_" }), []);
   });
 
-  test("listTokensOfUser() pages newest first and tells live tokens by the grant rule", async ({ store, execSql }) => {
+  test("searchTokensOfUser() pages newest first and tells live tokens by the grant rule", async ({ store, execSql }) => {
     const user = await addUser(store, "a@b.org");
     const other = await addUser(store, "c@d.org");
     const key = await store.insertApiKey(
@@ -159,7 +159,7 @@ export function registerAdminViewTests(test: AdminContractTest): void {
     }, NO_AUDIT);
     await store.revokeToken(ids[1], { now: T0 + 20, ...NO_AUDIT });
     const now = T0 + 100;
-    const all = await store.listTokensOfUser(user.id, { now, limit: 10 });
+    const all = await store.searchTokensOfUser(user.id, { now, limit: 10 });
     assert.deepEqual(all.map((t) => [t.id, t.live]), [
       [ids[3], true],
       [ids[2], true],
@@ -175,22 +175,26 @@ export function registerAdminViewTests(test: AdminContractTest): void {
       live: true,
     });
     assert.equal(all[2].revokedAt, T0 + 20);
-    const page2 = await store.listTokensOfUser(user.id, { now, limit: 2, beforeId: ids[2] });
+    const page2 = await store.searchTokensOfUser(user.id, { now, limit: 2, beforeId: ids[2] });
     assert.deepEqual(page2.map((t) => t.id), [ids[1], ids[0]]);
     assert.deepEqual(
-      (await store.listTokensOfUser(user.id, { now, limit: 10, liveOnly: true })).map((t) => t.id),
+      (await store.searchTokensOfUser(user.id, { now, limit: 10, liveOnly: true })).map((t) =>
+        t.id
+      ),
       [ids[3], ids[2]],
     );
     // The key's and the user's state count, as for a grant.
     await execSql(`UPDATE api_keys SET disabled_at = ${T0 + 50} WHERE id = ${key.id}`);
     assert.deepEqual(
-      (await store.listTokensOfUser(user.id, { now, limit: 10 })).map((t) => t.live),
+      (await store.searchTokensOfUser(user.id, { now, limit: 10 })).map((t) => t.live),
       [false, false, false, false],
     );
     await execSql(`UPDATE api_keys SET disabled_at = NULL WHERE id = ${key.id}`);
     await execSql(`UPDATE users SET tokens_valid_from = ${T0 + 3} WHERE id = ${user.id}`);
     assert.deepEqual(
-      (await store.listTokensOfUser(user.id, { now, limit: 10, liveOnly: true })).map((t) => t.id),
+      (await store.searchTokensOfUser(user.id, { now, limit: 10, liveOnly: true })).map((t) =>
+        t.id
+      ),
       [ids[3]],
     );
   });

@@ -17,7 +17,7 @@ export type AdminViewStore = Pick<
   | "listOperators"
   | "revokeOperator"
   | "searchUsers"
-  | "listTokensOfUser"
+  | "searchTokensOfUser"
   | "searchAudit"
 >;
 
@@ -118,7 +118,7 @@ export function createAdminViewStore(conn: Connection): AdminViewStore {
         }) as Row[]).map(toUser)
       );
     },
-    listTokensOfUser(userId, query) {
+    searchTokensOfUser(userId, query) {
       return conn.read(() =>
         (tokensPage.all({
           user_id: userId,

@@ -154,7 +154,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
         throw new AuthError("invalid_request", 'Invalid "live": expected true or false');
       }
       const limit = toLimit(url);
-      const tokens = await context.deps.store.listTokensOfUser(user.id, {
+      const tokens = await context.deps.store.searchTokensOfUser(user.id, {
         now: context.deps.clock.now(),
         beforeId: toCursorId(url, "before"),
         liveOnly: live === "true",
