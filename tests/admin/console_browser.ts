@@ -256,6 +256,9 @@ Deno.test({
         await page.locator("tr", { hasText: `${apiKey.slice(0, 8)}…` })
           .getByRole("button", { name: /Enable key/ }).click();
         await page.getByRole("status").getByText(/is active/).waitFor();
+        // The page is drawn again after the change: wait for it before typing into it.
+        await page.locator("tr", { hasText: `${apiKey.slice(0, 8)}…` })
+          .getByRole("button", { name: /Disable key/ }).waitFor();
         assert.equal(await secureStatus(apiKey, token), 200);
         await page.getByLabel("Lifetime of new tokens").fill("45m");
         await page.getByRole("button", { name: "Save lifetime" }).click();
