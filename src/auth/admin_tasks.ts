@@ -6,7 +6,7 @@
  * @module
  */
 import type { CounterTotals } from "../platform/metrics.ts";
-import type { LoginFailures, Store } from "../store/store.ts";
+import type { ApiKeyListing, LoginFailures, Store } from "../store/store.ts";
 import { toUserRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { toAccountSubject, toClientSubject } from "./throttle.ts";
@@ -25,6 +25,21 @@ export async function revokeTokenById(deps: ChangeDeps, tokenId: number): Promis
   });
   change.notify();
   return revoked;
+}
+
+/**
+ * Every API key with its owner, by e-mail then id; with `unusedSeconds`,
+ * only keys not revoked whose last use (or creation, if never used) is at
+ * least that long before `now` (the CLI's `key list --unused`).
+ */
+export async function listKeys(
+  store: Store,
+  options: { now: number; unusedSeconds?: number },
+): Promise<ApiKeyListing[]> {
+  const keys = await store.listApiKeys();
+  if (options.unusedSeconds === undefined) return keys;
+  const since = options.now - options.unusedSeconds * 1000;
+  return keys.filter((key) => key.revokedAt === null && (key.lastUsedAt ?? key.createdAt) <= since);
 }
 
 /** A failed-login counter, with the API key it counts for when it is an account counter. */

@@ -259,6 +259,34 @@ Deno.test("[admin] a key is shown once at creation, then only its prefix and las
   assert.equal(JSON.stringify(row).includes(apiKey), false);
 });
 
+Deno.test("[admin] GET /admin/v1/keys lists every key with its owner; ?unused= finds stale ones", async () => {
+  await using t = await createAdminTest();
+  const ann = await t.addUser("ann@example.org");
+  const bob = await t.addUser("bob@example.org");
+  const annKey = (await t.call("POST", `/admin/v1/users/${ann}/keys`, { body: {} })).body;
+  t.clock.advance(10 * 86_400_000);
+  const bobKey = (await t.call("POST", `/admin/v1/users/${bob}/keys`, { body: {} })).body;
+  const all = await t.call("GET", "/admin/v1/keys", { token: t.readToken });
+  assert.equal(all.status, 200);
+  assert.deepEqual(all.body.keys.map((k: { id: number; email: string }) => [k.id, k.email]), [
+    [annKey.key.id, "ann@example.org"],
+    [bobKey.key.id, "bob@example.org"],
+  ]);
+  assert.equal(JSON.stringify(all.body).includes(annKey.api_key), false);
+  const stale = await t.call("GET", "/admin/v1/keys?unused=7d", { token: t.readToken });
+  assert.deepEqual(stale.body.keys.map((k: { id: number }) => k.id), [annKey.key.id]);
+  await t.login("ann@example.org", "correct horse", annKey.api_key); // a login is a use
+  await t.store.recordKeyUsage([{
+    apiKeyId: annKey.key.id,
+    lastUsedAt: t.clock.now(),
+    lastUsedFrom: "198.51.100.7",
+    count: 1,
+  }]);
+  const after = await t.call("GET", "/admin/v1/keys?unused=7d", { token: t.readToken });
+  assert.deepEqual(after.body.keys, []);
+  assert.equal((await t.call("GET", "/admin/v1/keys?unused=soon")).status, 400);
+});
+
 Deno.test("[admin] POST /admin/v1/keys/{id}/rotate issues a successor; the old key ends after the grace", async () => {
   await using t = await createAdminTest();
   const id = await t.addUser("ann@example.org");

@@ -305,6 +305,23 @@ Deno.test({
         await page.screenshot({ path: `${shots}/dashboard.png` });
       });
 
+      await t.step(
+        "the keys page lists every key with its owner, and finds unused ones",
+        async () => {
+          await page.getByRole("link", { name: "API keys" }).click();
+          await page.getByRole("heading", { name: "API keys" }).waitFor();
+          const rows = page.locator("tbody tr[data-key-id]");
+          await rows.first().waitFor();
+          assert.equal(await rows.count(), 2);
+          assert.match(await rows.first().innerText(), /carol@example\.org/);
+          await page.screenshot({ path: `${shots}/keys.png` });
+          await page.getByLabel("Not used for").selectOption("7d");
+          await page.getByRole("button", { name: "Show" }).click();
+          await page.waitForURL(/unused=7d/);
+          await page.getByRole("cell", { name: "None" }).waitFor(); // both were used or made today
+        },
+      );
+
       await t.step("filter the audit log by action", async () => {
         await page.getByRole("link", { name: "Audit log" }).click();
         await page.getByLabel("Action").selectOption("key.rotated");

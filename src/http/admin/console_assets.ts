@@ -40,6 +40,7 @@ export const CONSOLE_FILES: readonly [string, string][] = [
   ["/console/pages/users.js", "pages/users.js"],
   ["/console/pages/user.js", "pages/user.js"],
   ["/console/pages/user_settings.js", "pages/user_settings.js"],
+  ["/console/pages/keys.js", "pages/keys.js"],
   ["/console/pages/audit.js", "pages/audit.js"],
   ["/console/pages/throttle.js", "pages/throttle.js"],
   ["/console/favicon.svg", "favicon.svg"],

@@ -320,6 +320,18 @@ export const ADMIN_OPENAPI = {
         params: user,
       }),
     },
+    "/admin/v1/keys": {
+      get: read({
+        summary: "Every API key with its owner and last use (never the keys)",
+        ok: ["200", "KeyList"],
+        params: [
+          query(
+            "unused",
+            'Only keys not revoked and not used for this long, such as "30d" (never used: since creation)',
+          ),
+        ],
+      }),
+    },
     "/admin/v1/keys/{id}": {
       get: read({ summary: "An API key", ok: ["200", "ApiKey"], params: key }),
     },

@@ -9,6 +9,7 @@ import { api, ApiError, forgetToken, readToken, saveToken } from "./api.js";
 import { h, replace, toast } from "./dom.js";
 import { renderAudit } from "./pages/audit.js";
 import { renderDashboard } from "./pages/dashboard.js";
+import { renderKeys } from "./pages/keys.js";
 import { renderSignIn } from "./pages/sign_in.js";
 import { renderThrottle } from "./pages/throttle.js";
 import { renderUser } from "./pages/user.js";
@@ -78,6 +79,7 @@ async function route() {
     const user = /^\/users\/([0-9]+)$/.exec(path);
     if (user) await renderUser(main, session, user[1]);
     else if (path === "/users") await renderUsers(main, session, params);
+    else if (path === "/keys") await renderKeys(main, session, params);
     else if (path === "/audit") await renderAudit(main, session, params);
     else if (path === "/throttle") await renderThrottle(main, session);
     else await renderDashboard(main, session);

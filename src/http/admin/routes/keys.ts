@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { revokeTokenById } from "../../../auth/admin_tasks.ts";
+import { listKeys, revokeTokenById } from "../../../auth/admin_tasks.ts";
 import { AuthError } from "../../../auth/errors.ts";
 import {
   createKey,
@@ -59,6 +59,25 @@ async function keyDetail(context: AdminContext, id: number) {
 }
 
 export const KEY_ROUTES: readonly AdminRoute[] = [
+  {
+    method: "GET",
+    path: "/admin/v1/keys",
+    write: false,
+    async handle(_request, { deps, url }) {
+      const unused = url.searchParams.get("unused");
+      let unusedSeconds: number | undefined;
+      if (unused !== null) {
+        try {
+          unusedSeconds = parseDuration(unused);
+        } catch (error) {
+          throw new AuthError("invalid_request", `Invalid "unused": ${(error as Error).message}`);
+        }
+      }
+      const now = deps.clock.now();
+      const keys = await listKeys(deps.store, { now, unusedSeconds });
+      return toJson({ keys: keys.map((key) => toKeyView(key, now)) });
+    },
+  },
   {
     method: "GET",
     path: "/admin/v1/users/:id/keys",
