@@ -20,7 +20,7 @@ function endpointExamples(markdown: string): string[] {
     .map((match) => match[1]);
 }
 
-Deno.test("[server] the curl examples of docs/admin-api.md work against a real admin listener", async () => {
+Deno.test("[server] the admin listener is not the API port; the curl examples of docs/admin-api.md work", async () => {
   const markdown = await Deno.readTextFile(new URL("../../docs/admin-api.md", import.meta.url));
   const blocks = endpointExamples(markdown);
   assert.ok(blocks.length >= 6, `found ${blocks.length} example blocks`);
@@ -35,6 +35,27 @@ Deno.test("[server] the curl examples of docs/admin-api.md work against a real a
   const server = await startServerProcess(db.path, ["--admin", "on", "--admin-port", "0"]);
   try {
     assert.ok(server.adminOrigin);
+    assert.notEqual(server.adminOrigin, server.origin);
+    // The API port serves neither the admin API nor the console.
+    const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
+    const client = Deno.createHttpClient({ caCerts: [cert] });
+    try {
+      const onApiPort = await fetch(`${server.origin}/admin/v1/me`, {
+        client,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      assert.notEqual(onApiPort.status, 200);
+      assert.equal((await onApiPort.text()).includes('"role"'), false);
+      const consoleOnApiPort = await fetch(`${server.origin}/`, { client });
+      assert.equal((await consoleOnApiPort.text()).includes("keygate console"), false);
+      const onAdminPort = await fetch(`${server.adminOrigin}/admin/v1/me`, {
+        client,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      assert.deepEqual(await onAdminPort.json(), { name: "ann", role: "write" });
+    } finally {
+      client.close();
+    }
     const prelude = [
       'auth=(-H "Authorization: Bearer $OP")',
       // Fail on any HTTP error, quietly otherwise, as a script would.
