@@ -13,6 +13,7 @@
  * @module
  */
 import type { Clock } from "../platform/clock.ts";
+import { StoreConflict } from "../store/errors.ts";
 import type { Operator, OperatorRole, Store } from "../store/store.ts";
 import { toOperatorRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
@@ -101,12 +102,21 @@ export async function createOperator(
     (created: Operator) =>
       toAuditEntry(deps, "operator.created", toOperatorRef(created.name), { role }),
   );
-  const operator = await deps.store.insertOperator({
-    name,
-    role,
-    tokenHash: hashSecret(token),
-    prefix: token.slice(0, SHOWN_TOKEN_LENGTH),
-  }, { now: deps.clock.now(), audit: change.audit });
+  let operator: Operator;
+  try {
+    operator = await deps.store.insertOperator({
+      name,
+      role,
+      tokenHash: hashSecret(token),
+      prefix: token.slice(0, SHOWN_TOKEN_LENGTH),
+    }, { now: deps.clock.now(), audit: change.audit });
+  } catch (error) {
+    // Another operator took the name between the check above and the insert.
+    if (error instanceof StoreConflict) {
+      throw new AuthError("conflict", `Operator "${name}" already exists`, { cause: error });
+    }
+    throw error;
+  }
   change.notify();
   return { operator, token };
 }
