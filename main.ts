@@ -11,12 +11,19 @@
  *
  * @module
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { main as adminMain } from "./scripts/admin.ts";
+import { main as adminMain } from "./src/cli/main.ts";
 import { createHandler } from "./src/app.ts";
 import { systemClock } from "./src/clock.ts";
-import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { ConfigError, StartupError } from "./src/config/errors.ts";
+import { formatHelp } from "./src/config/help.ts";
+import {
+  explainDatabaseError,
+  explainListenError,
+  prepareDatabasePath,
+  readTlsFiles,
+} from "./src/config/preflight.ts";
+import { readConfig } from "./src/config/read_config.ts";
+import { VERSION } from "./src/config/version.ts";
 import { createKeyUsageRecorder } from "./src/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/ip.ts";
 import { createJanitor } from "./src/janitor.ts";
@@ -25,27 +32,51 @@ import { createMetrics, createMetricsHandler } from "./src/metrics.ts";
 import { setListenerNoDelay } from "./src/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords.ts";
 import { openStore } from "./src/store.ts";
-import { loadTlsCredentials } from "./src/tls.ts";
+import { loadTlsCredentials, type TlsCredentials } from "./src/tls.ts";
 
-/** Runs the server until a shutdown signal; resolves to the process exit code. */
-export async function serve(args: string[], env: Record<string, string | undefined>) {
-  let config;
+/**
+ * Runs the server until a shutdown signal; resolves to the process exit code:
+ * 0 after a clean stop, 2 for a wrong setting, 1 when the system refuses one.
+ * A failed start prints one line naming the flag, the value and what to do.
+ */
+export async function serve(
+  args: string[],
+  env: Record<string, string | undefined>,
+): Promise<number> {
   try {
-    config = readConfig(args, env);
+    return await run(args, env);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`keygate: ${error.message} (see --help)`);
-    return 2;
+    if (!(error instanceof ConfigError || error instanceof StartupError)) throw error;
+    const hint = error instanceof ConfigError ? " (see --help)" : "";
+    console.error(`keygate: ${error.message}${hint}`);
+    return error.exitCode;
   }
-  if (config === undefined) {
+}
+
+async function run(args: string[], env: Record<string, string | undefined>): Promise<number> {
+  const config = readConfig(args, env);
+  if (config === "help") {
     console.log(formatHelp());
     return 0;
   }
+  if (config === "version") {
+    console.log(`keygate ${VERSION}`);
+    return 0;
+  }
+  prepareDatabasePath(config.dbPath);
+  const tls: TlsCredentials | undefined = config.behindProxy
+    ? undefined
+    : config.certFile !== undefined && config.keyFile !== undefined
+    ? await readTlsFiles(config.certFile, config.keyFile)
+    : await loadTlsCredentials(config);
   const logger = createLogger({ level: config.logLevel });
-  mkdirSync(dirname(config.dbPath), { recursive: true });
-  // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-  const store = openStore(config.dbPath, { durability: "grants" });
-  const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
+  let store;
+  try {
+    // Logins need no fsync on the thread that serves secure requests; revocations still get one.
+    store = openStore(config.dbPath, { durability: "grants" });
+  } catch (error) {
+    throw explainDatabaseError(error, config.dbPath);
+  }
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
@@ -79,36 +110,65 @@ export async function serve(args: string[], env: Record<string, string | undefin
     });
   }
   const scheme = config.behindProxy ? "http" : "https";
-  const server = Deno.serve({
-    hostname: config.hostname,
-    port: config.port,
-    ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
-    onListen({ hostname, port }) {
-      const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      // Deno's TLS listener leaves Nagle's algorithm on: see src/nodelay.ts.
-      const noDelay = setListenerNoDelay(port) > 0;
-      logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
-        hostname,
-        port,
-        db: config.dbPath,
-        behind_proxy: config.behindProxy,
-        tcp_nodelay: noDelay,
-      });
-      if (!noDelay && !config.behindProxy) {
-        logger.warn(
-          'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
-        );
-      }
+  const server = listen(
+    () =>
+      Deno.serve({
+        hostname: config.hostname,
+        port: config.port,
+        ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
+        onListen({ hostname, port }) {
+          const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
+          // Deno's TLS listener leaves Nagle's algorithm on: see src/nodelay.ts.
+          const noDelay = setListenerNoDelay(port) > 0;
+          logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
+            hostname,
+            port,
+            db: config.dbPath,
+            behind_proxy: config.behindProxy,
+            tcp_nodelay: noDelay,
+          });
+          if (!noDelay && !config.behindProxy) {
+            logger.warn(
+              'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
+            );
+          }
+        },
+      }, handler),
+    {
+      hostname: config.hostname,
+      port: config.port,
+      hostnameFlag: "--hostname",
+      portFlag: "--port",
     },
-  }, handler);
+    config,
+    () => {
+      hasher.close();
+      store.close();
+    },
+  );
   const metricsServer = config.metrics
-    ? Deno.serve({
-      hostname: config.metricsHostname,
-      port: config.metricsPort,
-      onListen({ hostname, port }) {
-        logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+    ? listen(
+      () =>
+        Deno.serve({
+          hostname: config.metricsHostname,
+          port: config.metricsPort,
+          onListen({ hostname, port }) {
+            logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+          },
+        }, createMetricsHandler(metrics)),
+      {
+        hostname: config.metricsHostname,
+        port: config.metricsPort,
+        hostnameFlag: "--metrics-hostname",
+        portFlag: "--metrics-port",
       },
-    }, createMetricsHandler(metrics))
+      undefined,
+      () => {
+        server.shutdown();
+        hasher.close();
+        store.close();
+      },
+    )
     : undefined;
   if (metricsServer !== undefined && !isLoopbackOrPrivate(config.metricsHostname)) {
     logger.warn("metrics are served on a public address; restrict who can reach it", {
@@ -165,6 +225,24 @@ export async function serve(args: string[], env: Record<string, string | undefin
   logger.info("stopped");
   logger.flush();
   return 0;
+}
+
+/**
+ * Starts a listener; a failure (port in use, bad address, unusable TLS pair) closes
+ * what was opened and becomes one {@link StartupError} line.
+ */
+function listen(
+  start: () => Deno.HttpServer,
+  where: Parameters<typeof explainListenError>[1],
+  tls: { certFile?: string; keyFile?: string } | undefined,
+  cleanup: () => void,
+): Deno.HttpServer {
+  try {
+    return start();
+  } catch (error) {
+    cleanup();
+    throw explainListenError(error, where, tls);
+  }
 }
 
 /** Dispatches `admin …` to the admin CLI and everything else to the server. */

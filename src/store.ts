@@ -203,6 +203,15 @@ export interface TokenStatus {
   live: boolean;
 }
 
+/** A token row for listings: ids and times, never the digest. */
+export interface TokenRow {
+  id: number;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  revokedAt: number | null;
+}
+
 /** What {@link Store.issueToken} needs. */
 export interface NewToken {
   tokenHash: Uint8Array;
@@ -323,6 +332,19 @@ export function inspectDatabaseFile(
     return { problems, userVersion: user_version, counts };
   } finally {
     db.close();
+  }
+}
+
+/**
+ * Copies the database file at `from` (a backup) over the database at `to`
+ * through SQLite's backup API, so a live file's write-ahead log stays consistent.
+ */
+export async function restoreDatabaseFile(from: string, to: string): Promise<void> {
+  const source = new DatabaseSync(from, { readOnly: true });
+  try {
+    await backup(source, to, { rate: BACKUP_PAGES_PER_STEP });
+  } finally {
+    source.close();
   }
 }
 
@@ -447,6 +469,23 @@ function createStore(
   );
   const userSetDisabled = sql(
     "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
+  );
+  // Keeps grants: a token grant is looked up by digest, and carries no e-mail of its own.
+  const userRename = sql(
+    "UPDATE users SET email = :email, updated_at = :now WHERE id = :id",
+    "keeps-grants",
+  );
+  const userTokensDelete = sql("DELETE FROM tokens WHERE user_id = :user_id");
+  const userFailuresDelete = sql(
+    `DELETE FROM login_failures WHERE subject IN (
+       SELECT 'key:' || id FROM api_keys WHERE user_id = :user_id)`,
+    "keeps-grants",
+  );
+  const userKeysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
+  const userDelete = sql("DELETE FROM users WHERE id = :id");
+  const tokensOfUser = sql(
+    `SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
+     WHERE user_id = :user_id ORDER BY issued_at DESC, id DESC`,
   );
 
   // Keeps grants: a new key has no tokens yet.
@@ -754,6 +793,44 @@ function createStore(
         userSetDisabled.run({ id: userId, disabled: disabled ? 1 : 0, now });
         return disabled ? revokeTokensBefore(userId, nextCutoff(userId, now), now) : 0;
       });
+    },
+
+    /**
+     * Changes a user's e-mail; `false` when another user has it. Keys, tokens and
+     * counters follow the user's id, so nothing else changes.
+     */
+    renameUser(userId: number, email: string, now: number): boolean {
+      try {
+        return Number(userRename.run({ id: userId, email, now }).changes) === 1;
+      } catch (error) {
+        if (/UNIQUE constraint failed/.test(String(error))) return false;
+        throw error;
+      }
+    },
+
+    /**
+     * Deletes a user with their API keys, tokens and failed-login counters, in one
+     * transaction (the audit log keeps its rows); returns how many keys and tokens went.
+     */
+    deleteUser(userId: number): { apiKeys: number; tokens: number } {
+      return transaction(() => {
+        const tokens = Number(userTokensDelete.run({ user_id: userId }).changes);
+        userFailuresDelete.run({ user_id: userId });
+        const apiKeys = Number(userKeysDelete.run({ user_id: userId }).changes);
+        userDelete.run({ id: userId });
+        return { apiKeys, tokens };
+      });
+    },
+
+    /** A user's token rows, newest first: ids and times only (the store has no tokens). */
+    listTokensOfUser(userId: number): TokenRow[] {
+      return (tokensOfUser.all({ user_id: userId }) as Row[]).map((row) => ({
+        id: row.id as number,
+        apiKeyId: row.api_key_id as number,
+        issuedAt: row.issued_at as number,
+        expiresAt: row.expires_at as number,
+        revokedAt: row.revoked_at as number | null,
+      }));
     },
 
     insertApiKey,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { main } from "../scripts/admin.ts";
+import { main } from "../src/cli/main.ts";
 import { AUDIT_ACTIONS } from "../src/audit.ts";
 import { createPasswordHasher } from "../src/passwords.ts";
 import {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
+import { main } from "../src/cli/main.ts";
 import { hashSecret } from "../src/credentials.ts";
 import { createKeyUsageRecorder } from "../src/key_usage.ts";
 import { createPasswordHasher } from "../src/passwords.ts";

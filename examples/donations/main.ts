@@ -13,7 +13,9 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { createHandler } from "../../src/app.ts";
 import { systemClock } from "../../src/clock.ts";
-import { ConfigError, formatHelp, readConfig } from "../../src/config.ts";
+import { ConfigError } from "../../src/config/errors.ts";
+import { formatHelp } from "../../src/config/help.ts";
+import { readConfig } from "../../src/config/read_config.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createPasswordHasher } from "../../src/passwords.ts";
 import { openStore } from "../../src/store.ts";
@@ -29,7 +31,7 @@ async function main(args: string[]): Promise<number> {
     console.error(`donations example: ${error.message} (see --help)`);
     return 2;
   }
-  if (config === undefined) {
+  if (config === "help" || config === "version") {
     console.log(formatHelp());
     return 0;
   }

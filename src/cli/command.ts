@@ -1,0 +1,71 @@
+/**
+ * What an admin command is: its words, the arguments and options it takes
+ * (one table per command, from which parsing and help are generated), how
+ * it uses the database, and what it does.
+ *
+ * @module
+ */
+import type { AuditAction } from "../audit.ts";
+import type { LogFields } from "../logger.ts";
+import type { Store } from "../store.ts";
+import type { AdminIO } from "./io.ts";
+
+/** A positional argument. */
+export interface CommandArgument {
+  /** Upper case, as help shows it: `EMAIL`, `KEY`. */
+  name: string;
+  description: string;
+  optional?: boolean;
+}
+
+/** An option of one command. */
+export interface CommandOption {
+  /** The long name, without `--`. */
+  name: string;
+  /** `boolean`: a bare flag; otherwise it takes a value shown as {@link placeholder}. */
+  kind: "value" | "boolean";
+  placeholder?: string;
+  description: string;
+}
+
+/** What a command is given when it runs. */
+export interface CommandContext {
+  /** The store, opened on first use. */
+  readonly store: Store;
+  /** The database path (`--db`, `KEYGATE_DB` or the default). */
+  dbPath: string;
+  /** The positional arguments, by {@link CommandArgument.name}. */
+  args: Readonly<Record<string, string | undefined>>;
+  /** The options given, as text (`"on"` for a bare boolean). */
+  options: Readonly<Record<string, string | undefined>>;
+  io: AdminIO;
+  /** Appends an admin change to the audit log and, with `--log`, to the JSON log. */
+  audit(
+    action: AuditAction,
+    subject: string,
+    detail?: Record<string, string | number | null>,
+  ): void;
+  /** Logs a change that has no audit action (a backup), with `--log` only. */
+  log(fields: LogFields): void;
+}
+
+/** One admin command. */
+export interface Command {
+  /** The words that name it: `["user", "add"]`, `["audit"]`. */
+  words: readonly string[];
+  /** One line for the command list. */
+  summary: string;
+  /** More, for the command's own help. */
+  description?: string;
+  arguments: readonly CommandArgument[];
+  options: readonly CommandOption[];
+  /** It reads a password from standard input (a password argument gets a pointed error). */
+  readsPassword?: boolean;
+  /**
+   * `existing`: the database file must exist (read-only and most changes, so a typo in
+   * `--db` never leaves an empty file behind); `create`: it may be created; `path`: the
+   * command handles the file itself.
+   */
+  database: "existing" | "create" | "path";
+  run(context: CommandContext): Promise<void> | void;
+}
