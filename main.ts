@@ -21,6 +21,8 @@ import {
   explainListenError,
   prepareDatabasePath,
   readTlsFiles,
+  removePidFile,
+  writePidFile,
 } from "./src/config/preflight.ts";
 import { readConfig } from "./src/config/read_config.ts";
 import { VERSION } from "./src/config/version.ts";
@@ -43,17 +45,24 @@ export async function serve(
   args: string[],
   env: Record<string, string | undefined>,
 ): Promise<number> {
+  const started: { pidFile?: string } = {};
   try {
-    return await run(args, env);
+    return await run(args, env, started);
   } catch (error) {
     if (!(error instanceof ConfigError || error instanceof StartupError)) throw error;
     const hint = error instanceof ConfigError ? " (see --help)" : "";
     console.error(`keygate: ${error.message}${hint}`);
     return error.exitCode;
+  } finally {
+    if (started.pidFile !== undefined) removePidFile(started.pidFile);
   }
 }
 
-async function run(args: string[], env: Record<string, string | undefined>): Promise<number> {
+async function run(
+  args: string[],
+  env: Record<string, string | undefined>,
+  started: { pidFile?: string },
+): Promise<number> {
   const config = readConfig(args, env);
   if (config === "help") {
     console.log(formatHelp());
@@ -64,6 +73,10 @@ async function run(args: string[], env: Record<string, string | undefined>): Pro
     return 0;
   }
   prepareDatabasePath(config.dbPath);
+  if (config.pidFile !== undefined) {
+    writePidFile(config.pidFile);
+    started.pidFile = config.pidFile;
+  }
   const tls: TlsCredentials | undefined = config.behindProxy
     ? undefined
     : config.certFile !== undefined && config.keyFile !== undefined
@@ -129,7 +142,7 @@ async function run(args: string[], env: Record<string, string | undefined>): Pro
           });
           if (!noDelay && !config.behindProxy) {
             logger.warn(
-              'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
+              "could not turn off Nagle's algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see docs/performance.md",
             );
           }
         },

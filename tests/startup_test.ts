@@ -251,3 +251,27 @@ Deno.test("[server] a login writes only JSON lines to the log (no Deno request.s
     db.cleanup();
   }
 });
+
+Deno.test("[server] --pid-file holds the process id while serving and is removed on exit", async () => {
+  const db = tempDbPath();
+  try {
+    const pidFile = `${db.dir}/run/keygate.pid`;
+    const server = await startServerProcess(db.path, ["--pid-file", pidFile]);
+    assert.equal(Deno.readTextFileSync(pidFile), `${server.child.pid}\n`);
+    Deno.kill(Number(Deno.readTextFileSync(pidFile)), "SIGTERM");
+    assert.equal((await server.exited()).code, 0);
+    assert.equal(existsSync(pidFile), false);
+
+    Deno.writeTextFileSync(`${db.dir}/file`, "");
+    const blocked = `${db.dir}/file/keygate.pid`;
+    const refused = await start(["--db", db.path, "--port", "0", "--pid-file", blocked]);
+    assert.equal(refused.code, 1);
+    assertOneLine(
+      refused.err,
+      `keygate: Cannot write --pid-file "${blocked}": a part of the path is not a directory; ` +
+        "choose a writable path or fix the permissions",
+    );
+  } finally {
+    db.cleanup();
+  }
+});

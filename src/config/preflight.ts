@@ -127,6 +127,33 @@ export function explainListenError(
   return new StartupError(`Cannot listen on ${address}: ${message}`, 1);
 }
 
+/**
+ * Writes the process id to `--pid-file` (replacing a stale file).
+ *
+ * @throws {StartupError} exit 1 when the file cannot be written.
+ */
+export function writePidFile(path: string): void {
+  try {
+    mkdirSync(dirname(path), { recursive: true });
+    Deno.writeTextFileSync(path, `${Deno.pid}\n`);
+  } catch (error) {
+    throw new StartupError(
+      `Cannot write --pid-file "${path}": ${describeFsError(error)}; ` +
+        "choose a writable path or fix the permissions",
+      1,
+    );
+  }
+}
+
+/** Removes `--pid-file` if it still holds this process's id. */
+export function removePidFile(path: string): void {
+  try {
+    if (Deno.readTextFileSync(path).trim() === String(Deno.pid)) Deno.removeSync(path);
+  } catch {
+    // Already gone or replaced: nothing to clean up.
+  }
+}
+
 const CERTIFICATE = /-----BEGIN CERTIFICATE-----/;
 const PRIVATE_KEY = /-----BEGIN (?:RSA |EC |ENCRYPTED )?PRIVATE KEY-----/;
 
@@ -156,7 +183,10 @@ function describeFsError(error: unknown): string {
   if (error instanceof Deno.errors.IsADirectory) return "it is a directory";
   if (error instanceof Deno.errors.NotADirectory) return "a part of the path is not a directory";
   const message = (error as Error)?.message ?? String(error);
-  if (/ENOTDIR|not a directory/i.test(message)) return "a part of the path is not a directory";
+  // mkdir -p over a regular file fails with EEXIST.
+  if (/ENOTDIR|EEXIST|not a directory/i.test(message)) {
+    return "a part of the path is not a directory";
+  }
   if (/EACCES|permission denied/i.test(message)) return "permission denied";
   if (/EISDIR|is a directory/i.test(message)) return "it is a directory";
   return message.replace(/\s+/g, " ").trim();

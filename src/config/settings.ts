@@ -48,6 +48,8 @@ export interface Config {
   tokenRetentionSeconds: number;
   /** How long in-flight requests may take to finish after SIGTERM. */
   shutdownTimeoutSeconds: number;
+  /** A file that holds the process id while the server runs. */
+  pidFile?: string;
 }
 
 /** One setting: where it comes from, how it is parsed and how `--help` shows it. */
@@ -238,5 +240,13 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseDurationSetting,
     placeholder: "DURATION",
     description: "How long in-flight requests may take to finish after SIGTERM",
+  }),
+  setting({
+    key: "pidFile",
+    flag: "pid-file",
+    env: "KEYGATE_PID_FILE",
+    parse: parseText,
+    placeholder: "PATH",
+    description: "Write the process id to this file while serving, for kill $(cat PATH)",
   }),
 ];
