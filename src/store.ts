@@ -706,7 +706,7 @@ function createStore(
     );
   }
 
-  /** The cutoff for "everything issued up to now": strictly increasing, see README. */
+  /** The cutoff for "everything issued up to now": strictly increasing, see docs/operations.md. */
   function nextCutoff(userId: number, now: number): number {
     const row = userById.get({ id: userId }) as Row | undefined;
     const current = (row?.tokens_valid_from as number | undefined) ?? 0;

@@ -169,7 +169,7 @@ export function createTokenRouter(deps: AppDeps) {
     context.apiKeyId = key.id;
 
     const token = generateToken();
-    // Never before the user's cutoff (which may be at most 1 ms ahead, see README).
+    // Never before the user's cutoff (which may be at most 1 ms ahead, see docs/operations.md).
     const issuedAt = Math.max(readAt, user.tokensValidFrom);
     const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
     await writeWhenUnlocked(store, () =>

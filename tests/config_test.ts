@@ -173,18 +173,18 @@ Deno.test("readConfig() reads the upstream settings from flags and KEYGATE_* var
   assert.equal(config.hideCredentials, false);
 });
 
-Deno.test("README's configuration table lists every setting with its variable and default", () => {
-  const readme = Deno.readTextFileSync(new URL("../README.md", import.meta.url));
-  const start = readme.indexOf("## Configuration");
-  const table = readme.slice(start, readme.indexOf("\n\n", readme.indexOf("| flag", start)));
+Deno.test("docs/configuration.md lists every setting with its placeholder, variable and default", () => {
+  const doc = Deno.readTextFileSync(new URL("../docs/configuration.md", import.meta.url));
+  const items = doc.split("\n- ").slice(1).map((item) => item.replace(/\s+/g, " "));
   for (const setting of SETTINGS) {
-    const row = table.split("\n").find((line) => line.startsWith(`| \`--${setting.flag} `));
-    assert.ok(row, `--${setting.flag} has a row`);
-    assert.ok(row.includes(`\`${setting.env}\``), `${setting.env} in ${row}`);
+    const item = items.find((text) =>
+      text.startsWith(`\`--${setting.flag} ${setting.placeholder}\` (\`${setting.env}\``)
+    );
+    assert.ok(item, `--${setting.flag} ${setting.placeholder} (${setting.env}) has an entry`);
     if (setting.default !== undefined) {
-      assert.ok(row.includes(`\`${setting.default}\``), `default of --${setting.flag} in ${row}`);
+      assert.ok(item.includes(`default \`${setting.default}\``), `default of --${setting.flag}`);
     }
   }
-  const rows = table.split("\n").filter((line) => line.startsWith("| `--"));
-  assert.equal(rows.length, SETTINGS.length, "no row for a setting that does not exist");
+  const entries = items.filter((text) => text.startsWith("`--"));
+  assert.equal(entries.length, SETTINGS.length, "no entry for a setting that does not exist");
 });
