@@ -194,7 +194,7 @@ Deno.test("admin refuses bad input with one line on stderr and a non-zero exit",
   try {
     const cases: [string[], number, RegExp, string?][] = [
       [["user", "frobnicate"], 2, /Unknown command "user frobnicate"/],
-      [["user", "add", "not-an-email"], 1, /Invalid e-mail "not-an-email"/],
+      [["user", "add", "not-an-email"], 2, /Invalid e-mail "not-an-email"/],
       [["user", "add", "a@b.org", "--timeout", "10"], 2, /Invalid --timeout "10": expected/],
       [["user", "add", "a@b.org"], 1, /Invalid password/, ""],
       [["user", "list", "--label", "x"], 2, /Option --label does not apply/],

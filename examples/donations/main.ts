@@ -16,6 +16,7 @@ import { systemClock } from "../../src/clock.ts";
 import { ConfigError } from "../../src/config/errors.ts";
 import { formatHelp } from "../../src/config/help.ts";
 import { readConfig } from "../../src/config/read_config.ts";
+import { VERSION } from "../../src/config/version.ts";
 import { createLogger } from "../../src/logger.ts";
 import { createPasswordHasher } from "../../src/passwords.ts";
 import { openStore } from "../../src/store.ts";
@@ -32,7 +33,7 @@ async function main(args: string[]): Promise<number> {
     return 2;
   }
   if (config === "help" || config === "version") {
-    console.log(formatHelp());
+    console.log(config === "help" ? formatHelp() : `keygate ${VERSION}`);
     return 0;
   }
   const logger = createLogger({ level: config.logLevel });

@@ -23,6 +23,7 @@ export function toEmail(text: string): string {
   ) {
     throw new AdminError(
       `Invalid e-mail "${clip(text)}": expected an address of 3 to ${MAX_EMAIL_LENGTH} characters`,
+      2,
     );
   }
   return email;
