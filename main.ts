@@ -115,6 +115,9 @@ async function run(
     },
     metrics,
     proxy: config.behindProxy ? { trustedProxies: config.trustedProxies } : undefined,
+    scheme: tls === undefined ? "http" : "https",
+    unicodePaths: config.unicodePaths,
+    forwardAuthHeader: config.forwardAuthHeader,
   });
   if (config.upstream !== undefined) {
     logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {

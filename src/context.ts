@@ -9,6 +9,7 @@ import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Logger } from "./logger.ts";
 import type { Metrics } from "./metrics.ts";
 import type { PasswordHasher } from "./passwords.ts";
+import type { RequestPath } from "./paths.ts";
 import type { Format } from "./respond.ts";
 import type { Routes } from "./route.ts";
 import type { SecureContext } from "./secure_router.ts";
@@ -19,7 +20,14 @@ import type { UpstreamOptions } from "./upstream.ts";
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {
   requestId: string;
+  /**
+   * The listener's scheme, the `Host` keygate answered on, and the path and
+   * query as sent. Read only the query and host from it: the path is
+   * {@link target}'s (a URL parser normalises paths its own way).
+   */
   url: URL;
+  /** The canonical path, once read (`paths.ts`). */
+  target?: RequestPath;
   /** The negotiated response format. */
   format: Format;
   /** The client's address, for throttling and logs. */
@@ -66,9 +74,30 @@ export interface AppDeps {
   upstream?: UpstreamOptions;
   /** Counters and histograms. Default: a private set nobody reads. */
   metrics?: Metrics;
+  /**
+   * The scheme of the listener: `https` (the default), since keygate serves
+   * plain HTTP only in proxy mode, where the proxy's HTTPS is checked per request.
+   */
+  scheme?: "http" | "https";
+  /** Accept non-ASCII letters in path segments (`--unicode-paths on`). Default `false`. */
+  unicodePaths?: boolean;
+  /**
+   * Which header names a forward-auth request's original URI and method
+   * (`--forward-auth-header`). Default `"either"`: exactly one of the two
+   * families may be present.
+   */
+  forwardAuthHeader?: ForwardAuthHeader;
   /** Set in proxy mode: plain HTTP behind a TLS-terminating proxy. */
   proxy?: ProxyOptions;
 }
+
+/**
+ * The header a forward-auth request's original URI comes from:
+ * `x-original-uri` (nginx `auth_request`, which sets it), `x-forwarded-uri`
+ * (Caddy `forward_auth`, Traefik `ForwardAuth`), or `either`: whichever one is
+ * present, refused when both are (a client may add the one its proxy does not set).
+ */
+export type ForwardAuthHeader = "x-original-uri" | "x-forwarded-uri" | "either";
 
 /** Proxy mode: who may connect, and whose `X-Forwarded-*` headers are believed. */
 export interface ProxyOptions {

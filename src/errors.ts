@@ -36,6 +36,7 @@ export class HttpError extends Error {
 const UNAVAILABLE_SQLITE_CODES = new Set([
   5, // SQLITE_BUSY
   6, // SQLITE_LOCKED
+  8, // SQLITE_READONLY (a read-only file system or file)
   10, // SQLITE_IOERR
   13, // SQLITE_FULL
 ]);
@@ -50,6 +51,7 @@ const UNAVAILABLE_SQLITE_MESSAGES = new Set([
   "database table is locked",
   "disk I/O error",
   "database or disk is full",
+  "attempt to write a readonly database",
 ]);
 
 /** Whether `error` is a database error that a retry may cure (locked, busy, disk full). */

@@ -9,9 +9,13 @@
  * retried after a short pause, during which other requests are served. After
  * the store's busy timeout the last SQLITE_BUSY is thrown, which becomes 503.
  *
+ * Each write's outcome is noted per store, so that `/readyz` can report
+ * `degraded` while writes fail for a reason a retry will not soon cure (disk
+ * full, I/O error, read-only file system) and `ready` once one succeeds.
+ *
  * @module
  */
-import { isDatabaseBusy } from "./errors.ts";
+import { isDatabaseBusy, isDatabaseUnavailable } from "./errors.ts";
 import type { Store } from "./store.ts";
 
 /** First pause between attempts, in ms; it doubles up to {@link MAX_PAUSE_MS}. */
@@ -29,8 +33,13 @@ export async function writeWhenUnlocked<T>(store: Store, write: () => T): Promis
   let pause = FIRST_PAUSE_MS;
   while (true) {
     try {
-      return store.withoutBusyWait(write);
+      const result = store.withoutBusyWait(write);
+      writeFailures.delete(store);
+      return result;
     } catch (error) {
+      if (!isDatabaseBusy(error) && isDatabaseUnavailable(error)) {
+        writeFailures.set(store, (error as Error).message.slice(0, 200));
+      }
       if (!isDatabaseBusy(error) || performance.now() + pause > deadline) throw error;
     }
     await nextTask(pause);
@@ -44,4 +53,24 @@ export async function writeWhenUnlocked<T>(store: Store, write: () => T): Promis
  */
 export function nextTask(ms = 0): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The last write failure per store (its SQLite message), until a write succeeds. */
+const writeFailures = new WeakMap<Store, string>();
+
+/**
+ * Why writes to `store` fail (SQLite's message, such as "database or disk is
+ * full"), or `undefined` when the last write succeeded. While a failure is
+ * noted, it first tries a probe write ({@link Store.probeWrite}), so that
+ * readiness recovers without waiting for a client's write.
+ */
+export function findWriteFailure(store: Store): string | undefined {
+  if (!writeFailures.has(store)) return undefined;
+  try {
+    store.withoutBusyWait(() => store.probeWrite());
+    writeFailures.delete(store);
+  } catch (error) {
+    if (!isDatabaseBusy(error)) writeFailures.set(store, (error as Error).message.slice(0, 200));
+  }
+  return writeFailures.get(store);
 }

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { splitRequestTarget } from "./paths.ts";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
 /** Why a secure request was let through (`ok`) or refused. */
@@ -149,8 +150,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
  */
 export function createMetricsHandler(metrics: Metrics): (request: Request) => Promise<Response> {
   return async (request) => {
-    const { pathname } = new URL(request.url);
-    if (pathname !== "/metrics") return new Response("Not found\n", { status: 404 });
+    // Request.url holds the client's Host as sent, so it is not parsed as a URL.
+    const { rawPath } = splitRequestTarget(request.url);
+    if (rawPath !== "/metrics") return new Response("Not found\n", { status: 404 });
     if (request.method !== "GET" && request.method !== "HEAD") {
       return new Response("Method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } });
     }

@@ -226,6 +226,9 @@ export interface NewToken {
 /** The store's domain operations. All are synchronous. */
 export type Store = ReturnType<typeof createStore>;
 
+/** Rows of 128-character subjects `probeWrite` writes: with their index, more than two 4 KiB pages. */
+const PROBE_ROWS = 40;
+
 type Row = Record<string, SQLInputValue>;
 
 function toUser(row: Row): User {
@@ -1009,6 +1012,30 @@ function createStore(
     /** Forgets a subject's counter (after a successful login); whether there was one. */
     clearLoginFailures(subject: string): boolean {
       return Number(failuresDelete.run({ subject }).changes) === 1;
+    },
+
+    /**
+     * Writes and removes throttle counters no login can have, in one
+     * transaction: whether the database takes writes now (readiness, while
+     * degraded). They fill more than a page, so the file must be able to grow.
+     */
+    probeWrite(): void {
+      transaction(() => {
+        const subjects = Array.from(
+          { length: PROBE_ROWS },
+          (_, i) => `probe:readiness:${i}:`.padEnd(128, "-"),
+        );
+        for (const subject of subjects) {
+          failuresUpsert.run({
+            subject,
+            failures: 1,
+            last_failure_at: 0,
+            blocked_until: 0,
+            forget_at: 1,
+          });
+        }
+        for (const subject of subjects) failuresDelete.run({ subject });
+      });
     },
 
     /** How long a write may wait for another connection's lock, in ms. */

@@ -18,7 +18,7 @@ import { type AuthRequest, parseAuthRequest } from "./auth_request.ts";
 import { findRequestApiKey } from "./api_key.ts";
 import { readDocument } from "./body.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
-import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
+import { generateToken, hashSecret, normalizeApiKey, toCanonicalEmail } from "./credentials.ts";
 import { HttpError } from "./errors.ts";
 import { toKeyRef, toUserRef } from "./audit.ts";
 import { isKeyUsable, toKeyStatus } from "./key_status.ts";
@@ -80,7 +80,7 @@ export function toCredentials(body: AuthRequest, requestKey: string | undefined)
   if (body.password === "" || utf8.encode(body.password).byteLength > MAX_PASSWORD_BYTES) {
     throw invalid(`Invalid auth_request: password must be 1 to ${MAX_PASSWORD_BYTES} bytes`);
   }
-  return { email: body.email.toLowerCase(), password: body.password, apiKey };
+  return { email: toCanonicalEmail(body.email), password: body.password, apiKey };
 }
 
 /**

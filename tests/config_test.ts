@@ -27,9 +27,31 @@ Deno.test("readConfig() uses the documented defaults", () => {
     metricsPort: 9464,
     behindProxy: false,
     trustedProxies: ["127.0.0.1/32", "::1/128"],
+    forwardAuthHeader: "either",
+    unicodePaths: false,
     tokenRetentionSeconds: 7 * 86400,
     shutdownTimeoutSeconds: 30,
   });
+});
+
+Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => {
+  const config = read(["--forward-auth-header", "X-Forwarded-Uri"], {
+    KEYGATE_UNICODE_PATHS: "on",
+  });
+  assert.equal(config.forwardAuthHeader, "x-forwarded-uri");
+  assert.equal(config.unicodePaths, true);
+  assert.equal(
+    read([], { KEYGATE_FORWARD_AUTH_HEADER: "x-original-uri" }).forwardAuthHeader,
+    "x-original-uri",
+  );
+  assert.throws(
+    () => readConfig(["--forward-auth-header", "x-real-uri"], {}),
+    (error: Error) =>
+      error instanceof ConfigError &&
+      error.message ===
+        'Invalid --forward-auth-header "x-real-uri": expected x-original-uri, x-forwarded-uri or either',
+  );
+  assert.throws(() => readConfig(["--unicode-paths", "maybe"], {}), ConfigError);
 });
 
 Deno.test("readConfig() prefers flags over KEYGATE_* variables", () => {
@@ -65,7 +87,12 @@ Deno.test("parseBoolean() takes on/off/true/false/1/0 in any case and nothing el
 
 Deno.test("readConfig() reads every boolean setting the same way: bare, words, env", () => {
   const booleans = SETTINGS.filter(isBooleanSetting);
-  assert.deepEqual(booleans.map((s) => s.flag), ["hide-credentials", "metrics", "behind-proxy"]);
+  assert.deepEqual(booleans.map((s) => s.flag), [
+    "hide-credentials",
+    "metrics",
+    "behind-proxy",
+    "unicode-paths",
+  ]);
   for (const setting of booleans) {
     const key = setting.key as "metrics";
     assert.equal(read([`--${setting.flag}`])[key], true, `bare --${setting.flag}`);

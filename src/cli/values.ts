@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { hashSecret, normalizeApiKey } from "../credentials.ts";
+import { hashSecret, normalizeApiKey, toCanonicalEmail } from "../credentials.ts";
 import { parseDuration } from "../duration.ts";
 import type { ApiKey, Store, User } from "../store.ts";
 import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../token_router.ts";
@@ -14,9 +14,9 @@ import { AdminError } from "./io.ts";
 // deno-lint-ignore no-control-regex
 const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f]/;
 
-/** A new user's e-mail, lower-cased. */
+/** A new user's e-mail, in NFC and lower case (see docs/security.md, "Request bodies"). */
 export function toEmail(text: string): string {
-  const email = text.toLowerCase();
+  const email = toCanonicalEmail(text);
   if (
     email.length < 3 || email.length > MAX_EMAIL_LENGTH || !email.includes("@") ||
     INVALID_EMAIL_CHARACTER.test(email)
@@ -76,9 +76,9 @@ export function toTime(text: string, now: number, what: string): number {
   }
 }
 
-/** The user with this e-mail (any letter case). */
+/** The user with this e-mail (any letter case, any Unicode normal form). */
 export function findUser(store: Store, email: string): User {
-  const user = store.findUserByEmail(email.toLowerCase());
+  const user = store.findUserByEmail(toCanonicalEmail(email));
   if (user === undefined) {
     throw new AdminError(`No user "${clip(email)}"`);
   }
@@ -151,4 +151,13 @@ function prefixMatches(stored: string, reference: string): boolean {
 /** Shortens user input quoted in a message. */
 export function clip(text: string): string {
   return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+}
+
+/**
+ * The user whose e-mail is canonically equal to `email` (NFC, lower case),
+ * also a row written before e-mails were stored in NFC.
+ */
+export function findCanonicalUser(store: Store, email: string): User | undefined {
+  return store.findUserByEmail(email) ??
+    store.listUsers().find((user) => toCanonicalEmail(user.email) === email);
 }

@@ -7,6 +7,7 @@
  */
 import { parseDuration } from "../duration.ts";
 import { isCidr } from "../ip.ts";
+import type { ForwardAuthHeader } from "../context.ts";
 import type { LogLevel } from "../logger.ts";
 
 /** The words every boolean setting accepts, in flags and environment variables alike. */
@@ -102,4 +103,19 @@ export function parseUpstreamUrl(text: string): string {
 
 function toList(text: string): string[] {
   return text.split(",").map((item) => item.trim()).filter(Boolean);
+}
+
+const FORWARD_AUTH_HEADERS: readonly ForwardAuthHeader[] = [
+  "x-original-uri",
+  "x-forwarded-uri",
+  "either",
+];
+
+/** Parses which header names forward-auth's original request, in any letter case. */
+export function parseForwardAuthHeader(text: string): ForwardAuthHeader {
+  const header = text.trim().toLowerCase() as ForwardAuthHeader;
+  if (!FORWARD_AUTH_HEADERS.includes(header)) {
+    throw new SyntaxError("expected x-original-uri, x-forwarded-uri or either");
+  }
+  return header;
 }

@@ -7,11 +7,13 @@
  *
  * @module
  */
+import type { ForwardAuthHeader } from "../context.ts";
 import type { LogLevel } from "../logger.ts";
 import {
   parseBoolean,
   parseCidrList,
   parseDurationSetting,
+  parseForwardAuthHeader,
   parseLogLevel,
   parseOrigins,
   parsePort,
@@ -44,6 +46,10 @@ export interface Config {
   behindProxy: boolean;
   /** CIDR ranges whose `X-Forwarded-*` headers are believed (proxy mode only). */
   trustedProxies: string[];
+  /** Which header names forward-auth's original request (see `ForwardAuthHeader`). */
+  forwardAuthHeader: ForwardAuthHeader;
+  /** Accept non-ASCII letters in path segments (docs/security.md, "Canonical paths"). */
+  unicodePaths: boolean;
   /** How long expired and revoked token rows are kept before the janitor deletes them. */
   tokenRetentionSeconds: number;
   /** How long in-flight requests may take to finish after SIGTERM. */
@@ -222,6 +228,25 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseCidrList,
     placeholder: "CIDRS",
     description: "Comma-separated ranges of the proxies allowed to connect in proxy mode",
+  }),
+  setting({
+    key: "forwardAuthHeader",
+    flag: "forward-auth-header",
+    env: "KEYGATE_FORWARD_AUTH_HEADER",
+    default: "either",
+    parse: parseForwardAuthHeader,
+    placeholder: "HEADER",
+    description: "Header naming forward-auth's original request: x-original-uri (nginx), " +
+      "x-forwarded-uri (Caddy, Traefik), or either (refused when both are sent)",
+  }),
+  setting({
+    key: "unicodePaths",
+    flag: "unicode-paths",
+    env: "KEYGATE_UNICODE_PATHS",
+    default: "off",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Accept non-ASCII letters in path segments (off: refuse them with 400)",
   }),
   setting({
     key: "tokenRetentionSeconds",

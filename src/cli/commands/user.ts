@@ -10,7 +10,7 @@ import type { User } from "../../store.ts";
 import type { Command } from "../command.ts";
 import { AdminError } from "../io.ts";
 import { printRows } from "../output.ts";
-import { findUser, toDuration, toEmail, toPassword } from "../values.ts";
+import { findCanonicalUser, findUser, toDuration, toEmail, toPassword } from "../values.ts";
 
 const EMAIL = { name: "EMAIL", description: "The user's e-mail address (any letter case)" };
 const JSON_OPTION = {
@@ -44,7 +44,14 @@ export const USER_COMMANDS: readonly Command[] = [
       const timeout = options.timeout === undefined
         ? null
         : toDuration(options.timeout, "--timeout");
-      if (store.findUserByEmail(email)) throw new AdminError(`User "${email}" already exists`);
+      // Rows written before e-mails were stored in NFC are compared in NFC too.
+      const existing = findCanonicalUser(store, email);
+      if (existing) {
+        throw new AdminError(
+          `User "${email}" already exists` +
+            (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`),
+        );
+      }
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
       const user = store.transaction(() => {
         const added = store.insertUser(
@@ -86,6 +93,12 @@ export const USER_COMMANDS: readonly Command[] = [
       if (email === user.email) {
         io.stdout(`User ${user.email} already has that e-mail`);
         return;
+      }
+      const existing = findCanonicalUser(store, email);
+      if (existing !== undefined && existing.id !== user.id) {
+        throw new AdminError(
+          `Cannot rename ${user.email}: user "${existing.email}" already exists`,
+        );
       }
       store.transaction(() => {
         if (!store.renameUser(user.id, email, io.clock.now())) {
