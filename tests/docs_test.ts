@@ -134,7 +134,12 @@ function freePort(): number {
   return port;
 }
 
-async function runBlock(dir: string, block: string, port: number) {
+async function runBlock(
+  dir: string,
+  block: string,
+  port: number,
+  env: Record<string, string> = {},
+) {
   const output = await new Deno.Command("bash", {
     args: ["-e", "-o", "pipefail", "-c", block.replaceAll("8443", String(port))],
     cwd: dir,
@@ -142,6 +147,7 @@ async function runBlock(dir: string, block: string, port: number) {
       PATH: `${dirname(Deno.execPath())}:${Deno.env.get("PATH")}`,
       NO_COLOR: "1",
       KEYGATE_PORT: String(port),
+      ...env,
     },
     stdout: "piped",
     stderr: "piped",
@@ -211,4 +217,58 @@ Deno.test("[docs] CHANGELOG's newest version is the one --version prints", async
   const { VERSION } = await import("../src/config/version.ts");
   const newest = /^## \[(\d+\.\d+\.\d+)\]/m.exec(read("CHANGELOG.md"))?.[1];
   assert.equal(newest, VERSION);
+});
+
+/** Whether `npx` can run Deno 2.9.6 from its cache (no download in a test). */
+function hasCachedNpxDeno(): boolean {
+  try {
+    const home = Deno.env.get("HOME") ?? "";
+    return [...Deno.readDirSync(`${home}/.npm/_npx`)].some((entry) => {
+      try {
+        return Deno.statSync(`${home}/.npm/_npx/${entry.name}/node_modules/deno/package.json`)
+          .isFile &&
+          JSON.parse(
+              Deno.readTextFileSync(
+                `${home}/.npm/_npx/${entry.name}/node_modules/deno/package.json`,
+              ),
+            ).version === "2.9.6";
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name: "[docs] the README quick start works with only Node and npm (npx), stopped by its pid",
+  ignore: !hasCachedNpxDeno(),
+}, async () => {
+  const dir = makeSandbox();
+  const port = freePort();
+  try {
+    const quickStart = runnableBlocks(read("README.md"))[0]
+      .replaceAll("deno task ", "npx -y deno@2.9.6 task ");
+    const result = await runBlock(dir, quickStart, port, { npm_config_prefer_offline: "true" });
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /\n204\n401\n/);
+    // The server (not just the npm wrapper) stopped: the port is free again.
+    for (let i = 0; i < 50; i++) {
+      try {
+        Deno.listen({ hostname: "127.0.0.1", port }).close();
+        return;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    assert.fail(`port ${port} is still held after kill "$(cat db/keygate.pid)"`);
+  } finally {
+    try {
+      Deno.kill(Number(Deno.readTextFileSync(`${dir}/db/keygate.pid`)), "SIGTERM");
+    } catch {
+      // No server left.
+    }
+    Deno.removeSync(dir, { recursive: true });
+  }
 });
