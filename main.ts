@@ -12,8 +12,10 @@
  * @module
  */
 import { main as adminMain } from "./src/cli/main.ts";
-import { createHandler } from "./src/app.ts";
-import { systemClock } from "./src/clock.ts";
+import { createHandler } from "./src/http/app.ts";
+import type { Routes } from "./src/http/route.ts";
+import type { SecureContext } from "./src/http/context.ts";
+import { systemClock } from "./src/platform/clock.ts";
 import { ConfigError, StartupError } from "./src/config/errors.ts";
 import { formatHelp } from "./src/config/help.ts";
 import {
@@ -26,15 +28,24 @@ import {
 } from "./src/config/preflight.ts";
 import { readConfig } from "./src/config/read_config.ts";
 import { VERSION } from "./src/config/version.ts";
-import { createKeyUsageRecorder } from "./src/key_usage.ts";
-import { isLoopbackOrPrivate } from "./src/ip.ts";
-import { createJanitor } from "./src/janitor.ts";
-import { createLogger } from "./src/logger.ts";
-import { createMetrics, createMetricsHandler } from "./src/metrics.ts";
-import { setListenerNoDelay } from "./src/nodelay.ts";
-import { createPasswordHasher } from "./src/passwords.ts";
-import { openStore } from "./src/store.ts";
-import { loadTlsCredentials, type TlsCredentials } from "./src/tls.ts";
+import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
+import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
+import { createJanitor } from "./src/auth/janitor.ts";
+import { createLogger } from "./src/platform/logger.ts";
+import { createMetrics } from "./src/platform/metrics.ts";
+import { createMetricsHandler } from "./src/http/metrics_handler.ts";
+import { setListenerNoDelay } from "./src/platform/nodelay.ts";
+import { createPasswordHasher } from "./src/passwords/passwords.ts";
+import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
+
+/** What an application embedding keygate adds to the server (see examples/donations/). */
+export interface ServeOptions {
+  /** The application's own secure endpoints, served after authentication. */
+  secureRoutes?: Routes<SecureContext>;
+  /** Prefix of start-up error messages. Default `keygate`. */
+  name?: string;
+}
 
 /**
  * Runs the server until a shutdown signal; resolves to the process exit code:
@@ -44,14 +55,15 @@ import { loadTlsCredentials, type TlsCredentials } from "./src/tls.ts";
 export async function serve(
   args: string[],
   env: Record<string, string | undefined>,
+  options: ServeOptions = {},
 ): Promise<number> {
   const started: { pidFile?: string } = {};
   try {
-    return await run(args, env, started);
+    return await run(args, env, options, started);
   } catch (error) {
     if (!(error instanceof ConfigError || error instanceof StartupError)) throw error;
     const hint = error instanceof ConfigError ? " (see --help)" : "";
-    console.error(`keygate: ${error.message}${hint}`);
+    console.error(`${options.name ?? "keygate"}: ${error.message}${hint}`);
     return error.exitCode;
   } finally {
     if (started.pidFile !== undefined) removePidFile(started.pidFile);
@@ -61,6 +73,7 @@ export async function serve(
 async function run(
   args: string[],
   env: Record<string, string | undefined>,
+  options: ServeOptions,
   started: { pidFile?: string },
 ): Promise<number> {
   const config = readConfig(args, env);
@@ -86,7 +99,7 @@ async function run(
   let store;
   try {
     // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-    store = openStore(config.dbPath, { durability: "grants" });
+    store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
   } catch (error) {
     throw explainDatabaseError(error, config.dbPath);
   }
@@ -108,6 +121,7 @@ async function run(
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     corsOrigins: config.corsOrigins,
     keyUsage,
+    secureRoutes: options.secureRoutes,
     upstream: config.upstream === undefined ? undefined : {
       url: new URL(config.upstream),
       timeoutMs: config.upstreamTimeoutSeconds * 1000,
@@ -134,7 +148,7 @@ async function run(
         ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
         onListen({ hostname, port }) {
           const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-          // Deno's TLS listener leaves Nagle's algorithm on: see src/nodelay.ts.
+          // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
           const noDelay = setListenerNoDelay(port) > 0;
           logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
             hostname,
@@ -159,7 +173,7 @@ async function run(
     config,
     () => {
       hasher.close();
-      store.close();
+      store.closeStore();
     },
   );
   const metricsServer = config.metrics
@@ -182,7 +196,7 @@ async function run(
       () => {
         server.shutdown();
         hasher.close();
-        store.close();
+        store.closeStore();
       },
     )
     : undefined;
@@ -228,16 +242,16 @@ async function run(
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
   if (!finished) logger.warn("shutdown deadline passed: closing with requests still in flight");
-  keyUsage.stop(); // writes the last uses before the database closes
+  await keyUsage.stop(); // writes the last uses before the database closes
   hasher.close();
   await janitor.stop();
   await metricsServer?.shutdown();
   try {
-    store.checkpoint();
+    findSqliteMaintenance(store)?.checkpointWal();
   } catch (error) {
     logger.warn("checkpoint failed", { error: String(error) });
   }
-  store.close();
+  await store.closeStore();
   logger.info("stopped");
   logger.flush();
   return 0;

@@ -12,8 +12,8 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./bench/seed.ts";
 
 interface WrkResult {
@@ -226,12 +226,16 @@ try {
   const passwordHash = await createPasswordHasher().hash(BENCH_PASSWORD);
 
   log(`seeding ${TOKENS.toLocaleString("en")} live tokens`);
-  const big = seedDatabase(`${work}/big.sqlite3`, { tokens: TOKENS, sample: SAMPLE, passwordHash });
+  const big = await seedDatabase(`${work}/big.sqlite3`, {
+    tokens: TOKENS,
+    sample: SAMPLE,
+    passwordHash,
+  });
   const bigPairs = await writePairs("big", big.sample);
   const issuerPairs = await writePairs("issuers", big.issuers);
   const smallTokens = Math.min(1000, TOKENS);
   log(`seeding ${smallTokens} live tokens`);
-  const small = seedDatabase(`${work}/small.sqlite3`, {
+  const small = await seedDatabase(`${work}/small.sqlite3`, {
     tokens: smallTokens,
     sample: smallTokens,
     passwordHash,

@@ -4,9 +4,10 @@
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { hashSecret } from "../src/credentials.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
 import { VERSION } from "../src/config/version.ts";
-import { openStore, type Store } from "../src/store.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import type { Store } from "../src/store/store.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-ffi", "--allow-sys"];
@@ -53,12 +54,12 @@ function assertFails(result: Run, code: 1 | 2, line: string | RegExp): void {
   else assert.match(lines[0], line);
 }
 
-function withStore<T>(path: string, read: (store: Store) => T): T {
-  const store = openStore(path);
+async function withStore<T>(path: string, read: (store: Store) => Promise<T>): Promise<T> {
+  const store = openSqliteStore(path);
   try {
-    return read(store);
+    return await read(store);
   } finally {
-    store.close();
+    await store.closeStore();
   }
 }
 
@@ -99,7 +100,10 @@ Deno.test("[cli] extra arguments, unknown options and missing arguments are usag
       2,
       'keygate admin: Unexpected argument "extra" (usage: deno task admin user disable EMAIL)',
     );
-    assert.equal(withStore(db.path, (s) => s.findUserByEmail("bob@x.org")!.disabled), false);
+    assert.equal(
+      await withStore(db.path, async (s) => (await s.findUserByEmail("bob@x.org"))!.disabled),
+      false,
+    );
     assertFails(
       await cli(db.path, ["user", "list", "--frob"]),
       2,
@@ -125,7 +129,7 @@ Deno.test("[cli] extra arguments, unknown options and missing arguments are usag
       2,
       'keygate admin: Unknown command "user frob" (see deno task admin user --help)',
     );
-    assert.equal(withStore(db.path, (s) => s.listApiKeys().length), 0);
+    assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 0);
   } finally {
     db.cleanup();
   }
@@ -203,7 +207,7 @@ Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole ke
       "expires_at",
     ]);
     assert.equal(first.id, 1);
-    assert.ok(withStore(db.path, (s) => s.findApiKeyByHash(hashSecret(first.key))));
+    assert.ok(await withStore(db.path, (s) => s.findApiKeyByHash(hashSecret(first.key))));
     const second = JSON.parse((await cli(db.path, ["key", "create", "k@b.org", "--json"])).out);
 
     const listed = (await cli(db.path, ["key", "list"])).out;
@@ -212,14 +216,23 @@ Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole ke
     const byPrefix = await cli(db.path, ["key", "disable", `${prefix}…`]);
     assert.equal(byPrefix.code, 0, byPrefix.err);
     assert.equal(byPrefix.out, `API key 1 (prefix ${prefix}) disabled\n`);
-    assert.notEqual(withStore(db.path, (s) => s.findApiKeyById(1)!.disabledAt), null);
-    assert.equal(withStore(db.path, (s) => s.findApiKeyById(2)!.disabledAt), null);
+    assert.notEqual(
+      await withStore(db.path, async (s) => (await s.findApiKeyById(1))!.disabledAt),
+      null,
+    );
+    assert.equal(
+      await withStore(db.path, async (s) => (await s.findApiKeyById(2))!.disabledAt),
+      null,
+    );
 
     const byId = await cli(db.path, ["key", "enable", "1"]);
     assert.equal(byId.out, "API key 1 enabled\n");
     const whole = await cli(db.path, ["key", "revoke", second.key.toUpperCase()]);
     assert.equal(whole.out, "Revoked API key 2; 0 live token(s) revoked\n");
-    assert.notEqual(withStore(db.path, (s) => s.findApiKeyById(2)!.revokedAt), null);
+    assert.notEqual(
+      await withStore(db.path, async (s) => (await s.findApiKeyById(2))!.revokedAt),
+      null,
+    );
 
     assertFails(
       await cli(db.path, ["key", "revoke", "abc"]),
@@ -239,24 +252,24 @@ Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole ke
 Deno.test("[cli] an ambiguous key prefix names the keys it matches and changes nothing", async () => {
   const db = tempDbPath();
   try {
-    const store = openStore(db.path);
-    const user = store.insertUser(
+    const store = openSqliteStore(db.path);
+    const user = await store.insertUser(
       { email: "amb@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      0,
+      { now: 0, audit: undefined },
     );
     for (
       const key of ["abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002"]
     ) {
-      store.insertApiKey({
+      await store.insertApiKey({
         userId: user.id,
         keyHash: hashSecret(key),
         prefix: key.slice(0, 8),
         label: "",
         expiresAt: null,
         introspect: false,
-      }, 0);
+      }, { now: 0, audit: undefined });
     }
-    store.close();
+    await store.closeStore();
     const result = await cli(db.path, ["key", "revoke", "abcd"]);
     assertFails(
       result,
@@ -264,7 +277,12 @@ Deno.test("[cli] an ambiguous key prefix names the keys it matches and changes n
       'keygate admin: Ambiguous key "abcd": it matches API keys 1, 2; give the numeric id or ' +
         "more of the key",
     );
-    assert.ok(withStore(db.path, (s) => s.listApiKeys().every((k) => k.revokedAt === null)));
+    assert.ok(
+      await withStore(
+        db.path,
+        async (s) => (await s.listApiKeys()).every((k) => k.revokedAt === null),
+      ),
+    );
   } finally {
     db.cleanup();
   }
@@ -276,15 +294,15 @@ Deno.test("[cli] user rename and user delete (with keys, tokens and counters; au
     await addUser(db.path, "old@b.org");
     await addUser(db.path, "other@b.org");
     const key = JSON.parse((await cli(db.path, ["key", "create", "old@b.org", "--json"])).out);
-    withStore(db.path, (store) => {
-      store.issueToken({
+    await withStore(db.path, async (store) => {
+      await store.insertToken({
         tokenHash: hashSecret("t".repeat(40)),
         userId: 1,
         apiKeyId: key.id,
         issuedAt: Date.now(),
         expiresAt: Date.now() + 3_600_000,
         maxLiveTokens: 100,
-      });
+      }, { audit: undefined });
     });
 
     assertFails(
@@ -295,7 +313,10 @@ Deno.test("[cli] user rename and user delete (with keys, tokens and counters; au
     const renamed = await cli(db.path, ["user", "rename", "OLD@b.org", "New@b.org"]);
     assert.equal(renamed.code, 0, renamed.err);
     assert.equal(renamed.out, "Renamed user 1 from old@b.org to new@b.org\n");
-    assert.equal(withStore(db.path, (s) => s.findUserById(1)!.email), "new@b.org");
+    assert.equal(
+      await withStore(db.path, async (s) => (await s.findUserById(1))!.email),
+      "new@b.org",
+    );
 
     const tokens = await cli(db.path, ["token", "list", "new@b.org", "--json"]);
     assert.equal(tokens.code, 0, tokens.err);
@@ -318,12 +339,12 @@ Deno.test("[cli] user rename and user delete (with keys, tokens and counters; au
       "Deleted user new@b.org (id 1) with 1 API key(s) and 1 token row(s)\n",
     );
     assert.equal(deleted.err, "", "the audit line is not printed without --log");
-    withStore(db.path, (store) => {
-      assert.equal(store.findUserById(1), undefined);
-      assert.equal(store.listApiKeys().length, 0);
-      assert.equal(store.countRows("tokens"), 0);
-      assert.ok(store.findUserByEmail("other@b.org"));
-      const audit = store.listAudit().map((a) => [a.actor, a.action, a.subject]);
+    await withStore(db.path, async (store) => {
+      assert.equal(await store.findUserById(1), undefined);
+      assert.equal((await store.listApiKeys()).length, 0);
+      assert.equal(await store.countRows("tokens"), 0);
+      assert.ok(await store.findUserByEmail("other@b.org"));
+      const audit = (await store.listAudit()).map((a) => [a.actor, a.action, a.subject]);
       assert.deepEqual(audit.slice(-2), [
         ["cli:ops", "user.renamed", "user:new@b.org"],
         ["cli:ops", "user.deleted", "user:new@b.org"],
@@ -362,7 +383,7 @@ Deno.test("[cli] db backup and db restore bring the database back; restore refus
     const backup = `${db.dir}/backup.sqlite3`;
     assert.equal((await cli(db.path, ["db", "backup", backup])).code, 0);
     await cli(db.path, ["user", "delete", "keep@b.org"]);
-    assert.equal(withStore(db.path, (s) => s.listUsers().length), 0);
+    assert.equal(await withStore(db.path, async (s) => (await s.listUsers()).length), 0);
 
     assertFails(
       await cli(db.path, ["db", "restore", backup]),
@@ -381,13 +402,13 @@ Deno.test("[cli] db backup and db restore bring the database back; restore refus
       restored.out,
       `Restored ${db.path} from ${backup}: 1 user(s), 0 API key(s), 0 token row(s)\n`,
     );
-    withStore(db.path, (store) => {
-      assert.deepEqual(store.listUsers().map((u) => u.email), ["keep@b.org"]);
-      assert.equal(store.listAudit().at(-1)!.action, "db.restored");
+    await withStore(db.path, async (store) => {
+      assert.deepEqual((await store.listUsers()).map((u) => u.email), ["keep@b.org"]);
+      assert.equal((await store.listAudit()).at(-1)!.action, "db.restored");
     });
     const fresh = `${db.dir}/fresh/keygate.sqlite3`;
     assert.equal((await cli(fresh, ["db", "restore", backup])).code, 0);
-    assert.equal(withStore(fresh, (s) => s.listUsers().length), 1);
+    assert.equal(await withStore(fresh, async (s) => (await s.listUsers()).length), 1);
   } finally {
     db.cleanup();
   }

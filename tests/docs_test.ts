@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { basename, dirname, join } from "node:path";
-import { openStore } from "../src/store.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const DOCS = [
@@ -188,17 +188,17 @@ for (const path of DOCS) {
           false,
           "the server stopped and removed its pid file",
         );
-        const store = openStore(`${dir}/db/keygate.sqlite3`);
+        const store = openSqliteStore(`${dir}/db/keygate.sqlite3`);
         try {
-          assert.deepEqual(store.listUsers().map((u) => u.email), ["alice@example.org"]);
-          const alice = store.findUserByEmail("alice@example.org")!;
-          const tokens = store.listTokensOfUser(alice.id);
+          assert.deepEqual((await store.listUsers()).map((u) => u.email), ["alice@example.org"]);
+          const alice = (await store.findUserByEmail("alice@example.org"))!;
+          const tokens = await store.listTokensOfUser(alice.id);
           assert.ok(tokens.length >= 2);
           assert.ok(
             tokens.every((t) => t.revokedAt !== null || t.issuedAt < alice.tokensValidFrom),
           );
         } finally {
-          store.close();
+          await store.closeStore();
         }
       }
     } finally {

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { VERSION } from "../src/config/version.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 import { addUserWithKey, startServerProcess } from "./_server.ts";
 import { tempDbPath } from "./_helpers.ts";
 

@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { AuditAction } from "../audit.ts";
-import type { LogFields } from "../logger.ts";
-import type { Store } from "../store.ts";
+import type { ChangeDeps } from "../auth/changes.ts";
+import type { LogFields } from "../platform/logger.ts";
+import type { Store } from "../store/store.ts";
 import type { AdminIO } from "./io.ts";
 
 /** A positional argument. */
@@ -30,8 +30,18 @@ export interface CommandOption {
 
 /** What a command is given when it runs. */
 export interface CommandContext {
-  /** The store, opened on first use. */
+  /**
+   * The store, opened before the command runs (a `path` command opens it
+   * with {@link openStore} once the file is in place).
+   */
   readonly store: Store;
+  /** Opens the store at {@link dbPath} (once). */
+  openStore(): Promise<Store>;
+  /**
+   * What the domain's audited changes need: the store, the clock, the CLI user
+   * as actor, and the change log (`--log`).
+   */
+  readonly changes: ChangeDeps;
   /** The database path (`--db`, `KEYGATE_DB` or the default). */
   dbPath: string;
   /** The positional arguments, by {@link CommandArgument.name}. */
@@ -39,12 +49,6 @@ export interface CommandContext {
   /** The options given, as text (`"on"` for a bare boolean). */
   options: Readonly<Record<string, string | undefined>>;
   io: AdminIO;
-  /** Appends an admin change to the audit log and, with `--log`, to the JSON log. */
-  audit(
-    action: AuditAction,
-    subject: string,
-    detail?: Record<string, string | number | null>,
-  ): void;
   /** Logs a change that has no audit action (a backup), with `--log` only. */
   log(fields: LogFields): void;
 }

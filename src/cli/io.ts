@@ -4,9 +4,9 @@
  *
  * @module
  */
-import type { Clock } from "../clock.ts";
-import type { PasswordHasher } from "../passwords.ts";
-import { MAX_PASSWORD_BYTES } from "../token_router.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { PasswordHasher } from "../passwords/passwords.ts";
+import { MAX_PASSWORD_BYTES } from "../auth/account_rules.ts";
 
 /** The admin CLI's surroundings, replaceable in tests. */
 export interface AdminIO {

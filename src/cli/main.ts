@@ -10,14 +10,18 @@
  * @module
  */
 import { existsSync, statSync } from "node:fs";
-import { type AuditAction, toCliActor } from "../audit.ts";
-import { systemClock } from "../clock.ts";
+import { toCliActor } from "../auth/audit.ts";
+import type { ChangeDeps } from "../auth/changes.ts";
+import { AuthError } from "../auth/errors.ts";
+import { systemClock } from "../platform/clock.ts";
 import { type OptionSpec, parseArguments } from "../config/args.ts";
 import { parseBoolean } from "../config/parsers.ts";
 import { VERSION } from "../config/version.ts";
-import { createLogger, type LogFields } from "../logger.ts";
-import { createPasswordHasher } from "../passwords.ts";
-import { openStore, type Store } from "../store.ts";
+import { createLogger, type LogFields } from "../platform/logger.ts";
+import { createPasswordHasher } from "../passwords/passwords.ts";
+import { StoreError } from "../store/errors.ts";
+import { openStore } from "../store/open_store.ts";
+import type { Store } from "../store/store.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { COMMANDS, GROUPS } from "./commands.ts";
 import {
@@ -125,26 +129,30 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
         db: dbPath,
         ...fields,
       });
+    const changes = (store: Store): ChangeDeps => ({
+      store,
+      clock: io.clock,
+      actor: toCliActor(io.env),
+      noteChange: (entry) => log({ action: entry.action, subject: entry.subject, ...entry.detail }),
+    });
+    if (command.database !== "path") store = await openStore(dbPath);
     const context: CommandContext = {
       get store() {
-        store ??= openStore(dbPath);
+        if (store === undefined) throw new Error("The store is not open yet");
         return store;
+      },
+      async openStore() {
+        store ??= await openStore(dbPath);
+        return store;
+      },
+      get changes() {
+        return changes(context.store);
       },
       dbPath,
       args: commandArgs,
       options,
       io,
       log,
-      audit(action: AuditAction, subject: string, detail = {}) {
-        context.store.appendAudit({
-          at: io.clock.now(),
-          actor: toCliActor(io.env),
-          action,
-          subject,
-          detail,
-        });
-        log({ action, subject, ...detail });
-      },
     };
     await command.run(context);
     return 0;
@@ -153,10 +161,19 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       io.stderr(`keygate admin: ${error.message}`);
       return error.exitCode;
     }
+    if (error instanceof AuthError) {
+      // The domain refused: a bad value is a usage error, the rest (not found, conflict) not.
+      io.stderr(`keygate admin: ${error.message}`);
+      return error.code === "invalid_request" ? 2 : 1;
+    }
+    if (error instanceof StoreError) {
+      io.stderr(`keygate admin: ${oneLine(error.message)}`);
+      return 1;
+    }
     io.stderr(`keygate admin: ${oneLine((error as Error)?.message ?? String(error))}`);
     return 1;
   } finally {
-    store?.close();
+    await store?.closeStore();
     if (overrides.hasher === undefined) io.hasher.close();
   }
 }

@@ -5,34 +5,16 @@
  *
  * @module
  */
-import { hashSecret, normalizeApiKey, toCanonicalEmail } from "../credentials.ts";
-import { parseDuration } from "../duration.ts";
-import type { ApiKey, Store, User } from "../store.ts";
-import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../token_router.ts";
+import { isPasswordSized, MAX_PASSWORD_BYTES } from "../auth/account_rules.ts";
+import { hashSecret, normalizeApiKey } from "../auth/credentials.ts";
+import { findUserOrFail } from "../auth/users.ts";
+import { parseDuration } from "../platform/duration.ts";
+import type { ApiKey, Store, User } from "../store/store.ts";
 import { AdminError } from "./io.ts";
-
-// deno-lint-ignore no-control-regex
-const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f]/;
-
-/** A new user's e-mail, in NFC and lower case (see docs/security.md, "Request bodies"). */
-export function toEmail(text: string): string {
-  const email = toCanonicalEmail(text);
-  if (
-    email.length < 3 || email.length > MAX_EMAIL_LENGTH || !email.includes("@") ||
-    INVALID_EMAIL_CHARACTER.test(email)
-  ) {
-    throw new AdminError(
-      `Invalid e-mail "${clip(text)}": expected an address of 3 to ${MAX_EMAIL_LENGTH} characters`,
-      2,
-    );
-  }
-  return email;
-}
 
 /** A password read from standard input. */
 export function toPassword(password: string): string {
-  const bytes = new TextEncoder().encode(password).byteLength;
-  if (bytes === 0 || bytes > MAX_PASSWORD_BYTES) {
+  if (!isPasswordSized(password)) {
     throw new AdminError(
       `Invalid password: expected 1 to ${MAX_PASSWORD_BYTES} bytes on standard input`,
     );
@@ -77,12 +59,8 @@ export function toTime(text: string, now: number, what: string): number {
 }
 
 /** The user with this e-mail (any letter case, any Unicode normal form). */
-export function findUser(store: Store, email: string): User {
-  const user = store.findUserByEmail(toCanonicalEmail(email));
-  if (user === undefined) {
-    throw new AdminError(`No user "${clip(email)}"`);
-  }
-  return user;
+export async function findUser(store: Store, email: string): Promise<User> {
+  return await findUserOrFail(store, email);
 }
 
 /** A key found by a reference, and how the reference matched. */
@@ -99,18 +77,20 @@ const MIN_PREFIX = 4;
  * unambiguous prefix of the key (at least four characters, the `…` of the
  * listing allowed), or by the whole key.
  */
-export function findKey(store: Store, reference: string): KeyMatch {
+export async function findKey(store: Store, reference: string): Promise<KeyMatch> {
   const text = reference.trim().replace(/…$/, "");
   const whole = normalizeApiKey(text);
   if (whole !== undefined) {
-    const key = store.findApiKeyByHash(hashSecret(whole));
+    const key = await store.findApiKeyByHash(hashSecret(whole));
     if (key === undefined) throw new AdminError("No such API key (the whole key was given)");
     return { key, description: `API key ${key.id}` };
   }
-  const byId = /^[1-9][0-9]{0,15}$/.test(text) ? store.findApiKeyById(Number(text)) : undefined;
+  const byId = /^[1-9][0-9]{0,15}$/.test(text)
+    ? await store.findApiKeyById(Number(text))
+    : undefined;
   const prefix = text.toLowerCase();
   const byPrefix = prefix.length >= MIN_PREFIX && /^[0-9a-f-]+$/.test(prefix)
-    ? store.listApiKeys().filter((key) => prefixMatches(key.prefix, prefix))
+    ? (await store.listApiKeys()).filter((key) => prefixMatches(key.prefix, prefix))
     : [];
   const candidates = [...new Set([...(byId ? [byId.id] : []), ...byPrefix.map((k) => k.id)])];
   if (candidates.length > 1) {
@@ -122,7 +102,7 @@ export function findKey(store: Store, reference: string): KeyMatch {
   }
   if (byId !== undefined) return { key: byId, description: `API key ${byId.id}` };
   if (byPrefix.length === 1) {
-    const key = store.findApiKeyById(byPrefix[0].id)!;
+    const key = (await store.findApiKeyById(byPrefix[0].id))!;
     return { key, description: `API key ${key.id} (prefix ${key.prefix})` };
   }
   if (prefix.length > 0 && prefix.length < MIN_PREFIX && !/^[0-9]+$/.test(prefix)) {
@@ -151,13 +131,4 @@ function prefixMatches(stored: string, reference: string): boolean {
 /** Shortens user input quoted in a message. */
 export function clip(text: string): string {
   return text.length > 64 ? `${text.slice(0, 64)}…` : text;
-}
-
-/**
- * The user whose e-mail is canonically equal to `email` (NFC, lower case),
- * also a row written before e-mails were stored in NFC.
- */
-export function findCanonicalUser(store: Store, email: string): User | undefined {
-  return store.findUserByEmail(email) ??
-    store.listUsers().find((user) => toCanonicalEmail(user.email) === email);
 }

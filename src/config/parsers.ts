@@ -5,10 +5,10 @@
  *
  * @module
  */
-import { parseDuration } from "../duration.ts";
-import { isCidr } from "../ip.ts";
-import type { ForwardAuthHeader } from "../context.ts";
-import type { LogLevel } from "../logger.ts";
+import { parseDuration } from "../platform/duration.ts";
+import { isCidr } from "../platform/ip.ts";
+import type { ForwardAuthHeader } from "../http/context.ts";
+import type { LogLevel } from "../platform/logger.ts";
 
 /** The words every boolean setting accepts, in flags and environment variables alike. */
 export const BOOLEAN_WORDS = ["on", "off", "true", "false", "1", "0"] as const;

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { isLoopbackOrPrivate } from "../ip.ts";
+import { isLoopbackOrPrivate } from "../platform/ip.ts";
 import { type OptionSpec, parseArguments } from "./args.ts";
 import { ConfigError } from "./errors.ts";
 import { type Config, isBooleanSetting, type Setting, SETTINGS } from "./settings.ts";

@@ -7,8 +7,8 @@
  *
  * @module
  */
-import type { ForwardAuthHeader } from "../context.ts";
-import type { LogLevel } from "../logger.ts";
+import type { ForwardAuthHeader } from "../http/context.ts";
+import type { LogLevel } from "../platform/logger.ts";
 import {
   parseBoolean,
   parseCidrList,

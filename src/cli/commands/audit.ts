@@ -23,11 +23,11 @@ export const AUDIT_COMMANDS: readonly Command[] = [
       { name: "json", kind: "boolean", description: "Print JSON instead of a table" },
     ],
     database: "existing",
-    run({ store, options, io }) {
+    async run({ store, options, io }) {
       const since = options.since === undefined
         ? 0
         : toTime(options.since, io.clock.now(), "--since");
-      const rows = store.listAudit(since);
+      const rows = await store.listAudit(since);
       if (options.json !== undefined) {
         io.stdout(JSON.stringify(rows.map((row) => ({ ...row, at: toIso(row.at) })), null, 2));
         return;

@@ -5,7 +5,11 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { inspectDatabaseFile, restoreDatabaseFile } from "../../store.ts";
+import { toAuditEntry } from "../../auth/changes.ts";
+import { findSqliteMaintenance } from "../../store/open_store.ts";
+import { inspectDatabaseFile, restoreDatabaseFile } from "../../store/sqlite/maintenance.ts";
+import type { SqliteMaintenance } from "../../store/sqlite/maintenance.ts";
+import type { Store } from "../../store/store.ts";
 import type { Command } from "../command.ts";
 import { AdminError } from "../io.ts";
 
@@ -20,7 +24,7 @@ export const DB_COMMANDS: readonly Command[] = [
     async run({ store, args, io, log }) {
       const path = args.PATH!;
       if (existsSync(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
-      await store.backupTo(path);
+      await sqliteOnly(store, "db backup").backupDatabaseTo(path);
       const { problems, counts } = inspectDatabaseFile(path);
       if (problems.length > 0) {
         throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
@@ -38,8 +42,9 @@ export const DB_COMMANDS: readonly Command[] = [
     arguments: [],
     options: [],
     database: "existing",
-    run({ store, io }) {
-      const problems = store.checkIntegrity();
+    // deno-lint-ignore require-await
+    async run({ store, io }) {
+      const problems = sqliteOnly(store, "db check").checkDatabaseIntegrity();
       for (const problem of problems) io.stdout(problem);
       if (problems.length > 0) {
         throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
@@ -85,12 +90,16 @@ export const DB_COMMANDS: readonly Command[] = [
       mkdirSync(dirname(dbPath), { recursive: true });
       await restoreDatabaseFile(from, dbPath);
       const { counts } = inspected;
-      context.audit("db.restored", "database", {
+      // Opening the restored file applies pending migrations.
+      const store = await context.openStore();
+      const entry = toAuditEntry(context.changes, "db.restored", "database", {
         from,
         users: counts.users,
         api_keys: counts.api_keys,
         tokens: counts.tokens,
       });
+      await store.appendAudit(entry);
+      context.changes.noteChange?.(entry);
       io.stdout(
         `Restored ${dbPath} from ${from}: ${counts.users} user(s), ${counts.api_keys} API ` +
           `key(s), ${counts.tokens} token row(s)`,
@@ -98,3 +107,12 @@ export const DB_COMMANDS: readonly Command[] = [
     },
   },
 ];
+
+/** The SQLite-only operations, for commands that need them. */
+function sqliteOnly(store: Store, command: string): SqliteMaintenance {
+  const maintenance = findSqliteMaintenance(store);
+  if (maintenance === undefined) {
+    throw new AdminError(`"${command}" works on SQLite only: use the database's own tools`);
+  }
+  return maintenance;
+}

@@ -4,16 +4,19 @@
  *
  * @module
  */
-import { toKeyRef } from "../../audit.ts";
-import { generateApiKey, hashSecret, toKeyPrefix } from "../../credentials.ts";
-import { toKeyStatus } from "../../key_status.ts";
+import { toKeyStatus } from "../../auth/key_status.ts";
+import {
+  createKey,
+  DEFAULT_ROTATION_GRACE_SECONDS,
+  MAX_KEY_LABEL_LENGTH,
+  revokeKey,
+  rotateKey,
+  setKeyDisabled,
+} from "../../auth/keys.ts";
 import type { Command, CommandContext } from "../command.ts";
 import { AdminError } from "../io.ts";
 import { printRows, toIso, toIsoOrNull } from "../output.ts";
 import { findKey, findUser, toDuration } from "../values.ts";
-
-/** How long a rotated key keeps working when --grace is not given. */
-export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600;
 
 const KEY = {
   name: "KEY",
@@ -51,32 +54,21 @@ export const KEY_COMMANDS: readonly Command[] = [
       },
     ],
     database: "existing",
-    run({ store, args, options, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
+    async run({ store, args, options, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
       const label = options.label ?? "";
-      if (label.length > 200) throw new AdminError("Invalid --label: at most 200 characters", 2);
-      const now = io.clock.now();
-      const expiresAt = options.expires === undefined
-        ? null
-        : now + toDuration(options.expires, "--expires") * 1000;
-      const apiKey = generateApiKey();
-      const key = store.transaction(() => {
-        const created = store.insertApiKey({
-          userId: user.id,
-          keyHash: hashSecret(apiKey),
-          prefix: toKeyPrefix(apiKey),
-          label,
-          expiresAt,
-          introspect: options.introspect !== undefined,
-        }, now);
-        audit("key.created", toKeyRef(created.id), {
-          user: user.email,
-          label,
-          expires_at: toIsoOrNull(expiresAt),
-          introspect: created.introspect ? 1 : 0,
-        });
-        return created;
+      if (label.length > MAX_KEY_LABEL_LENGTH) {
+        throw new AdminError(`Invalid --label: at most ${MAX_KEY_LABEL_LENGTH} characters`, 2);
+      }
+      const expiresIn = options.expires === undefined
+        ? undefined
+        : toDuration(options.expires, "--expires");
+      const { key, apiKey } = await createKey(changes, user, {
+        label,
+        expiresInSeconds: expiresIn,
+        introspect: options.introspect !== undefined,
       });
+      const expiresAt = key.expiresAt;
       if (options.json !== undefined) {
         io.stdout(JSON.stringify({
           id: key.id,
@@ -108,13 +100,13 @@ export const KEY_COMMANDS: readonly Command[] = [
       { name: "json", kind: "boolean", description: "Print JSON instead of a table" },
     ],
     database: "existing",
-    run({ store, args, options, io }) {
-      const userId = args.EMAIL === undefined ? undefined : findUser(store, args.EMAIL).id;
+    async run({ store, args, options, io }) {
+      const userId = args.EMAIL === undefined ? undefined : (await findUser(store, args.EMAIL)).id;
       const now = io.clock.now();
       const unusedSince = options.unused === undefined
         ? undefined
         : now - toDuration(options.unused, "--unused") * 1000;
-      const keys = store.listApiKeys(userId)
+      const keys = (await store.listApiKeys(userId))
         .filter((key) =>
           unusedSince === undefined ||
           (key.revokedAt === null && (key.lastUsedAt ?? key.createdAt) <= unusedSince)
@@ -147,51 +139,17 @@ export const KEY_COMMANDS: readonly Command[] = [
       description: "How long the old key and its tokens keep working (default 24h; 0: now)",
     }],
     database: "existing",
-    run({ store, args, options, io, audit }) {
-      const { key: old, description } = findKey(store, args.KEY!);
-      const now = io.clock.now();
-      const status = toKeyStatus(old, now);
-      if (status !== "active") {
-        throw new AdminError(`Cannot rotate ${description}: it is ${status}`);
-      }
-      if (old.replacedBy !== null) {
-        throw new AdminError(
-          `Cannot rotate ${description}: it was already rotated to key ${old.replacedBy}`,
-        );
-      }
+    async run({ store, args, options, io, changes }) {
+      const { key: old, description } = await findKey(store, args.KEY!);
       const graceSeconds = options.grace === undefined
         ? DEFAULT_ROTATION_GRACE_SECONDS
         : options.grace === "0"
         ? 0
         : toDuration(options.grace, "--grace");
-      const oldUntil = Math.min(old.expiresAt ?? Infinity, now + graceSeconds * 1000);
-      // The successor keeps the old key's lifetime, counted from now.
-      const expiresAt = old.expiresAt === null ? null : now + (old.expiresAt - old.createdAt);
-      const apiKey = generateApiKey();
-      const key = store.transaction(() => {
-        const successor = store.rotateApiKey(old.id, {
-          userId: old.userId,
-          keyHash: hashSecret(apiKey),
-          prefix: toKeyPrefix(apiKey),
-          label: old.label,
-          expiresAt,
-          introspect: old.introspect,
-        }, { oldKeyExpiresAt: oldUntil, now });
-        audit("key.rotated", toKeyRef(old.id), {
-          successor: successor.id,
-          old_key_until: toIso(oldUntil),
-        });
-        audit("key.created", toKeyRef(successor.id), {
-          user: store.findUserById(old.userId)?.email ?? "",
-          label: old.label,
-          expires_at: toIsoOrNull(expiresAt),
-          rotated_from: old.id,
-        });
-        return successor;
-      });
+      const { key, apiKey, oldKeyUntil } = await rotateKey(changes, old, graceSeconds);
       io.stdout(
         `Rotated ${description} to ${key.id}; key ${old.id} and its tokens work until ` +
-          `${toIso(oldUntil)}. The new key is shown only this once:`,
+          `${toIso(oldKeyUntil)}. The new key is shown only this once:`,
       );
       io.stdout(apiKey);
     },
@@ -202,8 +160,8 @@ export const KEY_COMMANDS: readonly Command[] = [
     arguments: [KEY],
     options: [],
     database: "existing",
-    run(context) {
-      setKeyDisabled(context, true);
+    async run(context) {
+      await changeKeyDisabled(context, true);
     },
   },
   {
@@ -212,8 +170,8 @@ export const KEY_COMMANDS: readonly Command[] = [
     arguments: [KEY],
     options: [],
     database: "existing",
-    run(context) {
-      setKeyDisabled(context, false);
+    async run(context) {
+      await changeKeyDisabled(context, false);
     },
   },
   {
@@ -222,33 +180,25 @@ export const KEY_COMMANDS: readonly Command[] = [
     arguments: [KEY],
     options: [],
     database: "existing",
-    run({ store, args, io, audit }) {
-      const { key, description } = findKey(store, args.KEY!);
-      if (key.revokedAt !== null) {
-        io.stdout(`${description} was already revoked`);
-        return;
-      }
-      const revoked = store.transaction(() => {
-        const n = store.revokeApiKey(key.id, io.clock.now());
-        audit("key.revoked", toKeyRef(key.id), { tokens_revoked: n });
-        return n;
-      });
-      io.stdout(`Revoked ${description}; ${revoked} live token(s) revoked`);
+    async run({ store, args, io, changes }) {
+      const { description, key } = await findKey(store, args.KEY!);
+      const revoked = await revokeKey(changes, key);
+      io.stdout(
+        revoked === undefined
+          ? `${description} was already revoked`
+          : `Revoked ${description}; ${revoked} live token(s) revoked`,
+      );
     },
   },
 ];
 
-function setKeyDisabled({ store, args, io, audit }: CommandContext, disabled: boolean): void {
-  const { key, description } = findKey(store, args.KEY!);
+async function changeKeyDisabled(
+  { store, args, io, changes }: CommandContext,
+  disabled: boolean,
+): Promise<void> {
+  const { key, description } = await findKey(store, args.KEY!);
   if (key.revokedAt !== null) throw new AdminError(`${description} is revoked`);
-  const changed = store.transaction(() => {
-    const done = store.setApiKeyDisabled(key.id, disabled, io.clock.now());
-    if (done && (key.disabledAt !== null) !== disabled) {
-      audit(disabled ? "key.disabled" : "key.enabled", toKeyRef(key.id));
-      return true;
-    }
-    return false;
-  });
+  const changed = await setKeyDisabled(changes, key, disabled);
   const state = disabled ? "disabled" : "enabled";
   io.stdout(changed ? `${description} ${state}` : `${description} was already ${state}`);
 }

@@ -3,8 +3,10 @@
  *
  * @module
  */
-import { toUserRef } from "../../audit.ts";
-import { toAccountSubject, toClientSubject } from "../../throttle.ts";
+import { toUserRef } from "../../auth/audit.ts";
+import { type ChangeDeps, toAuditEntry } from "../../auth/changes.ts";
+import { toAccountSubject, toClientSubject } from "../../auth/throttle.ts";
+import type { Store } from "../../store/store.ts";
 import type { Command } from "../command.ts";
 import { printRows } from "../output.ts";
 import { findUser } from "../values.ts";
@@ -17,10 +19,10 @@ export const THROTTLE_COMMANDS: readonly Command[] = [
     arguments: [],
     options: [{ name: "json", kind: "boolean", description: "Print JSON instead of a table" }],
     database: "existing",
-    run({ store, options, io }) {
+    async run({ store, options, io }) {
       const now = io.clock.now();
-      const keys = new Map(store.listApiKeys().map((key) => [`key:${key.id}`, key]));
-      const rows = store.listLoginFailures(now).map((row) => {
+      const keys = new Map((await store.listApiKeys()).map((key) => [`key:${key.id}`, key]));
+      const rows = (await store.listLoginFailures(now)).map((row) => {
         const key = keys.get(row.subject);
         return {
           subject: key ? `key ${key.id} (${key.prefix}…, ${key.email})` : row.subject,
@@ -43,30 +45,38 @@ export const THROTTLE_COMMANDS: readonly Command[] = [
     }],
     options: [],
     database: "existing",
-    run({ store, args, io, audit }) {
+    async run({ store, args, io, changes }) {
       const target = args.TARGET!;
       if (target.includes("@")) {
-        const user = findUser(store, target);
-        const cleared = store.transaction(() => {
-          const n = store.listApiKeys(user.id)
-            .filter((key) => store.clearLoginFailures(toAccountSubject(key.id))).length;
-          audit("throttle.cleared", toUserRef(user.email), { counters: n });
-          return n;
-        });
+        const user = await findUser(store, target);
+        const subjects = (await store.listApiKeys(user.id)).map((key) => toAccountSubject(key.id));
+        const cleared = await clearCounters(store, changes, subjects, toUserRef(user.email));
         io.stdout(`Cleared the failed-login counters of ${cleared} API key(s) of ${user.email}`);
         return;
       }
       const subject = toClientSubject(target);
-      const cleared = store.transaction(() => {
-        const found = store.clearLoginFailures(subject);
-        audit("throttle.cleared", subject, { counters: found ? 1 : 0 });
-        return found;
-      });
+      const cleared = await clearCounters(store, changes, [subject], subject);
       io.stdout(
-        cleared
+        cleared > 0
           ? `Cleared the failed-login counter of ${subject.slice("client:".length)}`
           : `No failed-login counter for ${subject.slice("client:".length)}`,
       );
     },
   },
 ];
+
+/** Forgets counters, audited as `throttle.cleared` on `auditSubject`; resolves to how many. */
+async function clearCounters(
+  store: Store,
+  changes: ChangeDeps,
+  subjects: string[],
+  auditSubject: string,
+): Promise<number> {
+  let entry;
+  const cleared = await store.clearLoginFailures(subjects, {
+    now: changes.clock.now(),
+    audit: (n) => entry = toAuditEntry(changes, "throttle.cleared", auditSubject, { counters: n }),
+  });
+  if (entry !== undefined) changes.noteChange?.(entry);
+  return cleared;
+}

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { toUserRef } from "../../audit.ts";
+import { toAuditEntry } from "../../auth/changes.ts";
+import { listUserTokens, revokeUserTokens } from "../../auth/users.ts";
 import type { Command } from "../command.ts";
 import { AdminError } from "../io.ts";
 import { printRows, toIso, toIsoOrNull } from "../output.ts";
@@ -21,24 +22,18 @@ export const TOKEN_COMMANDS: readonly Command[] = [
       { name: "json", kind: "boolean", description: "Print JSON instead of a table" },
     ],
     database: "existing",
-    run({ store, args, options, io }) {
-      const user = findUser(store, args.EMAIL!);
-      const now = io.clock.now();
-      const cutoff = user.tokensValidFrom;
-      const rows = store.listTokensOfUser(user.id).map((token) => ({
-        id: token.id,
-        api_key: token.apiKeyId,
-        issued_at: toIso(token.issuedAt),
-        expires_at: toIso(token.expiresAt),
-        status: token.revokedAt !== null || token.issuedAt < cutoff
-          ? "revoked"
-          : token.expiresAt <= now
-          ? "expired"
-          : user.disabled
-          ? "user disabled"
-          : "live",
-        revoked_at: toIsoOrNull(token.revokedAt),
-      })).filter((row) => options.live === undefined || row.status === "live");
+    async run({ store, args, options, io }) {
+      const user = await findUser(store, args.EMAIL!);
+      const rows = (await listUserTokens(store, user, io.clock.now()))
+        .filter((token) => options.live === undefined || token.state === "live")
+        .map((token) => ({
+          id: token.id,
+          api_key: token.apiKeyId,
+          issued_at: toIso(token.issuedAt),
+          expires_at: toIso(token.expiresAt),
+          status: token.state,
+          revoked_at: toIsoOrNull(token.revokedAt),
+        }));
       printRows(io, rows, options.json !== undefined);
     },
   },
@@ -53,8 +48,8 @@ export const TOKEN_COMMANDS: readonly Command[] = [
       description: "Only tokens issued before TIME (default: now)",
     }],
     database: "existing",
-    run({ store, args, options, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
+    async run({ store, args, options, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
       const now = io.clock.now();
       const before = options.before === undefined
         ? undefined
@@ -62,16 +57,7 @@ export const TOKEN_COMMANDS: readonly Command[] = [
       if (before !== undefined && before > now) {
         throw new AdminError(`Invalid --before "${options.before}": it is in the future`, 2);
       }
-      const revoked = store.transaction(() => {
-        const n = before === undefined
-          ? store.revokeTokensOfUser(user.id, now)
-          : store.revokeTokensIssuedBefore(user.id, before, now);
-        audit("tokens.revoked", toUserRef(user.email), {
-          before: toIso(before ?? now),
-          tokens_revoked: n,
-        });
-        return n;
-      });
+      const revoked = await revokeUserTokens(changes, user, before);
       const when = before === undefined ? "until now" : `before ${toIso(before)}`;
       io.stdout(`Revoked ${revoked} live token(s) of ${user.email} (issued ${when})`);
     },
@@ -82,12 +68,12 @@ export const TOKEN_COMMANDS: readonly Command[] = [
     arguments: [],
     options: [],
     database: "existing",
-    run({ store, io, audit }) {
-      const deleted = store.transaction(() => {
-        const n = store.purgeTokens(io.clock.now());
-        audit("tokens.purged", "tokens", { deleted: n });
-        return n;
+    async run({ store, io, changes }) {
+      let entry;
+      const deleted = await store.purgeEndedTokens(io.clock.now(), {
+        audit: (n) => entry = toAuditEntry(changes, "tokens.purged", "tokens", { deleted: n }),
       });
+      if (entry !== undefined) changes.noteChange?.(entry);
       io.stdout(`Deleted ${deleted} expired or revoked token row(s)`);
     },
   },

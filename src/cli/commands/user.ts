@@ -4,13 +4,23 @@
  *
  * @module
  */
-import { toUserRef } from "../../audit.ts";
-import { formatDuration } from "../../duration.ts";
-import type { User } from "../../store.ts";
+import {
+  addUser,
+  changeUserPassword,
+  changeUserTimeout,
+  deleteUser,
+  describeExisting,
+  describeTimeout,
+  findUserInAnyForm,
+  renameUser,
+  setUserDisabled,
+  toAccountEmail,
+} from "../../auth/users.ts";
+import { formatDuration } from "../../platform/duration.ts";
 import type { Command } from "../command.ts";
 import { AdminError } from "../io.ts";
 import { printRows } from "../output.ts";
-import { findCanonicalUser, findUser, toDuration, toEmail, toPassword } from "../values.ts";
+import { findUser, toDuration, toPassword } from "../values.ts";
 
 const EMAIL = { name: "EMAIL", description: "The user's e-mail address (any letter case)" };
 const JSON_OPTION = {
@@ -18,10 +28,6 @@ const JSON_OPTION = {
   kind: "boolean",
   description: "Print JSON instead of a table",
 } as const;
-
-function describeTimeout(user: User): string {
-  return user.tokenTimeoutSeconds === null ? "default" : formatDuration(user.tokenTimeoutSeconds);
-}
 
 /** The `user` commands. */
 export const USER_COMMANDS: readonly Command[] = [
@@ -39,28 +45,16 @@ export const USER_COMMANDS: readonly Command[] = [
     }],
     readsPassword: true,
     database: "create",
-    async run({ store, args, options, io, audit }) {
-      const email = toEmail(args.EMAIL!);
+    async run({ store, args, options, io, changes }) {
+      const email = toAccountEmail(args.EMAIL!);
       const timeout = options.timeout === undefined
         ? null
         : toDuration(options.timeout, "--timeout");
       // Rows written before e-mails were stored in NFC are compared in NFC too.
-      const existing = findCanonicalUser(store, email);
-      if (existing) {
-        throw new AdminError(
-          `User "${email}" already exists` +
-            (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`),
-        );
-      }
+      const existing = await findUserInAnyForm(store, email);
+      if (existing) throw new AdminError(describeExisting(email, existing));
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const user = store.transaction(() => {
-        const added = store.insertUser(
-          { email, passwordHash, tokenTimeoutSeconds: timeout },
-          io.clock.now(),
-        );
-        audit("user.added", toUserRef(added.email), { timeout: describeTimeout(added) });
-        return added;
-      });
+      const user = await addUser(changes, { email, passwordHash, tokenTimeoutSeconds: timeout });
       io.stdout(`Added user ${user.email} (id ${user.id}, token timeout ${describeTimeout(user)})`);
     },
   },
@@ -70,8 +64,8 @@ export const USER_COMMANDS: readonly Command[] = [
     arguments: [],
     options: [JSON_OPTION],
     database: "existing",
-    run({ store, options, io }) {
-      const users = store.listUsers().map((user) => ({
+    async run({ store, options, io }) {
+      const users = (await store.listUsers()).map((user) => ({
         id: user.id,
         email: user.email,
         token_timeout: describeTimeout(user),
@@ -87,26 +81,14 @@ export const USER_COMMANDS: readonly Command[] = [
     arguments: [EMAIL, { name: "NEW_EMAIL", description: "The new e-mail address" }],
     options: [],
     database: "existing",
-    run({ store, args, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
-      const email = toEmail(args.NEW_EMAIL!);
-      if (email === user.email) {
-        io.stdout(`User ${user.email} already has that e-mail`);
-        return;
-      }
-      const existing = findCanonicalUser(store, email);
-      if (existing !== undefined && existing.id !== user.id) {
-        throw new AdminError(
-          `Cannot rename ${user.email}: user "${existing.email}" already exists`,
-        );
-      }
-      store.transaction(() => {
-        if (!store.renameUser(user.id, email, io.clock.now())) {
-          throw new AdminError(`Cannot rename ${user.email}: user "${email}" already exists`);
-        }
-        audit("user.renamed", toUserRef(email), { from: user.email });
-      });
-      io.stdout(`Renamed user ${user.id} from ${user.email} to ${email}`);
+    async run({ store, args, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
+      const email = await renameUser(changes, user, args.NEW_EMAIL!);
+      io.stdout(
+        email === user.email
+          ? `User ${user.email} already has that e-mail`
+          : `Renamed user ${user.id} from ${user.email} to ${email}`,
+      );
     },
   },
   {
@@ -118,15 +100,10 @@ export const USER_COMMANDS: readonly Command[] = [
     }],
     options: [],
     database: "existing",
-    run({ store, args, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
+    async run({ store, args, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
       const timeout = args.DURATION === "default" ? null : toDuration(args.DURATION!, "DURATION");
-      store.transaction(() => {
-        store.setUserTimeout(user.id, timeout, io.clock.now());
-        audit("user.timeout_changed", toUserRef(user.email), {
-          timeout: timeout === null ? "default" : formatDuration(timeout),
-        });
-      });
+      await changeUserTimeout(changes, user, timeout);
       io.stdout(
         `Token timeout of ${user.email} is now ${
           timeout === null ? "the default" : formatDuration(timeout)
@@ -141,14 +118,10 @@ export const USER_COMMANDS: readonly Command[] = [
     options: [],
     readsPassword: true,
     database: "existing",
-    async run({ store, args, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
+    async run({ store, args, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const revoked = store.transaction(() => {
-        const n = store.setUserPassword(user.id, passwordHash, io.clock.now());
-        audit("user.password_changed", toUserRef(user.email), { tokens_revoked: n });
-        return n;
-      });
+      const revoked = await changeUserPassword(changes, user, passwordHash);
       io.stdout(`Password of ${user.email} changed; ${revoked} live token(s) revoked`);
     },
   },
@@ -158,13 +131,9 @@ export const USER_COMMANDS: readonly Command[] = [
     arguments: [EMAIL],
     options: [],
     database: "existing",
-    run({ store, args, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
-      const revoked = store.transaction(() => {
-        const n = store.setUserDisabled(user.id, true, io.clock.now());
-        audit("user.disabled", toUserRef(user.email), { tokens_revoked: n });
-        return n;
-      });
+    async run({ store, args, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
+      const revoked = await setUserDisabled(changes, user, true);
       io.stdout(`Disabled ${user.email}; ${revoked} live token(s) revoked`);
     },
   },
@@ -174,12 +143,9 @@ export const USER_COMMANDS: readonly Command[] = [
     arguments: [EMAIL],
     options: [],
     database: "existing",
-    run({ store, args, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
-      store.transaction(() => {
-        store.setUserDisabled(user.id, false, io.clock.now());
-        audit("user.enabled", toUserRef(user.email));
-      });
+    async run({ store, args, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
+      await setUserDisabled(changes, user, false);
       io.stdout(`Enabled ${user.email}`);
     },
   },
@@ -189,16 +155,9 @@ export const USER_COMMANDS: readonly Command[] = [
     arguments: [EMAIL],
     options: [],
     database: "existing",
-    run({ store, args, io, audit }) {
-      const user = findUser(store, args.EMAIL!);
-      const deleted = store.transaction(() => {
-        const counts = store.deleteUser(user.id);
-        audit("user.deleted", toUserRef(user.email), {
-          api_keys_deleted: counts.apiKeys,
-          tokens_deleted: counts.tokens,
-        });
-        return counts;
-      });
+    async run({ store, args, io, changes }) {
+      const user = await findUser(store, args.EMAIL!);
+      const deleted = await deleteUser(changes, user);
       io.stdout(
         `Deleted user ${user.email} (id ${user.id}) with ${deleted.apiKeys} API key(s) and ` +
           `${deleted.tokens} token row(s)`,
