@@ -235,6 +235,17 @@ Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole ke
     );
 
     assertFails(
+      await cli(db.path, ["key", "disable", "2"]),
+      1,
+      "keygate admin: API key 2 is revoked",
+    );
+    assertFails(
+      await cli(db.path, ["key", "create", "k@b.org", "--label", "x".repeat(201)]),
+      2,
+      "keygate admin: Label too long: at most 200 characters",
+    );
+    assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 2);
+    assertFails(
       await cli(db.path, ["key", "revoke", "abc"]),
       1,
       'keygate admin: Key prefix "abc" is too short: give at least 4 characters or the id',
