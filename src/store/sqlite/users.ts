@@ -67,7 +67,7 @@ export function createUserStore(conn: Connection): UserStore {
        AND issued_at >= :from AND issued_at < :cutoff`,
   );
 
-  /** The cutoff for "everything issued up to now": strictly increasing, see README. */
+  /** The cutoff for "everything issued up to now": strictly increasing, see docs/operations.md. */
   function nextCutoff(userId: number, now: number): number {
     const row = userById.get({ id: userId }) as Row | undefined;
     const current = (row?.tokens_valid_from as number | undefined) ?? 0;
