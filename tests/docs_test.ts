@@ -113,8 +113,8 @@ function runnableBlocks(text: string): string[] {
 }
 
 /**
- * A copy of the repository to paste commands into: the sources linked, and a
- * `db/` of its own (with the migrations), so the blocks use a temporary database.
+ * A fresh clone to paste commands into: the tracked sources linked, without
+ * `db/` (a clone has none), so the blocks make and use a temporary database.
  */
 function makeSandbox(): string {
   const dir = Deno.makeTempDirSync({ prefix: "keygate-docs-" });
@@ -122,8 +122,6 @@ function makeSandbox(): string {
     if ([".git", "db", "dist"].includes(entry.name)) continue;
     Deno.symlinkSync(`${ROOT}${entry.name}`, `${dir}/${entry.name}`);
   }
-  Deno.mkdirSync(`${dir}/db`);
-  Deno.symlinkSync(`${ROOT}db/migrations.ts`, `${dir}/db/migrations.ts`);
   return dir;
 }
 

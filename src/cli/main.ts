@@ -9,7 +9,8 @@
  *
  * @module
  */
-import { existsSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { dirname } from "node:path";
 import { toCliActor } from "../auth/audit.ts";
 import type { ChangeDeps } from "../auth/changes.ts";
 import { AuthError } from "../auth/errors.ts";
@@ -240,6 +241,15 @@ function checkDatabase(command: Command, dbPath: string): void {
   const exists = existsSync(dbPath);
   if (exists && statSync(dbPath).isDirectory()) {
     throw new AdminError(`Invalid --db "${dbPath}": it is a directory, not a database file`, 2);
+  }
+  if (command.database === "create" && !exists) {
+    try {
+      mkdirSync(dirname(dbPath), { recursive: true });
+    } catch (error) {
+      throw new AdminError(
+        `Cannot create the directory of --db "${dbPath}": ${oneLine((error as Error).message)}`,
+      );
+    }
   }
   if (command.database === "existing" && !exists) {
     throw new AdminError(
