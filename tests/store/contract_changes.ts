@@ -254,6 +254,10 @@ export function registerChangeTests(test: ContractTest): void {
       ["revokeApiKey", () => store.revokeApiKey(key.id, { now: now + 2000, ...NO_AUDIT })],
       // An expired token's 401 changes from token_expired to invalid_token once its row is gone.
       ["purgeEndedTokens", () => store.purgeEndedTokens(T0 + 10 * HOUR, NO_AUDIT)],
+      [
+        "updateUserEmail (a grant carries the e-mail)",
+        () => store.updateUserEmail(user.id, { email: "renamed@b.org", now, ...NO_AUDIT }),
+      ],
       ["deleteUser", () => store.deleteUser(user.id, { now, ...NO_AUDIT })],
     ];
     for (const [name, write] of ends) {
@@ -287,7 +291,11 @@ export function registerChangeTests(test: ContractTest): void {
     });
     assert.equal((await store.findUserById(user.id))!.email, "new@b.org");
     assert.equal(await store.findUserByEmail("a@b.org"), undefined);
-    assert.ok(await grantOf(store, "t1", "k1", T0 + 3), "a rename ends no grant");
+    assert.equal(
+      (await grantOf(store, "t1", "k1", T0 + 3))?.email,
+      "new@b.org",
+      "a rename ends no grant, and the grant shows the new e-mail",
+    );
 
     const tokens = await store.listTokensOfUser(user.id);
     assert.deepEqual(tokens.map((t) => [t.apiKeyId, t.issuedAt, t.revokedAt]), [

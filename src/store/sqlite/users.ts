@@ -42,11 +42,8 @@ export function createUserStore(conn: Connection): UserStore {
   const userSetDisabled = sql(
     "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
   );
-  // Keeps grants: a grant is found by digests and carries the user's id, not the e-mail.
-  const userSetEmail = sql(
-    "UPDATE users SET email = :email, updated_at = :now WHERE id = :id",
-    "keeps-grants",
-  );
+  // Alters grants: a cached grant carries the e-mail (token_info, X-Keygate-Email).
+  const userSetEmail = sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id");
   const userTokensDelete = sql("DELETE FROM tokens WHERE user_id = :user_id");
   // Keeps grants: the counters of the user's keys hold no grant.
   const userFailuresDelete = sql(
