@@ -11,17 +11,26 @@
  *
  * @module
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { main as adminMain } from "./scripts/admin.ts";
+import { main as adminMain } from "./src/cli/main.ts";
 import { createHandler } from "./src/http/app.ts";
 import type { Routes } from "./src/http/route.ts";
 import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
-import { type Config, ConfigError, formatHelp, readConfig } from "./src/config.ts";
-import { type AdminDeps, createAdminHandler } from "./src/http/admin/admin_app.ts";
+import { ConfigError, StartupError } from "./src/config/errors.ts";
+import { formatHelp } from "./src/config/help.ts";
+import {
+  explainDatabaseError,
+  explainListenError,
+  prepareDatabasePath,
+  readTlsFiles,
+  removePidFile,
+  writePidFile,
+} from "./src/config/preflight.ts";
+import { readConfig } from "./src/config/read_config.ts";
+import { createAdminHandler } from "./src/http/admin/admin_app.ts";
 import { readAdminStats } from "./src/auth/admin_tasks.ts";
 import { createStatsHistory } from "./src/auth/stats_history.ts";
+import { VERSION } from "./src/config/version.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor } from "./src/auth/janitor.ts";
@@ -31,7 +40,7 @@ import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
 import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
-import { loadTlsCredentials } from "./src/platform/tls.ts";
+import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
 export interface ServeOptions {
@@ -41,29 +50,62 @@ export interface ServeOptions {
   name?: string;
 }
 
-/** Runs the server until a shutdown signal; resolves to the process exit code. */
+/**
+ * Runs the server until a shutdown signal; resolves to the process exit code:
+ * 0 after a clean stop, 2 for a wrong setting, 1 when the system refuses one.
+ * A failed start prints one line naming the flag, the value and what to do.
+ */
 export async function serve(
   args: string[],
   env: Record<string, string | undefined>,
   options: ServeOptions = {},
-) {
-  let config;
+): Promise<number> {
+  const started: { pidFile?: string } = {};
   try {
-    config = readConfig(args, env);
+    return await run(args, env, options, started);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`${options.name ?? "keygate"}: ${error.message} (see --help)`);
-    return 2;
+    if (!(error instanceof ConfigError || error instanceof StartupError)) throw error;
+    const hint = error instanceof ConfigError ? " (see --help)" : "";
+    console.error(`${options.name ?? "keygate"}: ${error.message}${hint}`);
+    return error.exitCode;
+  } finally {
+    if (started.pidFile !== undefined) removePidFile(started.pidFile);
   }
-  if (config === undefined) {
+}
+
+async function run(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: ServeOptions,
+  started: { pidFile?: string },
+): Promise<number> {
+  const config = readConfig(args, env);
+  if (config === "help") {
     console.log(formatHelp());
     return 0;
   }
+  if (config === "version") {
+    console.log(`keygate ${VERSION}`);
+    return 0;
+  }
+  prepareDatabasePath(config.dbPath);
+  if (config.pidFile !== undefined) {
+    writePidFile(config.pidFile);
+    started.pidFile = config.pidFile;
+  }
+  const tls: TlsCredentials | undefined = config.behindProxy
+    ? undefined
+    : config.certFile !== undefined && config.keyFile !== undefined
+    ? await readTlsFiles(config.certFile, config.keyFile)
+    : await loadTlsCredentials(config);
   const logger = createLogger({ level: config.logLevel });
-  mkdirSync(dirname(config.dbPath), { recursive: true });
-  // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-  const store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
-  const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
+  let store;
+  try {
+    // Logins need no fsync on the thread that serves secure requests; revocations still get one.
+    store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
+  } catch (error) {
+    throw explainDatabaseError(error, config.dbPath);
+  }
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
@@ -101,42 +143,73 @@ export async function serve(
     });
   }
   const scheme = config.behindProxy ? "http" : "https";
-  const server = Deno.serve({
-    hostname: config.hostname,
-    port: config.port,
-    ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
-    onListen({ hostname, port }) {
-      const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
-      const noDelay = setListenerNoDelay(port) > 0;
-      logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
-        hostname,
-        port,
-        db: config.dbPath,
-        behind_proxy: config.behindProxy,
-        tcp_nodelay: noDelay,
-      });
-      if (!noDelay && !config.behindProxy) {
-        logger.warn(
-          'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
-        );
-      }
+  const server = listen(
+    () =>
+      Deno.serve({
+        hostname: config.hostname,
+        port: config.port,
+        ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
+        onListen({ hostname, port }) {
+          const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
+          // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
+          const noDelay = setListenerNoDelay(port) > 0;
+          logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
+            hostname,
+            port,
+            db: config.dbPath,
+            behind_proxy: config.behindProxy,
+            tcp_nodelay: noDelay,
+          });
+          if (!noDelay && !config.behindProxy) {
+            logger.warn(
+              "could not turn off Nagle's algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see docs/performance.md",
+            );
+          }
+        },
+      }, handler),
+    {
+      hostname: config.hostname,
+      port: config.port,
+      hostnameFlag: "--hostname",
+      portFlag: "--port",
     },
-  }, handler);
+    config,
+    () => {
+      hasher.close();
+      store.closeStore();
+    },
+  );
   const metricsServer = config.metrics
-    ? Deno.serve({
-      hostname: config.metricsHostname,
-      port: config.metricsPort,
-      onListen({ hostname, port }) {
-        logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+    ? listen(
+      () =>
+        Deno.serve({
+          hostname: config.metricsHostname,
+          port: config.metricsPort,
+          onListen({ hostname, port }) {
+            logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+          },
+        }, createMetricsHandler(metrics)),
+      {
+        hostname: config.metricsHostname,
+        port: config.metricsPort,
+        hostnameFlag: "--metrics-hostname",
+        portFlag: "--metrics-port",
       },
-    }, createMetricsHandler(metrics))
+      undefined,
+      () => {
+        server.shutdown();
+        hasher.close();
+        store.closeStore();
+      },
+    )
     : undefined;
   if (metricsServer !== undefined && !isLoopbackOrPrivate(config.metricsHostname)) {
     logger.warn("metrics are served on a public address; restrict who can reach it", {
       hostname: config.metricsHostname,
     });
   }
+  // The admin API and web console: HTTPS with keygate's certificate (behind a proxy, where
+  // keygate has none, the self-signed one kept beside the database), never the API port.
   const history = config.admin
     ? createStatsHistory({
       read: () =>
@@ -145,18 +218,53 @@ export async function serve(
       logger,
     })
     : undefined;
+  const adminTls = config.admin ? tls ?? await loadTlsCredentials(config) : undefined;
+  const adminServer = adminTls === undefined ? undefined : listen(
+    () =>
+      Deno.serve(
+        {
+          hostname: config.adminHostname,
+          port: config.adminPort,
+          cert: adminTls.cert,
+          key: adminTls.key,
+          onListen({ hostname, port }) {
+            logger.info(`admin API and console on https://${hostname}:${port}/`, {
+              hostname,
+              port,
+            });
+          },
+        },
+        createAdminHandler({
+          store,
+          clock: systemClock,
+          logger,
+          hasher,
+          readCounters: metrics.readCounters,
+          defaultTimeoutSeconds: config.defaultTimeoutSeconds,
+          history,
+        }),
+      ),
+    {
+      hostname: config.adminHostname,
+      port: config.adminPort,
+      hostnameFlag: "--admin-hostname",
+      portFlag: "--admin-port",
+    },
+    config,
+    () => {
+      server.shutdown();
+      metricsServer?.shutdown();
+      hasher.close();
+      store.closeStore();
+    },
+  );
   history?.start();
-  const adminServer = config.admin
-    ? await serveAdmin(config, {
-      store,
-      clock: systemClock,
-      logger,
-      hasher,
-      readCounters: metrics.readCounters,
-      defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-      history,
-    }, tls)
-    : undefined;
+  if (adminServer !== undefined && !isLoopbackOrPrivate(config.adminHostname)) {
+    logger.warn(
+      "the admin listener is on a public address; prefer 127.0.0.1 and an SSH tunnel (docs/operations.md)",
+      { hostname: config.adminHostname },
+    );
+  }
   const janitor = createJanitor({
     store,
     clock: systemClock,
@@ -212,32 +320,21 @@ export async function serve(
 }
 
 /**
- * Starts the admin listener (admin API and web console) over HTTPS with the
- * server's certificate; behind a proxy, where keygate has none, with the
- * self-signed one kept beside the database.
+ * Starts a listener; a failure (port in use, bad address, unusable TLS pair) closes
+ * what was opened and becomes one {@link StartupError} line.
  */
-async function serveAdmin(
-  config: Config,
-  deps: AdminDeps,
-  tls: Awaited<ReturnType<typeof loadTlsCredentials>> | undefined,
-): Promise<Deno.HttpServer> {
-  const credentials = tls ?? await loadTlsCredentials(config);
-  const server = Deno.serve({
-    hostname: config.adminHostname,
-    port: config.adminPort,
-    cert: credentials.cert,
-    key: credentials.key,
-    onListen({ hostname, port }) {
-      deps.logger.info(`admin API and console on https://${hostname}:${port}/`, { hostname, port });
-    },
-  }, createAdminHandler(deps));
-  if (!isLoopbackOrPrivate(config.adminHostname)) {
-    deps.logger.warn(
-      "the admin listener is on a public address; prefer 127.0.0.1 and an SSH tunnel (docs/operations.md)",
-      { hostname: config.adminHostname },
-    );
+function listen(
+  start: () => Deno.HttpServer,
+  where: Parameters<typeof explainListenError>[1],
+  tls: { certFile?: string; keyFile?: string } | undefined,
+  cleanup: () => void,
+): Deno.HttpServer {
+  try {
+    return start();
+  } catch (error) {
+    cleanup();
+    throw explainListenError(error, where, tls);
   }
-  return server;
 }
 
 /** Dispatches `admin …` to the admin CLI and everything else to the server. */

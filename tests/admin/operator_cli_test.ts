@@ -4,39 +4,33 @@
  * it is revoked.
  */
 import assert from "node:assert/strict";
-import { main } from "../../scripts/admin.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { createOperatorAuth } from "../../src/auth/operators.ts";
-import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
+import { runAdmin } from "../_admin.ts";
 import { createFakeClock, tempDbPath } from "../_helpers.ts";
 
-const hasher = createPasswordHasher({ workers: 1 });
+/** A new, empty database file. */
+async function newDatabase() {
+  const db = tempDbPath();
+  await openSqliteStore(db.path).closeStore();
+  return db;
+}
 
-async function admin(dbPath: string, args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", dbPath], {
-    env: { USER: "root" },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve("unused"),
-    clock: createFakeClock(),
-    hasher,
-  });
-  return { code, out, err: err.join("\n") };
+function admin(dbPath: string, args: string[]) {
+  return runAdmin(dbPath, args, { env: { USER: "root" } });
 }
 
 Deno.test("admin operator create prints the token once and stores only its digest", async () => {
-  const db = tempDbPath();
+  const db = await newDatabase();
   try {
     const created = await admin(db.path, ["operator", "create", "Ann", "--role", "write"]);
     assert.equal(created.code, 0, created.err);
-    assert.equal(
-      created.out[0],
-      "Created operator ann (role write). Its token is shown only this once:",
+    assert.match(
+      created.out,
+      /^Created operator ann \(role write\)\. Its token is shown only this once:\n/,
     );
-    const token = created.out[1];
+    const token = created.lastLine;
     assert.match(token, /^kgo_[a-z0-9]{40}$/);
     assert.equal(created.err.includes(token), false, "the change log never holds the token");
     const store = openSqliteStore(db.path);
@@ -60,7 +54,7 @@ Deno.test("admin operator create prints the token once and stores only its diges
     }
 
     const listed = await admin(db.path, ["operator", "list", "--json"]);
-    const [op] = JSON.parse(listed.out.join("\n"));
+    const [op] = JSON.parse(listed.out);
     assert.deepEqual({ ...op, created_at: "" }, {
       name: "ann",
       role: "write",
@@ -69,23 +63,23 @@ Deno.test("admin operator create prints the token once and stores only its diges
       created_at: "",
       revoked_at: null,
     });
-    assert.equal(listed.out.join("\n").includes(token), false);
+    assert.equal(listed.out.includes(token), false);
 
     const again = await admin(db.path, ["operator", "create", "ann", "--role", "read"]);
     assert.equal(again.code, 1);
-    assert.equal(again.err, 'keygate admin: Operator "ann" already exists');
+    assert.match(again.err, /Operator "ann" already exists/);
   } finally {
     db.cleanup();
   }
 });
 
 Deno.test("admin operator revoke ends the token; the name can be used again", async () => {
-  const db = tempDbPath();
+  const db = await newDatabase();
   try {
-    const token = (await admin(db.path, ["operator", "create", "bob", "--role", "read"])).out[1];
+    const token = (await admin(db.path, ["operator", "create", "bob", "--role", "read"])).lastLine;
     const revoked = await admin(db.path, ["operator", "revoke", "bob"]);
     assert.equal(revoked.code, 0, revoked.err);
-    assert.equal(revoked.out[0], "Revoked operator bob");
+    assert.equal(revoked.out, "Revoked operator bob");
     const store = openSqliteStore(db.path);
     try {
       const auth = createOperatorAuth({ store, clock: createFakeClock() });
@@ -103,19 +97,22 @@ Deno.test("admin operator revoke ends the token; the name can be used again", as
 });
 
 Deno.test("admin operator create refuses a bad name, a bad role and a missing role", async () => {
-  const db = tempDbPath();
+  const db = await newDatabase();
   try {
     const badRole = await admin(db.path, ["operator", "create", "ann", "--role", "root"]);
-    assert.equal(badRole.code, 1);
-    assert.equal(badRole.err, 'keygate admin: Invalid role "root": expected "read" or "write"');
+    assert.notEqual(badRole.code, 0);
+    assert.match(badRole.err, /Invalid role "root": expected "read" or "write"/);
     const badName = await admin(db.path, ["operator", "create", "a b", "--role", "read"]);
-    assert.equal(badName.code, 1);
+    assert.notEqual(badName.code, 0);
     assert.match(badName.err, /Invalid operator name "a b"/);
     const noRole = await admin(db.path, ["operator", "create", "ann"]);
     assert.equal(noRole.code, 2);
-    assert.match(noRole.err, /Usage: .*operator create NAME --role read\|write/);
+    assert.match(noRole.err, /Missing --role read\|write/);
     const wrongOption = await admin(db.path, ["operator", "list", "--role", "read"]);
     assert.equal(wrongOption.code, 2);
+    const store = openSqliteStore(db.path);
+    assert.deepEqual(await store.listOperators(), []);
+    await store.closeStore();
   } finally {
     db.cleanup();
   }
