@@ -227,6 +227,36 @@ Deno.test("[admin] user details, timeout, password, disable and enable call the 
   ]);
 });
 
+Deno.test("[admin] PUT .../email renames a user and DELETE removes them with their keys and tokens", async () => {
+  await using t = await createAdminTest();
+  const id = await t.addUser("ann@example.org");
+  const apiKey = (await t.call("POST", `/admin/v1/users/${id}/keys`, { body: {} })).body.api_key;
+  const token = await t.login("ann@example.org", "correct horse", apiKey);
+  const renamed = await t.call("PUT", `/admin/v1/users/${id}/email`, {
+    body: { email: "Ann.Smith@example.org" },
+  });
+  assert.equal(renamed.status, 200);
+  assert.equal(renamed.body.email, "ann.smith@example.org");
+  assert.equal(await t.secureStatus(apiKey, token), 200, "keys and tokens stay");
+  await t.addUser("bob@example.org");
+  const taken = await t.call("PUT", `/admin/v1/users/${id}/email`, {
+    body: { email: "bob@example.org" },
+  });
+  assert.equal(taken.status, 409);
+  const forbidden = await t.call("DELETE", `/admin/v1/users/${id}`, { token: t.readToken });
+  assert.equal(forbidden.status, 403);
+  const deleted = await t.call("DELETE", `/admin/v1/users/${id}`);
+  assert.equal(deleted.status, 200);
+  assert.deepEqual(deleted.body, { api_keys_deleted: 1, tokens_deleted: 1 });
+  assert.equal(await t.store.findUserById(id), undefined);
+  assert.equal(await t.secureStatus(apiKey, token), 401);
+  assert.equal((await t.call("DELETE", `/admin/v1/users/${id}`)).status, 404);
+  const actions = (await t.store.searchAudit({ limit: 3, actor: "operator:admin" })).map((r) =>
+    r.action
+  );
+  assert.deepEqual(actions, ["user.deleted", "user.added", "user.renamed"]);
+});
+
 Deno.test("[admin] a key is shown once at creation, then only its prefix and last use", async () => {
   await using t = await createAdminTest();
   const id = await t.addUser("ann@example.org");

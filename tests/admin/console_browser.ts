@@ -344,6 +344,19 @@ Deno.test({
         await page.screenshot({ path: `${shots}/audit.png` });
       });
 
+      await t.step("delete a user after confirming", async () => {
+        await page.goto(`${admin.origin}/#/users`);
+        await page.getByRole("link", { name: "erin@example.org" }).click();
+        await page.getByRole("button", { name: "Delete user" }).click();
+        const dialog = page.getByRole("dialog");
+        await dialog.getByText(/cannot be undone/).waitFor();
+        await dialog.getByRole("button", { name: "Delete user" }).click();
+        await page.getByRole("status").getByText("Deleted erin@example.org", { exact: false })
+          .waitFor();
+        await page.waitForURL(/#\/users$/);
+        assert.equal(await store.findUserByEmail("erin@example.org"), undefined);
+      });
+
       await t.step("the throttle page lists the failed sign-in's counter", async () => {
         await page.getByRole("link", { name: "Throttle" }).click();
         await page.getByRole("cell", { name: "admin:127.0.0.1" }).waitFor();
@@ -385,6 +398,7 @@ Deno.test({
               "Disable",
               "Enable",
               "Disable user",
+              "Delete user",
               "Revoke all tokens",
               "Save lifetime",
               "Set password",

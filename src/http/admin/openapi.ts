@@ -134,6 +134,8 @@ const SCHEMAS: Record<string, Schema> = {
     token_timeout: { ...nullable(str), description: 'A duration such as "10h"; null: the default' },
   }, ["token_timeout"]),
   TokenTimeout: object({ token_timeout: nullable(str) }),
+  NewEmail: object({ email: str }),
+  UserDeleted: object({ api_keys_deleted: int, tokens_deleted: int }),
   Password: object({ password: str }),
   NewKey: object({
     label: str,
@@ -260,6 +262,19 @@ export const ADMIN_OPENAPI = {
     },
     "/admin/v1/users/{id}": {
       get: read({ summary: "A user", ok: ["200", "UserDetail"], params: user }),
+      delete: write({
+        summary: "Delete a user with their keys and tokens (the audit log keeps their history)",
+        ok: ["200", "UserDeleted"],
+        params: user,
+      }),
+    },
+    "/admin/v1/users/{id}/email": {
+      put: write({
+        summary: "Change a user's e-mail; keys, tokens and lifetime stay",
+        body: "NewEmail",
+        ok: ["200", "UserDetail"],
+        params: user,
+      }),
     },
     "/admin/v1/users/{id}/token-timeout": {
       put: write({

@@ -11,6 +11,8 @@ import {
   addUser,
   changeUserPassword,
   changeUserTimeout,
+  deleteUser,
+  renameUser,
   revokeUserTokens,
   setUserDisabled,
 } from "../../../auth/users.ts";
@@ -129,6 +131,27 @@ export const USER_ROUTES: readonly AdminRoute[] = [
       }
       await changeUserTimeout(context.changes, user, toTimeout(body));
       return toJson(userDetail(context, await findUserParam(context)));
+    },
+  },
+  {
+    method: "PUT",
+    path: "/admin/v1/users/:id/email",
+    write: true,
+    async handle(request, context) {
+      const user = await findUserParam(context);
+      const body = await readJsonObject(request);
+      allowFields(body, ["email"]);
+      await renameUser(context.changes, user, requiredString(body, "email", 254));
+      return toJson(userDetail(context, await findUserParam(context)));
+    },
+  },
+  {
+    method: "DELETE",
+    path: "/admin/v1/users/:id",
+    write: true,
+    async handle(_request, context) {
+      const deleted = await deleteUser(context.changes, await findUserParam(context));
+      return toJson({ api_keys_deleted: deleted.apiKeys, tokens_deleted: deleted.tokens });
     },
   },
   {

@@ -14,6 +14,8 @@ const AUDIT_ACTIONS = [
   "user.enabled",
   "user.timeout_changed",
   "user.password_changed",
+  "user.renamed",
+  "user.deleted",
   "key.created",
   "key.rotated",
   "key.disabled",

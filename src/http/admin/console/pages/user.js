@@ -48,6 +48,22 @@ export async function renderUser(main, session, id) {
       h("button", {
         type: "button",
         class: "danger",
+        onclick: () =>
+          change(
+            `Delete ${user.email} with their API keys and tokens? This cannot be undone; the audit log keeps their history.`,
+            "Delete user",
+            () => api("DELETE", `/users/${id}`),
+            (r) => {
+              toast(
+                `Deleted ${user.email}, ${r.api_keys_deleted} key(s), ${r.tokens_deleted} token(s)`,
+              );
+              location.hash = "#/users";
+            },
+          ),
+      }, "Delete user"),
+      h("button", {
+        type: "button",
+        class: "danger",
         id: "revoke-all-tokens",
         onclick: () =>
           change(
