@@ -20,6 +20,10 @@ export interface PostgresClientOptions {
   applicationName?: string;
   /** Seconds to wait for a connection. Default 5. */
   connectTimeoutSeconds?: number;
+  /** Called with each notification (for the grant-epoch listener's own client). */
+  onnotify?: (channel: string, payload: string) => void;
+  /** Called when a connection closes (for the grant-epoch listener's own client). */
+  onclose?: () => void;
 }
 
 /** PostgreSQL's `int8` type id. */
@@ -48,6 +52,8 @@ export function openPostgresClient(
     idle_timeout: 0,
     prepare: true,
     onnotice: () => {},
+    ...(options.onnotify === undefined ? {} : { onnotify: options.onnotify }),
+    ...(options.onclose === undefined ? {} : { onclose: options.onclose }),
     connection: { application_name: options.applicationName ?? "keygate" },
     types: {
       bigint: {
