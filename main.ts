@@ -14,18 +14,18 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { main as adminMain } from "./scripts/admin.ts";
-import { createHandler } from "./src/app.ts";
-import { systemClock } from "./src/clock.ts";
+import { createHandler } from "./src/http/app.ts";
+import { systemClock } from "./src/platform/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
-import { createKeyUsageRecorder } from "./src/key_usage.ts";
-import { isLoopbackOrPrivate } from "./src/ip.ts";
-import { createJanitor } from "./src/janitor.ts";
-import { createLogger } from "./src/logger.ts";
-import { createMetrics, createMetricsHandler } from "./src/metrics.ts";
-import { setListenerNoDelay } from "./src/nodelay.ts";
-import { createPasswordHasher } from "./src/passwords.ts";
-import { openStore } from "./src/store.ts";
-import { loadTlsCredentials } from "./src/tls.ts";
+import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
+import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
+import { createJanitor } from "./src/auth/janitor.ts";
+import { createLogger } from "./src/platform/logger.ts";
+import { createMetrics, createMetricsHandler } from "./src/platform/metrics.ts";
+import { setListenerNoDelay } from "./src/platform/nodelay.ts";
+import { createPasswordHasher } from "./src/passwords/passwords.ts";
+import { openStore } from "./src/store/sqlite/store.ts";
+import { loadTlsCredentials } from "./src/platform/tls.ts";
 
 /** Runs the server until a shutdown signal; resolves to the process exit code. */
 export async function serve(args: string[], env: Record<string, string | undefined>) {

@@ -8,22 +8,27 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { type Clock, systemClock } from "../src/clock.ts";
-import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "../src/credentials.ts";
-import { formatDuration, parseDuration } from "../src/duration.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
-import { createLogger, type LogFields } from "../src/logger.ts";
+import { type Clock, systemClock } from "../src/platform/clock.ts";
+import {
+  generateApiKey,
+  hashSecret,
+  normalizeApiKey,
+  toKeyPrefix,
+} from "../src/auth/credentials.ts";
+import { formatDuration, parseDuration } from "../src/platform/duration.ts";
+import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
+import { createLogger, type LogFields } from "../src/platform/logger.ts";
 import {
   type ApiKey,
   inspectDatabaseFile,
   openStore,
   type Store,
   type User,
-} from "../src/store.ts";
-import { type AuditAction, toCliActor, toKeyRef, toUserRef } from "../src/audit.ts";
-import { toKeyStatus } from "../src/key_status.ts";
-import { toAccountSubject, toClientSubject } from "../src/throttle.ts";
-import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/token_router.ts";
+} from "../src/store/sqlite/store.ts";
+import { type AuditAction, toCliActor, toKeyRef, toUserRef } from "../src/auth/audit.ts";
+import { toKeyStatus } from "../src/auth/key_status.ts";
+import { toAccountSubject, toClientSubject } from "../src/auth/throttle.ts";
+import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/http/routes/tokens.ts";
 
 /** The admin CLI's surroundings, replaceable in tests. */
 export interface AdminIO {

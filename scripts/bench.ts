@@ -12,8 +12,8 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./bench/seed.ts";
 
 interface WrkResult {

@@ -21,12 +21,12 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createHandler } from "../src/app.ts";
-import { systemClock } from "../src/clock.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { createHandler } from "../src/http/app.ts";
+import { systemClock } from "../src/platform/clock.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore } from "../src/store/sqlite/store.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 
 const encoder = new TextEncoder();
 

@@ -13,13 +13,13 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createHandler } from "../src/app.ts";
-import { systemClock } from "../src/clock.ts";
-import { generateApiKey, hashSecret } from "../src/credentials.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
-import type { ThrottleRules } from "../src/throttle.ts";
+import { createHandler } from "../src/http/app.ts";
+import { systemClock } from "../src/platform/clock.ts";
+import { generateApiKey, hashSecret } from "../src/auth/credentials.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore } from "../src/store/sqlite/store.ts";
+import type { ThrottleRules } from "../src/auth/throttle.ts";
 
 /** The largest acceptable gap between the medians, in ms. */
 export const MAX_MEDIAN_GAP_MS = 5;

@@ -3,15 +3,15 @@
  * the real handler, and a real TLS server on port 0.
  */
 import assert from "node:assert/strict";
-import { createHandler, type Handler } from "../src/app.ts";
-import type { Clock } from "../src/clock.ts";
-import type { AppDeps } from "../src/context.ts";
-import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
-import { createKeyUsageRecorder, type KeyUsageRecorder } from "../src/key_usage.ts";
-import { createLogger, type Logger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store, type StoreOptions } from "../src/store.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { createHandler, type Handler } from "../src/http/app.ts";
+import type { Clock } from "../src/platform/clock.ts";
+import type { AppDeps } from "../src/http/context.ts";
+import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
+import { createKeyUsageRecorder, type KeyUsageRecorder } from "../src/auth/key_usage.ts";
+import { createLogger, type Logger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore, type Store, type StoreOptions } from "../src/store/sqlite/store.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 
 /** A clock that only moves when told to. */
 export interface FakeClock extends Clock {

@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import { main } from "../scripts/admin.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore } from "../src/store/sqlite/store.ts";
 import {
   ACCOUNT_THROTTLE,
   CLIENT_THROTTLE,
   nextFailures,
   toAccountSubject,
   toClientSubject,
-} from "../src/throttle.ts";
+} from "../src/auth/throttle.ts";
 import { createFakeClock, tempDbPath } from "./_helpers.ts";
 
 const hasher = createPasswordHasher();

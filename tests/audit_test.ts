@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { main } from "../scripts/admin.ts";
-import { AUDIT_ACTIONS } from "../src/audit.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
+import { AUDIT_ACTIONS } from "../src/auth/audit.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import {
   assertError,
   BASE,

@@ -4,9 +4,9 @@ import {
   createDonationRoutes,
   DONATIONS_PATH,
 } from "../examples/donations/donations.ts";
-import { createHandler } from "../src/app.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { createHandler } from "../src/http/app.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore } from "../src/store/sqlite/store.ts";
 import {
   assertError,
   BASE,
@@ -15,7 +15,7 @@ import {
   issueToken,
   startTlsServer,
 } from "./_helpers.ts";
-import { silentLogger } from "../src/logger.ts";
+import { silentLogger } from "../src/platform/logger.ts";
 
 async function setup() {
   const ledger = createDonationLedger();

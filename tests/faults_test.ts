@@ -7,12 +7,12 @@
 import assert from "node:assert/strict";
 import { startServerProcess } from "./_server.ts";
 import { DatabaseSync } from "node:sqlite";
-import { createHandler, type Handler } from "../src/app.ts";
-import { generateApiKey, hashSecret } from "../src/credentials.ts";
-import { isDatabaseUnavailable, toHttpError } from "../src/errors.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store, type StoreOptions } from "../src/store.ts";
+import { createHandler, type Handler } from "../src/http/app.ts";
+import { generateApiKey, hashSecret } from "../src/auth/credentials.ts";
+import { isDatabaseUnavailable, toHttpError } from "../src/http/errors.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore, type Store, type StoreOptions } from "../src/store/sqlite/store.ts";
 import {
   assertError,
   createFakeClock,

@@ -9,9 +9,9 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { parseAuthRequest } from "../src/auth_request.ts";
-import type { Format } from "../src/respond.ts";
-import type { ThrottleRules } from "../src/throttle.ts";
+import { parseAuthRequest } from "../src/formats/auth_request.ts";
+import type { Format } from "../src/http/respond.ts";
+import type { ThrottleRules } from "../src/auth/throttle.ts";
 import {
   BASE,
   createTestApp,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { hashSecret } from "../src/credentials.ts";
-import { createGrantCache } from "../src/grant_cache.ts";
-import { openStore, type Store } from "../src/store.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createGrantCache } from "../src/auth/grant_cache.ts";
+import { openStore, type Store } from "../src/store/sqlite/store.ts";
 import { openTempStore, tempDbPath } from "./_helpers.ts";
 
 const KEY = "0f8fad5b-d9cb-469f-a165-70867728950e";

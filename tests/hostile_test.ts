@@ -7,13 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { createHandler } from "../src/app.ts";
-import type { AppDeps } from "../src/context.ts";
-import { generateApiKey, hashSecret } from "../src/credentials.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
-import type { ThrottleRules } from "../src/throttle.ts";
-import { MAX_LIVE_TOKENS } from "../src/token_router.ts";
+import { createHandler } from "../src/http/app.ts";
+import type { AppDeps } from "../src/http/context.ts";
+import { generateApiKey, hashSecret } from "../src/auth/credentials.ts";
+import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore } from "../src/store/sqlite/store.ts";
+import type { ThrottleRules } from "../src/auth/throttle.ts";
+import { MAX_LIVE_TOKENS } from "../src/http/routes/tokens.ts";
 import {
   assertError,
   BASE,

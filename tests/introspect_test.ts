@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
+import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
 import { assertError, BASE, createTestApp, issueToken, type TestApp } from "./_helpers.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;

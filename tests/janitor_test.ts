@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { createJanitor } from "../src/janitor.ts";
-import { createMetrics } from "../src/metrics.ts";
+import { createJanitor } from "../src/auth/janitor.ts";
+import { createMetrics } from "../src/platform/metrics.ts";
 import {
   assertError,
   createCapturingLogger,

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { main } from "../scripts/admin.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { createKeyUsageRecorder } from "../src/key_usage.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { type KeyUsage, openStore, type Store } from "../src/store.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createKeyUsageRecorder } from "../src/auth/key_usage.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { type KeyUsage, openStore, type Store } from "../src/store/sqlite/store.ts";
 import {
   BASE,
   createCapturingLogger,

@@ -4,8 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { main } from "../scripts/admin.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
 import {
   assertError,
   BASE,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createMetrics, createMetricsHandler, type Metrics } from "../src/metrics.ts";
+import { createMetrics, createMetricsHandler, type Metrics } from "../src/platform/metrics.ts";
 import {
   assertError,
   BASE,

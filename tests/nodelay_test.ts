@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { listTcpSockets, setListenerNoDelay } from "../src/nodelay.ts";
+import { listTcpSockets, setListenerNoDelay } from "../src/platform/nodelay.ts";
 import { testCertificate } from "./_helpers.ts";
 
 const linuxOnly = { ignore: Deno.build.os !== "linux" };

@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
-import { HttpError } from "../src/errors.ts";
+import { HttpError } from "../src/http/errors.ts";
 import {
   createPasswordHasher,
   DUMMY_HASH,
   JOBS_PER_WORKER,
   MAX_CRASHES_IN_A_ROW,
   STARVATION_RELIEF_MS,
-} from "../src/passwords.ts";
+} from "../src/passwords/passwords.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
   const hasher = createPasswordHasher({ workers: 1 });

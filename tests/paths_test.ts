@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { HttpError } from "../src/errors.ts";
-import { parseRequestPath } from "../src/paths.ts";
+import { HttpError } from "../src/http/errors.ts";
+import { parseRequestPath } from "../src/http/paths.ts";
 
 const pathOf = (url: string) => parseRequestPath(new URL("https://k.test" + url).pathname);
 

@@ -5,7 +5,7 @@ import {
   findForwardedClient,
   isCidr,
   isLoopbackOrPrivate,
-} from "../src/ip.ts";
+} from "../src/platform/ip.ts";
 import { assertError, BASE, createTestApp, issueToken, jsonAuthRequest } from "./_helpers.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { startServerProcess } from "./_server.ts";
 import { main as admin } from "../scripts/admin.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openStore } from "../src/store/sqlite/store.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 const hasher = createPasswordHasher();

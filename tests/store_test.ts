@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { MIGRATIONS } from "../db/migrations.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { migrate, openStore } from "../src/store.ts";
+import { MIGRATIONS } from "../src/store/sqlite/migrations.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { migrate, openStore } from "../src/store/sqlite/store.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 /** A store on a temporary file with one user and one key; disposing closes and removes it. */

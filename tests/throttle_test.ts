@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { MIGRATIONS } from "../db/migrations.ts";
-import { createHandler, type Handler } from "../src/app.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { migrate, openStore } from "../src/store.ts";
+import { MIGRATIONS } from "../src/store/sqlite/migrations.ts";
+import { createHandler, type Handler } from "../src/http/app.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { migrate, openStore } from "../src/store/sqlite/store.ts";
 import {
   ACCOUNT_THROTTLE,
   CLIENT_THROTTLE,
@@ -12,7 +12,7 @@ import {
   toAccountSubject,
   toClientNetwork,
   toClientSubject,
-} from "../src/throttle.ts";
+} from "../src/auth/throttle.ts";
 import {
   assertError,
   BASE,
@@ -258,7 +258,7 @@ Deno.test("[e2e] POST /api/userservice/tokens keeps its counters across a restar
       tokenTimeoutSeconds: null,
     }, clock.now());
     const apiKey = crypto.randomUUID();
-    const { hashSecret } = await import("../src/credentials.ts");
+    const { hashSecret } = await import("../src/auth/credentials.ts");
     server.store.insertApiKey(
       { userId: user.id, keyHash: hashSecret(apiKey), prefix: "x", label: "" },
       clock.now(),

@@ -7,8 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { hashSecret } from "../src/credentials.ts";
-import { openStore, type Store } from "../src/store.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { openStore, type Store } from "../src/store/sqlite/store.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 const T0 = 1_000_000;

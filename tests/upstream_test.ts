@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
-import type { UpstreamOptions } from "../src/upstream.ts";
-import { toSafeErrorText, toUpstreamPath, toUpstreamQuery } from "../src/upstream.ts";
+import type { UpstreamOptions } from "../src/http/upstream.ts";
+import { toSafeErrorText, toUpstreamPath, toUpstreamQuery } from "../src/http/upstream.ts";
 import {
   assertError,
   BASE,

@@ -11,13 +11,13 @@
  */
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { createHandler } from "../../src/app.ts";
-import { systemClock } from "../../src/clock.ts";
+import { createHandler } from "../../src/http/app.ts";
+import { systemClock } from "../../src/platform/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "../../src/config.ts";
-import { createLogger } from "../../src/logger.ts";
-import { createPasswordHasher } from "../../src/passwords.ts";
-import { openStore } from "../../src/store.ts";
-import { loadTlsCredentials } from "../../src/tls.ts";
+import { createLogger } from "../../src/platform/logger.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { openStore } from "../../src/store/sqlite/store.ts";
+import { loadTlsCredentials } from "../../src/platform/tls.ts";
 import { createDonationLedger, createDonationRoutes } from "./donations.ts";
 
 async function main(args: string[]): Promise<number> {

@@ -8,13 +8,13 @@
  *
  * @module
  */
-import { createHandler } from "../../src/app.ts";
-import { systemClock } from "../../src/clock.ts";
-import { createKeyUsageRecorder } from "../../src/key_usage.ts";
-import { createLogger } from "../../src/logger.ts";
-import { createMetrics } from "../../src/metrics.ts";
-import { createPasswordHasher } from "../../src/passwords.ts";
-import { openStore } from "../../src/store.ts";
+import { createHandler } from "../../src/http/app.ts";
+import { systemClock } from "../../src/platform/clock.ts";
+import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
+import { createLogger } from "../../src/platform/logger.ts";
+import { createMetrics } from "../../src/platform/metrics.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { openStore } from "../../src/store/sqlite/store.ts";
 import { seedDatabase } from "./seed.ts";
 
 const ROUNDS = Number(Deno.args[0] ?? 5);

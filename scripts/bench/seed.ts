@@ -4,9 +4,14 @@
  *
  * @module
  */
-import { generateApiKey, generateToken, hashSecret, toKeyPrefix } from "../../src/credentials.ts";
-import { MAX_LIVE_TOKENS } from "../../src/token_router.ts";
-import { openStore } from "../../src/store.ts";
+import {
+  generateApiKey,
+  generateToken,
+  hashSecret,
+  toKeyPrefix,
+} from "../../src/auth/credentials.ts";
+import { MAX_LIVE_TOKENS } from "../../src/http/routes/tokens.ts";
+import { openStore } from "../../src/store/sqlite/store.ts";
 
 /** A key, a token issued with it, and the key owner's e-mail. */
 export interface SeedEntry {

@@ -16,7 +16,7 @@ import {
   type StatementResultingChanges,
   type StatementSync,
 } from "node:sqlite";
-import { type Migration, MIGRATIONS } from "../db/migrations.ts";
+import { type Migration, MIGRATIONS } from "./migrations.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */

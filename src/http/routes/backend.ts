@@ -13,16 +13,16 @@
  *
  * @module
  */
-import { toKeyRef } from "./audit.ts";
-import { writeWhenUnlocked } from "./locked_writes.ts";
-import type { AppDeps, RequestContext } from "./context.ts";
-import { hashSecret, isTokenShaped } from "./credentials.ts";
-import { HttpError } from "./errors.ts";
-import { type Gate, toIdentityHeaders } from "./gate.ts";
-import { parseRequestPath, type RequestPath } from "./paths.ts";
-import { CONTENT_TYPES, type DocumentValue, toResponse } from "./respond.ts";
-import { findRoute, type Routes } from "./route.ts";
-import { readTokenRequest } from "./token_request.ts";
+import { toKeyRef } from "../../auth/audit.ts";
+import { writeWhenUnlocked } from "../../store/sqlite/locked_writes.ts";
+import type { AppDeps, RequestContext } from "../context.ts";
+import { hashSecret, isTokenShaped } from "../../auth/credentials.ts";
+import { HttpError } from "../errors.ts";
+import { type Gate, toIdentityHeaders } from "../../auth/gate.ts";
+import { parseRequestPath, type RequestPath } from "../paths.ts";
+import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
+import { findRoute, type Routes } from "../route.ts";
+import { readTokenRequest } from "../../formats/token_request.ts";
 
 /** Forward-auth endpoint for nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`. */
 export const VERIFY_PATH = "/api/userservice/verify";

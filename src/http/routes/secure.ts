@@ -6,16 +6,16 @@
  *
  * @module
  */
-import type { AppDeps, RequestContext } from "./context.ts";
-import { HttpError } from "./errors.ts";
-import { toKeyRef } from "./audit.ts";
-import { createGate, type Gate, type Principal } from "./gate.ts";
-import { parseRequestPath } from "./paths.ts";
-import { writeWhenUnlocked } from "./locked_writes.ts";
-import { toResponse } from "./respond.ts";
-import { findRoute, type Routes } from "./route.ts";
+import type { AppDeps, RequestContext } from "../context.ts";
+import { HttpError } from "../errors.ts";
+import { toKeyRef } from "../../auth/audit.ts";
+import { createGate, type Gate, type Principal } from "../../auth/gate.ts";
+import { parseRequestPath } from "../paths.ts";
+import { writeWhenUnlocked } from "../../store/sqlite/locked_writes.ts";
+import { toResponse } from "../respond.ts";
+import { findRoute, type Routes } from "../route.ts";
 
-export type { Principal } from "./gate.ts";
+export type { Principal } from "../../auth/gate.ts";
 
 /** Context of a secure request, after authentication. */
 export interface SecureContext extends RequestContext {

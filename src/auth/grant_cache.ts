@@ -23,7 +23,7 @@
  * @module
  */
 import { hashSecret } from "./credentials.ts";
-import type { Store, TokenGrant } from "./store.ts";
+import type { Store, TokenGrant } from "../store/sqlite/store.ts";
 
 /** Cached grants before the cache starts afresh. */
 export const MAX_CACHED_GRANTS = 100_000;

@@ -4,16 +4,16 @@
  *
  * @module
  */
-import type { Clock } from "./clock.ts";
-import type { KeyUsageRecorder } from "./key_usage.ts";
-import type { Logger } from "./logger.ts";
-import type { Metrics } from "./metrics.ts";
-import type { PasswordHasher } from "./passwords.ts";
+import type { Clock } from "../platform/clock.ts";
+import type { KeyUsageRecorder } from "../auth/key_usage.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { Metrics } from "../platform/metrics.ts";
+import type { PasswordHasher } from "../passwords/passwords.ts";
 import type { Format } from "./respond.ts";
 import type { Routes } from "./route.ts";
-import type { SecureContext } from "./secure_router.ts";
-import type { Store } from "./store.ts";
-import type { ThrottleRules } from "./throttle.ts";
+import type { SecureContext } from "./routes/secure.ts";
+import type { Store } from "../store/sqlite/store.ts";
+import type { ThrottleRules } from "../auth/throttle.ts";
 import type { UpstreamOptions } from "./upstream.ts";
 
 /** Per-request facts, filled in as the request is handled. */

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { isDatabaseBusy } from "./errors.ts";
+import { isDatabaseBusy } from "../../http/errors.ts";
 import type { Store } from "./store.ts";
 
 /** First pause between attempts, in ms; it doubles up to {@link MAX_PAUSE_MS}. */

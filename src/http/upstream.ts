@@ -20,8 +20,8 @@
  */
 import type { RequestContext } from "./context.ts";
 import { HttpError } from "./errors.ts";
-import { type Identity, toIdentityHeaders } from "./gate.ts";
-import type { Logger } from "./logger.ts";
+import { type Identity, toIdentityHeaders } from "../auth/gate.ts";
+import type { Logger } from "../platform/logger.ts";
 import { parseRequestPath } from "./paths.ts";
 
 /** Where and how to forward. */

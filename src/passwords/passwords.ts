@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { HttpError } from "./errors.ts";
+import { HttpError } from "../http/errors.ts";
 import type { PasswordJob, PasswordResult } from "./password_worker.ts";
 
 export { ARGON2_OPTIONS } from "./argon2.ts";

@@ -9,10 +9,10 @@
  *
  * @module
  */
-import { readBody } from "./body.ts";
-import { HttpError } from "./errors.ts";
+import { readBody } from "../http/body.ts";
+import { HttpError } from "../http/errors.ts";
 import { parseJson } from "./json.ts";
-import { findRequestFormat } from "./negotiate.ts";
+import { findRequestFormat } from "../http/negotiate.ts";
 import { parseXml, type XmlElement } from "./xml.ts";
 
 const FORM = "application/x-www-form-urlencoded";

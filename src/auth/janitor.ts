@@ -12,12 +12,12 @@
  *
  * @module
  */
-import { nextTask, writeWhenUnlocked } from "./locked_writes.ts";
-import type { Clock } from "./clock.ts";
-import { isDatabaseUnavailable } from "./errors.ts";
-import type { Logger } from "./logger.ts";
-import type { Metrics } from "./metrics.ts";
-import type { Store } from "./store.ts";
+import { nextTask, writeWhenUnlocked } from "../store/sqlite/locked_writes.ts";
+import type { Clock } from "../platform/clock.ts";
+import { isDatabaseUnavailable } from "../http/errors.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { Metrics } from "../platform/metrics.ts";
+import type { Store } from "../store/sqlite/store.ts";
 
 /** Row ids per transaction. */
 export const JANITOR_BATCH_ROWS = 500;

@@ -24,7 +24,7 @@
  *
  * @module
  */
-import { openLibc } from "./libc.ts";
+import { openLibc } from "../../platform/libc.ts";
 
 /** The WAL index header, as a reader sees it. */
 const HEADER = {

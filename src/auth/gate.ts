@@ -13,13 +13,13 @@
  * @module
  */
 import { findRequestApiKey } from "./api_key.ts";
-import type { Clock } from "./clock.ts";
+import type { Clock } from "../platform/clock.ts";
 import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
-import { HttpError } from "./errors.ts";
+import { HttpError } from "../http/errors.ts";
 import { createGrantCache } from "./grant_cache.ts";
 import type { KeyUsageRecorder } from "./key_usage.ts";
-import type { Metrics } from "./metrics.ts";
-import type { KeyHolder, Store, TokenGrant } from "./store.ts";
+import type { Metrics } from "../platform/metrics.ts";
+import type { KeyHolder, Store, TokenGrant } from "../store/sqlite/store.ts";
 
 /** Who made an authenticated request. */
 export interface Identity {

@@ -21,9 +21,9 @@
  *
  * @module
  */
-import type { Clock } from "./clock.ts";
-import { HttpError } from "./errors.ts";
-import type { LoginFailures, Store } from "./store.ts";
+import type { Clock } from "../platform/clock.ts";
+import { HttpError } from "../http/errors.ts";
+import type { LoginFailures, Store } from "../store/sqlite/store.ts";
 
 /** How one counter grows and decays. */
 export interface ThrottleRule {

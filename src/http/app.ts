@@ -11,18 +11,18 @@ import {
   INTROSPECT_PATH,
   REVOKE_PATH,
   VERIFY_PATH,
-} from "./backend_router.ts";
+} from "./routes/backend.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
-import { createGate } from "./gate.ts";
-import { createAddressMatcher, findForwardedClient } from "./ip.ts";
-import { redactUrl } from "./logger.ts";
-import { createMetrics } from "./metrics.ts";
+import { createGate } from "../auth/gate.ts";
+import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
+import { redactUrl } from "../platform/logger.ts";
+import { createMetrics } from "../platform/metrics.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
 import { parseRequestPath } from "./paths.ts";
 import { CONTENT_TYPES, type Format } from "./respond.ts";
-import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./secure_router.ts";
-import { createTokenRouter, TOKENS_PATH } from "./token_router.ts";
+import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./routes/secure.ts";
+import { createTokenRouter, TOKENS_PATH } from "./routes/tokens.ts";
 import { createUpstreamProxy, isKeygatePath } from "./upstream.ts";
 
 /** What `Deno.serve` tells a handler about the connection; all optional for tests. */

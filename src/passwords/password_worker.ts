@@ -6,7 +6,7 @@
  * @module
  */
 import { hashArgon2, verifyArgon2 } from "./argon2.ts";
-import { openLibc } from "./libc.ts";
+import { openLibc } from "../platform/libc.ts";
 
 /** A job for a password worker. */
 export type PasswordJob =

@@ -14,24 +14,24 @@
  *
  * @module
  */
-import { type AuthRequest, parseAuthRequest } from "./auth_request.ts";
-import { findRequestApiKey } from "./api_key.ts";
-import { readDocument } from "./body.ts";
-import type { AppDeps, RequestContext } from "./context.ts";
-import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
-import { HttpError } from "./errors.ts";
-import { toKeyRef, toUserRef } from "./audit.ts";
-import { isKeyUsable, toKeyStatus } from "./key_status.ts";
-import { writeWhenUnlocked } from "./locked_writes.ts";
-import { toResponse } from "./respond.ts";
-import { findRoute, type RouteHandler, type Routes } from "./route.ts";
-import type { ApiKey, User } from "./store.ts";
+import { type AuthRequest, parseAuthRequest } from "../../formats/auth_request.ts";
+import { findRequestApiKey } from "../../auth/api_key.ts";
+import { readDocument } from "../body.ts";
+import type { AppDeps, RequestContext } from "../context.ts";
+import { generateToken, hashSecret, normalizeApiKey } from "../../auth/credentials.ts";
+import { HttpError } from "../errors.ts";
+import { toKeyRef, toUserRef } from "../../auth/audit.ts";
+import { isKeyUsable, toKeyStatus } from "../../auth/key_status.ts";
+import { writeWhenUnlocked } from "../../store/sqlite/locked_writes.ts";
+import { toResponse } from "../respond.ts";
+import { findRoute, type RouteHandler, type Routes } from "../route.ts";
+import type { ApiKey, User } from "../../store/sqlite/store.ts";
 import {
   createThrottle,
   type ThrottleSubjects,
   toAccountSubject,
   toClientSubject,
-} from "./throttle.ts";
+} from "../../auth/throttle.ts";
 
 /** The path of the token endpoint. */
 export const TOKENS_PATH = "/api/userservice/tokens";

@@ -7,10 +7,10 @@
  *
  * @module
  */
-import type { Clock } from "./clock.ts";
-import { nextTask } from "./locked_writes.ts";
-import type { Logger } from "./logger.ts";
-import type { KeyUsage, Store } from "./store.ts";
+import type { Clock } from "../platform/clock.ts";
+import { nextTask } from "../store/sqlite/locked_writes.ts";
+import type { Logger } from "../platform/logger.ts";
+import type { KeyUsage, Store } from "../store/sqlite/store.ts";
 
 /** How often the server writes accumulated key uses to the database. */
 export const KEY_USAGE_FLUSH_INTERVAL_MS = 15_000;
