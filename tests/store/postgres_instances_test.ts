@@ -274,6 +274,27 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "[pg instances] the janitor lease is held by one instance until it expires or is released",
+  ignore,
+  async fn() {
+    await using db = await twoInstances();
+    const lease = { name: "janitor", now: NOW, ttlMs: 60_000 };
+    const [first, second] = await Promise.all([
+      db.a.claimLease({ ...lease, holder: "a" }),
+      db.b.claimLease({ ...lease, holder: "b" }),
+    ]);
+    assert.equal(Number(first) + Number(second), 1, "exactly one holder");
+    const holder = first ? "a" : "b";
+    const other = first ? "b" : "a";
+    assert.equal(await db.b.claimLease({ ...lease, holder, now: NOW + 1000 }), true, "renewed");
+    assert.equal(await db.a.claimLease({ ...lease, holder: other, now: NOW + 60_999 }), false);
+    assert.equal(await db.a.claimLease({ ...lease, holder: other, now: NOW + 61_000 }), true);
+    await db.a.releaseLease({ name: "janitor", holder: other });
+    assert.equal(await db.b.claimLease({ ...lease, holder, now: NOW + 61_001 }), true);
+  },
+});
+
 // Last: stops the server for a while.
 Deno.test({
   name:

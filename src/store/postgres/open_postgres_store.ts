@@ -18,6 +18,7 @@ import {
   DEFAULT_STALENESS_MS,
   type GrantEpochStats,
 } from "./grant_epoch.ts";
+import { claimLease, releaseLease } from "./leases.ts";
 import { createLoginFailureMethods } from "./login_failures.ts";
 import { migratePostgres, readSchemaVersion, SchemaTooNew } from "./migrate.ts";
 import { POSTGRES_MIGRATIONS } from "./schema.ts";
@@ -60,6 +61,14 @@ export interface PostgresStore extends Store {
   readonly display: string;
   /** The grant-epoch watcher's counters (notifications, lag, listener state). */
   readGrantEpochStats(): GrantEpochStats;
+  /**
+   * Takes or renews a lease (a duty one instance at a time performs, such
+   * as the janitor's sweeps) until `now + ttlMs`; resolves to whether this
+   * holder has it.
+   */
+  claimLease(lease: { name: string; holder: string; now: number; ttlMs: number }): Promise<boolean>;
+  /** Gives a lease up, if held by `holder`. */
+  releaseLease(lease: { name: string; holder: string }): Promise<void>;
 }
 
 /** How long opening waits for the first read of the grant epoch. */
@@ -179,6 +188,8 @@ export async function openPostgresStore(
 
     readGrantEpoch: () => watcher.read(),
     readGrantEpochStats: () => watcher.stats(),
+    claimLease: (lease) => claimLease(db, lease),
+    releaseLease: (lease) => releaseLease(db, lease),
 
     ...createUserMethods(db),
     ...createApiKeyMethods(db),
