@@ -108,8 +108,16 @@ function freePort(): number {
   return port;
 }
 
+/** Options for {@link startPostgres}. */
+export interface StartPostgresOptions {
+  /** Outlives this test file: stopped only when the process ends (see {@link sharedPostgres}). */
+  shared?: boolean;
+  /** More directories the watchdog removes with the cluster's. */
+  alsoRemove?: string[];
+}
+
 /** Starts a new cluster. Throws when the binaries are missing. */
-export async function startPostgres(): Promise<PostgresCluster> {
+export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresCluster> {
   const bin = findPostgresBin();
   if (bin === undefined) throw new Error(POSTGRES_SKIP || "PostgreSQL binaries not found");
   const dir = await Deno.makeTempDir({ prefix: "keygate-pg-" });
@@ -147,7 +155,7 @@ export async function startPostgres(): Promise<PostgresCluster> {
   );
   let port = 0;
   let stopped = false;
-  const watchdog = startWatchdog(bin, dir, data);
+  await startWatchdog(bin, [dir, ...(options.alsoRemove ?? [])], data);
 
   async function start(): Promise<void> {
     for (let attempt = 1;; attempt++) {
@@ -219,9 +227,9 @@ export async function startPostgres(): Promise<PostgresCluster> {
         // Already stopped (a test paused it).
       }
       await Deno.remove(dir, { recursive: true });
-      watchdog.kill();
     },
   };
+  if (options.shared) return cluster;
   globalThis.addEventListener("unload", () => {
     if (stopped) return;
     stopped = true;
@@ -236,31 +244,73 @@ export async function startPostgres(): Promise<PostgresCluster> {
 }
 
 /**
- * A shell that waits for this process to end, then stops the cluster and
- * removes its directory: a test process that crashes leaves nothing behind.
+ * A detached shell that waits for this process to end, then stops the
+ * cluster and removes its directories: a test process that crashes (or a
+ * shared cluster's process that exits) leaves nothing behind. Started
+ * through a shell that exits at once, so no test holds its handle.
  */
-function startWatchdog(bin: string, dir: string, data: string): { kill(): void } {
+async function startWatchdog(bin: string, dirs: string[], data: string): Promise<void> {
   const stopCommand = IS_ROOT
-    ? `runuser -u postgres -- "${bin}/pg_ctl" --pgdata "${data}" --mode immediate stop`
-    : `"${bin}/pg_ctl" --pgdata "${data}" --mode immediate stop`;
+    ? `runuser -u postgres -- '${bin}/pg_ctl' --pgdata '${data}' --mode immediate stop`
+    : `'${bin}/pg_ctl' --pgdata '${data}' --mode immediate stop`;
   const script = `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 1; done; ` +
-    `if [ -d "${data}" ]; then ${stopCommand} >/dev/null 2>&1; rm -rf "${dir}"; fi`;
-  const child = new Deno.Command("sh", {
-    args: ["-c", script],
+    `if [ -d '${data}' ]; then ${stopCommand}; fi; rm -rf ${dirs.map((d) => `'${d}'`).join(" ")}`;
+  await new Deno.Command("sh", {
+    args: ["-c", `nohup sh -c "${script}" >/dev/null 2>&1 &`],
     stdin: "null",
     stdout: "null",
     stderr: "null",
-  }).spawn();
-  child.unref();
+  }).output();
+}
+
+/**
+ * One cluster for the whole `deno test` process, for test files that only
+ * need databases (each gets its own): the first file to ask starts it and
+ * records its port in a directory named after the process; the others read
+ * it. It stops when the process ends. Files that stop or restart the server
+ * use {@link startPostgres} instead.
+ */
+export async function sharedPostgres(): Promise<Pick<PostgresCluster, "createDatabase" | "urlOf">> {
+  const stateDir = `${Deno.env.get("TMPDIR") ?? "/tmp"}/keygate-pg-shared-${Deno.pid}`;
+  let port: number;
+  try {
+    await Deno.mkdir(stateDir);
+    const cluster = await startPostgres({ shared: true, alsoRemove: [stateDir] });
+    port = cluster.port;
+    await Deno.writeTextFile(`${stateDir}/port.tmp`, String(port));
+    await Deno.rename(`${stateDir}/port.tmp`, `${stateDir}/port`);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+    port = await waitForPort(`${stateDir}/port`);
+  }
+  const urlOf = (database: string) =>
+    `postgres://keygate@127.0.0.1:${port}/${database}?sslmode=disable`;
+  let counter = 0;
   return {
-    kill() {
+    urlOf,
+    async createDatabase(prefix = "t") {
+      const name = `${prefix}_${crypto.randomUUID().slice(0, 8)}_${++counter}`
+        .toLowerCase().replace(/[^a-z0-9_]/g, "_");
+      const sql = postgres(urlOf("postgres"), { max: 1, onnotice: () => {} });
       try {
-        child.kill("SIGKILL");
-      } catch {
-        // Already gone.
+        await sql.unsafe(`CREATE DATABASE "${name}" TEMPLATE template0`);
+      } finally {
+        await sql.end();
       }
+      return urlOf(name);
     },
   };
+}
+
+async function waitForPort(path: string): Promise<number> {
+  for (let waited = 0; waited < 60_000; waited += 50) {
+    try {
+      return Number(await Deno.readTextFile(path));
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  throw new Error("The shared PostgreSQL cluster did not start within 60 s");
 }
 
 function postgresIds(): { uid: number; gid: number } {
