@@ -76,7 +76,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyMethods {
       const rows = await db.read((sql) =>
         userId === undefined
           ? sql<Row[]>`SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
-              JOIN users u ON u.id = k.user_id ORDER BY u.email, k.id`
+              JOIN users u ON u.id = k.user_id ORDER BY u.email COLLATE "C", k.id`
           : sql<Row[]>`SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
               JOIN users u ON u.id = k.user_id WHERE k.user_id = ${userId} ORDER BY k.id`
       );

@@ -36,7 +36,12 @@ export interface PgContext {
   read<T>(fn: (sql: postgres.Sql) => Promise<T>): Promise<T>;
   /** Runs a write in one transaction, with its audit rows and (when it ends grants) an epoch bump. */
   write<T>(fn: (tx: postgres.TransactionSql) => Promise<T>, options: WriteOptions<T>): Promise<T>;
+  /** Reads and writes under way now (each holds at most one pooled connection). */
+  readInFlight(): number;
 }
+
+/** Told of every read and write that ended, for the latency metric. */
+export type OperationObserver = (kind: "read" | "write", seconds: number, ok: boolean) => void;
 
 /** Options for {@link createPgContext}. */
 export interface PgContextOptions {
@@ -47,6 +52,7 @@ export interface PgContextOptions {
   /** `"grants"`: only grant-ending writes wait for the WAL flush; `"full"`: every write does. */
   durability: "full" | "grants";
   isClosed: () => boolean;
+  onOperation?: OperationObserver;
 }
 
 /** The audit rows of a change, given its result. */
@@ -71,20 +77,37 @@ export async function insertAuditRows(
 export function createPgContext(options: PgContextOptions): PgContext {
   const { sql, watcher, notify, durability } = options;
 
+  let inFlight = 0;
+
   function checkOpen(): void {
     if (options.isClosed()) throw new StoreError("The store is closed");
   }
 
+  async function measured<T>(kind: "read" | "write", fn: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    inFlight++;
+    let ok = false;
+    try {
+      const result = await guard(fn);
+      ok = true;
+      return result;
+    } finally {
+      inFlight--;
+      options.onOperation?.(kind, (performance.now() - started) / 1000, ok);
+    }
+  }
+
   return {
     sql,
+    readInFlight: () => inFlight,
     read(fn) {
       checkOpen();
-      return guard(() => fn(sql));
+      return measured("read", () => fn(sql));
     },
     async write(fn, writeOptions) {
       checkOpen();
       let epoch: number | undefined;
-      const result = await guard(() =>
+      const result = await measured("write", () =>
         sql.begin(async (tx) => {
           const value = await fn(tx);
           await insertAuditRows(tx, resolveAudit(writeOptions.audit, value));
@@ -94,8 +117,7 @@ export function createPgContext(options: PgContextOptions): PgContext {
             await tx`SET LOCAL synchronous_commit = off`;
           }
           return value;
-        })
-      ) as Awaited<ReturnType<typeof fn>>;
+        })) as Awaited<ReturnType<typeof fn>>;
       // Our own cache drops at once, without waiting for our own notification.
       if (epoch !== undefined) watcher.advanceTo(epoch);
       return result;

@@ -58,7 +58,8 @@ export function createLoginFailureMethods(db: PgContext): LoginFailureMethods {
     if (subjects.length > 2) throw new RangeError("At most two subjects at once");
     const rows = await db.read((sql) =>
       sql<Row[]>`SELECT * FROM login_failures
-        WHERE subject IN ${sql(subjects as string[])} AND forget_at > ${now}`
+        WHERE subject IN ${sql(subjects as string[])} AND forget_at > ${now}
+        ORDER BY subject COLLATE "C"`
     );
     return rows.map(toLoginFailures);
   }
@@ -86,7 +87,7 @@ export function createLoginFailureMethods(db: PgContext): LoginFailureMethods {
     async listLoginFailures(now) {
       const rows = await db.read((sql) =>
         sql<Row[]>`SELECT * FROM login_failures WHERE forget_at > ${now}
-          ORDER BY blocked_until DESC, subject`
+          ORDER BY blocked_until DESC, subject COLLATE "C"`
       );
       return rows.map(toLoginFailures);
     },

@@ -9,7 +9,7 @@ import { StoreUnavailable } from "../errors.ts";
 import type { Store } from "../store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../store_url.ts";
 import { openPostgresClient } from "./connect.ts";
-import { createPgContext } from "./db.ts";
+import { createPgContext, type OperationObserver } from "./db.ts";
 import { createApiKeyMethods } from "./api_keys.ts";
 import { createAuditRetentionMethods } from "./audit_retention.ts";
 import {
@@ -52,6 +52,16 @@ export interface PostgresStoreOptions {
   applicationName?: string;
   /** Told when the listener connection comes up or goes down, for the log. */
   onListenerChange?: (listening: boolean, error?: unknown) => void;
+  /** Told of every read and write that ended, for the query-latency metric. */
+  onOperation?: OperationObserver;
+}
+
+/** What {@link PostgresStore.readPostgresStats} reports, for metrics. */
+export interface PostgresStats extends GrantEpochStats {
+  /** Reads and writes under way (each holds at most one pooled connection). */
+  operationsInFlight: number;
+  /** The pool's size. */
+  maxConnections: number;
 }
 
 /** The PostgreSQL store, with its own diagnostics. */
@@ -61,6 +71,8 @@ export interface PostgresStore extends Store {
   readonly display: string;
   /** The grant-epoch watcher's counters (notifications, lag, listener state). */
   readGrantEpochStats(): GrantEpochStats;
+  /** The watcher's counters and the pool's use, for metrics. */
+  readPostgresStats(): PostgresStats;
   /**
    * Takes or renews a lease (a duty one instance at a time performs, such
    * as the janitor's sweeps) until `now + ttlMs`; resolves to whether this
@@ -90,8 +102,9 @@ export async function openPostgresStore(
     throw new TypeError(`Not a PostgreSQL URL: "${location.display}"`);
   }
   const applicationName = options.applicationName ?? "keygate";
+  const maxConnections = options.maxConnections ?? 10;
   const sql = openPostgresClient(location, {
-    max: options.maxConnections ?? 10,
+    max: maxConnections,
     applicationName,
   });
   try {
@@ -156,6 +169,7 @@ export async function openPostgresStore(
     notify,
     durability: options.durability ?? "full",
     isClosed: () => closed,
+    onOperation: options.onOperation,
   });
 
   return {
@@ -188,6 +202,11 @@ export async function openPostgresStore(
 
     readGrantEpoch: () => watcher.read(),
     readGrantEpochStats: () => watcher.stats(),
+    readPostgresStats: () => ({
+      ...watcher.stats(),
+      operationsInFlight: db.readInFlight(),
+      maxConnections,
+    }),
     claimLease: (lease) => claimLease(db, lease),
     releaseLease: (lease) => releaseLease(db, lease),
 

@@ -59,7 +59,9 @@ export function createUserMethods(db: PgContext): UserMethods {
     },
 
     async listUsers() {
-      const rows = await db.read((sql) => sql<Row[]>`SELECT * FROM users ORDER BY email`);
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM users ORDER BY email COLLATE "C"`
+      );
       return rows.map(toUser);
     },
 
