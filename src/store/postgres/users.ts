@@ -36,13 +36,13 @@ export async function raiseCutoff(
   if (user === undefined) return 0;
   const from = user.tokens_valid_from as number;
   const cutoff = before ?? Math.max(from + 1, now + 1);
-  if (cutoff <= from) return 0;
   const [{ n }] = await tx<{ n: number }[]>`
     SELECT count(*) AS n FROM tokens
     WHERE user_id = ${userId} AND revoked_at IS NULL AND expires_at > ${now}
       AND issued_at >= ${from} AND issued_at < ${cutoff}`;
-  await tx`UPDATE users SET tokens_valid_from = ${cutoff}, updated_at = ${now}
-    WHERE id = ${userId}`;
+  // As on SQLite: updated_at moves even when an earlier cutoff leaves tokens_valid_from as it was.
+  await tx`UPDATE users SET tokens_valid_from = greatest(tokens_valid_from, ${cutoff}),
+    updated_at = ${now} WHERE id = ${userId}`;
   return n;
 }
 
