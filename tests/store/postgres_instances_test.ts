@@ -295,6 +295,43 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name:
+    "[pg instances] without notifications (an engine without LISTEN) the poll alone carries a revocation",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ notifications: false, pollMs: 100 });
+    assert.equal(db.b.readGrantEpochStats().listening, false);
+    assert.equal((await db.b.findTokenGrant(db.lookup))?.tokenId, db.tokenId);
+    const before = db.b.readGrantEpoch();
+    await db.a.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined });
+    assert.notEqual(db.a.readGrantEpoch(), undefined);
+    const tookMs = await waitFor("polled", () => db.b.readGrantEpoch() !== before, 1000);
+    assert.ok(tookMs <= 500, `took ${tookMs} ms`);
+    assert.equal(db.b.readGrantEpochStats().notifications, 0);
+    assert.equal(await db.b.findTokenGrant(db.lookup), undefined);
+  },
+});
+
+Deno.test({
+  name: "[pg instances] with migrate: false, a store refuses an unmigrated database in one line",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("instances");
+    await assert.rejects(
+      openPostgresStore(url, { migrate: false }),
+      (error: unknown) => {
+        assert.ok(error instanceof Error);
+        assert.equal(
+          error.message,
+          'Database schema version 0 is older than this keygate\'s (1): run "keygate admin db migrate"',
+        );
+        return true;
+      },
+    );
+  },
+});
+
 // Last: stops the server for a while.
 Deno.test({
   name:

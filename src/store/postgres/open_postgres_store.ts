@@ -178,16 +178,16 @@ export async function openPostgresStore(
 
     async checkStoreReady() {
       if (closed) return false;
+      // Not ready while the secure path fails closed, even if one query gets through.
+      if (watcher.read() === undefined) return false;
       let timer: ReturnType<typeof setTimeout> | undefined;
+      // Settles to false on failure: a query that loses the race must not reject unheard.
+      const roundTrip = sql`SELECT 1 AS ok`.then(([row]) => row?.ok === 1, () => false);
+      const timeout = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS);
+      });
       try {
-        return await Promise.race([
-          sql`SELECT 1 AS ok`.then(([row]) => row?.ok === 1),
-          new Promise<boolean>((
-            resolve,
-          ) => (timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS))),
-        ]);
-      } catch {
-        return false;
+        return await Promise.race([roundTrip, timeout]);
       } finally {
         clearTimeout(timer);
       }
