@@ -222,12 +222,16 @@ try {
   const passwordHash = await createPasswordHasher().hash(BENCH_PASSWORD);
 
   log(`seeding ${TOKENS.toLocaleString("en")} live tokens`);
-  const big = seedDatabase(`${work}/big.sqlite3`, { tokens: TOKENS, sample: SAMPLE, passwordHash });
+  const big = await seedDatabase(`${work}/big.sqlite3`, {
+    tokens: TOKENS,
+    sample: SAMPLE,
+    passwordHash,
+  });
   const bigPairs = await writePairs("big", big.sample);
   const issuerPairs = await writePairs("issuers", big.issuers);
   const smallTokens = Math.min(1000, TOKENS);
   log(`seeding ${smallTokens} live tokens`);
-  const small = seedDatabase(`${work}/small.sqlite3`, {
+  const small = await seedDatabase(`${work}/small.sqlite3`, {
     tokens: smallTokens,
     sample: smallTokens,
     passwordHash,

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { main } from "../scripts/admin.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { openStore } from "../src/store/sqlite/store.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
   ACCOUNT_THROTTLE,
   CLIENT_THROTTLE,
@@ -32,28 +32,31 @@ Deno.test("admin throttle list and clear show and forget failed-login counters",
   const db = tempDbPath();
   try {
     const now = createFakeClock().now();
-    const store = openStore(db.path);
-    const user = store.insertUser(
-      { email: "alice@example.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      now,
-    );
-    const key = store.insertApiKey(
-      { userId: user.id, keyHash: hashSecret("k"), prefix: "abcd1234", label: "" },
-      now,
-    );
-    const fail = (subject: string, times: number) => {
+    const store = openSqliteStore(db.path);
+    const user = await store.insertUser({
+      email: "alice@example.org",
+      passwordHash: "x",
+      tokenTimeoutSeconds: null,
+    }, { now: now, audit: undefined });
+    const key = await store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret("k"),
+      prefix: "abcd1234",
+      label: "",
+    }, { now: now, audit: undefined });
+    const fail = async (subject: string, times: number) => {
       const rule = subject.startsWith("key:") ? ACCOUNT_THROTTLE : CLIENT_THROTTLE;
       for (let i = 0; i < times; i++) {
-        store.recordLoginFailures(
-          [subject],
-          now,
-          (previous) => nextFailures(previous, subject, rule, now),
-        );
+        await store.recordLoginFailures([subject], {
+          now: now,
+          next: (previous) => nextFailures(previous, subject, rule, now),
+          audit: undefined,
+        });
       }
     };
-    fail(toAccountSubject(key.id), 6);
-    fail(toClientSubject("2001:db8::5"), 3);
-    store.close();
+    await fail(toAccountSubject(key.id), 6);
+    await fail(toClientSubject("2001:db8::5"), 3);
+    await store.closeStore();
 
     const listed = await admin(db.path, ["throttle", "list", "--json"]);
     assert.equal(listed.code, 0, listed.err);

@@ -15,11 +15,11 @@
 import { findRequestApiKey } from "./api_key.ts";
 import type { Clock } from "../platform/clock.ts";
 import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
-import { HttpError } from "../http/errors.ts";
+import { AuthError } from "./errors.ts";
 import { createGrantCache } from "./grant_cache.ts";
 import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Metrics } from "../platform/metrics.ts";
-import type { KeyHolder, Store, TokenGrant } from "../store/sqlite/store.ts";
+import type { KeyHolder, Store, TokenGrant } from "../store/store.ts";
 
 /** Who made an authenticated request. */
 export interface Identity {
@@ -58,12 +58,6 @@ export function findRequestToken(request: Request, url: URL): string | undefined
   return authorization ? BEARER.exec(authorization)?.[1] : undefined;
 }
 
-function unauthorized(code: "invalid_token" | "token_expired", message: string): HttpError {
-  return new HttpError(401, code, message, {
-    headers: { "www-authenticate": `Bearer realm="keygate", error="${code}"` },
-  });
-}
-
 /** Identity headers a backend receives; any a client sends are removed first. */
 export const IDENTITY_HEADERS = {
   user: "x-keygate-user",
@@ -92,47 +86,33 @@ export function createGate(deps: GateDeps) {
   const { store, clock, metrics, keyUsage } = deps;
   const findGrant = createGrantCache(store);
 
-  function deny(code: "invalid_token" | "token_expired", message: string): HttpError {
+  function deny(code: "invalid_token" | "token_expired", message: string): AuthError {
     metrics?.secureRequest("denied", code);
-    return unauthorized(code, message);
+    return new AuthError(code, message);
   }
 
   /**
    * Authenticates by API key alone (`api_key` query parameter or `X-Api-Key`).
    *
-   * @throws {HttpError} 401 `invalid_api_key` for a missing, unknown,
-   * revoked, disabled or expired key, or one whose user is disabled.
+   * @throws {AuthError} `invalid_api_key` for a missing, unknown, revoked,
+   * disabled or expired key, or one whose user is disabled.
    */
-  function authenticateKey(request: Request, target: GateTarget): KeyHolder {
+  async function authenticateKey(request: Request, target: GateTarget): Promise<KeyHolder> {
     const keyText = findRequestApiKey(request, target.url);
     const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
     const now = clock.now();
-    const holder = apiKey === undefined ? undefined : store.findKeyHolder(hashSecret(apiKey), now);
+    const holder = apiKey === undefined
+      ? undefined
+      : await store.findKeyHolder(hashSecret(apiKey), now);
     if (holder === undefined) {
-      throw new HttpError(401, "invalid_api_key", "Missing or invalid API key");
+      throw new AuthError("invalid_api_key", "Missing or invalid API key");
     }
     keyUsage?.record(holder.apiKeyId, target.clientAddress, now);
     return holder;
   }
 
-  /**
-   * Authenticates a secure request: API key + access token, looked up through
-   * the grant cache (two hashes and one indexed read on a miss), and an
-   * expiry check.
-   *
-   * @throws {HttpError} 401 `invalid_token` or `token_expired`, with `WWW-Authenticate`.
-   */
-  function authenticateToken(request: Request, target: GateTarget): Principal {
-    const keyText = findRequestApiKey(request, target.url);
-    const token = findRequestToken(request, target.url);
-    if (keyText === undefined || token === undefined) {
-      throw deny("invalid_token", "Missing API key or access token");
-    }
-    const apiKey = normalizeApiKey(keyText);
-    const now = clock.now();
-    const grant = apiKey !== undefined && isTokenShaped(token)
-      ? findGrant(apiKey, token, now)
-      : undefined;
+  /** The gate's verdict on a grant found (or not) at `now`. */
+  function admit(grant: TokenGrant | undefined, target: GateTarget, now: number): Principal {
     if (grant === undefined) {
       throw deny("invalid_token", "Invalid access token or API key");
     }
@@ -144,8 +124,34 @@ export function createGate(deps: GateDeps) {
     return grant;
   }
 
+  /**
+   * Authenticates a secure request: API key + access token, looked up through
+   * the grant cache (synchronously on a hit; two hashes and one indexed read
+   * on a miss), and an expiry check.
+   *
+   * @throws {AuthError} `invalid_token` or `token_expired`.
+   */
+  function authenticateToken(request: Request, target: GateTarget): Principal | Promise<Principal> {
+    const keyText = findRequestApiKey(request, target.url);
+    const token = findRequestToken(request, target.url);
+    if (keyText === undefined || token === undefined) {
+      throw deny("invalid_token", "Missing API key or access token");
+    }
+    const apiKey = normalizeApiKey(keyText);
+    const now = clock.now();
+    const grant = apiKey !== undefined && isTokenShaped(token)
+      ? findGrant(apiKey, token, now)
+      : undefined;
+    if (grant instanceof Promise) return grant.then((found) => admit(found, target, now));
+    return admit(grant, target, now);
+  }
+
   /** The gate's rule: secure paths need key + token, all others the key. */
-  function authenticate(request: Request, target: GateTarget, secure: boolean): Identity {
+  function authenticate(
+    request: Request,
+    target: GateTarget,
+    secure: boolean,
+  ): Identity | Promise<Identity> {
     return secure ? authenticateToken(request, target) : authenticateKey(request, target);
   }
 

@@ -1,77 +1,84 @@
 /**
  * An in-process cache of validated token grants for the secure path, exact
- * even when another process (the admin CLI) writes. Before each lookup it
- * checks, cheapest first, whether anything may have changed:
+ * even when another process (the admin CLI, another instance) writes.
  *
- * 1. the commit count in the WAL index ({@link Store.readCommitCount}), a
- *    load from shared memory: unchanged means no connection has committed,
- *    and the cache is current;
- * 2. otherwise `PRAGMA data_version` ({@link Store.readDataVersion}): it
- *    moves only when another connection committed, and then the cache is
- *    emptied;
- * 3. this connection's own writes that may end a grant
- *    ({@link Store.readGrantWrites}) empty it too. Its other writes (a new
- *    token, a key's last use, audit rows) do not, so that logins do not
- *    cost every secure request a cache miss.
+ * Before each lookup it reads the store's grant change feed
+ * ({@link Store.readGrantEpoch}, synchronous and cheap): when the epoch has
+ * moved since the last lookup, something that may end a grant has been
+ * committed, and the cache empties itself. A grant read on a miss is cached
+ * only if the epoch did not move while it was read. When the store cannot
+ * confirm freshness (`undefined`), nothing is served from memory: every
+ * request goes to the store, which fails closed while it cannot answer.
  *
- * Time-based rules stay with the caller (token expiry) or are re-checked
- * here (key expiry).
- *
- * A hit saves two SHA-256 digests and the three-table join. Only valid grants
- * are cached, so unknown tokens cannot fill it.
+ * A hit is synchronous and costs the epoch read, one map lookup and the key
+ * expiry check; it saves two SHA-256 digests and the three-table join. Time
+ * rules stay with the caller (token expiry) or are re-checked here (key
+ * expiry). Only valid grants are cached, so unknown tokens cannot fill it.
  *
  * @module
  */
 import { hashSecret } from "./credentials.ts";
-import type { Store, TokenGrant } from "../store/sqlite/store.ts";
+import type { GrantEpoch, Store, TokenGrant } from "../store/store.ts";
 
 /** Cached grants before the cache starts afresh. */
 export const MAX_CACHED_GRANTS = 100_000;
 
-/** Finds a live grant for a (normalised) API key and token. */
-export type GrantFinder = (apiKey: string, token: string, now: number) => TokenGrant | undefined;
+/**
+ * Finds a live grant for a (normalised) API key and token: synchronously on
+ * a cache hit, through the store on a miss.
+ */
+export type GrantFinder = (
+  apiKey: string,
+  token: string,
+  now: number,
+) => TokenGrant | undefined | Promise<TokenGrant | undefined>;
 
 /** A cache in front of {@link Store.findTokenGrant}. */
 export function createGrantCache(
-  store: Pick<
-    Store,
-    "findTokenGrant" | "readCommitCount" | "readDataVersion" | "readGrantWrites"
-  >,
+  store: Pick<Store, "findTokenGrant" | "readGrantEpoch">,
   maxEntries = MAX_CACHED_GRANTS,
 ): GrantFinder {
   const grants = new Map<string, TokenGrant>();
-  let seenCommits: number | undefined;
-  let seenDataVersion = -1;
-  let seenGrantWrites = -1;
+  let seenEpoch: GrantEpoch | undefined;
 
-  /** Empties the cache if anything that may end a grant has been committed since last time. */
-  function catchUp(): void {
-    const grantWrites = store.readGrantWrites();
-    // Read before data_version: a commit in between is then seen next time.
-    const commits = store.readCommitCount();
-    if (commits !== undefined && commits === seenCommits && grantWrites === seenGrantWrites) return;
-    const dataVersion = store.readDataVersion();
-    if (dataVersion !== seenDataVersion || grantWrites !== seenGrantWrites) grants.clear();
-    seenCommits = commits;
-    seenDataVersion = dataVersion;
-    seenGrantWrites = grantWrites;
-  }
-
-  return function findGrant(apiKey, token, now) {
-    catchUp();
+  async function lookUp(
+    apiKey: string,
+    token: string,
+    now: number,
+    epoch: GrantEpoch | undefined,
+  ): Promise<TokenGrant | undefined> {
     const cacheKey = apiKey + token;
-    const cached = grants.get(cacheKey);
-    if (cached !== undefined && (cached.keyExpiresAt === null || cached.keyExpiresAt > now)) {
-      return cached;
-    }
-    const grant = store.findTokenGrant(hashSecret(token), hashSecret(apiKey), now);
-    if (grant === undefined) {
+    const found = await store.findTokenGrant({
+      tokenHash: hashSecret(token),
+      keyHash: hashSecret(apiKey),
+      now,
+    });
+    if (found === undefined) {
       grants.delete(cacheKey);
       return undefined;
     }
-    if (grants.size >= maxEntries) grants.clear();
     // Frozen: the same object is handed to every request, and to applications' secure routes.
-    grants.set(cacheKey, Object.freeze(grant));
+    const grant = Object.freeze(found);
+    // Cache only what was read while the epoch stood still: a change committed meanwhile
+    // may have ended this grant, and the next lookup will see the epoch move.
+    if (epoch === undefined || store.readGrantEpoch() !== epoch) return grant;
+    if (grants.size >= maxEntries) grants.clear();
+    grants.set(cacheKey, grant);
     return grant;
+  }
+
+  return function findGrant(apiKey, token, now) {
+    const epoch = store.readGrantEpoch();
+    if (epoch !== seenEpoch) {
+      grants.clear();
+      seenEpoch = epoch;
+    }
+    if (epoch !== undefined) {
+      const cached = grants.get(apiKey + token);
+      if (cached !== undefined && (cached.keyExpiresAt === null || cached.keyExpiresAt > now)) {
+        return cached;
+      }
+    }
+    return lookUp(apiKey, token, now, epoch);
   };
 }

@@ -1,7 +1,7 @@
 /**
  * The janitor: deletes token rows that stopped working (expired, revoked,
  * ended by their key's expiry or revocation or their user's cutoff; see
- * `TOKEN_ENDED_AT` in store.ts) longer ago than the retention period, in the
+ * `Store.deleteEndedTokens`) longer ago than the retention period, in the
  * background.
  *
  * It walks the token table by row id in windows of {@link JANITOR_BATCH_ROWS}
@@ -12,12 +12,12 @@
  *
  * @module
  */
-import { nextTask, writeWhenUnlocked } from "../store/sqlite/locked_writes.ts";
 import type { Clock } from "../platform/clock.ts";
-import { isDatabaseUnavailable } from "../http/errors.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
-import type { Store } from "../store/sqlite/store.ts";
+import { nextTask } from "../platform/next_task.ts";
+import { isStoreUnavailable } from "../store/errors.ts";
+import type { Store } from "../store/store.ts";
 
 /** Row ids per transaction. */
 export const JANITOR_BATCH_ROWS = 500;
@@ -56,15 +56,12 @@ export function createJanitor(deps: JanitorDeps): Janitor {
   let running: Promise<number> | undefined;
 
   async function sweepRows(): Promise<number> {
-    const bounds = store.findTokenIdBounds();
+    const bounds = await store.findTokenIdRange();
     if (bounds === undefined) return 0;
     const cutoff = clock.now() - deps.retentionSeconds * 1000;
     let deleted = 0;
     for (let after = bounds.first - 1; after < bounds.last && !stopped; after += batchRows) {
-      const count = await writeWhenUnlocked(
-        store,
-        () => store.purgeTokenRange(after, batchRows, cutoff),
-      );
+      const count = await store.deleteEndedTokens({ afterId: after, size: batchRows, cutoff });
       deleted += count;
       metrics?.tokensPurged(count);
       await nextTask();
@@ -89,7 +86,7 @@ export function createJanitor(deps: JanitorDeps): Janitor {
       await sweep();
     } catch (error) {
       metrics?.databaseError("janitor");
-      logger[isDatabaseUnavailable(error) ? "warn" : "error"]("janitor failed", {
+      logger[isStoreUnavailable(error) ? "warn" : "error"]("janitor failed", {
         event: "janitor",
         error: String(error),
       });

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { ApiKey } from "../store/sqlite/store.ts";
+import type { ApiKey } from "../store/store.ts";
 
 /**
  * What an API key is at a given instant. Only `active` keys authenticate;

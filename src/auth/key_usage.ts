@@ -8,9 +8,9 @@
  * @module
  */
 import type { Clock } from "../platform/clock.ts";
-import { nextTask } from "../store/sqlite/locked_writes.ts";
 import type { Logger } from "../platform/logger.ts";
-import type { KeyUsage, Store } from "../store/sqlite/store.ts";
+import { nextTask } from "../platform/next_task.ts";
+import type { KeyUsage, Store } from "../store/store.ts";
 
 /** How often the server writes accumulated key uses to the database. */
 export const KEY_USAGE_FLUSH_INTERVAL_MS = 15_000;
@@ -24,7 +24,7 @@ export const KEY_USAGE_FLUSH_BATCH = 250;
 
 /** Dependencies of {@link createKeyUsageRecorder}. */
 export interface KeyUsageRecorderDeps {
-  store: Pick<Store, "recordKeyUsage"> & Partial<Pick<Store, "withoutBusyWait">>;
+  store: Pick<Store, "recordKeyUsage">;
   clock: Clock;
   logger: Logger;
   /** Default {@link KEY_USAGE_FLUSH_INTERVAL_MS}. */
@@ -40,8 +40,8 @@ export interface KeyUsageRecorder {
    * memory only, with no allocation once the key is pending.
    */
   record(apiKeyId: number, clientAddress: string, at?: number): void;
-  /** Writes what has accumulated in one transaction; returns how many keys. Throws on failure, keeping the uses for the next flush. */
-  flush(): number;
+  /** Writes what has accumulated in one transaction; resolves to how many keys. Rejects on failure, keeping the uses for the next flush. */
+  flush(): Promise<number>;
   /**
    * Writes what has accumulated in transactions of at most `batchKeys` keys,
    * letting other tasks run in between (what the timer does). Never throws:
@@ -52,8 +52,8 @@ export interface KeyUsageRecorder {
   pending(): number;
   /** Starts the periodic flush (the timer does not keep the process alive). */
   start(): void;
-  /** Stops the periodic flush and flushes once more; never throws. */
-  stop(): void;
+  /** Stops the periodic flush and flushes once more; never rejects. */
+  stop(): Promise<void>;
 }
 
 /** Creates a recorder; nothing runs until {@link KeyUsageRecorder.start}. */
@@ -80,12 +80,12 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     }
   }
 
-  function flush(): number {
+  async function flush(): Promise<number> {
     if (pending.size === 0) return 0;
     const batch = [...pending.values()];
     pending = new Map();
     try {
-      store.recordKeyUsage(batch);
+      await store.recordKeyUsage(batch);
     } catch (error) {
       // Keep the uses (merged with any that arrived meanwhile) for the next flush.
       for (const usage of batch) merge(usage);
@@ -94,9 +94,9 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     return batch.length;
   }
 
-  function flushLogged(): void {
+  async function flushLogged(): Promise<void> {
     try {
-      flush();
+      await flush();
     } catch (error) {
       logFailure(error);
     }
@@ -109,6 +109,9 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     });
   }
 
+  /** The batch a gradual flush is writing now; stop() waits for it. */
+  let writing: Promise<void> | undefined;
+
   async function flushGradually(): Promise<void> {
     if (flushing || pending.size === 0) return;
     flushing = true;
@@ -117,11 +120,18 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
     try {
       while (unwritten.length > 0) {
         const batch = unwritten.slice(0, batchKeys);
-        // Never wait for another process's lock here: SQLite's busy wait would freeze every
-        // request. A failure keeps the uses for the next flush.
-        if (store.withoutBusyWait) store.withoutBusyWait(() => store.recordKeyUsage(batch));
-        else store.recordKeyUsage(batch);
         unwritten = unwritten.slice(batch.length);
+        // The store waits for another process's lock between turns of the event loop,
+        // so requests are served meanwhile. A failure keeps the uses for the next flush.
+        writing = store.recordKeyUsage(batch);
+        try {
+          await writing;
+        } catch (error) {
+          for (const usage of batch) merge(usage);
+          throw error;
+        } finally {
+          writing = undefined;
+        }
         if (unwritten.length > 0) await nextTask();
       }
     } catch (error) {
@@ -155,13 +165,15 @@ export function createKeyUsageRecorder(deps: KeyUsageRecorderDeps): KeyUsageReco
       Deno.unrefTimer(id);
       timer = id;
     },
-    stop() {
+    async stop() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
       // A gradual flush in progress stops at its next batch: what it has not written goes now.
       for (const usage of unwritten) merge(usage);
       unwritten = [];
-      flushLogged();
+      // The batch it is writing finishes first (a failed one is back in `pending`).
+      await writing?.catch(() => {});
+      await flushLogged();
     },
   };
 }

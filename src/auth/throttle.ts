@@ -22,8 +22,8 @@
  * @module
  */
 import type { Clock } from "../platform/clock.ts";
-import { HttpError } from "../http/errors.ts";
-import type { LoginFailures, Store } from "../store/sqlite/store.ts";
+import type { AuditEntries, LoginFailures, Store } from "../store/store.ts";
+import { AuthError } from "./errors.ts";
 
 /** How one counter grows and decays. */
 export interface ThrottleRule {
@@ -79,18 +79,15 @@ export interface ThrottleOptions {
 
 /** The throttle of the token endpoint. */
 export interface Throttle {
-  /** @throws {HttpError} 429 with `Retry-After` while any subject is blocked. */
-  check(subjects: ThrottleSubjects): void;
+  /** @throws {AuthError} `too_many_attempts` with `retryAfterSeconds` while any subject is blocked. */
+  check(subjects: ThrottleSubjects): Promise<void>;
+  /** Counts a failed login against every subject, in one transaction with `audit`. */
+  recordFailure(subjects: ThrottleSubjects, audit: AuditEntries): Promise<void>;
   /**
-   * Counts a failed login against every subject, in one transaction (or in
-   * the caller's). Synchronous: callers wrap it in `writeWhenUnlocked`.
+   * The counters a successful login forgets (the account's), for the
+   * transaction that stores the new token (`Store.insertToken`).
    */
-  recordFailure(subjects: ThrottleSubjects): void;
-  /**
-   * Clears the account counter after a successful login; meant to run in the
-   * transaction that stores the new token. Writes only when there is a counter.
-   */
-  recordSuccess(subjects: ThrottleSubjects): void;
+  findClearedOnSuccess(subjects: ThrottleSubjects): string[];
 }
 
 /** Subject of the account counter of an API key. */
@@ -138,12 +135,11 @@ export function nextFailures(
   return { subject, failures, lastFailureAt: now, blockedUntil, forgetAt: now + rule.windowMs };
 }
 
-function tooManyAttempts(retryAfterSeconds: number): HttpError {
-  return new HttpError(
-    429,
+function tooManyAttempts(retryAfterSeconds: number): AuthError {
+  return new AuthError(
     "too_many_attempts",
     "Too many failed logins: try again after the Retry-After delay",
-    { headers: { "retry-after": String(retryAfterSeconds) } },
+    { retryAfterSeconds },
   );
 }
 
@@ -163,29 +159,22 @@ export function createThrottle(options: ThrottleOptions): Throttle {
   const ruleOf = (subject: string) => subject.startsWith("key:") ? rules.account : rules.client;
 
   return {
-    check(subjects) {
+    async check(subjects) {
       const now = clock.now();
-      const blockedUntil = Math.max(
-        0,
-        ...store.findLoginFailures(subjectsOf(subjects), now).map((row) => row.blockedUntil),
-      );
+      const rows = await store.findLoginFailures(subjectsOf(subjects), now);
+      const blockedUntil = Math.max(0, ...rows.map((row) => row.blockedUntil));
       if (blockedUntil > now) throw tooManyAttempts(Math.ceil((blockedUntil - now) / 1000));
     },
-    recordFailure(subjects) {
+    async recordFailure(subjects, audit) {
       const now = clock.now();
-      store.recordLoginFailures(
-        subjectsOf(subjects),
+      await store.recordLoginFailures(subjectsOf(subjects), {
         now,
-        (previous, subject) => nextFailures(previous, subject, ruleOf(subject), now),
-      );
+        next: (previous, subject) => nextFailures(previous, subject, ruleOf(subject), now),
+        audit,
+      });
     },
-    recordSuccess(subjects) {
-      const account = subjects.account;
-      if (account === undefined) return;
-      // Only write when there is something to clear: most successful logins have no counter.
-      if (store.findLoginFailures([account], clock.now()).length > 0) {
-        store.clearLoginFailures(account);
-      }
+    findClearedOnSuccess(subjects) {
+      return subjects.account === undefined ? [] : [subjects.account];
     },
   };
 }

@@ -14,6 +14,7 @@ import {
 } from "./routes/backend.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
+import { StoreError } from "../store/errors.ts";
 import { createGate } from "../auth/gate.ts";
 import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
 import { redactUrl } from "../platform/logger.ts";
@@ -75,17 +76,6 @@ function toRouteLabel(path: string | undefined, secure: boolean): string {
   return secure ? "secure_other" : "other";
 }
 
-/**
- * Whether `error` came from the database: SQLite's own errors (node:sqlite's
- * `ERR_SQLITE_ERROR` with an `errcode`) or use of a closed database.
- */
-function isDatabaseError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const { code, errcode } = error as { code?: unknown; errcode?: unknown };
-  return typeof errcode === "number" || code === "ERR_SQLITE_ERROR" ||
-    (code === "ERR_INVALID_STATE" && /finalized|not open/.test(error.message));
-}
-
 function toJsonResponse(body: Record<string, string>, status: number): Response {
   return new Response(JSON.stringify(body), {
     status,
@@ -113,7 +103,7 @@ export function createHandler(deps: AppDeps): Handler {
   const bootId = crypto.randomUUID().slice(0, 8);
   let requestCount = 0;
 
-  function health(path: string, method: string): Response | undefined {
+  function health(path: string, method: string): Response | Promise<Response> | undefined {
     if (path !== "/healthz" && path !== "/readyz") return undefined;
     if (method !== "GET" && method !== "HEAD") {
       throw new HttpError(405, "method_not_allowed", `Method ${method} is not allowed: use GET`, {
@@ -121,9 +111,13 @@ export function createHandler(deps: AppDeps): Handler {
       });
     }
     if (path === "/healthz") return toJsonResponse({ status: "ok" }, 200);
+    return checkReady();
+  }
+
+  async function checkReady(): Promise<Response> {
     let ready = false;
     try {
-      ready = store.ping();
+      ready = await store.checkStoreReady();
     } catch (error) {
       metrics.databaseError("readiness");
       logger.error("readiness check failed", { error: String(error) });
@@ -157,8 +151,8 @@ export function createHandler(deps: AppDeps): Handler {
   }
 
   /** Any other path: the API key first, then the upstream (if any), else 404. */
-  function routeOther(request: Request, path: string, context: RequestContext) {
-    const holder = gate.authenticateKey(request, context);
+  async function routeOther(request: Request, path: string, context: RequestContext) {
+    const holder = await gate.authenticateKey(request, context);
     context.apiKeyId = holder.apiKeyId;
     if (forward && !isKeygatePath(path)) return forward(request, context, holder);
     throw new HttpError(404, "not_found", "No endpoint at this path");
@@ -228,7 +222,7 @@ export function createHandler(deps: AppDeps): Handler {
         : await route(request, context, target.path, target.secure);
     } catch (thrown) {
       const error = toHttpError(thrown);
-      if (isDatabaseError(thrown)) metrics.databaseError("request");
+      if (thrown instanceof StoreError) metrics.databaseError("request");
       if (routeLabel === TOKENS_PATH && request.method === "POST") {
         metrics.loginFailed(error.code);
         logger.warn("login failed", {

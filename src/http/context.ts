@@ -12,7 +12,7 @@ import type { PasswordHasher } from "../passwords/passwords.ts";
 import type { Format } from "./respond.ts";
 import type { Routes } from "./route.ts";
 import type { SecureContext } from "./routes/secure.ts";
-import type { Store } from "../store/sqlite/store.ts";
+import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
 import type { UpstreamOptions } from "./upstream.ts";
 

@@ -4,6 +4,8 @@
  *
  * @module
  */
+import { AuthError, type AuthErrorCode } from "../auth/errors.ts";
+import { STORE_RETRY_AFTER_SECONDS, StoreUnavailable } from "../store/errors.ts";
 import { type Format, toResponse } from "./respond.ts";
 
 /** Options for {@link HttpError}. */
@@ -32,54 +34,56 @@ export class HttpError extends Error {
   }
 }
 
-/** SQLite result codes (primary, low byte) that mean "try again later", not "bug". */
-const UNAVAILABLE_SQLITE_CODES = new Set([
-  5, // SQLITE_BUSY
-  6, // SQLITE_LOCKED
-  10, // SQLITE_IOERR
-  13, // SQLITE_FULL
+/** The HTTP status of each domain error code: the one table. */
+export const AUTH_ERROR_STATUS: Readonly<Record<AuthErrorCode, number>> = {
+  invalid_request: 400,
+  invalid_credentials: 401,
+  invalid_api_key: 401,
+  invalid_token: 401,
+  token_expired: 401,
+  too_many_attempts: 429,
+  forbidden: 403,
+  request_aborted: 400,
+  service_busy: 503,
+  not_found: 404,
+  conflict: 409,
+};
+
+/** Codes whose 401 names the Bearer scheme (RFC 6750 section 3). */
+const BEARER_CHALLENGE_CODES: ReadonlySet<AuthErrorCode> = new Set([
+  "invalid_token",
+  "token_expired",
 ]);
 
-/**
- * SQLite's own texts for those codes. Deno's `node:sqlite` sets `errcode` on
- * errors from prepared statements but not on those from `db.exec()` (such as
- * `BEGIN IMMEDIATE`), which carry only `code: "ERR_SQLITE_ERROR"` and the text.
- */
-const UNAVAILABLE_SQLITE_MESSAGES = new Set([
-  "database is locked",
-  "database table is locked",
-  "disk I/O error",
-  "database or disk is full",
-]);
-
-/** Whether `error` is a database error that a retry may cure (locked, busy, disk full). */
-export function isDatabaseUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const { errcode, code } = error as { errcode?: unknown; code?: unknown };
-  if (typeof errcode === "number") return UNAVAILABLE_SQLITE_CODES.has(errcode & 0xff);
-  return code === "ERR_SQLITE_ERROR" && UNAVAILABLE_SQLITE_MESSAGES.has(error.message);
+/** The response headers a domain error brings: a Bearer challenge, `Retry-After`. */
+function toAuthErrorHeaders(error: AuthError): Headers {
+  const headers = new Headers();
+  if (BEARER_CHALLENGE_CODES.has(error.code)) {
+    headers.set("www-authenticate", `Bearer realm="keygate", error="${error.code}"`);
+  }
+  if (error.retryAfterSeconds !== undefined) {
+    headers.set("retry-after", String(error.retryAfterSeconds));
+  }
+  return headers;
 }
 
-/** Whether `error` is SQLITE_BUSY: another connection holds the lock, so a retry may succeed. */
-export function isDatabaseBusy(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const { errcode, code } = error as { errcode?: unknown; code?: unknown };
-  if (typeof errcode === "number") return (errcode & 0xff) === 5;
-  return code === "ERR_SQLITE_ERROR" && error.message === "database is locked";
-}
-
-/** Seconds a caller should wait after a 503 from a locked or full database. */
-export const DATABASE_RETRY_AFTER_SECONDS = 1;
-
 /**
- * Maps any thrown value to an {@link HttpError}: an `HttpError` as it is,
- * database contention or a full disk to 503, everything else to a generic 500.
+ * Maps any thrown value to an {@link HttpError}: an `HttpError` as it is, a
+ * domain error by its code ({@link AUTH_ERROR_STATUS}), an unavailable store
+ * to 503 with `Retry-After`, everything else to a generic 500.
  */
 export function toHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
-  if (isDatabaseUnavailable(error)) {
+  if (error instanceof AuthError) {
+    return new HttpError(AUTH_ERROR_STATUS[error.code], error.code, error.message, {
+      headers: toAuthErrorHeaders(error),
+      // Which check failed goes to the server's log only (see app.ts), never to the caller.
+      cause: error.detail ?? error,
+    });
+  }
+  if (error instanceof StoreUnavailable) {
     return new HttpError(503, "service_unavailable", "The database is busy: try again shortly", {
-      headers: { "retry-after": String(DATABASE_RETRY_AFTER_SECONDS) },
+      headers: { "retry-after": String(STORE_RETRY_AFTER_SECONDS) },
       cause: error,
     });
   }

@@ -17,7 +17,6 @@
  *
  * @module
  */
-import { HttpError } from "../http/errors.ts";
 import type { PasswordJob, PasswordResult } from "./password_worker.ts";
 
 export { ARGON2_OPTIONS } from "./argon2.ts";
@@ -90,8 +89,25 @@ export const STARVED_AFTER_MS = 2000;
 export const STARVATION_CHECK_MS = 100;
 export const STARVATION_RELIEF_MS = 10;
 
-function aborted(): HttpError {
-  return new HttpError(400, "request_aborted", "The client went away before its login was checked");
+/** A verification given up because its request's signal aborted (the client went away). */
+export class PasswordCheckAborted extends Error {
+  constructor() {
+    super("The client went away before its login was checked");
+    this.name = "PasswordCheckAborted";
+  }
+}
+
+/** The pool's queue is full: the caller should retry after `retryAfterSeconds`. */
+export class PasswordPoolBusy extends Error {
+  readonly retryAfterSeconds = BUSY_RETRY_AFTER_SECONDS;
+  constructor() {
+    super("Too many logins in progress: try again shortly");
+    this.name = "PasswordPoolBusy";
+  }
+}
+
+function aborted(): PasswordCheckAborted {
+  return new PasswordCheckAborted();
 }
 
 /** Sleeps the calling thread (the main thread: no task runs meanwhile). */
@@ -239,9 +255,7 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
         }
       } else {
         reject(
-          new HttpError(503, "service_busy", "Too many logins in progress: try again shortly", {
-            headers: { "retry-after": String(BUSY_RETRY_AFTER_SECONDS) },
-          }),
+          new PasswordPoolBusy(),
         );
       }
     });

@@ -16,7 +16,7 @@ export type SecureOutcome = "allowed" | "denied";
 /** Options for {@link createMetrics}. */
 export interface MetricsOptions {
   /** Counts live tokens at scrape time; throws to report a database error. */
-  countLiveTokens?: () => number;
+  countLiveTokens?: () => Promise<number>;
 }
 
 /** Seconds; from a fast secure request (sub-millisecond) to a queued password check. */
@@ -64,22 +64,22 @@ export interface Metrics {
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   const registers = [registry];
-  // Registered first: its collect() may count a database error before that counter is rendered.
+  // Registered first, so it renders first, as before.
   const countLiveTokens = options.countLiveTokens;
-  if (countLiveTokens !== undefined) {
-    new Gauge({
-      name: "keygate_live_tokens",
-      help: "Tokens neither expired nor revoked, counted at scrape time",
-      registers,
-      collect() {
-        try {
-          this.set(countLiveTokens());
-        } catch {
-          databaseErrors.inc({ source: "live_tokens" });
-          this.set(Number.NaN);
-        }
-      },
-    });
+  const liveTokens = countLiveTokens === undefined ? undefined : new Gauge({
+    name: "keygate_live_tokens",
+    help: "Tokens neither expired nor revoked, counted at scrape time",
+    registers,
+  });
+  /** Counts live tokens before a scrape renders, so that a failure is counted in that scrape. */
+  async function countTokensNow(): Promise<void> {
+    if (liveTokens === undefined || countLiveTokens === undefined) return;
+    try {
+      liveTokens.set(await countLiveTokens());
+    } catch {
+      databaseErrors.inc({ source: "live_tokens" });
+      liveTokens.set(Number.NaN);
+    }
   }
   const issued = new Counter({
     name: "keygate_tokens_issued_total",
@@ -138,7 +138,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       latency.observe({ route, method, status: String(status) }, seconds),
     databaseError: (source) => databaseErrors.inc({ source }),
     tokensPurged: (count) => purged.inc(count),
-    render: () => registry.metrics(),
+    render: async () => {
+      await countTokensNow();
+      return registry.metrics();
+    },
     contentType: registry.contentType,
   };
 }

@@ -228,7 +228,11 @@ export type StoreTable = "users" | "api_keys" | "tokens" | "login_failures" | "a
 export interface Store {
   // ---- Lifecycle -------------------------------------------------------------------------
 
-  /** Whether the store can serve requests now (a trivial round trip), for `/readyz`. Never rejects. */
+  /**
+   * Whether the store can serve requests now (a trivial round trip), for
+   * `/readyz`: `false` when it knows it cannot (a deleted database file);
+   * rejects when the round trip fails. The edge treats both as not ready.
+   */
   checkStoreReady(): Promise<boolean>;
   /** Releases the connection(s); further calls fail. Idempotent. */
   closeStore(): Promise<void>;

@@ -13,16 +13,16 @@
  *
  * @module
  */
-import { toKeyRef } from "../../auth/audit.ts";
-import { writeWhenUnlocked } from "../../store/sqlite/locked_writes.ts";
 import type { AppDeps, RequestContext } from "../context.ts";
 import { hashSecret, isTokenShaped } from "../../auth/credentials.ts";
 import { HttpError } from "../errors.ts";
-import { type Gate, toIdentityHeaders } from "../../auth/gate.ts";
+import { AuthError } from "../../auth/errors.ts";
+import { type Gate, type Identity, toIdentityHeaders } from "../../auth/gate.ts";
+import { createRevocation } from "../../auth/revocation.ts";
 import { parseRequestPath, type RequestPath } from "../paths.ts";
 import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
 import { findRoute, type Routes } from "../route.ts";
-import { readTokenRequest } from "../../formats/token_request.ts";
+import { readTokenRequest } from "../token_request.ts";
 
 /** Forward-auth endpoint for nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`. */
 export const VERIFY_PATH = "/api/userservice/verify";
@@ -39,6 +39,7 @@ const METHOD = /^[A-Za-z]{1,20}$/;
 /** Creates the router for the backend endpoints; `undefined` for any other path. */
 export function createBackendRouter(deps: AppDeps, gate: Gate) {
   const { store, clock, logger } = deps;
+  const revocation = createRevocation({ store, clock });
 
   /** The original request a proxy asks about, as a URL on this origin. */
   function findOriginalRequest(request: Request, context: RequestContext) {
@@ -73,7 +74,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     return { url, target, method: method.toUpperCase() };
   }
 
-  function verify(request: Request, context: RequestContext): Response {
+  function verify(request: Request, context: RequestContext): Response | Promise<Response> {
     const original = findOriginalRequest(request, context);
     if (original.target.format !== undefined) context.format = original.target.format;
     const identity = gate.authenticate(
@@ -81,14 +82,18 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
       { url: original.url, clientAddress: context.clientAddress },
       original.target.secure,
     );
-    context.apiKeyId = identity.apiKeyId;
-    logger.debug("forward-auth verified", {
-      request_id: context.requestId,
-      method: original.method,
-      secure: original.target.secure,
-      key_id: identity.apiKeyId,
-    });
-    return new Response(null, { status: 200, headers: toIdentityHeaders(identity) });
+    const verified = (found: Identity): Response => {
+      context.apiKeyId = found.apiKeyId;
+      logger.debug("forward-auth verified", {
+        request_id: context.requestId,
+        method: original.method,
+        secure: original.target.secure,
+        key_id: found.apiKeyId,
+      });
+      return new Response(null, { status: 200, headers: toIdentityHeaders(found) });
+    };
+    // A cached grant is answered synchronously; anything else waits for the store.
+    return identity instanceof Promise ? identity.then(verified) : verified(identity);
   }
 
   function toIntrospection(format: "json" | "xml", body: Record<string, DocumentValue>) {
@@ -99,11 +104,10 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
   const routes: Routes<RequestContext> = {
     [INTROSPECT_PATH]: {
       async POST(request, context) {
-        const caller = gate.authenticateKey(request, context);
+        const caller = await gate.authenticateKey(request, context);
         context.apiKeyId = caller.apiKeyId;
         if (!caller.introspect) {
-          throw new HttpError(
-            403,
+          throw new AuthError(
             "forbidden",
             "This API key may not introspect tokens: ask for a resource-server key (--introspect)",
           );
@@ -111,7 +115,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
         const token = await readTokenRequest(request);
         const now = clock.now();
         const status = isTokenShaped(token)
-          ? store.findTokenStatus(hashSecret(token), now)
+          ? await store.findTokenStatus(hashSecret(token), now)
           : undefined;
         if (status === undefined || !status.live || status.expiresAt <= now) {
           return toIntrospection(context.format, { active: false });
@@ -128,25 +132,14 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     },
     [REVOKE_PATH]: {
       async POST(request, context) {
-        const caller = gate.authenticateKey(request, context);
+        const caller = await gate.authenticateKey(request, context);
         context.apiKeyId = caller.apiKeyId;
         const token = await readTokenRequest(request);
-        const tokenId = isTokenShaped(token)
-          ? await writeWhenUnlocked(store, () =>
-            store.transaction(() => {
-              const id = store.revokeTokenOfKey(hashSecret(token), caller.apiKeyId, clock.now());
-              if (id !== undefined) {
-                store.appendAudit({
-                  at: clock.now(),
-                  actor: toKeyRef(caller.apiKeyId),
-                  action: "token.revoked",
-                  subject: `token:${id}`,
-                  detail: { user: caller.email, client: context.clientAddress },
-                });
-              }
-              return id;
-            }))
-          : undefined;
+        const tokenId = await revocation.revokeTokenOfKey(token, {
+          apiKeyId: caller.apiKeyId,
+          email: caller.email,
+          clientAddress: context.clientAddress,
+        });
         if (tokenId !== undefined) {
           logger.info("token revoked", {
             event: "token_revoked",

@@ -8,10 +8,9 @@
  */
 import type { AppDeps, RequestContext } from "../context.ts";
 import { HttpError } from "../errors.ts";
-import { toKeyRef } from "../../auth/audit.ts";
 import { createGate, type Gate, type Principal } from "../../auth/gate.ts";
+import { createRevocation } from "../../auth/revocation.ts";
 import { parseRequestPath } from "../paths.ts";
-import { writeWhenUnlocked } from "../../store/sqlite/locked_writes.ts";
 import { toResponse } from "../respond.ts";
 import { findRoute, type Routes } from "../route.ts";
 
@@ -71,6 +70,7 @@ export function checkSecureRoutes(routes: Routes<SecureContext>, builtIn: readon
 export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions = {}) {
   const { store, clock } = deps;
   const gate = options.gate ?? createGate(deps);
+  const revocation = createRevocation({ store, clock });
   const appRoutes = deps.secureRoutes ?? {};
   checkSecureRoutes(appRoutes, [CURRENT_TOKEN_PATH]);
 
@@ -85,17 +85,11 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
         });
       },
       async DELETE(_request, { principal, requestId, clientAddress }) {
-        await writeWhenUnlocked(store, () =>
-          store.transaction(() => {
-            if (!store.revokeToken(principal.tokenId, clock.now())) return;
-            store.appendAudit({
-              at: clock.now(),
-              actor: toKeyRef(principal.apiKeyId),
-              action: "token.revoked",
-              subject: `token:${principal.tokenId}`,
-              detail: { user: principal.email, client: clientAddress },
-            });
-          }));
+        await revocation.revokeOwnToken(principal.tokenId, {
+          apiKeyId: principal.apiKeyId,
+          email: principal.email,
+          clientAddress,
+        });
         deps.logger.info("token revoked", {
           event: "token_revoked",
           request_id: requestId,
@@ -108,12 +102,12 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
     },
   };
 
-  return function routeSecure(
+  function dispatch(
     request: Request,
     path: string,
     context: RequestContext,
+    principal: Principal,
   ): Response | Promise<Response> {
-    const principal = gate.authenticateToken(request, context);
     context.apiKeyId = principal.apiKeyId;
     const secureContext: SecureContext = { ...context, principal };
     const handler = findRoute(routes, request.method, path) ??
@@ -122,5 +116,18 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
     const forwarded = options.fallback?.(request, path, secureContext);
     if (forwarded) return forwarded;
     throw new HttpError(404, "not_found", "No secure endpoint at this path");
+  }
+
+  return function routeSecure(
+    request: Request,
+    path: string,
+    context: RequestContext,
+  ): Response | Promise<Response> {
+    const principal = gate.authenticateToken(request, context);
+    // A cache hit is answered synchronously; a miss waits for the store.
+    if (principal instanceof Promise) {
+      return principal.then((found) => dispatch(request, path, context, found));
+    }
+    return dispatch(request, path, context, principal);
   };
 }

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import type { DatabaseSync } from "node:sqlite";
 
 /** One schema step. */
 export interface Migration {
@@ -121,3 +122,33 @@ ALTER TABLE api_keys ADD COLUMN introspect INTEGER NOT NULL DEFAULT 0 CHECK (int
 `,
   },
 ];
+
+/** Applies the migrations newer than `PRAGMA user_version`, each in its own transaction. */
+export function migrate(db: DatabaseSync, migrations: readonly Migration[]): void {
+  migrations.forEach((migration, index) => {
+    if (migration.version !== index + 1) {
+      throw new Error(
+        `Migration ${migration.name} is numbered ${migration.version}, not ${index + 1}`,
+      );
+    }
+  });
+  for (const migration of migrations) {
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+      if (user_version > migrations.length) {
+        throw new Error(
+          `Database schema version ${user_version} is newer than this keygate knows (${migrations.length}): upgrade keygate`,
+        );
+      }
+      if (user_version < migration.version) {
+        db.exec(migration.sql);
+        db.exec(`PRAGMA user_version = ${migration.version}`);
+      }
+      db.exec("COMMIT");
+    } catch (error) {
+      db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}

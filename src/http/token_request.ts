@@ -9,11 +9,11 @@
  *
  * @module
  */
-import { readBody } from "../http/body.ts";
-import { HttpError } from "../http/errors.ts";
-import { parseJson } from "./json.ts";
-import { findRequestFormat } from "../http/negotiate.ts";
-import { parseXml, type XmlElement } from "./xml.ts";
+import { readBody } from "./body.ts";
+import { HttpError } from "./errors.ts";
+import { parseJson } from "../formats/json.ts";
+import { findRequestFormat } from "./negotiate.ts";
+import { parseXml, type XmlElement } from "../formats/xml.ts";
 
 const FORM = "application/x-www-form-urlencoded";
 /** Longest `token` value read; keygate's tokens have 40 characters. */
