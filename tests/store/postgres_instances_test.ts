@@ -107,7 +107,7 @@ Deno.test({
       [
         "updateUserTimeout",
         () => db.a.updateUserTimeout(db.user.id, { ...change, tokenTimeoutSeconds: 60 }),
-        false,
+        true,
       ],
       [
         "recordKeyUsage",

@@ -26,7 +26,7 @@ type ApiKeyMethods = Pick<
 async function insertKeyRow(tx: postgres.TransactionSql, key: NewApiKey, now: number) {
   const [row] = await tx<Row[]>`
     INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
-    VALUES (${key.keyHash}, ${key.prefix}, ${key.userId}, ${key.label}, ${key.introspect ?? false},
+    VALUES (${key.keyHash}, ${key.prefix}, ${key.userId}, ${key.label}, ${key.introspect ? 1 : 0},
       ${now}, ${key.expiresAt ?? null})
     RETURNING *`;
   return toApiKey(row);
@@ -83,7 +83,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyMethods {
       return rows.map((row) => ({
         ...toApiKey(row),
         email: row.email as string,
-        userDisabled: row.user_disabled as boolean,
+        userDisabled: row.user_disabled === 1,
       }));
     },
 
@@ -98,7 +98,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyMethods {
         apiKeyId: row.api_key_id as number,
         userId: row.user_id as number,
         email: row.email as string,
-        introspect: row.introspect as boolean,
+        introspect: row.introspect === 1,
       };
     },
 

@@ -3,14 +3,15 @@
  * (src/store/errors.ts): a lost or refused connection, a server shutting
  * down, too many connections, a serialization failure or deadlock is
  * {@link StoreUnavailable} (503, retry); a unique violation is
- * {@link StoreConflict}. Anything else is a bug and passes through.
+ * {@link StoreConflict}; another integrity violation (foreign key, check) a
+ * plain {@link StoreError}. Anything else is a bug and passes through.
  *
  * Messages never carry the driver's text (which may quote values) or the
  * connection URL: the driver's error stays as `cause`, for the log.
  *
  * @module
  */
-import { StoreConflict, StoreUnavailable } from "../errors.ts";
+import { StoreConflict, StoreError, StoreUnavailable } from "../errors.ts";
 
 /** Error codes of postgres.js and of Node's sockets that mean "cannot reach the server". */
 const CONNECTION_CODES = new Set([
@@ -43,10 +44,8 @@ const RETRYABLE_STATES = new Set([
 const RETRYABLE_CLASSES = new Set(["08", "53"]);
 
 /** The store error for a driver error, or `undefined` when it is not one we classify. */
-export function classifyPostgresError(
-  error: unknown,
-): StoreConflict | StoreUnavailable | undefined {
-  if (error instanceof StoreConflict || error instanceof StoreUnavailable) return error;
+export function classifyPostgresError(error: unknown): StoreError | undefined {
+  if (error instanceof StoreError) return error;
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== "string") {
     // Deno's own socket errors carry no code.
@@ -59,6 +58,15 @@ export function classifyPostgresError(
   }
   if (code === "23505") {
     return new StoreConflict("A unique value is already taken", { cause: error });
+  }
+  // Other integrity violations (foreign key, check, not null): a caller's bug, refused by the
+  // schema. PostgreSQL's message names the constraint, never a value (those are in its detail).
+  if (code.startsWith("23")) {
+    const message = (error as { message?: unknown }).message;
+    return new StoreError(
+      `Constraint violated: ${typeof message === "string" ? message : code}`,
+      { cause: error },
+    );
   }
   if (CONNECTION_CODES.has(code) || RETRYABLE_CLASSES.has(code.slice(0, 2))) {
     return new StoreUnavailable("Database unreachable", { cause: error });

@@ -210,9 +210,13 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     },
   });
 
-  void pollNow();
-  void startListening();
-  schedule();
+  // Listen first, then poll: the epoch first confirmed is then one no notification can have
+  // overtaken, and the listener's connecting does not drop a cache that is already in use.
+  void (async () => {
+    await startListening();
+    if (!listening) await pollNow();
+    schedule();
+  })();
 
   return {
     read() {

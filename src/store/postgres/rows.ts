@@ -12,7 +12,7 @@ export type Row = Record<string, unknown>;
 /** The one rule for "key `k` of user `u` is usable at `now`". */
 export function keyUsable(sql: postgres.Sql | postgres.TransactionSql, now: number) {
   return sql`k.revoked_at IS NULL AND k.disabled_at IS NULL
-    AND (k.expires_at IS NULL OR k.expires_at > ${now}) AND NOT u.disabled`;
+    AND (k.expires_at IS NULL OR k.expires_at > ${now}) AND u.disabled = 0`;
 }
 
 /**
@@ -42,7 +42,7 @@ export function toUser(row: Row): User {
     email: row.email as string,
     passwordHash: row.password_hash as string,
     tokenTimeoutSeconds: row.token_timeout_seconds as number | null,
-    disabled: row.disabled as boolean,
+    disabled: row.disabled === 1,
     createdAt: row.created_at as number,
     updatedAt: row.updated_at as number,
     tokensValidFrom: row.tokens_valid_from as number,
@@ -63,7 +63,7 @@ export function toApiKey(row: Row): ApiKey {
     lastUsedAt: row.last_used_at as number | null,
     lastUsedFrom: row.last_used_from as string | null,
     useCount: row.use_count as number,
-    introspect: row.introspect as boolean,
+    introspect: row.introspect === 1,
   };
 }
 

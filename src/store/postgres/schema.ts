@@ -4,7 +4,8 @@
  * A translation of the SQLite schema (db/migrations.ts) as it stands after
  * its last migration, plus what sharing one database between instances
  * needs: the grant epoch and the janitor's lease. Times are `bigint`
- * milliseconds since the Unix epoch (UTC); digests are `bytea`. Only plain
+ * milliseconds since the Unix epoch (UTC); digests are `bytea`; flags are
+ * `smallint` 0/1 as on SQLite, so that one operator's SQL works on both. Only plain
  * SQL that PostgreSQL-wire engines share (no advisory locks, no LISTEN on the
  * correctness path); the append-only triggers are PL/pgSQL.
  *
@@ -31,7 +32,7 @@ CREATE TABLE users (
   email text NOT NULL UNIQUE CHECK (email = lower(email) AND length(email) BETWEEN 3 AND 254),
   password_hash text NOT NULL,
   token_timeout_seconds bigint CHECK (token_timeout_seconds > 0),
-  disabled boolean NOT NULL DEFAULT false,
+  disabled smallint NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1)),
   created_at bigint NOT NULL,
   updated_at bigint NOT NULL,
   -- Tokens issued before this instant are invalid (revoke-before cutoff).
@@ -52,7 +53,7 @@ CREATE TABLE api_keys (
   last_used_at bigint,
   last_used_from text,
   use_count bigint NOT NULL DEFAULT 0 CHECK (use_count >= 0),
-  introspect boolean NOT NULL DEFAULT false
+  introspect smallint NOT NULL DEFAULT 0 CHECK (introspect IN (0, 1))
 );
 CREATE INDEX api_keys_by_user ON api_keys (user_id);
 

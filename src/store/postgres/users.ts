@@ -80,7 +80,8 @@ export function createUserMethods(db: PgContext): UserMethods {
       await db.write(async (tx) => {
         await tx`UPDATE users SET token_timeout_seconds = ${change.tokenTimeoutSeconds},
           updated_at = ${change.now} WHERE id = ${userId}`;
-      }, { audit: change.audit, endsGrants: () => false });
+        // Counted as a grant change, as on SQLite (the contract pins it): it changes the user row.
+      }, { audit: change.audit, endsGrants: () => true });
     },
 
     updateUserPassword(userId, change) {
@@ -93,7 +94,7 @@ export function createUserMethods(db: PgContext): UserMethods {
 
     updateUserDisabled(userId, change) {
       return db.write(async (tx) => {
-        await tx`UPDATE users SET disabled = ${change.disabled}, updated_at = ${change.now}
+        await tx`UPDATE users SET disabled = ${change.disabled ? 1 : 0}, updated_at = ${change.now}
           WHERE id = ${userId}`;
         return change.disabled ? await raiseCutoff(tx, userId, change.now) : 0;
       }, { audit: change.audit, endsGrants: () => change.disabled });
