@@ -87,7 +87,32 @@ export function openTempStore(
  */
 export const TEST_STORE_FACTORIES: Record<string, TestStoreFactory> = {
   sqlite: (options) => Promise.resolve(openTempStore(options?.sqlite)),
+  postgres: openPostgresTestStore,
 };
+
+/**
+ * A PostgreSQL store on a new database of this test process's throwaway
+ * cluster (tests/_postgres.ts). Loaded on demand, so SQLite runs never touch
+ * the PostgreSQL client.
+ */
+async function openPostgresTestStore(): Promise<TestStore> {
+  const { sharedPostgres } = await import("./_postgres.ts");
+  const { openPostgresStore } = await import("../src/store/postgres/open_postgres_store.ts");
+  const cluster = await sharedPostgres();
+  const url = await cluster.createDatabase("e2e");
+  const store = await openPostgresStore(url);
+  let closing: Promise<void> | undefined;
+  const close = () => (closing ??= store.closeStore());
+  return {
+    store,
+    path: url,
+    dir: "",
+    close,
+    // A synchronous `using` cannot wait: the store closes in the background.
+    [Symbol.dispose]: () => void close(),
+    [Symbol.asyncDispose]: close,
+  };
+}
 
 /** The factory `KEYGATE_TEST_STORE` names (default `sqlite`). */
 export function findTestStoreFactory(): TestStoreFactory {
