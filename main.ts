@@ -16,14 +16,15 @@ import { dirname } from "node:path";
 import { main as adminMain } from "./scripts/admin.ts";
 import { createHandler } from "./src/http/app.ts";
 import type { Routes } from "./src/http/route.ts";
-import type { SecureContext } from "./src/http/routes/secure.ts";
+import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
-import { createMetrics, createMetricsHandler } from "./src/platform/metrics.ts";
+import { createMetrics } from "./src/platform/metrics.ts";
+import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
 import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
@@ -86,6 +87,9 @@ export async function serve(
     },
     metrics,
     proxy: config.behindProxy ? { trustedProxies: config.trustedProxies } : undefined,
+    scheme: tls === undefined ? "http" : "https",
+    unicodePaths: config.unicodePaths,
+    forwardAuthHeader: config.forwardAuthHeader,
   });
   if (config.upstream !== undefined) {
     logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {
@@ -100,7 +104,7 @@ export async function serve(
     ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
     onListen({ hostname, port }) {
       const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      // Deno's TLS listener leaves Nagle's algorithm on: see src/nodelay.ts.
+      // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
       const noDelay = setListenerNoDelay(port) > 0;
       logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
         hostname,

@@ -33,7 +33,9 @@ import {
   addUser,
   changeUserPassword,
   changeUserTimeout,
+  describeExisting,
   describeTimeout,
+  findUserInAnyForm,
   findUserOrFail,
   revokeUserTokens,
   setUserDisabled,
@@ -179,8 +181,9 @@ const COMMANDS: Record<string, Command> = {
     async run(store, [emailArg], flags, io) {
       if (emailArg === undefined) throw usage("user add EMAIL");
       const email = toAccountEmailOrFail(emailArg);
-      if (await store.findUserByEmail(email)) {
-        throw new AdminError(`User "${email}" already exists`);
+      const existing = await findUserInAnyForm(store, email);
+      if (existing) {
+        throw new AdminError(describeExisting(email, existing));
       }
       const timeout = flags.timeout === undefined ? null : toDuration(flags.timeout);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));

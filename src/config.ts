@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { parseDuration } from "./platform/duration.ts";
 import { isCidr, isLoopbackOrPrivate } from "./platform/ip.ts";
 import type { LogLevel } from "./platform/logger.ts";
+import type { ForwardAuthHeader } from "./http/context.ts";
 
 /** The validated server configuration. */
 export interface Config {
@@ -34,6 +35,10 @@ export interface Config {
   behindProxy: boolean;
   /** CIDR ranges whose `X-Forwarded-*` headers are believed (proxy mode only). */
   trustedProxies: string[];
+  /** Which header names forward-auth's original request (see `ForwardAuthHeader`). */
+  forwardAuthHeader: ForwardAuthHeader;
+  /** Accept non-ASCII letters in path segments (docs/security.md, "Canonical paths"). */
+  unicodePaths: boolean;
   /** How long expired and revoked token rows are kept before the janitor deletes them. */
   tokenRetentionSeconds: number;
   /** How long in-flight requests may take to finish after SIGTERM. */
@@ -140,6 +145,19 @@ export const SETTINGS: readonly Setting[] = [
     help: "Comma-separated CIDR ranges of the proxies allowed to connect in proxy mode",
   },
   {
+    flag: "forward-auth-header",
+    env: "KEYGATE_FORWARD_AUTH_HEADER",
+    default: "either",
+    help: "Header naming forward-auth's original request: x-original-uri (nginx), " +
+      "x-forwarded-uri (Caddy, Traefik), or either (refused when both are sent)",
+  },
+  {
+    flag: "unicode-paths",
+    env: "KEYGATE_UNICODE_PATHS",
+    default: "off",
+    help: "on: accept non-ASCII letters in path segments; off: refuse them with 400",
+  },
+  {
     flag: "token-retention",
     env: "KEYGATE_TOKEN_RETENTION",
     default: "7d",
@@ -158,6 +176,8 @@ const PLACEHOLDERS: Readonly<Record<string, string>> = {
   "metrics-port": "N",
   metrics: "on|off",
   "behind-proxy": "on|off",
+  "unicode-paths": "on|off",
+  "forward-auth-header": "H",
   "trusted-proxies": "LIST",
   "cors-origins": "LIST",
   "default-timeout": "D",
@@ -188,6 +208,10 @@ export function formatHelp(): string {
     "  --help".padEnd(28) + "Print this help and exit",
     "",
   ].join("\n");
+}
+
+function isForwardAuthHeader(value: string): value is ForwardAuthHeader {
+  return value === "x-original-uri" || value === "x-forwarded-uri" || value === "either";
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "off"];
@@ -330,6 +354,14 @@ export function readConfig(
       throw new ConfigError("Invalid --trusted-proxies: --behind-proxy needs at least one range");
     }
   }
+  const forwardAuthHeader = get("forward-auth-header")!.toLowerCase();
+  if (!isForwardAuthHeader(forwardAuthHeader)) {
+    throw new ConfigError(
+      `Invalid --forward-auth-header "${
+        get("forward-auth-header")
+      }": expected x-original-uri, x-forwarded-uri or either`,
+    );
+  }
   return {
     hostname,
     port,
@@ -347,6 +379,8 @@ export function readConfig(
     metricsPort,
     behindProxy,
     trustedProxies,
+    forwardAuthHeader,
+    unicodePaths: toSwitch("unicode-paths"),
     tokenRetentionSeconds: toSeconds("token-retention"),
     shutdownTimeoutSeconds: toSeconds("shutdown-timeout"),
   };

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
+import { runAdmin } from "./_admin.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
@@ -8,18 +8,8 @@ import { createFakeClock, tempDbPath } from "./_helpers.ts";
 const hasher = createPasswordHasher();
 
 /** Runs the admin CLI in-process against `dbPath`, capturing its output. */
-async function admin(dbPath: string, args: string[], password = "s3cret pw") {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", dbPath], {
-    env: {},
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve(password),
-    clock: createFakeClock(),
-    hasher,
-  });
-  return { code, out: out.join("\n"), err: err.join("\n"), lastLine: out.at(-1) ?? "" };
+function admin(dbPath: string, args: string[], password = "s3cret pw") {
+  return runAdmin(dbPath, args, { password });
 }
 
 Deno.test("admin user add stores a lower-cased user with an argon2id hash", async () => {
@@ -312,15 +302,14 @@ Deno.test("admin logs every change as one JSON audit line, never a secret", asyn
   const db = tempDbPath();
   try {
     const lines: string[] = [];
-    const run = (args: string[]) =>
-      main([...args, "--db", db.path], {
+    const run = async (args: string[]) => {
+      const result = await runAdmin(db.path, args, {
         env: { USER: "ops" },
-        stdout: () => {},
-        stderr: (text) => lines.push(text),
-        readPassword: () => Promise.resolve("canary audit pw"),
-        clock: createFakeClock(),
-        hasher,
+        password: "canary audit pw",
       });
+      lines.push(...result.err.split("\n"));
+      return result.code;
+    };
     assert.equal(await run(["user", "add", "a@b.org"]), 0);
     assert.equal(await run(["key", "create", "a@b.org"]), 0);
     assert.equal(await run(["user", "list"]), 0, "a listing changes nothing");

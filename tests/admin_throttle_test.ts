@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
+import { runAdmin } from "./_admin.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
   ACCOUNT_THROTTLE,
@@ -12,20 +11,8 @@ import {
 } from "../src/auth/throttle.ts";
 import { createFakeClock, tempDbPath } from "./_helpers.ts";
 
-const hasher = createPasswordHasher();
-
-async function admin(dbPath: string, args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", dbPath], {
-    env: {},
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve("unused"),
-    clock: createFakeClock(),
-    hasher,
-  });
-  return { code, out: out.join("\n"), err: err.join("\n") };
+function admin(dbPath: string, args: string[]) {
+  return runAdmin(dbPath, args, { password: "unused" });
 }
 
 Deno.test("admin throttle list and clear show and forget failed-login counters", async () => {

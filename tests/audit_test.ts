@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { main } from "../scripts/admin.ts";
+import { runAdmin } from "./_admin.ts";
 import { AUDIT_ACTIONS } from "../src/auth/audit.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import {
   assertError,
   BASE,
@@ -13,22 +12,16 @@ import {
   type TestApp,
 } from "./_helpers.ts";
 
-const hasher = createPasswordHasher();
 const EMAIL = "alice@example.org";
 
 async function admin(app: TestApp, args: string[], password = "first password") {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", app.dbPath], {
+  const run = await runAdmin(app.dbPath, args, {
+    password,
     env: { LOGNAME: "operator" },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve(password),
     clock: app.clock,
-    hasher,
   });
-  assert.equal(code, 0, `${args.join(" ")}: ${err.join("\n")}`);
-  return { out: out.join("\n"), lastLine: out.at(-1) ?? "" };
+  assert.equal(run.code, 0, `${args.join(" ")}: ${run.err}`);
+  return run;
 }
 
 Deno.test("[e2e] every admin command that changes something appends one audit row", async () => {

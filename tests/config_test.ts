@@ -19,9 +19,31 @@ Deno.test("readConfig() uses the documented defaults", () => {
     metricsPort: 9464,
     behindProxy: false,
     trustedProxies: ["127.0.0.1/32", "::1/128"],
+    forwardAuthHeader: "either",
+    unicodePaths: false,
     tokenRetentionSeconds: 7 * 86400,
     shutdownTimeoutSeconds: 30,
   });
+});
+
+Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => {
+  const config = readConfig(["--forward-auth-header", "X-Forwarded-Uri"], {
+    KEYGATE_UNICODE_PATHS: "on",
+  })!;
+  assert.equal(config.forwardAuthHeader, "x-forwarded-uri");
+  assert.equal(config.unicodePaths, true);
+  assert.equal(
+    readConfig([], { KEYGATE_FORWARD_AUTH_HEADER: "x-original-uri" })!.forwardAuthHeader,
+    "x-original-uri",
+  );
+  assert.throws(
+    () => readConfig(["--forward-auth-header", "x-real-uri"], {}),
+    (error: Error) =>
+      error instanceof ConfigError &&
+      error.message ===
+        'Invalid --forward-auth-header "x-real-uri": expected x-original-uri, x-forwarded-uri or either',
+  );
+  assert.throws(() => readConfig(["--unicode-paths", "maybe"], {}), ConfigError);
 });
 
 Deno.test("readConfig() prefers flags over KEYGATE_* variables", () => {

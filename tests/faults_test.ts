@@ -330,3 +330,54 @@ Deno.test("isDatabaseUnavailable() recognises db.exec() errors, which carry no e
     db.cleanup();
   }
 });
+
+Deno.test("[e2e] /readyz reports degraded while writes fail, and ready once they succeed", async () => {
+  let pages: number;
+  {
+    const app = await createFaultApp();
+    const raw = new DatabaseSync(app.dbPath);
+    pages = (raw.prepare("PRAGMA page_count").get() as { page_count: number }).page_count;
+    raw.close();
+    app.close();
+  }
+  const app = await createFaultApp({ maxPageCount: pages + 8 });
+  const readyz = () => app.handler(new Request("https://k.test/readyz"));
+  try {
+    const ready = await readyz();
+    assert.equal(ready.status, 200);
+    assert.deepEqual(await ready.json(), { status: "ready" });
+    const good = jsonAuthRequest("alice@example.org", PASSWORD, app.apiKey);
+    let full: Response | undefined;
+    for (let i = 0; i < 400 && full === undefined; i++) {
+      const response = await postToken(app.handler, good, JSON_HEADERS);
+      if (response.status !== 200) full = response;
+      else await response.body?.cancel();
+    }
+    assert.ok(full, "the database never filled up");
+    await assertError(full, 503, "service_unavailable", "json");
+    for (let i = 0; i < 2; i++) {
+      // Reads still work, but writes do not: a load balancer must steer logins away.
+      const degraded = await readyz();
+      assert.equal(degraded.status, 503);
+      assert.equal(degraded.headers.get("content-type"), "application/json; charset=utf-8");
+      assert.deepEqual(await degraded.json(), {
+        status: "degraded",
+        reason: "writes fail: database or disk is full",
+      });
+    }
+    // Space is freed (another connection deletes the tokens): ready again, and logins work.
+    const raw = new DatabaseSync(app.dbPath);
+    raw.exec("DELETE FROM tokens");
+    raw.close();
+    const recovered = await readyz();
+    assert.equal(recovered.status, 200);
+    assert.deepEqual(await recovered.json(), { status: "ready" });
+    const login = await postToken(app.handler, good, JSON_HEADERS);
+    assert.equal(login.status, 200);
+    await login.body?.cancel();
+    assert.equal(await app.store.countRows("tokens"), 1);
+    assert.equal((await app.store.listLoginFailures(0)).length, 0, "the probe row is gone");
+  } finally {
+    app.close();
+  }
+});

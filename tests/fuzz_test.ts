@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { parseAuthRequest } from "../src/formats/auth_request.ts";
-import type { Format } from "../src/http/respond.ts";
+import type { Format } from "../src/formats/format.ts";
 import type { ThrottleRules } from "../src/auth/throttle.ts";
 import {
   BASE,

@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
+import { runAdmin } from "./_admin.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createKeyUsageRecorder } from "../src/auth/key_usage.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import type { KeyUsage, Store } from "../src/store/store.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
@@ -19,16 +18,9 @@ const CURRENT = "/api/secure/userservice/tokens/current";
 const DAY = 86_400_000;
 
 async function listKeys(app: TestApp, ...args: string[]) {
-  const out: string[] = [];
-  const code = await main(["key", "list", ...args, "--json", "--db", app.dbPath], {
-    env: {},
-    stdout: (text) => out.push(text),
-    stderr: (text) => out.push(text),
-    clock: app.clock,
-    hasher: createPasswordHasher(),
-  });
-  assert.equal(code, 0, out.join("\n"));
-  return JSON.parse(out.join("\n")) as Record<string, string | number | null>[];
+  const run = await runAdmin(app.dbPath, ["key", "list", ...args, "--json"], { clock: app.clock });
+  assert.equal(run.code, 0, run.err);
+  return JSON.parse(run.out) as Record<string, string | number | null>[];
 }
 
 function secureGetFrom(app: TestApp, apiKey: string, token: string, address: string) {

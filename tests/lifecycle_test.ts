@@ -3,7 +3,7 @@
  * that the real handler reads, with one injected clock for both.
  */
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
+import { runAdmin } from "./_admin.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
 import {
@@ -26,18 +26,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{1
 const hasher = createPasswordHasher();
 
 /** Runs the admin CLI in-process on the app's database and clock. */
-async function admin(app: TestApp, args: string[], password = "new password") {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", app.dbPath], {
-    env: { USER: "tester" },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve(password),
-    clock: app.clock,
-    hasher,
-  });
-  return { code, out: out.join("\n"), err: err.join("\n"), lastLine: out.at(-1) ?? "" };
+function admin(app: TestApp, args: string[], password = "new password") {
+  return runAdmin(app.dbPath, args, { password, env: { USER: "tester" }, clock: app.clock });
 }
 
 async function setup(options: { trackKeyUsage?: boolean; hasher?: PasswordHasher } = {}) {

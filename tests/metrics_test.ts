@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { createMetrics, createMetricsHandler, type Metrics } from "../src/platform/metrics.ts";
+import { createMetrics, type Metrics } from "../src/platform/metrics.ts";
+import { createMetricsHandler } from "../src/http/metrics_handler.ts";
 import {
   assertError,
   BASE,

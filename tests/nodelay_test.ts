@@ -55,7 +55,7 @@ Deno.test(
     assert.ok(accepted.length >= 1);
     assert.ok(
       accepted.every((s) => !s.noDelay),
-      "if this fails, Deno now sets it: drop src/nodelay.ts",
+      "if this fails, Deno now sets it: drop src/platform/nodelay.ts",
     );
   },
 );

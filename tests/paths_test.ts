@@ -1,37 +1,49 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../src/http/errors.ts";
-import { parseRequestPath } from "../src/http/paths.ts";
+import { parseRequestPath, splitRequestTarget, toFoldedName } from "../src/http/paths.ts";
 
-const pathOf = (url: string) => parseRequestPath(new URL("https://k.test" + url).pathname);
+const pathOf = (raw: string) => parseRequestPath(raw);
+
+function assertInvalidPath(raw: string, options = {}) {
+  assert.throws(() => parseRequestPath(raw, options), (error: HttpError) => {
+    assert.ok(error instanceof HttpError, raw);
+    assert.equal(error.status, 400, raw);
+    assert.equal(error.code, "invalid_path", raw);
+    return true;
+  }, raw);
+}
 
 Deno.test("parseRequestPath() marks any spelling of a secure segment as secure", () => {
   for (
-    const url of [
+    const raw of [
       "/api/secure/x",
       "/api/%73ecure/x",
       "/api/Secure/x",
       "/api/SECURE/x",
       "//secure//",
-      "/x/../secure/",
-      "/x/%2e%2e/secure/y",
       "/api/secure",
       "/api/secure/",
+      "/api/secure.json",
+      "/api/Secure.anything/x",
     ]
   ) {
-    assert.equal(pathOf(url).secure, true, url);
+    assert.equal(pathOf(raw).secure, true, raw);
   }
 });
 
 Deno.test("parseRequestPath() does not mark look-alikes as secure", () => {
-  for (const url of ["/api/insecure/x", "/api/secured/x", "/api/userservice/tokens", "/"]) {
-    assert.equal(pathOf(url).secure, false, url);
+  for (const raw of ["/api/insecure/x", "/api/secured/x", "/api/userservice/tokens", "/"]) {
+    assert.equal(pathOf(raw).secure, false, raw);
   }
 });
 
-Deno.test("parseRequestPath() collapses slashes, dot segments and a trailing slash", () => {
-  assert.equal(pathOf("//api///userservice/tokens/").path, "/api/userservice/tokens");
-  assert.equal(pathOf("/api/./x/../userservice/tokens").path, "/api/userservice/tokens");
-  assert.equal(pathOf("/../..").path, "/");
+Deno.test("parseRequestPath() collapses slashes and notes a trailing slash", () => {
+  assert.deepEqual(pathOf("//api///userservice/tokens/"), {
+    path: "/api/userservice/tokens",
+    secure: false,
+    trailingSlash: true,
+  });
+  assert.equal(pathOf("/").path, "/");
 });
 
 Deno.test("parseRequestPath() reads and removes a .json or .xml suffix", () => {
@@ -46,19 +58,85 @@ Deno.test("parseRequestPath() reads and removes a .json or .xml suffix", () => {
 
 Deno.test("parseRequestPath() refuses encoded separators and bad encodings with 400", () => {
   for (
-    const url of [
+    const raw of [
       "/api/secure%2Fx",
       "/api%2fsecure/x",
       "/a%5Csecure",
       "/a%00b",
       "/a%252Fb",
       "/a%zz",
+      "/a%3Fb",
+      "/a%23b",
+      "/a%C3",
     ]
   ) {
-    assert.throws(() => pathOf(url), (error: HttpError) => {
-      assert.equal(error.status, 400);
-      assert.equal(error.code, "invalid_path");
-      return true;
-    }, url);
+    assertInvalidPath(raw);
   }
+});
+
+Deno.test("parseRequestPath() refuses path parameters, backslashes and dot segments", () => {
+  for (
+    const raw of [
+      "/api/secure;jsessionid=1/x",
+      "/api/public;x/secure",
+      "/api/%3Bjsessionid",
+      "/api/public/..;/secure/x",
+      "/api\\secure/x",
+      "/x/../secure/",
+      "/x/./y",
+      "/x/%2e%2E/secure/y",
+      "/x/%2e/y",
+      "/api/a b",
+      "/api/a|b",
+      "api/x",
+      "",
+    ]
+  ) {
+    assertInvalidPath(raw);
+  }
+});
+
+Deno.test("parseRequestPath() refuses non-ASCII unless allowed, and secure look-alikes always", () => {
+  assertInvalidPath("/api/%C3%A9t%C3%A9");
+  assert.equal(
+    parseRequestPath("/api/%C3%A9t%C3%A9", { allowUnicode: true }).path,
+    "/api/\u00e9t\u00e9",
+  );
+  for (
+    const raw of [
+      "/api/%C5%BFecure/x", // ſecure: U+017F folds to s
+      "/api/%EF%BC%B3%EF%BC%A5%EF%BC%A3%EF%BC%B5%EF%BC%B2%EF%BC%A5/x", // fullwidth SECURE
+      "/api/secure%E2%80%8B/x", // a zero-width space
+      "/api/se%C2%ADcure/x", // a soft hyphen
+    ]
+  ) {
+    assertInvalidPath(raw);
+    assertInvalidPath(raw, { allowUnicode: true });
+  }
+  // ASCII spellings a backend would trim or fold are refused too.
+  assertInvalidPath("/api/secure%20/x");
+  assertInvalidPath("/api/secure::$DATA/x");
+  assertInvalidPath("/api/Secure:x");
+  assertInvalidPath("/api/secure%20.json");
+});
+
+Deno.test("toFoldedName() reads a segment as a Unicode-aware, case-insensitive backend", () => {
+  assert.equal(toFoldedName("\u017Fecure"), "secure");
+  assert.equal(toFoldedName("\uFF33\uFF25\uFF23\uFF35\uFF32\uFF25"), "secure");
+  assert.equal(toFoldedName("SECURE.json"), "secure");
+  assert.equal(toFoldedName("secure. "), "secure");
+  assert.equal(toFoldedName("insecure"), "insecure");
+});
+
+Deno.test("splitRequestTarget() takes the path and query as sent, whatever the authority", () => {
+  assert.deepEqual(splitRequestTarget("https://h:8443/api/./x?a=1#f"), {
+    rawPath: "/api/./x",
+    search: "?a=1",
+  });
+  assert.deepEqual(splitRequestTarget("http://evil.example/api/x"), {
+    rawPath: "/api/x",
+    search: "",
+  });
+  assert.deepEqual(splitRequestTarget("/a?"), { rawPath: "/a", search: "" });
+  assert.deepEqual(splitRequestTarget("https://h"), { rawPath: "/", search: "" });
 });

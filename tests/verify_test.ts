@@ -54,7 +54,7 @@ Deno.test("[e2e] /api/userservice/verify refuses a secure URI without a valid to
   );
   assert.equal(missing.headers.get("x-keygate-user"), null);
   // Every spelling of a secure path is secure.
-  for (const uri of ["//secure//x", "/api/%73ecure/x", "/API/Secure/x", "/x/../secure/y"]) {
+  for (const uri of ["//secure//x", "/api/%73ecure/x", "/API/Secure/x", "/api/Secure.json/y"]) {
     await assertError(
       await verify(app, { "x-original-uri": `${uri}?api_key=${apiKey}` }),
       401,

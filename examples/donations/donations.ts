@@ -14,10 +14,10 @@
 import { readDocument } from "../../src/http/body.ts";
 import type { Clock } from "../../src/platform/clock.ts";
 import { parseJson } from "../../src/formats/json.ts";
-import type { Format } from "../../src/http/respond.ts";
+import type { Format } from "../../src/formats/format.ts";
 import { toResponse } from "../../src/http/respond.ts";
 import type { Routes } from "../../src/http/route.ts";
-import type { SecureContext } from "../../src/http/routes/secure.ts";
+import type { SecureContext } from "../../src/http/context.ts";
 import { parseXml } from "../../src/formats/xml.ts";
 
 /** The path of the example endpoint. */

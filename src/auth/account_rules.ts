@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { toCanonicalEmail } from "./credentials.ts";
 
 /** Longest e-mail address accepted (RFC 5321's path limit). */
 export const MAX_EMAIL_LENGTH = 254;
@@ -19,9 +20,12 @@ const utf8 = new TextEncoder();
 // deno-lint-ignore no-control-regex
 const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f]/;
 
-/** E-mail addresses are compared in lower case. */
+/**
+ * The form in which e-mail addresses are stored and compared: Unicode NFC
+ * and lower case (see `toCanonicalEmail`).
+ */
 export function normalizeEmail(email: string): string {
-  return email.toLowerCase();
+  return toCanonicalEmail(email);
 }
 
 /**

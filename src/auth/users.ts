@@ -42,6 +42,21 @@ export async function findUserOrFail(store: Store, email: string): Promise<User>
   return user;
 }
 
+/**
+ * The user with this (canonical) e-mail, also when its row was written
+ * before e-mails were stored in NFC: such rows are compared in NFC too.
+ */
+export async function findUserInAnyForm(store: Store, email: string): Promise<User | undefined> {
+  return await store.findUserByEmail(email) ??
+    (await store.listUsers()).find((user) => normalizeEmail(user.email) === email);
+}
+
+/** Why a new account with `email` cannot be added: `existing` has it. */
+export function describeExisting(email: string, existing: User): string {
+  return `User "${email}" already exists` +
+    (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`);
+}
+
 /** What {@link addUser} needs; the password is hashed already. */
 export interface NewAccount {
   email: string;
@@ -52,9 +67,8 @@ export interface NewAccount {
 /** Adds a user. @throws {AuthError} `invalid_request` for the e-mail, `conflict` when taken. */
 export async function addUser(deps: ChangeDeps, account: NewAccount): Promise<User> {
   const email = toAccountEmail(account.email);
-  if (await deps.store.findUserByEmail(email)) {
-    throw new AuthError("conflict", `User "${email}" already exists`);
-  }
+  const existing = await findUserInAnyForm(deps.store, email);
+  if (existing) throw new AuthError("conflict", describeExisting(email, existing));
   const change = observeAudit(
     deps,
     (added: User) =>

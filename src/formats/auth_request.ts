@@ -13,7 +13,7 @@
  * @module
  */
 import { parseJson } from "./json.ts";
-import type { Format } from "../http/respond.ts";
+import type { Format } from "./format.ts";
 import { parseXml, type XmlChildren, type XmlElement } from "./xml.ts";
 
 /** An `auth_request` as sent; `apiKey` is absent when the body has none. */

@@ -2,7 +2,9 @@
  * Parsing of JSON request bodies: strict JSON first, then JSON5 for the
  * single-quoted form that GlobalGiving's documentation shows. Duplicate keys
  * are refused, as duplicate XML elements are, rather than silently letting the
- * last one win.
+ * last one win, however a key is spelled (escapes included: `\u0070assword`
+ * is `password`). A string that is not well-formed Unicode (a lone surrogate
+ * from `\ud800`) is refused: it would be repaired on its way to UTF-8.
  *
  * @module
  */
@@ -30,11 +32,25 @@ export function parseJson(text: string): unknown {
   if (duplicate !== undefined) {
     throw new SyntaxError(`Cannot parse JSON: duplicate key "${duplicate.slice(0, 64)}"`);
   }
+  if (!isWellFormed(value)) {
+    throw new SyntaxError("Cannot parse JSON: a string holds a lone surrogate (\\uD800-\\uDFFF)");
+  }
   return value;
 }
 
-const IDENTIFIER_START = /[A-Za-z_$]/;
-const IDENTIFIER_PART = /[\w$]/;
+/** Whether every string and key in `value` is well-formed Unicode. */
+function isWellFormed(value: unknown): boolean {
+  if (typeof value === "string") return value.isWellFormed();
+  if (Array.isArray(value)) return value.every(isWellFormed);
+  if (value !== null && typeof value === "object") {
+    return Object.entries(value).every(([key, item]) => key.isWellFormed() && isWellFormed(item));
+  }
+  return true;
+}
+
+/** JSON5 identifier names (ECMAScript's): Unicode letters, `$`, `_`, and `\uXXXX` escapes. */
+const IDENTIFIER_START = /[\p{ID_Start}$_\\]/u;
+const IDENTIFIER_PART = /[\p{ID_Continue}$\u200c\u200d\\]/u;
 
 /**
  * Returns the first key that appears twice in one object of a document that
@@ -84,8 +100,10 @@ export function findDuplicateKey(text: string): string | undefined {
       skipBlank();
     } else if (IDENTIFIER_START.test(c)) {
       const start = i;
-      while (i < text.length && IDENTIFIER_PART.test(text[i])) i++;
-      const key = text.slice(start, i);
+      while (i < text.length && IDENTIFIER_PART.test(text[i])) i += text[i] === "\\" ? 6 : 1;
+      const raw = text.slice(start, i);
+      // The key as JSON5 reads it, escapes decoded; this only runs on valid documents.
+      const key = raw.includes("\\") ? Object.keys(JSON5.parse(`{${raw}:0}`))[0] : raw;
       if (checkKey(key)) return key;
     } else {
       i++;

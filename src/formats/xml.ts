@@ -2,7 +2,10 @@
  * Parsing of the small XML documents keygate accepts, on fast-xml-parser,
  * hardened: no DTDs or entity declarations, well-formedness checked before
  * parsing, values kept exactly as sent (no trimming, no number conversion),
- * attributes ignored, nesting bounded.
+ * attributes ignored, nesting bounded. A value is taken exactly as sent or
+ * refused, never repaired: a character XML forbids (raw, or as a reference
+ * such as `&#1;` or `&#xD800;`, which the parser would silently delete) and
+ * any entity but XML's five (`&nbsp;` is HTML's) make the document invalid.
  *
  * @module
  */
@@ -37,6 +40,31 @@ const parser = new XMLParser({
 });
 
 const DTD = /<!(doctype|entity)/i;
+/** XML 1.0 §2.2 `Char`; anything else may not appear, raw or as a reference. */
+const NOT_XML_CHAR = /[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
+/** Sections in which `&` is not markup. */
+const LITERAL_SECTIONS = /<!\[CDATA\[[\s\S]*?\]\]>|<!--[\s\S]*?-->|<\?[\s\S]*?\?>/g;
+const REFERENCE = /&([^;&<]{0,12});?/g;
+const PREDEFINED_ENTITIES: ReadonlySet<string> = new Set(["lt", "gt", "amp", "apos", "quot"]);
+
+/**
+ * Why `text` is refused before parsing, if it is: a character XML forbids, or
+ * a reference that is not to one of XML's five entities or to an allowed character.
+ */
+function findForbiddenCharacter(text: string): string | undefined {
+  if (!text.isWellFormed() || NOT_XML_CHAR.test(text)) return "a character XML does not allow";
+  for (const [reference, name] of text.replace(LITERAL_SECTIONS, "").matchAll(REFERENCE)) {
+    if (!reference.endsWith(";")) return "an unterminated reference";
+    if (PREDEFINED_ENTITIES.has(name)) continue;
+    const number = /^#(?:x([0-9A-Fa-f]{1,6})|([0-9]{1,7}))$/.exec(name);
+    if (number === null) return `an entity XML does not define ("&${name.slice(0, 12)};")`;
+    const code = number[1] !== undefined ? parseInt(number[1], 16) : Number(number[2]);
+    if (code > 0x10ffff || NOT_XML_CHAR.test(String.fromCodePoint(code))) {
+      return "a reference to a character XML does not allow";
+    }
+  }
+  return undefined;
+}
 
 /**
  * Parses an XML document into its root elements.
@@ -48,6 +76,8 @@ export function parseXml(text: string): XmlChildren {
   if (DTD.test(text)) {
     throw new SyntaxError("Cannot parse XML: DOCTYPE and ENTITY declarations are not allowed");
   }
+  const forbidden = findForbiddenCharacter(text);
+  if (forbidden !== undefined) throw new SyntaxError(`Cannot parse XML: it contains ${forbidden}`);
   const validation = XMLValidator.validate(text);
   if (validation !== true) {
     throw new SyntaxError(

@@ -20,8 +20,8 @@ import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
 import { redactUrl } from "../platform/logger.ts";
 import { createMetrics } from "../platform/metrics.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
-import { parseRequestPath } from "./paths.ts";
-import { CONTENT_TYPES, type Format } from "./respond.ts";
+import { parseRequestPath, splitRequestTarget } from "./paths.ts";
+import { CONTENT_TYPES } from "./respond.ts";
 import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./routes/secure.ts";
 import { createTokenRouter, TOKENS_PATH } from "./routes/tokens.ts";
 import { createUpstreamProxy, isKeygatePath } from "./upstream.ts";
@@ -83,6 +83,46 @@ function toJsonResponse(body: Record<string, string>, status: number): Response 
   });
 }
 
+/** The request's URL until it has been read, and for requests whose URL cannot be read. */
+const UNREAD_URL = new URL("https://unread.invalid/");
+
+/**
+ * A `Host` keygate accepts: a DNS name, IPv4 address or bracketed IPv6
+ * address, and an optional port up to 65535. Anything else (`/`, `?`, `@`,
+ * spaces, a bad port) is 400: `Deno.serve` pastes `Host` into `Request.url`
+ * as it came, where such characters would change the path.
+ */
+const HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?\.?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/;
+
+/**
+ * The URL of the request as keygate answers it: the listener's scheme, the
+ * `Host` keygate answered on (never the authority of an absolute-form target),
+ * and the path and query as sent.
+ *
+ * @throws {HttpError} 400 `invalid_host` for a malformed `Host`.
+ */
+function toRequestUrl(request: Request, scheme: string, rawPath: string, search: string): URL {
+  const hostHeader = request.headers.get("host");
+  let host: string;
+  if (hostHeader === null || hostHeader === "") {
+    // No Host (HTTP/1.0): Deno.serve fills in its own authority; nothing of the client's.
+    host = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/.exec(request.url)?.[1] ?? "";
+  } else {
+    host = hostHeader;
+  }
+  const match = HOST.exec(host);
+  if (match === null || (match[1] !== undefined && Number(match[1]) > 65535)) {
+    throw new HttpError(400, "invalid_host", "Invalid Host header: expected a host name and port");
+  }
+  try {
+    // Routing reads the path only through parseRequestPath; this URL serves the query and logs.
+    return new URL(`${scheme}://${host}${rawPath}${search}`);
+  } catch {
+    throw new HttpError(400, "invalid_host", "Invalid Host header: expected a host name and port");
+  }
+}
+
 /** Creates the handler from its dependencies. */
 export function createHandler(deps: AppDeps): Handler {
   const { store, logger } = deps;
@@ -100,6 +140,8 @@ export function createHandler(deps: AppDeps): Handler {
   const isTrustedProxy = createAddressMatcher(proxy?.trustedProxies ?? []);
   const corsOrigins = deps.corsOrigins ?? ["*"];
   const corsMethods = deps.upstream || deps.secureRoutes ? CORS_METHODS_ALL : CORS_METHODS;
+  const pathOptions = { allowUnicode: deps.unicodePaths ?? false };
+  const listenerScheme = deps.scheme ?? "https";
   const bootId = crypto.randomUUID().slice(0, 8);
   let requestCount = 0;
 
@@ -116,13 +158,21 @@ export function createHandler(deps: AppDeps): Handler {
 
   async function checkReady(): Promise<Response> {
     let ready = false;
+    let writeFailure: string | undefined;
     try {
       ready = await store.checkStoreReady();
+      // Reads work; writes may not (disk full, read-only file system): logins would fail.
+      if (ready) writeFailure = await store.findWriteFailure();
     } catch (error) {
+      ready = false;
       metrics.databaseError("readiness");
       logger.error("readiness check failed", { error: String(error) });
     }
-    return toJsonResponse({ status: ready ? "ready" : "unavailable" }, ready ? 200 : 503);
+    if (!ready) return toJsonResponse({ status: "unavailable" }, 503);
+    if (writeFailure !== undefined) {
+      return toJsonResponse({ status: "degraded", reason: `writes fail: ${writeFailure}` }, 503);
+    }
+    return toJsonResponse({ status: "ready" }, 200);
   }
 
   /**
@@ -190,20 +240,23 @@ export function createHandler(deps: AppDeps): Handler {
   return async function handle(request, info) {
     const started = performance.now();
     const requestId = `${bootId}-${(++requestCount).toString(36)}`;
-    const url = new URL(request.url);
     const peer = info?.remoteAddr?.hostname ?? "unknown";
+    // Nothing the client sent has been read yet: the URL, Host and path are read in the try.
     const context: RequestContext = {
       requestId,
-      url,
-      format: "xml" satisfies Format,
+      url: UNREAD_URL,
+      format: negotiateResponseFormat(request.headers.get("accept")) ?? "xml",
       clientAddress: peer,
       peerAddress: peer,
-      scheme: url.protocol === "https:" ? "https" : "http",
+      scheme: listenerScheme,
     };
+    const { rawPath, search } = splitRequestTarget(request.url);
     let routeLabel = "other";
     let response: Response;
     try {
-      const target = parseRequestPath(url.pathname);
+      context.url = toRequestUrl(request, listenerScheme, rawPath, search);
+      const target = parseRequestPath(rawPath, pathOptions);
+      context.target = target;
       routeLabel = toRouteLabel(target.path, target.secure);
       const format = target.format ?? negotiateResponseFormat(request.headers.get("accept"));
       if (format === undefined) {
@@ -262,7 +315,7 @@ export function createHandler(deps: AppDeps): Handler {
       logger.info("request", {
         request_id: requestId,
         method: request.method,
-        path: redactUrl(url),
+        path: context.url === UNREAD_URL ? rawPath.slice(0, 200) : redactUrl(context.url),
         status: response.status,
         duration_ms: Math.round(seconds * 100_000) / 100,
         key_id: context.apiKeyId ?? null,

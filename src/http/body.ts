@@ -6,7 +6,7 @@
  */
 import { HttpError } from "./errors.ts";
 import { findRequestFormat } from "./negotiate.ts";
-import type { Format } from "./respond.ts";
+import type { Format } from "../formats/format.ts";
 
 /** Bodies larger than this are refused with 413; a token request needs a few hundred bytes. */
 export const MAX_BODY_BYTES = 16 * 1024;

@@ -6,7 +6,8 @@
  */
 import { AuthError, type AuthErrorCode } from "../auth/errors.ts";
 import { STORE_RETRY_AFTER_SECONDS, StoreUnavailable } from "../store/errors.ts";
-import { type Format, toResponse } from "./respond.ts";
+import type { Format } from "../formats/format.ts";
+import { toResponse } from "./respond.ts";
 
 /** Options for {@link HttpError}. */
 export interface HttpErrorOptions {

@@ -6,7 +6,7 @@
  * @module
  */
 import { HttpError } from "./errors.ts";
-import type { Format } from "./respond.ts";
+import type { Format } from "../formats/format.ts";
 
 const REQUEST_TYPES: Readonly<Record<string, Format>> = {
   "application/json": "json",

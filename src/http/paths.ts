@@ -1,20 +1,36 @@
 /**
- * The canonical form of a request path, decided once and used for all
- * routing, so that no spelling of a secure path escapes authentication.
+ * THE canonical form of a request path. keygate's own routing, `--upstream`
+ * and forward-auth (`X-Original-URI` / `X-Forwarded-Uri`) all read a path
+ * through {@link parseRequestPath} and nothing else, so that keygate and any
+ * backend behind it cannot disagree on whether a path is secure.
  *
- * The rule:
- * 1. Split the path on `/` and percent-decode each segment once. A segment
- *    that decodes to contain `/`, `\`, `%` or a control character is refused
- *    (400): such spellings only ever serve to smuggle a different path.
- * 2. Drop empty segments and `.`; let `..` remove the segment before it.
- * 3. A request is **secure** when any segment is `secure`, in any letter case.
- * 4. A trailing `.json` or `.xml` on the last segment selects the response
- *    format and is removed; a trailing slash is ignored.
+ * The rule (docs/security.md, "Canonical paths", says the same for operators).
+ * The input is the path exactly as the client sent it, before any URL parser
+ * has normalised it:
+ * 1. It starts with `/` and holds only RFC 3986 path characters (letters,
+ *    digits, `-._~!$&'()*+,=:@`, `/`) and `%XX` escapes. Anything else
+ *    (`\`, `;`, spaces, quotes, `|`, raw non-ASCII …) is refused.
+ * 2. Each `/`-separated segment is percent-decoded exactly once, as UTF-8.
+ *    A decoded segment must not contain `/`, `\`, `;`, `%`, `?`, `#` or a
+ *    control character: such spellings only serve to smuggle another path
+ *    past one of the two readers (double decoding, path parameters).
+ * 3. A segment that is `.` or `..` (in any spelling) is refused: keygate does
+ *    not guess how a backend resolves it. Empty segments (`//`) are dropped.
+ * 4. A decoded segment that is not ASCII is refused, unless the operator
+ *    opted in (`--unicode-paths on`).
+ * 5. A segment is **secure** when its name before the first `.` is `secure`
+ *    in ASCII letters of any case (`secure`, `SECURE`, `Secure.json`). A
+ *    segment that a Unicode-aware backend would read as such (NFKC, case fold,
+ *    default-ignorable characters removed, cut at the first `.` or `:`,
+ *    trailing dots and spaces trimmed: `ſecure`, `ＳＥＣＵＲＥ`, `secure%20`,
+ *    `secure::$DATA`) but that is not those bytes is refused. Every refusal is 400 `invalid_path`.
+ * 6. A trailing `.json` or `.xml` on the last segment selects the response
+ *    format and is removed from the routed path; a trailing slash is ignored.
  *
  * @module
  */
 import { HttpError } from "./errors.ts";
-import type { Format } from "./respond.ts";
+import type { Format } from "../formats/format.ts";
 
 /** A request path in canonical form. */
 export interface RequestPath {
@@ -24,39 +40,77 @@ export interface RequestPath {
   secure: boolean;
   /** The format named by a `.json`/`.xml` suffix, if any. */
   format?: Format;
+  /** Whether the path as sent ended with `/` (kept when forwarding). */
+  trailingSlash?: boolean;
 }
 
+/** How strict the rule is; the default is the strictest. */
+export interface PathOptions {
+  /** Let decoded segments hold non-ASCII letters (rule 4); secure look-alikes are still refused. */
+  allowUnicode?: boolean;
+}
+
+/** Rule 1: the characters a path may hold as sent. */
+const RAW_PATH = /^\/(?:[A-Za-z0-9\-._~!$&'()*+,=:@/]|%[0-9A-Fa-f]{2})*$/;
+/** Rule 2: what a decoded segment may not hold. */
 // deno-lint-ignore no-control-regex
-const FORBIDDEN_IN_SEGMENT = /[/\\%\x00-\x1f\x7f]/;
+const FORBIDDEN_DECODED = /[/\\;%?#\x00-\x1f\x7f-\x9f]/;
+// deno-lint-ignore no-control-regex
+const NON_ASCII = /[^\x00-\x7f]/;
 const FORMAT_SUFFIX = /\.(json|xml)$/;
+/** Characters a Unicode-aware reader may ignore inside a name. */
+const IGNORABLE = /[\p{Default_Ignorable_Code_Point}\p{Cf}]/gu;
 
 /**
- * Canonicalises a URL's `pathname` (as `new URL()` gives it).
- *
- * @throws {HttpError} 400 for invalid percent-encoding or a forbidden character in a segment.
+ * How a Unicode-aware, case-insensitive backend reads a segment's name:
+ * NFKC, full case fold (approximated by upper- then lower-casing, which maps
+ * `ſ` and `K` as a fold does), ignorable characters removed, and the name cut
+ * at the first `.` or `:` (a suffix, an NTFS stream) with trailing spaces and dots trimmed.
  */
-export function parseRequestPath(pathname: string): RequestPath {
+export function toFoldedName(segment: string): string {
+  const folded = segment.normalize("NFKC").replace(IGNORABLE, "").toUpperCase().toLowerCase()
+    .normalize("NFKC");
+  return folded.split(/[.:]/, 1)[0].replace(/[\s.]+$/u, "");
+}
+
+/** Whether `segment` (decoded) names `secure` in ASCII letters: `secure`, `SECURE.json`. */
+function isSecureName(segment: string): boolean {
+  const dot = segment.indexOf(".");
+  return (dot === -1 ? segment : segment.slice(0, dot)).toLowerCase() === "secure";
+}
+
+/**
+ * Canonicalises a request path as sent (no query, no fragment).
+ *
+ * @throws {HttpError} 400 `invalid_path` for anything rule 1-5 refuses.
+ */
+export function parseRequestPath(rawPath: string, options: PathOptions = {}): RequestPath {
+  if (!RAW_PATH.test(rawPath)) {
+    throw invalidPath("a character outside the RFC 3986 path characters (such as ; or \\)");
+  }
   const segments: string[] = [];
   let secure = false;
-  for (const raw of pathname.split("/")) {
+  for (const raw of rawPath.split("/")) {
+    if (raw === "") continue;
     let segment: string;
     try {
       segment = raw.includes("%") ? decodeURIComponent(raw) : raw;
     } catch {
       throw invalidPath("invalid percent-encoding");
     }
-    if (segment !== raw && FORBIDDEN_IN_SEGMENT.test(segment)) {
-      throw invalidPath("an encoded separator or control character");
+    if (FORBIDDEN_DECODED.test(segment)) {
+      throw invalidPath("an encoded separator, parameter, escape or control character");
     }
-    if (segment === "" || segment === ".") continue;
-    if (segment === "..") {
-      segments.pop();
-      continue;
+    if (segment === "." || segment === "..") throw invalidPath("a dot segment");
+    if (!options.allowUnicode && NON_ASCII.test(segment)) {
+      throw invalidPath("non-ASCII characters");
+    }
+    if (isSecureName(segment)) {
+      secure = true;
+    } else if (toFoldedName(segment) === "secure") {
+      throw invalidPath('a spelling of "secure" that is not its ASCII letters');
     }
     segments.push(segment);
-  }
-  for (const segment of segments) {
-    if (segment.toLowerCase() === "secure") secure = true;
   }
   let format: Format | undefined;
   const last = segments.length - 1;
@@ -64,9 +118,30 @@ export function parseRequestPath(pathname: string): RequestPath {
   if (suffix) {
     format = suffix[1] as Format;
     segments[last] = segments[last].slice(0, suffix.index);
+    if (segments[last] === "") throw invalidPath("an empty name before its format suffix");
   }
   const path = "/" + segments.join("/");
-  return format ? { path, secure, format } : { path, secure };
+  const target: RequestPath = { path, secure };
+  if (format) target.format = format;
+  if (rawPath.length > 1 && rawPath.endsWith("/")) target.trailingSlash = true;
+  return target;
+}
+
+/**
+ * Splits a request target as sent (`/path?query`, or what `Deno.serve` puts
+ * in `Request.url`: `scheme://authority/path?query`) into its raw path and
+ * its query (`""` or `?…`); a fragment is dropped.
+ */
+export function splitRequestTarget(target: string): { rawPath: string; search: string } {
+  const rest = target.replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/, "");
+  const end = rest.search(/[?#]/);
+  const rawPath = end === -1 ? rest : rest.slice(0, end);
+  let search = "";
+  if (end !== -1 && rest[end] === "?") {
+    const hash = rest.indexOf("#", end);
+    search = hash === -1 ? rest.slice(end) : rest.slice(end, hash);
+  }
+  return { rawPath: rawPath === "" ? "/" : rawPath, search: search === "?" ? "" : search };
 }
 
 function invalidPath(detail: string): HttpError {

@@ -7,9 +7,7 @@
  *
  * @module
  */
-
-/** The two formats keygate reads and writes. */
-export type Format = "json" | "xml";
+import type { Format } from "../formats/format.ts";
 
 /** A document value: strings, numbers, booleans, nested objects and arrays of them. */
 export type DocumentValue = string | number | boolean | DocumentValue[] | {

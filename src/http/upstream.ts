@@ -7,32 +7,21 @@
  * - the method, and the **canonical** path keygate authorised (see
  *   `paths.ts`), each segment re-encoded so that it decodes to exactly what
  *   the gate saw, behind the upstream URL's own path;
- * - the query and headers, less the credentials (`api_key`, `api_token`,
- *   `access_token`, `Authorization`, `X-Api-Key`) unless `hideCredentials`
- *   is off, less hop-by-hop headers and any `X-Keygate-*` the client sent;
- * - `X-Keygate-User`, `X-Keygate-Email`, `X-Keygate-Key-Id`, `X-Request-Id`,
- *   `X-Forwarded-For` (appended), `X-Forwarded-Proto` and `X-Forwarded-Host`.
+ * - the query, less the credentials (`api_key`, `api_token`, `access_token`)
+ *   unless `hideCredentials` is off;
+ * - the headers, by the policy docs/security.md ("Headers sent to the
+ *   upstream") states and {@link toUpstreamHeaders} implements.
  *
  * An unreachable upstream is 502 `bad_gateway`; one whose response headers do
  * not arrive within the timeout is 504 `gateway_timeout`.
  *
  * @module
  */
-import type { RequestContext } from "./context.ts";
+import type { RequestContext, UpstreamOptions } from "./context.ts";
 import { HttpError } from "./errors.ts";
 import { type Identity, toIdentityHeaders } from "../auth/gate.ts";
 import type { Logger } from "../platform/logger.ts";
-import { parseRequestPath } from "./paths.ts";
-
-/** Where and how to forward. */
-export interface UpstreamOptions {
-  /** `http:` or `https:` base URL; its path (if any) prefixes every forwarded path. */
-  url: URL;
-  /** How long the upstream may take to send its response headers. */
-  timeoutMs: number;
-  /** Remove the caller's credentials before forwarding (default `true`). */
-  hideCredentials?: boolean;
-}
+import { parseRequestPath, type PathOptions, type RequestPath } from "./paths.ts";
 
 /** Query parameters that carry credentials, removed when hiding credentials. */
 export const CREDENTIAL_PARAMS: ReadonlySet<string> = new Set([
@@ -83,20 +72,25 @@ export function isKeygatePath(path: string): boolean {
 const SEGMENT_UNSAFE = /[^A-Za-z0-9\-._~!$&'()*+,=:@]/gu;
 
 /**
- * The path the upstream receives for a request `pathname`: the canonical
- * path with each segment percent-encoded where needed (`;` included, so no
- * backend reads it as a path parameter), the `.json`/`.xml` suffix and a
- * trailing slash kept.
- *
- * @throws {HttpError} 400 as `parseRequestPath`.
+ * The path the upstream receives for a canonical `target`: each segment
+ * percent-encoded where needed (so no backend reads a path parameter or
+ * separator into it), the `.json`/`.xml` suffix and a trailing slash kept.
  */
-export function toUpstreamPath(pathname: string): string {
-  const target = parseRequestPath(pathname);
+export function toUpstreamPath(target: RequestPath): string {
   const segments = target.path === "/" ? [] : target.path.slice(1).split("/");
   let path = "/" + segments.map((s) => s.replace(SEGMENT_UNSAFE, encodeURIComponent)).join("/");
   if (target.format !== undefined) path += `.${target.format}`;
-  if (pathname.endsWith("/") && path !== "/") path += "/";
+  if (target.trailingSlash && path !== "/") path += "/";
   return path;
+}
+
+/**
+ * The upstream path for a raw request path, as {@link toUpstreamPath} of its canonical form.
+ *
+ * @throws {HttpError} 400 as `parseRequestPath`.
+ */
+export function toUpstreamPathOf(rawPath: string, options?: PathOptions): string {
+  return toUpstreamPath(parseRequestPath(rawPath, options));
 }
 
 function decodeName(pair: string): string {
@@ -122,7 +116,34 @@ function connectionTokens(headers: Headers): Set<string> {
   return new Set(value.split(",").map((t) => t.trim().toLowerCase()).filter(Boolean));
 }
 
-/** The headers the upstream receives. */
+/**
+ * Whether a client's request header is dropped because keygate owns it or a
+ * backend may trust it: any name with `_` (CGI/WSGI-style backends read `_`
+ * and `-` alike, so `X_Keygate_User` would pass for `X-Keygate-User`), and
+ * every identity or forwarding header (`X-Keygate-*`, `Forwarded`,
+ * `X-Real-IP`, `True-Client-IP`, `X-Forwarded-*`, `X-Request-Id`).
+ * Header names reach this function lower-cased.
+ */
+export function isOwnedHeader(name: string): boolean {
+  return name.includes("_") || name.startsWith("x-keygate-") || name.startsWith("x-forwarded-") ||
+    OWNED_REQUEST_HEADERS.has(name);
+}
+
+const OWNED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+  "forwarded",
+  "x-real-ip",
+  "true-client-ip",
+  "x-request-id",
+]);
+
+/**
+ * The headers the upstream receives (docs/security.md, "Headers sent to the
+ * upstream"): the client's, less hop-by-hop headers, those keygate owns
+ * ({@link isOwnedHeader}) and, when `hide` is on, the credentials; then
+ * keygate's own: identity, request id, `X-Forwarded-For`, `X-Forwarded-Proto`
+ * (the scheme the client's connection used) and `X-Forwarded-Host` (the `Host`
+ * keygate answered on, never an absolute-form target's authority).
+ */
 export function toUpstreamHeaders(
   request: Request,
   context: RequestContext,
@@ -133,7 +154,7 @@ export function toUpstreamHeaders(
   const headers = new Headers();
   for (const [name, value] of request.headers) {
     if (HOP_BY_HOP.has(name) || listed.has(name) || REPLACED_REQUEST_HEADERS.has(name)) continue;
-    if (name.startsWith("x-keygate-")) continue;
+    if (isOwnedHeader(name)) continue;
     if (hide && CREDENTIAL_HEADERS.has(name)) continue;
     headers.append(name, value);
   }
@@ -196,7 +217,8 @@ export function createUpstreamProxy(options: UpstreamOptions, deps: UpstreamDeps
         { headers: { allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS" } },
       );
     }
-    const url = origin + basePath + toUpstreamPath(context.url.pathname) +
+    if (context.target === undefined) throw new TypeError("Cannot forward: the path was not read");
+    const url = origin + basePath + toUpstreamPath(context.target) +
       toUpstreamQuery(context.url.search, hide);
     const headers = toUpstreamHeaders(request, context, identity, hide);
     const timeout = new AbortController();

@@ -2,7 +2,7 @@
  * The C library through FFI, for the few Linux facilities Deno does not
  * expose: thread scheduling (src/password_worker.ts), TCP_NODELAY on a
  * listener (src/nodelay.ts) and a read-only map of SQLite's WAL index
- * (src/wal_index.ts). Each caller has a fallback for when it is missing.
+ * (src/store/sqlite/wal_index.ts). Each caller has a fallback for when it is missing.
  *
  * @module
  */

@@ -145,20 +145,3 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     contentType: registry.contentType,
   };
 }
-
-/**
- * The handler of the metrics listener: `GET /metrics` in Prometheus text
- * format, 404 for any other path, 405 for other methods.
- */
-export function createMetricsHandler(metrics: Metrics): (request: Request) => Promise<Response> {
-  return async (request) => {
-    const { pathname } = new URL(request.url);
-    if (pathname !== "/metrics") return new Response("Not found\n", { status: 404 });
-    if (request.method !== "GET" && request.method !== "HEAD") {
-      return new Response("Method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } });
-    }
-    return new Response(request.method === "HEAD" ? null : await metrics.render(), {
-      headers: { "content-type": metrics.contentType, "cache-control": "no-store" },
-    });
-  };
-}

@@ -1,12 +1,9 @@
 /**
  * The store contract: what keygate needs from a database, declared once.
  *
- * Every backend (`sqlite/`, later `postgres/`) implements {@link Store} and
- * runs the one conformance suite, `tests/store/contract.ts`, so a rule that
- * lives in SQL (what makes a key usable, a token valid, when a token ended)
- * cannot drift between dialects.
- *
- * Rules every implementation keeps:
+ * Every backend implements {@link Store} and runs the one conformance suite,
+ * `tests/store/contract.ts`, so a rule that lives in SQL cannot drift between
+ * dialects (see docs/architecture.md). Rules every implementation keeps:
  * - **Atomic on its own.** Each mutating method is one transaction: its
  *   writes and its audit rows commit together or not at all. No caller ever
  *   holds a transaction.
@@ -42,11 +39,7 @@ export interface User {
 }
 
 /** What {@link Store.insertUser} needs. */
-export interface NewUser {
-  email: string;
-  passwordHash: string;
-  tokenTimeoutSeconds: number | null;
-}
+export type NewUser = Pick<User, "email" | "passwordHash" | "tokenTimeoutSeconds">;
 
 /** An API key, without the key itself (only its digest is stored). */
 export interface ApiKey {
@@ -127,14 +120,7 @@ export interface TokenGrant {
 }
 
 /** A token found by its digest, whatever its state, for introspection. */
-export interface TokenStatus {
-  tokenId: number;
-  userId: number;
-  email: string;
-  apiKeyId: number;
-  issuedAt: number;
-  /** The earlier of the token's and its key's expiry. */
-  expiresAt: number;
+export interface TokenStatus extends Omit<TokenGrant, "keyExpiresAt"> {
   /** False once the token or its key is revoked, or its user disabled. Expiry is the caller's check. */
   live: boolean;
 }
@@ -228,12 +214,14 @@ export type StoreTable = "users" | "api_keys" | "tokens" | "login_failures" | "a
 export interface Store {
   // ---- Lifecycle -------------------------------------------------------------------------
 
-  /**
-   * Whether the store can serve requests now (a trivial round trip), for
-   * `/readyz`: `false` when it knows it cannot (a deleted database file);
-   * rejects when the round trip fails. The edge treats both as not ready.
-   */
+  /** For `/readyz`: a trivial round trip; `false` or a rejection mean not ready. */
   checkStoreReady(): Promise<boolean>;
+  /**
+   * Why writes fail for a reason a retry will not soon cure (disk full, read-only file
+   * system), or `undefined` since the last write succeeded; tries a harmless probe write
+   * first, so that readiness recovers by itself. `/readyz` answers 503 `degraded` with it.
+   */
+  findWriteFailure(): Promise<string | undefined>;
   /** Releases the connection(s); further calls fail. Idempotent. */
   closeStore(): Promise<void>;
 
@@ -275,15 +263,9 @@ export interface Store {
   findApiKeyById(id: number): Promise<ApiKey | undefined>;
   /** Keys of one user by id, or of every user by e-mail then id. */
   listApiKeys(userId?: number): Promise<ApiKeyListing[]>;
-  /**
-   * The holder of the **usable** key with this digest: not revoked, disabled
-   * or expired at `now`, and its user enabled (the one "usable key" rule).
-   */
+  /** The holder of the **usable** key: not revoked, disabled or expired at `now`, user enabled. */
   findKeyHolder(keyHash: Uint8Array, now: number): Promise<KeyHolder | undefined>;
-  /**
-   * Revokes a key (if not yet revoked) and its live tokens; resolves to how
-   * many tokens ended.
-   */
+  /** Revokes a key (if not yet revoked) and its live tokens; resolves to how many tokens ended. */
   revokeApiKey(id: number, change: AuditedChange<number>): Promise<number>;
   /** Suspends or resumes a key that is not revoked; resolves to whether a row changed. */
   updateApiKeyDisabled(
@@ -291,20 +273,15 @@ export interface Store {
     change: AuditedChange<boolean> & { disabled: boolean },
   ): Promise<boolean>;
   /**
-   * Rotation: stores the successor and makes the old key expire at
-   * `oldKeyExpiresAt` (never later than its own expiry); resolves to the successor.
-   *
-   * @throws {StoreConflict} when the old key was rotated or revoked meanwhile
-   * (nothing is written).
+   * Rotation: stores the successor and makes the old key expire at `oldKeyExpiresAt`
+   * (never later than its own expiry); resolves to the successor.
+   * @throws {StoreConflict} when the old key was rotated or revoked meanwhile (nothing written).
    */
   rotateApiKey(
     oldKeyId: number,
     change: AuditedChange<ApiKey> & { successor: NewApiKey; oldKeyExpiresAt: number },
   ): Promise<ApiKey>;
-  /**
-   * Adds accumulated uses (count, latest time and address), in one
-   * transaction; not audited (bookkeeping). Keys that no longer exist are skipped.
-   */
+  /** Adds accumulated uses (count, latest time and address) in one transaction; not audited. */
   recordKeyUsage(usages: readonly KeyUsage[]): Promise<void>;
 
   // ---- Tokens and grants -----------------------------------------------------------------
@@ -356,19 +333,16 @@ export interface Store {
   // ---- Grant change feed -----------------------------------------------------------------
 
   /**
-   * The current {@link GrantEpoch}, synchronously: the grant cache calls it
-   * before every lookup and empties itself when it has moved, and caches a
-   * grant only if it did not move while the grant was read. It must be cheap
-   * (a load from memory), and exact: after a change that may end a grant has
-   * committed anywhere, the next call returns a different value (for a
-   * networked backend: once notified or polled, within its staleness bound).
+   * The current {@link GrantEpoch}, synchronously: the grant cache calls it before every
+   * lookup, empties itself when it moved, and caches a grant only if it did not move while
+   * the grant was read. Cheap (a load from memory) and exact: once a change that may end a
+   * grant has committed anywhere, the next call differs (a networked backend: once notified
+   * or polled, within its staleness bound).
    *
-   * Returns `undefined` when the backend cannot confirm right now that it
-   * has seen every such change (a networked backend whose notifications and
-   * polls have been silent longer than its staleness bound). The cache then
-   * serves nothing from memory: the request goes to
-   * {@link Store.findTokenGrant}, which rejects with `StoreUnavailable`
-   * (503, fail closed) while the database cannot answer.
+   * `undefined` when the backend cannot confirm right now that it has seen every such
+   * change (notifications and polls silent past its staleness bound). The cache then serves
+   * nothing from memory: requests go to {@link Store.findTokenGrant}, which rejects with
+   * `StoreUnavailable` (503, fail closed) while the database cannot answer.
    */
   readGrantEpoch(): GrantEpoch | undefined;
 
@@ -409,12 +383,10 @@ export interface Store {
   /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
   findTokenIdRange(): Promise<TokenIdRange | undefined>;
   /**
-   * Deletes, in one short transaction, the token rows of one batch that
-   * stopped working at or before `batch.cutoff`: the earliest of the
-   * token's expiry and revocation, its key's expiry and revocation, and,
-   * for a token issued before its user's cutoff, when that cutoff was set.
-   * (A disabled key or user is no end: it may be enabled again.) Resolves to
-   * how many. The janitor walks the id range batch by batch.
+   * Deletes, in one short transaction, the token rows of one batch that stopped working at
+   * or before `batch.cutoff`: the earliest of the token's expiry and revocation, its key's
+   * expiry and revocation, and (issued before its user's cutoff) when that cutoff was set. A
+   * disabled key or user is no end: it may be enabled again. Resolves to how many.
    */
   deleteEndedTokens(batch: TokenBatch): Promise<number>;
   /** Deletes every token row that stopped working at or before `cutoff`, audited (`token purge`). */

@@ -19,7 +19,7 @@ import { HttpError } from "../errors.ts";
 import { AuthError } from "../../auth/errors.ts";
 import { type Gate, type Identity, toIdentityHeaders } from "../../auth/gate.ts";
 import { createRevocation } from "../../auth/revocation.ts";
-import { parseRequestPath, type RequestPath } from "../paths.ts";
+import { parseRequestPath, type RequestPath, splitRequestTarget } from "../paths.ts";
 import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
 import { findRoute, type Routes } from "../route.ts";
 import { readTokenRequest } from "../token_request.ts";
@@ -41,9 +41,41 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
   const { store, clock, logger } = deps;
   const revocation = createRevocation({ store, clock });
 
-  /** The original request a proxy asks about, as a URL on this origin. */
+  const trusted = deps.forwardAuthHeader ?? "either";
+  const pathOptions = { allowUnicode: deps.unicodePaths ?? false };
+
+  /**
+   * The original URI and method a proxy names, from the header family the
+   * operator configured (`--forward-auth-header`): `X-Original-URI` and
+   * `X-Original-Method` (nginx), or `X-Forwarded-Uri` and `X-Forwarded-Method`
+   * (Caddy, Traefik). The other family is ignored. With `either`, exactly one
+   * family may carry a URI: a proxy sets its own, and a client may add the other.
+   */
+  function findOriginalHeaders(request: Request): { uri: string | null; method: string | null } {
+    const original = {
+      uri: request.headers.get("x-original-uri"),
+      method: request.headers.get("x-original-method"),
+    };
+    const forwarded = {
+      uri: request.headers.get("x-forwarded-uri"),
+      method: request.headers.get("x-forwarded-method"),
+    };
+    if (trusted === "x-original-uri") return original;
+    if (trusted === "x-forwarded-uri") return forwarded;
+    if (original.uri !== null && forwarded.uri !== null) {
+      throw new HttpError(
+        403,
+        "ambiguous_original_uri",
+        "Both X-Original-URI and X-Forwarded-Uri were sent: set --forward-auth-header to the one your proxy sets",
+      );
+    }
+    return original.uri !== null ? original : forwarded;
+  }
+
+  /** The original request a proxy asks about: its canonical path and its query, on this origin. */
   function findOriginalRequest(request: Request, context: RequestContext) {
-    const uri = request.headers.get("x-original-uri") ?? request.headers.get("x-forwarded-uri");
+    const headers = findOriginalHeaders(request);
+    const uri = headers.uri;
     if (uri === null || !uri.startsWith("/")) {
       throw new HttpError(
         400,
@@ -51,21 +83,22 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
         "Missing original request: send its path and query in X-Original-URI or X-Forwarded-Uri",
       );
     }
-    const method = request.headers.get("x-original-method") ??
-      request.headers.get("x-forwarded-method") ?? request.method;
+    const method = headers.method ?? request.method;
     if (!METHOD.test(method)) {
       throw new HttpError(400, "invalid_request", "Invalid X-Original-Method: expected a method");
     }
-    // Concatenated, not resolved: "//secure/x" stays a path, never a host.
+    // The same reading as a direct request: the path as sent through parseRequestPath, and a
+    // query on this origin (so "//secure/x" stays a path, never a host).
+    const { rawPath, search } = splitRequestTarget(uri);
     let url: URL;
     try {
-      url = new URL(context.url.origin + uri);
+      url = new URL(context.url.origin + "/" + search);
     } catch {
       throw new HttpError(400, "invalid_request", "Invalid X-Original-URI: not a path and query");
     }
     let target: RequestPath;
     try {
-      target = parseRequestPath(url.pathname);
+      target = parseRequestPath(rawPath, pathOptions);
     } catch (error) {
       if (!(error instanceof HttpError)) throw error;
       // A proxy passes 401 and 403 on to its client and turns anything else into 500.

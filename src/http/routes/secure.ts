@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { AppDeps, RequestContext } from "../context.ts";
+import type { AppDeps, RequestContext, SecureContext } from "../context.ts";
 import { HttpError } from "../errors.ts";
 import { createGate, type Gate, type Principal } from "../../auth/gate.ts";
 import { createRevocation } from "../../auth/revocation.ts";
@@ -15,11 +15,6 @@ import { toResponse } from "../respond.ts";
 import { findRoute, type Routes } from "../route.ts";
 
 export type { Principal } from "../../auth/gate.ts";
-
-/** Context of a secure request, after authentication. */
-export interface SecureContext extends RequestContext {
-  principal: Principal;
-}
 
 /** The built-in secure endpoint describing (GET) or revoking (DELETE) the caller's token. */
 export const CURRENT_TOKEN_PATH = "/api/secure/userservice/tokens/current";

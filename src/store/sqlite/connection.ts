@@ -18,7 +18,7 @@ import {
 } from "node:sqlite";
 import type { AuditEntries, AuditEntry, AuditOf, GrantEpoch } from "../store.ts";
 import { writeWhenUnlocked } from "./busy_retry.ts";
-import { toStoreError } from "./errors.ts";
+import { isDatabaseBusy, isDatabaseUnavailable, toStoreError } from "./errors.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 
@@ -56,6 +56,9 @@ export type Row = Record<string, SQLInputValue>;
 /** What the store uses of a prepared statement. */
 export type Statement = Pick<StatementSync, "run" | "get" | "all">;
 
+/** Rows of 128-character subjects a readiness probe writes: with their index, more than two pages. */
+const PROBE_ROWS = 40;
+
 /** Statements that write (and so may end a grant, unless declared otherwise). */
 const WRITES = /^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
 
@@ -91,6 +94,8 @@ export interface Connection {
   readWalSyncs(): number;
   /** `PRAGMA data_version` reads by the grant change feed (the WAL index spares the rest). */
   readDataVersionReads(): number;
+  /** See `Store.findWriteFailure`. */
+  findWriteFailure(): string | undefined;
   close(): void;
 }
 
@@ -202,6 +207,40 @@ function createConnection(
   );
   const dataVersion = db.prepare("PRAGMA data_version");
 
+  /**
+   * Why writes fail (SQLite's message, such as "database or disk is full")
+   * for a reason a retry will not soon cure, until a write succeeds.
+   */
+  let writeFailure: string | undefined;
+
+  function noteWriteFailure(error: unknown): void {
+    if (!isDatabaseBusy(error) && isDatabaseUnavailable(error)) {
+      writeFailure = String((error as Error).message).slice(0, 200);
+    }
+  }
+
+  // Keeps grants: throttle counters no login can have.
+  const probeUpsert = sql(
+    `INSERT INTO login_failures (subject, failures, last_failure_at, blocked_until, forget_at)
+     VALUES (:subject, 1, 0, 0, 1) ON CONFLICT (subject) DO NOTHING`,
+    "keeps-grants",
+  );
+  const probeDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
+
+  /**
+   * Writes and removes throttle counters no login can have: whether the
+   * database takes writes now. They fill more than two 4 KiB pages, so the
+   * file must be able to grow.
+   */
+  function probeWrite(): void {
+    const subjects = Array.from(
+      { length: PROBE_ROWS },
+      (_, i) => `probe:readiness:${i}:`.padEnd(128, "-"),
+    );
+    for (const subject of subjects) probeUpsert.run({ subject });
+    for (const subject of subjects) probeDelete.run({ subject });
+  }
+
   function appendEntry(entry: AuditEntry): void {
     auditInsert.run({
       at: entry.at,
@@ -260,13 +299,16 @@ function createConnection(
     },
     async write(fn, audit) {
       try {
-        return await writeWhenUnlocked(connection, () =>
+        const result = await writeWhenUnlocked(connection, () =>
           transaction(() => {
             const result = fn();
             appendEntries(typeof audit === "function" ? audit(result) : audit);
             return result;
           }));
+        writeFailure = undefined;
+        return result;
       } catch (error) {
+        noteWriteFailure(error);
         throw toStoreError(error);
       }
     },
@@ -274,6 +316,17 @@ function createConnection(
     readGrantWrites: () => grantWrites,
     readWalSyncs: () => walSyncs,
     readDataVersionReads: () => dataVersionReads,
+    findWriteFailure() {
+      if (writeFailure === undefined) return undefined;
+      // A probe write, so that readiness recovers without waiting for a client's write.
+      try {
+        withoutBusyWait(() => transaction(probeWrite));
+        writeFailure = undefined;
+      } catch (error) {
+        if (!isDatabaseBusy(error)) writeFailure = String((error as Error).message).slice(0, 200);
+      }
+      return writeFailure;
+    },
     close() {
       if (db.isOpen) db.close();
       commits.close(); // after the connection: see wal_index.ts

@@ -11,6 +11,7 @@ import { StoreConflict, StoreError, StoreUnavailable } from "../errors.ts";
 const UNAVAILABLE_SQLITE_CODES = new Set([
   5, // SQLITE_BUSY
   6, // SQLITE_LOCKED
+  8, // SQLITE_READONLY (a read-only file system or file)
   10, // SQLITE_IOERR
   13, // SQLITE_FULL
 ]);
@@ -28,9 +29,10 @@ const UNAVAILABLE_SQLITE_MESSAGES = new Set([
   "database table is locked",
   "disk I/O error",
   "database or disk is full",
+  "attempt to write a readonly database",
 ]);
 
-/** Whether `error` is a database error that a retry may cure (locked, busy, disk full). */
+/** Whether `error` is a database error that a retry may cure (locked, busy, disk full, read-only). */
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const { errcode, code } = error as { errcode?: unknown; code?: unknown };

@@ -44,7 +44,10 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
 
 function createAuditAndLifecycle(
   conn: Connection,
-): Pick<Store, "checkStoreReady" | "closeStore" | "appendAudit" | "listAudit" | "countRows"> {
+): Pick<
+  Store,
+  "checkStoreReady" | "findWriteFailure" | "closeStore" | "appendAudit" | "listAudit" | "countRows"
+> {
   const { sql } = conn;
   const auditSince = sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
   const ping = sql("SELECT 1 AS ok");
@@ -63,6 +66,9 @@ function createAuditAndLifecycle(
         if (conn.path !== ":memory:" && !existsSync(conn.path)) return false;
         return (ping.get() as Row | undefined)?.ok === 1;
       });
+    },
+    findWriteFailure() {
+      return conn.read(conn.findWriteFailure);
     },
     // deno-lint-ignore require-await
     async closeStore() {
