@@ -3,6 +3,7 @@
  * the real handler, and a real TLS server on port 0.
  */
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { createHandler, type Handler } from "../src/http/app.ts";
 import type { Clock } from "../src/platform/clock.ts";
 import type { AppDeps } from "../src/http/context.ts";
@@ -133,6 +134,37 @@ export function openTestStore(options?: { sqlite?: SqliteStoreOptions }): Promis
   return findTestStoreFactory()(options);
 }
 
+/** The backend the HTTP suite runs on (`KEYGATE_TEST_STORE`, default `sqlite`). */
+export const TEST_STORE_NAME = Deno.env.get("KEYGATE_TEST_STORE") ?? "sqlite";
+
+/**
+ * Runs one SQL statement on the database at a store location (a SQLite file
+ * or a `postgres://` URL) over a connection of its own; resolves to its rows.
+ */
+export async function querySqlAt(
+  location: string,
+  sql: string,
+): Promise<Record<string, unknown>[]> {
+  if (/^postgres(ql)?:\/\//.test(location)) {
+    const { openPostgresClient } = await import("../src/store/postgres/connect.ts");
+    const { parseStoreUrl } = await import("../src/store/store_url.ts");
+    const parsed = parseStoreUrl(location);
+    if (parsed.kind !== "postgres") throw new Error("unreachable");
+    const client = openPostgresClient(parsed, { max: 1 });
+    try {
+      return [...await client.unsafe(sql)];
+    } finally {
+      await client.end();
+    }
+  }
+  const db = new DatabaseSync(location);
+  try {
+    return db.prepare(sql).all() as Record<string, unknown>[];
+  } finally {
+    db.close();
+  }
+}
+
 /** Log lines captured in memory, parsed. */
 export function createCapturingLogger(): { logger: Logger; lines: string[] } {
   const lines: string[] = [];
@@ -153,6 +185,8 @@ export interface TestApp {
   createKey(userId: number): Promise<string>;
   /** The key-usage recorder, when created with `trackKeyUsage`. */
   keyUsage?: KeyUsageRecorder;
+  /** Runs one SQL statement on the store's database, as an operator's client would; its rows. */
+  querySql(sql: string): Promise<Record<string, unknown>[]>;
   close(): void;
   [Symbol.dispose](): void;
   [Symbol.asyncDispose](): Promise<void>;
@@ -190,6 +224,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     sqlite: opened.sqlite,
     clock,
     dbPath: opened.path,
+    querySql: (sql) => querySqlAt(opened.path, sql),
     logLines: lines,
     keyUsage,
     async addUser(email, password, timeoutSeconds = null) {

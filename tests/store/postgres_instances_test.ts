@@ -332,6 +332,46 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "[pg instances] a read-only database is a lasting write failure until writes work again",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ maxConnections: 1 });
+    const { default: postgres } = await import("postgres");
+    const admin = postgres(db.url, { max: 1, onnotice: () => {} });
+    const database = new URL(db.url).pathname.slice(1);
+    const reconnectPool = () =>
+      admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE application_name = 'keygate-b' AND datname = ${database}`;
+    const change = { now: NOW, audit: undefined };
+    try {
+      assert.equal(await db.b.findWriteFailure(), undefined);
+      await admin.unsafe(`ALTER DATABASE "${database}" SET default_transaction_read_only = on`);
+      await reconnectPool();
+      let failure: unknown;
+      for (let attempt = 0; attempt < 5 && failure === undefined; attempt++) {
+        try {
+          await db.b.updateUserTimeout(db.user.id, { ...change, tokenTimeoutSeconds: 60 });
+        } catch (error) {
+          // The first query may meet the terminated connection; the next one reconnects.
+          if (!(error instanceof StoreUnavailable)) failure = error;
+        }
+      }
+      assert.ok(failure instanceof Error);
+      assert.match(await db.b.findWriteFailure() ?? "", /read-only transaction/);
+      await admin.unsafe(`ALTER DATABASE "${database}" RESET default_transaction_read_only`);
+      await reconnectPool();
+      let recovered: string | undefined = "not yet";
+      for (let attempt = 0; attempt < 5 && recovered !== undefined; attempt++) {
+        recovered = await db.b.findWriteFailure();
+      }
+      assert.equal(recovered, undefined, "the probe write succeeds once writes work");
+    } finally {
+      await admin.end();
+    }
+  },
+});
+
 // Last: stops the server for a while.
 Deno.test({
   name:

@@ -38,6 +38,22 @@ export interface PgContext {
   write<T>(fn: (tx: postgres.TransactionSql) => Promise<T>, options: WriteOptions<T>): Promise<T>;
   /** Reads and writes under way now (each holds at most one pooled connection). */
   readInFlight(): number;
+  /** See `Store.findWriteFailure`: a probe write first, so that readiness recovers by itself. */
+  findWriteFailure(): Promise<string | undefined>;
+}
+
+/**
+ * SQLSTATEs of write failures a retry will not soon cure: the disk is full,
+ * or the server is a read-only standby (after a failover that went the
+ * wrong way). `/readyz` reports them as `degraded`.
+ */
+const LASTING_WRITE_FAILURES = new Set(["53100", "25006"]);
+
+function lastingWriteFailure(error: unknown): string | undefined {
+  const cause = error instanceof Error && error.cause !== undefined ? error.cause : error;
+  const code = (cause as { code?: unknown } | null)?.code;
+  if (typeof code !== "string" || !LASTING_WRITE_FAILURES.has(code)) return undefined;
+  return String((cause as Error).message).slice(0, 200);
 }
 
 /** Told of every read and write that ended, for the latency metric. */
@@ -78,6 +94,7 @@ export function createPgContext(options: PgContextOptions): PgContext {
   const { sql, watcher, notify, durability } = options;
 
   let inFlight = 0;
+  let writeFailure: string | undefined;
 
   function checkOpen(): void {
     if (options.isClosed()) throw new StoreError("The store is closed");
@@ -100,6 +117,17 @@ export function createPgContext(options: PgContextOptions): PgContext {
   return {
     sql,
     readInFlight: () => inFlight,
+    async findWriteFailure() {
+      if (writeFailure === undefined) return undefined;
+      try {
+        // A write that changes nothing anyone reads: the epoch row set to itself.
+        await guard(() => sql.begin((tx) => tx`UPDATE grant_epoch SET epoch = epoch WHERE id = 1`));
+        writeFailure = undefined;
+      } catch (error) {
+        writeFailure = lastingWriteFailure(error) ?? writeFailure;
+      }
+      return writeFailure;
+    },
     read(fn) {
       checkOpen();
       return measured("read", () => fn(sql));
@@ -107,17 +135,24 @@ export function createPgContext(options: PgContextOptions): PgContext {
     async write(fn, writeOptions) {
       checkOpen();
       let epoch: number | undefined;
-      const result = await measured("write", () =>
-        sql.begin(async (tx) => {
-          const value = await fn(tx);
-          await insertAuditRows(tx, resolveAudit(writeOptions.audit, value));
-          if (writeOptions.endsGrants(value)) {
-            epoch = await bumpGrantEpoch(tx, notify);
-          } else if (durability === "grants" && writeOptions.relaxed?.(value)) {
-            await tx`SET LOCAL synchronous_commit = off`;
-          }
-          return value;
-        })) as Awaited<ReturnType<typeof fn>>;
+      let result: Awaited<ReturnType<typeof fn>>;
+      try {
+        result = await measured("write", () =>
+          sql.begin(async (tx) => {
+            const value = await fn(tx);
+            await insertAuditRows(tx, resolveAudit(writeOptions.audit, value));
+            if (writeOptions.endsGrants(value)) {
+              epoch = await bumpGrantEpoch(tx, notify);
+            } else if (durability === "grants" && writeOptions.relaxed?.(value)) {
+              await tx`SET LOCAL synchronous_commit = off`;
+            }
+            return value;
+          })) as Awaited<ReturnType<typeof fn>>;
+        writeFailure = undefined;
+      } catch (error) {
+        writeFailure = lastingWriteFailure(error) ?? writeFailure;
+        throw error;
+      }
       // Our own cache drops at once, without waiting for our own notification.
       if (epoch !== undefined) watcher.advanceTo(epoch);
       return result;

@@ -5,11 +5,12 @@
  *
  * @module
  */
-import { StoreUnavailable } from "../errors.ts";
+import { StoreError, StoreUnavailable } from "../errors.ts";
 import type { Store } from "../store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../store_url.ts";
 import { openPostgresClient } from "./connect.ts";
 import { createPgContext, type OperationObserver } from "./db.ts";
+import { guard } from "./errors.ts";
 import { createApiKeyMethods } from "./api_keys.ts";
 import { createAuditRetentionMethods } from "./audit_retention.ts";
 import {
@@ -177,14 +178,17 @@ export async function openPostgresStore(
     display: location.display,
 
     async checkStoreReady() {
-      if (closed) return false;
+      if (closed) throw new StoreError("The store is closed");
       // Not ready while the secure path fails closed, even if one query gets through.
       if (watcher.read() === undefined) return false;
       let timer: ReturnType<typeof setTimeout> | undefined;
-      // Settles to false on failure: a query that loses the race must not reject unheard.
-      const roundTrip = sql`SELECT 1 AS ok`.then(([row]) => row?.ok === 1, () => false);
-      const timeout = new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS);
+      const roundTrip = guard(() => sql`SELECT 1 AS ok`).then(([row]) => row?.ok === 1);
+      roundTrip.catch(() => {}); // may lose the race below: never an unhandled rejection
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new StoreUnavailable("The database did not answer the readiness check")),
+          READY_TIMEOUT_MS,
+        );
       });
       try {
         return await Promise.race([roundTrip, timeout]);
@@ -192,6 +196,8 @@ export async function openPostgresStore(
         clearTimeout(timer);
       }
     },
+
+    findWriteFailure: () => db.findWriteFailure(),
 
     async closeStore() {
       if (closed) return;
