@@ -51,6 +51,9 @@ export function openPostgresClient(
     // never close idle ones: a secure request should not pay a connection set-up.
     idle_timeout: 0,
     prepare: true,
+    // No array types fetched on connect: keygate sends no arrays, and postgres.js 3.4.9 leaves
+    // that fetch's promise unhandled when the connection drops during it (a crash, not an error).
+    fetch_types: false,
     onnotice: () => {},
     ...(options.onnotify === undefined ? {} : { onnotify: options.onnotify }),
     ...(options.onclose === undefined ? {} : { onclose: options.onclose }),
