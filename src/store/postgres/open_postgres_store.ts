@@ -25,6 +25,7 @@ import { migratePostgres, readSchemaVersion, SchemaTooNew } from "./migrate.ts";
 import { POSTGRES_MIGRATIONS } from "./schema.ts";
 import { createTokenMethods } from "./tokens.ts";
 import { createUserMethods } from "./users.ts";
+import { createUserRemovalMethods } from "./user_removal.ts";
 
 /** Options for {@link openPostgresStore}. */
 export interface PostgresStoreOptions {
@@ -217,6 +218,7 @@ export async function openPostgresStore(
     releaseLease: (lease) => releaseLease(db, lease),
 
     ...createUserMethods(db),
+    ...createUserRemovalMethods(db),
     ...createApiKeyMethods(db),
     ...createTokenMethods(db, { isEpochConfirmed: () => watcher.read() !== undefined }),
     ...createLoginFailureMethods(db),
