@@ -21,13 +21,14 @@ import { systemClock } from "./src/platform/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
-import { createJanitor } from "./src/auth/janitor.ts";
+import { createJanitor, JANITOR_INTERVAL_MS } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
-import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import { findPostgresStore, findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import type { Store } from "./src/store/store.ts";
 import { loadTlsCredentials } from "./src/platform/tls.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
@@ -58,8 +59,33 @@ export async function serve(
   }
   const logger = createLogger({ level: config.logLevel });
   mkdirSync(dirname(config.dbPath), { recursive: true });
-  // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-  const store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
+  let store;
+  try {
+    // Logins need no fsync on the thread that serves secure requests; revocations still get one.
+    store = await openStore(config.store, {
+      sqlite: { durability: "grants" },
+      postgres: {
+        durability: "grants",
+        stalenessMs: config.storeStalenessMs,
+        onListenerChange: (listening) =>
+          logger[listening ? "info" : "warn"](
+            listening
+              ? "listening for revocations"
+              : "revocation listener lost: polling until it is back",
+            { event: "store_listener", db: config.storeDisplay },
+          ),
+      },
+    });
+  } catch (error) {
+    // One line, never the password: the URL is shown redacted, the driver's reason after it.
+    const reason = error instanceof Error && error.cause instanceof Error
+      ? `${error.message} (${error.cause.message})`
+      : (error as Error).message;
+    console.error(
+      `${options.name ?? "keygate"}: cannot open the store ${config.storeDisplay}: ${reason}`,
+    );
+    return 1;
+  }
   const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
@@ -109,7 +135,7 @@ export async function serve(
       logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
         hostname,
         port,
-        db: config.dbPath,
+        db: config.storeDisplay,
         behind_proxy: config.behindProxy,
         tcp_nodelay: noDelay,
       });
@@ -140,6 +166,8 @@ export async function serve(
     logger,
     metrics,
     retentionSeconds: config.tokenRetentionSeconds,
+    // N instances on one PostgreSQL database: one sweeps at a time, holding a lease row.
+    claimTurn: claimJanitorTurn(store),
   });
   janitor.start();
 
@@ -194,3 +222,18 @@ export function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));
+
+/** The janitor's turn on PostgreSQL: a lease that outlives two sweep intervals; none on SQLite. */
+function claimJanitorTurn(store: Store): ((now: number) => Promise<boolean>) | undefined {
+  const postgres = findPostgresStore(store);
+  if (postgres === undefined) return undefined;
+  // This process, as the holder of the lease.
+  const holder = `${Deno.hostname()}:${Deno.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  return (now) =>
+    postgres.claimLease({
+      name: "janitor",
+      holder,
+      now,
+      ttlMs: 2 * JANITOR_INTERVAL_MS,
+    });
+}

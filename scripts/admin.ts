@@ -13,7 +13,8 @@ import { formatDuration, parseDuration } from "../src/platform/duration.ts";
 import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
 import { createLogger, type LogFields } from "../src/platform/logger.ts";
 import type { ApiKey, AuditEntry, Store, User } from "../src/store/store.ts";
-import { findSqliteMaintenance, openStore } from "../src/store/open_store.ts";
+import { findPostgresStore, findSqliteMaintenance, openStore } from "../src/store/open_store.ts";
+import { parseStoreUrl } from "../src/store/store_url.ts";
 import { inspectDatabaseFile, type SqliteMaintenance } from "../src/store/sqlite/maintenance.ts";
 import { toCliActor, toUserRef } from "../src/auth/audit.ts";
 import { isPasswordSized, MAX_PASSWORD_BYTES } from "../src/auth/account_rules.ts";
@@ -67,7 +68,7 @@ const DEFAULT_DB = "db/keygate.sqlite3";
 
 const HELP = `keygate admin: manage users, API keys and tokens
 
-Usage: deno task admin COMMAND [ARGS] [--db PATH]
+Usage: deno task admin COMMAND [ARGS] [--db PATH | --store URL]
 
 Users:
   user add EMAIL [--timeout DURATION]   Add a user; password from standard input
@@ -112,11 +113,14 @@ Database:
   db backup PATH                        Write a consistent copy to PATH (a new file)
                                         and check it; safe while the server runs
   db check                              Run an integrity check; exit 1 on problems
+  db migrate                            Apply pending schema migrations (also done at start)
 
 Every change is logged as one JSON line on standard error (the audit trail).
 
 Options:
   --db PATH        SQLite database (env KEYGATE_DB; default ${DEFAULT_DB})
+  --store URL      Store URL instead: postgres://USER@HOST/DB or sqlite:PATH
+                   (env KEYGATE_STORE; docs/postgres.md)
   --help           Show this help
 
 DURATION is a whole number and a unit: 90s, 15m, 10h, 7d.
@@ -409,6 +413,12 @@ const COMMANDS: Record<string, Command> = {
     options: [],
     async run(store, [path], _flags, io) {
       if (path === undefined) throw usage("db backup PATH");
+      if (findPostgresStore(store) !== undefined) {
+        throw new AdminError(
+          '"db backup" copies SQLite files; on PostgreSQL use pg_dump: ' +
+            "pg_dump --format=custom --file keygate.dump DATABASE_URL (docs/postgres.md)",
+        );
+      }
       if (exists(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
       await sqliteOnly(store, "db backup").backupDatabaseTo(path);
       const { problems, counts } = inspectDatabaseFile(path);
@@ -433,6 +443,16 @@ const COMMANDS: Record<string, Command> = {
         throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
       }
       io.stdout("Integrity check: ok");
+    },
+  },
+  "db migrate": {
+    usage: "db migrate",
+    options: [],
+    // Opening the store applied what was pending (on PostgreSQL, serialised with any
+    // instances starting at the same time); report where the schema is.
+    async run(store, _args, _flags, io) {
+      const users = await store.countRows("users");
+      io.stdout(`Schema is up to date (${users} user(s))`);
     },
   },
 };
@@ -685,6 +705,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
         strict: true,
         options: {
           db: { type: "string" },
+          store: { type: "string" },
           json: { type: "boolean" },
           timeout: { type: "string" },
           label: { type: "string" },
@@ -713,8 +734,21 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
         throw new AdminError(`Option --${option} does not apply to "${name}" (see --help)`, 2);
       }
     }
-    const dbPath = values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB;
-    store = await openStore(dbPath);
+    const storeGiven = values.store ?? (io.env.KEYGATE_STORE || undefined);
+    if (storeGiven !== undefined && (values.db ?? io.env.KEYGATE_DB ?? "") !== "") {
+      throw new AdminError("Give --store or --db, not both (see --help)", 2);
+    }
+    let location;
+    try {
+      location = parseStoreUrl(
+        storeGiven ?? `sqlite:${values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB}`,
+      );
+    } catch (error) {
+      throw new AdminError(`Invalid --store: ${(error as Error).message}`, 2);
+    }
+    // The URL may hold a password: only its redacted form is shown.
+    const dbPath = location.display;
+    store = await openStore(storeGiven ?? `sqlite:${location.display}`);
     const changeLog = createLogger({
       level: "info",
       write: overrides.audit ?? io.stderr,

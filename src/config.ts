@@ -6,6 +6,7 @@
  */
 import { parseArgs } from "node:util";
 import { parseDuration } from "./platform/duration.ts";
+import { parseStoreUrl } from "./store/store_url.ts";
 import { isCidr, isLoopbackOrPrivate } from "./platform/ip.ts";
 import type { LogLevel } from "./platform/logger.ts";
 import type { ForwardAuthHeader } from "./http/context.ts";
@@ -15,6 +16,15 @@ export interface Config {
   hostname: string;
   port: number;
   dbPath: string;
+  /**
+   * Where the store is: `--store` (a `postgres://` URL, `sqlite:PATH` or a
+   * path) or else `--db`. Holds the password: never log it, log {@link storeDisplay}.
+   */
+  store: string;
+  /** The store's location with any password replaced by `***`: for logs. */
+  storeDisplay: string;
+  /** PostgreSQL: how long an unconfirmed grant epoch may serve secure requests from memory. */
+  storeStalenessMs: number;
   /** PEM files; both set or both undefined (then a self-signed pair is used). */
   certFile?: string;
   keyFile?: string;
@@ -71,6 +81,18 @@ export const SETTINGS: readonly Setting[] = [
     env: "KEYGATE_DB",
     default: "db/keygate.sqlite3",
     help: "SQLite database file (created if missing)",
+  },
+  {
+    flag: "store",
+    env: "KEYGATE_STORE",
+    help: "Store URL: postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=…], sqlite:PATH " +
+      "or a path (instead of --db; docs/postgres.md)",
+  },
+  {
+    flag: "store-staleness",
+    env: "KEYGATE_STORE_STALENESS",
+    default: "2s",
+    help: "PostgreSQL: secure requests get 503 once revocations are unconfirmed this long",
   },
   {
     flag: "cert",
@@ -316,6 +338,22 @@ export function readConfig(
       throw new ConfigError(`Invalid --${flag}: ${(error as Error).message}`);
     }
   };
+  const dbGiven = (values.db ?? env.KEYGATE_DB ?? "") !== "";
+  const storeGiven = get("store");
+  if (storeGiven !== undefined && dbGiven) {
+    throw new ConfigError("Invalid store settings: give --store or --db, not both");
+  }
+  let storeLocation;
+  try {
+    // --db is the SQLite shorthand: always a path.
+    storeLocation = parseStoreUrl(storeGiven ?? `sqlite:${get("db")!}`);
+  } catch (error) {
+    throw new ConfigError(`Invalid --store: ${(error as Error).message}`);
+  }
+  const storeStalenessMs = toSeconds("store-staleness") * 1000;
+  if (storeStalenessMs < 1000) {
+    throw new ConfigError("Invalid --store-staleness: expected at least 1s");
+  }
   const metrics = toSwitch("metrics");
   const metricsPort = Number(get("metrics-port"));
   if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) {
@@ -365,7 +403,10 @@ export function readConfig(
   return {
     hostname,
     port,
-    dbPath: get("db")!,
+    dbPath: storeLocation.kind === "sqlite" ? storeLocation.path : get("db")!,
+    store: storeGiven ?? `sqlite:${get("db")!}`,
+    storeDisplay: storeLocation.display,
+    storeStalenessMs,
     certFile,
     keyFile,
     defaultTimeoutSeconds,

@@ -28,7 +28,7 @@ export interface AdminRunOptions {
   clock?: Clock;
 }
 
-/** Runs `deno task admin ARGS --db DB_PATH` in-process. */
+/** Runs `deno task admin ARGS --db DB_PATH` (or `--store URL`) in-process. */
 export async function runAdmin(
   dbPath: string,
   args: string[],
@@ -36,7 +36,9 @@ export async function runAdmin(
 ): Promise<AdminRun> {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await main([...args, "--db", dbPath], {
+  // A postgres:// location (KEYGATE_TEST_STORE=postgres) goes in --store; --db is SQLite's.
+  const where = /^postgres(ql)?:\/\//.test(dbPath) ? "--store" : "--db";
+  const code = await main([...args, where, dbPath], {
     env: options.env ?? {},
     stdout: (text) => out.push(text),
     stderr: (text) => err.push(text),

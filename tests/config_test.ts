@@ -6,6 +6,9 @@ Deno.test("readConfig() uses the documented defaults", () => {
     hostname: "0.0.0.0",
     port: 8443,
     dbPath: "db/keygate.sqlite3",
+    store: "sqlite:db/keygate.sqlite3",
+    storeDisplay: "db/keygate.sqlite3",
+    storeStalenessMs: 2000,
     certFile: undefined,
     keyFile: undefined,
     defaultTimeoutSeconds: 36000,
@@ -130,4 +133,44 @@ Deno.test("formatHelp() prints every default", () => {
       assert.ok(help.includes(`(default: ${setting.default})`), setting.flag);
     }
   }
+});
+
+Deno.test("readConfig() reads --store and KEYGATE_STORE; --db and --store together are a usage error", () => {
+  const url = "postgres://kg:hunter2@db.internal/keygate?sslmode=verify-full";
+  const config = readConfig(["--store", url, "--store-staleness", "5s"], {})!;
+  assert.equal(config.store, url);
+  assert.equal(config.storeDisplay, "postgres://kg:***@db.internal/keygate?sslmode=verify-full");
+  assert.equal(config.storeStalenessMs, 5000);
+  assert.equal(readConfig([], { KEYGATE_STORE: "sqlite:/var/lib/k.db" })!.dbPath, "/var/lib/k.db");
+  // --db is the SQLite shorthand: a URL there is a file name, not a server.
+  assert.equal(readConfig(["--db", "postgres://x@y/z"], {})!.store, "sqlite:postgres://x@y/z");
+  for (
+    const [args, env] of [
+      [["--store", url, "--db", "k.sqlite3"], {}],
+      [["--store", url], { KEYGATE_DB: "k.sqlite3" }],
+      [[], { KEYGATE_STORE: url, KEYGATE_DB: "k.sqlite3" }],
+    ] as [string[], Record<string, string>][]
+  ) {
+    assert.throws(
+      () => readConfig(args, env),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message === "Invalid store settings: give --store or --db, not both",
+    );
+  }
+  for (
+    const [value, message] of [
+      ["postgres://kg:hunter2@db/keygate?sslmode=prefer", /sslmode "prefer" is not one of/],
+      ["mysql://kg:hunter2@db/keygate", /expected postgres:\/\//],
+    ] as const
+  ) {
+    assert.throws(
+      () => readConfig(["--store", value], {}),
+      (error: Error) =>
+        error instanceof ConfigError && message.test(error.message) &&
+        !error.message.includes("hunter2"),
+    );
+  }
+  assert.throws(() => readConfig(["--store-staleness", "0s"], {}), ConfigError);
+  assert.ok(!formatHelp().includes("hunter2"));
 });

@@ -21,6 +21,8 @@ import {
   type TestApp,
 } from "./_helpers.ts";
 import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.ts";
+import { addUserWithKey, startServerProcess } from "./_server.ts";
+import { main as adminMain } from "../scripts/admin.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -210,6 +212,85 @@ Deno.test({
       );
     }
     assert.equal(await db.storeA.countRows("tokens"), 0);
+  },
+});
+
+Deno.test({
+  name:
+    "[pg e2e] two server processes on one database: a token from one works on the other until revoked there",
+  ignore,
+  sanitizeResources: false, // the servers' pipes close after their exit, at the end of the test
+  async fn() {
+    const url = await cluster!.createDatabase("procs");
+    const apiKey = await addUserWithKey(url, "p@example.org", PASSWORD);
+    const args = ["--behind-proxy", "on", "--store-staleness", "2s"];
+    const [one, two] = await Promise.all([
+      startServerProcess(url, args),
+      startServerProcess(url, args),
+    ]);
+    try {
+      const listening = one.lines.find((line) => line.includes("keygate listening"))!;
+      assert.equal(JSON.parse(listening).db, url.replace(/\?.*$/, "") + "?sslmode=disable");
+      const proxied = { "x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.7" };
+      const login = await fetch(`${one.origin}/api/userservice/tokens`, {
+        method: "POST",
+        headers: { ...proxied, "content-type": "application/json", accept: "application/json" },
+        body: jsonAuthRequest("p@example.org", PASSWORD, apiKey),
+      });
+      assert.equal(login.status, 200);
+      const token = (await login.json()).auth_response.access_token;
+      const current = `${CURRENT}?api_key=${apiKey}&api_token=${token}`;
+      const onTwo = await fetch(`${two.origin}${current}`, {
+        headers: { ...proxied, accept: "application/json" },
+      });
+      assert.equal(onTwo.status, 200);
+      assert.equal((await onTwo.json()).token_info.email, "p@example.org");
+      const revoked = await fetch(`${one.origin}${current}`, {
+        method: "DELETE",
+        headers: proxied,
+      });
+      assert.equal(revoked.status, 204);
+      await revoked.body?.cancel();
+      const tookMs = await waitForStatus(
+        "refused by the other process",
+        () => fetch(`${two.origin}${current}`, { headers: proxied }),
+        401,
+        1000,
+      );
+      assert.ok(tookMs < 1000, `took ${tookMs} ms`);
+    } finally {
+      const statuses = await Promise.all([one.stop(), two.stop()]);
+      assert.deepEqual(statuses.map((status) => status.code), [0, 0]);
+    }
+    for (const server of [one, two]) {
+      assert.ok(
+        !server.lines.some((line) => /"level":"error"/.test(line)),
+        server.lines.join("\n"),
+      );
+    }
+  },
+});
+
+Deno.test({
+  name: "[pg e2e] admin db migrate works on PostgreSQL; db backup points to pg_dump",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("admin");
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = {
+      env: {},
+      stdout: (text: string) => out.push(text),
+      stderr: (text: string) => err.push(text),
+      readPassword: () => Promise.resolve(PASSWORD),
+    };
+    assert.equal(await adminMain(["db", "migrate", "--store", url], io), 0);
+    assert.deepEqual(out, ["Schema is up to date (0 user(s))"]);
+    assert.equal(await adminMain(["db", "backup", "/tmp/never-written", "--store", url], io), 1);
+    assert.match(err.join("\n"), /on PostgreSQL use pg_dump: pg_dump --format=custom/);
+    assert.equal(await adminMain(["user", "add", "q@example.org", "--store", url], io), 0);
+    assert.equal(await adminMain(["db", "migrate", "--store", url], io), 0);
+    assert.equal(out.at(-1), "Schema is up to date (1 user(s))");
   },
 });
 
