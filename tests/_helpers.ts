@@ -91,6 +91,19 @@ export const TEST_STORE_FACTORIES: Record<string, TestStoreFactory> = {
   postgres: openPostgresTestStore,
 };
 
+/** The PostgreSQL test stores open now, by URL (see {@link afterExternalWrite}). */
+const OPEN_POSTGRES_STORES = new Map<string, { refreshGrantEpoch(): Promise<void> }>();
+
+/**
+ * Call after another process (the admin CLI) wrote to the database at
+ * `location`: a PostgreSQL test store there re-reads the grant epoch now, as
+ * it would on the notification a few milliseconds later. SQLite sees other
+ * connections' commits at once and needs nothing.
+ */
+export async function afterExternalWrite(location: string): Promise<void> {
+  await OPEN_POSTGRES_STORES.get(location)?.refreshGrantEpoch();
+}
+
 /**
  * A PostgreSQL store on a new database of this test process's throwaway
  * cluster (tests/_postgres.ts). Loaded on demand, so SQLite runs never touch
@@ -102,8 +115,12 @@ async function openPostgresTestStore(): Promise<TestStore> {
   const cluster = await sharedPostgres();
   const url = await cluster.createDatabase("e2e");
   const store = await openPostgresStore(url);
+  OPEN_POSTGRES_STORES.set(url, store);
   let closing: Promise<void> | undefined;
-  const close = () => (closing ??= store.closeStore());
+  const close = () => {
+    OPEN_POSTGRES_STORES.delete(url);
+    return closing ??= store.closeStore();
+  };
   return {
     store,
     path: url,

@@ -98,6 +98,12 @@ export interface GrantEpochWatcher {
   advanceTo(epoch: number): void;
   /** Polls now; resolves when the poll ended (successfully or not). */
   pollNow(): Promise<void>;
+  /**
+   * Reads the epoch afresh (after any poll already under way, which may
+   * have started before a change to be seen); for tools and tests that know
+   * another process has just written.
+   */
+  refresh(): Promise<void>;
   /** Resolves once the epoch has been confirmed at least once (the first poll). */
   ready(): Promise<void>;
   stats(): GrantEpochStats;
@@ -224,6 +230,10 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     },
     advanceTo: moveTo,
     pollNow,
+    async refresh() {
+      await polling;
+      await pollNow();
+    },
     ready: () => readyPromise,
     stats: () => ({
       notifications,

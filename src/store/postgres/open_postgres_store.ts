@@ -76,6 +76,12 @@ export interface PostgresStore extends Store {
   /** The watcher's counters and the pool's use, for metrics. */
   readPostgresStats(): PostgresStats;
   /**
+   * Reads the grant epoch now instead of waiting for a notification or the
+   * next poll: after another process (the admin CLI) wrote, the next
+   * `readGrantEpoch()` reflects it.
+   */
+  refreshGrantEpoch(): Promise<void>;
+  /**
    * Takes or renews a lease (a duty one instance at a time performs, such
    * as the janitor's sweeps) until `now + ttlMs`; resolves to whether this
    * holder has it.
@@ -209,6 +215,7 @@ export async function openPostgresStore(
 
     readGrantEpoch: () => watcher.read(),
     readGrantEpochStats: () => watcher.stats(),
+    refreshGrantEpoch: () => watcher.refresh(),
     readPostgresStats: () => ({
       ...watcher.stats(),
       operationsInFlight: db.readInFlight(),
