@@ -24,6 +24,7 @@ import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor, JANITOR_INTERVAL_MS } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
+import { createStoreMetrics } from "./src/platform/store_metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
@@ -59,6 +60,8 @@ export async function serve(
   }
   const logger = createLogger({ level: config.logLevel });
   mkdirSync(dirname(config.dbPath), { recursive: true });
+  // PostgreSQL reports its queries from the start; the gauges read it once metrics exist.
+  const storeMetrics = createStoreMetrics();
   let store;
   try {
     // Logins need no fsync on the thread that serves secure requests; revocations still get one.
@@ -67,6 +70,7 @@ export async function serve(
       postgres: {
         durability: "grants",
         stalenessMs: config.storeStalenessMs,
+        onOperation: storeMetrics.observeOperation,
         onListenerChange: (listening) =>
           logger[listening ? "info" : "warn"](
             listening
@@ -93,8 +97,11 @@ export async function serve(
     );
   }
   const keyUsage = createKeyUsageRecorder({ store, clock: systemClock, logger });
+  const postgresStore = findPostgresStore(store);
+  if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
   const metrics = createMetrics({
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
+    register: postgresStore === undefined ? undefined : storeMetrics.register,
   });
   const hasher = createPasswordHasher();
   const handler = createHandler({

@@ -223,7 +223,16 @@ Deno.test({
   async fn() {
     const url = await cluster!.createDatabase("procs");
     const apiKey = await addUserWithKey(url, "p@example.org", PASSWORD);
-    const args = ["--behind-proxy", "on", "--store-staleness", "2s"];
+    const args = [
+      "--behind-proxy",
+      "on",
+      "--store-staleness",
+      "2s",
+      "--metrics",
+      "on",
+      "--metrics-port",
+      "0",
+    ];
     const [one, two] = await Promise.all([
       startServerProcess(url, args),
       startServerProcess(url, args),
@@ -258,6 +267,16 @@ Deno.test({
         1000,
       );
       assert.ok(tookMs < 1000, `took ${tookMs} ms`);
+      const metrics = await (await fetch(two.metricsUrl!)).text();
+      const sample = (name: string) =>
+        Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);
+      assert.ok(sample("keygate_store_notifications_total") >= 1, metrics);
+      assert.equal(sample("keygate_store_listener_up"), 1);
+      assert.equal(sample("keygate_store_connections_max"), 10);
+      assert.ok(sample("keygate_store_grant_epoch_lag_seconds") < 2);
+      assert.ok(
+        sample('keygate_store_query_duration_seconds_count{kind="read",outcome="ok"}') >= 1,
+      );
     } finally {
       const statuses = await Promise.all([one.stop(), two.stop()]);
       assert.deepEqual(statuses.map((status) => status.code), [0, 0]);
