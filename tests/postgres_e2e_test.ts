@@ -22,6 +22,8 @@ import {
 } from "./_helpers.ts";
 import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.ts";
 import { addUserWithKey, startServerProcess } from "./_server.ts";
+import { migratePostgres } from "../src/store/postgres/migrate.ts";
+import { POSTGRES_MIGRATIONS } from "../src/store/postgres/schema.ts";
 import { main as adminMain } from "../scripts/admin.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
@@ -310,6 +312,53 @@ Deno.test({
     assert.equal(await adminMain(["user", "add", "q@example.org", "--store", url], io), 0);
     assert.equal(await adminMain(["db", "migrate", "--store", url], io), 0);
     assert.equal(out.at(-1), "Schema is up to date (1 user(s))");
+  },
+});
+
+Deno.test({
+  name:
+    "[pg e2e] the server refuses, in one line without the password, an unreachable database and a newer schema",
+  ignore,
+  async fn() {
+    const start = async (store: string) => {
+      const output = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "main.ts", "--store", store, "--behind-proxy", "on", "--port", "0"],
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      return { code: output.code, err: new TextDecoder().decode(output.stderr) };
+    };
+    const unreachable = await start("postgres://kg:hunter2@127.0.0.1:1/keygate");
+    assert.equal(unreachable.code, 1);
+    assert.equal(
+      unreachable.err,
+      "keygate: cannot open the store postgres://kg:***@127.0.0.1:1/keygate?sslmode=disable: " +
+        "connect ECONNREFUSED 127.0.0.1:1\n",
+    );
+    const url = await cluster!.createDatabase("newer");
+    const { default: postgres } = await import("postgres");
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      await migratePostgres(admin, [...POSTGRES_MIGRATIONS, {
+        version: POSTGRES_MIGRATIONS.length + 1,
+        name: "from a newer keygate",
+        sql: "CREATE TABLE newer (id integer)",
+      }]);
+    } finally {
+      await admin.end();
+    }
+    const newer = await start(url);
+    assert.equal(newer.code, 1);
+    const known = POSTGRES_MIGRATIONS.length;
+    assert.match(
+      newer.err,
+      new RegExp(
+        "^keygate: cannot open the store postgres://keygate@127\\.0\\.0\\.1:\\d+/newer_\\w+" +
+          `\\?sslmode=disable: Database schema version ${known + 1} is newer than this keygate ` +
+          `knows \\(${known}\\): upgrade keygate\n$`,
+      ),
+    );
   },
 });
 
