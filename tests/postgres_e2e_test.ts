@@ -368,7 +368,7 @@ Deno.test({
     "[pg e2e] database stopped: B answers 503 after the staleness bound, /readyz 503; both recover after restart",
   ignore,
   async fn() {
-    await using db = await twoInstances({ pollMs: 50, stalenessMs: 500 });
+    await using db = await twoInstances({ pollMs: 100, stalenessMs: 1000 });
     await waitForListeners(db.storeA, db.storeB);
     const token = await issueToken(db.a.handler, "alice@example.org", PASSWORD, db.apiKey);
     assert.equal((await secureGet(db.b.handler, CURRENT, db.apiKey, token)).status, 200);

@@ -182,14 +182,14 @@ Deno.test({
     "grant epoch: database stopped → cannot confirm after the staleness bound; recovers after restart",
   ignore,
   async fn() {
-    const db = await setUp({ pollMs: 50, stalenessMs: 300 });
+    const db = await setUp({ pollMs: 100, stalenessMs: 1000 });
     try {
       await waitForListener(db);
       assert.notEqual(db.watcher.read(), undefined);
       const stoppedAt = performance.now();
       await cluster!.pause();
       await waitFor("stale", () => db.watcher.read() === undefined, 5000);
-      assert.ok(db.watcher.stats().lagMs > 300);
+      assert.ok(db.watcher.stats().lagMs > 1000);
       assert.ok(performance.now() - stoppedAt < 3000, "within the bound, give or take a poll");
       assert.equal(db.watcher.stats().listening, false);
       await cluster!.resume();
