@@ -11,14 +11,23 @@
  *
  * @module
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { main as adminMain } from "./scripts/admin.ts";
+import { main as adminMain } from "./src/cli/main.ts";
 import { createHandler } from "./src/http/app.ts";
 import type { Routes } from "./src/http/route.ts";
 import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
-import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { ConfigError, StartupError } from "./src/config/errors.ts";
+import { formatHelp } from "./src/config/help.ts";
+import {
+  explainDatabaseError,
+  explainListenError,
+  prepareDatabasePath,
+  readTlsFiles,
+  removePidFile,
+  writePidFile,
+} from "./src/config/preflight.ts";
+import { readConfig } from "./src/config/read_config.ts";
+import { VERSION } from "./src/config/version.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor, JANITOR_INTERVAL_MS } from "./src/auth/janitor.ts";
@@ -30,7 +39,8 @@ import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
 import { findPostgresStore, findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
 import type { Store } from "./src/store/store.ts";
-import { loadTlsCredentials } from "./src/platform/tls.ts";
+import { parseStoreUrl } from "./src/store/store_url.ts";
+import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
 export interface ServeOptions {
@@ -40,57 +50,88 @@ export interface ServeOptions {
   name?: string;
 }
 
-/** Runs the server until a shutdown signal; resolves to the process exit code. */
+/**
+ * Runs the server until a shutdown signal; resolves to the process exit code:
+ * 0 after a clean stop, 2 for a wrong setting, 1 when the system refuses one.
+ * A failed start prints one line naming the flag, the value and what to do.
+ */
 export async function serve(
   args: string[],
   env: Record<string, string | undefined>,
   options: ServeOptions = {},
-) {
-  let config;
+): Promise<number> {
+  const started: { pidFile?: string } = {};
   try {
-    config = readConfig(args, env);
+    return await run(args, env, options, started);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`${options.name ?? "keygate"}: ${error.message} (see --help)`);
-    return 2;
+    if (!(error instanceof ConfigError || error instanceof StartupError)) throw error;
+    const hint = error instanceof ConfigError ? " (see --help)" : "";
+    console.error(`${options.name ?? "keygate"}: ${error.message}${hint}`);
+    return error.exitCode;
+  } finally {
+    if (started.pidFile !== undefined) removePidFile(started.pidFile);
   }
-  if (config === undefined) {
+}
+
+async function run(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: ServeOptions,
+  started: { pidFile?: string },
+): Promise<number> {
+  const config = readConfig(args, env);
+  if (config === "help") {
     console.log(formatHelp());
     return 0;
   }
+  if (config === "version") {
+    console.log(`keygate ${VERSION}`);
+    return 0;
+  }
+  // --store (a postgres:// URL, sqlite:PATH or a path) or else the SQLite file of --db.
+  const storeLocation = config.store ?? `sqlite:${config.dbPath}`;
+  const parsedStore = parseStoreUrl(storeLocation);
+  const storeDisplay = parsedStore.display;
+  // On PostgreSQL the --db directory still holds a self-signed certificate, when one is used.
+  prepareDatabasePath(parsedStore.kind === "sqlite" ? parsedStore.path : config.dbPath);
+  if (config.pidFile !== undefined) {
+    writePidFile(config.pidFile);
+    started.pidFile = config.pidFile;
+  }
+  const tls: TlsCredentials | undefined = config.behindProxy
+    ? undefined
+    : config.certFile !== undefined && config.keyFile !== undefined
+    ? await readTlsFiles(config.certFile, config.keyFile)
+    : await loadTlsCredentials(config);
   const logger = createLogger({ level: config.logLevel });
-  mkdirSync(dirname(config.dbPath), { recursive: true });
   // PostgreSQL reports its queries from the start; the gauges read it once metrics exist.
   const storeMetrics = createStoreMetrics();
   let store;
   try {
     // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-    store = await openStore(config.store, {
+    store = await openStore(storeLocation, {
       sqlite: { durability: "grants" },
       postgres: {
         durability: "grants",
-        stalenessMs: config.storeStalenessMs,
+        stalenessMs: config.storeStalenessSeconds * 1000,
         onOperation: storeMetrics.observeOperation,
         onListenerChange: (listening) =>
           logger[listening ? "info" : "warn"](
             listening
               ? "listening for revocations"
               : "revocation listener lost: polling until it is back",
-            { event: "store_listener", db: config.storeDisplay },
+            { event: "store_listener", db: storeDisplay },
           ),
       },
     });
   } catch (error) {
-    // One line, never the password: the URL is shown redacted, the driver's reason after it.
+    if (parsedStore.kind === "sqlite") throw explainDatabaseError(error, parsedStore.path);
+    // One line, never the password: the URL redacted, the driver's reason after it.
     const reason = error instanceof Error && error.cause instanceof Error
       ? `${error.message} (${error.cause.message})`
       : (error as Error).message;
-    console.error(
-      `${options.name ?? "keygate"}: cannot open the store ${config.storeDisplay}: ${reason}`,
-    );
-    return 1;
+    throw new StartupError(`Cannot open the store ${storeDisplay}: ${reason}`, 1);
   }
-  const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
@@ -131,36 +172,65 @@ export async function serve(
     });
   }
   const scheme = config.behindProxy ? "http" : "https";
-  const server = Deno.serve({
-    hostname: config.hostname,
-    port: config.port,
-    ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
-    onListen({ hostname, port }) {
-      const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
-      const noDelay = setListenerNoDelay(port) > 0;
-      logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
-        hostname,
-        port,
-        db: config.storeDisplay,
-        behind_proxy: config.behindProxy,
-        tcp_nodelay: noDelay,
-      });
-      if (!noDelay && !config.behindProxy) {
-        logger.warn(
-          'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
-        );
-      }
+  const server = listen(
+    () =>
+      Deno.serve({
+        hostname: config.hostname,
+        port: config.port,
+        ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
+        onListen({ hostname, port }) {
+          const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
+          // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
+          const noDelay = setListenerNoDelay(port) > 0;
+          logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
+            hostname,
+            port,
+            db: storeDisplay,
+            behind_proxy: config.behindProxy,
+            tcp_nodelay: noDelay,
+          });
+          if (!noDelay && !config.behindProxy) {
+            logger.warn(
+              "could not turn off Nagle's algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see docs/performance.md",
+            );
+          }
+        },
+      }, handler),
+    {
+      hostname: config.hostname,
+      port: config.port,
+      hostnameFlag: "--hostname",
+      portFlag: "--port",
     },
-  }, handler);
+    config,
+    () => {
+      hasher.close();
+      store.closeStore();
+    },
+  );
   const metricsServer = config.metrics
-    ? Deno.serve({
-      hostname: config.metricsHostname,
-      port: config.metricsPort,
-      onListen({ hostname, port }) {
-        logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+    ? listen(
+      () =>
+        Deno.serve({
+          hostname: config.metricsHostname,
+          port: config.metricsPort,
+          onListen({ hostname, port }) {
+            logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+          },
+        }, createMetricsHandler(metrics)),
+      {
+        hostname: config.metricsHostname,
+        port: config.metricsPort,
+        hostnameFlag: "--metrics-hostname",
+        portFlag: "--metrics-port",
       },
-    }, createMetricsHandler(metrics))
+      undefined,
+      () => {
+        server.shutdown();
+        hasher.close();
+        store.closeStore();
+      },
+    )
     : undefined;
   if (metricsServer !== undefined && !isLoopbackOrPrivate(config.metricsHostname)) {
     logger.warn("metrics are served on a public address; restrict who can reach it", {
@@ -219,6 +289,24 @@ export async function serve(
   logger.info("stopped");
   logger.flush();
   return 0;
+}
+
+/**
+ * Starts a listener; a failure (port in use, bad address, unusable TLS pair) closes
+ * what was opened and becomes one {@link StartupError} line.
+ */
+function listen(
+  start: () => Deno.HttpServer,
+  where: Parameters<typeof explainListenError>[1],
+  tls: { certFile?: string; keyFile?: string } | undefined,
+  cleanup: () => void,
+): Deno.HttpServer {
+  try {
+    return start();
+  } catch (error) {
+    cleanup();
+    throw explainListenError(error, where, tls);
+  }
 }
 
 /** Dispatches `admin …` to the admin CLI and everything else to the server. */

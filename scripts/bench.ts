@@ -32,6 +32,10 @@ interface Row {
   ratio?: string;
 }
 
+/** In the output file, everything after this line is replaced by each run. */
+const GENERATED_MARKER =
+  "<!-- Written by deno task bench from here on; edit only the text above. -->";
+
 const { values: flags } = parseArgs({
   args: Deno.args,
   options: {
@@ -499,6 +503,19 @@ ${table}
 
 ${notes.map((n) => `- ${n}`).join("\n")}
 `;
-  await Deno.writeTextFile(flags.output, markdown);
+  // The prose above the marker (how to read and reproduce the numbers) is kept.
+  let existing = "";
+  try {
+    existing = await Deno.readTextFile(flags.output);
+  } catch {
+    existing = "";
+  }
+  const at = existing.indexOf(GENERATED_MARKER);
+  const written = at === -1
+    ? markdown
+    : `${existing.slice(0, at + GENERATED_MARKER.length)}\n\n${
+      markdown.replace(/^# Performance\n/, "## Measurements\n")
+    }`;
+  await Deno.writeTextFile(flags.output, written);
   log(`wrote ${flags.output}`);
 }

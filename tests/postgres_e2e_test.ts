@@ -24,7 +24,7 @@ import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.
 import { addUserWithKey, startServerProcess } from "./_server.ts";
 import { migratePostgres } from "../src/store/postgres/migrate.ts";
 import { POSTGRES_MIGRATIONS } from "../src/store/postgres/schema.ts";
-import { main as adminMain } from "../scripts/admin.ts";
+import { main as adminMain } from "../src/cli/main.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -333,7 +333,7 @@ Deno.test({
     assert.equal(unreachable.code, 1);
     assert.equal(
       unreachable.err,
-      "keygate: cannot open the store postgres://kg:***@127.0.0.1:1/keygate?sslmode=disable: " +
+      "keygate: Cannot open the store postgres://kg:***@127.0.0.1:1/keygate?sslmode=disable: " +
         "connect ECONNREFUSED 127.0.0.1:1\n",
     );
     const url = await cluster!.createDatabase("newer");
@@ -354,7 +354,7 @@ Deno.test({
     assert.match(
       newer.err,
       new RegExp(
-        "^keygate: cannot open the store postgres://keygate@127\\.0\\.0\\.1:\\d+/newer_\\w+" +
+        "^keygate: Cannot open the store postgres://keygate@127\\.0\\.0\\.1:\\d+/newer_\\w+" +
           `\\?sslmode=disable: Database schema version ${known + 1} is newer than this keygate ` +
           `knows \\(${known}\\): upgrade keygate\n$`,
       ),
