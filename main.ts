@@ -33,13 +33,16 @@ import { createStatsHistory } from "./src/auth/stats_history.ts";
 import { VERSION } from "./src/config/version.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
-import { createJanitor } from "./src/auth/janitor.ts";
+import { createJanitor, JANITOR_INTERVAL_MS } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
+import { createStoreMetrics } from "./src/platform/store_metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
-import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import { findPostgresStore, findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import type { Store } from "./src/store/store.ts";
+import { parseStoreUrl } from "./src/store/store_url.ts";
 import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
@@ -88,7 +91,12 @@ async function run(
     console.log(`keygate ${VERSION}`);
     return 0;
   }
-  prepareDatabasePath(config.dbPath);
+  // --store (a postgres:// URL, sqlite:PATH or a path) or else the SQLite file of --db.
+  const storeLocation = config.store ?? `sqlite:${config.dbPath}`;
+  const parsedStore = parseStoreUrl(storeLocation);
+  const storeDisplay = parsedStore.display;
+  // On PostgreSQL the --db directory still holds a self-signed certificate, when one is used.
+  prepareDatabasePath(parsedStore.kind === "sqlite" ? parsedStore.path : config.dbPath);
   if (config.pidFile !== undefined) {
     writePidFile(config.pidFile);
     started.pidFile = config.pidFile;
@@ -99,12 +107,33 @@ async function run(
     ? await readTlsFiles(config.certFile, config.keyFile)
     : await loadTlsCredentials(config);
   const logger = createLogger({ level: config.logLevel });
+  // PostgreSQL reports its queries from the start; the gauges read it once metrics exist.
+  const storeMetrics = createStoreMetrics();
   let store;
   try {
     // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-    store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
+    store = await openStore(storeLocation, {
+      sqlite: { durability: "grants" },
+      postgres: {
+        durability: "grants",
+        stalenessMs: config.storeStalenessSeconds * 1000,
+        onOperation: storeMetrics.observeOperation,
+        onListenerChange: (listening) =>
+          logger[listening ? "info" : "warn"](
+            listening
+              ? "listening for revocations"
+              : "revocation listener lost: polling until it is back",
+            { event: "store_listener", db: storeDisplay },
+          ),
+      },
+    });
   } catch (error) {
-    throw explainDatabaseError(error, config.dbPath);
+    if (parsedStore.kind === "sqlite") throw explainDatabaseError(error, parsedStore.path);
+    // One line, never the password: the URL redacted, the driver's reason after it.
+    const reason = error instanceof Error && error.cause instanceof Error
+      ? `${error.message} (${error.cause.message})`
+      : (error as Error).message;
+    throw new StartupError(`Cannot open the store ${storeDisplay}: ${reason}`, 1);
   }
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
@@ -112,8 +141,11 @@ async function run(
     );
   }
   const keyUsage = createKeyUsageRecorder({ store, clock: systemClock, logger });
+  const postgresStore = findPostgresStore(store);
+  if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
   const metrics = createMetrics({
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
+    register: postgresStore === undefined ? undefined : storeMetrics.register,
   });
   const hasher = createPasswordHasher();
   const handler = createHandler({
@@ -156,7 +188,7 @@ async function run(
           logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
             hostname,
             port,
-            db: config.dbPath,
+            db: storeDisplay,
             behind_proxy: config.behindProxy,
             tcp_nodelay: noDelay,
           });
@@ -271,6 +303,8 @@ async function run(
     logger,
     metrics,
     retentionSeconds: config.tokenRetentionSeconds,
+    // N instances on one PostgreSQL database: one sweeps at a time, holding a lease row.
+    claimTurn: claimJanitorTurn(store),
   });
   janitor.start();
 
@@ -345,3 +379,18 @@ export function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));
+
+/** The janitor's turn on PostgreSQL: a lease that outlives two sweep intervals; none on SQLite. */
+function claimJanitorTurn(store: Store): ((now: number) => Promise<boolean>) | undefined {
+  const postgres = findPostgresStore(store);
+  if (postgres === undefined) return undefined;
+  // This process, as the holder of the lease.
+  const holder = `${Deno.hostname()}:${Deno.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  return (now) =>
+    postgres.claimLease({
+      name: "janitor",
+      holder,
+      now,
+      ttlMs: 2 * JANITOR_INTERVAL_MS,
+    });
+}

@@ -10,6 +10,8 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
+export type { Registry };
+
 /** Why a secure request was let through (`ok`) or refused. */
 export type SecureOutcome = "allowed" | "denied";
 
@@ -17,6 +19,8 @@ export type SecureOutcome = "allowed" | "denied";
 export interface MetricsOptions {
   /** Counts live tokens at scrape time; throws to report a database error. */
   countLiveTokens?: () => Promise<number>;
+  /** Registers more metrics in this set's registry (the PostgreSQL store's, store_metrics.ts). */
+  register?: (registry: Registry) => void;
 }
 
 /** Seconds; from a fast secure request (sub-millisecond) to a queued password check. */
@@ -133,6 +137,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: "Expired and revoked token rows deleted by the janitor",
     registers,
   });
+  options.register?.(registry);
   // Known label values start at zero, so rates work from the first scrape.
   for (const reason of ["ok", "invalid_token", "token_expired"]) {
     secure.labels({ outcome: reason === "ok" ? "allowed" : "denied", reason });
