@@ -21,7 +21,10 @@ export const BENCH_PASSWORD = "bench password";
 /** What {@link seedDatabase} made: sampled secure-request credentials and login-only users. */
 export interface Seeded {
   sample: SeedEntry[];
-  /** Users with a key and no tokens, for issuance runs (their logins revoke no sampled token). */
+  /**
+   * Users with a key and no tokens, for issuance runs (their logins revoke no sampled token).
+   * The first one's key may also introspect tokens.
+   */
   issuers: SeedEntry[];
 }
 
@@ -85,8 +88,15 @@ export function seedDatabase(
           now,
         );
         const apiKey = generateApiKey();
+        // The first issuer's key is also a resource-server key, for the introspection runs.
         store.insertApiKey(
-          { userId: user.id, keyHash: hashSecret(apiKey), prefix: toKeyPrefix(apiKey), label: "" },
+          {
+            userId: user.id,
+            keyHash: hashSecret(apiKey),
+            prefix: toKeyPrefix(apiKey),
+            label: "",
+            introspect: i === 0,
+          },
           now,
         );
         issuers.push({ apiKey, token: "-", email });

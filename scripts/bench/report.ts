@@ -1,0 +1,107 @@
+/**
+ * Formats the benchmark's tables and writes them into docs/performance.md,
+ * between the markers `<!-- bench:begin -->` and `<!-- bench:end -->`, so
+ * that the hand-written methodology around them stays.
+ *
+ * @module
+ */
+import type { WrkResult } from "./wrk.ts";
+
+/**
+ * wrk's CPU share (per thread) at or above which a run measured the load generator rather than
+ * the server, and the benchmark prints no ratio with it. wrk runs one thread per core; a thread
+ * busy 90% of the time has no room left to send the requests a faster server would answer, so
+ * a rate measured there is a floor for the server, not its limit. Below it, wrk spent at least
+ * a tenth of the run waiting for the server.
+ */
+export const GENERATOR_LIMIT = 0.9;
+
+/** A wrk run plus what the server spent on it. */
+export interface Measured extends WrkResult {
+  /** Server CPU time per request completed, in µs (all threads and worker processes). */
+  cpuUsPerRequest: number;
+  /** Server CPU time over wall time: how many cores the server kept busy. */
+  serverCores: number;
+}
+
+const pct = (share: number) => `${Math.round(share * 100)}%`;
+
+/** Why `a` cannot be compared with `b`, or undefined when both runs are valid. */
+export function findInvalidRun(...runs: Measured[]): string | undefined {
+  for (const run of runs) {
+    if (!(run.generatorShare < GENERATOR_LIMIT)) {
+      return `no ratio: wrk at ${pct(run.generatorShare)} of its core`;
+    }
+    if (run.errors > 0) return `no ratio: ${run.errors} errors`;
+  }
+  return undefined;
+}
+
+/** `a`'s rate over `b`'s, or the reason it is not printed. */
+export function formatRatio(a: Measured, b: Measured, unit = ""): string {
+  return findInvalidRun(a, b) ?? `${(a.rps / b.rps).toFixed(2)}${unit}`;
+}
+
+/** One line of a results table. */
+export interface Row {
+  scenario: string;
+  server: string;
+  load: string;
+  result: Measured;
+  rssMiB?: number;
+  /** Further columns, by header. */
+  extra?: Record<string, string>;
+}
+
+const fixed = (n: number, digits: number) => Number.isFinite(n) ? n.toFixed(digits) : "";
+
+/** A Markdown table of `rows` with the common columns and then `extraHeaders`. */
+export function formatTable(rows: Row[], extraHeaders: string[] = []): string {
+  const headers = [
+    "scenario",
+    "server",
+    "load",
+    "req/s",
+    "p50 ms",
+    "p99 ms",
+    "server CPU µs/req",
+    "server cores busy",
+    "wrk CPU",
+    "RSS MiB",
+    ...extraHeaders,
+  ];
+  const align = headers.map((_, i) => i >= 3 && i <= 9 ? "---:" : "---");
+  const lines = rows.map((r) => [
+    r.scenario,
+    r.server,
+    r.load,
+    fixed(r.result.rps, 0),
+    fixed(r.result.p50, 2),
+    fixed(r.result.p99, 2),
+    fixed(r.result.cpuUsPerRequest, 1),
+    fixed(r.result.serverCores, 2),
+    pct(r.result.generatorShare),
+    r.rssMiB === undefined ? "" : r.rssMiB.toFixed(1),
+    ...extraHeaders.map((h) => r.extra?.[h] ?? ""),
+  ]);
+  return [headers, align, ...lines].map((cells) => `| ${cells.join(" | ")} |`).join("\n");
+}
+
+/** Replaces the text between the bench markers of `path` with `body` (or writes a new file). */
+export async function writeResults(path: string, body: string): Promise<void> {
+  const begin = "<!-- bench:begin -->";
+  const end = "<!-- bench:end -->";
+  let text = "";
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  const from = text.indexOf(begin);
+  const to = text.indexOf(end);
+  const block = `${begin}\n${body.trim()}\n${end}`;
+  const next = from >= 0 && to > from
+    ? text.slice(0, from) + block + text.slice(to + end.length)
+    : `# Performance\n\n${block}\n`;
+  await Deno.writeTextFile(path, next);
+}
