@@ -247,10 +247,11 @@ export function createHandler(deps: AppDeps): Handler {
     const requestId = `${bootId}-${(++requestCount).toString(36)}`;
     const peer = info?.remoteAddr?.hostname ?? "unknown";
     // Nothing the client sent has been read yet: the URL, Host and path are read in the try.
+    const accepted = negotiateResponseFormat(request.headers.get("accept"));
     const context: RequestContext = {
       requestId,
       url: UNREAD_URL,
-      format: negotiateResponseFormat(request.headers.get("accept")) ?? "xml",
+      format: accepted ?? "xml",
       clientAddress: peer,
       peerAddress: peer,
       scheme: listenerScheme,
@@ -263,7 +264,7 @@ export function createHandler(deps: AppDeps): Handler {
       const target = parseRequestPath(rawPath, pathOptions);
       context.target = target;
       routeLabel = toRouteLabel(target.path, target.secure);
-      const format = target.format ?? negotiateResponseFormat(request.headers.get("accept"));
+      const format = target.format ?? accepted;
       if (format === undefined) {
         throw new HttpError(
           406,

@@ -71,15 +71,18 @@ export const IDENTITY_HEADERS = {
   keyId: "x-keygate-key-id",
 } as const;
 
-const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+/** Printable ASCII but `%`: sent as it is. */
+const AS_IS = /^[\x20-\x24\x26-\x7e]*$/;
 
 /**
  * The identity as `X-Keygate-User` (user id), `X-Keygate-Email` and
  * `X-Keygate-Key-Id`. An e-mail with non-ASCII characters is percent-encoded
- * (UTF-8), since header values are bytes.
+ * (UTF-8), since header values are bytes; so is one with a `%`, so that
+ * percent-decoding the header always gives the address (`a%C3%A9@…` is an
+ * address of its own, not `aé@…`).
  */
 export function toIdentityHeaders(identity: Identity): [string, string][] {
-  const email = PRINTABLE_ASCII.test(identity.email) ? identity.email : encodeURI(identity.email);
+  const email = AS_IS.test(identity.email) ? identity.email : encodeURI(identity.email);
   return [
     [IDENTITY_HEADERS.user, String(identity.userId)],
     [IDENTITY_HEADERS.email, email],

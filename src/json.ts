@@ -5,10 +5,14 @@
  * last one win, however a key is spelled (escapes included: `\u0070assword`
  * is `password`). A string that is not well-formed Unicode (a lone surrogate
  * from `\ud800`) is refused: it would be repaired on its way to UTF-8.
+ * Nesting is bounded, as in XML: keygate's documents need 3 levels.
  *
  * @module
  */
 import JSON5 from "json5";
+
+/** Arrays and objects nested deeper than this are refused. */
+export const MAX_JSON_DEPTH = 32;
 
 /**
  * Parses `text` as JSON, or JSON5 when it is not strict JSON.
@@ -32,20 +36,28 @@ export function parseJson(text: string): unknown {
   if (duplicate !== undefined) {
     throw new SyntaxError(`Cannot parse JSON: duplicate key "${duplicate.slice(0, 64)}"`);
   }
-  if (!isWellFormed(value)) {
+  if (!isWellFormed(value, 0)) {
     throw new SyntaxError("Cannot parse JSON: a string holds a lone surrogate (\\uD800-\\uDFFF)");
   }
   return value;
 }
 
-/** Whether every string and key in `value` is well-formed Unicode. */
-function isWellFormed(value: unknown): boolean {
+/**
+ * Whether every string and key in `value` is well-formed Unicode.
+ *
+ * @throws {SyntaxError} for nesting deeper than {@link MAX_JSON_DEPTH} (before
+ * the walk would exhaust the call stack).
+ */
+function isWellFormed(value: unknown, depth: number): boolean {
   if (typeof value === "string") return value.isWellFormed();
-  if (Array.isArray(value)) return value.every(isWellFormed);
-  if (value !== null && typeof value === "object") {
-    return Object.entries(value).every(([key, item]) => key.isWellFormed() && isWellFormed(item));
+  if (value === null || typeof value !== "object") return true;
+  if (depth >= MAX_JSON_DEPTH) {
+    throw new SyntaxError(`Cannot parse JSON: nested deeper than ${MAX_JSON_DEPTH} levels`);
   }
-  return true;
+  if (Array.isArray(value)) return value.every((item) => isWellFormed(item, depth + 1));
+  return Object.entries(value).every(([key, item]) =>
+    key.isWellFormed() && isWellFormed(item, depth + 1)
+  );
 }
 
 /** JSON5 identifier names (ECMAScript's): Unicode letters, `$`, `_`, and `\uXXXX` escapes. */

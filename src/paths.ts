@@ -17,15 +17,18 @@
  * 3. A segment that is `.` or `..` (in any spelling) is refused: keygate does
  *    not guess how a backend resolves it. Empty segments (`//`) are dropped.
  * 4. A decoded segment that is not ASCII is refused, unless the operator
- *    opted in (`--unicode-paths on`).
+ *    opted in (`--unicode-paths on`); even then, rules 2 and 3 hold for its
+ *    NFKC form (`／` is `/`, `；` is `;`, `．．` is `..`).
  * 5. A segment is **secure** when its name before the first `.` is `secure`
  *    in ASCII letters of any case (`secure`, `SECURE`, `Secure.json`). A
  *    segment that a Unicode-aware backend would read as such (NFKC, case fold,
- *    default-ignorable characters removed, cut at the first `.` or `:`,
- *    trailing dots and spaces trimmed: `ſecure`, `ＳＥＣＵＲＥ`, `secure%20`,
- *    `secure::$DATA`) but that is not those bytes is refused. Every refusal is 400 `invalid_path`.
+ *    default-ignorable characters removed, cut at the first `.` or `:`, `+`
+ *    read as a space, leading and trailing spaces trimmed: `ſecure`,
+ *    `ＳＥＣＵＲＥ`, `secure%20`, `%20secure`, `secure+`, `secure::$DATA`) but
+ *    that is not those bytes is refused. Every refusal is 400 `invalid_path`.
  * 6. A trailing `.json` or `.xml` on the last segment selects the response
- *    format and is removed from the routed path; a trailing slash is ignored.
+ *    format and is removed from the routed path (what remains may not be
+ *    empty, `.` or `..`); a trailing slash is ignored.
  *
  * @module
  */
@@ -58,9 +61,6 @@ const FORBIDDEN_DECODED = /[/\\;%?#\x00-\x1f\x7f-\x9f]/;
 // deno-lint-ignore no-control-regex
 const NON_ASCII = /[^\x00-\x7f]/;
 const FORMAT_SUFFIX = /\.(json|xml)$/;
-/** A string of ASCII characters only. */
-// deno-lint-ignore no-control-regex
-const ASCII_ONLY = /^[\x00-\x7f]*$/;
 /** Characters a Unicode-aware reader may ignore inside a name. */
 const IGNORABLE = /[\p{Default_Ignorable_Code_Point}\p{Cf}]/gu;
 
@@ -68,18 +68,17 @@ const IGNORABLE = /[\p{Default_Ignorable_Code_Point}\p{Cf}]/gu;
  * How a Unicode-aware, case-insensitive backend reads a segment's name:
  * NFKC, full case fold (approximated by upper- then lower-casing, which maps
  * `ſ` and `K` as a fold does), ignorable characters removed, and the name cut
- * at the first `.` or `:` (a suffix, an NTFS stream) with trailing spaces and dots trimmed.
+ * at the first `.` or `:` (a suffix, an NTFS stream) with `+` read as a space
+ * (form decoding) and leading and trailing spaces trimmed (Java's `trim()`,
+ * Spring's `trimTokens`). An ASCII segment skips the Unicode steps, which
+ * change nothing in ASCII: this runs on every segment of every request.
  */
 export function toFoldedName(segment: string): string {
-  // ASCII needs neither normalisation nor the ignorable-character scan (every such character is
-  // outside ASCII), and its case fold is toLowerCase: the same answer for half the work, on
-  // every segment of every request.
-  if (ASCII_ONLY.test(segment)) {
-    return segment.toLowerCase().split(/[.:]/, 1)[0].replace(/[\s.]+$/, "");
-  }
-  const folded = segment.normalize("NFKC").replace(IGNORABLE, "").toUpperCase().toLowerCase()
-    .normalize("NFKC");
-  return folded.split(/[.:]/, 1)[0].replace(/[\s.]+$/u, "");
+  const folded = NON_ASCII.test(segment)
+    ? segment.normalize("NFKC").replace(IGNORABLE, "").toUpperCase().toLowerCase()
+      .normalize("NFKC")
+    : segment.toLowerCase();
+  return folded.split(/[.:]/, 1)[0].replaceAll("+", " ").trim();
 }
 
 /** Whether `segment` (decoded) names `secure` in ASCII letters: `secure`, `SECURE.json`. */
@@ -111,8 +110,13 @@ export function parseRequestPath(rawPath: string, options: PathOptions = {}): Re
       throw invalidPath("an encoded separator, parameter, escape or control character");
     }
     if (segment === "." || segment === "..") throw invalidPath("a dot segment");
-    if (!options.allowUnicode && NON_ASCII.test(segment)) {
-      throw invalidPath("non-ASCII characters");
+    if (NON_ASCII.test(segment)) {
+      if (!options.allowUnicode) throw invalidPath("non-ASCII characters");
+      // A backend that normalises the path before splitting it reads x／secure as x/secure.
+      const compatible = segment.normalize("NFKC");
+      if (FORBIDDEN_DECODED.test(compatible) || compatible === "." || compatible === "..") {
+        throw invalidPath("a character that is a separator, parameter, escape or dot in NFKC");
+      }
     }
     if (isSecureName(segment)) {
       secure = true;
@@ -127,7 +131,9 @@ export function parseRequestPath(rawPath: string, options: PathOptions = {}): Re
   if (suffix) {
     format = suffix[1] as Format;
     segments[last] = segments[last].slice(0, suffix.index);
-    if (segments[last] === "") throw invalidPath("an empty name before its format suffix");
+    const name = segments[last];
+    if (name === "") throw invalidPath("an empty name before its format suffix");
+    if (name === "." || name === "..") throw invalidPath("a dot segment before its format suffix");
   }
   const path = "/" + segments.join("/");
   const target: RequestPath = { path, secure };

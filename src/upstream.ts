@@ -129,9 +129,12 @@ function connectionTokens(headers: Headers): Set<string> {
 /**
  * Whether a client's request header is dropped because keygate owns it or a
  * backend may trust it: any name with `_` (CGI/WSGI-style backends read `_`
- * and `-` alike, so `X_Keygate_User` would pass for `X-Keygate-User`), and
- * every identity or forwarding header (`X-Keygate-*`, `Forwarded`,
- * `X-Real-IP`, `True-Client-IP`, `X-Forwarded-*`, `X-Request-Id`).
+ * and `-` alike, so `X_Keygate_User` would pass for `X-Keygate-User`), every
+ * identity or forwarding header (`X-Keygate-*`, `Forwarded`, `X-Real-IP`,
+ * `True-Client-IP` and the other client-address headers, `X-Forwarded-*`,
+ * `X-Request-Id`), and every header a backend may route on instead of the
+ * request line (`X-Original-URL`, `X-Rewrite-URL`: Symfony, Zend, IIS), which
+ * would move a public path keygate authorised under a secure one.
  * Header names reach this function lower-cased.
  */
 export function isOwnedHeader(name: string): boolean {
@@ -143,7 +146,19 @@ const OWNED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   "forwarded",
   "x-real-ip",
   "true-client-ip",
+  "client-ip",
+  "x-client-ip",
+  "x-cluster-client-ip",
+  "cf-connecting-ip",
+  "fastly-client-ip",
   "x-request-id",
+  "x-original-url",
+  "x-rewrite-url",
+  "x-original-uri",
+  "x-original-method",
+  "x-host",
+  "x-original-host",
+  "x-http-host-override",
 ]);
 
 /**

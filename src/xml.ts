@@ -42,8 +42,12 @@ const parser = new XMLParser({
 const DTD = /<!(doctype|entity)/i;
 /** XML 1.0 §2.2 `Char`; anything else may not appear, raw or as a reference. */
 const NOT_XML_CHAR = /[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
-/** Sections in which `&` is not markup. */
-const LITERAL_SECTIONS = /<!\[CDATA\[[\s\S]*?\]\]>|<!--[\s\S]*?-->|<\?[\s\S]*?\?>/g;
+/** Markup in which `&` starts no reference: CDATA sections, comments, processing instructions. */
+const LITERAL_SECTIONS: readonly [string, string][] = [
+  ["<![CDATA[", "]]>"],
+  ["<!--", "-->"],
+  ["<?", "?>"],
+];
 const REFERENCE = /&([^;&<]{0,12});?/g;
 const PREDEFINED_ENTITIES: ReadonlySet<string> = new Set(["lt", "gt", "amp", "apos", "quot"]);
 
@@ -53,7 +57,7 @@ const PREDEFINED_ENTITIES: ReadonlySet<string> = new Set(["lt", "gt", "amp", "ap
  */
 function findForbiddenCharacter(text: string): string | undefined {
   if (!text.isWellFormed() || NOT_XML_CHAR.test(text)) return "a character XML does not allow";
-  for (const [reference, name] of text.replace(LITERAL_SECTIONS, "").matchAll(REFERENCE)) {
+  for (const [reference, name] of withoutLiteralSections(text).matchAll(REFERENCE)) {
     if (!reference.endsWith(";")) return "an unterminated reference";
     if (PREDEFINED_ENTITIES.has(name)) continue;
     const number = /^#(?:x([0-9A-Fa-f]{1,6})|([0-9]{1,7}))$/.exec(name);
@@ -64,6 +68,50 @@ function findForbiddenCharacter(text: string): string | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * `text` without its CDATA sections, comments and processing instructions,
+ * found as an XML tokenizer finds them: a tag ends at the first `>` outside
+ * its quoted attribute values, so a `<!--` inside a value opens no comment
+ * (a regex over the whole text would skip everything up to a later `-->`,
+ * references included). Each section removed leaves a `<`, so that no
+ * reference is joined across it.
+ */
+function withoutLiteralSections(text: string): string {
+  let rest = "";
+  let i = 0;
+  while (i < text.length) {
+    const open = text.indexOf("<", i);
+    if (open === -1) return rest + text.slice(i);
+    const section = LITERAL_SECTIONS.find(([start]) => text.startsWith(start, open));
+    if (section === undefined) {
+      const end = findTagEnd(text, open);
+      rest += text.slice(i, end);
+      i = end;
+    } else {
+      const close = text.indexOf(section[1], open + section[0].length);
+      rest += text.slice(i, open) + "<";
+      i = close === -1 ? text.length : close + section[1].length;
+    }
+  }
+  return rest;
+}
+
+/** The index just after the tag that starts at `text[open]`: its first `>` outside quotes. */
+function findTagEnd(text: string, open: number): number {
+  let quote = "";
+  for (let i = open + 1; i < text.length; i++) {
+    const c = text[i];
+    if (quote !== "") {
+      if (c === quote) quote = "";
+    } else if (c === '"' || c === "'") {
+      quote = c;
+    } else if (c === ">") {
+      return i + 1;
+    }
+  }
+  return text.length;
 }
 
 /**

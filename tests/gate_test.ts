@@ -13,6 +13,18 @@ Deno.test("toIdentityHeaders() gives user id, e-mail and key id, percent-encodin
   assert.doesNotThrow(() => new Headers([email as [string, string]]));
 });
 
+Deno.test("toIdentityHeaders() gives two addresses two headers: a % is encoded too", () => {
+  // "a%C3%A9@…" is a valid address of its own: it must not read as "aé@…" once decoded.
+  const header = (address: string) =>
+    toIdentityHeaders({ userId: 1, email: address, apiKeyId: 1 })[1][1];
+  const accented = header("a\u00e9@example.org");
+  const literal = header("a%C3%A9@example.org");
+  assert.notEqual(accented, literal);
+  assert.equal(decodeURIComponent(accented), "a\u00e9@example.org");
+  assert.equal(decodeURIComponent(literal), "a%C3%A9@example.org");
+  assert.equal(header("100%@example.org"), "100%25@example.org");
+});
+
 Deno.test("isKeygatePath() covers keygate's own paths in any letter case, and nothing else", () => {
   for (
     const path of [

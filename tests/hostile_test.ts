@@ -217,6 +217,13 @@ Deno.test("[hostile 2] JSON: non-strings, __proto__ and duplicate keys get 400 o
     ["duplicate root", `{"auth_request":{},"auth_request":{}}`, /duplicate key "auth_request"/],
     ["not JSON", `{"auth_request":`, /Cannot parse JSON/],
     ["top-level array", `[1,2]`, /expected a JSON object/],
+    // Deeper than the call stack: a RangeError (500) before nesting was bounded.
+    [
+      "deep nesting",
+      request(`{"email":"${EMAIL}","password":${"[".repeat(5000)}${"]".repeat(5000)}}`),
+      /nested deeper than 32 levels/,
+    ],
+    ["deep objects", request(`${'{"a":'.repeat(2000)}1${"}".repeat(2000)}`), /nested deeper/],
   ];
   for (const [name, body, message] of cases) {
     const response = await t.send(body, JSON_IO);
@@ -476,6 +483,8 @@ Deno.test("[hostile 8] canonical paths: no spelling of a secure path escapes aut
       "/api/%2e%2e%5csecure",
       "/a%00/secure",
       "/a/%zz",
+      "/api/%20secure/userservice/tokens/current",
+      "/api/secure+/x",
     ]
   ) {
     await assertError(await t.app.handler(new Request(BASE + path)), 400, "invalid_path");

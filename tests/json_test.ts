@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { findDuplicateKey, parseJson } from "../src/json.ts";
+import { findDuplicateKey, MAX_JSON_DEPTH, parseJson } from "../src/json.ts";
 
 Deno.test("parseJson() reads strict JSON and falls back to JSON5", () => {
   assert.deepEqual(parseJson(`{"a": "b"}`), { a: "b" });
@@ -9,6 +9,15 @@ Deno.test("parseJson() reads strict JSON and falls back to JSON5", () => {
 Deno.test("parseJson() throws SyntaxError for neither", () => {
   assert.throws(() => parseJson(`{"a": }`), SyntaxError);
   assert.throws(() => parseJson(`<a/>`), SyntaxError);
+});
+
+Deno.test("parseJson() refuses nesting deeper than MAX_JSON_DEPTH with SyntaxError", () => {
+  const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
+  assert.deepEqual(parseJson(`{"a":${nested(MAX_JSON_DEPTH - 1)}}`), {
+    a: JSON.parse(nested(MAX_JSON_DEPTH - 1)),
+  });
+  assert.throws(() => parseJson(`{"a":${nested(MAX_JSON_DEPTH)}}`), SyntaxError);
+  assert.throws(() => parseJson(nested(20_000)), /nested deeper than 32 levels/);
 });
 
 Deno.test("findDuplicateKey() finds repeats per object only", () => {

@@ -20,7 +20,8 @@ const RUNS = 120;
 function toBackendName(segment: string): string {
   const folded = segment.normalize("NFKC").replace(/\p{Default_Ignorable_Code_Point}/gu, "")
     .toUpperCase().toLowerCase();
-  return folded.split(/[.:]/, 1)[0].replace(/[\s.]+$/u, "");
+  // Java's trim() and Spring's trimTokens trim both ends; form decoders read "+" as a space.
+  return folded.split(/[.:]/, 1)[0].replace(/\+/g, " ").replace(/^\s+|[\s.]+$/gu, "");
 }
 
 /** How a lenient backend reads a path: is any segment `secure`? */
@@ -60,6 +61,9 @@ const SEGMENT = fc.oneof(
     "secure::$DATA",
     "Secure:x",
     "secure%20",
+    "%20secure",
+    "secure+",
+    "+SECURE",
     "secure%E2%80%8B",
     "se%C2%ADcure",
     "a%2Fsecure",

@@ -114,11 +114,39 @@ Deno.test("parseRequestPath() refuses non-ASCII unless allowed, and secure look-
     assertInvalidPath(raw);
     assertInvalidPath(raw, { allowUnicode: true });
   }
+  // Characters whose NFKC form is a separator, a parameter, an escape or a dot segment: a backend
+  // that normalises the path before splitting it reads "x／secure" as x/secure.
+  for (
+    const raw of [
+      "/api/x%EF%BC%8Fsecure/y", // fullwidth solidus
+      "/api/x%EF%BC%BCsecure/y", // fullwidth reverse solidus
+      "/api/secure%EF%BC%9Bx/y", // fullwidth semicolon
+      "/api/secure%EF%B9%94x/y", // small semicolon
+      "/api/%EF%BC%8573ecure/y", // fullwidth percent sign
+      "/api/%EF%BC%9Fx/y", // fullwidth question mark
+      "/api/%EF%BC%8E%EF%BC%8E/y", // fullwidth ..
+    ]
+  ) {
+    assertInvalidPath(raw, { allowUnicode: true });
+  }
   // ASCII spellings a backend would trim or fold are refused too.
   assertInvalidPath("/api/secure%20/x");
   assertInvalidPath("/api/secure::$DATA/x");
   assertInvalidPath("/api/Secure:x");
   assertInvalidPath("/api/secure%20.json");
+  // Leading blanks: Java's String.trim() and Spring's AntPathMatcher with trimTokens (CVE-2016-5007).
+  assertInvalidPath("/api/%20secure/x");
+  assertInvalidPath("/api/%20%20Secure.json");
+  // "+" is a space to a form decoder (PHP's urldecode, Python's unquote_plus).
+  assertInvalidPath("/api/secure+/x");
+  assertInvalidPath("/api/+secure/x");
+  assert.equal(pathOf("/api/secure+x/y").secure, false);
+});
+
+Deno.test("parseRequestPath() refuses a dot segment left by removing the format suffix", () => {
+  assertInvalidPath("/api/x/...json");
+  assertInvalidPath("/api/x/..xml");
+  assert.equal(pathOf("/api/x/....json").path, "/api/x/...");
 });
 
 Deno.test("toFoldedName() reads a segment as a Unicode-aware, case-insensitive backend", () => {
@@ -126,6 +154,9 @@ Deno.test("toFoldedName() reads a segment as a Unicode-aware, case-insensitive b
   assert.equal(toFoldedName("\uFF33\uFF25\uFF23\uFF35\uFF32\uFF25"), "secure");
   assert.equal(toFoldedName("SECURE.json"), "secure");
   assert.equal(toFoldedName("secure. "), "secure");
+  assert.equal(toFoldedName(" Secure"), "secure");
+  assert.equal(toFoldedName("+secure+"), "secure");
+  assert.equal(toFoldedName("SeCuRe:x"), "secure");
   assert.equal(toFoldedName("insecure"), "insecure");
 });
 
@@ -145,14 +176,15 @@ Deno.test("splitRequestTarget() takes the path and query as sent, whatever the a
 Deno.test("toFoldedName() reads an ASCII segment as the full Unicode fold does (its fast path)", () => {
   const fullFold = (segment: string) =>
     segment.normalize("NFKC").replace(/[\p{Default_Ignorable_Code_Point}\p{Cf}]/gu, "")
-      .toUpperCase().toLowerCase().normalize("NFKC").split(/[.:]/, 1)[0].replace(/[\s.]+$/u, "");
+      .toUpperCase().toLowerCase().normalize("NFKC").split(/[.:]/, 1)[0].replaceAll("+", " ")
+      .trim();
   fc.assert(
     fc.property(fc.string({ unit: "binary-ascii", maxLength: 24 }), (segment) => {
       assert.equal(toFoldedName(segment), fullFold(segment));
     }),
     { numRuns: 5000 },
   );
-  for (const segment of ["Secure:x", "secure \t", "SECURE..", "secure.json", "api", ""]) {
+  for (const segment of ["Secure:x", "secure \t", " SECURE+", "secure.json", "api", ""]) {
     assert.equal(toFoldedName(segment), fullFold(segment), JSON.stringify(segment));
   }
   assert.equal(toFoldedName("ſecure"), "secure"); // beyond ASCII: the full fold still applies

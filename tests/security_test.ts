@@ -126,6 +126,12 @@ Deno.test("[issue 12.2] --unicode-paths admits letters but still refuses secure 
       400,
       "invalid_path",
     );
+    // U+FF0F FULLWIDTH SOLIDUS is "/" in NFKC: x／secure is x/secure to a normalising backend.
+    await assertError(
+      await app.handler(new Request(`${BASE}/api/x%EF%BC%8Fsecure/y?api_key=${apiKey}`)),
+      400,
+      "invalid_path",
+    );
     assert.equal(backend.seen.length, 1);
   } finally {
     app.close();
@@ -168,6 +174,43 @@ Deno.test("[issue 12.3] client headers with _ and forwarding headers never reach
     assert.equal(headers.get("x-keygate-email"), "alice@example.org");
     assert.equal(headers.get("x-forwarded-for"), "203.0.113.9");
     assert.notEqual(headers.get("x-request-id"), "forged");
+    assert.equal(headers.get("x-custom"), "kept");
+  } finally {
+    app.close();
+    await backend.close();
+  }
+});
+
+Deno.test("[issue 12.3] routing-override and client-address headers never reach the upstream", async () => {
+  // Symfony, Zend and IIS route on X-Original-URL / X-Rewrite-URL instead of the request line:
+  // a public path with one of them would reach a secure endpoint on the API key alone.
+  const backend = startRecordingBackend();
+  const { app, apiKey } = await setup({ upstream: backend.url });
+  const forged: Record<string, string> = {
+    "X-Original-URL": "/api/secure/donations",
+    "X-Rewrite-URL": "/api/secure/donations",
+    "X-Original-URI": "/api/secure/donations",
+    "X-Original-Method": "DELETE",
+    "X-Host": "admin.internal",
+    "X-Original-Host": "admin.internal",
+    "X-HTTP-Host-Override": "admin.internal",
+    "Client-IP": "10.0.0.4",
+    "X-Client-IP": "10.0.0.5",
+    "X-Cluster-Client-IP": "10.0.0.6",
+    "CF-Connecting-IP": "10.0.0.7",
+    "Fastly-Client-IP": "10.0.0.8",
+  };
+  try {
+    const response = await app.handler(
+      new Request(`${BASE}/api/public/x?api_key=${apiKey}`, {
+        headers: { ...forged, "X-Custom": "kept" },
+      }),
+    );
+    assert.equal(response.status, 200);
+    assert.equal(await response.text(), "backend");
+    const { path, headers } = backend.seen[0];
+    assert.equal(path, "/api/public/x");
+    for (const name of Object.keys(forged)) assert.equal(headers.get(name), null, name);
     assert.equal(headers.get("x-custom"), "kept");
   } finally {
     app.close();
@@ -318,6 +361,20 @@ Deno.test("[issue 12.7] XML references to characters XML forbids are refused, no
       await postToken(app.handler, xmlAuthRequest("alice@example.org", password, apiKey), {
         "content-type": "application/xml",
       }),
+      400,
+      "invalid_request",
+    );
+  }
+  // A "<!--" or "<![CDATA[" inside an attribute value opens no comment: the references after it
+  // are checked all the same (a regex over the whole text once skipped them as commented out).
+  for (
+    const [open, close] of [["<!--", "-->"], ["<![CDATA[", "]]>"], ["<?", "?>"], ["'", '"']]
+  ) {
+    const body = `<auth_request><user><email x="${open}">alice@example.org</email>` +
+      `<password>correct&#1; horse</password></user><api_key y='${close}'>${apiKey}</api_key>` +
+      `</auth_request>`;
+    await assertError(
+      await postToken(app.handler, body, { "content-type": "application/xml" }),
       400,
       "invalid_request",
     );
