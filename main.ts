@@ -14,27 +14,42 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { main as adminMain } from "./scripts/admin.ts";
-import { createHandler } from "./src/app.ts";
-import { systemClock } from "./src/clock.ts";
+import { createHandler } from "./src/http/app.ts";
+import type { Routes } from "./src/http/route.ts";
+import type { SecureContext } from "./src/http/context.ts";
+import { systemClock } from "./src/platform/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
-import { createKeyUsageRecorder } from "./src/key_usage.ts";
-import { isLoopbackOrPrivate } from "./src/ip.ts";
-import { createJanitor } from "./src/janitor.ts";
-import { createLogger } from "./src/logger.ts";
-import { createMetrics, createMetricsHandler } from "./src/metrics.ts";
-import { setListenerNoDelay } from "./src/nodelay.ts";
-import { createPasswordHasher } from "./src/passwords.ts";
-import { openStore } from "./src/store.ts";
-import { loadTlsCredentials } from "./src/tls.ts";
+import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
+import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
+import { createJanitor } from "./src/auth/janitor.ts";
+import { createLogger } from "./src/platform/logger.ts";
+import { createMetrics } from "./src/platform/metrics.ts";
+import { createMetricsHandler } from "./src/http/metrics_handler.ts";
+import { setListenerNoDelay } from "./src/platform/nodelay.ts";
+import { createPasswordHasher } from "./src/passwords/passwords.ts";
+import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import { loadTlsCredentials } from "./src/platform/tls.ts";
+
+/** What an application embedding keygate adds to the server (see examples/donations/). */
+export interface ServeOptions {
+  /** The application's own secure endpoints, served after authentication. */
+  secureRoutes?: Routes<SecureContext>;
+  /** Prefix of start-up error messages. Default `keygate`. */
+  name?: string;
+}
 
 /** Runs the server until a shutdown signal; resolves to the process exit code. */
-export async function serve(args: string[], env: Record<string, string | undefined>) {
+export async function serve(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: ServeOptions = {},
+) {
   let config;
   try {
     config = readConfig(args, env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    console.error(`keygate: ${error.message} (see --help)`);
+    console.error(`${options.name ?? "keygate"}: ${error.message} (see --help)`);
     return 2;
   }
   if (config === undefined) {
@@ -44,7 +59,7 @@ export async function serve(args: string[], env: Record<string, string | undefin
   const logger = createLogger({ level: config.logLevel });
   mkdirSync(dirname(config.dbPath), { recursive: true });
   // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-  const store = openStore(config.dbPath, { durability: "grants" });
+  const store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
   const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
@@ -64,6 +79,7 @@ export async function serve(args: string[], env: Record<string, string | undefin
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     corsOrigins: config.corsOrigins,
     keyUsage,
+    secureRoutes: options.secureRoutes,
     upstream: config.upstream === undefined ? undefined : {
       url: new URL(config.upstream),
       timeoutMs: config.upstreamTimeoutSeconds * 1000,
@@ -88,7 +104,7 @@ export async function serve(args: string[], env: Record<string, string | undefin
     ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
     onListen({ hostname, port }) {
       const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      // Deno's TLS listener leaves Nagle's algorithm on: see src/nodelay.ts.
+      // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
       const noDelay = setListenerNoDelay(port) > 0;
       logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
         hostname,
@@ -155,16 +171,16 @@ export async function serve(args: string[], env: Record<string, string | undefin
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
   if (!finished) logger.warn("shutdown deadline passed: closing with requests still in flight");
-  keyUsage.stop(); // writes the last uses before the database closes
+  await keyUsage.stop(); // writes the last uses before the database closes
   hasher.close();
   await janitor.stop();
   await metricsServer?.shutdown();
   try {
-    store.checkpoint();
+    findSqliteMaintenance(store)?.checkpointWal();
   } catch (error) {
     logger.warn("checkpoint failed", { error: String(error) });
   }
-  store.close();
+  await store.closeStore();
   logger.info("stopped");
   logger.flush();
   return 0;

@@ -8,28 +8,39 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { type Clock, systemClock } from "../src/clock.ts";
+import { type Clock, systemClock } from "../src/platform/clock.ts";
+import { formatDuration, parseDuration } from "../src/platform/duration.ts";
+import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
+import { createLogger, type LogFields } from "../src/platform/logger.ts";
+import type { ApiKey, AuditEntry, Store, User } from "../src/store/store.ts";
+import { findSqliteMaintenance, openStore } from "../src/store/open_store.ts";
+import { inspectDatabaseFile, type SqliteMaintenance } from "../src/store/sqlite/maintenance.ts";
+import { toCliActor, toUserRef } from "../src/auth/audit.ts";
+import { isPasswordSized, MAX_PASSWORD_BYTES } from "../src/auth/account_rules.ts";
+import type { ChangeDeps } from "../src/auth/changes.ts";
+import { AuthError } from "../src/auth/errors.ts";
+import { toKeyStatus } from "../src/auth/key_status.ts";
 import {
-  generateApiKey,
-  hashSecret,
-  normalizeApiKey,
-  toCanonicalEmail,
-  toKeyPrefix,
-} from "../src/credentials.ts";
-import { formatDuration, parseDuration } from "../src/duration.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
-import { createLogger, type LogFields } from "../src/logger.ts";
+  createKey,
+  DEFAULT_ROTATION_GRACE_SECONDS,
+  findKeyByText,
+  revokeKey,
+  rotateKey,
+  setKeyDisabled,
+} from "../src/auth/keys.ts";
+import { toAccountSubject, toClientSubject } from "../src/auth/throttle.ts";
 import {
-  type ApiKey,
-  inspectDatabaseFile,
-  openStore,
-  type Store,
-  type User,
-} from "../src/store.ts";
-import { type AuditAction, toCliActor, toKeyRef, toUserRef } from "../src/audit.ts";
-import { toKeyStatus } from "../src/key_status.ts";
-import { toAccountSubject, toClientSubject } from "../src/throttle.ts";
-import { MAX_EMAIL_LENGTH, MAX_PASSWORD_BYTES } from "../src/token_router.ts";
+  addUser,
+  changeUserPassword,
+  changeUserTimeout,
+  describeExisting,
+  describeTimeout,
+  findUserInAnyForm,
+  findUserOrFail,
+  revokeUserTokens,
+  setUserDisabled,
+  toAccountEmail,
+} from "../src/auth/users.ts";
 
 /** The admin CLI's surroundings, replaceable in tests. */
 export interface AdminIO {
@@ -113,19 +124,29 @@ TIME is an ISO 8601 time (2026-05-01T12:00:00Z), milliseconds since the epoch,
 or a DURATION meaning that long ago (24h).
 `;
 
-/** How long a rotated key keeps working when --grace is not given. */
-export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600;
+export { DEFAULT_ROTATION_GRACE_SECONDS };
 
 interface Command {
   usage: string;
   options: readonly string[];
-  run(store: Store, args: string[], flags: Flags, io: AdminIO & Audited): Promise<void> | void;
+  run(store: Store, args: string[], flags: Flags, io: AdminIO & Audited): Promise<void>;
 }
 
 /** The audit logger of one command run. */
 interface Audited {
   /** Logs one admin change: which command, on what, with what effect. */
   change(fields: LogFields): void;
+}
+
+/** The domain's change dependencies for a command run: the CLI user acts, changes are logged. */
+function toChangeDeps(store: Store, io: AdminIO & Audited): ChangeDeps {
+  return {
+    store,
+    clock: io.clock,
+    actor: toCliActor(io.env),
+    noteChange: (entry) =>
+      io.change({ action: entry.action, subject: entry.subject, ...entry.detail }),
+  };
 }
 
 interface Flags {
@@ -158,27 +179,18 @@ const COMMANDS: Record<string, Command> = {
     usage: "user add EMAIL [--timeout DURATION]",
     options: ["timeout"],
     async run(store, [emailArg], flags, io) {
-      const email = toEmail(emailArg);
-      // Rows written before e-mails were stored in NFC are compared in NFC too.
-      const existing = store.findUserByEmail(email) ??
-        store.listUsers().find((user) => toCanonicalEmail(user.email) === email);
+      if (emailArg === undefined) throw usage("user add EMAIL");
+      const email = toAccountEmailOrFail(emailArg);
+      const existing = await findUserInAnyForm(store, email);
       if (existing) {
-        throw new AdminError(
-          `User "${email}" already exists` +
-            (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`),
-        );
+        throw new AdminError(describeExisting(email, existing));
       }
       const timeout = flags.timeout === undefined ? null : toDuration(flags.timeout);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const user = store.transaction(() => {
-        const added = store.insertUser(
-          { email, passwordHash, tokenTimeoutSeconds: timeout },
-          io.clock.now(),
-        );
-        audit(store, io, "user.added", toUserRef(added.email), {
-          timeout: describeTimeout(added),
-        });
-        return added;
+      const user = await addUser(toChangeDeps(store, io), {
+        email,
+        passwordHash,
+        tokenTimeoutSeconds: timeout,
       });
       io.stdout(`Added user ${user.email} (id ${user.id}, token timeout ${describeTimeout(user)})`);
     },
@@ -186,8 +198,8 @@ const COMMANDS: Record<string, Command> = {
   "user list": {
     usage: "user list [--json]",
     options: ["json"],
-    run(store, _args, flags, io) {
-      const users = store.listUsers().map((user) => ({
+    async run(store, _args, flags, io) {
+      const users = (await store.listUsers()).map((user) => ({
         id: user.id,
         email: user.email,
         token_timeout: user.tokenTimeoutSeconds === null
@@ -202,16 +214,11 @@ const COMMANDS: Record<string, Command> = {
   "user set-timeout": {
     usage: "user set-timeout EMAIL DURATION|default",
     options: [],
-    run(store, [email, duration], _flags, io) {
+    async run(store, [email, duration], _flags, io) {
       if (duration === undefined) throw usage("user set-timeout EMAIL DURATION|default");
-      const user = findUser(store, email);
+      const user = await findUser(store, email);
       const timeout = duration === "default" ? null : toDuration(duration);
-      store.transaction(() => {
-        store.setUserTimeout(user.id, timeout, io.clock.now());
-        audit(store, io, "user.timeout_changed", toUserRef(user.email), {
-          timeout: timeout === null ? "default" : formatDuration(timeout),
-        });
-      });
+      await changeUserTimeout(toChangeDeps(store, io), user, timeout);
       io.stdout(
         `Token timeout of ${user.email} is now ${timeout === null ? "the default" : duration}`,
       );
@@ -221,71 +228,41 @@ const COMMANDS: Record<string, Command> = {
     usage: "user set-password EMAIL",
     options: [],
     async run(store, [email], _flags, io) {
-      const user = findUser(store, email);
+      const user = await findUser(store, email);
       const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const revoked = store.transaction(() => {
-        const n = store.setUserPassword(user.id, passwordHash, io.clock.now());
-        audit(store, io, "user.password_changed", toUserRef(user.email), { tokens_revoked: n });
-        return n;
-      });
+      const revoked = await changeUserPassword(toChangeDeps(store, io), user, passwordHash);
       io.stdout(`Password of ${user.email} changed; ${revoked} live token(s) revoked`);
     },
   },
   "user disable": {
     usage: "user disable EMAIL",
     options: [],
-    run(store, [email], _flags, io) {
-      const user = findUser(store, email);
-      const revoked = store.transaction(() => {
-        const n = store.setUserDisabled(user.id, true, io.clock.now());
-        audit(store, io, "user.disabled", toUserRef(user.email), { tokens_revoked: n });
-        return n;
-      });
+    async run(store, [email], _flags, io) {
+      const user = await findUser(store, email);
+      const revoked = await setUserDisabled(toChangeDeps(store, io), user, true);
       io.stdout(`Disabled ${user.email}; ${revoked} live token(s) revoked`);
     },
   },
   "user enable": {
     usage: "user enable EMAIL",
     options: [],
-    run(store, [email], _flags, io) {
-      const user = findUser(store, email);
-      store.transaction(() => {
-        store.setUserDisabled(user.id, false, io.clock.now());
-        audit(store, io, "user.enabled", toUserRef(user.email));
-      });
+    async run(store, [email], _flags, io) {
+      const user = await findUser(store, email);
+      await setUserDisabled(toChangeDeps(store, io), user, false);
       io.stdout(`Enabled ${user.email}`);
     },
   },
   "key create": {
     usage: "key create EMAIL [--label TEXT] [--expires DURATION] [--introspect]",
     options: ["label", "expires", "introspect"],
-    run(store, [email], flags, io) {
-      const user = findUser(store, email);
-      const label = flags.label ?? "";
-      if (label.length > 200) throw new AdminError("Label too long: at most 200 characters");
-      const now = io.clock.now();
-      const expiresAt = flags.expires === undefined ? null : now + toDuration(flags.expires) * 1000;
-      const apiKey = generateApiKey();
-      const key = store.transaction(() => {
-        const created = store.insertApiKey(
-          {
-            userId: user.id,
-            keyHash: hashSecret(apiKey),
-            prefix: toKeyPrefix(apiKey),
-            label,
-            expiresAt,
-            introspect: flags.introspect === true,
-          },
-          now,
-        );
-        audit(store, io, "key.created", toKeyRef(created.id), {
-          user: user.email,
-          label,
-          expires_at: toIsoOrNull(expiresAt),
-          introspect: created.introspect ? 1 : 0,
-        });
-        return created;
+    async run(store, [email], flags, io) {
+      const user = await findUser(store, email);
+      const { key, apiKey } = await createKey(toChangeDeps(store, io), user, {
+        label: flags.label,
+        expiresInSeconds: flags.expires === undefined ? undefined : toDuration(flags.expires),
+        introspect: flags.introspect,
       });
+      const expiresAt = key.expiresAt;
       const until = expiresAt === null ? "" : ` until ${toIso(expiresAt)}`;
       const kind = key.introspect ? "resource-server API key (may introspect tokens)" : "API key";
       io.stdout(
@@ -297,13 +274,13 @@ const COMMANDS: Record<string, Command> = {
   "key list": {
     usage: "key list [EMAIL] [--unused DURATION] [--json]",
     options: ["json", "unused"],
-    run(store, [email], flags, io) {
-      const userId = email === undefined ? undefined : findUser(store, email).id;
+    async run(store, [email], flags, io) {
+      const userId = email === undefined ? undefined : (await findUser(store, email)).id;
       const now = io.clock.now();
       const unusedSince = flags.unused === undefined
         ? undefined
         : now - toDuration(flags.unused) * 1000;
-      const keys = store.listApiKeys(userId)
+      const keys = (await store.listApiKeys(userId))
         .filter((key) =>
           unusedSince === undefined ||
           (key.revokedAt === null && (key.lastUsedAt ?? key.createdAt) <= unusedSince)
@@ -328,48 +305,18 @@ const COMMANDS: Record<string, Command> = {
   "key rotate": {
     usage: "key rotate KEY_OR_ID [--grace DURATION|0]",
     options: ["grace"],
-    run(store, [keyOrId], flags, io) {
-      const old = findKey(store, keyOrId, "key rotate KEY_OR_ID [--grace DURATION|0]");
-      const now = io.clock.now();
-      const status = toKeyStatus(old, now);
-      if (status !== "active") {
-        throw new AdminError(`Cannot rotate API key ${old.id}: it is ${status}`);
-      }
-      if (old.replacedBy !== null) {
-        throw new AdminError(
-          `Cannot rotate API key ${old.id}: it was already rotated to key ${old.replacedBy}`,
-        );
-      }
+    async run(store, [keyOrId], flags, io) {
+      const old = await findKey(store, keyOrId, "key rotate KEY_OR_ID [--grace DURATION|0]");
       const graceSeconds = flags.grace === undefined
         ? DEFAULT_ROTATION_GRACE_SECONDS
         : flags.grace === "0"
         ? 0
         : toDuration(flags.grace);
-      const oldUntil = Math.min(old.expiresAt ?? Infinity, now + graceSeconds * 1000);
-      // The successor keeps the old key's lifetime, counted from now.
-      const expiresAt = old.expiresAt === null ? null : now + (old.expiresAt - old.createdAt);
-      const apiKey = generateApiKey();
-      const key = store.transaction(() => {
-        const successor = store.rotateApiKey(old.id, {
-          userId: old.userId,
-          keyHash: hashSecret(apiKey),
-          prefix: toKeyPrefix(apiKey),
-          label: old.label,
-          expiresAt,
-          introspect: old.introspect,
-        }, { oldKeyExpiresAt: oldUntil, now });
-        audit(store, io, "key.rotated", toKeyRef(old.id), {
-          successor: successor.id,
-          old_key_until: toIso(oldUntil),
-        });
-        audit(store, io, "key.created", toKeyRef(successor.id), {
-          user: store.findUserById(old.userId)?.email ?? "",
-          label: old.label,
-          expires_at: toIsoOrNull(expiresAt),
-          rotated_from: old.id,
-        });
-        return successor;
-      });
+      const { key, apiKey, oldKeyUntil: oldUntil } = await rotateKey(
+        toChangeDeps(store, io),
+        old,
+        graceSeconds,
+      );
       io.stdout(
         `Rotated API key ${old.id} to ${key.id}; key ${old.id} and its tokens work until ` +
           `${toIso(oldUntil)}. The new key is shown only this once:`,
@@ -380,54 +327,41 @@ const COMMANDS: Record<string, Command> = {
   "key disable": {
     usage: "key disable KEY_OR_ID",
     options: [],
-    run(store, [keyOrId], _flags, io) {
-      setKeyDisabled(store, findKey(store, keyOrId, "key disable KEY_OR_ID"), true, io);
+    async run(store, [keyOrId], _flags, io) {
+      await disableKey(store, await findKey(store, keyOrId, "key disable KEY_OR_ID"), true, io);
     },
   },
   "key enable": {
     usage: "key enable KEY_OR_ID",
     options: [],
-    run(store, [keyOrId], _flags, io) {
-      setKeyDisabled(store, findKey(store, keyOrId, "key enable KEY_OR_ID"), false, io);
+    async run(store, [keyOrId], _flags, io) {
+      await disableKey(store, await findKey(store, keyOrId, "key enable KEY_OR_ID"), false, io);
     },
   },
   "key revoke": {
     usage: "key revoke KEY_OR_ID",
     options: [],
-    run(store, [keyOrId], _flags, io) {
-      const key = findKey(store, keyOrId, "key revoke KEY_OR_ID");
-      if (key.revokedAt !== null) {
+    async run(store, [keyOrId], _flags, io) {
+      const key = await findKey(store, keyOrId, "key revoke KEY_OR_ID");
+      const revoked = await revokeKey(toChangeDeps(store, io), key);
+      if (revoked === undefined) {
         io.stdout(`API key ${key.id} was already revoked`);
         return;
       }
-      const revoked = store.transaction(() => {
-        const n = store.revokeApiKey(key.id, io.clock.now());
-        audit(store, io, "key.revoked", toKeyRef(key.id), { tokens_revoked: n });
-        return n;
-      });
       io.stdout(`Revoked API key ${key.id}; ${revoked} live token(s) revoked`);
     },
   },
   "token revoke-all": {
     usage: "token revoke-all EMAIL [--before TIME]",
     options: ["before"],
-    run(store, [email], flags, io) {
-      const user = findUser(store, email);
+    async run(store, [email], flags, io) {
+      const user = await findUser(store, email);
       const now = io.clock.now();
       const before = flags.before === undefined ? undefined : toTime(flags.before, now);
       if (before !== undefined && before > now) {
         throw new AdminError(`Invalid --before "${flags.before}": it is in the future`);
       }
-      const revoked = store.transaction(() => {
-        const n = before === undefined
-          ? store.revokeTokensOfUser(user.id, now)
-          : store.revokeTokensIssuedBefore(user.id, before, now);
-        audit(store, io, "tokens.revoked", toUserRef(user.email), {
-          before: toIso(before ?? now),
-          tokens_revoked: n,
-        });
-        return n;
-      });
+      const revoked = await revokeUserTokens(toChangeDeps(store, io), user, before);
       const when = before === undefined ? "until now" : `before ${toIso(before)}`;
       io.stdout(`Revoked ${revoked} live token(s) of ${user.email} (issued ${when})`);
     },
@@ -435,22 +369,21 @@ const COMMANDS: Record<string, Command> = {
   "token purge": {
     usage: "token purge",
     options: [],
-    run(store, _args, _flags, io) {
-      const deleted = store.transaction(() => {
-        const n = store.purgeTokens(io.clock.now());
-        audit(store, io, "tokens.purged", "tokens", { deleted: n });
-        return n;
+    async run(store, _args, _flags, io) {
+      const deleted = await store.purgeEndedTokens(io.clock.now(), {
+        audit: (n) => audit(io, "tokens.purged", "tokens", { deleted: n }),
       });
+      noteChanges(io, "tokens.purged", "tokens", { deleted });
       io.stdout(`Deleted ${deleted} expired or revoked token row(s)`);
     },
   },
   "audit": {
     usage: "audit [--since TIME] [--json]",
     options: ["since", "json"],
-    run(store, args, flags, io) {
+    async run(store, args, flags, io) {
       if (args.length > 0) throw usage("audit [--since TIME] [--json]");
       const since = flags.since === undefined ? 0 : toTime(flags.since, io.clock.now());
-      const rows = store.listAudit(since);
+      const rows = await store.listAudit(since);
       if (flags.json) {
         io.stdout(JSON.stringify(
           rows.map((row) => ({ ...row, at: toIso(row.at) })),
@@ -477,7 +410,7 @@ const COMMANDS: Record<string, Command> = {
     async run(store, [path], _flags, io) {
       if (path === undefined) throw usage("db backup PATH");
       if (exists(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
-      await store.backupTo(path);
+      await sqliteOnly(store, "db backup").backupDatabaseTo(path);
       const { problems, counts } = inspectDatabaseFile(path);
       if (problems.length > 0) {
         throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
@@ -492,8 +425,9 @@ const COMMANDS: Record<string, Command> = {
   "db check": {
     usage: "db check",
     options: [],
-    run(store, _args, _flags, io) {
-      const problems = store.checkIntegrity();
+    // deno-lint-ignore require-await
+    async run(store, _args, _flags, io) {
+      const problems = sqliteOnly(store, "db check").checkDatabaseIntegrity();
       for (const problem of problems) io.stdout(problem);
       if (problems.length > 0) {
         throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
@@ -506,10 +440,10 @@ const COMMANDS: Record<string, Command> = {
 COMMANDS["throttle list"] = {
   usage: "throttle list [--json]",
   options: ["json"],
-  run(store, _args, flags, io) {
+  async run(store, _args, flags, io) {
     const now = io.clock.now();
-    const keys = new Map(store.listApiKeys().map((key) => [`key:${key.id}`, key]));
-    const rows = store.listLoginFailures(now).map((row) => {
+    const keys = new Map((await store.listApiKeys()).map((key) => [`key:${key.id}`, key]));
+    const rows = (await store.listLoginFailures(now)).map((row) => {
       const key = keys.get(row.subject);
       return {
         subject: key ? `key ${key.id} (${key.prefix}…, ${key.email})` : row.subject,
@@ -527,24 +461,24 @@ COMMANDS["throttle list"] = {
 COMMANDS["throttle clear"] = {
   usage: "throttle clear EMAIL|ADDRESS",
   options: [],
-  run(store, [target], _flags, io) {
+  async run(store, [target], _flags, io) {
     if (target === undefined) throw usage("throttle clear EMAIL|ADDRESS");
     if (target.includes("@")) {
-      const user = findUser(store, target);
-      const cleared = store.transaction(() => {
-        const n = store.listApiKeys(user.id)
-          .filter((key) => store.clearLoginFailures(toAccountSubject(key.id))).length;
-        audit(store, io, "throttle.cleared", toUserRef(user.email), { counters: n });
-        return n;
+      const user = await findUser(store, target);
+      const subjects = (await store.listApiKeys(user.id)).map((key) => toAccountSubject(key.id));
+      const cleared = await store.clearLoginFailures(subjects, {
+        now: io.clock.now(),
+        audit: (n) => audit(io, "throttle.cleared", toUserRef(user.email), { counters: n }),
       });
+      noteChanges(io, "throttle.cleared", toUserRef(user.email), { counters: cleared });
       io.stdout(`Cleared the failed-login counters of ${cleared} API key(s) of ${user.email}`);
     } else {
       const subject = toClientSubject(target);
-      const cleared = store.transaction(() => {
-        const found = store.clearLoginFailures(subject);
-        audit(store, io, "throttle.cleared", subject, { counters: found ? 1 : 0 });
-        return found;
-      });
+      const cleared = await store.clearLoginFailures([subject], {
+        now: io.clock.now(),
+        audit: (n) => audit(io, "throttle.cleared", subject, { counters: n }),
+      }) === 1;
+      noteChanges(io, "throttle.cleared", subject, { counters: cleared ? 1 : 0 });
       io.stdout(
         cleared
           ? `Cleared the failed-login counter of ${subject.slice("client:".length)}`
@@ -568,28 +502,16 @@ function usage(text: string): AdminError {
   return new AdminError(`Usage: deno task admin ${text}`, 2);
 }
 
-// deno-lint-ignore no-control-regex
-const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f]/;
-
-function toEmail(text: string | undefined): string {
-  if (text === undefined) throw usage("user add EMAIL");
-  const email = toCanonicalEmail(text);
-  if (
-    email.length < 3 || email.length > MAX_EMAIL_LENGTH || !email.includes("@") ||
-    INVALID_EMAIL_CHARACTER.test(email)
-  ) {
-    throw new AdminError(
-      `Invalid e-mail "${
-        text.slice(0, 64)
-      }": expected an address of 3 to ${MAX_EMAIL_LENGTH} characters`,
-    );
+function toAccountEmailOrFail(text: string): string {
+  try {
+    return toAccountEmail(text);
+  } catch (error) {
+    throw error instanceof AuthError ? new AdminError(error.message) : error;
   }
-  return email;
 }
 
 function toPassword(password: string): string {
-  const bytes = new TextEncoder().encode(password).byteLength;
-  if (bytes === 0 || bytes > MAX_PASSWORD_BYTES) {
+  if (!isPasswordSized(password)) {
     throw new AdminError(
       `Invalid password: expected 1 to ${MAX_PASSWORD_BYTES} bytes on standard input`,
     );
@@ -605,55 +527,61 @@ function toDuration(text: string): number {
   }
 }
 
-function findUser(store: Store, email: string | undefined): User {
+async function findUser(store: Store, email: string | undefined): Promise<User> {
   if (email === undefined) throw new AdminError("Missing EMAIL argument", 2);
-  const user = store.findUserByEmail(toCanonicalEmail(email));
-  if (user === undefined) throw new AdminError(`No user "${email.slice(0, 254)}"`);
-  return user;
+  return await findUserOrFail(store, email);
 }
 
 /** A key given whole (any letter case) or by its numeric id. */
-function findKey(store: Store, keyOrId: string | undefined, usageText: string): ApiKey {
+async function findKey(
+  store: Store,
+  keyOrId: string | undefined,
+  usageText: string,
+): Promise<ApiKey> {
   if (keyOrId === undefined) throw usage(usageText);
-  const apiKey = normalizeApiKey(keyOrId.trim());
-  const key = apiKey !== undefined
-    ? store.findApiKeyByHash(hashSecret(apiKey))
-    : /^[1-9][0-9]{0,15}$/.test(keyOrId)
-    ? store.findApiKeyById(Number(keyOrId))
-    : undefined;
+  const key = await findKeyByText(store, keyOrId);
   if (key === undefined) throw new AdminError("No such API key");
   return key;
 }
 
-function setKeyDisabled(
+async function disableKey(
   store: Store,
   key: ApiKey,
   disabled: boolean,
   io: AdminIO & Audited,
-): void {
-  if (key.revokedAt !== null) throw new AdminError(`API key ${key.id} is revoked`);
-  const changed = store.transaction(() => {
-    const done = store.setApiKeyDisabled(key.id, disabled, io.clock.now());
-    if (done && (key.disabledAt !== null) !== disabled) {
-      audit(store, io, disabled ? "key.disabled" : "key.enabled", toKeyRef(key.id));
-      return true;
-    }
-    return false;
-  });
+): Promise<void> {
+  const changed = await setKeyDisabled(toChangeDeps(store, io), key, disabled);
   const state = disabled ? "disabled" : "enabled";
   io.stdout(changed ? `API key ${key.id} ${state}` : `API key ${key.id} was already ${state}`);
 }
 
-/** Appends an admin change to the audit log, as the operating-system user running the CLI. */
+/** An audit entry for an admin change, as the operating-system user running the CLI. */
 function audit(
-  store: Store,
   io: AdminIO & Audited,
-  action: AuditAction,
+  action: AuditEntry["action"],
   subject: string,
   detail: Record<string, string | number | null> = {},
+): AuditEntry {
+  return { at: io.clock.now(), actor: toCliActor(io.env), action, subject, detail };
+}
+
+/** Logs an admin change that has committed. */
+function noteChanges(
+  io: AdminIO & Audited,
+  action: string,
+  subject: string,
+  detail: Record<string, string | number | null>,
 ): void {
-  store.appendAudit({ at: io.clock.now(), actor: toCliActor(io.env), action, subject, detail });
   io.change({ action, subject, ...detail });
+}
+
+/** The SQLite-only operations, for commands that need them. */
+function sqliteOnly(store: Store, command: string): SqliteMaintenance {
+  const maintenance = findSqliteMaintenance(store);
+  if (maintenance === undefined) {
+    throw new AdminError(`"${command}" works on SQLite only: use the database's own tools`);
+  }
+  return maintenance;
 }
 
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?)?(Z|[+-]\d{2}:?\d{2})?$/;
@@ -686,10 +614,6 @@ function toIso(ms: number): string {
 
 function toIsoOrNull(ms: number | null): string | null {
   return ms === null ? null : toIso(ms);
-}
-
-function describeTimeout(user: User): string {
-  return user.tokenTimeoutSeconds === null ? "default" : formatDuration(user.tokenTimeoutSeconds);
 }
 
 function printRows(
@@ -790,7 +714,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       }
     }
     const dbPath = values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB;
-    store = openStore(dbPath);
+    store = await openStore(dbPath);
     const changeLog = createLogger({
       level: "info",
       write: overrides.audit ?? io.stderr,
@@ -814,7 +738,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     io.stderr(`keygate admin: ${(error as Error).message ?? error}`);
     return 1;
   } finally {
-    store?.close();
+    await store?.closeStore();
     if (overrides.hasher === undefined) io.hasher.close();
   }
 }

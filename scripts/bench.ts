@@ -19,8 +19,8 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 import { PEER_CLIENT_ID, PEER_CLIENT_SECRET } from "./bench/peer_server.ts";
 import {
   findInvalidRun,
@@ -213,13 +213,17 @@ try {
   const passwordHash = await hasher.hash(BENCH_PASSWORD);
   hasher.close(); // its worker would keep the bench alive after the report
   log(`seeding ${TOKENS.toLocaleString("en")} live tokens`);
-  const big = seedDatabase(`${work}/big.sqlite3`, { tokens: TOKENS, sample: SAMPLE, passwordHash });
+  const big = await seedDatabase(`${work}/big.sqlite3`, {
+    tokens: TOKENS,
+    sample: SAMPLE,
+    passwordHash,
+  });
   const bigPairs = await writePairs("big", big.sample);
   const issuerPairs = await writePairs("issuers", big.issuers);
   const introspector = big.issuers[0].apiKey;
   const smallTokens = Math.min(1000, TOKENS);
   log(`seeding ${smallTokens} live tokens`);
-  const small = seedDatabase(`${work}/small.sqlite3`, {
+  const small = await seedDatabase(`${work}/small.sqlite3`, {
     tokens: smallTokens,
     sample: smallTokens,
     passwordHash,

@@ -21,12 +21,13 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createHandler } from "../src/app.ts";
-import { systemClock } from "../src/clock.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { createHandler } from "../src/http/app.ts";
+import { systemClock } from "../src/platform/clock.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import type { Store } from "../src/store/store.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 
 const encoder = new TextEncoder();
 
@@ -79,14 +80,14 @@ async function main(args: string[]): Promise<number> {
   // Without --target: keygate's handler on Deno.serve, here. With it: whatever listens there,
   // such as a reverse proxy in front of keygate.
   let local:
-    | { server: Deno.HttpServer; store: ReturnType<typeof openStore>; dir: string }
+    | { server: Deno.HttpServer; store: Store; dir: string }
     | undefined;
   let hostname: string;
   let port: number;
   let caCerts: string[] | undefined;
   if (values.target === undefined) {
     const dir = Deno.makeTempDirSync({ prefix: "keygate-slow-" });
-    const store = openStore(`${dir}/keygate.sqlite3`);
+    const store = openSqliteStore(`${dir}/keygate.sqlite3`);
     const { cert, key } = await generateSelfSigned();
     const handler = createHandler({
       store,
@@ -218,7 +219,7 @@ async function main(args: string[]): Promise<number> {
   } finally {
     if (local) {
       await local.server.shutdown();
-      local.store.close();
+      await local.store.closeStore();
       Deno.removeSync(local.dir, { recursive: true });
     }
   }

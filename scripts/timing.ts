@@ -13,13 +13,13 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { createHandler } from "../src/app.ts";
-import { systemClock } from "../src/clock.ts";
-import { generateApiKey, hashSecret } from "../src/credentials.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
-import type { ThrottleRules } from "../src/throttle.ts";
+import { createHandler } from "../src/http/app.ts";
+import { systemClock } from "../src/platform/clock.ts";
+import { generateApiKey, hashSecret } from "../src/auth/credentials.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import type { ThrottleRules } from "../src/auth/throttle.ts";
 
 /** The largest acceptable gap between the medians, in ms. */
 export const MAX_MEDIAN_GAP_MS = 5;
@@ -49,28 +49,28 @@ async function main(args: string[]): Promise<number> {
     return 2;
   }
   const dir = Deno.makeTempDirSync({ prefix: "keygate-timing-" });
-  const store = openStore(`${dir}/keygate.sqlite3`);
+  const store = openSqliteStore(`${dir}/keygate.sqlite3`);
   const hasher = createPasswordHasher();
   try {
     const now = Date.now();
     const addUser = async (email: string) => {
-      const user = store.insertUser({
+      const user = await store.insertUser({
         email,
         passwordHash: await hasher.hash("the right password"),
         tokenTimeoutSeconds: null,
-      }, now);
+      }, { now, audit: undefined });
       const key = generateApiKey();
-      const row = store.insertApiKey(
+      const row = await store.insertApiKey(
         { userId: user.id, keyHash: hashSecret(key), prefix: key.slice(0, 8), label: "" },
-        now,
+        { now, audit: undefined },
       );
       return { user, key, keyId: row.id };
     };
     const alice = await addUser("alice@example.org");
     const carol = await addUser("carol@example.org");
-    store.setUserDisabled(carol.user.id, true, now);
+    await store.updateUserDisabled(carol.user.id, { disabled: true, now, audit: undefined });
     const revoked = await addUser("rita@example.org");
-    store.revokeApiKey(revoked.keyId, now);
+    await store.revokeApiKey(revoked.keyId, { now, audit: undefined });
 
     const handler = createHandler({
       store,
@@ -137,7 +137,7 @@ async function main(args: string[]): Promise<number> {
     return gap < MAX_MEDIAN_GAP_MS ? 0 : 1;
   } finally {
     hasher.close();
-    store.close();
+    await store.closeStore();
     Deno.removeSync(dir, { recursive: true });
   }
 }

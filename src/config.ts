@@ -5,10 +5,10 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { parseDuration } from "./duration.ts";
-import { isCidr, isLoopbackOrPrivate } from "./ip.ts";
-import type { ForwardAuthHeader } from "./context.ts";
-import type { LogLevel } from "./logger.ts";
+import { parseDuration } from "./platform/duration.ts";
+import { isCidr, isLoopbackOrPrivate } from "./platform/ip.ts";
+import type { LogLevel } from "./platform/logger.ts";
+import type { ForwardAuthHeader } from "./http/context.ts";
 
 /** The validated server configuration. */
 export interface Config {

@@ -3,15 +3,17 @@
  * the real handler, and a real TLS server on port 0.
  */
 import assert from "node:assert/strict";
-import { createHandler, type Handler } from "../src/app.ts";
-import type { Clock } from "../src/clock.ts";
-import type { AppDeps } from "../src/context.ts";
-import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
-import { createKeyUsageRecorder, type KeyUsageRecorder } from "../src/key_usage.ts";
-import { createLogger, type Logger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store, type StoreOptions } from "../src/store.ts";
-import { generateSelfSigned } from "../src/tls.ts";
+import { createHandler, type Handler } from "../src/http/app.ts";
+import type { Clock } from "../src/platform/clock.ts";
+import type { AppDeps } from "../src/http/context.ts";
+import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
+import { createKeyUsageRecorder, type KeyUsageRecorder } from "../src/auth/key_usage.ts";
+import { createLogger, type Logger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import type { Store } from "../src/store/store.ts";
+import type { SqliteMaintenance } from "../src/store/sqlite/maintenance.ts";
+import { openSqliteStore, type SqliteStoreOptions } from "../src/store/sqlite/sqlite_store.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 
 /** A clock that only moves when told to. */
 export interface FakeClock extends Clock {
@@ -38,21 +40,72 @@ export function tempDbPath(): { path: string; dir: string; cleanup(): void } {
   };
 }
 
-/** A store on a new temporary database; `using` closes it and removes the directory. */
+/** A store for one test; `using` (or `await using`) closes it and removes its files. */
+export interface TestStore {
+  store: Store;
+  /** The SQLite-only operations, when the store is SQLite. */
+  sqlite?: SqliteMaintenance;
+  /** The SQLite database file, when the store is SQLite on a file. */
+  path: string;
+  dir: string;
+  close(): Promise<void>;
+  [Symbol.dispose](): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Opens a fresh, empty store for one test. */
+export type TestStoreFactory = (options?: { sqlite?: SqliteStoreOptions }) => Promise<TestStore>;
+
+/** A SQLite store on a new temporary file. */
 export function openTempStore(
-  options?: StoreOptions,
-): { store: Store; path: string; dir: string; [Symbol.dispose](): void } {
+  options?: SqliteStoreOptions,
+): TestStore & { sqlite: SqliteMaintenance } {
   const db = tempDbPath();
-  const store = openStore(db.path, options);
+  const store = openSqliteStore(db.path, options);
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    void store.closeStore(); // SQLite closes synchronously
+    db.cleanup();
+  };
   return {
     store,
+    sqlite: store.sqlite,
     path: db.path,
     dir: db.dir,
-    [Symbol.dispose]() {
-      store.close();
-      db.cleanup();
-    },
+    close: () => Promise.resolve(close()),
+    [Symbol.dispose]: close,
+    [Symbol.asyncDispose]: () => Promise.resolve(close()),
   };
+}
+
+/**
+ * The store factories end-to-end tests can run on, by name. Another backend
+ * registers its factory here, and `KEYGATE_TEST_STORE=<name> deno task test`
+ * runs the HTTP suite against it.
+ */
+export const TEST_STORE_FACTORIES: Record<string, TestStoreFactory> = {
+  sqlite: (options) => Promise.resolve(openTempStore(options?.sqlite)),
+};
+
+/** The factory `KEYGATE_TEST_STORE` names (default `sqlite`). */
+export function findTestStoreFactory(): TestStoreFactory {
+  const name = Deno.env.get("KEYGATE_TEST_STORE") ?? "sqlite";
+  const factory = TEST_STORE_FACTORIES[name];
+  if (factory === undefined) {
+    throw new Error(
+      `Unknown KEYGATE_TEST_STORE "${name}": expected one of ${
+        Object.keys(TEST_STORE_FACTORIES).join(", ")
+      }`,
+    );
+  }
+  return factory;
+}
+
+/** A fresh store of the backend the tests run against (see {@link findTestStoreFactory}). */
+export function openTestStore(options?: { sqlite?: SqliteStoreOptions }): Promise<TestStore> {
+  return findTestStoreFactory()(options);
 }
 
 /** Log lines captured in memory, parsed. */
@@ -64,30 +117,38 @@ export function createCapturingLogger(): { logger: Logger; lines: string[] } {
 export interface TestApp {
   handler: Handler;
   store: Store;
+  /** The SQLite-only operations, when the store is SQLite. */
+  sqlite?: SqliteMaintenance;
   clock: FakeClock;
   dbPath: string;
   logLines: string[];
   /** Adds a user and returns its id. */
   addUser(email: string, password: string, timeoutSeconds?: number | null): Promise<number>;
   /** Creates an API key for a user and returns the key. */
-  createKey(userId: number): string;
+  createKey(userId: number): Promise<string>;
   /** The key-usage recorder, when created with `trackKeyUsage`. */
   keyUsage?: KeyUsageRecorder;
   close(): void;
   [Symbol.dispose](): void;
+  [Symbol.asyncDispose](): Promise<void>;
 }
+
+/** Options of {@link createTestApp}: handler dependencies, and where the store comes from. */
+export type TestAppOptions = Partial<AppDeps> & {
+  trackKeyUsage?: boolean;
+  /** Default: {@link openTestStore}, the backend `KEYGATE_TEST_STORE` names. */
+  openStore?: () => Promise<TestStore>;
+};
 
 const hasher = createPasswordHasher();
 
-/** The real handler over a real store on a temporary file. */
-export function createTestApp(
-  options: Partial<AppDeps> & { trackKeyUsage?: boolean } = {},
-): TestApp {
-  const db = tempDbPath();
-  const store = openStore(db.path);
+/** The real handler over a real store (SQLite on a temporary file unless `KEYGATE_TEST_STORE` says otherwise). */
+export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const { trackKeyUsage, openStore, ...deps } = options;
+  const opened = await (openStore ?? openTestStore)();
+  const store = opened.store;
   const clock = createFakeClock();
   const { logger, lines } = createCapturingLogger();
-  const { trackKeyUsage, ...deps } = options;
   const keyUsage = trackKeyUsage ? createKeyUsageRecorder({ store, clock, logger }) : undefined;
   const handler = createHandler({
     store,
@@ -98,35 +159,60 @@ export function createTestApp(
     keyUsage,
     ...deps,
   });
-  const close = () => {
-    store.close();
-    db.cleanup();
-  };
   return {
     handler,
     store,
+    sqlite: opened.sqlite,
     clock,
-    dbPath: db.path,
+    dbPath: opened.path,
     logLines: lines,
     keyUsage,
     async addUser(email, password, timeoutSeconds = null) {
       const passwordHash = await hasher.hash(password);
-      return store.insertUser(
+      const user = await store.insertUser(
         { email, passwordHash, tokenTimeoutSeconds: timeoutSeconds },
-        clock.now(),
-      ).id;
-    },
-    createKey(userId) {
-      const apiKey = generateApiKey();
-      store.insertApiKey(
-        { userId, keyHash: hashSecret(apiKey), prefix: toKeyPrefix(apiKey), label: "" },
-        clock.now(),
+        { now: clock.now(), audit: undefined },
       );
-      return apiKey;
+      return user.id;
     },
-    close,
-    [Symbol.dispose]: close,
+    createKey: (userId) => addApiKey(store, userId, clock.now()),
+    close: () => opened[Symbol.dispose](),
+    [Symbol.dispose]: () => opened[Symbol.dispose](),
+    [Symbol.asyncDispose]: () => opened[Symbol.asyncDispose](),
   };
+}
+
+/** Adds a user with this password hash (no audit row); resolves to the user's id. */
+export async function addTestUser(
+  store: Store,
+  email: string,
+  options: { passwordHash?: string; now?: number; tokenTimeoutSeconds?: number | null } = {},
+): Promise<number> {
+  const user = await store.insertUser({
+    email,
+    passwordHash: options.passwordHash ?? "x",
+    tokenTimeoutSeconds: options.tokenTimeoutSeconds ?? null,
+  }, { now: options.now ?? 0, audit: undefined });
+  return user.id;
+}
+
+/** Creates an API key for a user (no audit row); resolves to the key. */
+export async function addApiKey(
+  store: Store,
+  userId: number,
+  now: number,
+  options: { expiresAt?: number | null; introspect?: boolean; label?: string } = {},
+): Promise<string> {
+  const apiKey = generateApiKey();
+  await store.insertApiKey({
+    userId,
+    keyHash: hashSecret(apiKey),
+    prefix: toKeyPrefix(apiKey),
+    label: options.label ?? "",
+    expiresAt: options.expiresAt,
+    introspect: options.introspect,
+  }, { now, audit: undefined });
+  return apiKey;
 }
 
 export const BASE = "https://keygate.test";
@@ -185,7 +271,7 @@ export function secureGet(
 }
 
 /** Counts the rows of a table, read straight from the store's database. */
-export function countRows(store: Store, table: "users" | "api_keys" | "tokens"): number {
+export function countRows(store: Store, table: "users" | "api_keys" | "tokens"): Promise<number> {
   return store.countRows(table);
 }
 

@@ -3,7 +3,7 @@
  * docs/deploy.md in front of a real keygate in proxy mode.
  */
 import assert from "node:assert/strict";
-import { generateSelfSigned } from "../src/tls.ts";
+import { generateSelfSigned } from "../src/platform/tls.ts";
 
 /** Whether `command` is on PATH. */
 export function hasCommand(command: string): boolean {

@@ -5,7 +5,7 @@
  * TLS (or plain TCP), as a client on the internet would send them; and a
  * backend that records what reaches it.
  */
-import type { Handler } from "../src/app.ts";
+import type { Handler } from "../src/http/app.ts";
 import { testCertificate } from "./_helpers.ts";
 
 /** A real backend that records every request it receives. */

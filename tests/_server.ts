@@ -3,7 +3,7 @@
  * its log lines, its URLs and a SIGTERM stop.
  */
 import { main as admin } from "../scripts/admin.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
 
 export interface ServerProcess {
   /** `https://127.0.0.1:PORT` (or `http://` behind a proxy). */

@@ -1,25 +1,15 @@
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { runAdmin } from "./_admin.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import { createFakeClock, tempDbPath } from "./_helpers.ts";
 
 const hasher = createPasswordHasher();
 
 /** Runs the admin CLI in-process against `dbPath`, capturing its output. */
-async function admin(dbPath: string, args: string[], password = "s3cret pw") {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", dbPath], {
-    env: {},
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve(password),
-    clock: createFakeClock(),
-    hasher,
-  });
-  return { code, out: out.join("\n"), err: err.join("\n"), lastLine: out.at(-1) ?? "" };
+function admin(dbPath: string, args: string[], password = "s3cret pw") {
+  return runAdmin(dbPath, args, { password });
 }
 
 Deno.test("admin user add stores a lower-cased user with an argon2id hash", async () => {
@@ -28,9 +18,9 @@ Deno.test("admin user add stores a lower-cased user with an argon2id hash", asyn
     const result = await admin(db.path, ["user", "add", "Alice@Example.org", "--timeout", "2h"]);
     assert.equal(result.code, 0, result.err);
     assert.match(result.out, /Added user alice@example.org \(id 1, token timeout 2h\)/);
-    const store = openStore(db.path);
-    const user = store.findUserByEmail("alice@example.org")!;
-    store.close();
+    const store = openSqliteStore(db.path);
+    const user = (await store.findUserByEmail("alice@example.org"))!;
+    await store.closeStore();
     assert.equal(user.tokenTimeoutSeconds, 7200);
     assert.match(user.passwordHash, /^\$argon2id\$/);
     assert.equal(await hasher.verify(user.passwordHash, "s3cret pw"), true);
@@ -81,9 +71,9 @@ Deno.test("admin key create prints the key alone on the last line and stores onl
       created.lastLine,
       /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
     );
-    const store = openStore(db.path);
-    const key = store.findApiKeyByHash(hashSecret(created.lastLine))!;
-    store.close();
+    const store = openSqliteStore(db.path);
+    const key = (await store.findApiKeyByHash(hashSecret(created.lastLine)))!;
+    await store.closeStore();
     assert.equal(key.label, "ci");
     const listed = await admin(db.path, ["key", "list", "a@b.org", "--json"]);
     assert.ok(!listed.out.includes(created.lastLine));
@@ -129,19 +119,19 @@ Deno.test("admin token revoke-all and purge", async () => {
   try {
     await admin(db.path, ["user", "add", "a@b.org"]);
     await admin(db.path, ["key", "create", "a@b.org"]);
-    const store = openStore(db.path);
+    const store = openSqliteStore(db.path);
     const now = createFakeClock().now();
     for (
       const [t, expiresAt] of [["t1", now + 1000], ["t2", now + 1000], ["old", now - 1]] as const
     ) {
-      store.issueToken({
+      await store.insertToken({
         tokenHash: hashSecret(t),
         userId: 1,
         apiKeyId: 1,
         issuedAt: now - 5000,
         expiresAt,
         maxLiveTokens: 100,
-      });
+      }, { audit: undefined });
     }
     assert.match(
       (await admin(db.path, ["token", "revoke-all", "a@b.org"])).out,
@@ -151,8 +141,8 @@ Deno.test("admin token revoke-all and purge", async () => {
       (await admin(db.path, ["token", "purge"])).out,
       /Deleted 3 expired or revoked token row\(s\)/,
     );
-    assert.equal(store.countRows("tokens"), 0);
-    store.close();
+    assert.equal(await store.countRows("tokens"), 0);
+    await store.closeStore();
   } finally {
     db.cleanup();
   }
@@ -163,23 +153,23 @@ Deno.test("admin set-password replaces the hash and revokes the user's tokens", 
   try {
     await admin(db.path, ["user", "add", "a@b.org"]);
     await admin(db.path, ["key", "create", "a@b.org"]);
-    const store = openStore(db.path);
+    const store = openSqliteStore(db.path);
     const now = createFakeClock().now();
-    store.issueToken({
+    await store.insertToken({
       tokenHash: hashSecret("t1"),
       userId: 1,
       apiKeyId: 1,
       issuedAt: now,
       expiresAt: now + 1000,
       maxLiveTokens: 100,
-    });
+    }, { audit: undefined });
     const result = await admin(db.path, ["user", "set-password", "a@b.org"], "new password");
     assert.match(result.out, /1 live token\(s\) revoked/);
     assert.equal(
-      await hasher.verify(store.findUserByEmail("a@b.org")!.passwordHash, "new password"),
+      await hasher.verify((await store.findUserByEmail("a@b.org"))!.passwordHash, "new password"),
       true,
     );
-    store.close();
+    await store.closeStore();
   } finally {
     db.cleanup();
   }
@@ -272,12 +262,12 @@ Deno.test("admin CLI as a process reads the password from standard input", async
     };
     const added = await run(["user", "add", "p@b.org"], "pass word\nignored second line\n");
     assert.equal(added.code, 0, added.err);
-    const store = openStore(db.path);
+    const store = openSqliteStore(db.path);
     assert.equal(
-      await hasher.verify(store.findUserByEmail("p@b.org")!.passwordHash, "pass word"),
+      await hasher.verify((await store.findUserByEmail("p@b.org"))!.passwordHash, "pass word"),
       true,
     );
-    store.close();
+    await store.closeStore();
     const failed = await run(["key", "create", "nobody@b.org"]);
     assert.equal(failed.code, 1);
     assert.equal(failed.err, 'keygate admin: No user "nobody@b.org"\n');
@@ -294,10 +284,10 @@ Deno.test("admin key create --introspect makes a resource-server key, shown in k
     const created = await admin(db.path, ["key", "create", "rs@b.org", "--introspect"]);
     assert.equal(created.code, 0, created.err);
     assert.match(created.out, /Created resource-server API key \(may introspect tokens\) 2/);
-    const store = openStore(db.path);
-    assert.equal(store.findApiKeyByHash(hashSecret(created.lastLine))!.introspect, true);
-    assert.equal(store.findApiKeyByHash(hashSecret(plain.lastLine))!.introspect, false);
-    store.close();
+    const store = openSqliteStore(db.path);
+    assert.equal((await store.findApiKeyByHash(hashSecret(created.lastLine)))!.introspect, true);
+    assert.equal((await store.findApiKeyByHash(hashSecret(plain.lastLine)))!.introspect, false);
+    await store.closeStore();
     const listed = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out);
     assert.deepEqual(listed.map((k: { introspect: string }) => k.introspect), ["no", "yes"]);
     const misplaced = await admin(db.path, ["user", "list", "--introspect"]);
@@ -312,15 +302,14 @@ Deno.test("admin logs every change as one JSON audit line, never a secret", asyn
   const db = tempDbPath();
   try {
     const lines: string[] = [];
-    const run = (args: string[]) =>
-      main([...args, "--db", db.path], {
+    const run = async (args: string[]) => {
+      const result = await runAdmin(db.path, args, {
         env: { USER: "ops" },
-        stdout: () => {},
-        stderr: (text) => lines.push(text),
-        readPassword: () => Promise.resolve("canary audit pw"),
-        clock: createFakeClock(),
-        hasher,
+        password: "canary audit pw",
       });
+      lines.push(...result.err.split("\n"));
+      return result.code;
+    };
     assert.equal(await run(["user", "add", "a@b.org"]), 0);
     assert.equal(await run(["key", "create", "a@b.org"]), 0);
     assert.equal(await run(["user", "list"]), 0, "a listing changes nothing");
@@ -351,16 +340,16 @@ Deno.test("admin db backup writes a copy that opens and validates existing token
     assert.equal((await admin(db.path, ["user", "add", "a@b.org"])).code, 0);
     const apiKey = (await admin(db.path, ["key", "create", "a@b.org"])).lastLine;
     const tokenHash = hashSecret("t".repeat(40));
-    const live = openStore(db.path);
+    const live = openSqliteStore(db.path);
     const now = createFakeClock().now();
-    live.issueToken({
+    await live.insertToken({
       tokenHash,
       userId: 1,
       apiKeyId: 1,
       issuedAt: now,
       expiresAt: now + 3600_000,
       maxLiveTokens: 100,
-    });
+    }, { audit: undefined });
 
     // The server's connection stays open (and holds a WAL) while the backup runs.
     const target = `${db.dir}/backup.sqlite3`;
@@ -370,16 +359,16 @@ Deno.test("admin db backup writes a copy that opens and validates existing token
       result.out,
       `Wrote backup ${target}: 1 user(s), 1 API key(s), 1 token row(s); integrity ok`,
     );
-    live.close();
+    await live.closeStore();
 
-    const copy = openStore(target);
+    const copy = openSqliteStore(target);
     try {
-      const grant = copy.findTokenGrant(tokenHash, hashSecret(apiKey), now);
+      const grant = await copy.findTokenGrant({ tokenHash, keyHash: hashSecret(apiKey), now });
       assert.equal(grant?.email, "a@b.org");
       assert.equal(grant?.expiresAt, now + 3600_000);
-      assert.deepEqual(copy.checkIntegrity(), []);
+      assert.deepEqual(copy.sqlite.checkDatabaseIntegrity(), []);
     } finally {
-      copy.close();
+      await copy.closeStore();
     }
 
     const again = await admin(db.path, ["db", "backup", target]);

@@ -1,59 +1,49 @@
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { runAdmin } from "./_admin.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
   ACCOUNT_THROTTLE,
   CLIENT_THROTTLE,
   nextFailures,
   toAccountSubject,
   toClientSubject,
-} from "../src/throttle.ts";
+} from "../src/auth/throttle.ts";
 import { createFakeClock, tempDbPath } from "./_helpers.ts";
 
-const hasher = createPasswordHasher();
-
-async function admin(dbPath: string, args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", dbPath], {
-    env: {},
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve("unused"),
-    clock: createFakeClock(),
-    hasher,
-  });
-  return { code, out: out.join("\n"), err: err.join("\n") };
+function admin(dbPath: string, args: string[]) {
+  return runAdmin(dbPath, args, { password: "unused" });
 }
 
 Deno.test("admin throttle list and clear show and forget failed-login counters", async () => {
   const db = tempDbPath();
   try {
     const now = createFakeClock().now();
-    const store = openStore(db.path);
-    const user = store.insertUser(
-      { email: "alice@example.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      now,
-    );
-    const key = store.insertApiKey(
-      { userId: user.id, keyHash: hashSecret("k"), prefix: "abcd1234", label: "" },
-      now,
-    );
-    const fail = (subject: string, times: number) => {
+    const store = openSqliteStore(db.path);
+    const user = await store.insertUser({
+      email: "alice@example.org",
+      passwordHash: "x",
+      tokenTimeoutSeconds: null,
+    }, { now: now, audit: undefined });
+    const key = await store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret("k"),
+      prefix: "abcd1234",
+      label: "",
+    }, { now: now, audit: undefined });
+    const fail = async (subject: string, times: number) => {
       const rule = subject.startsWith("key:") ? ACCOUNT_THROTTLE : CLIENT_THROTTLE;
       for (let i = 0; i < times; i++) {
-        store.recordLoginFailures(
-          [subject],
-          now,
-          (previous) => nextFailures(previous, subject, rule, now),
-        );
+        await store.recordLoginFailures([subject], {
+          now: now,
+          next: (previous) => nextFailures(previous, subject, rule, now),
+          audit: undefined,
+        });
       }
     };
-    fail(toAccountSubject(key.id), 6);
-    fail(toClientSubject("2001:db8::5"), 3);
-    store.close();
+    await fail(toAccountSubject(key.id), 6);
+    await fail(toClientSubject("2001:db8::5"), 3);
+    await store.closeStore();
 
     const listed = await admin(db.path, ["throttle", "list", "--json"]);
     assert.equal(listed.code, 0, listed.err);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { assertError, BASE, createTestApp } from "./_helpers.ts";
 
 Deno.test("[e2e] GET /healthz answers without an API key", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const response = await app.handler(new Request(`${BASE}/healthz`));
   assert.equal(response.status, 200);
   assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
@@ -10,18 +10,18 @@ Deno.test("[e2e] GET /healthz answers without an API key", async () => {
 });
 
 Deno.test("[e2e] GET /readyz reports the database, and 503 once it is closed", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const ready = await app.handler(new Request(`${BASE}/readyz`));
   assert.equal(ready.status, 200);
   assert.deepEqual(await ready.json(), { status: "ready" });
-  app.store.close();
+  await app.store.closeStore();
   const gone = await app.handler(new Request(`${BASE}/readyz`));
   assert.equal(gone.status, 503);
   assert.deepEqual(await gone.json(), { status: "unavailable" });
 });
 
 Deno.test("[e2e] GET /readyz answers 503 once the database file is deleted", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   assert.equal((await app.handler(new Request(`${BASE}/readyz`))).status, 200);
   Deno.removeSync(app.dbPath);
   const gone = await app.handler(new Request(`${BASE}/readyz`));
@@ -34,9 +34,9 @@ Deno.test("[e2e] GET /readyz answers 503 once the database file is deleted", asy
 });
 
 Deno.test("[e2e] unknown paths need a known API key, then answer 404", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const userId = await app.addUser("a@b.org", "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   await assertError(await app.handler(new Request(`${BASE}/api/nothing`)), 401, "invalid_api_key");
   await assertError(
     await app.handler(
@@ -57,7 +57,7 @@ Deno.test("[e2e] unknown paths need a known API key, then answer 404", async () 
 });
 
 Deno.test("[e2e] every response carries the security headers and a request id", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   for (const path of ["/healthz", "/api/nothing", "/api/secure/x", "/api/userservice/tokens"]) {
     const response = await app.handler(new Request(BASE + path));
     await response.body?.cancel();
@@ -72,7 +72,7 @@ Deno.test("[e2e] every response carries the security headers and a request id", 
 });
 
 Deno.test("[e2e] an Accept that names neither format gets 406", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const response = await app.handler(
     new Request(`${BASE}/healthz`, { headers: { accept: "text/html" } }),
   );
@@ -80,7 +80,7 @@ Deno.test("[e2e] an Accept that names neither format gets 406", async () => {
 });
 
 Deno.test("[e2e] OPTIONS answers a CORS preflight on any path with 204", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const response = await app.handler(
     new Request(`${BASE}/api/userservice/tokens`, {
       method: "OPTIONS",
@@ -101,7 +101,7 @@ Deno.test("[e2e] OPTIONS answers a CORS preflight on any path with 204", async (
 });
 
 Deno.test("[e2e] CORS with a list of origins echoes only a listed one", async () => {
-  using app = createTestApp({ corsOrigins: ["https://partner.example"] });
+  using app = await createTestApp({ corsOrigins: ["https://partner.example"] });
   const ask = (origin: string) =>
     app.handler(new Request(`${BASE}/healthz`, { headers: { origin } }));
   const listed = await ask("https://partner.example");
@@ -112,9 +112,9 @@ Deno.test("[e2e] CORS with a list of origins echoes only a listed one", async ()
 });
 
 Deno.test("[e2e] request log lines are JSON and never hold a secret", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const userId = await app.addUser("a@b.org", "canary-password-1");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const { issueToken, secureGet } = await import("./_helpers.ts");
   const token = await issueToken(app.handler, "a@b.org", "canary-password-1", apiKey);
   await secureGet(app.handler, "/api/secure/userservice/tokens/current", apiKey, token);

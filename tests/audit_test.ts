@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { main } from "../scripts/admin.ts";
-import { AUDIT_ACTIONS } from "../src/audit.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
+import { runAdmin } from "./_admin.ts";
+import { AUDIT_ACTIONS } from "../src/auth/audit.ts";
 import {
   assertError,
   BASE,
@@ -13,26 +12,20 @@ import {
   type TestApp,
 } from "./_helpers.ts";
 
-const hasher = createPasswordHasher();
 const EMAIL = "alice@example.org";
 
 async function admin(app: TestApp, args: string[], password = "first password") {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", app.dbPath], {
+  const run = await runAdmin(app.dbPath, args, {
+    password,
     env: { LOGNAME: "operator" },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve(password),
     clock: app.clock,
-    hasher,
   });
-  assert.equal(code, 0, `${args.join(" ")}: ${err.join("\n")}`);
-  return { out: out.join("\n"), lastLine: out.at(-1) ?? "" };
+  assert.equal(run.code, 0, `${args.join(" ")}: ${run.err}`);
+  return run;
 }
 
 Deno.test("[e2e] every admin command that changes something appends one audit row", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const steps: [string[], string, string][] = [
     [["user", "add", EMAIL], "user.added", `user:${EMAIL}`],
     [["user", "set-timeout", EMAIL, "2h"], "user.timeout_changed", `user:${EMAIL}`],
@@ -49,11 +42,11 @@ Deno.test("[e2e] every admin command that changes something appends one audit ro
   ];
   const secrets: string[] = ["first password"];
   for (const [args, action, subject] of steps) {
-    const before = app.store.listAudit().length;
+    const before = (await app.store.listAudit()).length;
     app.clock.advance(1000);
     const { lastLine } = await admin(app, args);
     if (args[1] === "create" || args[1] === "rotate") secrets.push(lastLine);
-    const added = app.store.listAudit().slice(before);
+    const added = (await app.store.listAudit()).slice(before);
     assert.ok(added.length >= 1, args.join(" "));
     assert.deepEqual(
       [added[0].action, added[0].subject, added[0].actor, added[0].at],
@@ -62,12 +55,12 @@ Deno.test("[e2e] every admin command that changes something appends one audit ro
     );
   }
   // Rotation also records the successor's creation.
-  const rotation = app.store.listAudit().filter((row) => row.detail.rotated_from === 1);
+  const rotation = (await app.store.listAudit()).filter((row) => row.detail.rotated_from === 1);
   assert.deepEqual(rotation.map((row) => [row.action, row.subject]), [[
     "key.created",
     "api_key:2",
   ]]);
-  const created = app.store.listAudit().find((row) => row.action === "key.created")!;
+  const created = (await app.store.listAudit()).find((row) => row.action === "key.created")!;
   assert.deepEqual(created.detail, {
     user: EMAIL,
     label: "ci",
@@ -75,21 +68,21 @@ Deno.test("[e2e] every admin command that changes something appends one audit ro
     introspect: 0,
   });
   // Commands that change nothing record nothing.
-  const count = app.store.listAudit().length;
+  const count = (await app.store.listAudit()).length;
   await admin(app, ["user", "list"]);
   await admin(app, ["key", "list"]);
   await admin(app, ["key", "revoke", "1"]); // already revoked
   await admin(app, ["audit"]);
-  assert.equal(app.store.listAudit().length, count);
+  assert.equal((await app.store.listAudit()).length, count);
 
-  const dump = JSON.stringify(app.store.listAudit());
+  const dump = JSON.stringify(await app.store.listAudit());
   for (const secret of secrets) assert.ok(!dump.includes(secret), "audit holds a secret");
 });
 
 Deno.test("[e2e] the HTTP API records issued tokens, failed logins and revoked tokens", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const userId = await app.addUser(EMAIL, "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, EMAIL, "pw", apiKey);
   const failures: [string, string, string][] = [
     [EMAIL, "hunter2-typo", apiKey],
@@ -117,7 +110,7 @@ Deno.test("[e2e] the HTTP API records issued tokens, failed logins and revoked t
   // A malformed request costs no password check and writes no audit row.
   assert.equal((await postToken(app.handler, "{")).status, 400);
 
-  const rows = app.store.listAudit().map(({ actor, action, subject, detail }) => ({
+  const rows = (await app.store.listAudit()).map(({ actor, action, subject, detail }) => ({
     actor,
     action,
     subject,
@@ -163,9 +156,9 @@ Deno.test("[e2e] the HTTP API records issued tokens, failed logins and revoked t
 });
 
 Deno.test("audit_log refuses UPDATE and DELETE", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   await app.addUser(EMAIL, "pw");
-  app.store.appendAudit({ at: 1, actor: "cli:x", action: "user.added", subject: "user:x" });
+  await app.store.appendAudit({ at: 1, actor: "cli:x", action: "user.added", subject: "user:x" });
   const raw = new DatabaseSync(app.dbPath);
   try {
     assert.throws(() => raw.exec("UPDATE audit_log SET actor = 'someone else'"), /append-only/);
@@ -173,11 +166,11 @@ Deno.test("audit_log refuses UPDATE and DELETE", async () => {
   } finally {
     raw.close();
   }
-  assert.equal(app.store.listAudit()[0].actor, "cli:x");
+  assert.equal((await app.store.listAudit())[0].actor, "cli:x");
 });
 
 Deno.test("admin audit prints the log as a table or JSON, from --since", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   await admin(app, ["user", "add", EMAIL]);
   app.clock.advance(3600_000);
   await admin(app, ["key", "create", EMAIL]);

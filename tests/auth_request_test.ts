@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseAuthRequest } from "../src/auth_request.ts";
+import { parseAuthRequest } from "../src/formats/auth_request.ts";
 
 const KEY = "0f8fad5b-d9cb-469f-a165-70867728950e";
 

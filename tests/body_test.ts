@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { readBody, readDocument } from "../src/body.ts";
-import { HttpError } from "../src/errors.ts";
+import { readBody, readDocument } from "../src/http/body.ts";
+import { HttpError } from "../src/http/errors.ts";
 
 const post = (body: BodyInit | null, headers: Record<string, string> = {}) =>
   new Request("https://k.test/", { method: "POST", body, headers });

@@ -21,9 +21,9 @@ interface Fixture {
 }
 
 async function setup(): Promise<Fixture> {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser(EMAIL, PASSWORD);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const server = await startTlsServer(app.handler);
   const call = (path: string, init: RequestInit = {}) =>
     fetch(server.origin + path, { ...init, client: server.client });
@@ -130,7 +130,7 @@ Deno.test("[compat] any other declared Content-Type gets 415 in the Accept forma
   });
   assert.equal(response.status, 415);
   assert.equal((await readError(response, "json")).error_code, "unsupported_media_type");
-  assert.equal(f.app.store.countRows("tokens"), 0);
+  assert.equal(await f.app.store.countRows("tokens"), 0);
 });
 
 // 2. JSON as the documentation writes it.
@@ -167,7 +167,7 @@ Deno.test("[compat] api_key inside auth_request, beside it, or on the query stri
       `/api/userservice/tokens?api_key=${f.apiKey}`,
     ),
   );
-  assert.equal(f.app.store.countRows("tokens"), 3);
+  assert.equal(await f.app.store.countRows("tokens"), 3);
 });
 
 Deno.test("[compat] api_key in two places with different values gets 400", async () => {
@@ -188,7 +188,7 @@ Deno.test("[compat] api_key in two places with different values gets 400", async
       /api_key is given twice|api_key" is given twice/,
     );
   }
-  assert.equal(f.app.store.countRows("tokens"), 0);
+  assert.equal(await f.app.store.countRows("tokens"), 0);
 });
 
 // 3. XML as clients write it.
@@ -227,7 +227,7 @@ Deno.test("[compat] a password wrapped in CDATA is taken as written", async () =
 Deno.test("[compat] XML entities &lt; &amp; &#233; are decoded", async () => {
   await using f = await setup();
   const userId = await f.app.addUser("rené@example.org", "a<b&c");
-  const apiKey = f.app.createKey(userId);
+  const apiKey = await f.app.createKey(userId);
   const body =
     `<auth_request><user><email>ren&#233;@example.org</email><password>a&lt;b&amp;c</password>` +
     `</user><api_key>${apiKey}</api_key></auth_request>`;
@@ -237,7 +237,7 @@ Deno.test("[compat] XML entities &lt; &amp; &#233; are decoded", async () => {
 Deno.test("[compat] values are taken exactly as sent: never trimmed, never numbers", async () => {
   await using f = await setup();
   const userId = await f.app.addUser("digits@example.org", " 0123 ");
-  const apiKey = f.app.createKey(userId);
+  const apiKey = await f.app.createKey(userId);
   const xml =
     `<auth_request><user><email>digits@example.org</email><password> 0123 </password></user>` +
     `<api_key>${apiKey}</api_key></auth_request>`;
@@ -310,7 +310,7 @@ Deno.test("[compat] an Accept that offers neither format gets 406 with an error 
   });
   assert.equal(response.status, 406);
   assert.equal((await readError(response, "xml")).error_code, "not_acceptable");
-  assert.equal(f.app.store.countRows("tokens"), 0);
+  assert.equal(await f.app.store.countRows("tokens"), 0);
 });
 
 Deno.test("[compat] a .json or .xml path suffix overrides Accept", async () => {
@@ -463,7 +463,7 @@ Deno.test("[compat] every non-2xx answer has an error_response with an error arr
     assert.equal(error.error_code, code);
     assert.ok(error.error_message.length > 0);
   }
-  assert.equal(f.app.store.countRows("tokens"), 0);
+  assert.equal(await f.app.store.countRows("tokens"), 0);
 });
 
 // 8. CORS.

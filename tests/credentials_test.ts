@@ -7,7 +7,7 @@ import {
   normalizeApiKey,
   TOKEN_LENGTH,
   toKeyPrefix,
-} from "../src/credentials.ts";
+} from "../src/auth/credentials.ts";
 
 Deno.test("generateToken() returns 40 characters of [a-z0-9]", () => {
   for (let i = 0; i < 200; i++) assert.match(generateToken(), /^[a-z0-9]{40}$/);

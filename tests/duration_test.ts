@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { formatDuration, parseDuration } from "../src/duration.ts";
+import { formatDuration, parseDuration } from "../src/platform/duration.ts";
 
 Deno.test("parseDuration() reads s, m, h and d", () => {
   assert.equal(parseDuration("90s"), 90);

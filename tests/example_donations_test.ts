@@ -4,9 +4,9 @@ import {
   createDonationRoutes,
   DONATIONS_PATH,
 } from "../examples/donations/donations.ts";
-import { createHandler } from "../src/app.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { createHandler } from "../src/http/app.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
   assertError,
   BASE,
@@ -15,14 +15,14 @@ import {
   issueToken,
   startTlsServer,
 } from "./_helpers.ts";
-import { silentLogger } from "../src/logger.ts";
+import { silentLogger } from "../src/platform/logger.ts";
 
 async function setup() {
   const ledger = createDonationLedger();
   const clock = createFakeClock();
-  const app = createTestApp({ secureRoutes: createDonationRoutes(ledger, clock) });
+  const app = await createTestApp({ secureRoutes: createDonationRoutes(ledger, clock) });
   const userId = await app.addUser("alice@example.org", "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
   return { app, ledger, userId, apiKey, token };
 }
@@ -139,8 +139,8 @@ Deno.test("[server] the donations example over real TLS", async () => {
   assert.equal((await response.json()).donation_receipt.receipt_number, "GG-2026-000001");
 });
 
-Deno.test("createHandler() refuses secureRoutes that could never be reached or shadow keygate's", () => {
-  const store = openStore(":memory:");
+Deno.test("createHandler() refuses secureRoutes that could never be reached or shadow keygate's", async () => {
+  const store = openSqliteStore(":memory:");
   try {
     const deps = {
       store,
@@ -168,6 +168,6 @@ Deno.test("createHandler() refuses secureRoutes that could never be reached or s
     }
     createHandler({ ...deps, secureRoutes: { "/api/secure/x": { GET: handler } } });
   } finally {
-    store.close();
+    await store.closeStore();
   }
 });

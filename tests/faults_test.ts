@@ -7,13 +7,17 @@
 import assert from "node:assert/strict";
 import { startServerProcess } from "./_server.ts";
 import { DatabaseSync } from "node:sqlite";
-import { createHandler, type Handler } from "../src/app.ts";
-import { generateApiKey, hashSecret } from "../src/credentials.ts";
-import { isDatabaseUnavailable, toHttpError } from "../src/errors.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore, type Store, type StoreOptions } from "../src/store.ts";
+import { createHandler, type Handler } from "../src/http/app.ts";
+import { toHttpError } from "../src/http/errors.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { StoreUnavailable } from "../src/store/errors.ts";
+import type { Store } from "../src/store/store.ts";
+import { isDatabaseUnavailable, toStoreError } from "../src/store/sqlite/errors.ts";
+import { openSqliteStore, type SqliteStoreOptions } from "../src/store/sqlite/sqlite_store.ts";
 import {
+  addApiKey,
+  addTestUser,
   assertError,
   createFakeClock,
   jsonAuthRequest,
@@ -35,22 +39,23 @@ interface FaultApp {
   close(): void;
 }
 
-async function createFaultApp(options: StoreOptions = {}): Promise<FaultApp> {
+/** A database with alice and one API key of hers; resolves to the key. */
+async function seedAlice(path: string, now: number): Promise<string> {
+  const seed = openSqliteStore(path);
+  try {
+    const passwordHash = await hasher.hash(PASSWORD);
+    const userId = await addTestUser(seed, "alice@example.org", { passwordHash, now });
+    return await addApiKey(seed, userId, now);
+  } finally {
+    await seed.closeStore();
+  }
+}
+
+async function createFaultApp(options: SqliteStoreOptions = {}): Promise<FaultApp> {
   const db = tempDbPath();
   const clock = createFakeClock();
-  const seed = openStore(db.path);
-  const user = seed.insertUser({
-    email: "alice@example.org",
-    passwordHash: await hasher.hash(PASSWORD),
-    tokenTimeoutSeconds: null,
-  }, clock.now());
-  const apiKey = generateApiKey();
-  seed.insertApiKey(
-    { userId: user.id, keyHash: hashSecret(apiKey), prefix: "x", label: "" },
-    clock.now(),
-  );
-  seed.close();
-  const store = openStore(db.path, options);
+  const apiKey = await seedAlice(db.path, clock.now());
+  const store = openSqliteStore(db.path, options);
   const handler = createHandler({
     store,
     hasher,
@@ -64,7 +69,7 @@ async function createFaultApp(options: StoreOptions = {}): Promise<FaultApp> {
     apiKey,
     dbPath: db.path,
     close() {
-      store.close();
+      void store.closeStore(); // SQLite closes synchronously
       db.cleanup();
     },
   };
@@ -103,7 +108,7 @@ Deno.test("[e2e] a second process holding the write lock gives 503 on writes, wh
   try {
     const good = jsonAuthRequest("alice@example.org", PASSWORD, app.apiKey);
     const existing = await tokenOf(await postToken(app.handler, good, JSON_HEADERS));
-    const tokensBefore = app.store.countRows("tokens");
+    const tokensBefore = await app.store.countRows("tokens");
 
     holder = await holdWriteLock(app.dbPath);
 
@@ -143,7 +148,7 @@ Deno.test("[e2e] a second process holding the write lock gives 503 on writes, wh
     const ready = await app.handler(new Request("https://k.test/readyz"));
     assert.equal(ready.status, 200);
     await ready.body?.cancel();
-    assert.equal(app.store.countRows("tokens"), tokensBefore);
+    assert.equal(await app.store.countRows("tokens"), tokensBefore);
 
     // The holder dies mid-transaction (kill -9): its write is rolled back and keygate
     // recovers without a restart.
@@ -154,8 +159,8 @@ Deno.test("[e2e] a second process holding the write lock gives 503 on writes, wh
     const check = await secureGet(app.handler, CURRENT, app.apiKey, after);
     assert.equal(check.status, 200);
     await check.body?.cancel();
-    assert.equal(app.store.countRows("tokens"), tokensBefore + 1);
-    assert.equal(app.store.findLoginFailures(["client:holder"], 0).length, 0);
+    assert.equal(await app.store.countRows("tokens"), tokensBefore + 1);
+    assert.equal((await app.store.findLoginFailures(["client:holder"], 0)).length, 0);
   } finally {
     if (holder) {
       holder.kill("SIGKILL");
@@ -221,7 +226,7 @@ Deno.test("[e2e] a full database gives 503, and every token answered with 200 wa
     assert.ok(full, "the database never filled up");
     await assertError(full, 503, "service_unavailable", "json");
     assert.equal(full.headers.get("retry-after"), "1");
-    assert.equal(app.store.countRows("tokens"), issued.length);
+    assert.equal(await app.store.countRows("tokens"), issued.length);
     for (const token of issued) {
       const response = await secureGet(app.handler, CURRENT, app.apiKey, token);
       assert.equal(response.status, 200);
@@ -236,18 +241,7 @@ Deno.test("[e2e] a full database gives 503, and every token answered with 200 wa
 Deno.test("[server] kill -9 while issuing tokens loses no token whose 200 was sent", async () => {
   const db = tempDbPath();
   try {
-    const seed = openStore(db.path);
-    const user = seed.insertUser({
-      email: "alice@example.org",
-      passwordHash: await hasher.hash(PASSWORD),
-      tokenTimeoutSeconds: null,
-    }, Date.now());
-    const apiKey = generateApiKey();
-    seed.insertApiKey(
-      { userId: user.id, keyHash: hashSecret(apiKey), prefix: "x", label: "" },
-      Date.now(),
-    );
-    seed.close();
+    const apiKey = await seedAlice(db.path, Date.now());
 
     let server = await startServerProcess(db.path);
     const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
@@ -300,35 +294,39 @@ Deno.test("[server] kill -9 while issuing tokens loses no token whose 200 was se
   }
 });
 
-Deno.test("isDatabaseUnavailable() recognises db.exec() errors, which carry no errcode, by SQLite's text", () => {
+Deno.test("isDatabaseUnavailable() recognises db.exec() errors, which carry no errcode, by SQLite's text", async () => {
   const db = tempDbPath();
-  const store = openStore(db.path, { busyTimeoutMs: 10 });
+  const store = openSqliteStore(db.path, { busyTimeoutMs: 10 });
   const other = new DatabaseSync(db.path);
   try {
     other.exec("BEGIN IMMEDIATE");
     let thrown: unknown;
     try {
-      store.transaction(() => 0); // BEGIN IMMEDIATE through db.exec()
+      // BEGIN IMMEDIATE through db.exec(), past the busy retry.
+      await store.appendAudit({ at: 0, actor: "test", action: "user.added", subject: "x" });
     } catch (error) {
       thrown = error;
     }
-    assert.ok(thrown instanceof Error);
-    assert.equal((thrown as { errcode?: number }).errcode, undefined);
-    assert.equal(isDatabaseUnavailable(thrown), true);
+    assert.ok(thrown instanceof StoreUnavailable);
+    const cause = thrown.cause;
+    assert.ok(cause instanceof Error);
+    assert.equal((cause as { errcode?: number }).errcode, undefined);
+    assert.equal(isDatabaseUnavailable(cause), true);
     const mapped = toHttpError(thrown);
     assert.equal(mapped.status, 503);
     assert.equal(mapped.code, "service_unavailable");
     // Other SQLite errors stay bugs (500), and the text alone is not enough.
     assert.equal(isDatabaseUnavailable(new Error("database is locked")), false);
     assert.equal(
-      toHttpError(Object.assign(new Error("no such table: x"), { code: "ERR_SQLITE_ERROR" }))
-        .status,
+      toHttpError(
+        toStoreError(Object.assign(new Error("no such table: x"), { code: "ERR_SQLITE_ERROR" })),
+      ).status,
       500,
     );
   } finally {
     other.exec("ROLLBACK");
     other.close();
-    store.close();
+    await store.closeStore();
     db.cleanup();
   }
 });
@@ -377,8 +375,8 @@ Deno.test("[e2e] /readyz reports degraded while writes fail, and ready once they
     const login = await postToken(app.handler, good, JSON_HEADERS);
     assert.equal(login.status, 200);
     await login.body?.cancel();
-    assert.equal(app.store.countRows("tokens"), 1);
-    assert.equal(app.store.listLoginFailures(0).length, 0, "the probe row is gone");
+    assert.equal(await app.store.countRows("tokens"), 1);
+    assert.equal((await app.store.listLoginFailures(0)).length, 0, "the probe row is gone");
   } finally {
     app.close();
   }

@@ -9,9 +9,9 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { parseAuthRequest } from "../src/auth_request.ts";
-import type { Format } from "../src/respond.ts";
-import type { ThrottleRules } from "../src/throttle.ts";
+import { parseAuthRequest } from "../src/formats/auth_request.ts";
+import type { Format } from "../src/formats/format.ts";
+import type { ThrottleRules } from "../src/auth/throttle.ts";
 import {
   BASE,
   createTestApp,
@@ -182,9 +182,9 @@ function isRightCredentials(body: string, format: Format, apiKey: string, query?
 }
 
 async function setup() {
-  const app = createTestApp({ throttleRules: LENIENT });
+  const app = await createTestApp({ throttleRules: LENIENT });
   const userId = await app.addUser(EMAIL, PASSWORD);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   return { app, apiKey };
 }
 
@@ -202,7 +202,7 @@ async function check(
   const headers: Record<string, string> = {};
   if (type !== undefined) headers["content-type"] = type;
   if (accept !== undefined) headers.accept = accept;
-  const tokensBefore = app.store.countRows("tokens");
+  const tokensBefore = await app.store.countRows("tokens");
   const response = await app.handler(
     new Request(`${BASE}/api/userservice/tokens`, { method: "POST", body, headers }),
   );
@@ -218,9 +218,9 @@ async function check(
       isRightCredentials(bodyText.replace(/^\ufeff/, ""), format, apiKey),
       `a token for: ${JSON.stringify(bodyText)}`,
     );
-    assert.equal(app.store.countRows("tokens"), tokensBefore + 1);
+    assert.equal(await app.store.countRows("tokens"), tokensBefore + 1);
   } else {
-    assert.equal(app.store.countRows("tokens"), tokensBefore, "a token was stored");
+    assert.equal(await app.store.countRows("tokens"), tokensBefore, "a token was stored");
   }
 }
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { toIdentityHeaders } from "../src/gate.ts";
-import { isKeygatePath } from "../src/upstream.ts";
+import { toIdentityHeaders } from "../src/auth/gate.ts";
+import { isKeygatePath } from "../src/http/upstream.ts";
 
 Deno.test("toIdentityHeaders() gives user id, e-mail and key id, percent-encoding a non-ASCII e-mail", () => {
   assert.deepEqual(toIdentityHeaders({ userId: 7, email: "a@b.org", apiKeyId: 3 }), [

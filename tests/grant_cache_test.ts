@@ -1,18 +1,20 @@
 import assert from "node:assert/strict";
-import { hashSecret } from "../src/credentials.ts";
-import { createGrantCache } from "../src/grant_cache.ts";
-import { openStore, type Store } from "../src/store.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createGrantCache } from "../src/auth/grant_cache.ts";
+import type { GrantEpoch, Store, TokenGrant } from "../src/store/store.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import { openTempStore, tempDbPath } from "./_helpers.ts";
 
 const KEY = "0f8fad5b-d9cb-469f-a165-70867728950e";
 const TOKEN = "a".repeat(40);
+const NO_AUDIT = { audit: undefined };
 
-function seed(store: Store, keyExpiresAt: number | null = null) {
-  const user = store.insertUser(
+async function seed(store: Store, keyExpiresAt: number | null = null) {
+  const user = await store.insertUser(
     { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
-    1000,
+    { now: 1000, ...NO_AUDIT },
   );
-  const key = store.insertApiKey(
+  const key = await store.insertApiKey(
     {
       userId: user.id,
       keyHash: hashSecret(KEY),
@@ -20,277 +22,11 @@ function seed(store: Store, keyExpiresAt: number | null = null) {
       label: "",
       expiresAt: keyExpiresAt,
     },
-    1000,
+    { now: 1000, ...NO_AUDIT },
   );
-  issueFor(store, { user, key }, TOKEN, 1000);
+  await issueFor(store, { user, key }, TOKEN, 1000);
   return { user, key };
 }
-
-/** Counts the store's grant lookups. */
-function counting(store: Store) {
-  let lookups = 0;
-  return {
-    lookups: () => lookups,
-    store: {
-      readCommitCount: () => store.readCommitCount(),
-      readDataVersion: () => store.readDataVersion(),
-      readGrantWrites: () => store.readGrantWrites(),
-      findTokenGrant: (...args: Parameters<Store["findTokenGrant"]>) => {
-        lookups++;
-        return store.findTokenGrant(...args);
-      },
-    },
-  };
-}
-
-Deno.test("createGrantCache() answers repeats from memory while nothing changes", () => {
-  using db = openTempStore();
-  const { store } = db;
-  seed(store);
-  const spy = counting(store);
-  const find = createGrantCache(spy.store);
-  for (let i = 0; i < 5; i++) assert.equal(find(KEY, TOKEN, 2000)?.email, "a@b.org");
-  assert.equal(spy.lookups(), 1);
-  assert.equal(find(KEY, "b".repeat(40), 2000), undefined);
-  assert.equal(find(KEY, "b".repeat(40), 2000), undefined);
-  assert.equal(spy.lookups(), 3, "misses are never cached");
-});
-
-Deno.test("createGrantCache() sees another process's revocation at once", () => {
-  const db = tempDbPath();
-  const server = openStore(db.path);
-  const admin = openStore(db.path); // a second connection, as the admin CLI has
-  try {
-    const { key } = seed(server);
-    const find = createGrantCache(server);
-    assert.ok(find(KEY, TOKEN, 2000));
-    admin.revokeApiKey(key.id, 3000);
-    assert.equal(find(KEY, TOKEN, 3000), undefined);
-  } finally {
-    admin.close();
-    server.close();
-    db.cleanup();
-  }
-});
-
-Deno.test("createGrantCache() sees this connection's own writes at once", () => {
-  using db = openTempStore();
-  const { store } = db;
-  seed(store);
-  const find = createGrantCache(store);
-  const grant = find(KEY, TOKEN, 2000)!;
-  store.revokeToken(grant.tokenId, 2500);
-  assert.equal(find(KEY, TOKEN, 2600), undefined);
-});
-
-Deno.test("createGrantCache() stops answering once the key expires, with no write", () => {
-  using db = openTempStore();
-  const { store } = db;
-  seed(store, 5000);
-  const spy = counting(store);
-  const find = createGrantCache(spy.store);
-  assert.equal(find(KEY, TOKEN, 4000)?.keyExpiresAt, 5000);
-  assert.equal(find(KEY, TOKEN, 4999)?.keyExpiresAt, 5000);
-  assert.equal(spy.lookups(), 1);
-  assert.equal(find(KEY, TOKEN, 5000), undefined);
-});
-
-Deno.test("createGrantCache() starts afresh when full", () => {
-  using db = openTempStore();
-  const { store } = db;
-  const { user, key } = seed(store);
-  const other = "c".repeat(40);
-  issueFor(store, { user, key }, other, 1000);
-  const spy = counting(store);
-  const find = createGrantCache(spy.store, 1);
-  find(KEY, TOKEN, 2000);
-  find(KEY, TOKEN, 2000);
-  assert.equal(spy.lookups(), 1);
-  find(KEY, other, 2000); // full: forgets TOKEN
-  find(KEY, TOKEN, 2000);
-  assert.equal(spy.lookups(), 3);
-});
-
-Deno.test("createGrantCache() caches on one store each see a change made through the store", () => {
-  using db = openTempStore();
-  const { store } = db;
-  const { user } = seed(store);
-  const first = createGrantCache(store);
-  const second = createGrantCache(store);
-  assert.ok(first(KEY, TOKEN, 2000));
-  assert.ok(second(KEY, TOKEN, 2000));
-  store.setUserDisabled(user.id, true, 3000);
-  assert.equal(first(KEY, TOKEN, 3000), undefined);
-  assert.equal(second(KEY, TOKEN, 3000), undefined);
-});
-
-Deno.test("createGrantCache() hands out frozen grants", () => {
-  using db = openTempStore();
-  const { store } = db;
-  seed(store);
-  const find = createGrantCache(store);
-  const grant = find(KEY, TOKEN, 2000)!;
-  assert.throws(() => {
-    (grant as { email: string }).email = "mallory@example.org";
-  }, TypeError);
-  assert.equal(find(KEY, TOKEN, 2000)!.email, "a@b.org");
-});
-
-Deno.test("createGrantCache() keeps its grants across writes that end none (a login)", () => {
-  using db = openTempStore();
-  const { store } = db;
-  const { user, key } = seed(store);
-  const spy = counting(store);
-  const find = createGrantCache(spy.store);
-  assert.ok(find(KEY, TOKEN, 2000));
-  issueFor(store, { user, key }, "d".repeat(40), 2100);
-  store.recordKeyUsage([{
-    apiKeyId: key.id,
-    lastUsedAt: 2200,
-    lastUsedFrom: "192.0.2.1",
-    count: 1,
-  }]);
-  store.appendAudit({ at: 2300, actor: "test", action: "token.issued", subject: "token:2" });
-  assert.ok(find(KEY, TOKEN, 2400));
-  assert.equal(spy.lookups(), 1, "answered from memory after the login's writes");
-});
-
-Deno.test("createGrantCache() forgets a grant the live-token cap ends", () => {
-  using db = openTempStore();
-  const { store } = db;
-  const { user, key } = seed(store);
-  const find = createGrantCache(store);
-  assert.ok(find(KEY, TOKEN, 2000));
-  issueFor(store, { user, key }, "e".repeat(40), 2100, 1); // the newest only: TOKEN is revoked
-  assert.equal(find(KEY, TOKEN, 2200), undefined);
-});
-
-Deno.test({
-  name: "createGrantCache() sees another connection's commit through the WAL index alone",
-  ignore: Deno.build.os !== "linux", // elsewhere it asks SQLite every time
-}, () => {
-  const db = tempDbPath();
-  const server = openStore(db.path);
-  const admin = openStore(db.path);
-  try {
-    const { user } = seed(server);
-    let dataVersionReads = 0;
-    const find = createGrantCache({
-      findTokenGrant: (...args) => server.findTokenGrant(...args),
-      readCommitCount: () => server.readCommitCount(),
-      readGrantWrites: () => server.readGrantWrites(),
-      readDataVersion: () => (dataVersionReads++, server.readDataVersion()),
-    });
-    assert.ok(find(KEY, TOKEN, 2000));
-    const before = dataVersionReads;
-    for (let i = 0; i < 10; i++) assert.ok(find(KEY, TOKEN, 2000));
-    assert.equal(dataVersionReads, before, "no SQLite call while nothing is committed");
-    admin.setUserDisabled(user.id, true, 3000);
-    assert.equal(find(KEY, TOKEN, 3000), undefined);
-  } finally {
-    admin.close();
-    server.close();
-    db.cleanup();
-  }
-});
-
-Deno.test("Store.readGrantWrites() moves with each write that can end a grant, and no other", () => {
-  using db = openTempStore();
-  const { store } = db;
-  const { user, key } = seed(store);
-  const token = store.findTokenGrant(hashSecret(TOKEN), hashSecret(KEY), 2000)!;
-  const subject = "key:1|a@b.org";
-  const keeps: [string, () => void][] = [
-    [
-      "insertUser",
-      () =>
-        store.insertUser(
-          { email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null },
-          2000,
-        ),
-    ],
-    ["issueToken under the cap", () => issueFor(store, { user, key }, "f".repeat(40), 2000)],
-    [
-      "recordKeyUsage",
-      () =>
-        store.recordKeyUsage([{
-          apiKeyId: key.id,
-          lastUsedAt: 2000,
-          lastUsedFrom: "::1",
-          count: 1,
-        }]),
-    ],
-    [
-      "appendAudit",
-      () => store.appendAudit({ at: 2000, actor: "test", action: "test", subject: "test" }),
-    ],
-    ["recordLoginFailures", () =>
-      store.recordLoginFailures([subject], 2000, () => ({
-        subject,
-        failures: 1,
-        lastFailureAt: 2000,
-        blockedUntil: 0,
-        forgetAt: 9000,
-      }))],
-    ["clearLoginFailures", () => store.clearLoginFailures(subject)],
-  ];
-  for (const [name, write] of keeps) {
-    const before = store.readGrantWrites();
-    write();
-    assert.equal(store.readGrantWrites(), before, `${name} keeps grants`);
-  }
-  const ends: [string, () => void][] = [
-    ["setUserTimeout", () => store.setUserTimeout(user.id, 60, 2000)],
-    ["setApiKeyDisabled", () => store.setApiKeyDisabled(key.id, true, 2000)],
-    ["setUserDisabled", () => store.setUserDisabled(user.id, true, 2000)],
-    ["setUserPassword", () => store.setUserPassword(user.id, "y", 2000)],
-    ["revokeToken", () => store.revokeToken(token.tokenId, 2000)],
-    ["revokeTokenOfKey", () => store.revokeTokenOfKey(hashSecret("f".repeat(40)), key.id, 2000)],
-    ["revokeTokensIssuedBefore", () => store.revokeTokensIssuedBefore(user.id, 2500, 2500)],
-    ["rotateApiKey", () =>
-      store.rotateApiKey(key.id, {
-        userId: user.id,
-        keyHash: hashSecret("0f8fad5b-d9cb-469f-a165-70867728950f"),
-        prefix: "0f8fad5b",
-        label: "",
-      }, { oldKeyExpiresAt: 5000, now: 3000 })],
-    ["revokeTokensOfUser", () => store.revokeTokensOfUser(user.id, 4000)],
-    ["revokeApiKey", () => store.revokeApiKey(key.id, 4000)],
-    ["purgeTokens", () => store.purgeTokens(10_000_000)], // an expired token's 401 changes
-  ];
-  for (const [name, write] of ends) {
-    const before = store.readGrantWrites();
-    write();
-    assert.ok(store.readGrantWrites() > before, `${name} counts as ending grants`);
-  }
-});
-
-Deno.test("durability 'grants': a login's commit is not synced, a revocation's is, at once", () => {
-  using db = openTempStore({ durability: "grants" });
-  const { store } = db;
-  const { user, key } = seed(store); // new user, key and token: no sync
-  assert.equal(store.readWalSyncs(), 0);
-  store.transaction(() => {
-    issueFor(store, { user, key }, "g".repeat(40), 2000);
-    store.appendAudit({ at: 2000, actor: "test", action: "token.issued", subject: "token:2" });
-  });
-  assert.equal(store.readWalSyncs(), 0, "a login is not synced");
-  const grant = store.findTokenGrant(hashSecret(TOKEN), hashSecret(KEY), 2000)!;
-  store.transaction(() => {
-    store.revokeToken(grant.tokenId, 2100);
-    store.appendAudit({ at: 2100, actor: "test", action: "token.revoked", subject: "token:1" });
-  });
-  assert.equal(store.readWalSyncs(), 1, "a revocation is synced once, after its commit");
-  store.setApiKeyDisabled(key.id, true, 2200); // autocommit
-  assert.equal(store.readWalSyncs(), 2);
-  const full = openStore(db.path);
-  try {
-    full.setUserDisabled(user.id, true, 2300);
-    assert.equal(full.readWalSyncs(), 0, "durability 'full' leaves syncing to SQLite");
-  } finally {
-    full.close();
-  }
-});
 
 /** Issues one more token (valid until 90,000) to the seeded user and key. */
 function issueFor(
@@ -300,28 +36,285 @@ function issueFor(
   issuedAt: number,
   maxLiveTokens = 100,
 ) {
-  return store.issueToken({
+  return store.insertToken({
     tokenHash: hashSecret(token),
     userId: user.id,
     apiKeyId: key.id,
     issuedAt,
     expiresAt: 90_000,
     maxLiveTokens,
-  });
+  }, NO_AUDIT);
 }
 
-Deno.test("durability 'grants' opens a database through a symbolic link", () => {
+/** Counts the store's grant lookups; `epoch` may replace the store's change feed. */
+function counting(store: Store, epoch?: () => GrantEpoch | undefined) {
+  let lookups = 0;
+  return {
+    lookups: () => lookups,
+    store: {
+      readGrantEpoch: epoch ?? (() => store.readGrantEpoch()),
+      findTokenGrant: (lookup: Parameters<Store["findTokenGrant"]>[0]) => {
+        lookups++;
+        return store.findTokenGrant(lookup);
+      },
+    },
+  };
+}
+
+Deno.test("createGrantCache() answers repeats from memory while nothing changes", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store);
+  const spy = counting(store);
+  const find = createGrantCache(spy.store);
+  for (let i = 0; i < 5; i++) assert.equal((await find(KEY, TOKEN, 2000))?.email, "a@b.org");
+  assert.equal(spy.lookups(), 1);
+  assert.equal(await find(KEY, "b".repeat(40), 2000), undefined);
+  assert.equal(await find(KEY, "b".repeat(40), 2000), undefined);
+  assert.equal(spy.lookups(), 3, "misses are never cached");
+});
+
+Deno.test("createGrantCache() answers a hit synchronously, a miss through the store", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store);
+  const find = createGrantCache(store);
+  const miss = find(KEY, TOKEN, 2000);
+  assert.ok(miss instanceof Promise, "a miss waits for the store");
+  const grant = await miss;
+  const hit = find(KEY, TOKEN, 2000);
+  assert.ok(!(hit instanceof Promise), "a hit is no Promise");
+  assert.equal(hit, grant);
+});
+
+Deno.test("createGrantCache() sees another process's revocation at once", async () => {
   const db = tempDbPath();
-  openStore(db.path).close();
+  const server = openSqliteStore(db.path);
+  const admin = openSqliteStore(db.path); // a second connection, as the admin CLI has
+  try {
+    const { key } = await seed(server);
+    const find = createGrantCache(server);
+    assert.ok(await find(KEY, TOKEN, 2000));
+    await admin.revokeApiKey(key.id, { now: 3000, ...NO_AUDIT });
+    assert.equal(await find(KEY, TOKEN, 3000), undefined);
+  } finally {
+    await admin.closeStore();
+    await server.closeStore();
+    db.cleanup();
+  }
+});
+
+Deno.test("createGrantCache() sees this connection's own writes at once", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store);
+  const find = createGrantCache(store);
+  const grant = (await find(KEY, TOKEN, 2000))!;
+  await store.revokeToken(grant.tokenId, { now: 2500, ...NO_AUDIT });
+  assert.equal(await find(KEY, TOKEN, 2600), undefined);
+});
+
+Deno.test("createGrantCache() stops answering once the key expires, with no write", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store, 5000);
+  const spy = counting(store);
+  const find = createGrantCache(spy.store);
+  assert.equal((await find(KEY, TOKEN, 4000))?.keyExpiresAt, 5000);
+  assert.equal((await find(KEY, TOKEN, 4999))?.keyExpiresAt, 5000);
+  assert.equal(spy.lookups(), 1);
+  assert.equal(await find(KEY, TOKEN, 5000), undefined);
+});
+
+Deno.test("createGrantCache() starts afresh when full", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  const { user, key } = await seed(store);
+  const other = "c".repeat(40);
+  await issueFor(store, { user, key }, other, 1000);
+  const spy = counting(store);
+  const find = createGrantCache(spy.store, 1);
+  await find(KEY, TOKEN, 2000);
+  await find(KEY, TOKEN, 2000);
+  assert.equal(spy.lookups(), 1);
+  await find(KEY, other, 2000); // full: forgets TOKEN
+  await find(KEY, TOKEN, 2000);
+  assert.equal(spy.lookups(), 3);
+});
+
+Deno.test("createGrantCache() caches on one store each see a change made through the store", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  const { user } = await seed(store);
+  const first = createGrantCache(store);
+  const second = createGrantCache(store);
+  assert.ok(await first(KEY, TOKEN, 2000));
+  assert.ok(await second(KEY, TOKEN, 2000));
+  await store.updateUserDisabled(user.id, { disabled: true, now: 3000, ...NO_AUDIT });
+  assert.equal(await first(KEY, TOKEN, 3000), undefined);
+  assert.equal(await second(KEY, TOKEN, 3000), undefined);
+});
+
+Deno.test("createGrantCache() hands out frozen grants", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store);
+  const find = createGrantCache(store);
+  const grant = (await find(KEY, TOKEN, 2000))!;
+  assert.throws(() => {
+    (grant as { email: string }).email = "mallory@example.org";
+  }, TypeError);
+  assert.equal((await find(KEY, TOKEN, 2000))!.email, "a@b.org");
+});
+
+Deno.test("createGrantCache() keeps its grants across writes that end none (a login)", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  const { user, key } = await seed(store);
+  const spy = counting(store);
+  const find = createGrantCache(spy.store);
+  assert.ok(await find(KEY, TOKEN, 2000));
+  await issueFor(store, { user, key }, "d".repeat(40), 2100);
+  await store.recordKeyUsage([{
+    apiKeyId: key.id,
+    lastUsedAt: 2200,
+    lastUsedFrom: "192.0.2.1",
+    count: 1,
+  }]);
+  await store.appendAudit({ at: 2300, actor: "test", action: "token.issued", subject: "token:2" });
+  assert.ok(await find(KEY, TOKEN, 2400));
+  assert.equal(spy.lookups(), 1, "answered from memory after the login's writes");
+});
+
+Deno.test("createGrantCache() forgets a grant the live-token cap ends", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  const { user, key } = await seed(store);
+  const find = createGrantCache(store);
+  assert.ok(await find(KEY, TOKEN, 2000));
+  await issueFor(store, { user, key }, "e".repeat(40), 2100, 1); // the newest only: TOKEN is revoked
+  assert.equal(await find(KEY, TOKEN, 2200), undefined);
+});
+
+Deno.test("createGrantCache() serves nothing from memory while the store cannot confirm freshness", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store);
+  let fresh = true;
+  const spy = counting(store, () => fresh ? 1 : undefined);
+  const find = createGrantCache(spy.store);
+  assert.ok(await find(KEY, TOKEN, 2000));
+  assert.ok(await find(KEY, TOKEN, 2000));
+  assert.equal(spy.lookups(), 1);
+  fresh = false;
+  assert.ok(await find(KEY, TOKEN, 2000));
+  assert.ok(await find(KEY, TOKEN, 2000));
+  assert.equal(spy.lookups(), 3, "every request goes to the store");
+  // A store that cannot answer either fails closed: the lookup's error reaches the caller.
+  const down = createGrantCache({
+    readGrantEpoch: () => undefined,
+    findTokenGrant: () => Promise.reject(new Error("unreachable")),
+  });
+  await assert.rejects(Promise.resolve(down(KEY, TOKEN, 2000)), /unreachable/);
+  fresh = true;
+  assert.ok(await find(KEY, TOKEN, 2000));
+  assert.equal(spy.lookups(), 4, "cached again once confirmed");
+});
+
+Deno.test("createGrantCache() does not cache a grant read while the epoch moved", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store);
+  let epoch = 1;
+  let lookups = 0;
+  const find = createGrantCache({
+    readGrantEpoch: () => epoch,
+    findTokenGrant: async (lookup) => {
+      lookups++;
+      const grant: TokenGrant | undefined = await store.findTokenGrant(lookup);
+      epoch++; // a revocation committed elsewhere while the lookup was on its way
+      return grant;
+    },
+  });
+  assert.ok(await find(KEY, TOKEN, 2000));
+  assert.ok(await find(KEY, TOKEN, 2000));
+  assert.equal(lookups, 2, "the first grant was not cached");
+});
+
+Deno.test({
+  name: "createGrantCache() sees another connection's commit through the WAL index alone",
+  ignore: Deno.build.os !== "linux", // elsewhere it asks SQLite every time
+}, async () => {
+  const db = tempDbPath();
+  const server = openSqliteStore(db.path);
+  const admin = openSqliteStore(db.path);
+  try {
+    const { user } = await seed(server);
+    const find = createGrantCache(server);
+    assert.ok(await find(KEY, TOKEN, 2000));
+    const before = server.sqlite.readDataVersionReads();
+    for (let i = 0; i < 10; i++) assert.ok(await find(KEY, TOKEN, 2000));
+    assert.equal(
+      server.sqlite.readDataVersionReads(),
+      before,
+      "no SQLite call while nothing is committed",
+    );
+    await admin.updateUserDisabled(user.id, { disabled: true, now: 3000, ...NO_AUDIT });
+    assert.equal(await find(KEY, TOKEN, 3000), undefined);
+  } finally {
+    await admin.closeStore();
+    await server.closeStore();
+    db.cleanup();
+  }
+});
+
+Deno.test("durability 'grants': a login's commit is not synced, a revocation's is, at once", async () => {
+  using db = openTempStore({ durability: "grants" });
+  const { store, sqlite } = db;
+  const { user, key } = await seed(store); // new user, key and token: no sync
+  assert.equal(sqlite.readWalSyncs(), 0);
+  await store.insertToken({
+    tokenHash: hashSecret("g".repeat(40)),
+    userId: user.id,
+    apiKeyId: key.id,
+    issuedAt: 2000,
+    expiresAt: 90_000,
+    maxLiveTokens: 100,
+  }, { audit: { at: 2000, actor: "test", action: "token.issued", subject: "token:2" } });
+  assert.equal(sqlite.readWalSyncs(), 0, "a login is not synced");
+  const grant = (await store.findTokenGrant({
+    tokenHash: hashSecret(TOKEN),
+    keyHash: hashSecret(KEY),
+    now: 2000,
+  }))!;
+  await store.revokeToken(grant.tokenId, {
+    now: 2100,
+    audit: { at: 2100, actor: "test", action: "token.revoked", subject: "token:1" },
+  });
+  assert.equal(sqlite.readWalSyncs(), 1, "a revocation is synced once, after its commit");
+  await store.updateApiKeyDisabled(key.id, { disabled: true, now: 2200, ...NO_AUDIT });
+  assert.equal(sqlite.readWalSyncs(), 2);
+  const full = openSqliteStore(db.path);
+  try {
+    await full.updateUserDisabled(user.id, { disabled: true, now: 2300, ...NO_AUDIT });
+    assert.equal(full.sqlite.readWalSyncs(), 0, "durability 'full' leaves syncing to SQLite");
+  } finally {
+    await full.closeStore();
+  }
+});
+
+Deno.test("durability 'grants' opens a database through a symbolic link", async () => {
+  const db = tempDbPath();
+  await openSqliteStore(db.path).closeStore();
   const link = `${db.dir}/link.sqlite3`;
   Deno.symlinkSync(db.path, link);
-  const store = openStore(link, { durability: "grants" });
+  const store = openSqliteStore(link, { durability: "grants" });
   try {
-    const { user } = seed(store);
-    store.setUserDisabled(user.id, true, 3000);
-    assert.equal(store.readWalSyncs(), 1);
+    const { user } = await seed(store);
+    await store.updateUserDisabled(user.id, { disabled: true, now: 3000, ...NO_AUDIT });
+    assert.equal(store.sqlite.readWalSyncs(), 1);
   } finally {
-    store.close();
+    await store.closeStore();
     db.cleanup();
   }
 });

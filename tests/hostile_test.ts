@@ -7,13 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { createHandler } from "../src/app.ts";
-import type { AppDeps } from "../src/context.ts";
-import { generateApiKey, hashSecret } from "../src/credentials.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
-import type { ThrottleRules } from "../src/throttle.ts";
-import { MAX_LIVE_TOKENS } from "../src/token_router.ts";
+import { createHandler } from "../src/http/app.ts";
+import type { AppDeps } from "../src/http/context.ts";
+import { generateApiKey, hashSecret } from "../src/auth/credentials.ts";
+import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import type { ThrottleRules } from "../src/auth/throttle.ts";
+import { MAX_LIVE_TOKENS } from "../src/auth/login.ts";
 import {
   assertError,
   BASE,
@@ -51,16 +51,16 @@ async function setup(options: Partial<AppDeps> = {}) {
     },
     close() {},
   };
-  const app = createTestApp({ throttleRules: LENIENT, ...options, hasher });
+  const app = await createTestApp({ throttleRules: LENIENT, ...options, hasher });
   const userId = await app.addUser(EMAIL, PASSWORD);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, EMAIL, PASSWORD, apiKey);
-  const counts = () => ({
-    users: app.store.countRows("users"),
-    api_keys: app.store.countRows("api_keys"),
-    tokens: app.store.countRows("tokens"),
+  const counts = async () => ({
+    users: await app.store.countRows("users"),
+    api_keys: await app.store.countRows("api_keys"),
+    tokens: await app.store.countRows("tokens"),
   });
-  let before = counts();
+  let before = await counts();
   const verifiesBefore = verifies;
   return {
     [Symbol.dispose]() {
@@ -79,12 +79,12 @@ async function setup(options: Partial<AppDeps> = {}) {
       assert.equal(verifies, verifiesBefore, "a password was checked");
     },
     /** Takes the current row counts as the ones to keep. */
-    mark() {
-      before = counts();
+    async mark() {
+      before = await counts();
     },
     /** Row counts as after setup (or `mark`), and the setup token still valid. */
     async assertIntact() {
-      assert.deepEqual(counts(), before);
+      assert.deepEqual(await counts(), before);
       const response = await secureGet(app.handler, CURRENT, apiKey, token);
       assert.equal(response.status, 200, "the existing token no longer validates");
       await response.body?.cancel();
@@ -171,7 +171,7 @@ Deno.test("[hostile 1] XML: DTDs, entities, malformed, deep, repeated, unknown a
 
   // Values are taken exactly as sent: never trimmed, never turned into numbers.
   const numericId = await t.app.addUser("numeric@example.org", " 0123 ");
-  const numericKey = t.app.createKey(numericId);
+  const numericKey = await t.app.createKey(numericId);
   const exact = await t.send(xmlAuthRequest("numeric@example.org", " 0123 ", numericKey));
   assert.equal(exact.status, 200);
   await exact.body?.cancel();
@@ -346,23 +346,34 @@ Deno.test("[hostile 6] no enumeration: every credential failure looks the same, 
   const t = await setup();
   using _ = t;
   const bobId = await t.app.addUser("bob@example.org", "bob password");
-  const bobKey = t.app.createKey(bobId);
+  const bobKey = await t.app.createKey(bobId);
   const carolId = await t.app.addUser("carol@example.org", "carol password");
-  const carolKey = t.app.createKey(carolId);
-  t.app.store.setUserDisabled(carolId, true, t.app.clock.now());
-  const revokedKey = t.app.createKey(t.userId);
-  t.app.store.revokeApiKey(t.app.store.listApiKeys(t.userId).at(-1)!.id, t.app.clock.now());
-  const disabledKey = t.app.createKey(t.userId);
-  t.app.store.setApiKeyDisabled(t.app.store.listApiKeys(t.userId).at(-1)!.id, true, 0);
+  const carolKey = await t.app.createKey(carolId);
+  await t.app.store.updateUserDisabled(carolId, {
+    disabled: true,
+    now: t.app.clock.now(),
+    audit: undefined,
+  });
+  const revokedKey = await t.app.createKey(t.userId);
+  await t.app.store.revokeApiKey((await t.app.store.listApiKeys(t.userId)).at(-1)!.id, {
+    now: t.app.clock.now(),
+    audit: undefined,
+  });
+  const disabledKey = await t.app.createKey(t.userId);
+  await t.app.store.updateApiKeyDisabled((await t.app.store.listApiKeys(t.userId)).at(-1)!.id, {
+    disabled: true,
+    now: 0,
+    audit: undefined,
+  });
   const expiredKey = generateApiKey();
-  t.app.store.insertApiKey({
+  await t.app.store.insertApiKey({
     userId: t.userId,
     keyHash: hashSecret(expiredKey),
     prefix: "x",
     label: "",
     expiresAt: t.app.clock.now() - 1,
-  }, t.app.clock.now() - 1000);
-  t.mark();
+  }, { now: t.app.clock.now() - 1000, audit: undefined });
+  await t.mark();
 
   const cases = {
     "wrong password": jsonAuthRequest(EMAIL, "wrong", t.apiKey),
@@ -404,16 +415,21 @@ Deno.test("[hostile 6] no enumeration: every credential failure looks the same, 
 
 Deno.test("[hostile 7] database locked by another connection: 503 with Retry-After, reads keep working", async () => {
   const db = tempDbPath();
-  const store = openStore(db.path, { busyTimeoutMs: 100 });
+  const store = openSqliteStore(db.path, { busyTimeoutMs: 100 });
   try {
     const clock = createFakeClock();
-    const user = store.insertUser({
+    const user = await store.insertUser({
       email: EMAIL,
       passwordHash: await realHasher.hash(PASSWORD),
       tokenTimeoutSeconds: null,
-    }, clock.now());
+    }, { now: clock.now(), audit: undefined });
     const apiKey = generateApiKey();
-    store.insertApiKey({ userId: user.id, keyHash: hashSecret(apiKey), prefix: "x", label: "" }, 0);
+    await store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret(apiKey),
+      prefix: "x",
+      label: "",
+    }, { now: 0, audit: undefined });
     const handler = createHandler({
       store,
       hasher: realHasher,
@@ -441,11 +457,11 @@ Deno.test("[hostile 7] database locked by another connection: 503 with Retry-Aft
     await read.body?.cancel();
     other.exec("ROLLBACK");
     other.close();
-    assert.equal(store.countRows("tokens"), 1);
+    assert.equal(await store.countRows("tokens"), 1);
     await issueToken(handler, EMAIL, PASSWORD, apiKey); // recovered, no restart
-    assert.equal(store.countRows("tokens"), 2);
+    assert.equal(await store.countRows("tokens"), 2);
   } finally {
-    store.close();
+    await store.closeStore();
     db.cleanup();
   }
 });
@@ -573,7 +589,7 @@ Deno.test("[hostile 11] token cap: the 101st live token of a user and key revoke
   for (let i = 0; i < MAX_LIVE_TOKENS; i++) {
     newest = await issueToken(t.app.handler, EMAIL, PASSWORD, t.apiKey);
   }
-  assert.equal(t.app.store.countRows("tokens"), MAX_LIVE_TOKENS + 1);
+  assert.equal(await t.app.store.countRows("tokens"), MAX_LIVE_TOKENS + 1);
   await assertError(
     await secureGet(t.app.handler, CURRENT, t.apiKey, t.token),
     401,
@@ -583,13 +599,13 @@ Deno.test("[hostile 11] token cap: the 101st live token of a user and key revoke
   assert.equal(live.status, 200);
   await live.body?.cancel();
   // The cap is per user and key: a token of the user's second key is untouched.
-  const secondKey = t.app.createKey(t.userId);
+  const secondKey = await t.app.createKey(t.userId);
   const other = await issueToken(t.app.handler, EMAIL, PASSWORD, secondKey);
   await issueToken(t.app.handler, EMAIL, PASSWORD, t.apiKey);
   const untouched = await secureGet(t.app.handler, CURRENT, secondKey, other);
   assert.equal(untouched.status, 200);
   await untouched.body?.cancel();
-  assert.equal(t.app.store.countRows("users"), 1);
+  assert.equal(await t.app.store.countRows("users"), 1);
 });
 
 Deno.test("[hostile 12] slow clients: a body that trickles in past the deadline gets 408 and is never processed", async () => {

@@ -1,25 +1,32 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { generateApiKey, hashSecret, toKeyPrefix } from "../src/credentials.ts";
+import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
 import { assertError, BASE, createTestApp, issueToken, type TestApp } from "./_helpers.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
 
 async function setup(timeoutSeconds: number | null = null) {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser("alice@example.org", "pw", timeoutSeconds);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
   const serverId = await app.addUser("billing@example.org", "pw");
   const resourceKey = generateApiKey();
-  app.store.insertApiKey({
+  await app.store.insertApiKey({
     userId: serverId,
     keyHash: hashSecret(resourceKey),
     prefix: toKeyPrefix(resourceKey),
     label: "billing service",
     introspect: true,
-  }, app.clock.now());
-  return { app, userId, apiKey, token, resourceKey, keyId: app.store.listApiKeys(userId)[0].id };
+  }, { now: app.clock.now(), audit: undefined });
+  return {
+    app,
+    userId,
+    apiKey,
+    token,
+    resourceKey,
+    keyId: (await app.store.listApiKeys(userId))[0].id,
+  };
 }
 
 function introspect(
@@ -116,18 +123,24 @@ Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for e
 
   const third = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
   assert.equal((await (await introspect(app, resourceKey, `token=${third}`)).json()).active, true);
-  app.store.revokeApiKey(app.store.listApiKeys(userId)[0].id, app.clock.now());
+  await app.store.revokeApiKey((await app.store.listApiKeys(userId))[0].id, {
+    now: app.clock.now(),
+    audit: undefined,
+  });
   await assertInactive(await introspect(app, resourceKey, `token=${third}`));
 
   // A disabled user's token: only the flag is set (no cutoff), so the rule itself is tested.
-  const otherKey = app.createKey(userId);
+  const otherKey = await app.createKey(userId);
   const fourth = await issueToken(app.handler, "alice@example.org", "pw", otherKey);
   assert.equal((await (await introspect(app, resourceKey, `token=${fourth}`)).json()).active, true);
   const raw = new DatabaseSync(app.dbPath);
   raw.exec(`UPDATE users SET disabled = 1 WHERE id = ${userId}`);
   raw.close();
   await assertInactive(await introspect(app, resourceKey, `token=${fourth}`));
-  assert.equal(app.store.findApiKeyById(app.store.listApiKeys(userId)[1].id)!.revokedAt, null);
+  assert.equal(
+    (await app.store.findApiKeyById((await app.store.listApiKeys(userId))[1].id))!.revokedAt,
+    null,
+  );
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for foreign and malformed tokens", async () => {
@@ -152,8 +165,8 @@ Deno.test("[e2e] POST /api/userservice/tokens/introspect is for resource-server 
     401,
     "invalid_api_key",
   );
-  const revokedId = app.store.listApiKeys().find((k) => k.userId !== userId)!.id;
-  app.store.revokeApiKey(revokedId, app.clock.now());
+  const revokedId = (await app.store.listApiKeys()).find((k) => k.userId !== userId)!.id;
+  await app.store.revokeApiKey(revokedId, { now: app.clock.now(), audit: undefined });
   await assertError(
     await introspect(app, resourceKey, `token=${token}`),
     401,

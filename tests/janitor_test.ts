@@ -1,6 +1,7 @@
+import type { TokenBatch } from "../src/store/store.ts";
 import assert from "node:assert/strict";
-import { createJanitor } from "../src/janitor.ts";
-import { createMetrics } from "../src/metrics.ts";
+import { createJanitor } from "../src/auth/janitor.ts";
+import { createMetrics } from "../src/platform/metrics.ts";
 import {
   assertError,
   createCapturingLogger,
@@ -15,9 +16,9 @@ const CURRENT = "/api/secure/userservice/tokens/current";
 
 /** A user whose tokens live one hour, and an API key. */
 async function setup() {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser("j@example.org", "pw", 3600);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   return { app, userId, apiKey };
 }
 
@@ -46,14 +47,14 @@ Deno.test("janitor sweep() deletes only expired and revoked rows past retention"
   // Six days later, A expired six days ago and still says so.
   app.clock.advance(6 * DAY);
   assert.equal(await janitor.sweep(), 0);
-  assert.equal(app.store.countRows("tokens"), 2);
+  assert.equal(await app.store.countRows("tokens"), 2);
   await assertError(await secureGet(app.handler, CURRENT, apiKey, a), 401, "token_expired");
 
   // Seven days after A expired (t0 + 1 h + 7 d): A goes, B (revoked at t0 + 30 min) too, C stays.
   app.clock.set(Date.parse("2026-01-01T00:00:00Z") + HOUR + 7 * DAY);
   const c = await issueToken(app.handler, "j@example.org", "pw", apiKey);
   assert.equal(await janitor.sweep(), 2);
-  assert.equal(app.store.countRows("tokens"), 1);
+  assert.equal(await app.store.countRows("tokens"), 1);
   assert.equal((await secureGet(app.handler, CURRENT, apiKey, c)).status, 200);
   await assertError(await secureGet(app.handler, CURRENT, apiKey, a), 401, "invalid_token");
   assert.deepEqual(JSON.parse(lines.at(-1)!).deleted, 2);
@@ -63,32 +64,32 @@ Deno.test("janitor sweep() deletes only expired and revoked rows past retention"
 Deno.test("janitor sweep() works in batches of row ids and reaches every row", async () => {
   const { app, userId } = await setup();
   using _ = app;
-  const keyId = app.store.listApiKeys()[0].id;
+  const keyId = (await app.store.listApiKeys())[0].id;
   const start = app.clock.now();
   // 23 rows: even ids expired 29 days ago, odd ids live.
   for (let i = 1; i <= 23; i++) {
     const hash = new Uint8Array(32);
     hash[0] = i;
     const expired = i % 2 === 0;
-    app.store.issueToken({
+    await app.store.insertToken({
       tokenHash: hash,
       userId,
       apiKeyId: keyId,
       issuedAt: expired ? start - 30 * DAY : start,
       expiresAt: expired ? start - 29 * DAY : start + HOUR,
       maxLiveTokens: 1000,
-    });
+    }, { audit: undefined });
   }
   // Two live ones revoked: 23 two days ago (past retention), 21 just now (within it).
-  assert.ok(app.store.revokeToken(23, start - 2 * DAY));
-  assert.ok(app.store.revokeToken(21, start));
+  assert.ok(await app.store.revokeToken(23, { now: start - 2 * DAY, audit: undefined }));
+  assert.ok(await app.store.revokeToken(21, { now: start, audit: undefined }));
   const ranges: number[] = [];
-  const purgeTokenRange = app.store.purgeTokenRange;
+  const deleteEndedTokens = app.store.deleteEndedTokens;
   const store = {
     ...app.store,
-    purgeTokenRange(after: number, size: number, cutoff: number) {
-      ranges.push(after);
-      return purgeTokenRange(after, size, cutoff);
+    deleteEndedTokens(batch: TokenBatch) {
+      ranges.push(batch.afterId);
+      return deleteEndedTokens(batch);
     },
   };
   const janitor = createJanitor({
@@ -100,23 +101,23 @@ Deno.test("janitor sweep() works in batches of row ids and reaches every row", a
   });
   assert.equal(await janitor.sweep(), 12);
   assert.deepEqual(ranges, [0, 5, 10, 15, 20]);
-  assert.equal(app.store.countRows("tokens"), 11);
-  assert.equal(app.store.countLiveTokens(app.clock.now()), 10);
+  assert.equal(await app.store.countRows("tokens"), 11);
+  assert.equal(await app.store.countLiveTokens(app.clock.now()), 10);
   assert.equal(await janitor.sweep(), 0);
 });
 
 Deno.test("janitor start() sweeps at once and stop() ends it", async () => {
   const { app, userId } = await setup();
   using _ = app;
-  const keyId = app.store.listApiKeys()[0].id;
-  app.store.issueToken({
+  const keyId = (await app.store.listApiKeys())[0].id;
+  await app.store.insertToken({
     tokenHash: new Uint8Array(32).fill(7),
     userId,
     apiKeyId: keyId,
     issuedAt: app.clock.now() - 10 * DAY,
     expiresAt: app.clock.now() - 9 * DAY,
     maxLiveTokens: 100,
-  });
+  }, { audit: undefined });
   const { logger, lines } = createCapturingLogger();
   const janitor = createJanitor({
     store: app.store,
@@ -135,6 +136,6 @@ Deno.test("janitor start() sweeps at once and stop() ends it", async () => {
   janitor.start();
   await logged;
   await janitor.stop();
-  assert.equal(app.store.countRows("tokens"), 0);
+  assert.equal(await app.store.countRows("tokens"), 0);
   assert.equal(JSON.parse(lines[0]).event, "janitor");
 });

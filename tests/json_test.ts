@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { findDuplicateKey, MAX_JSON_DEPTH, parseJson } from "../src/json.ts";
+import { findDuplicateKey, MAX_JSON_DEPTH, parseJson } from "../src/formats/json.ts";
 
 Deno.test("parseJson() reads strict JSON and falls back to JSON5", () => {
   assert.deepEqual(parseJson(`{"a": "b"}`), { a: "b" });

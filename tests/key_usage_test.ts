@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { createKeyUsageRecorder } from "../src/key_usage.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { type KeyUsage, openStore, type Store } from "../src/store.ts";
+import { runAdmin } from "./_admin.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createKeyUsageRecorder } from "../src/auth/key_usage.ts";
+import type { KeyUsage, Store } from "../src/store/store.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
   BASE,
   createCapturingLogger,
@@ -18,16 +18,9 @@ const CURRENT = "/api/secure/userservice/tokens/current";
 const DAY = 86_400_000;
 
 async function listKeys(app: TestApp, ...args: string[]) {
-  const out: string[] = [];
-  const code = await main(["key", "list", ...args, "--json", "--db", app.dbPath], {
-    env: {},
-    stdout: (text) => out.push(text),
-    stderr: (text) => out.push(text),
-    clock: app.clock,
-    hasher: createPasswordHasher(),
-  });
-  assert.equal(code, 0, out.join("\n"));
-  return JSON.parse(out.join("\n")) as Record<string, string | number | null>[];
+  const run = await runAdmin(app.dbPath, ["key", "list", ...args, "--json"], { clock: app.clock });
+  assert.equal(run.code, 0, run.err);
+  return JSON.parse(run.out) as Record<string, string | number | null>[];
 }
 
 function secureGetFrom(app: TestApp, apiKey: string, token: string, address: string) {
@@ -38,14 +31,14 @@ function secureGetFrom(app: TestApp, apiKey: string, token: string, address: str
 }
 
 Deno.test("[e2e] secure requests note key use in memory only; one flush writes them in one go", async () => {
-  using app = createTestApp({ trackKeyUsage: true });
+  using app = await createTestApp({ trackKeyUsage: true });
   const userId = await app.addUser("a@b.org", "pw");
-  const apiKey = app.createKey(userId);
-  const idle = app.createKey(userId);
-  const keyId = app.store.findApiKeyByHash(hashSecret(apiKey))!.id;
+  const apiKey = await app.createKey(userId);
+  const idle = await app.createKey(userId);
+  const keyId = (await app.store.findApiKeyByHash(hashSecret(apiKey)))!.id;
   const token = await issueToken(app.handler, "a@b.org", "pw", apiKey); // use 1
 
-  const changes = app.store.countChanges();
+  const changes = app.sqlite!.countChanges();
   for (let i = 0; i < 20; i++) {
     app.clock.advance(1000);
     const response = await secureGetFrom(app, apiKey, token, `192.0.2.${i}`);
@@ -54,21 +47,21 @@ Deno.test("[e2e] secure requests note key use in memory only; one flush writes t
   const refused = await secureGetFrom(app, apiKey, "x".repeat(40), "198.51.100.1");
   assert.equal(refused.status, 401);
   // The hot path stayed read-only: no row changed, nothing stored yet.
-  assert.equal(app.store.countChanges(), changes);
-  assert.equal(app.store.findApiKeyById(keyId)!.useCount, 0);
+  assert.equal(app.sqlite!.countChanges(), changes);
+  assert.equal((await app.store.findApiKeyById(keyId))!.useCount, 0);
   assert.equal(app.keyUsage!.pending(), 1);
 
-  assert.equal(app.keyUsage!.flush(), 1);
-  assert.equal(app.store.countChanges() - changes, 1); // one UPDATE for the one key used
-  const key = app.store.findApiKeyById(keyId)!;
+  assert.equal(await app.keyUsage!.flush(), 1);
+  assert.equal(app.sqlite!.countChanges() - changes, 1); // one UPDATE for the one key used
+  const key = (await app.store.findApiKeyById(keyId))!;
   assert.deepEqual([key.useCount, key.lastUsedAt, key.lastUsedFrom], [
     21,
     app.clock.now(),
     "192.0.2.19",
   ]);
   assert.equal(app.keyUsage!.pending(), 0);
-  assert.equal(app.keyUsage!.flush(), 0);
-  assert.equal(app.store.countChanges() - changes, 1);
+  assert.equal(await app.keyUsage!.flush(), 0);
+  assert.equal(app.sqlite!.countChanges() - changes, 1);
 
   const [used, unused] = await listKeys(app);
   assert.deepEqual(
@@ -80,57 +73,60 @@ Deno.test("[e2e] secure requests note key use in memory only; one flush writes t
 });
 
 Deno.test("[e2e] key list --unused 30d lists keys not used (or created) in the last 30 days", async () => {
-  using app = createTestApp({ trackKeyUsage: true });
+  using app = await createTestApp({ trackKeyUsage: true });
   const userId = await app.addUser("a@b.org", "pw");
-  const active = app.createKey(userId);
-  app.createKey(userId); // never used
-  app.createKey(userId);
-  app.store.revokeApiKey(3, app.clock.now()); // revoked keys are not listed as unused
+  const active = await app.createKey(userId);
+  await app.createKey(userId); // never used
+  await app.createKey(userId);
+  await app.store.revokeApiKey(3, { now: app.clock.now(), audit: undefined }); // revoked keys are not listed as unused
   assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), []);
   app.clock.advance(31 * DAY);
   const token = await issueToken(app.handler, "a@b.org", "pw", active);
   assert.equal((await secureGetFrom(app, active, token, "192.0.2.1")).status, 200);
-  app.keyUsage!.flush();
+  await app.keyUsage!.flush();
   assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), [2]);
   app.clock.advance(30 * DAY);
   assert.deepEqual((await listKeys(app, "--unused", "30d")).map((k) => k.id), [1, 2]);
 });
 
-Deno.test("createKeyUsageRecorder() keeps uses whose flush failed and writes them next time", () => {
+Deno.test("createKeyUsageRecorder() keeps uses whose flush failed and writes them next time", async () => {
   const db = tempDbPath();
-  const store = openStore(db.path);
+  const store = openSqliteStore(db.path);
   try {
-    const user = store.insertUser(
-      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      1,
-    );
-    const key = store.insertApiKey(
-      { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
-      1,
-    );
+    const user = await store.insertUser({
+      email: "a@b.org",
+      passwordHash: "x",
+      tokenTimeoutSeconds: null,
+    }, { now: 1, audit: undefined });
+    const key = await store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret("k"),
+      prefix: "k",
+      label: "",
+    }, { now: 1, audit: undefined });
     let fail = true;
     let writes = 0;
     const flaky: Pick<Store, "recordKeyUsage"> = {
-      recordKeyUsage(usages) {
+      async recordKeyUsage(usages) {
         writes++;
         if (fail) throw new Error("database is locked");
-        store.recordKeyUsage(usages);
+        await store.recordKeyUsage(usages);
       },
     };
     const clock = createFakeClock();
     const { logger, lines } = createCapturingLogger();
     const recorder = createKeyUsageRecorder({ store: flaky, clock, logger });
     recorder.record(key.id, "192.0.2.1");
-    assert.throws(() => recorder.flush(), /database is locked/);
+    await assert.rejects(recorder.flush(), /database is locked/);
     clock.advance(5);
     recorder.record(key.id, "192.0.2.2");
     assert.equal(recorder.pending(), 1);
     fail = false;
     recorder.start();
-    recorder.stop(); // stop flushes what is left
+    await recorder.stop(); // stop flushes what is left
     assert.equal(writes, 2);
     assert.equal(recorder.pending(), 0);
-    const stored = store.findApiKeyById(key.id)!;
+    const stored = (await store.findApiKeyById(key.id))!;
     assert.deepEqual([stored.useCount, stored.lastUsedAt, stored.lastUsedFrom], [
       2,
       clock.now(),
@@ -138,42 +134,55 @@ Deno.test("createKeyUsageRecorder() keeps uses whose flush failed and writes the
     ]);
     fail = true;
     recorder.record(key.id, "192.0.2.3");
-    recorder.stop(); // logs instead of throwing at shutdown
+    await recorder.stop(); // logs instead of throwing at shutdown
     assert.ok(lines.some((line) => line.includes("key usage flush failed")));
   } finally {
-    store.close();
+    await store.closeStore();
     db.cleanup();
   }
 });
 
-Deno.test("recordKeyUsage() adds counts and never moves the last use back in time", () => {
+Deno.test("recordKeyUsage() adds counts and never moves the last use back in time", async () => {
   const db = tempDbPath();
-  const store = openStore(db.path);
+  const store = openSqliteStore(db.path);
   try {
-    const user = store.insertUser(
-      { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      1,
-    );
-    const key = store.insertApiKey(
-      { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
-      1,
-    );
-    store.recordKeyUsage([{ apiKeyId: key.id, lastUsedAt: 500, lastUsedFrom: "a", count: 3 }]);
-    store.recordKeyUsage([{ apiKeyId: key.id, lastUsedAt: 400, lastUsedFrom: "b", count: 2 }]);
-    const stored = store.findApiKeyById(key.id)!;
+    const user = await store.insertUser({
+      email: "a@b.org",
+      passwordHash: "x",
+      tokenTimeoutSeconds: null,
+    }, { now: 1, audit: undefined });
+    const key = await store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret("k"),
+      prefix: "k",
+      label: "",
+    }, { now: 1, audit: undefined });
+    await store.recordKeyUsage([{
+      apiKeyId: key.id,
+      lastUsedAt: 500,
+      lastUsedFrom: "a",
+      count: 3,
+    }]);
+    await store.recordKeyUsage([{
+      apiKeyId: key.id,
+      lastUsedAt: 400,
+      lastUsedFrom: "b",
+      count: 2,
+    }]);
+    const stored = (await store.findApiKeyById(key.id))!;
     assert.deepEqual([stored.useCount, stored.lastUsedAt, stored.lastUsedFrom], [5, 500, "a"]);
   } finally {
-    store.close();
+    await store.closeStore();
     db.cleanup();
   }
 });
 
 Deno.test("[e2e] forward-auth and non-secure requests note key use too (the gate records it)", async () => {
-  using app = createTestApp({ trackKeyUsage: true });
+  using app = await createTestApp({ trackKeyUsage: true });
   const userId = await app.addUser("a@b.org", "pw");
-  const verifyKey = app.createKey(userId); // used only through nginx auth_request
-  const publicKey = app.createKey(userId); // used only on a non-secure path (404 after the gate)
-  const idle = app.createKey(userId);
+  const verifyKey = await app.createKey(userId); // used only through nginx auth_request
+  const publicKey = await app.createKey(userId); // used only on a non-secure path (404 after the gate)
+  const idle = await app.createKey(userId);
   app.clock.advance(31 * DAY);
 
   const verified = await app.handler(
@@ -196,8 +205,8 @@ Deno.test("[e2e] forward-auth and non-secure requests note key use too (the gate
   );
   assert.equal(denied.status, 401);
 
-  assert.equal(app.keyUsage!.flush(), 2);
-  const [first, second, third] = app.store.listApiKeys(userId);
+  assert.equal(await app.keyUsage!.flush(), 2);
+  const [first, second, third] = await app.store.listApiKeys(userId);
   assert.deepEqual([first.useCount, first.lastUsedFrom], [1, "192.0.2.7"]);
   assert.deepEqual([second.useCount, second.lastUsedFrom], [1, "192.0.2.8"]);
   assert.deepEqual([third.useCount, third.lastUsedAt], [0, null]);
@@ -205,28 +214,45 @@ Deno.test("[e2e] forward-auth and non-secure requests note key use too (the gate
 });
 
 Deno.test("[e2e] key list shows a disabled user's keys as user_disabled, and active again once enabled", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const userId = await app.addUser("a@b.org", "pw");
-  app.createKey(userId);
-  app.createKey(userId);
-  app.store.setApiKeyDisabled(2, true, app.clock.now());
+  await app.createKey(userId);
+  await app.createKey(userId);
+  await app.store.updateApiKeyDisabled(2, {
+    disabled: true,
+    now: app.clock.now(),
+    audit: undefined,
+  });
   const bob = await app.addUser("bob@b.org", "pw");
-  app.createKey(bob);
-  app.store.setUserDisabled(userId, true, app.clock.now());
+  await app.createKey(bob);
+  await app.store.updateUserDisabled(userId, {
+    disabled: true,
+    now: app.clock.now(),
+    audit: undefined,
+  });
   const status = async () => (await listKeys(app)).map((k) => [k.id, k.status]);
   assert.deepEqual(await status(), [[1, "user_disabled"], [2, "disabled"], [3, "active"]]);
   assert.deepEqual((await listKeys(app, "a@b.org")).map((k) => k.status), [
     "user_disabled",
     "disabled",
   ]);
-  app.store.setUserDisabled(userId, false, app.clock.now());
+  await app.store.updateUserDisabled(userId, {
+    disabled: false,
+    now: app.clock.now(),
+    audit: undefined,
+  });
   assert.deepEqual(await status(), [[1, "active"], [2, "disabled"], [3, "active"]]);
 });
 
-Deno.test("record() counts every use and keeps the latest time and address, out of order too", () => {
+Deno.test("record() counts every use and keeps the latest time and address, out of order too", async () => {
   const written: KeyUsage[][] = [];
   const recorder = createKeyUsageRecorder({
-    store: { recordKeyUsage: (usages) => void written.push(usages.map((u) => ({ ...u }))) },
+    store: {
+      recordKeyUsage: (usages) => {
+        written.push(usages.map((u) => ({ ...u })));
+        return Promise.resolve();
+      },
+    },
     clock: createFakeClock(),
     logger: createCapturingLogger().logger,
   });
@@ -235,7 +261,7 @@ Deno.test("record() counts every use and keeps the latest time and address, out 
   recorder.record(7, "192.0.2.3", 2000); // arrives late: counted, but not the last use
   recorder.record(8, "192.0.2.9", 1500);
   assert.equal(recorder.pending(), 2);
-  assert.equal(recorder.flush(), 2);
+  assert.equal(await recorder.flush(), 2);
   assert.deepEqual(written, [[
     { apiKeyId: 7, lastUsedAt: 3000, lastUsedFrom: "192.0.2.2", count: 3 },
     { apiKeyId: 8, lastUsedAt: 1500, lastUsedFrom: "192.0.2.9", count: 1 },
@@ -245,14 +271,14 @@ Deno.test("record() counts every use and keeps the latest time and address, out 
 
 Deno.test("flushGradually() writes in small transactions, serves other tasks between them, and stop() finishes it", async () => {
   const db = tempDbPath();
-  const store = openStore(db.path);
+  const store = openSqliteStore(db.path);
   try {
-    const keys = addKeys(store, 5);
+    const keys = await addKeys(store, 5);
     const batches: number[] = [];
     const counting: Pick<Store, "recordKeyUsage"> = {
-      recordKeyUsage(usages) {
+      async recordKeyUsage(usages) {
         batches.push(usages.length);
-        store.recordKeyUsage(usages);
+        await store.recordKeyUsage(usages);
       },
     };
     const recorder = createKeyUsageRecorder({
@@ -267,32 +293,44 @@ Deno.test("flushGradually() writes in small transactions, serves other tasks bet
     await recorder.flushGradually();
     assert.deepEqual(batches, [2, 2, 1]);
     assert.ok(otherTaskRan, "a timer ran between the transactions");
-    assert.deepEqual(keys.map((k) => store.findApiKeyById(k.id)!.useCount), [1, 1, 1, 1, 1]);
+    assert.deepEqual(await useCounts(store, keys), [
+      1,
+      1,
+      1,
+      1,
+      1,
+    ]);
 
     // stop() in the middle of a gradual flush writes the rest at once.
     for (const key of keys) recorder.record(key.id, "192.0.2.2");
     const gradual = recorder.flushGradually(); // writes the first batch, then waits a turn
     assert.equal(recorder.pending(), 3);
-    recorder.stop();
+    await recorder.stop();
     await gradual;
     assert.equal(recorder.pending(), 0);
-    assert.deepEqual(keys.map((k) => store.findApiKeyById(k.id)!.useCount), [2, 2, 2, 2, 2]);
+    assert.deepEqual(await useCounts(store, keys), [
+      2,
+      2,
+      2,
+      2,
+      2,
+    ]);
   } finally {
-    store.close();
+    await store.closeStore();
     db.cleanup();
   }
 });
 
 Deno.test("flushGradually() keeps what it could not write, and logs instead of throwing", async () => {
   const db = tempDbPath();
-  const store = openStore(db.path);
+  const store = openSqliteStore(db.path);
   try {
-    const keys = addKeys(store, 3);
+    const keys = await addKeys(store, 3);
     let calls = 0;
     const failsSecond: Pick<Store, "recordKeyUsage"> = {
-      recordKeyUsage(usages) {
+      async recordKeyUsage(usages) {
         if (++calls === 2) throw new Error("database is locked");
-        store.recordKeyUsage(usages);
+        await store.recordKeyUsage(usages);
       },
     };
     const { logger, lines } = createCapturingLogger();
@@ -308,22 +346,33 @@ Deno.test("flushGradually() keeps what it could not write, and logs instead of t
     assert.ok(lines.some((line) => line.includes("key usage flush failed")));
     await recorder.flushGradually();
     assert.equal(recorder.pending(), 0);
-    assert.deepEqual(keys.map((k) => store.findApiKeyById(k.id)!.useCount), [1, 1, 1]);
+    assert.deepEqual(await useCounts(store, keys), [1, 1, 1]);
   } finally {
-    store.close();
+    await store.closeStore();
     db.cleanup();
   }
 });
 
+/** The use count of each key, read from the store. */
+function useCounts(store: Store, keys: readonly { id: number }[]): Promise<number[]> {
+  return Promise.all(keys.map(async (k) => (await store.findApiKeyById(k.id))!.useCount));
+}
+
 /** A user with `count` API keys. */
-function addKeys(store: Store, count: number) {
-  const user = store.insertUser(
-    { email: "a@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
-    1,
-  );
-  return Array.from({ length: count }, (_, i) =>
-    store.insertApiKey(
-      { userId: user.id, keyHash: hashSecret(`k${i}`), prefix: `k${i}`, label: "" },
-      1,
-    ));
+async function addKeys(store: Store, count: number) {
+  const user = await store.insertUser({
+    email: "a@b.org",
+    passwordHash: "x",
+    tokenTimeoutSeconds: null,
+  }, { now: 1, audit: undefined });
+  return await Promise.all(Array.from(
+    { length: count },
+    (_, i) =>
+      store.insertApiKey({
+        userId: user.id,
+        keyHash: hashSecret(`k${i}`),
+        prefix: `k${i}`,
+        label: "",
+      }, { now: 1, audit: undefined }),
+  ));
 }

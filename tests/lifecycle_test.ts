@@ -3,9 +3,9 @@
  * that the real handler reads, with one injected clock for both.
  */
 import assert from "node:assert/strict";
-import { main } from "../scripts/admin.ts";
-import { hashSecret } from "../src/credentials.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords.ts";
+import { runAdmin } from "./_admin.ts";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
 import {
   assertError,
   BASE,
@@ -26,22 +26,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{1
 const hasher = createPasswordHasher();
 
 /** Runs the admin CLI in-process on the app's database and clock. */
-async function admin(app: TestApp, args: string[], password = "new password") {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main([...args, "--db", app.dbPath], {
-    env: { USER: "tester" },
-    stdout: (text) => out.push(text),
-    stderr: (text) => err.push(text),
-    readPassword: () => Promise.resolve(password),
-    clock: app.clock,
-    hasher,
-  });
-  return { code, out: out.join("\n"), err: err.join("\n"), lastLine: out.at(-1) ?? "" };
+function admin(app: TestApp, args: string[], password = "new password") {
+  return runAdmin(app.dbPath, args, { password, env: { USER: "tester" }, clock: app.clock });
 }
 
 async function setup(options: { trackKeyUsage?: boolean; hasher?: PasswordHasher } = {}) {
-  const app = createTestApp(options);
+  const app = await createTestApp(options);
   const userId = await app.addUser(EMAIL, PASSWORD);
   return { app, userId };
 }
@@ -103,10 +93,10 @@ Deno.test("[e2e] a key created with --expires works until then and fails like an
   await assertError(other, 401, "invalid_api_key");
   [row] = await listKeys(app);
   assert.equal(row.status, "expired");
-  const failed = app.store.listAudit().filter((entry) => entry.action === "login.failed");
+  const failed = (await app.store.listAudit()).filter((entry) => entry.action === "login.failed");
   assert.equal(failed.length, 1);
   assert.equal(failed[0].detail.reason, "key_expired");
-  assert.equal(app.store.countRows("tokens"), 1);
+  assert.equal(await app.store.countRows("tokens"), 1);
 });
 
 Deno.test("[e2e] key disable stops a key and its tokens until key enable", async () => {
@@ -241,7 +231,7 @@ Deno.test("[e2e] token revoke-all --before rejects tokens issued before the cuto
   await assertTokenWorks(app, apiKey, atCutoff);
   await assertTokenWorks(app, apiKey, sameSecond);
   await assertTokenWorks(app, apiKey, later);
-  assert.equal(app.store.findUserByEmail(EMAIL)!.tokensValidFrom, second5);
+  assert.equal((await app.store.findUserByEmail(EMAIL))!.tokensValidFrom, second5);
 
   // An earlier cutoff never revives tokens.
   const older = await admin(app, [
@@ -252,7 +242,7 @@ Deno.test("[e2e] token revoke-all --before rejects tokens issued before the cuto
     String(second5 - 5_000),
   ]);
   assert.match(older.out, /^Revoked 0 live token\(s\)/);
-  assert.equal(app.store.findUserByEmail(EMAIL)!.tokensValidFrom, second5);
+  assert.equal((await app.store.findUserByEmail(EMAIL))!.tokensValidFrom, second5);
   await assertTokenFails(app, apiKey, earlier);
 
   const future = await admin(app, ["token", "revoke-all", EMAIL, "--before", "1h"]);
@@ -282,7 +272,7 @@ Deno.test("[e2e] token revoke-all without --before covers the current millisecon
   // Still the same millisecond: the new token is dated just after the cutoff, so it works.
   const after = await issueToken(app.handler, EMAIL, PASSWORD, apiKey);
   await assertTokenWorks(app, apiKey, after);
-  const audit = app.store.listAudit().find((entry) => entry.action === "tokens.revoked")!;
+  const audit = (await app.store.listAudit()).find((entry) => entry.action === "tokens.revoked")!;
   assert.deepEqual(
     { actor: audit.actor, subject: audit.subject, revoked: audit.detail.tokens_revoked },
     { actor: "cli:tester", subject: `user:${EMAIL}`, revoked: 1 },
@@ -293,23 +283,34 @@ Deno.test("revokeTokensIssuedBefore() is one write however many tokens the user 
   const { app, userId } = await setup();
   using _ = app;
   const apiKey = await createKey(app);
-  const keyId = app.store.findApiKeyByHash(hashSecret(apiKey))!.id;
+  const keyId = (await app.store.findApiKeyByHash(hashSecret(apiKey)))!.id;
   for (let i = 0; i < 50; i++) {
-    app.store.issueToken({
+    await app.store.insertToken({
       tokenHash: hashSecret(`t${i}`),
       userId,
       apiKeyId: keyId,
       issuedAt: app.clock.now() - 1000 + i,
       expiresAt: app.clock.now() + HOUR,
       maxLiveTokens: 100,
-    });
+    }, { audit: undefined });
   }
-  const changes = app.store.countChanges();
-  assert.equal(app.store.revokeTokensIssuedBefore(userId, app.clock.now(), app.clock.now()), 50);
-  assert.equal(app.store.countChanges() - changes, 1);
-  assert.equal(app.store.countRows("tokens"), 50);
+  const changes = app.sqlite!.countChanges();
   assert.equal(
-    app.store.findTokenGrant(hashSecret("t0"), hashSecret(apiKey), app.clock.now()),
+    await app.store.revokeTokensOfUser(userId, {
+      before: app.clock.now(),
+      now: app.clock.now(),
+      audit: undefined,
+    }),
+    50,
+  );
+  assert.equal(app.sqlite!.countChanges() - changes, 1);
+  assert.equal(await app.store.countRows("tokens"), 50);
+  assert.equal(
+    await app.store.findTokenGrant({
+      tokenHash: hashSecret("t0"),
+      keyHash: hashSecret(apiKey),
+      now: app.clock.now(),
+    }),
     undefined,
   );
 });
@@ -352,7 +353,11 @@ Deno.test("[e2e] a password change during a login's password check invalidates t
   const pending = requestToken(app, apiKey);
   await checking;
   app.clock.advance(10);
-  app.store.setUserPassword(userId, await hasher.hash("other password"), app.clock.now());
+  await app.store.updateUserPassword(userId, {
+    passwordHash: await hasher.hash("other password"),
+    now: app.clock.now(),
+    audit: undefined,
+  });
   app.clock.advance(10);
   release();
   const response = await pending;

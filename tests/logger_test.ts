@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger, redactUrl } from "../src/logger.ts";
+import { createLogger, redactUrl } from "../src/platform/logger.ts";
 
 Deno.test("createLogger() writes one JSON object a line, and skips lines below its level", () => {
   const lines: string[] = [];
@@ -29,7 +29,7 @@ Deno.test("redactUrl() hides secret query values, encoded names too", () => {
 
 Deno.test("the stdout logger survives a closed standard output", async () => {
   const script = `
-    import { createLogger } from "${new URL("../src/logger.ts", import.meta.url)}";
+    import { createLogger } from "${new URL("../src/platform/logger.ts", import.meta.url)}";
     const logger = createLogger({ level: "info" });
     // Far more than a pipe buffer holds, so some write fails whenever the reader goes away.
     for (let i = 0; i < 5000; i++) logger.info("line " + i);

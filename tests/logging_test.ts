@@ -12,11 +12,11 @@ const CURRENT = "/api/secure/userservice/tokens/current";
 const UTC_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 Deno.test("[e2e] one request line and one audit line per security event, with no secrets", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const password = "canary-Pa55word-zx81";
   const userId = await app.addUser("log@example.org", password);
-  const apiKey = app.createKey(userId);
-  const keyId = app.store.listApiKeys()[0].id;
+  const apiKey = await app.createKey(userId);
+  const keyId = (await app.store.listApiKeys())[0].id;
   const wrongPassword = "canary-wrong-Pa55-qq42";
 
   const token = await issueToken(app.handler, "log@example.org", password, apiKey);

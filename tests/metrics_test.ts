@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { createMetrics, createMetricsHandler, type Metrics } from "../src/metrics.ts";
+import { createMetrics, type Metrics } from "../src/platform/metrics.ts";
+import { createMetricsHandler } from "../src/http/metrics_handler.ts";
 import {
   assertError,
   BASE,
@@ -21,12 +22,12 @@ function sample(text: string, series: string): number | undefined {
 }
 
 async function setup() {
-  let countLiveTokens = () => 0;
+  let countLiveTokens = () => Promise.resolve(0);
   const metrics = createMetrics({ countLiveTokens: () => countLiveTokens() });
-  const app = createTestApp({ metrics });
+  const app = await createTestApp({ metrics });
   countLiveTokens = () => app.store.countLiveTokens(app.clock.now());
   const userId = await app.addUser("m@example.org", "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   return { app, metrics, apiKey };
 }
 
@@ -102,7 +103,7 @@ Deno.test("[e2e] the latency histogram is labelled by route pattern, never by ra
 Deno.test("[e2e] metrics count database errors", async () => {
   const { app, metrics } = await setup();
   using _ = app;
-  app.store.close();
+  await app.store.closeStore();
   const response = await app.handler(new Request(`${BASE}/readyz`));
   assert.equal(response.status, 503);
   await response.body?.cancel();

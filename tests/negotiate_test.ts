@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { HttpError } from "../src/errors.ts";
-import { findRequestFormat, negotiateResponseFormat } from "../src/negotiate.ts";
+import { HttpError } from "../src/http/errors.ts";
+import { findRequestFormat, negotiateResponseFormat } from "../src/http/negotiate.ts";
 
 Deno.test("findRequestFormat() reads Content-Type and ignores parameters", () => {
   assert.equal(findRequestFormat("application/json;charset=utf-8", "{}"), "json");

@@ -146,11 +146,11 @@ Deno.test({
   name: "[nginx] auth_request with /api/userservice/verify protects a backend (docs/deploy.md)",
   ignore: NGINX === undefined,
   async fn() {
-    const app = createTestApp();
+    const app = await createTestApp();
     const userId = await app.addUser("alice@example.org", "pw");
-    const apiKey = app.createKey(userId);
+    const apiKey = await app.createKey(userId);
     const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
-    const keyId = app.store.listApiKeys(userId)[0].id;
+    const keyId = (await app.store.listApiKeys(userId))[0].id;
 
     const seen: { path: string; headers: Headers; body: string }[] = [];
     const backend = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (r) => {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { listTcpSockets, setListenerNoDelay } from "../src/nodelay.ts";
+import { listTcpSockets, setListenerNoDelay } from "../src/platform/nodelay.ts";
 import { testCertificate } from "./_helpers.ts";
 
 const linuxOnly = { ignore: Deno.build.os !== "linux" };
@@ -55,7 +55,7 @@ Deno.test(
     assert.ok(accepted.length >= 1);
     assert.ok(
       accepted.every((s) => !s.noDelay),
-      "if this fails, Deno now sets it: drop src/nodelay.ts",
+      "if this fails, Deno now sets it: drop src/platform/nodelay.ts",
     );
   },
 );

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
-import { HttpError } from "../src/errors.ts";
 import {
   createPasswordHasher,
   DUMMY_HASH,
   JOBS_PER_WORKER,
   MAX_CRASHES_IN_A_ROW,
+  PasswordCheckAborted,
+  PasswordPoolBusy,
   STARVATION_RELIEF_MS,
-} from "../src/passwords.ts";
+} from "../src/passwords/passwords.ts";
 
 Deno.test("createPasswordHasher() stores an argon2id PHC string with OWASP parameters", async () => {
   const hasher = createPasswordHasher({ workers: 1 });
@@ -60,11 +61,11 @@ Deno.test("createPasswordHasher() refuses beyond its queue with 503 and Retry-Af
   try {
     const running = hasher.hash("one");
     const queued = hasher.hash("two");
-    await assert.rejects(hasher.hash("three"), (error: HttpError) => {
-      assert.ok(error instanceof HttpError);
-      assert.equal(error.status, 503);
-      assert.equal(error.code, "service_busy");
-      assert.equal(error.headers.get("retry-after"), "1");
+    await assert.rejects(hasher.hash("three"), (error: PasswordPoolBusy) => {
+      // The login flow answers it with 503 service_busy and this Retry-After.
+      assert.ok(error instanceof PasswordPoolBusy);
+      assert.equal(error.retryAfterSeconds, 1);
+      assert.match(error.message, /Too many logins in progress/);
       return true;
     });
     assert.match(await running, /^\$argon2id\$/);
@@ -128,7 +129,10 @@ Deno.test("verify() for an unknown user keeps answering false after a refusal fo
   const hasher = createPasswordHasher({ workers: 1, queue: 0 });
   try {
     const busy = hasher.hash("busy");
-    await assert.rejects(hasher.verify(undefined, "x"), (error: HttpError) => error.status === 503);
+    await assert.rejects(
+      hasher.verify(undefined, "x"),
+      (error) => error instanceof PasswordPoolBusy,
+    );
     await busy;
     assert.equal(await hasher.verify(undefined, "x"), false);
   } finally {
@@ -221,11 +225,11 @@ Deno.test("verify() drops a queued job whose client went away, freeing its place
     const ahead = hasher.verify(hash, "pw"); // handed ahead to the worker: queued, not cancellable
     const controller = new AbortController();
     const queued = hasher.verify(hash, "pw", controller.signal); // in the queue proper
-    await assert.rejects(hasher.verify(hash, "pw"), (e: HttpError) => e.status === 503);
+    await assert.rejects(hasher.verify(hash, "pw"), (e) => e instanceof PasswordPoolBusy);
     controller.abort();
     await assert.rejects(
       queued,
-      (e: HttpError) => e.status === 400 && e.code === "request_aborted",
+      (e) => e instanceof PasswordCheckAborted,
     );
     const next = hasher.verify(hash, "pw"); // takes the place at once
     assert.deepEqual(await Promise.all([running, ahead, next]), [true, true, true]);

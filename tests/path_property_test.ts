@@ -15,7 +15,7 @@ const RUNS = 120;
 
 /**
  * A segment's name as a Unicode-aware, case-insensitive backend reads it:
- * written here independently of src/paths.ts, so the oracle is not the code under test.
+ * written here independently of src/http/paths.ts, so the oracle is not the code under test.
  */
 function toBackendName(segment: string): string {
   const folded = segment.normalize("NFKC").replace(/\p{Default_Ignorable_Code_Point}/gu, "")
@@ -91,8 +91,8 @@ const PATH = fc.array(SEGMENT, { minLength: 1, maxLength: 5 }).map((segments) =>
 
 async function setup(withBackend: boolean) {
   const backend = withBackend ? startRecordingBackend() : undefined;
-  const app = createTestApp(backend && { upstream: { url: backend.url, timeoutMs: 5000 } });
-  const apiKey = app.createKey(await app.addUser("alice@example.org", "pw"));
+  const app = await createTestApp(backend && { upstream: { url: backend.url, timeoutMs: 5000 } });
+  const apiKey = await app.createKey(await app.addUser("alice@example.org", "pw"));
   const server = await startRawServer(app.handler, false);
   return {
     app,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { HttpError } from "../src/errors.ts";
-import { parseRequestPath, splitRequestTarget, toFoldedName } from "../src/paths.ts";
+import { HttpError } from "../src/http/errors.ts";
+import { parseRequestPath, splitRequestTarget, toFoldedName } from "../src/http/paths.ts";
 
 const pathOf = (raw: string) => parseRequestPath(raw);
 

@@ -5,7 +5,7 @@ import {
   findForwardedClient,
   isCidr,
   isLoopbackOrPrivate,
-} from "../src/ip.ts";
+} from "../src/platform/ip.ts";
 import { assertError, BASE, createTestApp, issueToken, jsonAuthRequest } from "./_helpers.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
@@ -51,9 +51,9 @@ Deno.test("findForwardedClient() walks X-Forwarded-For right to left past truste
 });
 
 async function setup() {
-  const app = createTestApp({ proxy: PROXY });
+  const app = await createTestApp({ proxy: PROXY });
   const userId = await app.addUser("p@example.org", "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   return { app, apiKey };
 }
 
@@ -88,7 +88,7 @@ Deno.test("[e2e] proxy mode refuses requests without X-Forwarded-Proto: https wi
   // XML callers get XML.
   const xml = proxied(CURRENT, { headers: { "x-forwarded-proto": "http" } });
   await assertError(await app.handler(xml.request, xml.info), 403, "https_required", "xml");
-  assert.equal(app.store.countRows("tokens"), 0);
+  assert.equal(await app.store.countRows("tokens"), 0);
 });
 
 Deno.test("[e2e] proxy mode refuses peers outside --trusted-proxies, even with https", async () => {
@@ -118,7 +118,7 @@ Deno.test("[e2e] proxy mode takes the client address from X-Forwarded-For of a t
   assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
   const token = (await response.json()).auth_response.access_token;
   assert.match(token, /^[a-z0-9]{40}$/);
-  assert.equal(app.store.countRows("tokens"), 1);
+  assert.equal(await app.store.countRows("tokens"), 1);
   const lines = app.logLines.map((line) => JSON.parse(line));
   assert.equal(lines.find((l) => l.event === "token_issued").client, "203.0.113.9");
   assert.equal(lines.at(-1).msg, "request");
@@ -132,9 +132,9 @@ Deno.test("[e2e] proxy mode takes the client address from X-Forwarded-For of a t
 });
 
 Deno.test("[e2e] outside proxy mode X-Forwarded-* headers are ignored", async () => {
-  using app = createTestApp();
+  using app = await createTestApp();
   const userId = await app.addUser("p@example.org", "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   await issueToken(app.handler, "p@example.org", "pw", apiKey);
   const request = new Request(`${BASE}/healthz`, {
     headers: { "x-forwarded-for": "203.0.113.9", "x-forwarded-proto": "http" },

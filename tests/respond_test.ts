@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { parseXml } from "../src/xml.ts";
-import { CONTENT_TYPES, toDocument, toResponse } from "../src/respond.ts";
+import { parseXml } from "../src/formats/xml.ts";
+import { CONTENT_TYPES, toDocument, toResponse } from "../src/http/respond.ts";
 
 Deno.test("toDocument() writes XML with a declaration, nesting, repeated arrays and escaping", () => {
   const xml = toDocument("xml", "error_response", {

@@ -32,9 +32,9 @@ function revokedAt(dbPath: string): (number | null)[] {
 }
 
 async function setup() {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser("alice@example.org", "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
   return { app, userId, apiKey, token };
 }
@@ -51,7 +51,7 @@ Deno.test("[e2e] POST /api/userservice/tokens/revoke revokes the token at once",
   assert.equal((await secureGet(app.handler, CURRENT, apiKey, other)).status, 200);
   assert.deepEqual(revokedAt(app.dbPath), [app.clock.now(), null]);
   assert.ok(app.logLines.some((line) => JSON.parse(line).event === "token_revoked"));
-  const audit = app.store.listAudit().filter((entry) => entry.action === "token.revoked");
+  const audit = (await app.store.listAudit()).filter((entry) => entry.action === "token.revoked");
   assert.deepEqual(
     audit.map(({ at, actor, subject, detail }) => ({ at, actor, subject, detail })),
     [{
@@ -68,15 +68,15 @@ Deno.test("[e2e] POST /api/userservice/tokens/revoke revokes the token at once",
   assert.equal(again.status, 200);
   assert.equal(await again.text(), "");
   assert.deepEqual(revokedAt(app.dbPath), [revokedFirst, null]);
-  assert.equal(app.store.listAudit().filter((e) => e.action === "token.revoked").length, 1);
+  assert.equal((await app.store.listAudit()).filter((e) => e.action === "token.revoked").length, 1);
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens/revoke answers 200 for unknown tokens and leaves other keys' tokens alone", async () => {
   const { app, userId, apiKey, token } = await setup();
   using _ = app;
-  const secondKey = app.createKey(userId);
+  const secondKey = await app.createKey(userId);
   const bobId = await app.addUser("bob@example.org", "pw");
-  const bobKey = app.createKey(bobId);
+  const bobKey = await app.createKey(bobId);
   for (const body of [`token=${"z".repeat(40)}`, "token=garbage"]) {
     const response = await revoke(app, apiKey, body);
     assert.equal(response.status, 200);

@@ -4,7 +4,7 @@ import {
   generateToken,
   SECRET_SCANNER_CONTEXT_PATTERN,
   SECRET_SCANNER_PATTERN,
-} from "../src/credentials.ts";
+} from "../src/auth/credentials.ts";
 
 const pattern = new RegExp(SECRET_SCANNER_PATTERN, "g");
 // JavaScript has no leading (?i); RE2, PCRE and Python do.

@@ -4,9 +4,9 @@ import { assertError, BASE, createTestApp, issueToken, secureGet } from "./_help
 const CURRENT = "/api/secure/userservice/tokens/current";
 
 async function setup(timeoutSeconds: number | null = null) {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser("alice@example.org", "pw", timeoutSeconds);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
   return { app, userId, apiKey, token };
 }
@@ -64,7 +64,7 @@ Deno.test("[e2e] a token expires after the user's timeout with 401 token_expired
 Deno.test("[e2e] secure requests refuse a missing, unknown or foreign token with 401 invalid_token", async () => {
   const { app, userId, apiKey, token } = await setup();
   using _ = app;
-  const otherKey = app.createKey(userId);
+  const otherKey = await app.createKey(userId);
   const cases: [string, Record<string, string>][] = [
     [`${CURRENT}?api_key=${apiKey}`, {}],
     [`${CURRENT}?api_token=${token}`, {}],
@@ -87,11 +87,22 @@ Deno.test("[e2e] secure requests refuse a missing, unknown or foreign token with
 Deno.test("[e2e] secure requests fail once the key is revoked or the user disabled", async () => {
   const { app, userId, apiKey, token } = await setup();
   using _ = app;
-  app.store.setUserDisabled(userId, true, app.clock.now());
+  await app.store.updateUserDisabled(userId, {
+    disabled: true,
+    now: app.clock.now(),
+    audit: undefined,
+  });
   await assertError(await secureGet(app.handler, CURRENT, apiKey, token), 401, "invalid_token");
-  app.store.setUserDisabled(userId, false, app.clock.now());
+  await app.store.updateUserDisabled(userId, {
+    disabled: false,
+    now: app.clock.now(),
+    audit: undefined,
+  });
   const second = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
-  app.store.revokeApiKey(app.store.listApiKeys(userId)[0].id, app.clock.now());
+  await app.store.revokeApiKey((await app.store.listApiKeys(userId))[0].id, {
+    now: app.clock.now(),
+    audit: undefined,
+  });
   await assertError(await secureGet(app.handler, CURRENT, apiKey, second), 401, "invalid_token");
 });
 
@@ -105,7 +116,7 @@ Deno.test("[e2e] DELETE /api/secure/userservice/tokens/current revokes that toke
   assert.equal(await response.text(), "");
   await assertError(await secureGet(app.handler, CURRENT, apiKey, token), 401, "invalid_token");
   assert.equal((await secureGet(app.handler, CURRENT, apiKey, other)).status, 200);
-  assert.equal(app.store.countRows("tokens"), 2);
+  assert.equal(await app.store.countRows("tokens"), 2);
 });
 
 Deno.test("[e2e] other secure paths authenticate first, then answer 404", async () => {

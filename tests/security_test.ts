@@ -6,9 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { main as admin } from "../scripts/admin.ts";
-import type { ForwardAuthHeader } from "../src/context.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import type { ForwardAuthHeader } from "../src/http/context.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
   assertError,
   BASE,
@@ -26,12 +26,12 @@ const VERIFY = `${BASE}/api/userservice/verify`;
 const JSON_ACCEPT = { accept: "application/json" };
 
 async function setup(options: { forwardAuthHeader?: ForwardAuthHeader; upstream?: URL } = {}) {
-  const app = createTestApp({
+  const app = await createTestApp({
     forwardAuthHeader: options.forwardAuthHeader,
     upstream: options.upstream && { url: options.upstream, timeoutMs: 5000 },
   });
   const userId = await app.addUser("alice@example.org", "correct horse");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "correct horse", apiKey);
   return { app, userId, apiKey, token };
 }
@@ -111,11 +111,11 @@ Deno.test("[issue 12.2] Unicode spellings of secure are refused, never public", 
 
 Deno.test("[issue 12.2] --unicode-paths admits letters but still refuses secure look-alikes", async () => {
   const backend = startRecordingBackend();
-  const app = createTestApp({
+  const app = await createTestApp({
     upstream: { url: backend.url, timeoutMs: 5000 },
     unicodePaths: true,
   });
-  const apiKey = app.createKey(await app.addUser("alice@example.org", "pw"));
+  const apiKey = await app.createKey(await app.addUser("alice@example.org", "pw"));
   try {
     const ok = await app.handler(new Request(`${BASE}/api/%C3%A9t%C3%A9?api_key=${apiKey}`));
     assert.equal(ok.status, 200);
@@ -324,7 +324,7 @@ Deno.test("[issue 12.6] a malformed Host gets a clean 400 in the caller's format
 Deno.test("[issue 12.7] a JSON key spelled with escapes is still a duplicate", async () => {
   const { app, apiKey } = await setup();
   using _ = app;
-  const tokensBefore = app.store.countRows("tokens");
+  const tokensBefore = await app.store.countRows("tokens");
   const body = `{"auth_request":{"user":{"email":"alice@example.org","password":"wrong",` +
     `\\u0070assword:"correct horse"},"api_key":"${apiKey}"}}`;
   const message = await assertError(
@@ -342,13 +342,13 @@ Deno.test("[issue 12.7] a JSON key spelled with escapes is still a duplicate", a
     400,
     "invalid_request",
   );
-  assert.equal(app.store.countRows("tokens"), tokensBefore);
+  assert.equal(await app.store.countRows("tokens"), tokensBefore);
 });
 
 Deno.test("[issue 12.7] XML references to characters XML forbids are refused, not deleted", async () => {
   const { app, apiKey } = await setup();
   using _ = app;
-  const tokensBefore = app.store.countRows("tokens");
+  const tokensBefore = await app.store.countRows("tokens");
   for (
     const password of [
       "correct&#1; horse",
@@ -379,7 +379,7 @@ Deno.test("[issue 12.7] XML references to characters XML forbids are refused, no
       "invalid_request",
     );
   }
-  assert.equal(app.store.countRows("tokens"), tokensBefore);
+  assert.equal(await app.store.countRows("tokens"), tokensBefore);
   // Allowed references are read as the characters they name.
   const ok = await postToken(
     app.handler,
@@ -387,7 +387,7 @@ Deno.test("[issue 12.7] XML references to characters XML forbids are refused, no
     { "content-type": "application/xml" },
   );
   assert.equal(ok.status, 200);
-  assert.equal(app.store.countRows("tokens"), tokensBefore + 1);
+  assert.equal(await app.store.countRows("tokens"), tokensBefore + 1);
 });
 
 Deno.test("[issue 12.8] invalid_path answers in JSON to a JSON client", async () => {
@@ -424,16 +424,16 @@ Deno.test("[issue 12] e-mail addresses are one identity in NFC", async () => {
     const again = await run(["user", "add", nfc]);
     assert.equal(again.code, 1);
     assert.match(again.err, /already exists/);
-    const store = openStore(db.path);
+    const store = openSqliteStore(db.path);
     try {
-      assert.deepEqual(store.listUsers().map((user) => user.email), [nfc]);
+      assert.deepEqual((await store.listUsers()).map((user) => user.email), [nfc]);
     } finally {
-      store.close();
+      await store.closeStore();
     }
     // Logging in with the other spelling finds the same user.
-    const app = createTestApp();
+    const app = await createTestApp();
     using _ = app;
-    const apiKey = app.createKey(await app.addUser(nfc, "correct horse"));
+    const apiKey = await app.createKey(await app.addUser(nfc, "correct horse"));
     const response = await postToken(app.handler, jsonAuthRequest(nfd, "correct horse", apiKey));
     assert.equal(response.status, 200);
   } finally {

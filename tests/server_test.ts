@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { startServerProcess } from "./_server.ts";
 import { main as admin } from "../scripts/admin.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { openStore } from "../src/store.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 const hasher = createPasswordHasher();
@@ -192,9 +192,9 @@ Deno.test("[server] writes the keys' last use to the database when it stops", as
     }
     assert.equal((await server.stop()).code, 0);
     client.close();
-    const store = openStore(db.path);
-    const key = store.listApiKeys()[0];
-    store.close();
+    const store = openSqliteStore(db.path);
+    const key = (await store.listApiKeys())[0];
+    await store.closeStore();
     assert.deepEqual([key.useCount, key.lastUsedFrom], [3, "127.0.0.1"]);
     assert.ok(key.lastUsedAt !== null && key.lastUsedAt >= key.createdAt);
   } finally {

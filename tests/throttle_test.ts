@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { MIGRATIONS } from "../db/migrations.ts";
-import { createHandler, type Handler } from "../src/app.ts";
-import { silentLogger } from "../src/logger.ts";
-import { createPasswordHasher } from "../src/passwords.ts";
-import { migrate, openStore } from "../src/store.ts";
+import { createHandler, type Handler } from "../src/http/app.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { migrate, MIGRATIONS } from "../src/store/sqlite/migrations.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
   ACCOUNT_THROTTLE,
   CLIENT_THROTTLE,
@@ -12,7 +12,7 @@ import {
   toAccountSubject,
   toClientNetwork,
   toClientSubject,
-} from "../src/throttle.ts";
+} from "../src/auth/throttle.ts";
 import {
   assertError,
   BASE,
@@ -37,10 +37,10 @@ function login(handler: Handler, body: string, client = "192.0.2.1"): Promise<Re
 }
 
 async function setup() {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser("alice@example.org", PASSWORD);
-  const apiKey = app.createKey(userId);
-  const keyId = app.store.listApiKeys(userId)[0].id;
+  const apiKey = await app.createKey(userId);
+  const keyId = (await app.store.listApiKeys(userId))[0].id;
   return { app, userId, apiKey, keyId };
 }
 
@@ -89,7 +89,7 @@ Deno.test("[e2e] POST /api/userservice/tokens answers 429 after 5 failures with 
     );
     await assertError(response, 401, "invalid_credentials", "json");
   }
-  const [row] = app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now());
+  const [row] = await app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now());
   assert.equal(row.failures, 5);
 
   const correct = await login(app.handler, jsonAuthRequest("alice@example.org", PASSWORD, apiKey));
@@ -102,10 +102,10 @@ Deno.test("[e2e] POST /api/userservice/tokens answers 429 after 5 failures with 
     error_code: "too_many_attempts",
     error_message: "Too many failed logins: try again after the Retry-After delay",
   });
-  assert.equal(app.store.countRows("tokens"), 0);
+  assert.equal(await app.store.countRows("tokens"), 0);
   // Throttled attempts are not failures: the counter did not grow.
   assert.equal(
-    app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now())[0].failures,
+    (await app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now()))[0].failures,
     5,
   );
 
@@ -113,8 +113,11 @@ Deno.test("[e2e] POST /api/userservice/tokens answers 429 after 5 failures with 
   app.clock.advance(1000);
   const ok = await login(app.handler, jsonAuthRequest("alice@example.org", PASSWORD, apiKey));
   assert.equal(ok.status, 200);
-  assert.equal(app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now()).length, 0);
-  assert.equal(app.store.countRows("tokens"), 1);
+  assert.equal(
+    (await app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now())).length,
+    0,
+  );
+  assert.equal(await app.store.countRows("tokens"), 1);
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens doubles the delay with each further failure", async () => {
@@ -138,7 +141,7 @@ Deno.test("[e2e] POST /api/userservice/tokens: without the user's key nobody can
   const { app, keyId, apiKey } = await setup();
   using _ = app;
   const bobId = await app.addUser("bob@example.org", "bob password");
-  const bobKey = app.createKey(bobId);
+  const bobKey = await app.createKey(bobId);
   const attempts = [
     jsonAuthRequest("alice@example.org", "wrong", bobKey), // another user's key
     jsonAuthRequest("alice@example.org", "wrong", "00000000-0000-4000-8000-000000000000"),
@@ -148,9 +151,12 @@ Deno.test("[e2e] POST /api/userservice/tokens: without the user's key nobody can
     const response = await login(app.handler, attempts[i % 3], `198.51.100.${i}`);
     await assertError(response, 401, "invalid_credentials", "json");
   }
-  assert.equal(app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now()).length, 0);
+  assert.equal(
+    (await app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now())).length,
+    0,
+  );
   // Only client counters exist: no row names an e-mail or the attacked key.
-  assert.equal(app.store.countRows("login_failures"), 30);
+  assert.equal(await app.store.countRows("login_failures"), 30);
   const ok = await login(app.handler, jsonAuthRequest("alice@example.org", PASSWORD, apiKey));
   assert.equal(ok.status, 200);
 });
@@ -167,7 +173,7 @@ Deno.test("[e2e] POST /api/userservice/tokens answers 429 to an address after 20
     );
     await assertError(response, 401, "invalid_credentials", "json");
   }
-  const [row] = app.store.findLoginFailures([toClientSubject(attacker)], app.clock.now());
+  const [row] = await app.store.findLoginFailures([toClientSubject(attacker)], app.clock.now());
   assert.equal(row.failures, 20);
   assert.equal(row.blockedUntil, app.clock.now() + 1000);
 
@@ -193,7 +199,7 @@ Deno.test("[e2e] POST /api/userservice/tokens answers 429 to an address after 20
     200,
   );
   assert.equal(
-    app.store.findLoginFailures([toClientSubject(attacker)], app.clock.now())[0].failures,
+    (await app.store.findLoginFailures([toClientSubject(attacker)], app.clock.now()))[0].failures,
     20,
   );
   // An IPv6 client counts per /64: another address in it shares the counter.
@@ -224,15 +230,15 @@ Deno.test("[e2e] POST /api/userservice/tokens forgets failures after the window"
   // The fifth failure starts a new count instead of blocking.
   await (await login(app.handler, jsonAuthRequest("alice@example.org", "wrong", apiKey)))
     .body?.cancel();
-  const [row] = app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now());
+  const [row] = await app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now());
   assert.equal(row.failures, 1);
   assert.equal(row.blockedUntil, 0);
   // Forgotten client rows are pruned by later failures.
-  assert.equal(app.store.countRows("login_failures"), 2);
+  assert.equal(await app.store.countRows("login_failures"), 2);
   app.clock.advance(ACCOUNT_THROTTLE.windowMs);
   await (await login(app.handler, jsonAuthRequest("a@b.org", "wrong", apiKey), "192.0.2.99"))
     .body?.cancel();
-  assert.equal(app.store.countRows("login_failures"), 1);
+  assert.equal(await app.store.countRows("login_failures"), 1);
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens keeps its counters across a restart", async () => {
@@ -240,7 +246,7 @@ Deno.test("[e2e] POST /api/userservice/tokens keeps its counters across a restar
   const hasher = createPasswordHasher();
   const clock = createFakeClock();
   const start = () => {
-    const store = openStore(db.path);
+    const store = openSqliteStore(db.path);
     const handler = createHandler({
       store,
       hasher,
@@ -252,17 +258,19 @@ Deno.test("[e2e] POST /api/userservice/tokens keeps its counters across a restar
   };
   let server = start();
   try {
-    const user = server.store.insertUser({
+    const user = await server.store.insertUser({
       email: "alice@example.org",
       passwordHash: await hasher.hash(PASSWORD),
       tokenTimeoutSeconds: null,
-    }, clock.now());
+    }, { now: clock.now(), audit: undefined });
     const apiKey = crypto.randomUUID();
-    const { hashSecret } = await import("../src/credentials.ts");
-    server.store.insertApiKey(
-      { userId: user.id, keyHash: hashSecret(apiKey), prefix: "x", label: "" },
-      clock.now(),
-    );
+    const { hashSecret } = await import("../src/auth/credentials.ts");
+    await server.store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret(apiKey),
+      prefix: "x",
+      label: "",
+    }, { now: clock.now(), audit: undefined });
     for (let i = 0; i < 5; i++) {
       await (await login(
         server.handler,
@@ -270,7 +278,7 @@ Deno.test("[e2e] POST /api/userservice/tokens keeps its counters across a restar
         `198.51.100.${i}`,
       )).body?.cancel();
     }
-    server.store.close();
+    await server.store.closeStore();
     server = start();
     const response = await login(
       server.handler,
@@ -278,44 +286,12 @@ Deno.test("[e2e] POST /api/userservice/tokens keeps its counters across a restar
     );
     await assertError(response, 429, "too_many_attempts", "json");
   } finally {
-    server.store.close();
+    await server.store.closeStore();
     db.cleanup();
   }
 });
 
-Deno.test("Store login failures: upserted in one transaction, forgotten ones hidden and pruned", () => {
-  const db = tempDbPath();
-  const store = openStore(db.path);
-  try {
-    const rule = CLIENT_THROTTLE;
-    const record = (subjects: string[], now: number) =>
-      store.recordLoginFailures(
-        subjects,
-        now,
-        (previous, subject) => nextFailures(previous, subject, rule, now),
-      );
-    record(["client:a", "key:1"], 0);
-    record(["client:a"], 10);
-    assert.deepEqual(
-      store.findLoginFailures(["client:a", "key:1"], 10).map((r) => [r.subject, r.failures]).sort(),
-      [["client:a", 2], ["key:1", 1]],
-    );
-    assert.equal(store.clearLoginFailures("key:1"), true);
-    assert.equal(store.clearLoginFailures("key:1"), false);
-    // Past its window a row is invisible, counts from 1 again, and other old rows are pruned.
-    record(["client:b"], 20);
-    const later = 20 + rule.windowMs;
-    assert.deepEqual(store.findLoginFailures(["client:a", "client:b"], later), []);
-    assert.equal(record(["client:a"], later)[0].failures, 1);
-    assert.equal(store.countRows("login_failures"), 1);
-    assert.throws(() => store.findLoginFailures(["a", "b", "c"], 0), RangeError);
-  } finally {
-    store.close();
-    db.cleanup();
-  }
-});
-
-Deno.test("openStore() upgrades a version-1 database through the login_failures table, keeping its data", () => {
+Deno.test("openSqliteStore() upgrades a version-1 database through the login_failures table, keeping its data", async () => {
   const db = tempDbPath();
   try {
     const raw = new DatabaseSync(db.path);
@@ -324,12 +300,12 @@ Deno.test("openStore() upgrades a version-1 database through the login_failures 
       "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES ('a@b.org', 'h', 0, 0)",
     );
     raw.close();
-    const store = openStore(db.path);
+    const store = openSqliteStore(db.path);
     try {
-      assert.equal(store.countRows("users"), 1);
-      assert.equal(store.countRows("login_failures"), 0);
+      assert.equal(await store.countRows("users"), 1);
+      assert.equal(await store.countRows("login_failures"), 0);
     } finally {
-      store.close();
+      await store.closeStore();
     }
     const check = new DatabaseSync(db.path);
     assert.equal(
@@ -343,10 +319,10 @@ Deno.test("openStore() upgrades a version-1 database through the login_failures 
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens in proxy mode throttles the forwarded client, not the proxy", async () => {
-  const app = createTestApp({ proxy: { trustedProxies: ["127.0.0.1/32"] } });
+  const app = await createTestApp({ proxy: { trustedProxies: ["127.0.0.1/32"] } });
   using _ = app;
   const userId = await app.addUser("alice@example.org", PASSWORD);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const viaProxy = (body: string, client: string) =>
     app.handler(
       new Request(`${BASE}/api/userservice/tokens`, {
@@ -383,11 +359,12 @@ Deno.test("[e2e] POST /api/userservice/tokens in proxy mode throttles the forwar
   assert.equal(other.status, 200);
   await other.body?.cancel();
   assert.equal(
-    app.store.findLoginFailures([toClientSubject("127.0.0.1")], app.clock.now()).length,
+    (await app.store.findLoginFailures([toClientSubject("127.0.0.1")], app.clock.now())).length,
     0,
   );
   assert.equal(
-    app.store.findLoginFailures([toClientSubject("203.0.113.7")], app.clock.now())[0].failures,
+    (await app.store.findLoginFailures([toClientSubject("203.0.113.7")], app.clock.now()))[0]
+      .failures,
     CLIENT_THROTTLE.threshold,
   );
 });
@@ -410,10 +387,10 @@ Deno.test("[e2e] a login in flight when parallel failures block the account gets
     },
     close: () => real.close(),
   };
-  const app = createTestApp({ hasher });
+  const app = await createTestApp({ hasher });
   try {
     const userId = await app.addUser("alice@example.org", PASSWORD);
-    const apiKey = app.createKey(userId);
+    const apiKey = await app.createKey(userId);
     const right = login(app.handler, jsonAuthRequest("alice@example.org", PASSWORD, apiKey));
     await holding;
     for (let i = 0; i < ACCOUNT_THROTTLE.threshold; i++) {
@@ -423,7 +400,7 @@ Deno.test("[e2e] a login in flight when parallel failures block the account gets
     release();
     const response = await right;
     await assertError(response, 429, "too_many_attempts", "json");
-    assert.equal(app.store.countRows("tokens"), 0);
+    assert.equal(await app.store.countRows("tokens"), 0);
   } finally {
     app.close();
     real.close();

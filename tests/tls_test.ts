@@ -42,7 +42,7 @@ Deno.test({
   name: "[server] TLS: 1.2 and 1.3 complete a handshake, 1.0 and 1.1 are refused by the server",
   ignore: !hasOpenssl(),
   async fn() {
-    using app = createTestApp();
+    using app = await createTestApp();
     await using server = await startTlsServer(app.handler);
     const port = Number(new URL(server.origin).port);
 

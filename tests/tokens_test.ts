@@ -12,9 +12,9 @@ const TOKEN_XML =
   /^<\?xml version="1\.0" encoding="UTF-8" standalone="yes"\?><auth_response><access_token>([a-z0-9]{40})<\/access_token><\/auth_response>$/;
 
 async function setup() {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser("alice@example.org", "correct horse");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   return { app, userId, apiKey };
 }
 
@@ -33,7 +33,7 @@ Deno.test("[e2e] POST /api/userservice/tokens returns 200 and a token in XML by 
   assert.equal(response.headers.get("cache-control"), "no-store");
   const token = TOKEN_XML.exec(await response.text())?.[1];
   assert.ok(token);
-  assert.equal(app.store.countRows("tokens"), 1);
+  assert.equal(await app.store.countRows("tokens"), 1);
   assert.equal(
     (await secureGet(app.handler, "/api/secure/userservice/tokens/current", apiKey, token)).status,
     200,
@@ -75,12 +75,19 @@ Deno.test("[e2e] POST /api/userservice/tokens answers every credential failure w
   const { app, userId, apiKey } = await setup();
   using _ = app;
   const bobId = await app.addUser("bob@example.org", "bob password");
-  const bobKey = app.createKey(bobId);
-  const revokedKey = app.createKey(userId);
-  app.store.revokeApiKey(app.store.listApiKeys(userId).at(-1)!.id, app.clock.now());
+  const bobKey = await app.createKey(bobId);
+  const revokedKey = await app.createKey(userId);
+  await app.store.revokeApiKey((await app.store.listApiKeys(userId)).at(-1)!.id, {
+    now: app.clock.now(),
+    audit: undefined,
+  });
   const carolId = await app.addUser("carol@example.org", "carol password");
-  const carolKey = app.createKey(carolId);
-  app.store.setUserDisabled(carolId, true, app.clock.now());
+  const carolKey = await app.createKey(carolId);
+  await app.store.updateUserDisabled(carolId, {
+    disabled: true,
+    now: app.clock.now(),
+    audit: undefined,
+  });
 
   const attempts = [
     jsonAuthRequest("alice@example.org", "wrong", apiKey),
@@ -99,7 +106,7 @@ Deno.test("[e2e] POST /api/userservice/tokens answers every credential failure w
   }
   assert.equal(bodies.size, 1);
   assert.match([...bodies][0], /<error_code>invalid_credentials<\/error_code>/);
-  assert.equal(app.store.countRows("tokens"), 0);
+  assert.equal(await app.store.countRows("tokens"), 0);
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens never revokes the user's earlier tokens", async () => {
@@ -157,7 +164,7 @@ Deno.test("[e2e] POST /api/userservice/tokens gives 400 for missing or malformed
     "/api/userservice/tokens?api_key=00000000-0000-4000-8000-000000000000",
   );
   await assertError(conflicting, 400, "invalid_request");
-  assert.equal(app.store.countRows("tokens"), 0);
+  assert.equal(await app.store.countRows("tokens"), 0);
 });
 
 Deno.test("[e2e] POST /api/userservice/tokens gives 413 and 415", async () => {
@@ -172,7 +179,7 @@ Deno.test("[e2e] POST /api/userservice/tokens gives 413 and 415", async () => {
     415,
     "unsupported_media_type",
   );
-  assert.equal(app.store.countRows("tokens"), 0);
+  assert.equal(await app.store.countRows("tokens"), 0);
 });
 
 Deno.test("[e2e] GET /api/userservice/tokens gives 405 with Allow", async () => {
@@ -187,7 +194,7 @@ Deno.test("[e2e] POST /api/userservice/tokens uses the user's own timeout, else 
   const { app, apiKey } = await setup();
   using _ = app;
   const shortId = await app.addUser("short@example.org", "pw", 2);
-  const shortKey = app.createKey(shortId);
+  const shortKey = await app.createKey(shortId);
   const { issueToken } = await import("./_helpers.ts");
   const short = await issueToken(app.handler, "short@example.org", "pw", shortKey);
   const long = await issueToken(app.handler, "alice@example.org", "correct horse", apiKey);

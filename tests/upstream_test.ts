@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
-import type { UpstreamOptions } from "../src/upstream.ts";
-import { toSafeErrorText, toUpstreamPathOf, toUpstreamQuery } from "../src/upstream.ts";
+import type { UpstreamOptions } from "../src/http/context.ts";
+import { toSafeErrorText, toUpstreamPathOf, toUpstreamQuery } from "../src/http/upstream.ts";
 import {
   assertError,
   BASE,
@@ -47,11 +47,11 @@ function startUpstream(respond: UpstreamHandler = () => new Response("ok")) {
 }
 
 async function setup(upstream: Omit<UpstreamOptions, "timeoutMs"> & { timeoutMs?: number }) {
-  const app = createTestApp({ upstream: { timeoutMs: 5000, ...upstream } });
+  const app = await createTestApp({ upstream: { timeoutMs: 5000, ...upstream } });
   const userId = await app.addUser("alice@example.org", "pw");
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
-  return { app, userId, apiKey, token, keyId: app.store.listApiKeys(userId)[0].id };
+  return { app, userId, apiKey, token, keyId: (await app.store.listApiKeys(userId))[0].id };
 }
 
 const CLIENT = { remoteAddr: { hostname: "203.0.113.9" } };
@@ -425,13 +425,13 @@ Deno.test("[server] --upstream refuses TRACE with 405 and forwards nothing", asy
 
 Deno.test("[e2e] --upstream behind a trusted proxy passes the proxy's chain, the proxy hop and https on", async () => {
   const upstream = startUpstream();
-  const app = createTestApp({
+  const app = await createTestApp({
     upstream: { url: upstream.url, timeoutMs: 5000 },
     proxy: { trustedProxies: ["10.0.0.0/8"] },
   });
   try {
     const userId = await app.addUser("alice@example.org", "pw");
-    const apiKey = app.createKey(userId);
+    const apiKey = await app.createKey(userId);
     const proxyInfo = { remoteAddr: { hostname: "10.0.0.2" } };
     // Proxy mode listens on plain HTTP: the URL keygate sees is http://.
     const login = await app.handler(

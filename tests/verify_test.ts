@@ -4,11 +4,11 @@ import { assertError, BASE, createTestApp, issueToken } from "./_helpers.ts";
 const VERIFY = `${BASE}/api/userservice/verify`;
 
 async function setup(timeoutSeconds: number | null = null) {
-  const app = createTestApp();
+  const app = await createTestApp();
   const userId = await app.addUser("alice@example.org", "pw", timeoutSeconds);
-  const apiKey = app.createKey(userId);
+  const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
-  return { app, userId, apiKey, token, keyId: app.store.listApiKeys(userId)[0].id };
+  return { app, userId, apiKey, token, keyId: (await app.store.listApiKeys(userId))[0].id };
 }
 
 function verify(
@@ -87,7 +87,11 @@ Deno.test("[e2e] /api/userservice/verify needs only the API key for a public URI
     "invalid_api_key",
     "json",
   );
-  app.store.setUserDisabled(userId, true, app.clock.now());
+  await app.store.updateUserDisabled(userId, {
+    disabled: true,
+    now: app.clock.now(),
+    audit: undefined,
+  });
   await assertError(
     await verify(app, { "x-original-uri": `/api/public/projects?api_key=${apiKey}` }),
     401,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { openCommitCounter } from "../src/wal_index.ts";
+import { openCommitCounter } from "../src/store/sqlite/wal_index.ts";
 import { tempDbPath } from "./_helpers.ts";
 
 const linuxOnly = { ignore: Deno.build.os !== "linux" };

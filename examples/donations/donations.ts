@@ -11,14 +11,14 @@
  *
  * @module
  */
-import { readDocument } from "../../src/body.ts";
-import type { Clock } from "../../src/clock.ts";
-import { parseJson } from "../../src/json.ts";
-import type { Format } from "../../src/respond.ts";
-import { toResponse } from "../../src/respond.ts";
-import type { Routes } from "../../src/route.ts";
-import type { SecureContext } from "../../src/secure_router.ts";
-import { parseXml } from "../../src/xml.ts";
+import { readDocument } from "../../src/http/body.ts";
+import type { Clock } from "../../src/platform/clock.ts";
+import { parseJson } from "../../src/formats/json.ts";
+import type { Format } from "../../src/formats/format.ts";
+import { toResponse } from "../../src/http/respond.ts";
+import type { Routes } from "../../src/http/route.ts";
+import type { SecureContext } from "../../src/http/context.ts";
+import { parseXml } from "../../src/formats/xml.ts";
 
 /** The path of the example endpoint. */
 export const DONATIONS_PATH = "/api/secure/givingservice/donations";

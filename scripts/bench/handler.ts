@@ -8,13 +8,13 @@
  *
  * @module
  */
-import { createHandler } from "../../src/app.ts";
-import { systemClock } from "../../src/clock.ts";
-import { createKeyUsageRecorder } from "../../src/key_usage.ts";
-import { createLogger } from "../../src/logger.ts";
-import { createMetrics } from "../../src/metrics.ts";
-import { createPasswordHasher } from "../../src/passwords.ts";
-import { openStore } from "../../src/store.ts";
+import { createHandler } from "../../src/http/app.ts";
+import { systemClock } from "../../src/platform/clock.ts";
+import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
+import { createLogger } from "../../src/platform/logger.ts";
+import { createMetrics } from "../../src/platform/metrics.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { seedDatabase } from "./seed.ts";
 
 const ROUNDS = Number(Deno.args[0] ?? 5);
@@ -24,12 +24,12 @@ const work = Deno.makeTempDirSync({ prefix: "keygate-handler-bench-" });
 const hasher = createPasswordHasher();
 const passwordHash = await hasher.hash("bench password");
 hasher.close();
-const { sample } = seedDatabase(`${work}/db.sqlite3`, {
+const { sample } = await seedDatabase(`${work}/db.sqlite3`, {
   tokens: 10_000,
   sample: 1000,
   passwordHash,
 });
-const store = openStore(`${work}/db.sqlite3`);
+const store = openSqliteStore(`${work}/db.sqlite3`);
 let logged = 0;
 // Lines are built as in production, then counted rather than written.
 const logger = createLogger({ level: "info", write: () => void logged++ });
@@ -84,6 +84,6 @@ for (const [name, makeRequest] of Object.entries(shapes)) {
     `${name}: ${costs[0].toFixed(2)} µs best, ${costs[costs.length >> 1].toFixed(2)} µs median`,
   );
 }
-store.close();
+await store.closeStore();
 Deno.removeSync(work, { recursive: true });
 if (logged === 0) throw new Error("nothing was logged");

@@ -5,7 +5,7 @@
  * Usage: deno run -A scripts/bench/hash_rate.ts SECONDS
  * Prints `hashes_per_second N`.
  */
-import { createPasswordHasher } from "../../src/passwords.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 
 const seconds = Number(Deno.args[0] ?? 5);
 const hasher = createPasswordHasher();

@@ -4,9 +4,14 @@
  *
  * @module
  */
-import { generateApiKey, generateToken, hashSecret, toKeyPrefix } from "../../src/credentials.ts";
-import { MAX_LIVE_TOKENS } from "../../src/token_router.ts";
-import { openStore } from "../../src/store.ts";
+import {
+  generateApiKey,
+  generateToken,
+  hashSecret,
+  toKeyPrefix,
+} from "../../src/auth/credentials.ts";
+import { MAX_LIVE_TOKENS } from "../../src/auth/login.ts";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 
 /** A key, a token issued with it, and the key owner's e-mail. */
 export interface SeedEntry {
@@ -33,11 +38,11 @@ export interface Seeded {
  * and returns `sample` of them, spread across users, plus `issuers` users
  * with a key and no token.
  */
-export function seedDatabase(
+export async function seedDatabase(
   path: string,
   options: { tokens: number; sample: number; issuers?: number; passwordHash: string },
-): Seeded {
-  const store = openStore(path);
+): Promise<Seeded> {
+  const store = openSqliteStore(path);
   const now = Date.now();
   const users = Math.ceil(options.tokens / MAX_LIVE_TOKENS);
   const every = Math.max(1, Math.floor(options.tokens / options.sample));
@@ -45,33 +50,33 @@ export function seedDatabase(
   let made = 0;
   try {
     for (let first = 0; first < users; first += 1000) {
-      store.transaction(() => {
+      await store.sqlite.runBulkTransaction(async () => {
         for (let u = first; u < Math.min(users, first + 1000); u++) {
           const email = `bench${u}@example.org`;
-          const user = store.insertUser(
+          const user = await store.insertUser(
             { email, passwordHash: options.passwordHash, tokenTimeoutSeconds: null },
-            now,
+            { now, audit: undefined },
           );
           const apiKey = generateApiKey();
-          const key = store.insertApiKey(
+          const key = await store.insertApiKey(
             {
               userId: user.id,
               keyHash: hashSecret(apiKey),
               prefix: toKeyPrefix(apiKey),
               label: "",
             },
-            now,
+            { now, audit: undefined },
           );
           for (let t = 0; t < MAX_LIVE_TOKENS && made < options.tokens; t++, made++) {
             const token = generateToken();
-            store.issueToken({
+            await store.insertToken({
               tokenHash: hashSecret(token),
               userId: user.id,
               apiKeyId: key.id,
               issuedAt: now + t,
               expiresAt: now + 86_400_000,
               maxLiveTokens: MAX_LIVE_TOKENS,
-            });
+            }, { audit: undefined });
             if (made % every === 0 && sample.length < options.sample) {
               sample.push({ apiKey, token, email });
             }
@@ -80,16 +85,16 @@ export function seedDatabase(
       });
     }
     const issuers: SeedEntry[] = [];
-    store.transaction(() => {
+    await store.sqlite.runBulkTransaction(async () => {
       for (let i = 0; i < (options.issuers ?? 100); i++) {
         const email = `issuer${i}@example.org`;
-        const user = store.insertUser(
+        const user = await store.insertUser(
           { email, passwordHash: options.passwordHash, tokenTimeoutSeconds: null },
-          now,
+          { now, audit: undefined },
         );
         const apiKey = generateApiKey();
         // The first issuer's key is also a resource-server key, for the introspection runs.
-        store.insertApiKey(
+        await store.insertApiKey(
           {
             userId: user.id,
             keyHash: hashSecret(apiKey),
@@ -97,13 +102,13 @@ export function seedDatabase(
             label: "",
             introspect: i === 0,
           },
-          now,
+          { now, audit: undefined },
         );
         issuers.push({ apiKey, token: "-", email });
       }
     });
     return { sample, issuers };
   } finally {
-    store.close();
+    await store.closeStore();
   }
 }

@@ -1,0 +1,165 @@
+/**
+ * The gate: the one place that decides who a request comes from. A secure
+ * request needs an API key and an access token issued with it; any other
+ * request that keygate does not answer itself needs a live API key of an
+ * enabled user.
+ *
+ * The secure router, the API-key check before 404, the upstream proxy and
+ * forward-auth (`/api/userservice/verify`) all go through it, so they cannot
+ * disagree. It is also the one place that notes a successful authentication
+ * as a use of the key (`key list` shows the last use); logins note theirs in
+ * the token router.
+ *
+ * @module
+ */
+import { findRequestApiKey } from "./api_key.ts";
+import type { Clock } from "../platform/clock.ts";
+import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
+import { AuthError } from "./errors.ts";
+import { createGrantCache } from "./grant_cache.ts";
+import type { KeyUsageRecorder } from "./key_usage.ts";
+import type { Metrics } from "../platform/metrics.ts";
+import type { KeyHolder, Store, TokenGrant } from "../store/store.ts";
+
+/** Who made an authenticated request. */
+export interface Identity {
+  userId: number;
+  email: string;
+  apiKeyId: number;
+}
+
+/** The authenticated caller of a secure request: its identity and its token. */
+export type Principal = TokenGrant;
+
+/** What the gate needs. */
+export interface GateDeps {
+  store: Store;
+  clock: Clock;
+  /** Counts secure requests allowed and denied (by reason). */
+  metrics?: Pick<Metrics, "secureRequest">;
+  /** Where each successful authentication is noted as a use of its key (last use). */
+  keyUsage?: Pick<KeyUsageRecorder, "record">;
+}
+
+/** What the gate is asked about: the URL to judge and who asks (for the key's last use). */
+export interface GateTarget {
+  url: URL;
+  /** The client's address, recorded as the key's last use on success. */
+  clientAddress: string;
+}
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+/** The access token a request carries: `api_token` in the query, or `Authorization: Bearer`. */
+export function findRequestToken(request: Request, url: URL): string | undefined {
+  const query = url.searchParams.get("api_token")?.trim();
+  if (query) return query;
+  const authorization = request.headers.get("authorization");
+  return authorization ? BEARER.exec(authorization)?.[1] : undefined;
+}
+
+/** Identity headers a backend receives; any a client sends are removed first. */
+export const IDENTITY_HEADERS = {
+  user: "x-keygate-user",
+  email: "x-keygate-email",
+  keyId: "x-keygate-key-id",
+} as const;
+
+/** Printable ASCII but `%`: sent as it is. */
+const AS_IS = /^[\x20-\x24\x26-\x7e]*$/;
+
+/**
+ * The identity as `X-Keygate-User` (user id), `X-Keygate-Email` and
+ * `X-Keygate-Key-Id`. An e-mail with non-ASCII characters is percent-encoded
+ * (UTF-8), since header values are bytes; so is one with a `%`, so that
+ * percent-decoding the header always gives the address (`a%C3%A9@…` is an
+ * address of its own, not `aé@…`).
+ */
+export function toIdentityHeaders(identity: Identity): [string, string][] {
+  const email = AS_IS.test(identity.email) ? identity.email : encodeURI(identity.email);
+  return [
+    [IDENTITY_HEADERS.user, String(identity.userId)],
+    [IDENTITY_HEADERS.email, email],
+    [IDENTITY_HEADERS.keyId, String(identity.apiKeyId)],
+  ];
+}
+
+/** Creates the gate over a store and a clock. */
+export function createGate(deps: GateDeps) {
+  const { store, clock, metrics, keyUsage } = deps;
+  const findGrant = createGrantCache(store);
+
+  function deny(code: "invalid_token" | "token_expired", message: string): AuthError {
+    metrics?.secureRequest("denied", code);
+    return new AuthError(code, message);
+  }
+
+  /**
+   * Authenticates by API key alone (`api_key` query parameter or `X-Api-Key`).
+   *
+   * @throws {AuthError} `invalid_api_key` for a missing, unknown, revoked,
+   * disabled or expired key, or one whose user is disabled.
+   */
+  async function authenticateKey(request: Request, target: GateTarget): Promise<KeyHolder> {
+    const keyText = findRequestApiKey(request, target.url);
+    const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
+    const now = clock.now();
+    const holder = apiKey === undefined
+      ? undefined
+      : await store.findKeyHolder(hashSecret(apiKey), now);
+    if (holder === undefined) {
+      throw new AuthError("invalid_api_key", "Missing or invalid API key");
+    }
+    keyUsage?.record(holder.apiKeyId, target.clientAddress, now);
+    return holder;
+  }
+
+  /** The gate's verdict on a grant found (or not) at `now`. */
+  function admit(grant: TokenGrant | undefined, target: GateTarget, now: number): Principal {
+    if (grant === undefined) {
+      throw deny("invalid_token", "Invalid access token or API key");
+    }
+    if (grant.expiresAt <= now) {
+      throw deny("token_expired", "Access token expired: request a new one");
+    }
+    metrics?.secureRequest("allowed", "ok");
+    keyUsage?.record(grant.apiKeyId, target.clientAddress, now);
+    return grant;
+  }
+
+  /**
+   * Authenticates a secure request: API key + access token, looked up through
+   * the grant cache (synchronously on a hit; two hashes and one indexed read
+   * on a miss), and an expiry check.
+   *
+   * @throws {AuthError} `invalid_token` or `token_expired`.
+   */
+  function authenticateToken(request: Request, target: GateTarget): Principal | Promise<Principal> {
+    const keyText = findRequestApiKey(request, target.url);
+    const token = findRequestToken(request, target.url);
+    if (keyText === undefined || token === undefined) {
+      throw deny("invalid_token", "Missing API key or access token");
+    }
+    const apiKey = normalizeApiKey(keyText);
+    const now = clock.now();
+    const grant = apiKey !== undefined && isTokenShaped(token)
+      ? findGrant(apiKey, token, now)
+      : undefined;
+    if (grant instanceof Promise) return grant.then((found) => admit(found, target, now));
+    return admit(grant, target, now);
+  }
+
+  /** The gate's rule: secure paths need key + token, all others the key. */
+  function authenticate(
+    request: Request,
+    target: GateTarget,
+    secure: boolean,
+  ): Identity | Promise<Identity> {
+    return secure ? authenticateToken(request, target) : authenticateKey(request, target);
+  }
+
+  return { authenticateKey, authenticateToken, authenticate };
+}
+
+/** The gate's functions. */
+export type Gate = ReturnType<typeof createGate>;

@@ -1,0 +1,196 @@
+/**
+ * API keys: creating, rotating (a successor, and the old key's grace),
+ * suspending, resuming and revoking. Each change is one atomic, audited
+ * store call. The key itself is returned once, at creation; only its digest
+ * is stored.
+ *
+ * @module
+ */
+import type { ApiKey, Store, User } from "../store/store.ts";
+import { toKeyRef } from "./audit.ts";
+import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
+import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "./credentials.ts";
+import { AuthError } from "./errors.ts";
+import { toKeyStatus } from "./key_status.ts";
+
+/** Longest label of a key. */
+export const MAX_KEY_LABEL_LENGTH = 200;
+
+/** How long a rotated key keeps working when no grace is given. */
+export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600;
+
+function toIsoOrNull(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+/** A key given whole (any letter case) or by its numeric id; `undefined` when there is none. */
+export async function findKeyByText(store: Store, keyOrId: string): Promise<ApiKey | undefined> {
+  const apiKey = normalizeApiKey(keyOrId.trim());
+  if (apiKey !== undefined) return await store.findApiKeyByHash(hashSecret(apiKey));
+  if (/^[1-9][0-9]{0,15}$/.test(keyOrId)) return await store.findApiKeyById(Number(keyOrId));
+  return undefined;
+}
+
+/** What {@link createKey} needs. */
+export interface NewKeyOptions {
+  label?: string;
+  /** Lifetime from now, in seconds; `undefined` for none. */
+  expiresInSeconds?: number;
+  /** A resource-server key that may introspect tokens. */
+  introspect?: boolean;
+}
+
+/** A key just made, and the key itself (shown once). */
+export interface CreatedKey {
+  key: ApiKey;
+  apiKey: string;
+}
+
+/** Creates a key for a user. @throws {AuthError} `invalid_request` for a label too long. */
+export async function createKey(
+  deps: ChangeDeps,
+  user: User,
+  options: NewKeyOptions = {},
+): Promise<CreatedKey> {
+  const label = options.label ?? "";
+  if (label.length > MAX_KEY_LABEL_LENGTH) {
+    throw new AuthError(
+      "invalid_request",
+      `Label too long: at most ${MAX_KEY_LABEL_LENGTH} characters`,
+    );
+  }
+  const now = deps.clock.now();
+  const expiresAt = options.expiresInSeconds === undefined
+    ? null
+    : now + options.expiresInSeconds * 1000;
+  const apiKey = generateApiKey();
+  const change = observeAudit(
+    deps,
+    (created: ApiKey) =>
+      toAuditEntry(deps, "key.created", toKeyRef(created.id), {
+        user: user.email,
+        label,
+        expires_at: toIsoOrNull(expiresAt),
+        introspect: created.introspect ? 1 : 0,
+      }),
+  );
+  const key = await deps.store.insertApiKey({
+    userId: user.id,
+    keyHash: hashSecret(apiKey),
+    prefix: toKeyPrefix(apiKey),
+    label,
+    expiresAt,
+    introspect: options.introspect === true,
+  }, { now, audit: change.audit });
+  change.notify();
+  return { key, apiKey };
+}
+
+/** A rotation's outcome: the successor (shown once) and until when the old key works. */
+export interface RotatedKey extends CreatedKey {
+  oldKeyUntil: number;
+}
+
+/**
+ * Issues a successor with the same owner, label, kind and lifetime (counted
+ * from now); the old key and its tokens stop after `graceSeconds`.
+ *
+ * @throws {AuthError} `conflict` unless the old key is active and not yet
+ * rotated (also when that changes meanwhile).
+ */
+export async function rotateKey(
+  deps: ChangeDeps,
+  old: ApiKey,
+  graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS,
+): Promise<RotatedKey> {
+  const now = deps.clock.now();
+  const status = toKeyStatus(old, now);
+  if (status !== "active") {
+    throw new AuthError("conflict", `Cannot rotate API key ${old.id}: it is ${status}`);
+  }
+  if (old.replacedBy !== null) {
+    throw new AuthError(
+      "conflict",
+      `Cannot rotate API key ${old.id}: it was already rotated to key ${old.replacedBy}`,
+    );
+  }
+  const oldKeyUntil = Math.min(old.expiresAt ?? Infinity, now + graceSeconds * 1000);
+  // The successor keeps the old key's lifetime, counted from now.
+  const expiresAt = old.expiresAt === null ? null : now + (old.expiresAt - old.createdAt);
+  const email = (await deps.store.findUserById(old.userId))?.email ?? "";
+  const apiKey = generateApiKey();
+  const change = observeAudit(deps, (successor: ApiKey) => [
+    toAuditEntry(deps, "key.rotated", toKeyRef(old.id), {
+      successor: successor.id,
+      old_key_until: new Date(oldKeyUntil).toISOString(),
+    }),
+    toAuditEntry(deps, "key.created", toKeyRef(successor.id), {
+      user: email,
+      label: old.label,
+      expires_at: toIsoOrNull(expiresAt),
+      rotated_from: old.id,
+    }),
+  ]);
+  const key = await deps.store.rotateApiKey(old.id, {
+    successor: {
+      userId: old.userId,
+      keyHash: hashSecret(apiKey),
+      prefix: toKeyPrefix(apiKey),
+      label: old.label,
+      expiresAt,
+      introspect: old.introspect,
+    },
+    oldKeyExpiresAt: oldKeyUntil,
+    now,
+    audit: change.audit,
+  });
+  change.notify();
+  return { key, apiKey, oldKeyUntil };
+}
+
+/**
+ * Suspends or resumes a key that is not revoked; resolves to whether its
+ * state changed (audited only then).
+ *
+ * @throws {AuthError} `conflict` for a revoked key.
+ */
+export async function setKeyDisabled(
+  deps: ChangeDeps,
+  key: ApiKey,
+  disabled: boolean,
+): Promise<boolean> {
+  if (key.revokedAt !== null) throw new AuthError("conflict", `API key ${key.id} is revoked`);
+  const alreadyThere = (key.disabledAt !== null) === disabled;
+  const change = observeAudit(
+    deps,
+    (done: boolean) =>
+      done && !alreadyThere
+        ? toAuditEntry(deps, disabled ? "key.disabled" : "key.enabled", toKeyRef(key.id))
+        : undefined,
+  );
+  const done = await deps.store.updateApiKeyDisabled(key.id, {
+    disabled,
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return done && !alreadyThere;
+}
+
+/**
+ * Revokes a key and the live tokens issued with it; resolves to how many
+ * tokens, or `undefined` when the key was already revoked (nothing changes).
+ */
+export async function revokeKey(deps: ChangeDeps, key: ApiKey): Promise<number | undefined> {
+  if (key.revokedAt !== null) return undefined;
+  const change = observeAudit(
+    deps,
+    (n: number) => toAuditEntry(deps, "key.revoked", toKeyRef(key.id), { tokens_revoked: n }),
+  );
+  const revoked = await deps.store.revokeApiKey(key.id, {
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return revoked;
+}

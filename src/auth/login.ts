@@ -1,0 +1,236 @@
+/**
+ * The login flow: e-mail + password + API key in, one new access token out.
+ *
+ * Every credential failure (unknown e-mail, wrong password, unknown, revoked,
+ * disabled, expired or foreign key, disabled user) throws the same
+ * `invalid_credentials` after the same work: an unknown or disabled user is
+ * verified against a dummy hash. Each failure and each issued token is
+ * recorded in the audit log, in the transaction that counts the failure or
+ * stores the token.
+ *
+ * Failed logins are throttled per API key and per client address
+ * (throttle.ts): while throttled, `too_many_attempts` before any password check.
+ *
+ * @module
+ */
+import type { Clock } from "../platform/clock.ts";
+import {
+  PasswordCheckAborted,
+  type PasswordHasher,
+  PasswordPoolBusy,
+} from "../passwords/passwords.ts";
+import type { ApiKey, Store, User } from "../store/store.ts";
+import {
+  isLoginEmailSized,
+  isPasswordSized,
+  MAX_EMAIL_LENGTH,
+  MAX_PASSWORD_BYTES,
+  normalizeEmail,
+} from "./account_rules.ts";
+import { toKeyRef, toUserRef } from "./audit.ts";
+import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
+import { AuthError } from "./errors.ts";
+import { isKeyUsable, toKeyStatus } from "./key_status.ts";
+import {
+  type Throttle,
+  type ThrottleSubjects,
+  toAccountSubject,
+  toClientSubject,
+} from "./throttle.ts";
+
+/** Live tokens per user and API key; issuing one more revokes the oldest. */
+export const MAX_LIVE_TOKENS = 100;
+
+/** Credentials of a login, checked for shape and normalised. */
+export interface Credentials {
+  /** Lower-cased. */
+  email: string;
+  password: string;
+  /** Lower-cased UUID. */
+  apiKey: string;
+}
+
+/** A login's fields as a client sent them (the body's, and a key from elsewhere in the request). */
+export interface LoginFields {
+  email: string;
+  password: string;
+  /** The key in the body, if any. */
+  apiKey?: string;
+}
+
+function invalid(message: string): AuthError {
+  return new AuthError("invalid_request", message);
+}
+
+/**
+ * Combines a login's fields with an API key sent beside them (query string
+ * or header), and checks every size before any hashing.
+ *
+ * @throws {AuthError} `invalid_request` for a missing, conflicting or malformed field.
+ */
+export function toCredentials(fields: LoginFields, requestKey: string | undefined): Credentials {
+  if (
+    fields.apiKey !== undefined && requestKey !== undefined &&
+    fields.apiKey.toLowerCase() !== requestKey.toLowerCase()
+  ) {
+    throw invalid("Invalid auth_request: api_key is given twice with different values");
+  }
+  const keyText = fields.apiKey ?? requestKey;
+  if (keyText === undefined) throw invalid("Invalid auth_request: missing api_key");
+  const apiKey = normalizeApiKey(keyText);
+  if (apiKey === undefined) throw invalid("Invalid auth_request: api_key must be a UUID");
+  if (!isLoginEmailSized(fields.email)) {
+    throw invalid(`Invalid auth_request: email must be 1 to ${MAX_EMAIL_LENGTH} characters`);
+  }
+  if (!isPasswordSized(fields.password)) {
+    throw invalid(`Invalid auth_request: password must be 1 to ${MAX_PASSWORD_BYTES} bytes`);
+  }
+  return { email: normalizeEmail(fields.email), password: fields.password, apiKey };
+}
+
+/**
+ * The uniform answer to every credential failure. `detail` (such as
+ * `wrong_password`) goes only to the audit log and server logs, never to the caller.
+ */
+export function invalidCredentials(detail?: string): AuthError {
+  return new AuthError("invalid_credentials", "Invalid e-mail, password or API key", { detail });
+}
+
+/**
+ * Which credential check failed, for the audit log and logs (never the
+ * response); `undefined` when all passed.
+ */
+function findCredentialFailure(
+  user: Pick<User, "id" | "disabled"> | undefined,
+  key: Pick<ApiKey, "userId" | "revokedAt" | "disabledAt" | "expiresAt"> | undefined,
+  verified: boolean,
+  now: number,
+): string | undefined {
+  if (!user) return "unknown_user";
+  if (user.disabled) return "disabled_user";
+  if (!verified) return "wrong_password";
+  if (!key) return "unknown_key";
+  if (key.userId !== user.id) return "foreign_key";
+  if (!isKeyUsable(key, now)) return `key_${toKeyStatus(key, now)}`;
+  return undefined;
+}
+
+/** What {@link createLogin} needs. */
+export interface LoginDeps {
+  store: Store;
+  hasher: Pick<PasswordHasher, "verify">;
+  clock: Clock;
+  throttle: Throttle;
+  /** Token lifetime for users without their own timeout. */
+  defaultTimeoutSeconds: number;
+}
+
+/** One login attempt. */
+export interface LoginAttempt {
+  credentials: Credentials;
+  /** The client's address: the throttle's subject and the audit log's. */
+  clientAddress: string;
+  /** Aborts when the client goes away: the password check gives its queue place up. */
+  signal?: AbortSignal;
+}
+
+/** A successful login. */
+export interface Login {
+  /** The new access token; shown once, stored only as its digest. */
+  token: string;
+  tokenId: number;
+  userId: number;
+  apiKeyId: number;
+}
+
+/** The password check, with the pool's own errors turned into the domain's. */
+async function verifyPassword(
+  hasher: Pick<PasswordHasher, "verify">,
+  passwordHash: string | undefined,
+  attempt: LoginAttempt,
+): Promise<boolean> {
+  try {
+    return await hasher.verify(passwordHash, attempt.credentials.password, attempt.signal);
+  } catch (error) {
+    if (error instanceof PasswordCheckAborted) {
+      throw new AuthError("request_aborted", error.message, { cause: error });
+    }
+    if (error instanceof PasswordPoolBusy) {
+      throw new AuthError("service_busy", error.message, {
+        retryAfterSeconds: error.retryAfterSeconds,
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
+/** Creates the login flow. */
+export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise<Login> {
+  const { store, hasher, clock, throttle } = deps;
+
+  return async function login(attempt) {
+    const { credentials, clientAddress } = attempt;
+    // The token's issue time is when the user row is read, before the slow
+    // password check: a cutoff written while the check runs (password change,
+    // revoke-all, disable) then covers the token this request produces.
+    const readAt = clock.now();
+    const user = await store.findUserByEmail(credentials.email);
+    const key = await store.findApiKeyByHash(hashSecret(credentials.apiKey));
+    // The account counter exists only for a usable key of the e-mail's own, enabled user
+    // (throttle.ts); every failure counts toward the client address's counter.
+    const subjects: ThrottleSubjects = {
+      client: toClientSubject(clientAddress),
+      account: user !== undefined && !user.disabled && key !== undefined &&
+          key.userId === user.id && isKeyUsable(key, readAt)
+        ? toAccountSubject(key.id)
+        : undefined,
+    };
+    await throttle.check(subjects); // before any password check, for right and wrong alike
+    const verified = await verifyPassword(
+      hasher,
+      user && !user.disabled ? user.passwordHash : undefined,
+      attempt,
+    );
+    // Again after the slow check: requests that were in flight together all passed the
+    // first check, and the failures of those that finished first may have blocked this
+    // one meanwhile. A blocked request gets the same answer, right password or wrong.
+    await throttle.check(subjects);
+    const failure = findCredentialFailure(user, key, verified, clock.now());
+    if (failure !== undefined || !user || !key) {
+      // One transaction per failure, after an argon2 verification that costs far more:
+      // the audit row and the brute-force counters.
+      await throttle.recordFailure(subjects, {
+        at: clock.now(),
+        actor: key ? toKeyRef(key.id) : "anonymous",
+        action: "login.failed",
+        subject: user ? toUserRef(user.email) : "user:unknown",
+        detail: { reason: failure ?? "unknown", client: clientAddress },
+      });
+      throw invalidCredentials(failure);
+    }
+
+    const token = generateToken();
+    // Never before the user's cutoff (which may be at most 1 ms ahead, see README).
+    const issuedAt = Math.max(readAt, user.tokensValidFrom);
+    const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
+    const tokenId = await store.insertToken({
+      tokenHash: hashSecret(token),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt,
+      expiresAt: issuedAt + timeout * 1000,
+      maxLiveTokens: MAX_LIVE_TOKENS,
+    }, {
+      audit: (id) => ({
+        at: clock.now(),
+        actor: toKeyRef(key.id),
+        action: "token.issued",
+        subject: toUserRef(user.email),
+        detail: { token_id: id, client: clientAddress },
+      }),
+      clearLoginFailures: throttle.findClearedOnSuccess(subjects),
+    });
+    return { token, tokenId, userId: user.id, apiKeyId: key.id };
+  };
+}

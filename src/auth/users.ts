@@ -1,0 +1,180 @@
+/**
+ * Users: adding one, its token lifetime, its password, disabling and
+ * enabling it, and revoking all its tokens. Each change is one atomic,
+ * audited store call; changes that can end tokens report how many.
+ *
+ * @module
+ */
+import { formatDuration } from "../platform/duration.ts";
+import type { Store, User } from "../store/store.ts";
+import { isAccountEmail, MAX_EMAIL_LENGTH, normalizeEmail } from "./account_rules.ts";
+import { toUserRef } from "./audit.ts";
+import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
+import { AuthError } from "./errors.ts";
+
+/** A user's token lifetime as the audit log and listings show it. */
+export function describeTimeout(user: Pick<User, "tokenTimeoutSeconds">): string {
+  return user.tokenTimeoutSeconds === null ? "default" : formatDuration(user.tokenTimeoutSeconds);
+}
+
+/**
+ * The e-mail address of a new account, normalised.
+ *
+ * @throws {AuthError} `invalid_request` unless it is an address (see account_rules.ts).
+ */
+export function toAccountEmail(text: string): string {
+  const email = normalizeEmail(text);
+  if (!isAccountEmail(email)) {
+    throw new AuthError(
+      "invalid_request",
+      `Invalid e-mail "${
+        text.slice(0, 64)
+      }": expected an address of 3 to ${MAX_EMAIL_LENGTH} characters`,
+    );
+  }
+  return email;
+}
+
+/** The user with this e-mail (any letter case). @throws {AuthError} `not_found`. */
+export async function findUserOrFail(store: Store, email: string): Promise<User> {
+  const user = await store.findUserByEmail(normalizeEmail(email));
+  if (user === undefined) throw new AuthError("not_found", `No user "${email.slice(0, 254)}"`);
+  return user;
+}
+
+/**
+ * The user with this (canonical) e-mail, also when its row was written
+ * before e-mails were stored in NFC: such rows are compared in NFC too.
+ */
+export async function findUserInAnyForm(store: Store, email: string): Promise<User | undefined> {
+  return await store.findUserByEmail(email) ??
+    (await store.listUsers()).find((user) => normalizeEmail(user.email) === email);
+}
+
+/** Why a new account with `email` cannot be added: `existing` has it. */
+export function describeExisting(email: string, existing: User): string {
+  return `User "${email}" already exists` +
+    (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`);
+}
+
+/** What {@link addUser} needs; the password is hashed already. */
+export interface NewAccount {
+  email: string;
+  passwordHash: string;
+  tokenTimeoutSeconds: number | null;
+}
+
+/** Adds a user. @throws {AuthError} `invalid_request` for the e-mail, `conflict` when taken. */
+export async function addUser(deps: ChangeDeps, account: NewAccount): Promise<User> {
+  const email = toAccountEmail(account.email);
+  const existing = await findUserInAnyForm(deps.store, email);
+  if (existing) throw new AuthError("conflict", describeExisting(email, existing));
+  const change = observeAudit(
+    deps,
+    (added: User) =>
+      toAuditEntry(deps, "user.added", toUserRef(added.email), {
+        timeout: describeTimeout(added),
+      }),
+  );
+  const user = await deps.store.insertUser({ ...account, email }, {
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return user;
+}
+
+/** Sets a user's own token lifetime (`null`: the server's default). */
+export async function changeUserTimeout(
+  deps: ChangeDeps,
+  user: User,
+  tokenTimeoutSeconds: number | null,
+): Promise<void> {
+  const change = observeAudit(
+    deps,
+    () =>
+      toAuditEntry(deps, "user.timeout_changed", toUserRef(user.email), {
+        timeout: tokenTimeoutSeconds === null ? "default" : formatDuration(tokenTimeoutSeconds),
+      }),
+  );
+  await deps.store.updateUserTimeout(user.id, {
+    tokenTimeoutSeconds,
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+}
+
+/** Replaces a user's password hash, ending every token; resolves to how many live ones. */
+export async function changeUserPassword(
+  deps: ChangeDeps,
+  user: User,
+  passwordHash: string,
+): Promise<number> {
+  const change = observeAudit(
+    deps,
+    (n: number) =>
+      toAuditEntry(deps, "user.password_changed", toUserRef(user.email), { tokens_revoked: n }),
+  );
+  const revoked = await deps.store.updateUserPassword(user.id, {
+    passwordHash,
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return revoked;
+}
+
+/** Disables (ending every token; resolves to how many live ones) or enables a user. */
+export async function setUserDisabled(
+  deps: ChangeDeps,
+  user: User,
+  disabled: boolean,
+): Promise<number> {
+  const change = observeAudit(
+    deps,
+    (n: number) =>
+      disabled
+        ? toAuditEntry(deps, "user.disabled", toUserRef(user.email), { tokens_revoked: n })
+        : toAuditEntry(deps, "user.enabled", toUserRef(user.email)),
+  );
+  const revoked = await deps.store.updateUserDisabled(user.id, {
+    disabled,
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return revoked;
+}
+
+/**
+ * Invalidates every token of a user issued before `before` (default: up to
+ * and including now); resolves to how many live tokens ended.
+ *
+ * @throws {AuthError} `invalid_request` for a `before` in the future.
+ */
+export async function revokeUserTokens(
+  deps: ChangeDeps,
+  user: User,
+  before?: number,
+): Promise<number> {
+  const now = deps.clock.now();
+  if (before !== undefined && before > now) {
+    throw new AuthError("invalid_request", "Cannot revoke tokens before a time in the future");
+  }
+  const change = observeAudit(
+    deps,
+    (n: number) =>
+      toAuditEntry(deps, "tokens.revoked", toUserRef(user.email), {
+        before: new Date(before ?? now).toISOString(),
+        tokens_revoked: n,
+      }),
+  );
+  const revoked = await deps.store.revokeTokensOfUser(user.id, {
+    before,
+    now,
+    audit: change.audit,
+  });
+  change.notify();
+  return revoked;
+}

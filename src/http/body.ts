@@ -1,0 +1,127 @@
+/**
+ * Reading request bodies with a size cap and a deadline, since `Deno.serve`
+ * has neither.
+ *
+ * @module
+ */
+import { HttpError } from "./errors.ts";
+import { findRequestFormat } from "./negotiate.ts";
+import type { Format } from "../formats/format.ts";
+
+/** Bodies larger than this are refused with 413; a token request needs a few hundred bytes. */
+export const MAX_BODY_BYTES = 16 * 1024;
+/** A body that has not fully arrived after this long is refused with 408. */
+export const BODY_TIMEOUT_MS = 10_000;
+
+/** Options for {@link readBody}. */
+export interface ReadBodyOptions {
+  maxBytes?: number;
+  timeoutMs?: number;
+}
+
+/**
+ * Reads the whole body as strict UTF-8 text (a leading BOM is dropped).
+ *
+ * @throws {HttpError} 413 when `Content-Length` or the bytes received exceed
+ * the cap, 408 when the body does not arrive in time, 400 when it is not
+ * valid UTF-8 or the connection breaks mid-body.
+ */
+export async function readBody(request: Request, options: ReadBodyOptions = {}): Promise<string> {
+  const maxBytes = options.maxBytes ?? MAX_BODY_BYTES;
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  if (request.body === null) return "";
+
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new HttpError(408, "request_timeout", "Request body did not arrive in time"),
+        ),
+      options.timeoutMs ?? BODY_TIMEOUT_MS,
+    );
+  });
+  try {
+    while (true) {
+      let result: ReadableStreamReadResult<Uint8Array>;
+      try {
+        result = await Promise.race([reader.read(), deadline]);
+      } catch (error) {
+        if (error instanceof HttpError) throw error;
+        throw new HttpError(400, "invalid_request", "Cannot read request body: connection broken", {
+          cause: error,
+        });
+      }
+      if (result.done) break;
+      size += result.value.byteLength;
+      if (size > maxBytes) throw tooLarge(maxBytes);
+      chunks.push(result.value);
+    }
+  } catch (error) {
+    reader.cancel().catch(() => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+  return decodeUtf8(concat(chunks, size));
+}
+
+function tooLarge(maxBytes: number): HttpError {
+  return new HttpError(
+    413,
+    "request_too_large",
+    `Request body too large: the limit is ${maxBytes} bytes`,
+  );
+}
+
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0];
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+function decodeUtf8(bytes: Uint8Array): string {
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    throw new HttpError(400, "invalid_request", "Cannot read request body: not valid UTF-8");
+  }
+}
+
+/**
+ * Reads the body and parses it with `parse` in the format its `Content-Type`
+ * (or, without one, its first character) declares.
+ *
+ * @throws {HttpError} as {@link readBody}; 415 for an unsupported type; 400
+ * for an empty body or one that `parse` rejects with a `SyntaxError`.
+ */
+export async function readDocument<T>(
+  request: Request,
+  parse: (text: string, format: Format) => T,
+  options: ReadBodyOptions = {},
+): Promise<T> {
+  const text = await readBody(request, options);
+  if (text.trim() === "") {
+    throw new HttpError(400, "invalid_request", "Missing request body");
+  }
+  const format = findRequestFormat(request.headers.get("content-type"), text);
+  try {
+    return parse(text, format);
+  } catch (error) {
+    if (error instanceof SyntaxError) {
+      throw new HttpError(400, "invalid_request", `Cannot parse request body: ${error.message}`);
+    }
+    throw error;
+  }
+}

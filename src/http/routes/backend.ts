@@ -1,0 +1,200 @@
+/**
+ * Endpoints for the backends and proxies keygate protects:
+ *
+ * - `/api/userservice/verify` (forward-auth, any method): a proxy's
+ *   sub-request naming the original request in `X-Original-URI` /
+ *   `X-Forwarded-Uri`; the gate's rule is applied to it as if keygate had
+ *   received it, and the answer is 200 with the identity headers, or the
+ *   gate's 401 (or 403 for a path that cannot be canonicalised).
+ * - `POST /api/userservice/tokens/introspect` (RFC 7662): for resource-server
+ *   keys only; `active` and the token's facts, or `active: false`.
+ * - `POST /api/userservice/tokens/revoke` (RFC 7009): revokes a token issued
+ *   with the caller's API key; always 200.
+ *
+ * @module
+ */
+import type { AppDeps, RequestContext } from "../context.ts";
+import { hashSecret, isTokenShaped } from "../../auth/credentials.ts";
+import { HttpError } from "../errors.ts";
+import { AuthError } from "../../auth/errors.ts";
+import { type Gate, type Identity, toIdentityHeaders } from "../../auth/gate.ts";
+import { createRevocation } from "../../auth/revocation.ts";
+import { parseRequestPath, type RequestPath, splitRequestTarget } from "../paths.ts";
+import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
+import { findRoute, type Routes } from "../route.ts";
+import { readTokenRequest } from "../token_request.ts";
+
+/** Forward-auth endpoint for nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`. */
+export const VERIFY_PATH = "/api/userservice/verify";
+/** Token introspection (RFC 7662), for resource-server keys. */
+export const INTROSPECT_PATH = "/api/userservice/tokens/introspect";
+/** Token revocation (RFC 7009). */
+export const REVOKE_PATH = "/api/userservice/tokens/revoke";
+
+/** Root element of the introspection answer in XML (JSON has RFC 7662's bare object). */
+export const INTROSPECTION_ROOT = "token_introspection";
+
+const METHOD = /^[A-Za-z]{1,20}$/;
+
+/** Creates the router for the backend endpoints; `undefined` for any other path. */
+export function createBackendRouter(deps: AppDeps, gate: Gate) {
+  const { store, clock, logger } = deps;
+  const revocation = createRevocation({ store, clock });
+
+  const trusted = deps.forwardAuthHeader ?? "either";
+  const pathOptions = { allowUnicode: deps.unicodePaths ?? false };
+
+  /**
+   * The original URI and method a proxy names, from the header family the
+   * operator configured (`--forward-auth-header`): `X-Original-URI` and
+   * `X-Original-Method` (nginx), or `X-Forwarded-Uri` and `X-Forwarded-Method`
+   * (Caddy, Traefik). The other family is ignored. With `either`, exactly one
+   * family may carry a URI: a proxy sets its own, and a client may add the other.
+   */
+  function findOriginalHeaders(request: Request): { uri: string | null; method: string | null } {
+    const original = {
+      uri: request.headers.get("x-original-uri"),
+      method: request.headers.get("x-original-method"),
+    };
+    const forwarded = {
+      uri: request.headers.get("x-forwarded-uri"),
+      method: request.headers.get("x-forwarded-method"),
+    };
+    if (trusted === "x-original-uri") return original;
+    if (trusted === "x-forwarded-uri") return forwarded;
+    if (original.uri !== null && forwarded.uri !== null) {
+      throw new HttpError(
+        403,
+        "ambiguous_original_uri",
+        "Both X-Original-URI and X-Forwarded-Uri were sent: set --forward-auth-header to the one your proxy sets",
+      );
+    }
+    return original.uri !== null ? original : forwarded;
+  }
+
+  /** The original request a proxy asks about: its canonical path and its query, on this origin. */
+  function findOriginalRequest(request: Request, context: RequestContext) {
+    const headers = findOriginalHeaders(request);
+    const uri = headers.uri;
+    if (uri === null || !uri.startsWith("/")) {
+      throw new HttpError(
+        400,
+        "invalid_request",
+        "Missing original request: send its path and query in X-Original-URI or X-Forwarded-Uri",
+      );
+    }
+    const method = headers.method ?? request.method;
+    if (!METHOD.test(method)) {
+      throw new HttpError(400, "invalid_request", "Invalid X-Original-Method: expected a method");
+    }
+    // The same reading as a direct request: the path as sent through parseRequestPath, and a
+    // query on this origin (so "//secure/x" stays a path, never a host).
+    const { rawPath, search } = splitRequestTarget(uri);
+    let url: URL;
+    try {
+      url = new URL(context.url.origin + "/" + search);
+    } catch {
+      throw new HttpError(400, "invalid_request", "Invalid X-Original-URI: not a path and query");
+    }
+    let target: RequestPath;
+    try {
+      target = parseRequestPath(rawPath, pathOptions);
+    } catch (error) {
+      if (!(error instanceof HttpError)) throw error;
+      // A proxy passes 401 and 403 on to its client and turns anything else into 500.
+      throw new HttpError(403, error.code, error.message);
+    }
+    return { url, target, method: method.toUpperCase() };
+  }
+
+  function verify(request: Request, context: RequestContext): Response | Promise<Response> {
+    const original = findOriginalRequest(request, context);
+    if (original.target.format !== undefined) context.format = original.target.format;
+    const identity = gate.authenticate(
+      request,
+      { url: original.url, clientAddress: context.clientAddress },
+      original.target.secure,
+    );
+    const verified = (found: Identity): Response => {
+      context.apiKeyId = found.apiKeyId;
+      logger.debug("forward-auth verified", {
+        request_id: context.requestId,
+        method: original.method,
+        secure: original.target.secure,
+        key_id: found.apiKeyId,
+      });
+      return new Response(null, { status: 200, headers: toIdentityHeaders(found) });
+    };
+    // A cached grant is answered synchronously; anything else waits for the store.
+    return identity instanceof Promise ? identity.then(verified) : verified(identity);
+  }
+
+  function toIntrospection(format: "json" | "xml", body: Record<string, DocumentValue>) {
+    if (format === "xml") return toResponse(format, INTROSPECTION_ROOT, body);
+    return new Response(JSON.stringify(body), { headers: { "content-type": CONTENT_TYPES.json } });
+  }
+
+  const routes: Routes<RequestContext> = {
+    [INTROSPECT_PATH]: {
+      async POST(request, context) {
+        const caller = await gate.authenticateKey(request, context);
+        context.apiKeyId = caller.apiKeyId;
+        if (!caller.introspect) {
+          throw new AuthError(
+            "forbidden",
+            "This API key may not introspect tokens: ask for a resource-server key (--introspect)",
+          );
+        }
+        const token = await readTokenRequest(request);
+        const now = clock.now();
+        const status = isTokenShaped(token)
+          ? await store.findTokenStatus(hashSecret(token), now)
+          : undefined;
+        if (status === undefined || !status.live || status.expiresAt <= now) {
+          return toIntrospection(context.format, { active: false });
+        }
+        return toIntrospection(context.format, {
+          active: true,
+          sub: String(status.userId),
+          email: status.email,
+          key_id: status.apiKeyId,
+          iat: Math.floor(status.issuedAt / 1000),
+          exp: Math.floor(status.expiresAt / 1000),
+        });
+      },
+    },
+    [REVOKE_PATH]: {
+      async POST(request, context) {
+        const caller = await gate.authenticateKey(request, context);
+        context.apiKeyId = caller.apiKeyId;
+        const token = await readTokenRequest(request);
+        const tokenId = await revocation.revokeTokenOfKey(token, {
+          apiKeyId: caller.apiKeyId,
+          email: caller.email,
+          clientAddress: context.clientAddress,
+        });
+        if (tokenId !== undefined) {
+          logger.info("token revoked", {
+            event: "token_revoked",
+            request_id: context.requestId,
+            user_id: caller.userId,
+            key_id: caller.apiKeyId,
+            client: context.clientAddress,
+          });
+        }
+        // RFC 7009 §2.2: 200 whether or not there was such a token.
+        return new Response(null, { status: 200 });
+      },
+    },
+  };
+
+  return function routeBackend(
+    request: Request,
+    path: string,
+    context: RequestContext,
+  ): Response | Promise<Response> | undefined {
+    // nginx's auth_request sub-request keeps the original method, so every method is verified.
+    if (path === VERIFY_PATH) return verify(request, context);
+    return findRoute(routes, request.method, path)?.(request, context);
+  };
+}

@@ -1,0 +1,290 @@
+/**
+ * Password hashing and verification with argon2id, in a pool of workers.
+ *
+ * Hashing is deliberately slow (milliseconds and 19 MiB each), so it is the
+ * resource an attacker would exhaust. `@node-rs/argon2`'s async calls run one
+ * at a time under Deno, so keygate runs the synchronous ones in Web Workers:
+ * one per CPU by default, each computing one hash at a time, which lets
+ * logins use every core and never blocks the main thread that serves secure
+ * requests. At most `queue` jobs wait for a worker; beyond that the answer is
+ * 503 at once instead of a pile-up.
+ *
+ * A busy worker is handed its next job before it finishes the current one
+ * (up to {@link JOBS_PER_WORKER}), so it never idles while the main thread
+ * is busy elsewhere (a database commit, say) and cannot dispatch: that idle
+ * time cost about a tenth of the login rate. A job handed ahead still counts
+ * as waiting.
+ *
+ * @module
+ */
+import type { PasswordJob, PasswordResult } from "./password_worker.ts";
+
+export { ARGON2_OPTIONS } from "./argon2.ts";
+
+/** Hashes and verifies passwords. */
+export interface PasswordHasher {
+  /** Returns the argon2id PHC string for `password`. */
+  hash(password: string): Promise<string>;
+  /**
+   * Whether `password` matches `passwordHash`. With `undefined` (unknown or
+   * disabled user) it does the same work against a dummy hash and returns false.
+   *
+   * When `signal` aborts (the client went away) while the job still waits in
+   * the queue, the job is dropped and the call rejects with a 400
+   * `request_aborted`, so abandoned logins neither hold queue places nor cost
+   * a hash. A job a worker already holds runs to the end.
+   */
+  verify(
+    passwordHash: string | undefined,
+    password: string,
+    signal?: AbortSignal,
+  ): Promise<boolean>;
+  /** Stops the workers; pending and later calls reject. */
+  close(): void;
+}
+
+/** Options for {@link createPasswordHasher}. */
+export interface PasswordHasherOptions {
+  /** Workers, i.e. hashes computed at once. Default: the number of CPUs. */
+  workers?: number;
+  /** Jobs allowed to wait for a worker; beyond this, 503. Default: 4 × workers. */
+  queue?: number;
+  /** The worker module. Default: src/password_worker.ts (tests swap in a broken one). */
+  workerUrl?: URL;
+  /** See {@link STARVED_AFTER_MS}. */
+  starvedAfterMs?: number;
+  /** Gives the workers the CPU for `ms` (default: the main thread sleeps). Tests observe it. */
+  yieldCpu?: (ms: number) => void;
+}
+
+/**
+ * The hash an unknown or disabled user's password is checked against: the
+ * same parameters as every stored hash, so the work and time are the same.
+ * Its password was a random UUID, thrown away. A constant rather than one
+ * computed at run time, so that no first request pays for two hashes and no
+ * failure to compute it can make unknown users answer differently.
+ */
+export const DUMMY_HASH =
+  "$argon2id$v=19$m=19456,t=2,p=1$47iKqj5igRPIMrmMU08BMQ$wFT8wI07lOOVP0kKm/iAVOH+aqyrMANeHAyEdwYKjDo";
+
+/** Worker crashes, with no job done in between, after which the pool stops respawning. */
+export const MAX_CRASHES_IN_A_ROW = 5;
+
+/** Jobs a worker holds at once: the one it computes and the next. */
+export const JOBS_PER_WORKER = 2;
+
+/**
+ * Workers run in the idle scheduling class, so a core kept busy by requests
+ * (secure requests, or a client retrying a refused login in a tight loop)
+ * would starve logins completely. When a worker's current job has waited
+ * this long, the main thread sleeps {@link STARVATION_RELIEF_MS} every
+ * {@link STARVATION_CHECK_MS} until it is done: at worst a tenth of the core
+ * for logins, and only while they starve. Two seconds, not less: a worker
+ * that gets only the idle moments of a busy core takes a few hundred ms a
+ * hash, which is the priority we want, and each sleep stalls every secure
+ * request in flight (at 500 ms the valve opened all the time under the
+ * benchmark's saturated logins, and tripled secure p99).
+ */
+export const STARVED_AFTER_MS = 2000;
+export const STARVATION_CHECK_MS = 100;
+export const STARVATION_RELIEF_MS = 10;
+
+/** A verification given up because its request's signal aborted (the client went away). */
+export class PasswordCheckAborted extends Error {
+  constructor() {
+    super("The client went away before its login was checked");
+    this.name = "PasswordCheckAborted";
+  }
+}
+
+/** The pool's queue is full: the caller should retry after `retryAfterSeconds`. */
+export class PasswordPoolBusy extends Error {
+  readonly retryAfterSeconds = BUSY_RETRY_AFTER_SECONDS;
+  constructor() {
+    super("Too many logins in progress: try again shortly");
+    this.name = "PasswordPoolBusy";
+  }
+}
+
+function aborted(): PasswordCheckAborted {
+  return new PasswordCheckAborted();
+}
+
+/** Sleeps the calling thread (the main thread: no task runs meanwhile). */
+function sleepThread(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Seconds a caller is told to wait when hashing is saturated. */
+export const BUSY_RETRY_AFTER_SECONDS = 1;
+
+type JobInput =
+  | { op: "hash"; password: string }
+  | { op: "verify"; passwordHash: string; password: string };
+
+interface Job {
+  input: JobInput;
+  resolve(value: string | boolean): void;
+  reject(error: Error): void;
+}
+
+interface PoolWorker {
+  worker: Worker;
+  /** The jobs it holds, by id, in the order it computes them. */
+  jobs: { id: number; job: Job }[];
+  /** When its first job was handed to it (performance.now()). */
+  since: number;
+}
+
+/**
+ * Creates a hasher whose argon2id work runs in a pool of workers, started on
+ * first use.
+ */
+export function createPasswordHasher(options: PasswordHasherOptions = {}): PasswordHasher {
+  const size = Math.max(1, options.workers ?? navigator.hardwareConcurrency ?? 1);
+  const maxQueue = options.queue ?? 4 * size;
+  const workerUrl = options.workerUrl ?? new URL("./password_worker.ts", import.meta.url);
+  const pool: PoolWorker[] = [];
+  const waiting: Job[] = [];
+  let nextId = 1;
+  let closed = false;
+  let crashesInARow = 0;
+  let broken: Error | undefined;
+
+  function spawn(): PoolWorker {
+    const member: PoolWorker = {
+      worker: new Worker(workerUrl, { type: "module" }),
+      jobs: [],
+      since: 0,
+    };
+    member.worker.onmessage = (event: MessageEvent<PasswordResult>) => {
+      const current = member.jobs[0];
+      if (current === undefined || current.id !== event.data.id) return;
+      member.jobs.shift();
+      member.since = performance.now();
+      crashesInARow = 0;
+      dispatchNext(member); // first, so the worker's next job is queued before it finishes this one
+      if (event.data.ok) current.job.resolve(event.data.value);
+      else current.job.reject(new Error(`Password worker failed: ${event.data.error}`));
+    };
+    member.worker.onerror = (event: ErrorEvent) => {
+      event.preventDefault();
+      // A crashed worker is replaced; its job fails, the queue goes on. A worker that
+      // cannot even start (its module missing, say) would crash forever: after
+      // MAX_CRASHES_IN_A_ROW with no job done in between, the pool gives up.
+      const error = new Error(`Password worker crashed: ${event.message}`);
+      for (const { job } of member.jobs.splice(0)) job.reject(error);
+      member.worker.terminate();
+      const index = pool.indexOf(member);
+      if (index === -1 || closed) return;
+      if (++crashesInARow >= MAX_CRASHES_IN_A_ROW) {
+        broken = error;
+        for (const job of waiting.splice(0)) job.reject(error);
+        return;
+      }
+      pool[index] = spawn();
+      dispatchNext(pool[index]);
+    };
+    return member;
+  }
+
+  function dispatch(member: PoolWorker, job: Job): void {
+    const id = nextId++;
+    if (member.jobs.length === 0) member.since = performance.now();
+    member.jobs.push({ id, job });
+    member.worker.postMessage({ id, ...job.input } as PasswordJob);
+    watchForStarvation();
+  }
+
+  const starvedAfterMs = options.starvedAfterMs ?? STARVED_AFTER_MS;
+  const yieldCpu = options.yieldCpu ?? sleepThread;
+  let watchdog: ReturnType<typeof setInterval> | undefined;
+
+  /** While any job is out, checks that the workers are not starved of CPU (see STARVED_AFTER_MS). */
+  function watchForStarvation(): void {
+    if (watchdog !== undefined) return;
+    watchdog = setInterval(() => {
+      const busy = pool.filter((member) => member.jobs.length > 0);
+      if (busy.length === 0 || closed) {
+        clearInterval(watchdog);
+        watchdog = undefined;
+        return;
+      }
+      const now = performance.now();
+      if (busy.some((member) => now - member.since > starvedAfterMs)) {
+        yieldCpu(STARVATION_RELIEF_MS);
+      }
+    }, STARVATION_CHECK_MS);
+    Deno.unrefTimer(watchdog);
+  }
+
+  /** Tops a worker up to {@link JOBS_PER_WORKER} from the waiting jobs. */
+  function dispatchNext(member: PoolWorker): void {
+    while (member.jobs.length < JOBS_PER_WORKER && waiting.length > 0) {
+      dispatch(member, waiting.shift()!);
+    }
+  }
+
+  /** Jobs accepted and not yet computing: queued here or handed ahead to a busy worker. */
+  function countWaiting(): number {
+    let ahead = 0;
+    for (const member of pool) ahead += Math.max(0, member.jobs.length - 1);
+    return waiting.length + ahead;
+  }
+
+  function run(input: JobInput, signal?: AbortSignal): Promise<string | boolean> {
+    if (closed) return Promise.reject(new Error("Password hasher is closed"));
+    if (broken !== undefined) return Promise.reject(broken);
+    if (signal?.aborted) return Promise.reject(aborted());
+    if (pool.length === 0) { for (let i = 0; i < size; i++) pool.push(spawn()); }
+    return new Promise((resolve, reject) => {
+      const job: Job = { input, resolve, reject };
+      const idle = pool.find((member) => member.jobs.length === 0);
+      if (idle !== undefined) dispatch(idle, job);
+      else if (countWaiting() < maxQueue) {
+        const roomy = pool.find((member) => member.jobs.length < JOBS_PER_WORKER);
+        if (roomy !== undefined) dispatch(roomy, job);
+        else {
+          waiting.push(job);
+          signal?.addEventListener("abort", () => {
+            const index = waiting.indexOf(job);
+            if (index === -1) return; // already handed to a worker: it runs to the end
+            waiting.splice(index, 1);
+            reject(aborted());
+          }, { once: true });
+        }
+      } else {
+        reject(
+          new PasswordPoolBusy(),
+        );
+      }
+    });
+  }
+
+  return {
+    async hash(password) {
+      return await run({ op: "hash", password }) as string;
+    },
+    async verify(passwordHash, password, signal) {
+      if (passwordHash !== undefined) {
+        return await run({ op: "verify", passwordHash, password }, signal) as boolean;
+      }
+      // The same work as for a real user: verify against a hash of a random secret.
+      await run({ op: "verify", passwordHash: DUMMY_HASH, password }, signal);
+      return false;
+    },
+    close() {
+      closed = true;
+      clearInterval(watchdog);
+      watchdog = undefined;
+      for (const member of pool) {
+        member.worker.terminate();
+        for (const { job } of member.jobs.splice(0)) {
+          job.reject(new Error("Password hasher is closed"));
+        }
+      }
+      for (const job of waiting.splice(0)) job.reject(new Error("Password hasher is closed"));
+      pool.length = 0;
+    },
+  };
+}

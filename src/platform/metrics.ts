@@ -1,0 +1,147 @@
+/**
+ * Prometheus metrics, on prom-client with a registry of its own per
+ * {@link createMetrics} call (no global state), and the handler of the
+ * separate metrics listener.
+ *
+ * Labels take values from small fixed sets (route patterns, error codes),
+ * never raw paths or anything a caller chooses freely.
+ *
+ * @module
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** Why a secure request was let through (`ok`) or refused. */
+export type SecureOutcome = "allowed" | "denied";
+
+/** Options for {@link createMetrics}. */
+export interface MetricsOptions {
+  /** Counts live tokens at scrape time; throws to report a database error. */
+  countLiveTokens?: () => Promise<number>;
+}
+
+/** Seconds; from a fast secure request (sub-millisecond) to a queued password check. */
+const LATENCY_BUCKETS = [
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+];
+
+/** The counters, histograms and gauges keygate exposes. */
+export interface Metrics {
+  /** A token was issued. */
+  tokenIssued(): void;
+  /** A token request failed; `reason` is an error code (`invalid_credentials`, …). */
+  loginFailed(reason: string): void;
+  /**
+   * A request was refused by throttling, by route pattern. The handler calls
+   * it for every 429 response; throttling code need not.
+   */
+  throttled(route: string): void;
+  /** A secure request was authenticated (`ok`) or refused (`invalid_token`, `token_expired`, …). */
+  secureRequest(outcome: SecureOutcome, reason: string): void;
+  /** A request finished; `route` is a route pattern, never a raw path. */
+  observeRequest(labels: { route: string; method: string; status: number }, seconds: number): void;
+  /** A database operation failed (`request`, `readiness`, `janitor`, `live_tokens`). */
+  databaseError(source: string): void;
+  /** Token rows deleted by the janitor. */
+  tokensPurged(count: number): void;
+  /** The registry in Prometheus text format. */
+  render(): Promise<string>;
+  readonly contentType: string;
+}
+
+/** Creates a metrics set with its own registry. */
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  const registers = [registry];
+  // Registered first, so it renders first, as before.
+  const countLiveTokens = options.countLiveTokens;
+  const liveTokens = countLiveTokens === undefined ? undefined : new Gauge({
+    name: "keygate_live_tokens",
+    help: "Tokens neither expired nor revoked, counted at scrape time",
+    registers,
+  });
+  /** Counts live tokens before a scrape renders, so that a failure is counted in that scrape. */
+  async function countTokensNow(): Promise<void> {
+    if (liveTokens === undefined || countLiveTokens === undefined) return;
+    try {
+      liveTokens.set(await countLiveTokens());
+    } catch {
+      databaseErrors.inc({ source: "live_tokens" });
+      liveTokens.set(Number.NaN);
+    }
+  }
+  const issued = new Counter({
+    name: "keygate_tokens_issued_total",
+    help: "Access tokens issued",
+    registers,
+  });
+  const loginFailures = new Counter({
+    name: "keygate_login_failures_total",
+    help: "Failed token requests, by error code",
+    labelNames: ["reason"] as const,
+    registers,
+  });
+  const throttled = new Counter({
+    name: "keygate_throttled_requests_total",
+    help: "Requests refused by throttling (429), by route pattern",
+    labelNames: ["route"] as const,
+    registers,
+  });
+  const secure = new Counter({
+    name: "keygate_secure_requests_total",
+    help: "Secure requests allowed or denied, by reason",
+    labelNames: ["outcome", "reason"] as const,
+    registers,
+  });
+  const latency = new Histogram({
+    name: "keygate_http_request_duration_seconds",
+    help: "Time from request to response, by route pattern, method and status",
+    labelNames: ["route", "method", "status"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const databaseErrors = new Counter({
+    name: "keygate_database_errors_total",
+    help: "Failed database operations, by where they happened",
+    labelNames: ["source"] as const,
+    registers,
+  });
+  const purged = new Counter({
+    name: "keygate_tokens_purged_total",
+    help: "Expired and revoked token rows deleted by the janitor",
+    registers,
+  });
+  // Known label values start at zero, so rates work from the first scrape.
+  for (const reason of ["ok", "invalid_token", "token_expired"]) {
+    secure.labels({ outcome: reason === "ok" ? "allowed" : "denied", reason });
+  }
+  loginFailures.labels({ reason: "invalid_credentials" });
+  databaseErrors.labels({ source: "request" });
+
+  return {
+    tokenIssued: () => issued.inc(),
+    loginFailed: (reason) => loginFailures.inc({ reason }),
+    throttled: (route) => throttled.inc({ route }),
+    secureRequest: (outcome, reason) => secure.inc({ outcome, reason }),
+    observeRequest: ({ route, method, status }, seconds) =>
+      latency.observe({ route, method, status: String(status) }, seconds),
+    databaseError: (source) => databaseErrors.inc({ source }),
+    tokensPurged: (count) => purged.inc(count),
+    render: async () => {
+      await countTokensNow();
+      return registry.metrics();
+    },
+    contentType: registry.contentType,
+  };
+}

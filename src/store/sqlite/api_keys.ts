@@ -1,0 +1,176 @@
+/**
+ * The api_keys table: keys, their state, rotation and last use.
+ *
+ * @module
+ */
+import { StoreConflict } from "../errors.ts";
+import type { ApiKey, NewApiKey, Store } from "../store.ts";
+import type { Connection, Row } from "./connection.ts";
+import { toApiKey } from "./rows.ts";
+import { KEY_USABLE } from "./rules.ts";
+
+/** The API-key methods of the store. */
+export type ApiKeyStore = Pick<
+  Store,
+  | "insertApiKey"
+  | "findApiKeyByHash"
+  | "findApiKeyById"
+  | "listApiKeys"
+  | "findKeyHolder"
+  | "revokeApiKey"
+  | "updateApiKeyDisabled"
+  | "rotateApiKey"
+  | "recordKeyUsage"
+>;
+
+export function createApiKeyStore(conn: Connection): ApiKeyStore {
+  const { sql } = conn;
+  // Keeps grants: a new key has no tokens yet.
+  const keyInsert = sql(
+    `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
+     VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
+    "keeps-grants",
+  );
+  const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
+  const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
+  const keysAll = sql(
+    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+     JOIN users u ON u.id = k.user_id ORDER BY u.email, k.id`,
+  );
+  const keysOfUser = sql(
+    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+     JOIN users u ON u.id = k.user_id WHERE k.user_id = :user_id ORDER BY k.id`,
+  );
+  const keyRevoke = sql(
+    "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
+  );
+  const tokensRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
+       AND issued_at >= (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)`,
+  );
+  const keySetDisabled = sql(
+    "UPDATE api_keys SET disabled_at = :disabled_at WHERE id = :id AND revoked_at IS NULL",
+  );
+  const keySetReplaced = sql(
+    `UPDATE api_keys SET replaced_by = :replaced_by,
+       expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
+     WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
+  );
+  // Keeps grants: last use is bookkeeping, not part of a grant.
+  const keyAddUsage = sql(
+    `UPDATE api_keys SET
+       last_used_from = CASE WHEN :at >= coalesce(last_used_at, 0) THEN :address
+                        ELSE last_used_from END,
+       last_used_at = max(coalesce(last_used_at, 0), :at),
+       use_count = use_count + :count
+     WHERE id = :id`,
+    "keeps-grants",
+  );
+  // The API-key gate, introspection and revocation (see KEY_USABLE).
+  const keyHolder = sql(
+    `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
+     JOIN users u ON u.id = k.user_id
+     WHERE k.key_hash = :key_hash AND ${KEY_USABLE}`,
+  );
+
+  function insertKey(key: NewApiKey, now: number): ApiKey {
+    return toApiKey(keyInsert.get({
+      key_hash: key.keyHash,
+      prefix: key.prefix,
+      user_id: key.userId,
+      label: key.label,
+      introspect: key.introspect ? 1 : 0,
+      now,
+      expires_at: key.expiresAt ?? null,
+    }) as Row);
+  }
+
+  return {
+    insertApiKey(key, { now, audit }) {
+      return conn.write(() => insertKey(key, now), audit);
+    },
+
+    findApiKeyByHash(keyHash) {
+      return conn.read(() => {
+        const row = keyByHash.get({ key_hash: keyHash }) as Row | undefined;
+        return row && toApiKey(row);
+      });
+    },
+
+    findApiKeyById(id) {
+      return conn.read(() => {
+        const row = keyById.get({ id }) as Row | undefined;
+        return row && toApiKey(row);
+      });
+    },
+
+    listApiKeys(userId) {
+      return conn.read(() => {
+        const rows = userId === undefined ? keysAll.all() : keysOfUser.all({ user_id: userId });
+        return (rows as Row[]).map((row) => ({
+          ...toApiKey(row),
+          email: row.email as string,
+          userDisabled: row.user_disabled === 1,
+        }));
+      });
+    },
+
+    findKeyHolder(keyHash, now) {
+      return conn.read(() => {
+        const row = keyHolder.get({ key_hash: keyHash, now }) as Row | undefined;
+        if (!row) return undefined;
+        return {
+          apiKeyId: row.api_key_id as number,
+          userId: row.user_id as number,
+          email: row.email as string,
+          introspect: row.introspect === 1,
+        };
+      });
+    },
+
+    revokeApiKey(id, { now, audit }) {
+      return conn.write(() => {
+        keyRevoke.run({ id, now });
+        return Number(tokensRevokeOfKey.run({ api_key_id: id, now }).changes);
+      }, audit);
+    },
+
+    updateApiKeyDisabled(id, { disabled, now, audit }) {
+      return conn.write(
+        () => Number(keySetDisabled.run({ id, disabled_at: disabled ? now : null }).changes) === 1,
+        audit,
+      );
+    },
+
+    rotateApiKey(oldKeyId, { successor, oldKeyExpiresAt, now, audit }) {
+      return conn.write(() => {
+        const key = insertKey(successor, now);
+        const { changes } = keySetReplaced.run({
+          id: oldKeyId,
+          replaced_by: key.id,
+          expires_at: oldKeyExpiresAt,
+        });
+        // Another rotation or a revocation got there first: roll the successor back.
+        if (Number(changes) !== 1) {
+          throw new StoreConflict(`API key ${oldKeyId} was rotated or revoked meanwhile`);
+        }
+        return key;
+      }, audit);
+    },
+
+    async recordKeyUsage(usages) {
+      if (usages.length === 0) return;
+      await conn.write(() => {
+        for (const usage of usages) {
+          keyAddUsage.run({
+            id: usage.apiKeyId,
+            at: usage.lastUsedAt,
+            address: usage.lastUsedFrom,
+            count: usage.count,
+          });
+        }
+      });
+    },
+  };
+}

@@ -1,0 +1,368 @@
+/**
+ * One SQLite connection and the mechanics every table group shares:
+ * pragmas and migrations, prepared statements that count grant-ending
+ * writes, `BEGIN IMMEDIATE` transactions with their audit rows, the busy
+ * retry, error classification, durability, and the grant change feed.
+ *
+ * Nothing in here awaits inside a transaction: a write's function runs
+ * synchronously from `BEGIN IMMEDIATE` to `COMMIT`, so a transaction can
+ * never span an `await`.
+ *
+ * @module
+ */
+import {
+  DatabaseSync,
+  type SQLInputValue,
+  type StatementResultingChanges,
+  type StatementSync,
+} from "node:sqlite";
+import type { AuditEntries, AuditEntry, AuditOf, GrantEpoch } from "../store.ts";
+import { writeWhenUnlocked } from "./busy_retry.ts";
+import { isDatabaseBusy, isDatabaseUnavailable, toStoreError } from "./errors.ts";
+import { migrate, MIGRATIONS } from "./migrations.ts";
+import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
+
+/** Bytes of the database file that reads go through a memory map for. */
+export const MMAP_BYTES = 256 * 1024 * 1024;
+
+/** How long a write waits for another connection's write lock before failing with SQLITE_BUSY. */
+export const BUSY_TIMEOUT_MS = 2000;
+
+/** Options for opening a SQLite store. */
+export interface SqliteStoreOptions {
+  /** How long a write waits for another connection's lock. Default {@link BUSY_TIMEOUT_MS}. */
+  busyTimeoutMs?: number;
+  /**
+   * Caps the database at this many pages (`PRAGMA max_page_count`), after
+   * which writes fail as on a full disk. Default: SQLite's own limit.
+   */
+  maxPageCount?: number;
+  /**
+   * `"full"` (the default): every commit is synced to disk before it
+   * returns (`PRAGMA synchronous = FULL`). `"grants"`, for the server: only
+   * commits that can end a grant (revocations, key and user changes) are
+   * synced before they return; others (a new token and its audit row, a
+   * key's last use, throttle counters) reach the disk with the next synced
+   * commit or checkpoint, so a power cut (not a crash of keygate) can lose
+   * the last of them. A login then costs no fsync on the thread that
+   * serves secure requests.
+   */
+  durability?: "full" | "grants";
+}
+
+/** A row as `node:sqlite` returns it. */
+export type Row = Record<string, SQLInputValue>;
+
+/** What the store uses of a prepared statement. */
+export type Statement = Pick<StatementSync, "run" | "get" | "all">;
+
+/** Rows of 128-character subjects a readiness probe writes: with their index, more than two pages. */
+const PROBE_ROWS = 40;
+
+/** Statements that write (and so may end a grant, unless declared otherwise). */
+const WRITES = /^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
+
+/** An open connection and its shared mechanics. */
+export interface Connection {
+  readonly db: DatabaseSync;
+  readonly path: string;
+  readonly busyTimeoutMs: number;
+  /**
+   * Prepares a statement. A write counts as a grant write whenever it
+   * changes a row, unless it is declared `"keeps-grants"`: it cannot end or
+   * change any live token grant. Writes are counted by default, so a new
+   * one cannot be forgotten.
+   */
+  sql(text: string, effect?: "keeps-grants"): Statement;
+  /** Runs a read; SQLite's errors become store errors. */
+  read<T>(fn: () => T): Promise<T>;
+  /**
+   * Runs `fn` and appends `audit` in one `BEGIN IMMEDIATE` transaction,
+   * waiting for another connection's lock between turns of the event loop;
+   * SQLite's errors become store errors.
+   */
+  write<T>(fn: () => T, audit?: AuditOf<T>): Promise<T>;
+  /** The synchronous transaction `write` uses (nested calls join the outer one). */
+  transaction<T>(fn: () => T): T;
+  /** Runs `fn` with SQLite's busy wait off (see busy_retry.ts). */
+  withoutBusyWait<T>(fn: () => T): T;
+  /** See `Store.readGrantEpoch`. */
+  readGrantEpoch(): GrantEpoch;
+  /** Writes through this connection that may have ended or changed a grant. */
+  readGrantWrites(): number;
+  /** WAL syncs made after grant-ending commits, with durability `"grants"`. */
+  readWalSyncs(): number;
+  /** `PRAGMA data_version` reads by the grant change feed (the WAL index spares the rest). */
+  readDataVersionReads(): number;
+  /** See `Store.findWriteFailure`. */
+  findWriteFailure(): string | undefined;
+  close(): void;
+}
+
+/** Syncs a database's WAL file to disk, for durability `"grants"`. */
+interface WalSync {
+  sync(): void;
+  close(): void;
+}
+
+function openWalSync(path: string): WalSync {
+  // The -wal file exists once the connection has read in WAL mode (the migrations did).
+  // SQLite holds no POSIX locks on it, so this descriptor can be closed at any time.
+  const file = Deno.openSync(`${path}-wal`, { read: true });
+  return { sync: () => file.syncDataSync(), close: () => file.close() };
+}
+
+/**
+ * Opens (creating if needed) the database at `path`, applies pragmas and
+ * pending migrations.
+ */
+export function openConnection(path: string, options: SqliteStoreOptions = {}): Connection {
+  const busyTimeoutMs = options.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
+  if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new RangeError(`Invalid busyTimeoutMs "${busyTimeoutMs}": expected a whole number`);
+  }
+  const db = new DatabaseSync(path, { timeout: busyTimeoutMs });
+  try {
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+    if (path !== ":memory:") db.exec("PRAGMA journal_mode = WAL");
+    const durability = options.durability ?? "full";
+    db.exec(
+      `PRAGMA synchronous = ${durability === "full" || path === ":memory:" ? "FULL" : "NORMAL"}`,
+    );
+    db.exec("PRAGMA foreign_keys = ON");
+    // Read pages through a memory map: token lookups in a large table cost no read()
+    // system call, and the pages live in the OS page cache rather than our heap.
+    db.exec(`PRAGMA mmap_size = ${MMAP_BYTES}`);
+    migrate(db, MIGRATIONS);
+    if (options.maxPageCount !== undefined) {
+      if (!Number.isSafeInteger(options.maxPageCount) || options.maxPageCount < 1) {
+        throw new RangeError(`Invalid maxPageCount "${options.maxPageCount}"`);
+      }
+      db.exec(`PRAGMA max_page_count = ${options.maxPageCount}`);
+    }
+    // WAL mode: the commit frames are in the -wal file, and syncing it makes them durable.
+    // SQLite keeps -wal and -shm beside the file a symbolic link points to.
+    const syncWal = durability === "grants" && path !== ":memory:"
+      ? openWalSync(Deno.realPathSync(path))
+      : undefined;
+    return createConnection(db, path, busyTimeoutMs, openCommitCounter(path), syncWal);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+function createConnection(
+  db: DatabaseSync,
+  path: string,
+  busyTimeoutMs: number,
+  commits: CommitCounter,
+  syncWal: WalSync | undefined,
+): Connection {
+  let grantWrites = 0;
+  let walSyncs = 0;
+
+  /** Makes what has committed durable (see SqliteStoreOptions.durability `"grants"`). */
+  function syncCommitted(): void {
+    if (syncWal === undefined) return;
+    syncWal.sync();
+    walSyncs++;
+  }
+
+  /** After a write that can end a grant commits: make it durable (see durability). */
+  function grantWritten(): void {
+    grantWrites++;
+    if (!db.isTransaction) syncCommitted(); // autocommit: it has committed; else see transaction()
+  }
+
+  function sql(text: string, effect?: "keeps-grants"): Statement {
+    const statement = db.prepare(text);
+    if (effect === "keeps-grants" || !WRITES.test(text)) return statement;
+    // The three methods take the same parameters as the statement's own (named or positional).
+    const counted = {
+      run(...args: unknown[]) {
+        const result: StatementResultingChanges = Reflect.apply(statement.run, statement, args);
+        if (Number(result.changes) > 0) grantWritten();
+        return result;
+      },
+      get(...args: unknown[]) {
+        const row = Reflect.apply(statement.get, statement, args);
+        if (row !== undefined) grantWritten(); // RETURNING: a row came back, so one changed
+        return row;
+      },
+      all(...args: unknown[]) {
+        const rows: unknown[] = Reflect.apply(statement.all, statement, args);
+        if (rows.length > 0) grantWritten();
+        return rows;
+      },
+    };
+    return counted as unknown as Statement;
+  }
+
+  // Keeps grants: the audit table is not read by the gate.
+  const auditInsert = sql(
+    `INSERT INTO audit_log (at, actor, action, subject, detail)
+     VALUES (:at, :actor, :action, :subject, :detail)`,
+    "keeps-grants",
+  );
+  const dataVersion = db.prepare("PRAGMA data_version");
+
+  /**
+   * Why writes fail (SQLite's message, such as "database or disk is full")
+   * for a reason a retry will not soon cure, until a write succeeds.
+   */
+  let writeFailure: string | undefined;
+
+  function noteWriteFailure(error: unknown): void {
+    if (!isDatabaseBusy(error) && isDatabaseUnavailable(error)) {
+      writeFailure = String((error as Error).message).slice(0, 200);
+    }
+  }
+
+  // Keeps grants: throttle counters no login can have.
+  const probeUpsert = sql(
+    `INSERT INTO login_failures (subject, failures, last_failure_at, blocked_until, forget_at)
+     VALUES (:subject, 1, 0, 0, 1) ON CONFLICT (subject) DO NOTHING`,
+    "keeps-grants",
+  );
+  const probeDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
+
+  /**
+   * Writes and removes throttle counters no login can have: whether the
+   * database takes writes now. They fill more than two 4 KiB pages, so the
+   * file must be able to grow.
+   */
+  function probeWrite(): void {
+    const subjects = Array.from(
+      { length: PROBE_ROWS },
+      (_, i) => `probe:readiness:${i}:`.padEnd(128, "-"),
+    );
+    for (const subject of subjects) probeUpsert.run({ subject });
+    for (const subject of subjects) probeDelete.run({ subject });
+  }
+
+  function appendEntry(entry: AuditEntry): void {
+    auditInsert.run({
+      at: entry.at,
+      actor: entry.actor,
+      action: entry.action,
+      subject: entry.subject,
+      detail: JSON.stringify(entry.detail ?? {}),
+    });
+  }
+
+  function appendEntries(entries: AuditEntries): void {
+    if (entries === undefined) return;
+    if (Array.isArray(entries)) { for (const entry of entries) appendEntry(entry); }
+    else appendEntry(entries as AuditEntry);
+  }
+
+  function transaction<T>(fn: () => T): T {
+    // Nested calls join the outer transaction.
+    if (db.isTransaction) return fn();
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      const before = grantWrites;
+      const result = fn();
+      db.exec("COMMIT");
+      if (grantWrites !== before) syncCommitted();
+      return result;
+    } catch (error) {
+      if (db.isTransaction) db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  function withoutBusyWait<T>(fn: () => T): T {
+    db.exec("PRAGMA busy_timeout = 0");
+    try {
+      return fn();
+    } finally {
+      db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+    }
+  }
+
+  const connection: Connection = {
+    db,
+    path,
+    busyTimeoutMs,
+    sql,
+    transaction,
+    withoutBusyWait,
+    // deno-lint-ignore require-await
+    async read(fn) {
+      try {
+        return fn();
+      } catch (error) {
+        throw toStoreError(error);
+      }
+    },
+    async write(fn, audit) {
+      try {
+        const result = await writeWhenUnlocked(connection, () =>
+          transaction(() => {
+            const result = fn();
+            appendEntries(typeof audit === "function" ? audit(result) : audit);
+            return result;
+          }));
+        writeFailure = undefined;
+        return result;
+      } catch (error) {
+        noteWriteFailure(error);
+        throw toStoreError(error);
+      }
+    },
+    readGrantEpoch,
+    readGrantWrites: () => grantWrites,
+    readWalSyncs: () => walSyncs,
+    readDataVersionReads: () => dataVersionReads,
+    findWriteFailure() {
+      if (writeFailure === undefined) return undefined;
+      // A probe write, so that readiness recovers without waiting for a client's write.
+      try {
+        withoutBusyWait(() => transaction(probeWrite));
+        writeFailure = undefined;
+      } catch (error) {
+        if (!isDatabaseBusy(error)) writeFailure = String((error as Error).message).slice(0, 200);
+      }
+      return writeFailure;
+    },
+    close() {
+      if (db.isOpen) db.close();
+      commits.close(); // after the connection: see wal_index.ts
+      syncWal?.close();
+    },
+  };
+
+  // The grant change feed. Cheapest first: the commit count in the WAL index (a load from
+  // shared memory; unchanged means no connection has committed); otherwise
+  // `PRAGMA data_version`, which moves only when another connection committed; and this
+  // connection's own grant writes. Its other writes (a new token, a key's last use, audit
+  // rows) do not move the epoch, so that logins do not cost every secure request a miss.
+  let epoch = 0;
+  let seenCommits: number | undefined;
+  let seenDataVersion = -1;
+  let seenGrantWrites = -1;
+  let dataVersionReads = 0;
+
+  function readGrantEpoch(): GrantEpoch {
+    const writes = grantWrites;
+    // Read before data_version: a commit in between is then seen next time.
+    const count = commits.read();
+    if (count !== undefined && count === seenCommits && writes === seenGrantWrites) return epoch;
+    let version: number;
+    dataVersionReads++;
+    try {
+      version = (dataVersion.get() as { data_version: number }).data_version;
+    } catch (error) {
+      throw toStoreError(error);
+    }
+    if (version !== seenDataVersion || writes !== seenGrantWrites) epoch++;
+    seenCommits = count;
+    seenDataVersion = version;
+    seenGrantWrites = writes;
+    return epoch;
+  }
+
+  return connection;
+}

@@ -1,0 +1,154 @@
+/**
+ * The database schema, as an ordered list of migrations.
+ *
+ * Migration N brings a database from `PRAGMA user_version` N-1 to N. They are
+ * TypeScript strings rather than .sql files so that `deno compile` embeds them
+ * and the binary needs nothing beside it. Never edit a migration that has
+ * shipped: add the next one.
+ *
+ * Times are integer milliseconds since the Unix epoch (UTC). Secrets are
+ * stored only as SHA-256 digests (`*_hash BLOB`) or, for passwords, as
+ * argon2id PHC strings.
+ *
+ * @module
+ */
+import type { DatabaseSync } from "node:sqlite";
+
+/** One schema step. */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "init",
+    sql: `
+CREATE TABLE users (
+  id INTEGER PRIMARY KEY,
+  email TEXT NOT NULL UNIQUE CHECK (email = lower(email) AND length(email) BETWEEN 3 AND 254),
+  password_hash TEXT NOT NULL,
+  token_timeout_seconds INTEGER CHECK (token_timeout_seconds > 0),
+  disabled INTEGER NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1)),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE api_keys (
+  id INTEGER PRIMARY KEY,
+  key_hash BLOB NOT NULL UNIQUE CHECK (length(key_hash) = 32),
+  prefix TEXT NOT NULL,
+  user_id INTEGER NOT NULL REFERENCES users (id),
+  label TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX api_keys_by_user ON api_keys (user_id);
+
+CREATE TABLE tokens (
+  id INTEGER PRIMARY KEY,
+  token_hash BLOB NOT NULL UNIQUE CHECK (length(token_hash) = 32),
+  user_id INTEGER NOT NULL REFERENCES users (id),
+  api_key_id INTEGER NOT NULL REFERENCES api_keys (id),
+  issued_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL CHECK (expires_at > issued_at),
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX tokens_by_user ON tokens (user_id, expires_at);
+CREATE INDEX tokens_by_api_key ON tokens (api_key_id, expires_at);
+CREATE INDEX tokens_by_expiry ON tokens (expires_at);
+`,
+  },
+  {
+    version: 2,
+    name: "login_failures",
+    // Brute-force counters (src/throttle.ts). `subject` is "key:<api_key_id>" for the
+    // (API key, e-mail) counter, which is only kept when the key belongs to that
+    // e-mail's user, or "client:<address>" (an IPv6 address reduced to its /64) for
+    // the client counter. E-mails never appear here, so unknown e-mails create no rows.
+    sql: `
+CREATE TABLE login_failures (
+  subject TEXT PRIMARY KEY CHECK (length(subject) BETWEEN 1 AND 128),
+  failures INTEGER NOT NULL CHECK (failures > 0),
+  last_failure_at INTEGER NOT NULL,
+  blocked_until INTEGER NOT NULL,
+  forget_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX login_failures_by_forget_at ON login_failures (forget_at);
+`,
+  },
+  {
+    version: 3,
+    name: "key and token lifecycle, audit log",
+    sql: `
+-- Key lifecycle. expires_at: the key stops working at this instant (set at
+-- creation with --expires, or shortened by a rotation's grace period).
+-- disabled_at: suspended until enabled again. replaced_by: the successor
+-- issued by a rotation. last_used_*: written in batches by the usage flusher.
+ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+ALTER TABLE api_keys ADD COLUMN disabled_at INTEGER;
+ALTER TABLE api_keys ADD COLUMN replaced_by INTEGER REFERENCES api_keys (id);
+ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+ALTER TABLE api_keys ADD COLUMN last_used_from TEXT;
+ALTER TABLE api_keys ADD COLUMN use_count INTEGER NOT NULL DEFAULT 0 CHECK (use_count >= 0);
+
+-- Per-user revocation cutoff: a token is valid only if issued_at >= tokens_valid_from.
+ALTER TABLE users ADD COLUMN tokens_valid_from INTEGER NOT NULL DEFAULT 0;
+
+-- Append-only audit trail of admin changes and security events. No secrets:
+-- subjects are e-mails of known users, key ids and token ids.
+CREATE TABLE audit_log (
+  id INTEGER PRIMARY KEY,
+  at INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  action TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(detail))
+) STRICT;
+CREATE INDEX audit_log_by_time ON audit_log (at);
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+`,
+  },
+  {
+    version: 4,
+    name: "introspect_keys",
+    sql: `
+ALTER TABLE api_keys ADD COLUMN introspect INTEGER NOT NULL DEFAULT 0 CHECK (introspect IN (0, 1));
+`,
+  },
+];
+
+/** Applies the migrations newer than `PRAGMA user_version`, each in its own transaction. */
+export function migrate(db: DatabaseSync, migrations: readonly Migration[]): void {
+  migrations.forEach((migration, index) => {
+    if (migration.version !== index + 1) {
+      throw new Error(
+        `Migration ${migration.name} is numbered ${migration.version}, not ${index + 1}`,
+      );
+    }
+  });
+  for (const migration of migrations) {
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
+      if (user_version > migrations.length) {
+        throw new Error(
+          `Database schema version ${user_version} is newer than this keygate knows (${migrations.length}): upgrade keygate`,
+        );
+      }
+      if (user_version < migration.version) {
+        db.exec(migration.sql);
+        db.exec(`PRAGMA user_version = ${migration.version}`);
+      }
+      db.exec("COMMIT");
+    } catch (error) {
+      db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * The rules that live in SQL, written once as fragments over the aliases
+ * `t` (tokens), `k` (api_keys) and `u` (users). The conformance suite
+ * (tests/store/contract.ts) pins each of them, so another backend's dialect
+ * cannot drift.
+ *
+ * @module
+ */
+
+/**
+ * The one rule for "key `k` of user `u` is usable at `:now`": not revoked,
+ * disabled or expired, and its user enabled.
+ */
+export const KEY_USABLE = `k.revoked_at IS NULL AND k.disabled_at IS NULL
+  AND (k.expires_at IS NULL OR k.expires_at > :now) AND u.disabled = 0`;
+
+/**
+ * The one rule for "token `t` is valid at `:now`, its own expiry aside": its
+ * key is usable, it is not revoked, and it was issued at or after its user's
+ * cutoff. The token's expiry is left to the caller, which tells an expired
+ * token (401 `token_expired`) from an invalid one.
+ */
+export const TOKEN_VALID = `t.revoked_at IS NULL AND t.issued_at >= u.tokens_valid_from
+  AND ${KEY_USABLE}`;
+
+/** {@link TOKEN_VALID} and not expired at `:now`: a live token. */
+export const TOKEN_LIVE = `${TOKEN_VALID} AND t.expires_at > :now`;
+
+/**
+ * When token `t` stopped working for good: the earliest of its expiry, its
+ * revocation, its key's expiry or revocation, and, for a token issued before
+ * its user's cutoff, the user's `updated_at` (set when the cutoff was
+ * raised, and only ever later: never before the token stopped, so retention
+ * is never cut short). A disabled key or user is not an end: it can be
+ * enabled again (disabling a user also moves the cutoff, which is). Rows
+ * whose end lies at or before `:cutoff` may be deleted; the janitor's
+ * retention counts from this instant.
+ */
+export const TOKEN_ENDED_AT = `min(t.expires_at,
+  coalesce(t.revoked_at, t.expires_at),
+  coalesce(k.expires_at, t.expires_at),
+  coalesce(k.revoked_at, t.expires_at),
+  CASE WHEN t.issued_at < u.tokens_valid_from THEN u.updated_at ELSE t.expires_at END)`;

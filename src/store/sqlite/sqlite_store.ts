@@ -1,0 +1,96 @@
+/**
+ * The SQLite backend of the store contract (src/store/store.ts): one
+ * connection (connection.ts) and one module per table group, composed here.
+ *
+ * @module
+ */
+import { existsSync } from "node:fs";
+import type { AuditRecord, Store, StoreTable } from "../store.ts";
+import { createApiKeyStore } from "./api_keys.ts";
+import {
+  type Connection,
+  openConnection,
+  type Row,
+  type SqliteStoreOptions,
+} from "./connection.ts";
+import { createLoginFailureStore } from "./login_failures.ts";
+import { createSqliteMaintenance, type SqliteMaintenance } from "./maintenance.ts";
+import { createTokenStore } from "./tokens.ts";
+import { createUserStore } from "./users.ts";
+
+export type { SqliteStoreOptions } from "./connection.ts";
+
+/** A SQLite store, with its SQLite-only operations beside the contract. */
+export interface SqliteStore extends Store {
+  readonly sqlite: SqliteMaintenance;
+}
+
+/**
+ * Opens (creating if needed) the SQLite database at `path` (or `:memory:`),
+ * applies pragmas and pending migrations, and returns the store.
+ */
+export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteStore {
+  const conn = openConnection(path, options);
+  return {
+    ...createUserStore(conn),
+    ...createApiKeyStore(conn),
+    ...createTokenStore(conn),
+    ...createLoginFailureStore(conn),
+    ...createAuditAndLifecycle(conn),
+    readGrantEpoch: conn.readGrantEpoch,
+    sqlite: createSqliteMaintenance(conn),
+  };
+}
+
+function createAuditAndLifecycle(
+  conn: Connection,
+): Pick<
+  Store,
+  "checkStoreReady" | "findWriteFailure" | "closeStore" | "appendAudit" | "listAudit" | "countRows"
+> {
+  const { sql } = conn;
+  const auditSince = sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
+  const ping = sql("SELECT 1 AS ok");
+  const counts: Record<StoreTable, ReturnType<typeof sql>> = {
+    users: sql("SELECT count(*) AS n FROM users"),
+    api_keys: sql("SELECT count(*) AS n FROM api_keys"),
+    tokens: sql("SELECT count(*) AS n FROM tokens"),
+    login_failures: sql("SELECT count(*) AS n FROM login_failures"),
+    audit_log: sql("SELECT count(*) AS n FROM audit_log"),
+  };
+  return {
+    checkStoreReady() {
+      return conn.read(() => {
+        // A deleted database file still answers through its open descriptor,
+        // but nothing written now would survive a restart: not ready.
+        if (conn.path !== ":memory:" && !existsSync(conn.path)) return false;
+        return (ping.get() as Row | undefined)?.ok === 1;
+      });
+    },
+    findWriteFailure() {
+      return conn.read(conn.findWriteFailure);
+    },
+    // deno-lint-ignore require-await
+    async closeStore() {
+      conn.close();
+    },
+    async appendAudit(entry) {
+      await conn.write(() => undefined, entry);
+    },
+    listAudit(since = 0) {
+      return conn.read(() =>
+        (auditSince.all({ since }) as Row[]).map((row): AuditRecord => ({
+          id: row.id as number,
+          at: row.at as number,
+          actor: row.actor as string,
+          action: row.action as string,
+          subject: row.subject as string,
+          detail: JSON.parse(row.detail as string),
+        }))
+      );
+    },
+    countRows(table) {
+      return conn.read(() => (counts[table].get() as { n: number }).n);
+    },
+  };
+}

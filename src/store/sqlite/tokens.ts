@@ -1,0 +1,186 @@
+/**
+ * The tokens table: issuing with the live-token cap, the secure path's
+ * lookup, introspection, revocation and retention.
+ *
+ * @module
+ */
+import type { Store, TokenIdRange } from "../store.ts";
+import type { Connection, Row } from "./connection.ts";
+import { toStoreError } from "./errors.ts";
+import { toTokenFacts } from "./rows.ts";
+import { TOKEN_ENDED_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
+
+/** Token row ids per transaction when deleting ended tokens in one go (`token purge`). */
+export const PURGE_BATCH_ROWS = 500;
+
+/** The token methods of the store. */
+export type TokenStore = Pick<
+  Store,
+  | "insertToken"
+  | "findTokenGrant"
+  | "findTokenStatus"
+  | "revokeToken"
+  | "revokeTokenOfKey"
+  | "countLiveTokens"
+  | "findTokenIdRange"
+  | "deleteEndedTokens"
+  | "purgeEndedTokens"
+>;
+
+export function createTokenStore(conn: Connection): TokenStore {
+  const { sql } = conn;
+  // Keeps grants: a new token ends no other (the cap is applied separately).
+  const tokenInsert = sql(
+    `INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+     VALUES (:token_hash, :user_id, :api_key_id, :issued_at, :expires_at)`,
+    "keeps-grants",
+  );
+  // Keeps the newest `keep` live tokens of a user and key, revoking the rest.
+  const tokenRevokeBeyondCap = sql(
+    `UPDATE tokens SET revoked_at = :now WHERE id IN (
+       SELECT id FROM tokens
+       WHERE user_id = :user_id AND api_key_id = :api_key_id
+         AND revoked_at IS NULL AND expires_at > :now
+       ORDER BY issued_at DESC, id DESC LIMIT -1 OFFSET :keep)`,
+  );
+  // Keeps grants: throttle counters are not read by the gate.
+  const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
+  // The secure path's one statement: token, key, user and their states in one indexed read.
+  // A token's effective expiry is capped by its key's (a rotated or expiring key takes its
+  // tokens with it); tokens issued before the user's cutoff are invalid.
+  const tokenGrant = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+       k.expires_at AS key_expires_at
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash AND ${TOKEN_VALID}`,
+  );
+  const tokenStatus = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+       (${TOKEN_VALID}) AS live
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash`,
+  );
+  const tokenRevoke = sql(
+    "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
+  );
+  const tokenRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL
+     RETURNING id`,
+  );
+  const tokensLive = sql(
+    `SELECT count(*) AS n FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE ${TOKEN_LIVE}`,
+  );
+  const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
+  // A retention batch: a range of at most :size row ids, so no statement holds the lock long.
+  // A token ended (see TOKEN_ENDED_AT) at or before :cutoff.
+  // Counts as a grant write although only ended tokens go: a cached grant of an expired token
+  // answers `token_expired`, and must answer `invalid_token` once its row is gone.
+  const tokensPurgeRange = sql(
+    `DELETE FROM tokens WHERE id IN (
+       SELECT t.id FROM tokens t
+       JOIN api_keys k ON k.id = t.api_key_id
+       JOIN users u ON u.id = t.user_id
+       WHERE t.id > :after AND t.id <= :after + :size AND ${TOKEN_ENDED_AT} <= :cutoff)`,
+  );
+
+  function idRange(): TokenIdRange | undefined {
+    const row = tokenIdBounds.get() as { first: number | null; last: number | null };
+    return row.first === null ? undefined : { first: row.first, last: row.last! };
+  }
+
+  function purgeRange(after: number, size: number, cutoff: number): number {
+    return Number(tokensPurgeRange.run({ after, size, cutoff }).changes);
+  }
+
+  return {
+    insertToken(token, { audit, clearLoginFailures }) {
+      return conn.write(() => {
+        const { lastInsertRowid } = tokenInsert.run({
+          token_hash: token.tokenHash,
+          user_id: token.userId,
+          api_key_id: token.apiKeyId,
+          issued_at: token.issuedAt,
+          expires_at: token.expiresAt,
+        });
+        tokenRevokeBeyondCap.run({
+          user_id: token.userId,
+          api_key_id: token.apiKeyId,
+          now: token.issuedAt,
+          keep: token.maxLiveTokens,
+        });
+        for (const subject of clearLoginFailures ?? []) failuresDelete.run({ subject });
+        return Number(lastInsertRowid);
+      }, audit);
+    },
+
+    // The secure path on a cache miss: no async function, no closure, one statement.
+    findTokenGrant({ tokenHash, keyHash, now }) {
+      let row: Row | undefined;
+      try {
+        row = tokenGrant.get({ token_hash: tokenHash, key_hash: keyHash, now }) as Row | undefined;
+      } catch (error) {
+        return Promise.reject(toStoreError(error));
+      }
+      if (!row) return Promise.resolve(undefined);
+      return Promise.resolve({
+        ...toTokenFacts(row),
+        keyExpiresAt: row.key_expires_at as number | null,
+      });
+    },
+
+    findTokenStatus(tokenHash, now) {
+      return conn.read(() => {
+        const row = tokenStatus.get({ token_hash: tokenHash, now }) as Row | undefined;
+        if (!row) return undefined;
+        return { ...toTokenFacts(row), live: row.live === 1 };
+      });
+    },
+
+    revokeToken(tokenId, { now, audit }) {
+      return conn.write(() => Number(tokenRevoke.run({ id: tokenId, now }).changes) === 1, audit);
+    },
+
+    revokeTokenOfKey(tokenHash, { apiKeyId, now, audit }) {
+      return conn.write(() => {
+        const row = tokenRevokeOfKey.get({ token_hash: tokenHash, api_key_id: apiKeyId, now }) as
+          | Row
+          | undefined;
+        return row?.id as number | undefined;
+      }, audit);
+    },
+
+    countLiveTokens(now) {
+      return conn.read(() => (tokensLive.get({ now }) as { n: number }).n);
+    },
+
+    findTokenIdRange() {
+      return conn.read(idRange);
+    },
+
+    deleteEndedTokens({ afterId, size, cutoff }) {
+      return conn.write(() => purgeRange(afterId, size, cutoff));
+    },
+
+    purgeEndedTokens(cutoff, { audit }) {
+      return conn.write(() => {
+        const range = idRange();
+        if (range === undefined) return 0;
+        let deleted = 0;
+        for (let after = range.first - 1; after < range.last; after += PURGE_BATCH_ROWS) {
+          deleted += purgeRange(after, PURGE_BATCH_ROWS, cutoff);
+        }
+        return deleted;
+      }, audit);
+    },
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * The admin CLI run in-process for tests: on a database file, with a fake
+ * clock, a password on "standard input", and its output captured.
+ */
+import { main } from "../scripts/admin.ts";
+import type { Clock } from "../src/platform/clock.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { createFakeClock } from "./_helpers.ts";
+
+const hasher = createPasswordHasher();
+
+/** What one CLI run printed, and its exit code. */
+export interface AdminRun {
+  code: number;
+  out: string;
+  err: string;
+  /** The last line of standard output (a new key is printed alone there). */
+  lastLine: string;
+}
+
+/** Options of {@link runAdmin}. */
+export interface AdminRunOptions {
+  /** The first line of standard input. Default `"s3cret pw"`. */
+  password?: string;
+  /** The environment the CLI sees (its actor comes from `USER` or `LOGNAME`). Default `{}`. */
+  env?: Record<string, string>;
+  /** Default: a fresh fake clock. */
+  clock?: Clock;
+}
+
+/** Runs `deno task admin ARGS --db DB_PATH` in-process. */
+export async function runAdmin(
+  dbPath: string,
+  args: string[],
+  options: AdminRunOptions = {},
+): Promise<AdminRun> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main([...args, "--db", dbPath], {
+    env: options.env ?? {},
+    stdout: (text) => out.push(text),
+    stderr: (text) => err.push(text),
+    readPassword: () => Promise.resolve(options.password ?? "s3cret pw"),
+    clock: options.clock ?? createFakeClock(),
+    hasher,
+  });
+  return { code, out: out.join("\n"), err: err.join("\n"), lastLine: out.at(-1) ?? "" };
+}

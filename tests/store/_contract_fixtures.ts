@@ -1,0 +1,82 @@
+/**
+ * Fixtures shared by the store contract's test groups.
+ *
+ * @module
+ */
+import { hashSecret } from "../../src/auth/credentials.ts";
+import type { AuditEntry, Store } from "../../src/store/store.ts";
+
+/** A fresh, empty store of the backend under test. */
+export interface ContractStore {
+  store: Store;
+  /** Runs one SQL statement on the same database, as an operator's client would. */
+  execSql(sql: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Registers one contract test (see contract.ts). */
+export type ContractTest = (name: string, fn: (db: ContractStore) => Promise<void>) => void;
+
+export const T0 = 1_000_000;
+export const HOUR = 3_600_000;
+export const NO_AUDIT = { audit: undefined };
+
+/** One user `a@b.org`, its key `k1`, and token `t1` issued at T0 that expires at T0 + 1 h. */
+export async function seed(store: Store) {
+  const user = await store.insertUser(
+    { email: "a@b.org", passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+    { now: T0, ...NO_AUDIT },
+  );
+  const key = await store.insertApiKey(
+    { userId: user.id, keyHash: hashSecret("k1"), prefix: "k1", label: "" },
+    { now: T0, ...NO_AUDIT },
+  );
+  const tokenId = await issue(store, { userId: user.id, apiKeyId: key.id }, "t1");
+  return { user, key, tokenId };
+}
+
+export function issue(
+  store: Store,
+  owner: { userId: number; apiKeyId: number },
+  token: string,
+  times: { issuedAt?: number; expiresAt?: number; maxLiveTokens?: number } = {},
+): Promise<number> {
+  return store.insertToken({
+    tokenHash: hashSecret(token),
+    ...owner,
+    issuedAt: times.issuedAt ?? T0,
+    expiresAt: times.expiresAt ?? T0 + HOUR,
+    maxLiveTokens: times.maxLiveTokens ?? 100,
+  }, NO_AUDIT);
+}
+
+export function grantOf(store: Store, token: string, key: string, now: number) {
+  return store.findTokenGrant({ tokenHash: hashSecret(token), keyHash: hashSecret(key), now });
+}
+
+export function entry(action: string, subject: string, detail = {}): AuditEntry {
+  return { at: T0, actor: "cli:test", action, subject, detail };
+}
+
+/** Each state alone: grant refused, status not live, not counted live, key holder refused? */
+export const ALONE: [string, string, { keyRefused: boolean }][] = [
+  ["key revoked", `UPDATE api_keys SET revoked_at = ${T0 + 10}`, { keyRefused: true }],
+  ["key disabled", `UPDATE api_keys SET disabled_at = ${T0 + 10}`, { keyRefused: true }],
+  ["key expired", `UPDATE api_keys SET expires_at = ${T0 + 10}`, { keyRefused: true }],
+  ["user disabled", "UPDATE users SET disabled = 1", { keyRefused: true }],
+  ["user cutoff", `UPDATE users SET tokens_valid_from = ${T0 + 1}`, { keyRefused: false }],
+  ["token revoked", `UPDATE tokens SET revoked_at = ${T0 + 10}`, { keyRefused: false }],
+];
+
+/** How each state ends a token for retention: the instant retention counts from. */
+export const ENDED: [string, string, number][] = [
+  ["key revoked", `UPDATE api_keys SET revoked_at = ${T0 + 10}`, T0 + 10],
+  ["key expired", `UPDATE api_keys SET expires_at = ${T0 + 10}`, T0 + 10],
+  [
+    "user cutoff",
+    `UPDATE users SET tokens_valid_from = ${T0 + 1}, updated_at = ${T0 + 10}`,
+    T0 + 10,
+  ],
+  ["token revoked", `UPDATE tokens SET revoked_at = ${T0 + 10}`, T0 + 10],
+  ["token expiry", "UPDATE users SET disabled = 0", T0 + HOUR],
+];

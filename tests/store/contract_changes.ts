@@ -1,0 +1,269 @@
+/**
+ * The store contract, part 2: audit, retention, login failures, the grant
+ * change feed and the lifecycle.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import type { LoginFailures } from "../../src/store/store.ts";
+import {
+  type ContractTest,
+  ENDED,
+  entry,
+  grantOf,
+  HOUR,
+  issue,
+  NO_AUDIT,
+  seed,
+  T0,
+} from "./_contract_fixtures.ts";
+
+/** Registers the change, retention and feed tests. */
+export function registerChangeTests(test: ContractTest): void {
+  test("audit: a change's entries commit with it, computed from its result, or not at all", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const tokenId = await store.insertToken({
+      tokenHash: hashSecret("t2"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: T0,
+      expiresAt: T0 + HOUR,
+      maxLiveTokens: 100,
+    }, { audit: (id) => entry("token.issued", "user:a@b.org", { token_id: id }) });
+    // An audit function returning undefined records nothing.
+    await store.revokeToken(tokenId + 100, {
+      now: T0,
+      audit: (revoked) => revoked ? entry("token.revoked", "never") : undefined,
+    });
+    // A change whose audit cannot be made is not made.
+    await assert.rejects(
+      store.insertUser({ email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null }, {
+        now: T0,
+        audit: () => {
+          throw new Error("boom");
+        },
+      }),
+      /boom/,
+    );
+    assert.equal(await store.findUserByEmail("c@d.org"), undefined);
+    await store.appendAudit(entry("user.added", "user:later", { n: 1 }));
+    const rows = await store.listAudit();
+    assert.deepEqual(rows.map(({ id: _, ...row }) => row), [
+      {
+        at: T0,
+        actor: "cli:test",
+        action: "token.issued",
+        subject: "user:a@b.org",
+        detail: { token_id: tokenId },
+      },
+      { at: T0, actor: "cli:test", action: "user.added", subject: "user:later", detail: { n: 1 } },
+    ]);
+    assert.ok(rows[0].id < rows[1].id);
+    assert.equal((await store.listAudit(T0 + 1)).length, 0);
+    assert.equal(await store.countRows("audit_log"), 2);
+  });
+
+  test("audit: the log is append-only", async (db) => {
+    await db.store.appendAudit(entry("user.added", "user:x"));
+    await assert.rejects(db.execSql("UPDATE audit_log SET subject = 'forged'"));
+    await assert.rejects(db.execSql("DELETE FROM audit_log"));
+    assert.deepEqual((await db.store.listAudit()).map((row) => row.subject), ["user:x"]);
+  });
+
+  for (const [state, sql, endedAt] of ENDED) {
+    test(`retention: a token ended by ${state} is deleted once retention has passed`, async (db) => {
+      const { store } = db;
+      const { tokenId } = await seed(store);
+      await db.execSql(sql);
+      const batch = { afterId: tokenId - 1, size: 10 };
+      assert.equal(await store.deleteEndedTokens({ ...batch, cutoff: endedAt - 1 }), 0);
+      assert.equal(await store.countRows("tokens"), 1);
+      assert.equal(await store.deleteEndedTokens({ ...batch, cutoff: endedAt }), 1);
+      assert.equal(await store.countRows("tokens"), 0);
+    });
+  }
+
+  for (const sql of ["UPDATE api_keys SET disabled_at = 1", "UPDATE users SET disabled = 1"]) {
+    test(`retention keeps tokens a re-enable would revive (${sql})`, async (db) => {
+      const { store } = db;
+      const { tokenId } = await seed(store);
+      await db.execSql(sql);
+      const cutoff = T0 + HOUR - 1;
+      assert.equal(await store.deleteEndedTokens({ afterId: tokenId - 1, size: 10, cutoff }), 0);
+      assert.equal(await store.purgeEndedTokens(cutoff, NO_AUDIT), 0);
+      assert.equal(await store.countRows("tokens"), 1);
+      await db.execSql(sql.replace("= 1", sql.includes("disabled_at") ? "= NULL" : "= 0"));
+      assert.ok(await grantOf(store, "t1", "k1", cutoff));
+    });
+  }
+
+  test("retention: token ids bound the batches, and purgeEndedTokens() deletes every ended row", async (db) => {
+    const { store } = db;
+    const { user, key, tokenId } = await seed(store);
+    assert.deepEqual(await store.findTokenIdRange(), { first: tokenId, last: tokenId });
+    for (let i = 2; i <= 7; i++) {
+      await issue(store, { userId: user.id, apiKeyId: key.id }, `t${i}`, {
+        issuedAt: T0 + i,
+        expiresAt: i % 2 === 0 ? T0 + 5 * HOUR : T0 + HOUR / 2,
+      });
+    }
+    const range = (await store.findTokenIdRange())!;
+    assert.equal(range.last - range.first, 6);
+    // t1 and the odd ones expired: at T0 + 2 h, 4 of 7 rows ended.
+    const deleted = await store.purgeEndedTokens(T0 + 2 * HOUR, {
+      audit: (n) => entry("tokens.purged", "tokens", { deleted: n }),
+    });
+    assert.equal(deleted, 4);
+    assert.equal(await store.countRows("tokens"), 3);
+    assert.equal(await store.countLiveTokens(T0 + 2 * HOUR), 3);
+    assert.deepEqual((await store.listAudit()).map((row) => row.detail), [{ deleted: 4 }]);
+    await db.execSql(`UPDATE api_keys SET revoked_at = ${T0 + 2 * HOUR}`);
+    assert.equal(await store.purgeEndedTokens(T0 + 2 * HOUR, NO_AUDIT), 3);
+    assert.equal(await store.findTokenIdRange(), undefined);
+  });
+
+  test("login failures: counted per subject, forgotten after their window, cleared", async ({ store }) => {
+    const next = (now: number) => (previous: LoginFailures | undefined, subject: string) => ({
+      subject,
+      failures: (previous?.failures ?? 0) + 1,
+      lastFailureAt: now,
+      blockedUntil: 0,
+      forgetAt: now + 1000,
+    });
+    const record = (subjects: string[], now: number) =>
+      store.recordLoginFailures(subjects, {
+        now,
+        next: next(now),
+        audit: entry("login.failed", "user:unknown"),
+      });
+    await record(["client:a", "key:1"], 0);
+    await record(["client:a"], 10);
+    const found = await store.findLoginFailures(["client:a", "key:1"], 10);
+    assert.deepEqual(found.map((r) => [r.subject, r.failures]).sort(), [["client:a", 2], [
+      "key:1",
+      1,
+    ]]);
+    assert.equal((await store.listAudit()).length, 2);
+    assert.equal(await store.clearLoginFailures(["key:1"], { now: 10, ...NO_AUDIT }), 1);
+    assert.equal(await store.clearLoginFailures(["key:1"], { now: 10, ...NO_AUDIT }), 0);
+    // Past its window a row is invisible, counts from 1 again, and other old rows are pruned.
+    await record(["client:b"], 20);
+    const later = 20 + 1000;
+    assert.deepEqual(await store.findLoginFailures(["client:a", "client:b"], later), []);
+    assert.equal((await record(["client:a"], later))[0].failures, 1);
+    assert.equal(await store.countRows("login_failures"), 1);
+    assert.deepEqual((await store.listLoginFailures(later)).map((r) => r.subject), ["client:a"]);
+    // A successful login forgets the account's counter with the new token.
+    await record(["key:1"], later);
+    const { user, key } = await seed(store);
+    await store.insertToken({
+      tokenHash: hashSecret("t9"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: T0,
+      expiresAt: T0 + HOUR,
+      maxLiveTokens: 100,
+    }, { ...NO_AUDIT, clearLoginFailures: ["key:1"] });
+    assert.deepEqual(await store.findLoginFailures(["key:1"], later), []);
+  });
+
+  test("grant change feed: every change that may end a grant moves the epoch, others do not", async ({ store }) => {
+    const { user, key, tokenId } = await seed(store);
+    const subject = "key:1";
+    const keeps: [string, () => Promise<unknown>][] = [
+      [
+        "insertUser",
+        () =>
+          store.insertUser({ email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null }, {
+            now: T0,
+            ...NO_AUDIT,
+          }),
+      ],
+      ["insertToken under the cap", () => issue(store, { userId: user.id, apiKeyId: key.id }, "f")],
+      [
+        "recordKeyUsage",
+        () =>
+          store.recordKeyUsage([{
+            apiKeyId: key.id,
+            lastUsedAt: T0,
+            lastUsedFrom: "::1",
+            count: 1,
+          }]),
+      ],
+      ["appendAudit", () => store.appendAudit(entry("user.added", "x"))],
+      ["recordLoginFailures", () =>
+        store.recordLoginFailures([subject], {
+          now: T0,
+          next: () => ({
+            subject,
+            failures: 1,
+            lastFailureAt: T0,
+            blockedUntil: 0,
+            forgetAt: T0 + 9,
+          }),
+          ...NO_AUDIT,
+        })],
+      ["clearLoginFailures", () => store.clearLoginFailures([subject], { now: T0, ...NO_AUDIT })],
+    ];
+    for (const [name, write] of keeps) {
+      const before = store.readGrantEpoch();
+      assert.notEqual(before, undefined, "a local store confirms freshness");
+      await write();
+      assert.equal(store.readGrantEpoch(), before, `${name} keeps grants`);
+    }
+    const now = T0 + 2000;
+    const ends: [string, () => Promise<unknown>][] = [
+      [
+        "updateUserTimeout",
+        () => store.updateUserTimeout(user.id, { tokenTimeoutSeconds: 60, now, ...NO_AUDIT }),
+      ],
+      [
+        "updateApiKeyDisabled",
+        () => store.updateApiKeyDisabled(key.id, { disabled: true, now, ...NO_AUDIT }),
+      ],
+      [
+        "updateUserDisabled",
+        () => store.updateUserDisabled(user.id, { disabled: true, now, ...NO_AUDIT }),
+      ],
+      [
+        "updateUserPassword",
+        () => store.updateUserPassword(user.id, { passwordHash: "y", now, ...NO_AUDIT }),
+      ],
+      ["revokeToken", () => store.revokeToken(tokenId, { now, ...NO_AUDIT })],
+      [
+        "revokeTokenOfKey",
+        () => store.revokeTokenOfKey(hashSecret("f"), { apiKeyId: key.id, now, ...NO_AUDIT }),
+      ],
+      [
+        "revokeTokensOfUser before",
+        () => store.revokeTokensOfUser(user.id, { before: now + 500, now: now + 500, ...NO_AUDIT }),
+      ],
+      ["rotateApiKey", () =>
+        store.rotateApiKey(key.id, {
+          successor: { userId: user.id, keyHash: hashSecret("k9"), prefix: "k9", label: "" },
+          oldKeyExpiresAt: now + 3000,
+          now: now + 1000,
+          ...NO_AUDIT,
+        })],
+      [
+        "revokeTokensOfUser",
+        () => store.revokeTokensOfUser(user.id, { now: now + 2000, ...NO_AUDIT }),
+      ],
+      ["revokeApiKey", () => store.revokeApiKey(key.id, { now: now + 2000, ...NO_AUDIT })],
+      // An expired token's 401 changes from token_expired to invalid_token once its row is gone.
+      ["purgeEndedTokens", () => store.purgeEndedTokens(T0 + 10 * HOUR, NO_AUDIT)],
+    ];
+    for (const [name, write] of ends) {
+      const before = store.readGrantEpoch();
+      await write();
+      assert.notEqual(store.readGrantEpoch(), before, `${name} moves the epoch`);
+    }
+  });
+
+  test("lifecycle: ready while open, closing twice is harmless", async ({ store }) => {
+    assert.equal(await store.checkStoreReady(), true);
+    await store.closeStore();
+    await store.closeStore();
+  });
+}
