@@ -14,21 +14,20 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { main as adminMain } from "./scripts/admin.ts";
-import { createHandler } from "./src/http/app.ts";
 import type { Routes } from "./src/http/route.ts";
 import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
 import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
-import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
-import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
 import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
 import { loadTlsCredentials } from "./src/platform/tls.ts";
+import { type Listener, logListening, startListener } from "./src/server/listener.ts";
+import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
 export interface ServeOptions {
@@ -66,60 +65,58 @@ export async function serve(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
     );
   }
-  const keyUsage = createKeyUsageRecorder({ store, clock: systemClock, logger });
+  if (config.workers > 1 && options.secureRoutes !== undefined) {
+    console.error(
+      `${options.name ?? "keygate"}: --workers applies to keygate's own server: ` +
+        "an application that adds its own routes serves with one worker",
+    );
+    await store.closeStore();
+    return 2;
+  }
+  let pool: WorkerPool | undefined;
   const metrics = createMetrics({
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
+    gatherOthers: config.workers > 1 ? () => pool!.gatherMetrics() : undefined,
   });
-  const hasher = createPasswordHasher();
-  const handler = createHandler({
-    store,
-    hasher,
-    clock: systemClock,
-    logger,
-    defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-    corsOrigins: config.corsOrigins,
-    keyUsage,
-    secureRoutes: options.secureRoutes,
-    upstream: config.upstream === undefined ? undefined : {
-      url: new URL(config.upstream),
-      timeoutMs: config.upstreamTimeoutSeconds * 1000,
-      hideCredentials: config.hideCredentials,
-    },
-    metrics,
-    proxy: config.behindProxy ? { trustedProxies: config.trustedProxies } : undefined,
-    scheme: tls === undefined ? "http" : "https",
-    unicodePaths: config.unicodePaths,
-    forwardAuthHeader: config.forwardAuthHeader,
-  });
+  // With --workers, logins from every worker share this one pool (argon2's memory is bounded by
+  // its size, not multiplied by N), and its starvation valve makes the workers give up the CPU.
+  const hasher = createPasswordHasher(
+    config.workers > 1 ? { yieldCpu: (ms) => pool?.yieldCpu(ms) } : {},
+  );
   if (config.upstream !== undefined) {
     logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {
       hide_credentials: config.hideCredentials,
       timeout_s: config.upstreamTimeoutSeconds,
     });
   }
-  const scheme = config.behindProxy ? "http" : "https";
-  const server = Deno.serve({
-    hostname: config.hostname,
-    port: config.port,
-    ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
-    onListen({ hostname, port }) {
-      const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-      // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
-      const noDelay = setListenerNoDelay(port) > 0;
-      logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
-        hostname,
-        port,
-        db: config.dbPath,
-        behind_proxy: config.behindProxy,
-        tcp_nodelay: noDelay,
-      });
-      if (!noDelay && !config.behindProxy) {
-        logger.warn(
-          'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
-        );
+  const tlsPair = tls === undefined ? undefined : { cert: tls.cert, key: tls.key };
+  let listener: Listener | undefined;
+  if (config.workers > 1) {
+    pool = createWorkerPool({ config, tls: tlsPair, hasher, logger });
+    try {
+      logListening(logger, config, await pool.start());
+    } catch (error) {
+      const reason = String((error as Error)?.message ?? error);
+      logger.error(`could not start ${config.workers} request workers: ${reason}`);
+      if (reason.includes("--unstable-net")) {
+        logger.error("--workers over TLS needs Deno's --unstable-net flag (Deno 2.9)");
       }
-    },
-  }, handler);
+      hasher.close();
+      await store.closeStore();
+      logger.flush();
+      return 1;
+    }
+  } else {
+    listener = startListener({
+      config,
+      tls: tlsPair,
+      store,
+      hasher,
+      logger,
+      metrics,
+      secureRoutes: options.secureRoutes,
+    });
+  }
   const metricsServer = config.metrics
     ? Deno.serve({
       hostname: config.metricsHostname,
@@ -153,25 +150,28 @@ export async function serve(
     logger.info("shutting down: finishing in-flight requests", {
       deadline_seconds: config.shutdownTimeoutSeconds,
     });
-    server.shutdown();
+    void listener?.server.shutdown();
   };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
-  keyUsage.start();
-  await Promise.race([server.finished, stopping]);
+  await Promise.race([listener?.server.finished ?? stopping, stopping]);
   // From the signal on, in-flight requests have --shutdown-timeout to finish.
-  let deadline: ReturnType<typeof setTimeout> | undefined;
-  const finished = await Promise.race([
-    server.finished.then(() => true),
-    new Promise<false>((resolve) => {
-      deadline = setTimeout(() => resolve(false), config.shutdownTimeoutSeconds * 1000);
-    }),
-  ]);
-  clearTimeout(deadline);
+  let finished: boolean;
+  if (pool !== undefined) finished = await pool.drain(config.shutdownTimeoutSeconds * 1000);
+  else {
+    let deadline: ReturnType<typeof setTimeout> | undefined;
+    finished = await Promise.race([
+      listener!.server.finished.then(() => true),
+      new Promise<false>((resolve) => {
+        deadline = setTimeout(() => resolve(false), config.shutdownTimeoutSeconds * 1000);
+      }),
+    ]);
+    clearTimeout(deadline);
+  }
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
   if (!finished) logger.warn("shutdown deadline passed: closing with requests still in flight");
-  await keyUsage.stop(); // writes the last uses before the database closes
+  await listener?.keyUsage.stop(); // writes the last uses before the database closes
   hasher.close();
   await janitor.stop();
   await metricsServer?.shutdown();

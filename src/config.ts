@@ -43,6 +43,8 @@ export interface Config {
   tokenRetentionSeconds: number;
   /** How long in-flight requests may take to finish after SIGTERM. */
   shutdownTimeoutSeconds: number;
+  /** Request-serving threads sharing the port (`--workers`; 1: serve on the main thread). */
+  workers: number;
 }
 
 /** Thrown for a flag or variable that cannot be used; main prints its message and exits 2. */
@@ -169,6 +171,12 @@ export const SETTINGS: readonly Setting[] = [
     default: "30s",
     help: "How long in-flight requests may take to finish after SIGTERM",
   },
+  {
+    flag: "workers",
+    env: "KEYGATE_WORKERS",
+    default: "1",
+    help: 'Request-serving threads on the one port, or "auto" (one per CPU core)',
+  },
 ];
 
 const PLACEHOLDERS: Readonly<Record<string, string>> = {
@@ -183,6 +191,7 @@ const PLACEHOLDERS: Readonly<Record<string, string>> = {
   "default-timeout": "D",
   "token-retention": "D",
   "shutdown-timeout": "D",
+  workers: "N|auto",
   db: "PATH",
   cert: "FILE",
   key: "FILE",
@@ -383,5 +392,23 @@ export function readConfig(
     unicodePaths: toSwitch("unicode-paths"),
     tokenRetentionSeconds: toSeconds("token-retention"),
     shutdownTimeoutSeconds: toSeconds("shutdown-timeout"),
+    workers: parseWorkers(get("workers") ?? ""),
   };
+}
+
+/** Most request workers: beyond this, more threads only cost memory. */
+export const MAX_WORKERS = 64;
+
+/** `--workers`: a whole number from 1 to {@link MAX_WORKERS}, or `auto` (the CPU count). */
+export function parseWorkers(text: string): number {
+  if (text.trim().toLowerCase() === "auto") {
+    return Math.min(MAX_WORKERS, Math.max(1, navigator.hardwareConcurrency));
+  }
+  const n = /^\d{1,3}$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!(n >= 1 && n <= MAX_WORKERS)) {
+    throw new ConfigError(
+      `Invalid --workers "${text}": expected a whole number from 1 to ${MAX_WORKERS}, or "auto"`,
+    );
+  }
+  return n;
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ConfigError, formatHelp, readConfig, SETTINGS } from "../src/config.ts";
+import { ConfigError, formatHelp, MAX_WORKERS, readConfig, SETTINGS } from "../src/config.ts";
 
 Deno.test("readConfig() uses the documented defaults", () => {
   assert.deepEqual(readConfig([], {}), {
@@ -23,7 +23,27 @@ Deno.test("readConfig() uses the documented defaults", () => {
     unicodePaths: false,
     tokenRetentionSeconds: 7 * 86400,
     shutdownTimeoutSeconds: 30,
+    workers: 1,
   });
+});
+
+Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {
+  assert.equal(readConfig(["--workers", "2"], {})!.workers, 2);
+  assert.equal(readConfig([], { KEYGATE_WORKERS: "3" })!.workers, 3);
+  assert.equal(
+    readConfig(["--workers", "auto"], {})!.workers,
+    Math.min(MAX_WORKERS, navigator.hardwareConcurrency),
+  );
+  for (const bad of ["0", "-1", "1.5", "two", "", `${MAX_WORKERS + 1}`]) {
+    assert.throws(
+      () => readConfig([`--workers=${bad}`], {}),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message ===
+          `Invalid --workers "${bad}": expected a whole number from 1 to ${MAX_WORKERS}, or "auto"`,
+      bad,
+    );
+  }
 });
 
 Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => {

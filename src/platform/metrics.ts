@@ -8,7 +8,18 @@
  *
  * @module
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import {
+  AggregatorRegistry,
+  Counter,
+  Gauge,
+  Histogram,
+  type MetricObjectWithValues,
+  type MetricValue,
+  Registry,
+} from "prom-client";
+
+/** One registry's metrics as data, to be summed with others' (another worker's). */
+export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
 /** Why a secure request was let through (`ok`) or refused. */
 export type SecureOutcome = "allowed" | "denied";
@@ -17,6 +28,12 @@ export type SecureOutcome = "allowed" | "denied";
 export interface MetricsOptions {
   /** Counts live tokens at scrape time; throws to report a database error. */
   countLiveTokens?: () => Promise<number>;
+  /**
+   * The snapshots of other metric sets (the request workers', one each) that
+   * {@link Metrics.render} sums with this one's: counters and histograms add
+   * up, so one scrape answers for every worker.
+   */
+  gatherOthers?: () => Promise<MetricsSnapshot[]>;
 }
 
 /** Seconds; from a fast secure request (sub-millisecond) to a queued password check. */
@@ -55,8 +72,10 @@ export interface Metrics {
   databaseError(source: string): void;
   /** Token rows deleted by the janitor. */
   tokensPurged(count: number): void;
-  /** The registry in Prometheus text format. */
+  /** The registry (summed with {@link MetricsOptions.gatherOthers}) in Prometheus text format. */
   render(): Promise<string>;
+  /** This set's own metrics as data, for another thread to sum. */
+  readSnapshot(): Promise<MetricsSnapshot>;
   readonly contentType: string;
 }
 
@@ -140,8 +159,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     tokensPurged: (count) => purged.inc(count),
     render: async () => {
       await countTokensNow();
-      return registry.metrics();
+      if (options.gatherOthers === undefined) return registry.metrics();
+      const others = await options.gatherOthers();
+      const own = await registry.getMetricsAsJSON() as MetricsSnapshot;
+      return AggregatorRegistry.aggregate([own, ...others]).metrics();
     },
+    readSnapshot: async () => await registry.getMetricsAsJSON() as MetricsSnapshot,
     contentType: registry.contentType,
   };
 }
