@@ -10,8 +10,11 @@
  *   run in which wrk was saturated (see GENERATOR_LIMIT in scripts/bench/report.ts).
  * - The peer: oidc-provider answering RFC 7662 introspection, beside keygate's introspection.
  * - Issuance against the password-hash limit and secure p99 while issuance is saturated.
+ * - Every core: the bare server with one listener per core (threads, then processes, sharing the
+ *   port with reusePort) and keygate --workers 1 and N, with nothing pinned.
  *
- * Servers are pinned to core 0 with `taskset` (when available) and wrk to core 1.
+ * Servers are pinned to core 0 with `taskset` (when available) and wrk to core 1, except in the
+ * last section.
  *
  * Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N]
  *                        [--rounds N] [--output FILE] [--no-write]
@@ -156,7 +159,12 @@ const denoRun = (permissions: string[], script: string, args: string[]) => [
   ...args,
 ];
 
-function startKeygate(name: string, dbPath: string, cores: string | undefined) {
+function startKeygate(
+  name: string,
+  dbPath: string,
+  cores: string | undefined,
+  extraArgs: string[] = [],
+) {
   return startServer(
     work,
     name,
@@ -170,6 +178,7 @@ function startKeygate(name: string, dbPath: string, cores: string | undefined) {
           "--allow-env",
           "--allow-ffi",
           "--allow-sys",
+          "--unstable-net", // --workers: reusePort over TLS (Deno 2.9)
         ],
         "../main.ts",
         [
@@ -185,6 +194,7 @@ function startKeygate(name: string, dbPath: string, cores: string | undefined) {
           `${work}/key.pem`,
           "--log-level",
           "info",
+          ...extraArgs,
         ],
       ),
     ),
@@ -201,11 +211,14 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 1000));
 const secureRows: Row[] = [];
 const introspectionRows: Row[] = [];
 const otherRows: Row[] = [];
+const scalingRows: Row[] = [];
 const notes: string[] = [];
 const RATIO_SAME = "keygate/bare, same load";
 const RATIO_CEILING = "keygate/bare fixed (ceiling)";
 const RATIO_PEER = "keygate/peer, same load";
 const NOTE = "note";
+const RSS_PER_WORKER = "RSS MiB per worker";
+const SCALING = "× 1 worker";
 
 try {
   log("hashing the shared password");
@@ -536,7 +549,79 @@ try {
   });
   await keygate2.stop();
 
-  for (const row of [...secureRows, ...introspectionRows, ...otherRows]) {
+  // --- Using every core: N listeners on one port ---------------------------------------
+  // Nothing pinned: the servers and wrk (two threads) share every core, as on a user's machine.
+  // The bare server shows what reusePort gives on this machine, in threads and in processes;
+  // keygate runs --workers 1 and --workers 2 (threads). Fixed URL, the load that reaches the
+  // server's limit.
+  const cores = navigator.hardwareConcurrency;
+  const spread = { cores: undefined, threads: Math.min(2, cores) };
+  const bareN = async (n: number, mode: string) =>
+    await startServer(
+      work,
+      `bare-${n}-${mode}`,
+      denoRun(
+        ["--allow-net", "--allow-read", "--allow-run", "--unstable-net"],
+        "./bench/bare_server.ts",
+        [`${work}/cert.pem`, `${work}/key.pem`, String(n), mode],
+      ),
+      /listening (\d+)/,
+    );
+  const scaling: { name: string; server: Server; workers: number }[] = [
+    { name: "bare, 1 listener", server: await bareN(1, "threads"), workers: 1 },
+    { name: `bare, ${cores} threads`, server: await bareN(cores, "threads"), workers: cores },
+    { name: `bare, ${cores} processes`, server: await bareN(cores, "processes"), workers: cores },
+    {
+      name: "keygate, --workers 1",
+      server: await startKeygate("keygate-w1", `${work}/big.sqlite3`, undefined, [
+        "--workers",
+        "1",
+      ]),
+      workers: 1,
+    },
+    {
+      name: `keygate, --workers ${cores}`,
+      server: await startKeygate("keygate-wn", `${work}/big.sqlite3`, undefined, [
+        "--workers",
+        String(cores),
+      ]),
+      workers: cores,
+    },
+  ];
+  log("warming up the workers");
+  for (const { server } of scaling) {
+    await measure(server, fixedQuery(server.origin), { ...spread, duration: 2 });
+  }
+  const scaled = await alternate(
+    "every core",
+    Object.fromEntries(
+      scaling.map((
+        { name, server },
+      ) => [name, () => measure(server, fixedQuery(server.origin), spread)]),
+    ),
+  );
+  for (const { name, server, workers } of scaling) {
+    const one = name.startsWith("bare")
+      ? scaled["bare, 1 listener"]
+      : scaled["keygate, --workers 1"];
+    const rss = server.readRssMiB();
+    scalingRows.push({
+      scenario: name.startsWith("bare")
+        ? "secure GET (answers 3 bytes)"
+        : `secure GET, ${millionTokens}`,
+      server: name,
+      load: `${fixedLoad}, wrk ${spread.threads} threads, nothing pinned`,
+      result: scaled[name],
+      rssMiB: rss,
+      extra: {
+        [RSS_PER_WORKER]: rss === undefined ? "" : (rss / workers).toFixed(1),
+        [SCALING]: workers === 1 ? "(1 worker)" : formatRatio(scaled[name], one, "×"),
+      },
+    });
+    await server.stop();
+  }
+
+  for (const row of [...secureRows, ...introspectionRows, ...otherRows, ...scalingRows]) {
     const invalid = findInvalidRun(row.result);
     if (invalid !== undefined && row.result.errors > 0) {
       notes.push(`${row.scenario} (${row.server}, ${row.load}): ${row.result.errors} errors.`);
@@ -576,11 +661,11 @@ const results = `Recorded by \`${command}\` on ${new Date().toISOString().slice(
 } GiB; Deno ${Deno.version.deno}, V8 ${Deno.version.v8}; ${wrkVersion}
 - Servers pinned to core 0${
   TASKSET ? "" : " (taskset missing: nothing pinned)"
-}, wrk (one thread) to core 1; HTTPS, HTTP/1.1 keep-alive,
+}, wrk (one thread) to core 1, except under "Using every core"; HTTPS, HTTP/1.1 keep-alive,
   ${CONNECTIONS} connections, ${DURATION} s per run; side-by-side rows are the median of ${ROUNDS} alternating rounds
 - No ratio is printed where wrk was at ${
   Math.round(GENERATOR_LIMIT * 100)
-}% or more of its core, or where a run had errors
+}% or more of its core (per wrk thread), or where a run had errors
 
 ### Secure path against the ceiling
 
@@ -593,6 +678,10 @@ ${formatTable(introspectionRows, [RATIO_PEER])}
 ### Issuance and tail latency
 
 ${formatTable(otherRows, [NOTE])}
+
+### Using every core
+
+${formatTable(scalingRows, [RSS_PER_WORKER, SCALING])}
 
 ${notes.map((n) => `- ${n}`).join("\n")}
 `;
