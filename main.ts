@@ -55,6 +55,20 @@ export async function serve(
     console.log(formatHelp());
     return 0;
   }
+  if (config.workers > 1) {
+    const refusal = options.secureRoutes !== undefined
+      ? "--workers applies to keygate's own server: an application that adds its own routes " +
+        "serves with one worker"
+      // Unstable APIs exist on Deno only with their flag; reusePort is one of them in Deno 2.9.
+      : !("listenDatagram" in Deno)
+      ? "--workers above 1 needs Deno's --unstable-net flag (reusePort is unstable in Deno 2.9): " +
+        "use deno task start, or add --unstable-net to deno run"
+      : undefined;
+    if (refusal !== undefined) {
+      console.error(`${options.name ?? "keygate"}: ${refusal}`);
+      return 2;
+    }
+  }
   const logger = createLogger({ level: config.logLevel });
   mkdirSync(dirname(config.dbPath), { recursive: true });
   // Logins need no fsync on the thread that serves secure requests; revocations still get one.
@@ -64,14 +78,6 @@ export async function serve(
     logger.warn(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
     );
-  }
-  if (config.workers > 1 && options.secureRoutes !== undefined) {
-    console.error(
-      `${options.name ?? "keygate"}: --workers applies to keygate's own server: ` +
-        "an application that adds its own routes serves with one worker",
-    );
-    await store.closeStore();
-    return 2;
   }
   let pool: WorkerPool | undefined;
   const metrics = createMetrics({
@@ -98,9 +104,6 @@ export async function serve(
     } catch (error) {
       const reason = String((error as Error)?.message ?? error);
       logger.error(`could not start ${config.workers} request workers: ${reason}`);
-      if (reason.includes("--unstable-net")) {
-        logger.error("--workers over TLS needs Deno's --unstable-net flag (Deno 2.9)");
-      }
       hasher.close();
       await store.closeStore();
       logger.flush();

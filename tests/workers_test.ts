@@ -283,3 +283,54 @@ Deno.test("a request worker that dies is logged and restarted, and the port is s
     db.cleanup();
   }
 });
+
+Deno.test("[server] --workers 2 is refused at start-up, saying why, without --unstable-net or under an application's own routes", async () => {
+  const db = tempDbPath();
+  try {
+    // deno.json turns --unstable-net on: a configuration with only its imports leaves it off.
+    const project = JSON.parse(await Deno.readTextFile("deno.json"));
+    const plainConfig = `${db.dir}/deno.json`;
+    await Deno.writeTextFile(plainConfig, JSON.stringify({ imports: project.imports }));
+    const run = async (config: string, entry: string) => {
+      const output = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--config",
+          config,
+          "--lock",
+          "deno.lock",
+          "--frozen",
+          "--allow-all",
+          entry,
+          "--db",
+          db.path,
+          "--port",
+          "0",
+          "--hostname",
+          "127.0.0.1",
+          "--workers",
+          "2",
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      return { code: output.code, stderr: new TextDecoder().decode(output.stderr) };
+    };
+    const noFlag = await run(plainConfig, "main.ts");
+    assert.equal(noFlag.code, 2, noFlag.stderr);
+    assert.equal(
+      noFlag.stderr,
+      "keygate: --workers above 1 needs Deno's --unstable-net flag (reusePort is unstable in Deno 2.9): use deno task start, or add --unstable-net to deno run\n",
+    );
+    const embedded = await run("deno.json", "examples/donations/main.ts");
+    assert.equal(embedded.code, 2, embedded.stderr);
+    assert.match(
+      embedded.stderr,
+      /: --workers applies to keygate's own server: an application that adds its own routes serves with one worker\n$/,
+    );
+    // Refused before anything was opened.
+    assert.equal(await Deno.stat(db.path).then(() => true, () => false), false);
+  } finally {
+    db.cleanup();
+  }
+});
