@@ -27,6 +27,7 @@ import { generateSelfSigned } from "../src/platform/tls.ts";
 import { PEER_CLIENT_ID, PEER_CLIENT_SECRET } from "./bench/peer_server.ts";
 import {
   findInvalidRun,
+  formatCpuRatio,
   formatRatio,
   formatTable,
   GENERATOR_LIMIT,
@@ -215,6 +216,7 @@ const scalingRows: Row[] = [];
 const notes: string[] = [];
 const RATIO_SAME = "keygate/bare, same load";
 const RATIO_CEILING = "keygate/bare fixed (ceiling)";
+const RATIO_CPU = "bare/keygate server CPU per request";
 const RATIO_PEER = "keygate/peer, same load";
 const NOTE = "note";
 const RSS_PER_WORKER = "RSS MiB per worker";
@@ -335,6 +337,7 @@ try {
       extra: {
         [RATIO_SAME]: formatRatio(result, sameLoad === "lua" ? secure["bare, lua"] : ceiling),
         [RATIO_CEILING]: formatRatio(result, ceiling),
+        [RATIO_CPU]: formatCpuRatio(ceiling, result),
       },
     });
   }
@@ -348,6 +351,7 @@ try {
     extra: {
       [RATIO_SAME]: formatRatio(smallQuery, secure["bare, lua"]),
       [RATIO_CEILING]: formatRatio(smallQuery, ceiling),
+      [RATIO_CPU]: formatCpuRatio(ceiling, smallQuery),
     },
   });
   notes.push(
@@ -669,7 +673,7 @@ const results = `Recorded by \`${command}\` on ${new Date().toISOString().slice(
 
 ### Secure path against the ceiling
 
-${formatTable(secureRows, [RATIO_SAME, RATIO_CEILING])}
+${formatTable(secureRows, [RATIO_SAME, RATIO_CEILING, RATIO_CPU])}
 
 ### Introspection against the peer
 

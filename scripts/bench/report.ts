@@ -42,6 +42,17 @@ export function formatRatio(a: Measured, b: Measured, unit = ""): string {
   return findInvalidRun(a, b) ?? `${(a.rps / b.rps).toFixed(2)}${unit}`;
 }
 
+/**
+ * `base`'s server CPU per request over `run`'s: the rate ratio the two servers would reach when
+ * each is held at its limit by a fast enough generator, since a server held at its limit on one
+ * core serves 10⁶ / (µs per request) requests per second. It needs no unsaturated wrk, only
+ * runs without errors.
+ */
+export function formatCpuRatio(base: Measured, run: Measured): string {
+  if (base.errors > 0 || run.errors > 0) return "no ratio: errors";
+  return (base.cpuUsPerRequest / run.cpuUsPerRequest).toFixed(2);
+}
+
 /** One line of a results table. */
 export interface Row {
   scenario: string;
