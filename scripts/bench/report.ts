@@ -98,6 +98,12 @@ export function formatTable(rows: Row[], extraHeaders: string[] = []): string {
   return [headers, align, ...lines].map((cells) => `| ${cells.join(" | ")} |`).join("\n");
 }
 
+/**
+ * The other layout's marker: everything after it is the bench's. Honoured when the begin and end
+ * markers are absent, so that either layout of docs/performance.md keeps its prose.
+ */
+const TAIL_MARKER = "<!-- Written by deno task bench from here on; edit only the text above. -->";
+
 /** Replaces the text between the bench markers of `path` with `body` (or writes a new file). */
 export async function writeResults(path: string, body: string): Promise<void> {
   const begin = "<!-- bench:begin -->";
@@ -111,8 +117,11 @@ export async function writeResults(path: string, body: string): Promise<void> {
   const from = text.indexOf(begin);
   const to = text.indexOf(end);
   const block = `${begin}\n${body.trim()}\n${end}`;
+  const tail = text.indexOf(TAIL_MARKER);
   const next = from >= 0 && to > from
     ? text.slice(0, from) + block + text.slice(to + end.length)
+    : tail >= 0
+    ? `${text.slice(0, tail + TAIL_MARKER.length)}\n\n## Measurements\n\n${block}\n`
     : `# Performance\n\n${block}\n`;
   await Deno.writeTextFile(path, next);
 }
