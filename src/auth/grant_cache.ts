@@ -18,7 +18,7 @@
  * @module
  */
 import { hashSecret } from "./credentials.ts";
-import type { GrantEpoch, Store, TokenGrant, TokenStatus } from "../store/store.ts";
+import type { GrantEpoch, KeyHolder, Store, TokenGrant, TokenStatus } from "../store/store.ts";
 
 /** Cached grants before the cache starts afresh. */
 export const MAX_CACHED_GRANTS = 100_000;
@@ -132,4 +132,45 @@ export function createTokenStatusCache(
     maxEntries,
   });
   return (token, now) => find(token, token, now);
+}
+
+/** Finds the holder of a usable API key: synchronously on a cache hit, through the store on a miss. */
+export type KeyHolderFinder = (
+  apiKey: string,
+  now: number,
+) => KeyHolder | undefined | Promise<KeyHolder | undefined>;
+
+/**
+ * A cache in front of {@link Store.findKeyHolder}, for requests authenticated
+ * by API key alone (introspection, revocation, forward-auth of public paths).
+ * Exact like the grant cache: revoking, disabling or rotating a key, or
+ * disabling its user, moves the epoch and empties it; only usable keys are
+ * kept (unknown keys cannot fill it), with their expiry, read on the miss
+ * and checked on every hit. A hit saves a SHA-256 digest and the join.
+ */
+export function createKeyHolderCache(
+  store: Pick<Store, "findKeyHolder" | "findApiKeyById" | "readGrantEpoch">,
+  maxEntries = MAX_CACHED_GRANTS,
+): KeyHolderFinder {
+  const find = createExactCache<string, { holder: KeyHolder; keyExpiresAt: number | null }>(
+    store,
+    {
+      async read(apiKey, now) {
+        const holder = await store.findKeyHolder(hashSecret(apiKey), now);
+        if (holder === undefined) return undefined;
+        // The holder does not carry the key's expiry; a write between the two reads moves the
+        // epoch, and then nothing read here is kept.
+        const key = await store.findApiKeyById(holder.apiKeyId);
+        if (key === undefined) return undefined;
+        return { holder: Object.freeze(holder), keyExpiresAt: key.expiresAt };
+      },
+      keep: () => true,
+      holds: (entry, now) => entry.keyExpiresAt === null || entry.keyExpiresAt > now,
+      maxEntries,
+    },
+  );
+  return (apiKey, now) => {
+    const found = find(apiKey, apiKey, now);
+    return found instanceof Promise ? found.then((entry) => entry?.holder) : found?.holder;
+  };
 }
