@@ -29,10 +29,11 @@ import {
   findInvalidRun,
   formatCpuRatio,
   formatRatio,
-  formatTable,
+  formatRows,
   GENERATOR_LIMIT,
   type Measured,
   type Row,
+  wrapMarkdown,
   writeResults,
 } from "./bench/report.ts";
 import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./bench/seed.ts";
@@ -658,37 +659,38 @@ const wrkVersion = new TextDecoder().decode(
 ).split("\n")[0];
 const command =
   `deno task bench --tokens ${TOKENS} --duration ${DURATION} --connections ${CONNECTIONS} --sample ${SAMPLE} --rounds ${ROUNDS}`;
-const results = `Recorded by \`${command}\` on ${new Date().toISOString().slice(0, 10)}.
+const results = wrapMarkdown(
+  `Recorded by \`${command}\` on ${new Date().toISOString().slice(0, 10)}.
 
 - Machine: ${navigator.hardwareConcurrency} cores (${cpu}), ${
-  Math.round(Deno.systemMemoryInfo().total / 2 ** 30)
-} GiB; Deno ${Deno.version.deno}, V8 ${Deno.version.v8}; ${wrkVersion}
+    Math.round(Deno.systemMemoryInfo().total / 2 ** 30)
+  } GiB; Deno ${Deno.version.deno}, V8 ${Deno.version.v8}; ${wrkVersion}
 - Servers pinned to core 0${
-  TASKSET ? "" : " (taskset missing: nothing pinned)"
-}, wrk (one thread) to core 1, except under "Using every core"; HTTPS, HTTP/1.1 keep-alive,
-  ${CONNECTIONS} connections, ${DURATION} s per run; side-by-side rows are the median of ${ROUNDS} alternating rounds
+    TASKSET ? "" : " (taskset missing: nothing pinned)"
+  }, wrk (one thread) to core 1, except under "Using every core"; HTTPS, HTTP/1.1 keep-alive, ${CONNECTIONS} connections, ${DURATION} s per run; side-by-side rows are the median of ${ROUNDS} alternating rounds
 - No ratio is printed where wrk was at ${
-  Math.round(GENERATOR_LIMIT * 100)
-}% or more of its core (per wrk thread), or where a run had errors
+    Math.round(GENERATOR_LIMIT * 100)
+  }% or more of its core (per wrk thread), or where a run had errors
 
 ### Secure path against the ceiling
 
-${formatTable(secureRows, [RATIO_SAME, RATIO_CEILING, RATIO_CPU])}
+${formatRows(secureRows, [RATIO_SAME, RATIO_CEILING, RATIO_CPU])}
 
 ### Introspection against the peer
 
-${formatTable(introspectionRows, [RATIO_PEER])}
+${formatRows(introspectionRows, [RATIO_PEER])}
 
 ### Issuance and tail latency
 
-${formatTable(otherRows, [NOTE])}
+${formatRows(otherRows, [NOTE])}
 
 ### Using every core
 
-${formatTable(scalingRows, [RSS_PER_WORKER, SCALING])}
+${formatRows(scalingRows, [RSS_PER_WORKER, SCALING])}
 
 ${notes.map((n) => `- ${n}`).join("\n")}
-`;
+`,
+);
 console.log(results);
 if (!flags["no-write"]) {
   await writeResults(flags.output, results);

@@ -66,36 +66,54 @@ export interface Row {
 
 const fixed = (n: number, digits: number) => Number.isFinite(n) ? n.toFixed(digits) : "";
 
-/** A Markdown table of `rows` with the common columns and then `extraHeaders`. */
-export function formatTable(rows: Row[], extraHeaders: string[] = []): string {
-  const headers = [
-    "scenario",
-    "server",
-    "load",
-    "req/s",
-    "p50 ms",
-    "p99 ms",
-    "server CPU µs/req",
-    "server cores busy",
-    "wrk CPU",
-    "RSS MiB",
-    ...extraHeaders,
-  ];
-  const align = headers.map((_, i) => i >= 3 && i <= 9 ? "---:" : "---");
-  const lines = rows.map((r) => [
-    r.scenario,
-    r.server,
-    r.load,
-    fixed(r.result.rps, 0),
-    fixed(r.result.p50, 2),
-    fixed(r.result.p99, 2),
-    fixed(r.result.cpuUsPerRequest, 1),
-    fixed(r.result.serverCores, 2),
-    pct(r.result.generatorShare),
-    r.rssMiB === undefined ? "" : r.rssMiB.toFixed(1),
-    ...extraHeaders.map((h) => r.extra?.[h] ?? ""),
-  ]);
-  return [headers, align, ...lines].map((cells) => `| ${cells.join(" | ")} |`).join("\n");
+/**
+ * `rows` as a Markdown list, one item per run with its figures nested under it: the docs keep
+ * every line within 100 characters, which a table of this many columns cannot.
+ */
+export function formatRows(rows: Row[], extraHeaders: string[] = []): string {
+  return rows.map((r) => {
+    const { result } = r;
+    const server = [
+      `${fixed(result.cpuUsPerRequest, 1)} µs CPU per request`,
+      `${fixed(result.serverCores, 2)} cores busy`,
+      ...(r.rssMiB === undefined ? [] : [`RSS ${r.rssMiB.toFixed(1)} MiB`]),
+    ];
+    const lines = [
+      `- ${r.scenario}; ${r.server}; ${r.load}: **${fixed(result.rps, 0)} req/s**`,
+      `  - latency: p50 ${fixed(result.p50, 2)} ms, p99 ${fixed(result.p99, 2)} ms`,
+      `  - server: ${server.join(", ")}`,
+      `  - wrk: ${pct(result.generatorShare)} of its core${
+        result.errors > 0 ? `; ${result.errors} errors` : ""
+      }`,
+      ...extraHeaders.filter((h) => r.extra?.[h]).map((h) => `  - ${h}: ${r.extra![h]}`),
+    ];
+    return lines.join("\n");
+  }).join("\n");
+}
+
+/**
+ * Wraps Markdown prose and list items at `width` characters (continuation lines indented under
+ * their item); headings, markers and table rows are left as they are.
+ */
+export function wrapMarkdown(text: string, width = 100): string {
+  return text.split("\n").flatMap((line) => {
+    if (line.length <= width || /^\s*(#|<!--|\|)/.test(line)) return [line];
+    const item = /^(\s*)(- )?/.exec(line)!;
+    const indent = item[1] + (item[2] === undefined ? "" : "  ");
+    const out: string[] = [];
+    let current = "";
+    for (const word of line.trimStart().split(" ")) {
+      const start = out.length === 0 && current === "" ? item[1] : indent;
+      if (current !== "" && (current + " " + word).length > width) {
+        out.push(current);
+        current = indent + word;
+      } else {
+        current = current === "" ? start + word : `${current} ${word}`;
+      }
+    }
+    if (current !== "") out.push(current);
+    return out;
+  }).join("\n");
 }
 
 /**
