@@ -11,13 +11,22 @@
  *
  * @module
  */
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { main as adminMain } from "./scripts/admin.ts";
+import { main as adminMain } from "./src/cli/main.ts";
 import type { Routes } from "./src/http/route.ts";
 import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
-import { ConfigError, formatHelp, readConfig } from "./src/config.ts";
+import { ConfigError, StartupError } from "./src/config/errors.ts";
+import { formatHelp } from "./src/config/help.ts";
+import {
+  explainDatabaseError,
+  explainListenError,
+  prepareDatabasePath,
+  readTlsFiles,
+  removePidFile,
+  writePidFile,
+} from "./src/config/preflight.ts";
+import { readConfig } from "./src/config/read_config.ts";
+import { VERSION } from "./src/config/version.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
@@ -25,7 +34,7 @@ import { createMetrics } from "./src/platform/metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
 import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
-import { loadTlsCredentials } from "./src/platform/tls.ts";
+import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 import { type Listener, logListening, startListener } from "./src/server/listener.ts";
 import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
 
@@ -37,43 +46,78 @@ export interface ServeOptions {
   name?: string;
 }
 
-/** Runs the server until a shutdown signal; resolves to the process exit code. */
+/**
+ * Runs the server until a shutdown signal; resolves to the process exit code:
+ * 0 after a clean stop, 2 for a wrong setting, 1 when the system refuses one.
+ * A failed start prints one line naming the flag, the value and what to do.
+ */
 export async function serve(
   args: string[],
   env: Record<string, string | undefined>,
   options: ServeOptions = {},
-) {
-  let config;
+): Promise<number> {
+  const started: { pidFile?: string } = {};
   try {
-    config = readConfig(args, env);
+    return await run(args, env, options, started);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`${options.name ?? "keygate"}: ${error.message} (see --help)`);
-    return 2;
+    if (!(error instanceof ConfigError || error instanceof StartupError)) throw error;
+    const hint = error instanceof ConfigError ? " (see --help)" : "";
+    console.error(`${options.name ?? "keygate"}: ${error.message}${hint}`);
+    return error.exitCode;
+  } finally {
+    if (started.pidFile !== undefined) removePidFile(started.pidFile);
   }
-  if (config === undefined) {
+}
+
+async function run(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: ServeOptions,
+  started: { pidFile?: string },
+): Promise<number> {
+  const config = readConfig(args, env);
+  if (config === "help") {
     console.log(formatHelp());
     return 0;
   }
+  if (config === "version") {
+    console.log(`keygate ${VERSION}`);
+    return 0;
+  }
   if (config.workers > 1) {
-    const refusal = options.secureRoutes !== undefined
-      ? "--workers applies to keygate's own server: an application that adds its own routes " +
-        "serves with one worker"
-      // Unstable APIs exist on Deno only with their flag; reusePort is one of them in Deno 2.9.
-      : !("listenDatagram" in Deno)
-      ? "--workers above 1 needs Deno's --unstable-net flag (reusePort is unstable in Deno 2.9): " +
-        "use deno task start, or add --unstable-net to deno run"
-      : undefined;
-    if (refusal !== undefined) {
-      console.error(`${options.name ?? "keygate"}: ${refusal}`);
-      return 2;
+    if (options.secureRoutes !== undefined) {
+      throw new ConfigError(
+        "--workers applies to keygate's own server: an application that adds its own routes " +
+          "serves with one worker",
+      );
+    }
+    // Unstable APIs exist on Deno only with their flag; reusePort is one of them in Deno 2.9.
+    if (!("listenDatagram" in Deno)) {
+      throw new StartupError(
+        "--workers above 1 needs Deno's --unstable-net flag (reusePort is unstable in Deno 2.9): " +
+          "use deno task start, or add --unstable-net to deno run",
+        2,
+      );
     }
   }
+  prepareDatabasePath(config.dbPath);
+  if (config.pidFile !== undefined) {
+    writePidFile(config.pidFile);
+    started.pidFile = config.pidFile;
+  }
+  const tls: TlsCredentials | undefined = config.behindProxy
+    ? undefined
+    : config.certFile !== undefined && config.keyFile !== undefined
+    ? await readTlsFiles(config.certFile, config.keyFile)
+    : await loadTlsCredentials(config);
   const logger = createLogger({ level: config.logLevel });
-  mkdirSync(dirname(config.dbPath), { recursive: true });
-  // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-  const store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
-  const tls = config.behindProxy ? undefined : await loadTlsCredentials(config);
+  let store;
+  try {
+    // Logins need no fsync on the thread that serves secure requests; revocations still get one.
+    store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
+  } catch (error) {
+    throw explainDatabaseError(error, config.dbPath);
+  }
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
@@ -102,32 +146,62 @@ export async function serve(
     try {
       logListening(logger, config, await pool.start());
     } catch (error) {
-      const reason = String((error as Error)?.message ?? error);
-      logger.error(`could not start ${config.workers} request workers: ${reason}`);
       hasher.close();
       await store.closeStore();
-      logger.flush();
-      return 1;
+      // A worker's error crosses as text: the port in use, say.
+      throw new StartupError(
+        `could not start ${config.workers} request workers on --port ${config.port}: ${
+          String((error as Error)?.message ?? error)
+        }`,
+        1,
+      );
     }
   } else {
-    listener = startListener({
-      config,
-      tls: tlsPair,
-      store,
-      hasher,
-      logger,
-      metrics,
-      secureRoutes: options.secureRoutes,
-    });
+    try {
+      listener = startListener({
+        config,
+        tls: tlsPair,
+        store,
+        hasher,
+        logger,
+        metrics,
+        secureRoutes: options.secureRoutes,
+      });
+    } catch (error) {
+      hasher.close();
+      store.closeStore();
+      throw explainListenError(error, {
+        hostname: config.hostname,
+        port: config.port,
+        hostnameFlag: "--hostname",
+        portFlag: "--port",
+      }, config);
+    }
   }
   const metricsServer = config.metrics
-    ? Deno.serve({
-      hostname: config.metricsHostname,
-      port: config.metricsPort,
-      onListen({ hostname, port }) {
-        logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+    ? listen(
+      () =>
+        Deno.serve({
+          hostname: config.metricsHostname,
+          port: config.metricsPort,
+          onListen({ hostname, port }) {
+            logger.info(`metrics on http://${hostname}:${port}/metrics`, { hostname, port });
+          },
+        }, createMetricsHandler(metrics)),
+      {
+        hostname: config.metricsHostname,
+        port: config.metricsPort,
+        hostnameFlag: "--metrics-hostname",
+        portFlag: "--metrics-port",
       },
-    }, createMetricsHandler(metrics))
+      undefined,
+      () => {
+        void listener?.server.shutdown();
+        void pool?.drain(0);
+        hasher.close();
+        store.closeStore();
+      },
+    )
     : undefined;
   if (metricsServer !== undefined && !isLoopbackOrPrivate(config.metricsHostname)) {
     logger.warn("metrics are served on a public address; restrict who can reach it", {
@@ -187,6 +261,24 @@ export async function serve(
   logger.info("stopped");
   logger.flush();
   return 0;
+}
+
+/**
+ * Starts a listener; a failure (port in use, bad address, unusable TLS pair) closes
+ * what was opened and becomes one {@link StartupError} line.
+ */
+function listen(
+  start: () => Deno.HttpServer,
+  where: Parameters<typeof explainListenError>[1],
+  tls: { certFile?: string; keyFile?: string } | undefined,
+  cleanup: () => void,
+): Deno.HttpServer {
+  try {
+    return start();
+  } catch (error) {
+    cleanup();
+    throw explainListenError(error, where, tls);
+  }
 }
 
 /** Dispatches `admin …` to the admin CLI and everything else to the server. */

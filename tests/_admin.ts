@@ -2,7 +2,7 @@
  * The admin CLI run in-process for tests: on a database file, with a fake
  * clock, a password on "standard input", and its output captured.
  */
-import { main } from "../scripts/admin.ts";
+import { main } from "../src/cli/main.ts";
 import type { Clock } from "../src/platform/clock.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { createFakeClock } from "./_helpers.ts";

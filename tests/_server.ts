@@ -2,7 +2,7 @@
  * The real server as a child process on port 0, for process-level tests:
  * its log lines, its URLs and a SIGTERM stop.
  */
-import { main as admin } from "../scripts/admin.ts";
+import { main as admin } from "../src/cli/main.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 
 export interface ServerProcess {
@@ -13,6 +13,8 @@ export interface ServerProcess {
   child: Deno.ChildProcess;
   /** Standard output so far, one log line each. */
   lines: string[];
+  /** Standard error so far (Deno's own warnings land here), one line each. */
+  errors: string[];
   /** Sends SIGTERM and waits for the exit. */
   stop(): Promise<Deno.CommandStatus>;
   /** Waits for the exit without a signal. */
@@ -42,9 +44,17 @@ export async function startServerProcess(
       ...extraArgs,
     ],
     stdout: "piped",
-    stderr: "inherit",
+    stderr: "piped",
   }).spawn();
   const lines: string[] = [];
+  const errors: string[] = [];
+  const stderrDone = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
+    new WritableStream({
+      write(chunk) {
+        errors.push(...chunk.split("\n").filter(Boolean));
+      },
+    }),
+  );
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let buffered = "";
   let origin: string | undefined;
@@ -52,7 +62,10 @@ export async function startServerProcess(
   const wantMetrics = extraArgs.includes("--metrics");
   while (origin === undefined || (wantMetrics && metricsUrl === undefined)) {
     const { value, done } = await reader.read();
-    if (done) throw new Error(`server exited before listening: ${lines.join("\n")}`);
+    if (done) {
+      await stderrDone;
+      throw new Error(`server exited before listening: ${[...lines, ...errors].join("\n")}`);
+    }
     buffered += value;
     const parts = buffered.split("\n");
     buffered = parts.pop()!;
@@ -75,6 +88,7 @@ export async function startServerProcess(
   const exited = async () => {
     const status = await child.status;
     await drained;
+    await stderrDone;
     return status;
   };
   return {
@@ -82,6 +96,7 @@ export async function startServerProcess(
     metricsUrl,
     child,
     lines,
+    errors,
     exited,
     stop() {
       child.kill("SIGTERM");

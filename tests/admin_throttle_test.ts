@@ -74,7 +74,10 @@ Deno.test("admin throttle list and clear show and forget failed-login counters",
     assert.equal((await admin(db.path, ["throttle", "list"])).out, "(none)");
     const missing = await admin(db.path, ["throttle", "clear"]);
     assert.equal(missing.code, 2);
-    assert.equal(missing.err, "keygate admin: Usage: deno task admin throttle clear EMAIL|ADDRESS");
+    assert.equal(
+      missing.err,
+      "keygate admin: Missing TARGET (usage: deno task admin throttle clear TARGET)",
+    );
   } finally {
     db.cleanup();
   }

@@ -1,17 +1,25 @@
 import assert from "node:assert/strict";
-import { ConfigError, formatHelp, MAX_WORKERS, readConfig, SETTINGS } from "../src/config.ts";
+import { parseArguments } from "../src/config/args.ts";
+import { ConfigError } from "../src/config/errors.ts";
+import { formatHelp } from "../src/config/help.ts";
+import { MAX_WORKERS, parseBoolean } from "../src/config/parsers.ts";
+import { readConfig } from "../src/config/read_config.ts";
+import { type Config, isBooleanSetting, SETTINGS } from "../src/config/settings.ts";
+
+function read(args: string[], env: Record<string, string> = {}): Config {
+  const config = readConfig(args, env);
+  assert.equal(typeof config, "object");
+  return config as Config;
+}
 
 Deno.test("readConfig() uses the documented defaults", () => {
-  assert.deepEqual(readConfig([], {}), {
+  assert.deepEqual(read([]), {
     hostname: "0.0.0.0",
     port: 8443,
     dbPath: "db/keygate.sqlite3",
-    certFile: undefined,
-    keyFile: undefined,
     defaultTimeoutSeconds: 36000,
     corsOrigins: ["*"],
     logLevel: "info",
-    upstream: undefined,
     upstreamTimeoutSeconds: 30,
     hideCredentials: true,
     metrics: false,
@@ -28,10 +36,10 @@ Deno.test("readConfig() uses the documented defaults", () => {
 });
 
 Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {
-  assert.equal(readConfig(["--workers", "2"], {})!.workers, 2);
-  assert.equal(readConfig([], { KEYGATE_WORKERS: "3" })!.workers, 3);
+  assert.equal(read(["--workers", "2"]).workers, 2);
+  assert.equal(read([], { KEYGATE_WORKERS: "3" }).workers, 3);
   assert.equal(
-    readConfig(["--workers", "auto"], {})!.workers,
+    read(["--workers", "auto"]).workers,
     Math.min(MAX_WORKERS, navigator.hardwareConcurrency),
   );
   for (const bad of ["0", "-1", "1.5", "two", "", `${MAX_WORKERS + 1}`]) {
@@ -47,13 +55,13 @@ Deno.test("readConfig() reads --workers as a count or auto, and refuses anything
 });
 
 Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => {
-  const config = readConfig(["--forward-auth-header", "X-Forwarded-Uri"], {
+  const config = read(["--forward-auth-header", "X-Forwarded-Uri"], {
     KEYGATE_UNICODE_PATHS: "on",
-  })!;
+  });
   assert.equal(config.forwardAuthHeader, "x-forwarded-uri");
   assert.equal(config.unicodePaths, true);
   assert.equal(
-    readConfig([], { KEYGATE_FORWARD_AUTH_HEADER: "x-original-uri" })!.forwardAuthHeader,
+    read([], { KEYGATE_FORWARD_AUTH_HEADER: "x-original-uri" }).forwardAuthHeader,
     "x-original-uri",
   );
   assert.throws(
@@ -67,87 +75,163 @@ Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => 
 });
 
 Deno.test("readConfig() prefers flags over KEYGATE_* variables", () => {
-  const config = readConfig(["--port", "9000", "--default-timeout", "15m"], {
+  const config = read(["--port", "9000", "--default-timeout=15m"], {
     KEYGATE_PORT: "8000",
     KEYGATE_DB: "/var/lib/keygate/k.sqlite3",
     KEYGATE_DEFAULT_TIMEOUT: "1h",
     KEYGATE_CORS_ORIGINS: "https://a.example, https://b.example",
-  })!;
+  });
   assert.equal(config.port, 9000);
   assert.equal(config.dbPath, "/var/lib/keygate/k.sqlite3");
   assert.equal(config.defaultTimeoutSeconds, 900);
   assert.deepEqual(config.corsOrigins, ["https://a.example", "https://b.example"]);
 });
 
-Deno.test("readConfig() returns undefined for --help", () => {
-  assert.equal(readConfig(["--help"], {}), undefined);
+Deno.test("readConfig() answers help for --help and -h, and version for --version", () => {
+  assert.equal(readConfig(["--help"], {}), "help");
+  assert.equal(readConfig(["-h"], {}), "help");
+  assert.equal(readConfig(["--version"], {}), "version");
+});
+
+Deno.test("readConfig() ignores one leading -- (deno task start -- --port 0)", () => {
+  assert.equal(read(["--", "--port", "0"]).port, 0);
+});
+
+Deno.test("parseBoolean() takes on/off/true/false/1/0 in any case and nothing else", () => {
+  for (const word of ["on", "ON", "true", "True", "1"]) assert.equal(parseBoolean(word), true);
+  for (const word of ["off", "Off", "false", "FALSE", "0"]) assert.equal(parseBoolean(word), false);
+  for (const word of ["yes", "no", "", "2", "onn"]) {
+    assert.throws(() => parseBoolean(word), SyntaxError);
+  }
+});
+
+Deno.test("readConfig() reads every boolean setting the same way: bare, words, env", () => {
+  const booleans = SETTINGS.filter(isBooleanSetting);
+  assert.deepEqual(booleans.map((s) => s.flag), [
+    "hide-credentials",
+    "metrics",
+    "behind-proxy",
+    "unicode-paths",
+  ]);
+  for (const setting of booleans) {
+    const key = setting.key as "metrics";
+    assert.equal(read([`--${setting.flag}`])[key], true, `bare --${setting.flag}`);
+    for (const [word, value] of [["on", true], ["off", false], ["true", true], ["0", false]]) {
+      assert.equal(
+        read([`--${setting.flag}`, String(word)])[key],
+        value,
+        `${setting.flag} ${word}`,
+      );
+      assert.equal(read([`--${setting.flag}=${word}`])[key], value);
+      assert.equal(read([], { [setting.env]: String(word) })[key], value, setting.env);
+    }
+  }
+});
+
+Deno.test("readConfig() errors name the source: the flag or the environment variable", () => {
+  assert.throws(
+    () => readConfig([], { KEYGATE_METRICS: "yes" }),
+    new ConfigError('Invalid KEYGATE_METRICS "yes": expected on, off, true, false, 1 or 0'),
+  );
+  assert.throws(
+    () => readConfig(["--metrics=yes"], {}),
+    new ConfigError('Invalid --metrics "yes": expected on, off, true, false, 1 or 0'),
+  );
+  assert.throws(
+    () => readConfig([], { KEYGATE_PORT: "http" }),
+    new ConfigError('Invalid KEYGATE_PORT "http": expected a whole number from 0 to 65535'),
+  );
 });
 
 Deno.test("readConfig() refuses bad values with a ConfigError", () => {
   const bad: [string[], RegExp][] = [
-    [["--port", "70000"], /Invalid port "70000"/],
-    [["--port", "x"], /Invalid port/],
-    [["--cert", "a.pem"], /--cert and --key go together/],
-    [["--default-timeout", "10"], /Invalid --default-timeout/],
-    [["--cors-origins", "example.org"], /Invalid --cors-origins entry "example.org"/],
-    [["--log-level", "loud"], /Invalid --log-level "loud"/],
-    [["--upstream", "ftp://x.example"], /Invalid --upstream "ftp:\/\/x.example"/],
-    [["--upstream", "http://u:p@x.example"], /Invalid --upstream/],
-    [["--upstream", "http://x.example/?a=1"], /Invalid --upstream/],
-    [["--upstream", "not a url"], /Invalid --upstream/],
-    [["--upstream-timeout", "0s"], /Invalid --upstream-timeout/],
-    [["--hide-credentials", "yes"], /Invalid --hide-credentials "yes"/],
-    [["--nope"], /nope/],
-    [["stray"], /stray/],
+    [["--port", "70000"], /^Invalid --port "70000": expected a whole number/],
+    [["--port", "x"], /^Invalid --port "x"/],
+    [["--port"], /^Option --port needs a value$/],
+    [["--port", "1", "--port", "2"], /^Option --port is given more than once$/],
+    [["--cert", "a.pem"], /--cert and --key go together \(only --cert is set\)/],
+    [["--default-timeout", "10"], /^Invalid --default-timeout "10": expected a positive/],
+    [["--cors-origins", "example.org"], /^Invalid --cors-origins "example.org": entry/],
+    [["--log-level", "loud"], /^Invalid --log-level "loud": expected debug, info/],
+    [["--upstream", "ftp://x.example"], /^Invalid --upstream "ftp:\/\/x.example"/],
+    [["--upstream", "http://u:p@x.example"], /^Invalid --upstream/],
+    [["--upstream", "http://x.example/?a=1"], /^Invalid --upstream/],
+    [["--upstream", "not a url"], /^Invalid --upstream/],
+    [["--upstream-timeout", "0s"], /^Invalid --upstream-timeout "0s"/],
+    [["--hide-credentials", "yes"], /^Unexpected argument "yes"$/],
+    [["--hide-credentials=yes"], /^Invalid --hide-credentials "yes": expected on, off/],
+    [["--nope"], /^Unknown option "--nope"$/],
+    [["-x"], /^Unknown option "-x"$/],
+    [["stray"], /^Unexpected argument "stray"$/],
+    [["--metrics", "--metrics-port", "8443"], /metrics are never served on the public port/],
   ];
   for (const [args, message] of bad) {
     assert.throws(() => readConfig(args, {}), (error: Error) => {
-      assert.ok(error instanceof ConfigError);
-      assert.match(error.message, message);
+      assert.ok(error instanceof ConfigError, args.join(" "));
+      assert.match(error.message, message, args.join(" "));
       return true;
     });
   }
 });
 
-Deno.test("formatHelp() lists every flag with its variable", () => {
+Deno.test("parseArguments() keeps a boolean's next word when positionals are allowed", () => {
+  const specs = [{ name: "json", kind: "boolean" as const }];
+  assert.deepEqual(parseArguments(["--json", "off"], specs, { positionals: true }), {
+    values: { json: "on" },
+    positionals: ["off"],
+  });
+  assert.deepEqual(parseArguments(["--", "a", "--", "--json"], specs, { positionals: true }), {
+    values: {},
+    positionals: ["a", "--json"],
+  });
+});
+
+Deno.test("formatHelp() lists every flag with a typed placeholder, its variable and default", () => {
   const help = formatHelp();
   for (const setting of SETTINGS) {
-    assert.ok(help.includes(`--${setting.flag}`), setting.flag);
-    assert.ok(help.includes(setting.env), setting.env);
+    assert.ok(help.includes(`--${setting.flag} ${setting.placeholder}`), setting.flag);
+    assert.ok(help.includes(`env ${setting.env}`), setting.env);
+    if (setting.default !== undefined) {
+      assert.ok(help.includes(`env ${setting.env}, default ${setting.default}`), setting.flag);
+    }
+  }
+  assert.ok(help.includes("-h, --help"));
+  assert.ok(help.includes("--version"));
+  for (const line of help.split("\n")) assert.ok(line.length <= 100, line);
+});
+
+Deno.test("every setting's default parses, and the table has no duplicate flag or variable", () => {
+  assert.equal(new Set(SETTINGS.map((s) => s.flag)).size, SETTINGS.length);
+  assert.equal(new Set(SETTINGS.map((s) => s.env)).size, SETTINGS.length);
+  assert.equal(new Set(SETTINGS.map((s) => s.key)).size, SETTINGS.length);
+  for (const setting of SETTINGS) {
+    assert.match(setting.env, /^KEYGATE_[A-Z_]+$/);
+    if (setting.default !== undefined) setting.parse(setting.default);
   }
 });
 
 Deno.test("readConfig() reads the upstream settings from flags and KEYGATE_* variables", () => {
-  const config = readConfig(["--upstream-timeout", "5s"], {
+  const config = read(["--upstream-timeout", "5s"], {
     KEYGATE_UPSTREAM: "http://127.0.0.1:9000/base",
     KEYGATE_HIDE_CREDENTIALS: "false",
-  })!;
+  });
   assert.equal(config.upstream, "http://127.0.0.1:9000/base");
   assert.equal(config.upstreamTimeoutSeconds, 5);
   assert.equal(config.hideCredentials, false);
 });
 
-Deno.test("README's configuration table lists every setting with its variable and default", () => {
-  const readme = Deno.readTextFileSync(new URL("../README.md", import.meta.url));
-  const start = readme.indexOf("## Configuration");
-  const table = readme.slice(start, readme.indexOf("\n\n", readme.indexOf("| flag", start)));
+Deno.test("docs/configuration.md lists every setting with its placeholder, variable and default", () => {
+  const doc = Deno.readTextFileSync(new URL("../docs/configuration.md", import.meta.url));
+  const items = doc.split("\n- ").slice(1).map((item) => item.replace(/\s+/g, " "));
   for (const setting of SETTINGS) {
-    const row = table.split("\n").find((line) => line.startsWith(`| \`--${setting.flag} `));
-    assert.ok(row, `--${setting.flag} has a row`);
-    assert.ok(row.includes(`\`${setting.env}\``), `${setting.env} in ${row}`);
+    const item = items.find((text) =>
+      text.startsWith(`\`--${setting.flag} ${setting.placeholder}\` (\`${setting.env}\``)
+    );
+    assert.ok(item, `--${setting.flag} ${setting.placeholder} (${setting.env}) has an entry`);
     if (setting.default !== undefined) {
-      assert.ok(row.includes(`\`${setting.default}\``), `default of --${setting.flag} in ${row}`);
+      assert.ok(item.includes(`default \`${setting.default}\``), `default of --${setting.flag}`);
     }
   }
-  const rows = table.split("\n").filter((line) => line.startsWith("| `--"));
-  assert.equal(rows.length, SETTINGS.length, "no row for a setting that does not exist");
-});
-
-Deno.test("formatHelp() prints every default", () => {
-  const help = formatHelp();
-  for (const setting of SETTINGS) {
-    if (setting.default !== undefined) {
-      assert.ok(help.includes(`(default: ${setting.default})`), setting.flag);
-    }
-  }
+  const entries = items.filter((text) => text.startsWith("`--"));
+  assert.equal(entries.length, SETTINGS.length, "no entry for a setting that does not exist");
 });

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { readConfig } from "../src/config.ts";
+import { readConfig } from "../src/config/read_config.ts";
+import type { Config } from "../src/config/settings.ts";
 import {
   createAddressMatcher,
   findForwardedClient,
@@ -157,21 +158,29 @@ Deno.test("[e2e] proxy mode answers health checks from any peer without forwardi
 });
 
 Deno.test("readConfig() allows --behind-proxy only on loopback or private addresses", () => {
-  const config = readConfig(["--behind-proxy", "on"], {})!;
+  const config = readConfig(["--behind-proxy", "on"], {}) as Config;
   assert.equal(config.behindProxy, true);
   assert.equal(config.hostname, "127.0.0.1", "the default hostname becomes loopback");
   assert.deepEqual(config.trustedProxies, ["127.0.0.1/32", "::1/128"]);
   assert.equal(
-    readConfig(["--behind-proxy", "on", "--hostname", "10.0.0.5"], {})!.hostname,
+    (readConfig(["--behind-proxy", "on", "--hostname", "10.0.0.5"], {}) as Config).hostname,
     "10.0.0.5",
   );
   const bad: [string[], Record<string, string>, RegExp][] = [
     [["--behind-proxy", "on", "--hostname", "0.0.0.0"], {}, /loopback or private address/],
     [["--behind-proxy", "on"], { KEYGATE_HOSTNAME: "8.8.8.8" }, /loopback or private/],
-    [["--behind-proxy", "yes"], {}, /Invalid --behind-proxy "yes": expected on or off/],
+    [
+      ["--behind-proxy=yes"],
+      {},
+      /Invalid --behind-proxy "yes": expected on, off, true, false, 1 or 0/,
+    ],
     [["--behind-proxy", "on", "--cert", "c", "--key", "k"], {}, /do not apply/],
     [["--behind-proxy", "on", "--trusted-proxies", ""], {}, /needs at least one range/],
-    [["--trusted-proxies", "10.0.0.1"], {}, /Invalid --trusted-proxies entry "10.0.0.1"/],
+    [
+      ["--trusted-proxies", "10.0.0.1"],
+      {},
+      /Invalid --trusted-proxies "10.0.0.1": entry "10.0.0.1" is not a CIDR range/,
+    ],
   ];
   for (const [args, env, message] of bad) {
     assert.throws(() => readConfig(args, env), message, args.join(" "));

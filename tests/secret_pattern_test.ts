@@ -33,11 +33,14 @@ Deno.test("SECRET_SCANNER_PATTERN does not match cut or lengthened values", () =
   assert.ok(pattern.test("da39a3ee5e6b4b0d3255bfef95601890afd80709"));
 });
 
-Deno.test("README publishes both patterns verbatim", async () => {
-  const readme = await Deno.readTextFile(new URL("../README.md", import.meta.url));
-  assert.ok(readme.includes(SECRET_SCANNER_PATTERN), "README lacks SECRET_SCANNER_PATTERN");
+Deno.test("docs/security.md publishes both patterns verbatim", async () => {
+  const readme = await Deno.readTextFile(new URL("../docs/security.md", import.meta.url));
+  assert.ok(
+    readme.includes(SECRET_SCANNER_PATTERN),
+    "docs/security.md lacks SECRET_SCANNER_PATTERN",
+  );
   assert.ok(
     readme.includes(SECRET_SCANNER_CONTEXT_PATTERN),
-    "README lacks SECRET_SCANNER_CONTEXT_PATTERN",
+    "docs/security.md lacks SECRET_SCANNER_CONTEXT_PATTERN",
   );
 });

@@ -5,7 +5,7 @@
  * routing, raw bytes on the wire where `fetch` would normalise them.
  */
 import assert from "node:assert/strict";
-import { main as admin } from "../scripts/admin.ts";
+import { main as admin } from "../src/cli/main.ts";
 import type { ForwardAuthHeader } from "../src/http/context.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { startServerProcess } from "./_server.ts";
-import { main as admin } from "../scripts/admin.ts";
+import { main as admin } from "../src/cli/main.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import { tempDbPath } from "./_helpers.ts";
@@ -117,7 +117,7 @@ Deno.test("[server] refuses a bad flag with exit code 2 and one line", async () 
   assert.equal(output.code, 2);
   assert.equal(
     new TextDecoder().decode(output.stderr),
-    'keygate: Invalid port "nope": expected a whole number from 0 to 65535 (see --help)\n',
+    'keygate: Invalid --port "nope": expected a whole number from 0 to 65535 (see --help)\n',
   );
 });
 

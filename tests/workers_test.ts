@@ -8,7 +8,8 @@
  * draws at start) tells which worker answered.
  */
 import assert from "node:assert/strict";
-import { readConfig } from "../src/config.ts";
+import type { Config } from "../src/config/settings.ts";
+import { readConfig } from "../src/config/read_config.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { createWorkerPool } from "../src/server/worker_pool.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
@@ -248,7 +249,7 @@ Deno.test("a request worker that dies is logged and restarted, and the port is s
       "off",
     ],
     {},
-  )!;
+  ) as Config;
   const pool = createWorkerPool({
     config,
     tls: { cert, key },
@@ -326,7 +327,7 @@ Deno.test("[server] --workers 2 is refused at start-up, saying why, without --un
     assert.equal(embedded.code, 2, embedded.stderr);
     assert.match(
       embedded.stderr,
-      /: --workers applies to keygate's own server: an application that adds its own routes serves with one worker\n$/,
+      /: --workers applies to keygate's own server: an application that adds its own routes serves with one worker \(see --help\)\n$/,
     );
     // Refused before anything was opened.
     assert.equal(await Deno.stat(db.path).then(() => true, () => false), false);

@@ -17,6 +17,8 @@ export const AUDIT_ACTIONS = [
   "user.enabled",
   "user.timeout_changed",
   "user.password_changed",
+  "user.renamed",
+  "user.deleted",
   "key.created",
   "key.rotated",
   "key.disabled",
@@ -25,6 +27,7 @@ export const AUDIT_ACTIONS = [
   "tokens.revoked",
   "tokens.purged",
   "throttle.cleared",
+  "db.restored",
   // Security events from the HTTP API (actor `api_key:<id>` or `anonymous`).
   "token.issued",
   "login.failed",

@@ -78,7 +78,7 @@ export function toKeyPrefix(apiKey: string): string {
  * emitted. It is RE2-compatible (no look-around). Keys are plain UUID v4s, so
  * the first branch matches every lowercase UUID v4, and the second matches any
  * 40-character word of lowercase letters and digits (SHA-1 hex digests too).
- * See the README for a narrower, context-bound variant.
+ * See docs/security.md for a narrower, context-bound variant.
  */
 export const SECRET_SCANNER_PATTERN =
   "\\b(?:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}|[a-z0-9]{40})\\b";

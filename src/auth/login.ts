@@ -211,7 +211,7 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
     }
 
     const token = generateToken();
-    // Never before the user's cutoff (which may be at most 1 ms ahead, see README).
+    // Never before the user's cutoff (which may be at most 1 ms ahead, see docs/operations.md).
     const issuedAt = Math.max(readAt, user.tokensValidFrom);
     const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
     const tokenId = await store.insertToken({

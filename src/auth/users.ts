@@ -6,7 +6,8 @@
  * @module
  */
 import { formatDuration } from "../platform/duration.ts";
-import type { Store, User } from "../store/store.ts";
+import type { DeletedUser, Store, TokenRow, User } from "../store/store.ts";
+import { StoreConflict } from "../store/errors.ts";
 import { isAccountEmail, MAX_EMAIL_LENGTH, normalizeEmail } from "./account_rules.ts";
 import { toUserRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
@@ -177,4 +178,85 @@ export async function revokeUserTokens(
   });
   change.notify();
   return revoked;
+}
+
+/**
+ * Changes a user's e-mail; keys, tokens and timeout stay with the user.
+ *
+ * @throws {AuthError} `invalid_request` for the e-mail, `conflict` when another user has it
+ * (in any Unicode normal form).
+ */
+export async function renameUser(deps: ChangeDeps, user: User, newEmail: string): Promise<string> {
+  const email = toAccountEmail(newEmail);
+  const existing = await findUserInAnyForm(deps.store, email);
+  if (existing !== undefined && existing.id !== user.id) {
+    throw new AuthError(
+      "conflict",
+      `Cannot rename ${user.email}: user "${email}" already exists` +
+        (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`),
+    );
+  }
+  if (email === user.email) return email;
+  const change = observeAudit(
+    deps,
+    () => toAuditEntry(deps, "user.renamed", toUserRef(email), { from: user.email }),
+  );
+  try {
+    await deps.store.updateUserEmail(user.id, {
+      email,
+      now: deps.clock.now(),
+      audit: change.audit,
+    });
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    throw new AuthError("conflict", `Cannot rename ${user.email}: user "${email}" already exists`);
+  }
+  change.notify();
+  return email;
+}
+
+/**
+ * Deletes a user with their API keys, tokens and failed-login counters, in
+ * one audited change (the audit log keeps the user's history).
+ */
+export async function deleteUser(deps: ChangeDeps, user: User): Promise<DeletedUser> {
+  const change = observeAudit(
+    deps,
+    (deleted: DeletedUser) =>
+      toAuditEntry(deps, "user.deleted", toUserRef(user.email), {
+        api_keys_deleted: deleted.apiKeys,
+        tokens_deleted: deleted.tokens,
+      }),
+  );
+  const deleted = await deps.store.deleteUser(user.id, {
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return deleted;
+}
+
+/** Where a token stands at a time, for listings. */
+export type TokenState = "live" | "expired" | "revoked" | "user disabled";
+
+/**
+ * A user's tokens with their state at `now`, newest first: revoked (itself, or
+ * issued before the user's cutoff), expired, or ended with the user's being
+ * disabled; otherwise live (its key's state is the key listing's business).
+ */
+export async function listUserTokens(
+  store: Store,
+  user: User,
+  now: number,
+): Promise<(TokenRow & { state: TokenState })[]> {
+  return (await store.listTokensOfUser(user.id)).map((token) => ({
+    ...token,
+    state: token.revokedAt !== null || token.issuedAt < user.tokensValidFrom
+      ? "revoked"
+      : token.expiresAt <= now
+      ? "expired"
+      : user.disabled
+      ? "user disabled"
+      : "live",
+  }));
 }

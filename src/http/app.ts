@@ -221,8 +221,8 @@ export function createHandler(deps: AppDeps): Handler {
 
   /**
    * CORS headers, only on cross-origin requests (those with `Origin`): other
-   * clients ignore them, and every byte counts on the hot path (README
-   * "Performance": larger responses leave in two TLS segments).
+   * clients ignore them, and every byte counts on the hot path (docs/performance.md:
+   * larger responses leave in two TLS segments).
    */
   function addCors(request: Request, headers: Headers): void {
     const origin = request.headers.get("origin");

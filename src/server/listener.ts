@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Config } from "../config.ts";
+import type { Config } from "../config/settings.ts";
 import { createKeyUsageRecorder, type KeyUsageRecorder } from "../auth/key_usage.ts";
 import { createHandler } from "../http/app.ts";
 import type { SecureContext } from "../http/context.ts";
@@ -57,7 +57,7 @@ export function logListening(logger: Logger, config: Config, bound: Bound): void
   });
   if (!bound.noDelay && !config.behindProxy) {
     logger.warn(
-      'could not turn off Nagle\'s algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see README "Performance"',
+      "could not turn off Nagle's algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see docs/performance.md",
     );
   }
 }

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import type { Config } from "../config.ts";
+import type { Config } from "../config/settings.ts";
 import { createLogger } from "../platform/logger.ts";
 import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
 import { openStore } from "../store/open_store.ts";

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import type { Config } from "../config.ts";
+import type { Config } from "../config/settings.ts";
 import type { PasswordHasher } from "../passwords/passwords.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { MetricsSnapshot } from "../platform/metrics.ts";

@@ -190,6 +190,21 @@ export interface AuditedChange<T> {
  */
 export type GrantEpoch = number;
 
+/** A token row for listings: ids and times, never the digest. */
+export interface TokenRow {
+  id: number;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  revokedAt: number | null;
+}
+
+/** What {@link Store.deleteUser} removed with the user. */
+export interface DeletedUser {
+  apiKeys: number;
+  tokens: number;
+}
+
 /** The lowest and highest token row ids. */
 export interface TokenIdRange {
   first: number;
@@ -254,6 +269,19 @@ export interface Store {
     userId: number,
     change: AuditedChange<number> & { disabled: boolean },
   ): Promise<number>;
+
+  /**
+   * Changes a user's e-mail; keys, tokens, counters and timeout stay with the user's id.
+   *
+   * @throws {StoreConflict} when another user has the e-mail.
+   */
+  updateUserEmail(userId: number, change: AuditedChange<void> & { email: string }): Promise<void>;
+  /**
+   * Deletes a user with their API keys, tokens and failed-login counters, in
+   * one transaction; the audit log keeps its rows. Resolves to how many keys and
+   * token rows went.
+   */
+  deleteUser(userId: number, change: AuditedChange<DeletedUser>): Promise<DeletedUser>;
 
   // ---- API keys --------------------------------------------------------------------------
 
@@ -329,6 +357,8 @@ export interface Store {
   ): Promise<number>;
   /** Live tokens at `now` (valid and unexpired), by the same rule as {@link Store.findTokenGrant}. */
   countLiveTokens(now: number): Promise<number>;
+  /** A user's token rows in any state, newest first (admin listings). */
+  listTokensOfUser(userId: number): Promise<TokenRow[]>;
 
   // ---- Grant change feed -----------------------------------------------------------------
 

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import { StoreConflict } from "../../src/store/errors.ts";
 import type { LoginFailures } from "../../src/store/store.ts";
 import {
   type ContractTest,
@@ -253,12 +254,84 @@ export function registerChangeTests(test: ContractTest): void {
       ["revokeApiKey", () => store.revokeApiKey(key.id, { now: now + 2000, ...NO_AUDIT })],
       // An expired token's 401 changes from token_expired to invalid_token once its row is gone.
       ["purgeEndedTokens", () => store.purgeEndedTokens(T0 + 10 * HOUR, NO_AUDIT)],
+      [
+        "updateUserEmail (a grant carries the e-mail)",
+        () => store.updateUserEmail(user.id, { email: "renamed@b.org", now, ...NO_AUDIT }),
+      ],
+      ["deleteUser", () => store.deleteUser(user.id, { now, ...NO_AUDIT })],
     ];
     for (const [name, write] of ends) {
       const before = store.readGrantEpoch();
       await write();
       assert.notEqual(store.readGrantEpoch(), before, `${name} moves the epoch`);
     }
+  });
+
+  test("users: renamed (refused when taken), deleted with their keys, tokens and counters", async ({ store }) => {
+    const { user, key } = await seed(store);
+    await issue(store, { userId: user.id, apiKeyId: key.id }, "t2", { issuedAt: T0 + 1 });
+    const other = await store.insertUser(
+      { email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      { now: T0, ...NO_AUDIT },
+    );
+    const otherKey = await store.insertApiKey(
+      { userId: other.id, keyHash: hashSecret("k2"), prefix: "k2", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    await issue(store, { userId: other.id, apiKeyId: otherKey.id }, "o1");
+
+    await assert.rejects(
+      store.updateUserEmail(user.id, { email: "c@d.org", now: T0 + 1, ...NO_AUDIT }),
+      StoreConflict,
+    );
+    await store.updateUserEmail(user.id, {
+      email: "new@b.org",
+      now: T0 + 2,
+      audit: entry("user.renamed", "user:new@b.org"),
+    });
+    assert.equal((await store.findUserById(user.id))!.email, "new@b.org");
+    assert.equal(await store.findUserByEmail("a@b.org"), undefined);
+    assert.equal(
+      (await grantOf(store, "t1", "k1", T0 + 3))?.email,
+      "new@b.org",
+      "a rename ends no grant, and the grant shows the new e-mail",
+    );
+
+    const tokens = await store.listTokensOfUser(user.id);
+    assert.deepEqual(tokens.map((t) => [t.apiKeyId, t.issuedAt, t.revokedAt]), [
+      [key.id, T0 + 1, null],
+      [key.id, T0, null],
+    ]);
+
+    await store.recordLoginFailures([`key:${key.id}`, `key:${otherKey.id}`], {
+      now: T0,
+      ...NO_AUDIT,
+      next: (_previous, subject): LoginFailures => ({
+        subject,
+        failures: 1,
+        lastFailureAt: T0,
+        blockedUntil: 0,
+        forgetAt: T0 + HOUR,
+      }),
+    });
+    const deleted = await store.deleteUser(user.id, {
+      now: T0 + 4,
+      audit: (result) => entry("user.deleted", "user:new@b.org", { ...result }),
+    });
+    assert.deepEqual(deleted, { apiKeys: 1, tokens: 2 });
+    assert.equal(await store.findUserById(user.id), undefined);
+    assert.equal(await store.findApiKeyById(key.id), undefined);
+    assert.deepEqual(await store.listTokensOfUser(user.id), []);
+    assert.equal(await grantOf(store, "t1", "k1", T0 + 5), undefined);
+    assert.deepEqual(
+      (await store.listLoginFailures(T0 + 5)).map((row) => row.subject),
+      [`key:${otherKey.id}`],
+    );
+    assert.ok(await grantOf(store, "o1", "k2", T0 + 5), "the other user keeps everything");
+    assert.deepEqual((await store.listAudit()).map((row) => [row.action, row.detail]), [
+      ["user.renamed", {}],
+      ["user.deleted", { apiKeys: 1, tokens: 2 }],
+    ]);
   });
 
   test("lifecycle: ready while open, closing twice is harmless", async ({ store }) => {

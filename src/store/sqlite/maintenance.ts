@@ -108,3 +108,17 @@ export function inspectDatabaseFile(
     db.close();
   }
 }
+
+/**
+ * Copies the database file at `from` (a backup) over the database at `to`
+ * through SQLite's backup API, so a live file's write-ahead log stays
+ * consistent; for `admin db restore`, with the server stopped.
+ */
+export async function restoreDatabaseFile(from: string, to: string): Promise<void> {
+  const source = new DatabaseSync(from, { readOnly: true });
+  try {
+    await backup(source, to, { rate: BACKUP_PAGES_PER_STEP });
+  } finally {
+    source.close();
+  }
+}

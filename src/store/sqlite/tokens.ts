@@ -22,6 +22,7 @@ export type TokenStore = Pick<
   | "revokeToken"
   | "revokeTokenOfKey"
   | "countLiveTokens"
+  | "listTokensOfUser"
   | "findTokenIdRange"
   | "deleteEndedTokens"
   | "purgeEndedTokens"
@@ -102,6 +103,11 @@ export function createTokenStore(conn: Connection): TokenStore {
     return Number(tokensPurgeRange.run({ after, size, cutoff }).changes);
   }
 
+  const tokensOfUser = sql(
+    `SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
+     WHERE user_id = :user_id ORDER BY issued_at DESC, id DESC`,
+  );
+
   return {
     insertToken(token, { audit, clearLoginFailures }) {
       return conn.write(() => {
@@ -157,6 +163,18 @@ export function createTokenStore(conn: Connection): TokenStore {
           | undefined;
         return row?.id as number | undefined;
       }, audit);
+    },
+
+    listTokensOfUser(userId) {
+      return conn.read(() =>
+        (tokensOfUser.all({ user_id: userId }) as Row[]).map((row) => ({
+          id: row.id as number,
+          apiKeyId: row.api_key_id as number,
+          issuedAt: row.issued_at as number,
+          expiresAt: row.expires_at as number,
+          revokedAt: row.revoked_at as number | null,
+        }))
+      );
     },
 
     countLiveTokens(now) {

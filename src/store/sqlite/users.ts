@@ -18,6 +18,8 @@ export type UserStore = Pick<
   | "updateUserPassword"
   | "updateUserDisabled"
   | "revokeTokensOfUser"
+  | "updateUserEmail"
+  | "deleteUser"
 >;
 
 export function createUserStore(conn: Connection): UserStore {
@@ -40,6 +42,17 @@ export function createUserStore(conn: Connection): UserStore {
   const userSetDisabled = sql(
     "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
   );
+  // Alters grants: a cached grant carries the e-mail (token_info, X-Keygate-Email).
+  const userSetEmail = sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id");
+  const userTokensDelete = sql("DELETE FROM tokens WHERE user_id = :user_id");
+  // Keeps grants: the counters of the user's keys hold no grant.
+  const userFailuresDelete = sql(
+    `DELETE FROM login_failures WHERE subject IN (
+       SELECT 'key:' || id FROM api_keys WHERE user_id = :user_id)`,
+    "keeps-grants",
+  );
+  const userKeysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
+  const userDelete = sql("DELETE FROM users WHERE id = :id");
   // Moves the user's cutoff forward only: an earlier cutoff must never revive tokens.
   const userRaiseCutoff = sql(
     `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
@@ -51,7 +64,7 @@ export function createUserStore(conn: Connection): UserStore {
        AND issued_at >= :from AND issued_at < :cutoff`,
   );
 
-  /** The cutoff for "everything issued up to now": strictly increasing, see README. */
+  /** The cutoff for "everything issued up to now": strictly increasing, see docs/operations.md. */
   function nextCutoff(userId: number, now: number): number {
     const row = userById.get({ id: userId }) as Row | undefined;
     const current = (row?.tokens_valid_from as number | undefined) ?? 0;
@@ -113,6 +126,22 @@ export function createUserStore(conn: Connection): UserStore {
       return conn.write(() => {
         userSetDisabled.run({ id: userId, disabled: disabled ? 1 : 0, now });
         return disabled ? revokeTokensBefore(userId, nextCutoff(userId, now), now) : 0;
+      }, audit);
+    },
+
+    updateUserEmail(userId, { email, now, audit }) {
+      return conn.write(() => {
+        userSetEmail.run({ id: userId, email, now });
+      }, audit);
+    },
+
+    deleteUser(userId, { audit }) {
+      return conn.write(() => {
+        const tokens = Number(userTokensDelete.run({ user_id: userId }).changes);
+        userFailuresDelete.run({ user_id: userId });
+        const apiKeys = Number(userKeysDelete.run({ user_id: userId }).changes);
+        userDelete.run({ id: userId });
+        return { apiKeys, tokens };
       }, audit);
     },
 

@@ -1,0 +1,118 @@
+/**
+ * `admin db …`: back up, check and restore the SQLite database.
+ *
+ * @module
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { toAuditEntry } from "../../auth/changes.ts";
+import { findSqliteMaintenance } from "../../store/open_store.ts";
+import { inspectDatabaseFile, restoreDatabaseFile } from "../../store/sqlite/maintenance.ts";
+import type { SqliteMaintenance } from "../../store/sqlite/maintenance.ts";
+import type { Store } from "../../store/store.ts";
+import type { Command } from "../command.ts";
+import { AdminError } from "../io.ts";
+
+/** The `db` commands. */
+export const DB_COMMANDS: readonly Command[] = [
+  {
+    words: ["db", "backup"],
+    summary: "Write a consistent copy to a new file and check it; safe while the server runs",
+    arguments: [{ name: "PATH", description: "The backup file to create (must not exist)" }],
+    options: [],
+    database: "existing",
+    async run({ store, args, io, log }) {
+      const path = args.PATH!;
+      if (existsSync(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
+      await sqliteOnly(store, "db backup").backupDatabaseTo(path);
+      const { problems, counts } = inspectDatabaseFile(path);
+      if (problems.length > 0) {
+        throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
+      }
+      log({ path, users: counts.users, api_keys: counts.api_keys, tokens: counts.tokens });
+      io.stdout(
+        `Wrote backup ${path}: ${counts.users} user(s), ${counts.api_keys} API key(s), ` +
+          `${counts.tokens} token row(s); integrity ok`,
+      );
+    },
+  },
+  {
+    words: ["db", "check"],
+    summary: "Run an integrity check; exit 1 on problems",
+    arguments: [],
+    options: [],
+    database: "existing",
+    // deno-lint-ignore require-await
+    async run({ store, io }) {
+      const problems = sqliteOnly(store, "db check").checkDatabaseIntegrity();
+      for (const problem of problems) io.stdout(problem);
+      if (problems.length > 0) {
+        throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
+      }
+      io.stdout("Integrity check: ok");
+    },
+  },
+  {
+    words: ["db", "restore"],
+    summary: "Replace the database with a checked backup; stop the server first",
+    description: "Checks the backup's integrity, copies it over --db (creating it if missing) " +
+      "and applies pending migrations. An existing database is replaced only with --replace.",
+    arguments: [{ name: "BACKUP", description: "A file written by db backup" }],
+    options: [{
+      name: "replace",
+      kind: "boolean",
+      description: "Overwrite an existing database (everything since the backup is lost)",
+    }],
+    database: "path",
+    async run(context) {
+      const { args, options, dbPath, io } = context;
+      const from = args.BACKUP!;
+      if (!existsSync(from)) throw new AdminError(`No backup file "${from}"`);
+      let inspected;
+      try {
+        inspected = inspectDatabaseFile(from);
+      } catch (error) {
+        throw new AdminError(
+          `Cannot restore from "${from}": not a keygate backup (${(error as Error).message})`,
+        );
+      }
+      if (inspected.problems.length > 0) {
+        throw new AdminError(
+          `Cannot restore from "${from}": it failed its integrity check: ${inspected.problems[0]}`,
+        );
+      }
+      if (existsSync(dbPath) && options.replace === undefined) {
+        throw new AdminError(
+          `Refusing to replace the database "${dbPath}": stop the server, then run again ` +
+            "with --replace (everything written since the backup is lost)",
+        );
+      }
+      mkdirSync(dirname(dbPath), { recursive: true });
+      await restoreDatabaseFile(from, dbPath);
+      const { counts } = inspected;
+      // Opening the restored file applies pending migrations.
+      const store = await context.openStore();
+      const entry = toAuditEntry(context.changes, "db.restored", "database", {
+        from,
+        users: counts.users,
+        api_keys: counts.api_keys,
+        tokens: counts.tokens,
+      });
+      await store.appendAudit(entry);
+      context.changes.noteChange?.(entry);
+      io.stdout(
+        `Restored ${dbPath} from ${from}: ${counts.users} user(s), ${counts.api_keys} API ` +
+          `key(s), ${counts.tokens} token row(s)`,
+      );
+    },
+  },
+];
+
+/** The SQLite-only operations, for commands that need them. */
+function sqliteOnly(store: Store, command: string): SqliteMaintenance {
+  const maintenance = findSqliteMaintenance(store);
+  if (maintenance === undefined) {
+    throw new AdminError(`"${command}" works on SQLite only: use the database's own tools`);
+  }
+  return maintenance;
+}

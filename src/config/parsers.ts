@@ -1,0 +1,136 @@
+/**
+ * Parsers of setting values: text → typed value, or a `SyntaxError` whose
+ * message says what was expected. The caller names the source (flag or
+ * environment variable) and the value.
+ *
+ * @module
+ */
+import { parseDuration } from "../platform/duration.ts";
+import { isCidr } from "../platform/ip.ts";
+import type { ForwardAuthHeader } from "../http/context.ts";
+import type { LogLevel } from "../platform/logger.ts";
+
+/** The words every boolean setting accepts, in flags and environment variables alike. */
+export const BOOLEAN_WORDS = ["on", "off", "true", "false", "1", "0"] as const;
+
+/**
+ * Parses a boolean setting: on/true/1 or off/false/0, any letter case.
+ *
+ * @throws {SyntaxError} for anything else.
+ */
+export function parseBoolean(text: string): boolean {
+  const word = text.trim().toLowerCase();
+  if (word === "on" || word === "true" || word === "1") return true;
+  if (word === "off" || word === "false" || word === "0") return false;
+  throw new SyntaxError("expected on, off, true, false, 1 or 0");
+}
+
+/** Parses a TCP port, 0 meaning any free port. */
+export function parsePort(text: string): number {
+  const port = /^[0-9]{1,5}$/.test(text.trim()) ? Number(text) : NaN;
+  if (!Number.isInteger(port) || port > 65535) {
+    throw new SyntaxError("expected a whole number from 0 to 65535");
+  }
+  return port;
+}
+
+/** Parses a duration such as `10h` into seconds. */
+export function parseDurationSetting(text: string): number {
+  try {
+    return parseDuration(text.trim());
+  } catch {
+    throw new SyntaxError('expected a positive whole number and a unit s, m, h or d, like "10h"');
+  }
+}
+
+/** Non-empty text, trimmed. */
+export function parseText(text: string): string {
+  const value = text.trim();
+  if (value === "") throw new SyntaxError("expected a value");
+  return value;
+}
+
+/** Parses a comma-separated list of CORS origins, or `*`. */
+export function parseOrigins(text: string): string[] {
+  const origins = toList(text);
+  for (const origin of origins) {
+    if (origin !== "*" && !/^https?:\/\/[^/\s]+$/.test(origin)) {
+      throw new SyntaxError(
+        `entry "${origin}" is not "*" or an origin like "https://example.org"`,
+      );
+    }
+  }
+  if (origins.length === 0) throw new SyntaxError('expected "*" or a list of origins');
+  return origins;
+}
+
+/** Parses a comma-separated list of CIDR ranges (possibly empty). */
+export function parseCidrList(text: string): string[] {
+  const ranges = toList(text);
+  for (const range of ranges) {
+    if (!isCidr(range)) {
+      throw new SyntaxError(`entry "${range}" is not a CIDR range like "10.0.0.0/8"`);
+    }
+  }
+  return ranges;
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error", "off"];
+
+/** Parses a log level. */
+export function parseLogLevel(text: string): LogLevel {
+  const level = text.trim().toLowerCase() as LogLevel;
+  if (!LOG_LEVELS.includes(level)) throw new SyntaxError(`expected ${LOG_LEVELS.join(", ")}`);
+  return level;
+}
+
+/** Parses an upstream base URL: http or https, without query, fragment or credentials. */
+export function parseUpstreamUrl(text: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(text.trim());
+  } catch {
+    url = undefined;
+  }
+  if (
+    url === undefined || (url.protocol !== "http:" && url.protocol !== "https:") ||
+    url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== ""
+  ) {
+    throw new SyntaxError("expected an http or https URL without query or credentials");
+  }
+  return text.trim();
+}
+
+function toList(text: string): string[] {
+  return text.split(",").map((item) => item.trim()).filter(Boolean);
+}
+
+const FORWARD_AUTH_HEADERS: readonly ForwardAuthHeader[] = [
+  "x-original-uri",
+  "x-forwarded-uri",
+  "either",
+];
+
+/** Parses which header names forward-auth's original request, in any letter case. */
+export function parseForwardAuthHeader(text: string): ForwardAuthHeader {
+  const header = text.trim().toLowerCase() as ForwardAuthHeader;
+  if (!FORWARD_AUTH_HEADERS.includes(header)) {
+    throw new SyntaxError("expected x-original-uri, x-forwarded-uri or either");
+  }
+  return header;
+}
+
+/** Most request workers: beyond this, more threads only cost memory. */
+export const MAX_WORKERS = 64;
+
+/** `--workers`: a whole number from 1 to {@link MAX_WORKERS}, or `auto` (the CPU count). */
+export function parseWorkers(text: string): number {
+  if (text.trim().toLowerCase() === "auto") {
+    return Math.min(MAX_WORKERS, Math.max(1, navigator.hardwareConcurrency));
+  }
+  const n = /^\d{1,3}$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!(n >= 1 && n <= MAX_WORKERS)) {
+    throw new SyntaxError(`expected a whole number from 1 to ${MAX_WORKERS}, or "auto"`);
+  }
+  return n;
+}

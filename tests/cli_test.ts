@@ -1,0 +1,426 @@
+/**
+ * The admin CLI as an operator runs it: the real command in a child process,
+ * asserting the exit code, the one line it prints and the database afterwards.
+ */
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { hashSecret } from "../src/auth/credentials.ts";
+import { VERSION } from "../src/config/version.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import type { Store } from "../src/store/store.ts";
+import { tempDbPath } from "./_helpers.ts";
+
+const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-ffi", "--allow-sys"];
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+/** Runs `deno run src/cli/main.ts ARGS --db PATH` with `stdin`. */
+async function cli(dbPath: string | undefined, args: string[], stdin = ""): Promise<Run> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      ...PERMISSIONS,
+      "src/cli/main.ts",
+      ...args,
+      ...(dbPath === undefined ? [] : ["--db", dbPath]),
+    ],
+    env: { USER: "ops" },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(stdin));
+  await writer.close();
+  const output = await child.output();
+  return {
+    code: output.code,
+    out: new TextDecoder().decode(output.stdout),
+    err: new TextDecoder().decode(output.stderr),
+  };
+}
+
+/** Asserts a failure: the exit code and exactly one line on standard error. */
+function assertFails(result: Run, code: 1 | 2, line: string | RegExp): void {
+  assert.equal(result.code, code, result.err);
+  assert.equal(result.out, "");
+  const lines = result.err.split("\n");
+  assert.equal(lines.length, 2, `one line: ${result.err}`);
+  if (typeof line === "string") assert.equal(lines[0], line);
+  else assert.match(lines[0], line);
+}
+
+async function withStore<T>(path: string, read: (store: Store) => Promise<T>): Promise<T> {
+  const store = openSqliteStore(path);
+  try {
+    return await read(store);
+  } finally {
+    await store.closeStore();
+  }
+}
+
+async function addUser(path: string, email: string): Promise<void> {
+  const added = await cli(path, ["user", "add", email], "a good password\n");
+  assert.equal(added.code, 0, added.err);
+}
+
+Deno.test("[cli] a password argument is refused with the reason, and nothing is written", async () => {
+  const db = tempDbPath();
+  try {
+    const result = await cli(db.path, ["user", "add", "a@b.org", "hunter2"], "x\n");
+    assertFails(
+      result,
+      2,
+      "keygate admin: Unexpected argument after EMAIL: passwords are read from standard input, " +
+        "never from arguments (they would stay in shell history)",
+    );
+    assert.ok(!result.err.includes("hunter2"), "the password is not echoed");
+    assert.equal(existsSync(db.path), false, "no database was created");
+    await addUser(db.path, "a@b.org");
+    assertFails(
+      await cli(db.path, ["user", "set-password", "a@b.org", "hunter2"]),
+      2,
+      /passwords are read from standard input, never from arguments/,
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] extra arguments, unknown options and missing arguments are usage errors (exit 2)", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "bob@x.org");
+    assertFails(
+      await cli(db.path, ["user", "disable", "bob@x.org", "extra"]),
+      2,
+      'keygate admin: Unexpected argument "extra" (usage: deno task admin user disable EMAIL)',
+    );
+    assert.equal(
+      await withStore(db.path, async (s) => (await s.findUserByEmail("bob@x.org"))!.disabled),
+      false,
+    );
+    assertFails(
+      await cli(db.path, ["user", "list", "--frob"]),
+      2,
+      'keygate admin: Unknown option "--frob" (see deno task admin help)',
+    );
+    assertFails(
+      await cli(db.path, ["user", "disable"]),
+      2,
+      "keygate admin: Missing EMAIL (usage: deno task admin user disable EMAIL)",
+    );
+    assertFails(
+      await cli(db.path, ["key", "create", "bob@x.org", "--json=maybe"]),
+      2,
+      'keygate admin: Invalid --json "maybe": expected on, off, true, false, 1 or 0',
+    );
+    assertFails(
+      await cli(db.path, ["frob"]),
+      2,
+      'keygate admin: Unknown command "frob" (see deno task admin help)',
+    );
+    assertFails(
+      await cli(db.path, ["user", "frob"]),
+      2,
+      'keygate admin: Unknown command "user frob" (see deno task admin user --help)',
+    );
+    assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 0);
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] help: admin, admin help, a group alone, per-command help; --version", async () => {
+  for (const args of [[], ["help"], ["--help"], ["-h"]]) {
+    const result = await cli(undefined, args);
+    assert.equal(result.code, 0, args.join(" "));
+    assert.match(result.out, /^keygate admin: manage users, API keys and tokens\n/);
+    assert.match(result.out, /\n {2}user delete EMAIL +Delete the user/);
+    for (const line of result.out.split("\n")) assert.ok(line.length <= 100, line);
+  }
+  for (const group of ["user", "key", "token", "throttle", "db"]) {
+    const result = await cli(undefined, [group]);
+    assert.equal(result.code, 0, group);
+    assert.equal(result.err, "");
+    assert.match(result.out, new RegExp(`^deno task admin ${group}: `));
+    assert.match(result.out, new RegExp(`\\n {2}${group} [a-z-]+`));
+  }
+  const rotate = await cli(undefined, ["key", "rotate", "--help"]);
+  assert.equal(rotate.code, 0);
+  assert.match(rotate.out, /^Usage: deno task admin key rotate KEY \[--grace DURATION\]\n/);
+  assert.match(rotate.out, /\n {2}KEY +The key's numeric id/);
+  assert.match(rotate.out, /\n {2}--grace DURATION +How long the old key/);
+  assert.equal((await cli(undefined, ["help", "key", "rotate"])).out, rotate.out);
+  for (const args of [["--version"], ["user", "add", "--version"]]) {
+    const result = await cli(undefined, args);
+    assert.equal(result.code, 0);
+    assert.equal(result.out, `keygate ${VERSION}\n`);
+  }
+});
+
+Deno.test("[cli] read-only commands on a missing database fail and create nothing", async () => {
+  const db = tempDbPath();
+  try {
+    const typo = `${db.dir}/keygte.sqlite3`;
+    for (const args of [["user", "list"], ["key", "list"], ["audit"], ["db", "check"]]) {
+      assertFails(
+        await cli(typo, args),
+        1,
+        `keygate admin: No database at "${typo}": check --db or KEYGATE_DB (nothing was ` +
+          "created; deno task admin user add creates one)",
+      );
+    }
+    assertFails(
+      await cli(typo, ["user", "disable", "a@b.org"]),
+      1,
+      /^keygate admin: No database at/,
+    );
+    assert.deepEqual([...Deno.readDirSync(db.dir)], [], "no file was left behind");
+    assertFails(
+      await cli(db.dir, ["user", "list"]),
+      2,
+      `keygate admin: Invalid --db "${db.dir}": it is a directory, not a database file`,
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole key", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "k@b.org");
+    const created = await cli(db.path, ["key", "create", "k@b.org", "--json"]);
+    assert.equal(created.code, 0, created.err);
+    const first = JSON.parse(created.out);
+    assert.deepEqual(Object.keys(first), [
+      "id",
+      "key",
+      "email",
+      "label",
+      "introspect",
+      "expires_at",
+    ]);
+    assert.equal(first.id, 1);
+    assert.ok(await withStore(db.path, (s) => s.findApiKeyByHash(hashSecret(first.key))));
+    const second = JSON.parse((await cli(db.path, ["key", "create", "k@b.org", "--json"])).out);
+
+    const listed = (await cli(db.path, ["key", "list"])).out;
+    const prefix = first.key.slice(0, 8);
+    assert.ok(listed.includes(`${prefix}…`));
+    const byPrefix = await cli(db.path, ["key", "disable", `${prefix}…`]);
+    assert.equal(byPrefix.code, 0, byPrefix.err);
+    assert.equal(byPrefix.out, `API key 1 (prefix ${prefix}) disabled\n`);
+    assert.notEqual(
+      await withStore(db.path, async (s) => (await s.findApiKeyById(1))!.disabledAt),
+      null,
+    );
+    assert.equal(
+      await withStore(db.path, async (s) => (await s.findApiKeyById(2))!.disabledAt),
+      null,
+    );
+
+    const byId = await cli(db.path, ["key", "enable", "1"]);
+    assert.equal(byId.out, "API key 1 enabled\n");
+    const whole = await cli(db.path, ["key", "revoke", second.key.toUpperCase()]);
+    assert.equal(whole.out, "Revoked API key 2; 0 live token(s) revoked\n");
+    assert.notEqual(
+      await withStore(db.path, async (s) => (await s.findApiKeyById(2))!.revokedAt),
+      null,
+    );
+
+    assertFails(
+      await cli(db.path, ["key", "disable", "2"]),
+      1,
+      "keygate admin: API key 2 is revoked",
+    );
+    assertFails(
+      await cli(db.path, ["key", "create", "k@b.org", "--label", "x".repeat(201)]),
+      2,
+      "keygate admin: Label too long: at most 200 characters",
+    );
+    assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 2);
+    assertFails(
+      await cli(db.path, ["key", "revoke", "abc"]),
+      1,
+      'keygate admin: Key prefix "abc" is too short: give at least 4 characters or the id',
+    );
+    assertFails(
+      await cli(db.path, ["key", "revoke", "ffffffff"]),
+      1,
+      /^keygate admin: No API key "ffffffff": expected a key id, a key prefix or a whole key/,
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] an ambiguous key prefix names the keys it matches and changes nothing", async () => {
+  const db = tempDbPath();
+  try {
+    const store = openSqliteStore(db.path);
+    const user = await store.insertUser(
+      { email: "amb@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      { now: 0, audit: undefined },
+    );
+    for (
+      const key of ["abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002"]
+    ) {
+      await store.insertApiKey({
+        userId: user.id,
+        keyHash: hashSecret(key),
+        prefix: key.slice(0, 8),
+        label: "",
+        expiresAt: null,
+        introspect: false,
+      }, { now: 0, audit: undefined });
+    }
+    await store.closeStore();
+    const result = await cli(db.path, ["key", "revoke", "abcd"]);
+    assertFails(
+      result,
+      1,
+      'keygate admin: Ambiguous key "abcd": it matches API keys 1, 2; give the numeric id or ' +
+        "more of the key",
+    );
+    assert.ok(
+      await withStore(
+        db.path,
+        async (s) => (await s.listApiKeys()).every((k) => k.revokedAt === null),
+      ),
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] user rename and user delete (with keys, tokens and counters; audited)", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "old@b.org");
+    await addUser(db.path, "other@b.org");
+    const key = JSON.parse((await cli(db.path, ["key", "create", "old@b.org", "--json"])).out);
+    await withStore(db.path, async (store) => {
+      await store.insertToken({
+        tokenHash: hashSecret("t".repeat(40)),
+        userId: 1,
+        apiKeyId: key.id,
+        issuedAt: Date.now(),
+        expiresAt: Date.now() + 3_600_000,
+        maxLiveTokens: 100,
+      }, { audit: undefined });
+    });
+
+    assertFails(
+      await cli(db.path, ["user", "rename", "old@b.org", "other@b.org"]),
+      1,
+      'keygate admin: Cannot rename old@b.org: user "other@b.org" already exists',
+    );
+    const renamed = await cli(db.path, ["user", "rename", "OLD@b.org", "New@b.org"]);
+    assert.equal(renamed.code, 0, renamed.err);
+    assert.equal(renamed.out, "Renamed user 1 from old@b.org to new@b.org\n");
+    assert.equal(
+      await withStore(db.path, async (s) => (await s.findUserById(1))!.email),
+      "new@b.org",
+    );
+
+    const tokens = await cli(db.path, ["token", "list", "new@b.org", "--json"]);
+    assert.equal(tokens.code, 0, tokens.err);
+    const [row] = JSON.parse(tokens.out);
+    assert.deepEqual(Object.keys(row), [
+      "id",
+      "api_key",
+      "issued_at",
+      "expires_at",
+      "status",
+      "revoked_at",
+    ]);
+    assert.equal(row.status, "live");
+    assert.ok(!tokens.out.includes("t".repeat(40)));
+
+    const deleted = await cli(db.path, ["user", "delete", "new@b.org"]);
+    assert.equal(deleted.code, 0, deleted.err);
+    assert.equal(
+      deleted.out,
+      "Deleted user new@b.org (id 1) with 1 API key(s) and 1 token row(s)\n",
+    );
+    assert.equal(deleted.err, "", "the audit line is not printed without --log");
+    await withStore(db.path, async (store) => {
+      assert.equal(await store.findUserById(1), undefined);
+      assert.equal((await store.listApiKeys()).length, 0);
+      assert.equal(await store.countRows("tokens"), 0);
+      assert.ok(await store.findUserByEmail("other@b.org"));
+      const audit = (await store.listAudit()).map((a) => [a.actor, a.action, a.subject]);
+      assert.deepEqual(audit.slice(-2), [
+        ["cli:ops", "user.renamed", "user:new@b.org"],
+        ["cli:ops", "user.deleted", "user:new@b.org"],
+      ]);
+    });
+    assertFails(
+      await cli(db.path, ["user", "delete", "new@b.org"]),
+      1,
+      'keygate admin: No user "new@b.org"',
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] --log writes the change as one JSON line on standard error", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "log@b.org");
+    const result = await cli(db.path, ["user", "disable", "log@b.org", "--log"]);
+    assert.equal(result.code, 0);
+    assert.equal(result.out, "Disabled log@b.org; 0 live token(s) revoked\n");
+    const entry = JSON.parse(result.err);
+    assert.equal(entry.event, "admin_change");
+    assert.equal(entry.action, "user.disabled");
+    assert.equal(entry.actor, "cli:ops");
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] db backup and db restore bring the database back; restore refuses to clobber", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "keep@b.org");
+    const backup = `${db.dir}/backup.sqlite3`;
+    assert.equal((await cli(db.path, ["db", "backup", backup])).code, 0);
+    await cli(db.path, ["user", "delete", "keep@b.org"]);
+    assert.equal(await withStore(db.path, async (s) => (await s.listUsers()).length), 0);
+
+    assertFails(
+      await cli(db.path, ["db", "restore", backup]),
+      1,
+      `keygate admin: Refusing to replace the database "${db.path}": stop the server, then ` +
+        "run again with --replace (everything written since the backup is lost)",
+    );
+    assertFails(
+      await cli(db.path, ["db", "restore", `${db.dir}/nope`]),
+      1,
+      `keygate admin: No backup file "${db.dir}/nope"`,
+    );
+    const restored = await cli(db.path, ["db", "restore", backup, "--replace"]);
+    assert.equal(restored.code, 0, restored.err);
+    assert.equal(
+      restored.out,
+      `Restored ${db.path} from ${backup}: 1 user(s), 0 API key(s), 0 token row(s)\n`,
+    );
+    await withStore(db.path, async (store) => {
+      assert.deepEqual((await store.listUsers()).map((u) => u.email), ["keep@b.org"]);
+      assert.equal((await store.listAudit()).at(-1)!.action, "db.restored");
+    });
+    const fresh = `${db.dir}/fresh/keygate.sqlite3`;
+    assert.equal((await cli(fresh, ["db", "restore", backup])).code, 0);
+    assert.equal(await withStore(fresh, async (s) => (await s.listUsers()).length), 1);
+  } finally {
+    db.cleanup();
+  }
+});
