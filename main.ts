@@ -33,9 +33,10 @@ import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
-import { findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import { findSqliteMaintenance } from "./src/store/open_store.ts";
 import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 import { type Listener, logListening, startListener } from "./src/server/listener.ts";
+import { openServerStore } from "./src/server/open_server_store.ts";
 import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
@@ -113,8 +114,7 @@ async function run(
   const logger = createLogger({ level: config.logLevel });
   let store;
   try {
-    // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-    store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
+    store = await openServerStore(config);
   } catch (error) {
     throw explainDatabaseError(error, config.dbPath);
   }

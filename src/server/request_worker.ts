@@ -15,8 +15,8 @@
 import type { Config } from "../config/settings.ts";
 import { createLogger } from "../platform/logger.ts";
 import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
-import { openStore } from "../store/open_store.ts";
 import { startListener } from "./listener.ts";
+import { openServerStore } from "./open_server_store.ts";
 import { createRemoteHasher, type PasswordAnswer, type PasswordRequest } from "./remote_hasher.ts";
 
 /** Main thread → worker. */
@@ -58,7 +58,7 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
     const logger = createLogger({ level: config.logLevel });
     let store;
     try {
-      store = await openStore(config.dbPath, { sqlite: { durability: "grants" } });
+      store = await openServerStore(config);
       running = startListener({
         config,
         tls: message.tls,
