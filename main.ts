@@ -28,15 +28,18 @@ import {
 import { readConfig } from "./src/config/read_config.ts";
 import { VERSION } from "./src/config/version.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
-import { createJanitor } from "./src/auth/janitor.ts";
+import { createJanitor, JANITOR_INTERVAL_MS } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
+import { createStoreMetrics } from "./src/platform/store_metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
-import { findSqliteMaintenance } from "./src/store/open_store.ts";
+import { findPostgresStore, findSqliteMaintenance } from "./src/store/open_store.ts";
+import type { Store } from "./src/store/store.ts";
+import { parseStoreUrl } from "./src/store/store_url.ts";
 import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 import { type Listener, logListening, startListener } from "./src/server/listener.ts";
-import { openServerStore } from "./src/server/open_server_store.ts";
+import { openServerStore, toStoreLocation } from "./src/server/open_server_store.ts";
 import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
@@ -101,7 +104,10 @@ async function run(
       );
     }
   }
-  prepareDatabasePath(config.dbPath);
+  const parsedStore = parseStoreUrl(toStoreLocation(config));
+  const storeDisplay = parsedStore.display;
+  // On PostgreSQL the --db directory still holds a self-signed certificate, when one is used.
+  prepareDatabasePath(parsedStore.kind === "sqlite" ? parsedStore.path : config.dbPath);
   if (config.pidFile !== undefined) {
     writePidFile(config.pidFile);
     started.pidFile = config.pidFile;
@@ -112,11 +118,27 @@ async function run(
     ? await readTlsFiles(config.certFile, config.keyFile)
     : await loadTlsCredentials(config);
   const logger = createLogger({ level: config.logLevel });
+  // PostgreSQL reports its queries from the start; the gauges read it once metrics exist.
+  const storeMetrics = createStoreMetrics();
   let store;
   try {
-    store = await openServerStore(config);
+    store = await openServerStore(config, {
+      onOperation: storeMetrics.observeOperation,
+      onListenerChange: (listening) =>
+        logger[listening ? "info" : "warn"](
+          listening
+            ? "listening for revocations"
+            : "revocation listener lost: polling until it is back",
+          { event: "store_listener", db: storeDisplay },
+        ),
+    });
   } catch (error) {
-    throw explainDatabaseError(error, config.dbPath);
+    if (parsedStore.kind === "sqlite") throw explainDatabaseError(error, parsedStore.path);
+    // One line, never the password: the URL redacted, the driver's reason after it.
+    const reason = error instanceof Error && error.cause instanceof Error
+      ? `${error.message} (${error.cause.message})`
+      : (error as Error).message;
+    throw new StartupError(`Cannot open the store ${storeDisplay}: ${reason}`, 1);
   }
   if (tls?.selfSignedPath !== undefined) {
     logger.warn(
@@ -124,8 +146,11 @@ async function run(
     );
   }
   let pool: WorkerPool | undefined;
+  const postgresStore = findPostgresStore(store);
+  if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
   const metrics = createMetrics({
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
+    register: postgresStore === undefined ? undefined : storeMetrics.register,
     gatherOthers: config.workers > 1 ? () => pool!.gatherMetrics() : undefined,
   });
   // With --workers, logins from every worker share this one pool (argon2's memory is bounded by
@@ -144,7 +169,7 @@ async function run(
   if (config.workers > 1) {
     pool = createWorkerPool({ config, tls: tlsPair, hasher, logger });
     try {
-      logListening(logger, config, await pool.start());
+      logListening(logger, config, await pool.start(), storeDisplay);
     } catch (error) {
       hasher.close();
       await store.closeStore();
@@ -166,6 +191,7 @@ async function run(
         logger,
         metrics,
         secureRoutes: options.secureRoutes,
+        storeDisplay,
       });
     } catch (error) {
       hasher.close();
@@ -214,6 +240,8 @@ async function run(
     logger,
     metrics,
     retentionSeconds: config.tokenRetentionSeconds,
+    // N instances on one PostgreSQL database: one sweeps at a time, holding a lease row.
+    claimTurn: claimJanitorTurn(store),
   });
   janitor.start();
 
@@ -289,3 +317,18 @@ export function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));
+
+/** The janitor's turn on PostgreSQL: a lease that outlives two sweep intervals; none on SQLite. */
+function claimJanitorTurn(store: Store): ((now: number) => Promise<boolean>) | undefined {
+  const postgres = findPostgresStore(store);
+  if (postgres === undefined) return undefined;
+  // This process, as the holder of the lease.
+  const holder = `${Deno.hostname()}:${Deno.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  return (now) =>
+    postgres.claimLease({
+      name: "janitor",
+      holder,
+      now,
+      ttlMs: 2 * JANITOR_INTERVAL_MS,
+    });
+}

@@ -3,6 +3,7 @@
  * the real handler, and a real TLS server on port 0.
  */
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { createHandler, type Handler } from "../src/http/app.ts";
 import type { Clock } from "../src/platform/clock.ts";
 import type { AppDeps } from "../src/http/context.ts";
@@ -87,7 +88,49 @@ export function openTempStore(
  */
 export const TEST_STORE_FACTORIES: Record<string, TestStoreFactory> = {
   sqlite: (options) => Promise.resolve(openTempStore(options?.sqlite)),
+  postgres: openPostgresTestStore,
 };
+
+/** The PostgreSQL test stores open now, by URL (see {@link afterExternalWrite}). */
+const OPEN_POSTGRES_STORES = new Map<string, { refreshGrantEpoch(): Promise<void> }>();
+
+/**
+ * Call after another process (the admin CLI) wrote to the database at
+ * `location`: a PostgreSQL test store there re-reads the grant epoch now, as
+ * it would on the notification a few milliseconds later. SQLite sees other
+ * connections' commits at once and needs nothing.
+ */
+export async function afterExternalWrite(location: string): Promise<void> {
+  await OPEN_POSTGRES_STORES.get(location)?.refreshGrantEpoch();
+}
+
+/**
+ * A PostgreSQL store on a new database of this test process's throwaway
+ * cluster (tests/_postgres.ts). Loaded on demand, so SQLite runs never touch
+ * the PostgreSQL client.
+ */
+async function openPostgresTestStore(): Promise<TestStore> {
+  const { sharedPostgres } = await import("./_postgres.ts");
+  const { openPostgresStore } = await import("../src/store/postgres/open_postgres_store.ts");
+  const cluster = await sharedPostgres();
+  const url = await cluster.createDatabase("e2e");
+  const store = await openPostgresStore(url);
+  OPEN_POSTGRES_STORES.set(url, store);
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    OPEN_POSTGRES_STORES.delete(url);
+    return closing ??= store.closeStore();
+  };
+  return {
+    store,
+    path: url,
+    dir: "",
+    close,
+    // A synchronous `using` cannot wait: the store closes in the background.
+    [Symbol.dispose]: () => void close(),
+    [Symbol.asyncDispose]: close,
+  };
+}
 
 /** The factory `KEYGATE_TEST_STORE` names (default `sqlite`). */
 export function findTestStoreFactory(): TestStoreFactory {
@@ -106,6 +149,37 @@ export function findTestStoreFactory(): TestStoreFactory {
 /** A fresh store of the backend the tests run against (see {@link findTestStoreFactory}). */
 export function openTestStore(options?: { sqlite?: SqliteStoreOptions }): Promise<TestStore> {
   return findTestStoreFactory()(options);
+}
+
+/** The backend the HTTP suite runs on (`KEYGATE_TEST_STORE`, default `sqlite`). */
+export const TEST_STORE_NAME = Deno.env.get("KEYGATE_TEST_STORE") ?? "sqlite";
+
+/**
+ * Runs one SQL statement on the database at a store location (a SQLite file
+ * or a `postgres://` URL) over a connection of its own; resolves to its rows.
+ */
+export async function querySqlAt(
+  location: string,
+  sql: string,
+): Promise<Record<string, unknown>[]> {
+  if (/^postgres(ql)?:\/\//.test(location)) {
+    const { openPostgresClient } = await import("../src/store/postgres/connect.ts");
+    const { parseStoreUrl } = await import("../src/store/store_url.ts");
+    const parsed = parseStoreUrl(location);
+    if (parsed.kind !== "postgres") throw new Error("unreachable");
+    const client = openPostgresClient(parsed, { max: 1 });
+    try {
+      return [...await client.unsafe(sql)];
+    } finally {
+      await client.end();
+    }
+  }
+  const db = new DatabaseSync(location);
+  try {
+    return db.prepare(sql).all() as Record<string, unknown>[];
+  } finally {
+    db.close();
+  }
 }
 
 /** Log lines captured in memory, parsed. */
@@ -128,6 +202,8 @@ export interface TestApp {
   createKey(userId: number): Promise<string>;
   /** The key-usage recorder, when created with `trackKeyUsage`. */
   keyUsage?: KeyUsageRecorder;
+  /** Runs one SQL statement on the store's database, as an operator's client would; its rows. */
+  querySql(sql: string): Promise<Record<string, unknown>[]>;
   close(): void;
   [Symbol.dispose](): void;
   [Symbol.asyncDispose](): Promise<void>;
@@ -165,6 +241,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     sqlite: opened.sqlite,
     clock,
     dbPath: opened.path,
+    querySql: (sql) => querySqlAt(opened.path, sql),
     logLines: lines,
     keyUsage,
     async addUser(email, password, timeoutSeconds = null) {

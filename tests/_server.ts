@@ -21,6 +21,11 @@ export interface ServerProcess {
   exited(): Promise<Deno.CommandStatus>;
 }
 
+/** `--store` for a `postgres://` URL, `--db` for a SQLite path. */
+function storeFlag(location: string): string {
+  return /^postgres(ql)?:\/\//.test(location) ? "--store" : "--db";
+}
+
 /** Starts `main.ts` on 127.0.0.1, port 0, and waits for its "listening" line. */
 export async function startServerProcess(
   dbPath: string,
@@ -38,7 +43,7 @@ export async function startServerProcess(
       "main.ts",
       "--port",
       "0",
-      "--db",
+      storeFlag(dbPath),
       dbPath,
       ...(extraArgs.includes("--hostname") ? [] : ["--hostname", "127.0.0.1"]),
       ...extraArgs,
@@ -121,7 +126,8 @@ export async function addUserWithKey(
     readPassword: () => Promise.resolve(password),
     hasher,
   };
-  if (await admin(["user", "add", email, "--db", dbPath], io) !== 0) throw new Error(out.join());
-  if (await admin(["key", "create", email, "--db", dbPath], io) !== 0) throw new Error(out.join());
+  const where = [storeFlag(dbPath), dbPath];
+  if (await admin(["user", "add", email, ...where], io) !== 0) throw new Error(out.join());
+  if (await admin(["key", "create", email, ...where], io) !== 0) throw new Error(out.join());
   return out.at(-1)!;
 }

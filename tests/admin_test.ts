@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { runAdmin } from "./_admin.ts";
+import { main as adminMain } from "../src/cli/main.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
@@ -406,4 +407,22 @@ Deno.test("admin db check passes a sound database and fails a damaged one", asyn
   } finally {
     db.cleanup();
   }
+});
+
+Deno.test("admin --store and --db together are a usage error; the URL's password is never shown", async () => {
+  const err: string[] = [];
+  const run = (args: string[], env: Record<string, string> = {}) =>
+    adminMain(args, {
+      env,
+      stdout: () => {},
+      stderr: (text) => err.push(text),
+      readPassword: () => Promise.resolve("pw"),
+    });
+  const url = "postgres://kg:hunter2@127.0.0.1:1/keygate";
+  assert.equal(await run(["user", "list", "--store", url, "--db", "x.sqlite3"]), 2);
+  assert.equal(await run(["user", "list", "--db", "x.sqlite3"], { KEYGATE_STORE: url }), 2);
+  assert.equal(await run(["user", "list", "--store", `${url}?sslmode=prefer`]), 2);
+  assert.match(err.join("\n"), /Give --store or --db, not both/);
+  assert.match(err.join("\n"), /sslmode "prefer"/);
+  assert.ok(!err.join("\n").includes("hunter2"));
 });

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
 import { runAdmin } from "./_admin.ts";
 import { AUDIT_ACTIONS } from "../src/auth/audit.ts";
 import {
@@ -159,13 +158,8 @@ Deno.test("audit_log refuses UPDATE and DELETE", async () => {
   using app = await createTestApp();
   await app.addUser(EMAIL, "pw");
   await app.store.appendAudit({ at: 1, actor: "cli:x", action: "user.added", subject: "user:x" });
-  const raw = new DatabaseSync(app.dbPath);
-  try {
-    assert.throws(() => raw.exec("UPDATE audit_log SET actor = 'someone else'"), /append-only/);
-    assert.throws(() => raw.exec("DELETE FROM audit_log"), /append-only/);
-  } finally {
-    raw.close();
-  }
+  await assert.rejects(app.querySql("UPDATE audit_log SET actor = 'someone else'"), /append-only/);
+  await assert.rejects(app.querySql("DELETE FROM audit_log"), /append-only/);
   assert.equal((await app.store.listAudit())[0].actor, "cli:x");
 });
 

@@ -17,6 +17,7 @@ Deno.test("readConfig() uses the documented defaults", () => {
     hostname: "0.0.0.0",
     port: 8443,
     dbPath: "db/keygate.sqlite3",
+    storeStalenessSeconds: 2,
     defaultTimeoutSeconds: 36000,
     corsOrigins: ["*"],
     logLevel: "info",
@@ -234,4 +235,41 @@ Deno.test("docs/configuration.md lists every setting with its placeholder, varia
   }
   const entries = items.filter((text) => text.startsWith("`--"));
   assert.equal(entries.length, SETTINGS.length, "no entry for a setting that does not exist");
+});
+
+Deno.test("readConfig() reads --store and KEYGATE_STORE; --db and --store together are a usage error", () => {
+  const url = "postgres://kg:hunter2@db.internal/keygate?sslmode=verify-full";
+  const config = read(["--store", url, "--store-staleness", "5s"]);
+  assert.equal(config.store, url);
+  assert.equal(config.storeStalenessSeconds, 5);
+  assert.equal(read([], { KEYGATE_STORE: "sqlite:/var/lib/k.db" }).store, "sqlite:/var/lib/k.db");
+  for (
+    const [args, env] of [
+      [["--store", url, "--db", "k.sqlite3"], {}],
+      [["--store", url], { KEYGATE_DB: "k.sqlite3" }],
+      [[], { KEYGATE_STORE: url, KEYGATE_DB: "k.sqlite3" }],
+    ] as [string[], Record<string, string>][]
+  ) {
+    assert.throws(
+      () => readConfig(args, env),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message === "Invalid store settings: give --store or --db, not both",
+    );
+  }
+  for (
+    const [value, message] of [
+      ["postgres://kg:hunter2@db/keygate?sslmode=prefer", /sslmode "prefer" is not one of/],
+      ["mysql://kg:hunter2@db/keygate", /expected postgres:\/\//],
+    ] as const
+  ) {
+    assert.throws(
+      () => readConfig(["--store", value], {}),
+      (error: Error) =>
+        error instanceof ConfigError && message.test(error.message) &&
+        !error.message.includes("hunter2"),
+    );
+  }
+  assert.throws(() => readConfig(["--store-staleness", "0s"], {}), ConfigError);
+  assert.ok(!formatHelp().includes("hunter2"));
 });

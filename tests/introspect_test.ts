@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { DatabaseSync } from "node:sqlite";
 import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
 import { assertError, BASE, createTestApp, issueToken, type TestApp } from "./_helpers.ts";
 
@@ -133,9 +132,7 @@ Deno.test("[e2e] POST /api/userservice/tokens/introspect says active:false for e
   const otherKey = await app.createKey(userId);
   const fourth = await issueToken(app.handler, "alice@example.org", "pw", otherKey);
   assert.equal((await (await introspect(app, resourceKey, `token=${fourth}`)).json()).active, true);
-  const raw = new DatabaseSync(app.dbPath);
-  raw.exec(`UPDATE users SET disabled = 1 WHERE id = ${userId}`);
-  raw.close();
+  await app.querySql(`UPDATE users SET disabled = 1 WHERE id = ${userId}`);
   await assertInactive(await introspect(app, resourceKey, `token=${fourth}`));
   assert.equal(
     (await app.store.findApiKeyById((await app.store.listApiKeys(userId))[1].id))!.revokedAt,

@@ -139,3 +139,34 @@ Deno.test("janitor start() sweeps at once and stop() ends it", async () => {
   assert.equal(await app.store.countRows("tokens"), 0);
   assert.equal(JSON.parse(lines[0]).event, "janitor");
 });
+
+Deno.test("janitor start() sweeps only while claimTurn() says it is this instance's turn", async () => {
+  const { app } = await setup();
+  using _ = app;
+  const ranges: string[] = [];
+  const store = {
+    ...app.store,
+    findTokenIdRange: () => {
+      ranges.push("swept");
+      return app.store.findTokenIdRange();
+    },
+  };
+  const turns = [false, true];
+  const asked: number[] = [];
+  const janitor = createJanitor({
+    store,
+    clock: app.clock,
+    logger: createCapturingLogger().logger,
+    retentionSeconds: 60,
+    intervalMs: 5,
+    claimTurn: (now) => {
+      asked.push(now);
+      return Promise.resolve(turns.shift() ?? false);
+    },
+  });
+  janitor.start();
+  while (asked.length < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+  await janitor.stop();
+  assert.deepEqual(ranges, ["swept"], "one sweep: the turn it was given");
+  assert.equal(asked[0], app.clock.now());
+});

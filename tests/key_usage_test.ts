@@ -38,7 +38,12 @@ Deno.test("[e2e] secure requests note key use in memory only; one flush writes t
   const keyId = (await app.store.findApiKeyByHash(hashSecret(apiKey)))!.id;
   const token = await issueToken(app.handler, "a@b.org", "pw", apiKey); // use 1
 
-  const changes = app.sqlite!.countChanges();
+  // Rows changed on this connection: a SQLite counter (PostgreSQL has no per-connection one;
+  // there the use count below is the evidence).
+  const changesSince = (() => {
+    const start = app.sqlite?.countChanges() ?? 0;
+    return () => app.sqlite === undefined ? undefined : app.sqlite.countChanges() - start;
+  })();
   for (let i = 0; i < 20; i++) {
     app.clock.advance(1000);
     const response = await secureGetFrom(app, apiKey, token, `192.0.2.${i}`);
@@ -47,12 +52,12 @@ Deno.test("[e2e] secure requests note key use in memory only; one flush writes t
   const refused = await secureGetFrom(app, apiKey, "x".repeat(40), "198.51.100.1");
   assert.equal(refused.status, 401);
   // The hot path stayed read-only: no row changed, nothing stored yet.
-  assert.equal(app.sqlite!.countChanges(), changes);
+  assert.ok(changesSince() === 0 || changesSince() === undefined);
   assert.equal((await app.store.findApiKeyById(keyId))!.useCount, 0);
   assert.equal(app.keyUsage!.pending(), 1);
 
   assert.equal(await app.keyUsage!.flush(), 1);
-  assert.equal(app.sqlite!.countChanges() - changes, 1); // one UPDATE for the one key used
+  assert.ok(changesSince() === 1 || changesSince() === undefined); // one UPDATE for the key used
   const key = (await app.store.findApiKeyById(keyId))!;
   assert.deepEqual([key.useCount, key.lastUsedAt, key.lastUsedFrom], [
     21,
@@ -61,7 +66,7 @@ Deno.test("[e2e] secure requests note key use in memory only; one flush writes t
   ]);
   assert.equal(app.keyUsage!.pending(), 0);
   assert.equal(await app.keyUsage!.flush(), 0);
-  assert.equal(app.sqlite!.countChanges() - changes, 1);
+  assert.ok(changesSince() === 1 || changesSince() === undefined);
 
   const [used, unused] = await listKeys(app);
   assert.deepEqual(

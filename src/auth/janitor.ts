@@ -34,6 +34,12 @@ export interface JanitorDeps {
   retentionSeconds: number;
   batchRows?: number;
   intervalMs?: number;
+  /**
+   * With N instances on one database: takes (or renews) this instance's
+   * turn before each timed sweep, and resolves to whether it has it; a sweep
+   * whose turn another instance holds is skipped. Default: always its turn.
+   */
+  claimTurn?: (now: number) => Promise<boolean>;
 }
 
 /** A background sweeper; {@link Janitor.sweep} runs one sweep now. */
@@ -83,7 +89,7 @@ export function createJanitor(deps: JanitorDeps): Janitor {
 
   async function tick(): Promise<void> {
     try {
-      await sweep();
+      if (deps.claimTurn === undefined || await deps.claimTurn(clock.now())) await sweep();
     } catch (error) {
       metrics?.databaseError("janitor");
       logger[isStoreUnavailable(error) ? "warn" : "error"]("janitor failed", {

@@ -21,6 +21,13 @@ export const GLOBAL_OPTIONS: readonly CommandOption[] = [
     description: "SQLite database (env KEYGATE_DB; default db/keygate.sqlite3)",
   },
   {
+    name: "store",
+    kind: "value",
+    placeholder: "URL",
+    description: "The store instead: postgres://USER@HOST/DB or sqlite:PATH " +
+      "(env KEYGATE_STORE; docs/postgres.md)",
+  },
+  {
     name: "log",
     kind: "boolean",
     description: "Also write each change as one JSON line on standard error (for a log " +

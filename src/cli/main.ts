@@ -22,6 +22,7 @@ import { createLogger, type LogFields } from "../platform/logger.ts";
 import { createPasswordHasher } from "../passwords/passwords.ts";
 import { StoreError } from "../store/errors.ts";
 import { openStore } from "../store/open_store.ts";
+import { parseStoreUrl } from "../store/store_url.ts";
 import type { Store } from "../store/store.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { COMMANDS, GROUPS } from "./commands.ts";
@@ -114,8 +115,27 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     }
     const options = checkOptions(command, values);
     const commandArgs = checkArguments(command, words.slice(command.words.length));
-    const dbPath = values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB;
-    checkDatabase(command, dbPath);
+    const storeGiven = values.store ?? (io.env.KEYGATE_STORE || undefined);
+    if (storeGiven !== undefined && (values.db ?? io.env.KEYGATE_DB ?? "") !== "") {
+      throw new AdminError(`Give --store or --db, not both (see ${PROGRAM} help)`, 2);
+    }
+    let location;
+    try {
+      location = parseStoreUrl(
+        storeGiven ?? `sqlite:${values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB}`,
+      );
+    } catch (error) {
+      throw new AdminError(`Invalid --store: ${(error as Error).message}`, 2);
+    }
+    if (location.kind === "postgres" && command.database === "path") {
+      throw new AdminError(
+        `"${command.words.join(" ")}" works on SQLite files only: on PostgreSQL use pg_restore`,
+      );
+    }
+    // The file of a SQLite store; a PostgreSQL URL shown without its password.
+    const dbPath = location.kind === "sqlite" ? location.path : location.display;
+    if (location.kind === "sqlite") checkDatabase(command, dbPath);
+    const openAt = storeGiven ?? `sqlite:${dbPath}`;
 
     const writeLog = overrides.audit ?? (options.log !== undefined ? io.stderr : undefined);
     const changeLog = writeLog === undefined
@@ -136,14 +156,14 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       actor: toCliActor(io.env),
       noteChange: (entry) => log({ action: entry.action, subject: entry.subject, ...entry.detail }),
     });
-    if (command.database !== "path") store = await openStore(dbPath);
+    if (command.database !== "path") store = await openStore(openAt);
     const context: CommandContext = {
       get store() {
         if (store === undefined) throw new Error("The store is not open yet");
         return store;
       },
       async openStore() {
-        store ??= await openStore(dbPath);
+        store ??= await openStore(openAt);
         return store;
       },
       get changes() {

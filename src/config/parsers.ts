@@ -9,6 +9,7 @@ import { parseDuration } from "../platform/duration.ts";
 import { isCidr } from "../platform/ip.ts";
 import type { ForwardAuthHeader } from "../http/context.ts";
 import type { LogLevel } from "../platform/logger.ts";
+import { parseStoreUrl } from "../store/store_url.ts";
 
 /** The words every boolean setting accepts, in flags and environment variables alike. */
 export const BOOLEAN_WORDS = ["on", "off", "true", "false", "1", "0"] as const;
@@ -41,6 +42,15 @@ export function parseDurationSetting(text: string): number {
   } catch {
     throw new SyntaxError('expected a positive whole number and a unit s, m, h or d, like "10h"');
   }
+}
+
+/**
+ * A `--store` value, checked by the store's own parser and returned as
+ * given; the parser's messages never contain the password.
+ */
+export function parseStoreSetting(text: string): string {
+  parseStoreUrl(text.trim());
+  return text.trim();
 }
 
 /** Non-empty text, trimmed. */

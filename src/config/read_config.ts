@@ -80,6 +80,9 @@ function parseFrom(row: Setting, source: string, text: string): unknown {
 
 /** The rules that involve more than one setting. */
 function checkTogether(config: Config, given: ReadonlySet<keyof Config>): void {
+  if (given.has("store") && given.has("dbPath")) {
+    throw new ConfigError("Invalid store settings: give --store or --db, not both");
+  }
   if ((config.certFile === undefined) !== (config.keyFile === undefined)) {
     throw new ConfigError(
       `Invalid TLS settings: --cert and --key go together (only --${

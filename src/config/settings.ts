@@ -17,6 +17,7 @@ import {
   parseLogLevel,
   parseOrigins,
   parsePort,
+  parseStoreSetting,
   parseText,
   parseUpstreamUrl,
   parseWorkers,
@@ -27,6 +28,13 @@ export interface Config {
   hostname: string;
   port: number;
   dbPath: string;
+  /**
+   * The store instead of `--db`: a `postgres://` URL (docs/postgres.md),
+   * `sqlite:PATH` or a path. May hold a password: log only its redacted form.
+   */
+  store?: string;
+  /** PostgreSQL: how long an unconfirmed grant epoch may serve secure requests from memory. */
+  storeStalenessSeconds: number;
   /** PEM files; both set or both undefined (then a self-signed pair is used). */
   certFile?: string;
   keyFile?: string;
@@ -117,6 +125,25 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseText,
     placeholder: "PATH",
     description: "SQLite database file, created with its directory if missing",
+  }),
+  setting({
+    key: "store",
+    flag: "store",
+    env: "KEYGATE_STORE",
+    parse: parseStoreSetting,
+    placeholder: "URL",
+    description: "Store instead of --db: postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=…] " +
+      "(docs/postgres.md), sqlite:PATH or a path",
+    secret: true,
+  }),
+  setting({
+    key: "storeStalenessSeconds",
+    flag: "store-staleness",
+    env: "KEYGATE_STORE_STALENESS",
+    default: "2s",
+    parse: parseDurationSetting,
+    placeholder: "DURATION",
+    description: "PostgreSQL: secure requests get 503 once revocations are unconfirmed this long",
   }),
   setting({
     key: "certFile",

@@ -21,6 +21,8 @@ import {
 /** One registry's metrics as data, to be summed with others' (another worker's). */
 export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
+export type { Registry };
+
 /** Why a secure request was let through (`ok`) or refused. */
 export type SecureOutcome = "allowed" | "denied";
 
@@ -34,6 +36,8 @@ export interface MetricsOptions {
    * up, so one scrape answers for every worker.
    */
   gatherOthers?: () => Promise<MetricsSnapshot[]>;
+  /** Registers more metrics in this set's registry (the PostgreSQL store's, store_metrics.ts). */
+  register?: (registry: Registry) => void;
 }
 
 /** Seconds; from a fast secure request (sub-millisecond) to a queued password check. */
@@ -141,6 +145,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: "Expired and revoked token rows deleted by the janitor",
     registers,
   });
+  options.register?.(registry);
   // Known label values start at zero, so rates work from the first scrape.
   for (const reason of ["ok", "invalid_token", "token_expired"]) {
     secure.labels({ outcome: reason === "ok" ? "allowed" : "denied", reason });

@@ -34,6 +34,8 @@ export interface ListenerDeps {
   reusePort?: boolean;
   /** Log the listening line (default; request workers leave it to the main thread). */
   announce?: boolean;
+  /** The store as the listening line shows it (a PostgreSQL URL without its password). */
+  storeDisplay?: string;
 }
 
 /** The port a listener got, and whether Nagle's algorithm could be turned off on it. */
@@ -43,14 +45,19 @@ export interface Bound {
 }
 
 /** Logs the line that says the server is ready (tests and operators wait for it). */
-export function logListening(logger: Logger, config: Config, bound: Bound): void {
+export function logListening(
+  logger: Logger,
+  config: Config,
+  bound: Bound,
+  storeDisplay = config.dbPath,
+): void {
   const { hostname } = config;
   const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
   const scheme = config.behindProxy ? "http" : "https";
   logger.info(`keygate listening on ${scheme}://${host}:${bound.port}/`, {
     hostname,
     port: bound.port,
-    db: config.dbPath,
+    db: storeDisplay,
     behind_proxy: config.behindProxy,
     tcp_nodelay: bound.noDelay,
     ...(config.workers > 1 ? { workers: config.workers } : {}),
@@ -105,7 +112,9 @@ export function startListener(deps: ListenerDeps): Listener {
       // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
       const noDelay = setListenerNoDelay(port) > 0;
       bound({ port, noDelay });
-      if (deps.announce !== false) logListening(logger, config, { port, noDelay });
+      if (deps.announce !== false) {
+        logListening(logger, config, { port, noDelay }, deps.storeDisplay);
+      }
     },
   }, handler);
   keyUsage.start();

@@ -58,7 +58,16 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
     const logger = createLogger({ level: config.logLevel });
     let store;
     try {
-      store = await openServerStore(config);
+      store = await openServerStore(config, {
+        // On PostgreSQL each worker listens for revocations on a connection of its own.
+        onListenerChange: (listening) =>
+          logger[listening ? "info" : "warn"](
+            listening
+              ? "request worker listening for revocations"
+              : "request worker's revocation listener lost: polling until it is back",
+            { event: "store_listener" },
+          ),
+      });
       running = startListener({
         config,
         tls: message.tls,

@@ -1,12 +1,12 @@
 /**
- * `admin db …`: back up, check and restore the SQLite database.
+ * `admin db …`: back up, check and restore the SQLite database; migrate either backend.
  *
  * @module
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { toAuditEntry } from "../../auth/changes.ts";
-import { findSqliteMaintenance } from "../../store/open_store.ts";
+import { findPostgresStore, findSqliteMaintenance } from "../../store/open_store.ts";
 import { inspectDatabaseFile, restoreDatabaseFile } from "../../store/sqlite/maintenance.ts";
 import type { SqliteMaintenance } from "../../store/sqlite/maintenance.ts";
 import type { Store } from "../../store/store.ts";
@@ -23,6 +23,12 @@ export const DB_COMMANDS: readonly Command[] = [
     database: "existing",
     async run({ store, args, io, log }) {
       const path = args.PATH!;
+      if (findPostgresStore(store) !== undefined) {
+        throw new AdminError(
+          '"db backup" copies SQLite files; on PostgreSQL use pg_dump: ' +
+            "pg_dump --format=custom --file keygate.dump DATABASE_URL (docs/postgres.md)",
+        );
+      }
       if (existsSync(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
       await sqliteOnly(store, "db backup").backupDatabaseTo(path);
       const { problems, counts } = inspectDatabaseFile(path);
@@ -50,6 +56,18 @@ export const DB_COMMANDS: readonly Command[] = [
         throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
       }
       io.stdout("Integrity check: ok");
+    },
+  },
+  {
+    words: ["db", "migrate"],
+    summary: "Apply pending schema migrations (the server also does at start)",
+    description: "Opening the store applies what is pending; on PostgreSQL serialised with " +
+      "any instances starting at the same time.",
+    arguments: [],
+    options: [],
+    database: "create",
+    async run({ store, io }) {
+      io.stdout(`Schema is up to date (${await store.countRows("users")} user(s))`);
     },
   },
   {

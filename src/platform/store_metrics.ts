@@ -1,0 +1,102 @@
+/**
+ * Metrics of a networked store (PostgreSQL): connections in use, query
+ * latency, how stale the grant epoch is, and notifications received. The
+ * store reports each query through {@link StoreMetrics.observeOperation}
+ * (given to it when it opens, before the metrics exist) and its counters
+ * through the `readStats` function attached later.
+ *
+ * @module
+ */
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+
+/** What the store reports at scrape time. */
+export interface StoreStats {
+  /** Reads and writes under way (each holds at most one pooled connection). */
+  operationsInFlight: number;
+  maxConnections: number;
+  /** Milliseconds since the grant epoch was last confirmed. */
+  lagMs: number;
+  /** Notifications received so far. */
+  notifications: number;
+  /** Whether the revocation listener is connected. */
+  listening: boolean;
+}
+
+/** Seconds; a query on a local network takes well under a millisecond to tens of them. */
+const QUERY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+export interface StoreMetrics {
+  /** For the store's `onOperation` option. */
+  observeOperation(kind: "read" | "write", seconds: number, ok: boolean): void;
+  /** For `createMetrics({ register })`. */
+  register(registry: Registry): void;
+  /** Where the gauges read from at scrape time. */
+  attach(readStats: () => StoreStats): void;
+}
+
+export function createStoreMetrics(): StoreMetrics {
+  let readStats: (() => StoreStats) | undefined;
+  let latency: Histogram<"kind" | "outcome"> | undefined;
+  let notificationsSeen = 0;
+  return {
+    observeOperation(kind, seconds, ok) {
+      latency?.observe({ kind, outcome: ok ? "ok" : "error" }, seconds);
+    },
+    attach(read) {
+      readStats = read;
+    },
+    register(registry) {
+      const registers = [registry];
+      latency = new Histogram({
+        name: "keygate_store_query_duration_seconds",
+        help: "Database reads and writes (each one query or one transaction), by kind and outcome",
+        labelNames: ["kind", "outcome"] as const,
+        buckets: QUERY_BUCKETS,
+        registers,
+      });
+      new Gauge({
+        name: "keygate_store_connections_in_use",
+        help: "Pooled database connections busy with a read or write",
+        registers,
+        collect() {
+          if (readStats !== undefined) this.set(readStats().operationsInFlight);
+        },
+      });
+      new Gauge({
+        name: "keygate_store_connections_max",
+        help: "Size of the database connection pool",
+        registers,
+        collect() {
+          if (readStats !== undefined) this.set(readStats().maxConnections);
+        },
+      });
+      new Gauge({
+        name: "keygate_store_grant_epoch_lag_seconds",
+        help: "Time since this instance last confirmed it has seen every revocation",
+        registers,
+        collect() {
+          if (readStats !== undefined) this.set(readStats().lagMs / 1000);
+        },
+      });
+      new Gauge({
+        name: "keygate_store_listener_up",
+        help: "1 while the revocation listener is connected, else 0 (the poll still runs)",
+        registers,
+        collect() {
+          if (readStats !== undefined) this.set(readStats().listening ? 1 : 0);
+        },
+      });
+      new Counter({
+        name: "keygate_store_notifications_total",
+        help: "Revocation notifications received from the database",
+        registers,
+        collect() {
+          if (readStats === undefined) return;
+          const total = readStats().notifications;
+          if (total > notificationsSeen) this.inc(total - notificationsSeen);
+          notificationsSeen = total;
+        },
+      });
+    },
+  };
+}

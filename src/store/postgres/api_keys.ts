@@ -1,0 +1,173 @@
+/**
+ * API keys on PostgreSQL: creation, lookup, the usable-key rule,
+ * revocation, suspension, rotation and usage counts.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import { StoreConflict } from "../errors.ts";
+import type { KeyUsage, NewApiKey, Store } from "../store.ts";
+import { type PgContext, resolveAudit } from "./db.ts";
+import { keyUsable, type Row, toApiKey } from "./rows.ts";
+
+type ApiKeyMethods = Pick<
+  Store,
+  | "insertApiKey"
+  | "findApiKeyByHash"
+  | "findApiKeyById"
+  | "listApiKeys"
+  | "findKeyHolder"
+  | "revokeApiKey"
+  | "updateApiKeyDisabled"
+  | "rotateApiKey"
+  | "recordKeyUsage"
+>;
+
+async function insertKeyRow(tx: postgres.TransactionSql, key: NewApiKey, now: number) {
+  const [row] = await tx<Row[]>`
+    INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
+    VALUES (${key.keyHash}, ${key.prefix}, ${key.userId}, ${key.label}, ${key.introspect ? 1 : 0},
+      ${now}, ${key.expiresAt ?? null})
+    RETURNING *`;
+  return toApiKey(row);
+}
+
+/** One entry per key: counts added, the latest use kept. */
+export function mergeKeyUsages(usages: readonly KeyUsage[]): KeyUsage[] {
+  const byId = new Map<number, KeyUsage>();
+  for (const usage of usages) {
+    const seen = byId.get(usage.apiKeyId);
+    if (seen === undefined) {
+      byId.set(usage.apiKeyId, { ...usage });
+      continue;
+    }
+    seen.count += usage.count;
+    if (usage.lastUsedAt >= seen.lastUsedAt) {
+      seen.lastUsedAt = usage.lastUsedAt;
+      seen.lastUsedFrom = usage.lastUsedFrom;
+    }
+  }
+  // Sorted ids: every instance locks rows in the same order, so flushes never deadlock.
+  return [...byId.values()].sort((a, b) => a.apiKeyId - b.apiKeyId);
+}
+
+export function createApiKeyMethods(db: PgContext): ApiKeyMethods {
+  return {
+    insertApiKey(key, change) {
+      return db.write((tx) => insertKeyRow(tx, key, change.now), {
+        audit: change.audit,
+        endsGrants: () => false,
+      });
+    },
+
+    async findApiKeyByHash(keyHash) {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM api_keys WHERE key_hash = ${keyHash}`
+      );
+      return row && toApiKey(row);
+    },
+
+    async findApiKeyById(id) {
+      const [row] = await db.read((sql) => sql<Row[]>`SELECT * FROM api_keys WHERE id = ${id}`);
+      return row && toApiKey(row);
+    },
+
+    async listApiKeys(userId) {
+      const rows = await db.read((sql) =>
+        userId === undefined
+          ? sql<Row[]>`SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+              JOIN users u ON u.id = k.user_id ORDER BY u.email COLLATE "C", k.id`
+          : sql<Row[]>`SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+              JOIN users u ON u.id = k.user_id WHERE k.user_id = ${userId} ORDER BY k.id`
+      );
+      return rows.map((row) => ({
+        ...toApiKey(row),
+        email: row.email as string,
+        userDisabled: row.user_disabled === 1,
+      }));
+    },
+
+    async findKeyHolder(keyHash, now) {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
+          JOIN users u ON u.id = k.user_id
+          WHERE k.key_hash = ${keyHash} AND ${keyUsable(sql, now)}`
+      );
+      if (row === undefined) return undefined;
+      return {
+        apiKeyId: row.api_key_id as number,
+        userId: row.user_id as number,
+        email: row.email as string,
+        introspect: row.introspect === 1,
+      };
+    },
+
+    async revokeApiKey(id, change) {
+      const { ended } = await db.write(async (tx) => {
+        const revoked = await tx`UPDATE api_keys SET revoked_at = ${change.now}
+          WHERE id = ${id} AND revoked_at IS NULL RETURNING id`;
+        const tokens = await tx`UPDATE tokens SET revoked_at = ${change.now}
+          WHERE api_key_id = ${id} AND revoked_at IS NULL AND expires_at > ${change.now}
+            AND issued_at >= (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)
+          RETURNING id`;
+        return { changed: revoked.length + tokens.length > 0, ended: tokens.length };
+      }, {
+        audit: (result) => resolveAudit(change.audit, result.ended),
+        endsGrants: (result) => result.changed,
+      });
+      return ended;
+    },
+
+    updateApiKeyDisabled(id, change) {
+      return db.write(async (tx) => {
+        const rows = await tx`UPDATE api_keys SET disabled_at = ${
+          change.disabled ? change.now : null
+        }
+          WHERE id = ${id} AND revoked_at IS NULL RETURNING id`;
+        return rows.length === 1;
+      }, { audit: change.audit, endsGrants: (changed) => changed });
+    },
+
+    rotateApiKey(oldKeyId, change) {
+      return db.write(async (tx) => {
+        const successor = await insertKeyRow(tx, change.successor, change.now);
+        const updated = await tx`UPDATE api_keys SET replaced_by = ${successor.id},
+            expires_at = least(coalesce(expires_at, ${change.oldKeyExpiresAt}),
+              ${change.oldKeyExpiresAt})
+          WHERE id = ${oldKeyId} AND replaced_by IS NULL AND revoked_at IS NULL
+          RETURNING id`;
+        // Another rotation or a revocation got there first: roll the successor back.
+        if (updated.length !== 1) {
+          throw new StoreConflict(`API key ${oldKeyId} was rotated or revoked meanwhile`);
+        }
+        return successor;
+      }, { audit: change.audit, endsGrants: () => true });
+    },
+
+    async recordKeyUsage(usages) {
+      const merged = mergeKeyUsages(usages);
+      if (merged.length === 0) return;
+      const usageRows = merged.map((usage) => ({
+        id: usage.apiKeyId,
+        at: usage.lastUsedAt,
+        address: usage.lastUsedFrom,
+        count: usage.count,
+      }));
+      await db.write(async (tx) => {
+        const rows = tx.json(usageRows);
+        // Lock in id order first (UPDATE ... FROM does not promise an order).
+        await tx`SELECT id FROM api_keys
+          WHERE id IN (SELECT (value->>'id')::bigint FROM jsonb_array_elements(${rows}))
+          ORDER BY id FOR UPDATE`;
+        await tx`UPDATE api_keys k SET
+            last_used_from = CASE WHEN u.at >= coalesce(k.last_used_at, 0) THEN u.address
+                             ELSE k.last_used_from END,
+            last_used_at = greatest(coalesce(k.last_used_at, 0), u.at),
+            use_count = k.use_count + u.count
+          FROM jsonb_to_recordset(${rows})
+            AS u(id bigint, at bigint, address text, count bigint)
+          WHERE k.id = u.id`;
+      }, { endsGrants: () => false, relaxed: () => true });
+    },
+  };
+}

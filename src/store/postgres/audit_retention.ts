@@ -1,0 +1,103 @@
+/**
+ * The audit log, retention (bounded deletes of ended tokens) and row counts
+ * on PostgreSQL.
+ *
+ * @module
+ */
+import type { AuditRecord, Store, StoreTable } from "../store.ts";
+import type { PgContext } from "./db.ts";
+import { type Row, TOKEN_ENDED_AT } from "./rows.ts";
+
+type AuditRetentionMethods = Pick<
+  Store,
+  | "appendAudit"
+  | "listAudit"
+  | "findTokenIdRange"
+  | "deleteEndedTokens"
+  | "purgeEndedTokens"
+  | "countRows"
+>;
+
+/** Token row ids per transaction for `purgeEndedTokens` (as on SQLite). */
+export const PURGE_BATCH_ROWS = 500;
+
+const TABLES: readonly StoreTable[] = [
+  "users",
+  "api_keys",
+  "tokens",
+  "login_failures",
+  "audit_log",
+];
+
+export function createAuditRetentionMethods(db: PgContext): AuditRetentionMethods {
+  function deleteEndedTokens(batch: { afterId: number; size: number; cutoff: number }) {
+    return db.write(async (tx) => {
+      const rows = await tx`DELETE FROM tokens WHERE id IN (
+          SELECT t.id FROM tokens t
+          JOIN api_keys k ON k.id = t.api_key_id
+          JOIN users u ON u.id = t.user_id
+          WHERE t.id > ${batch.afterId} AND t.id <= ${batch.afterId + batch.size}
+            AND ${tx.unsafe(TOKEN_ENDED_AT)} <= ${batch.cutoff})
+        RETURNING id`;
+      return rows.length;
+    }, {
+      // A cached grant of an expired token answers token_expired; once its row is gone it
+      // must answer invalid_token, as on SQLite.
+      endsGrants: (deleted) => deleted > 0,
+    });
+  }
+
+  async function findTokenIdRange() {
+    const [row] = await db.read((sql) =>
+      sql<{ first: number | null; last: number | null }[]>`
+        SELECT min(id) AS first, max(id) AS last FROM tokens`
+    );
+    return row.first === null ? undefined : { first: row.first, last: row.last! };
+  }
+
+  return {
+    async appendAudit(entry) {
+      await db.write(() => Promise.resolve(), { audit: entry, endsGrants: () => false });
+    },
+
+    async listAudit(since = 0) {
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM audit_log WHERE at >= ${since} ORDER BY id`
+      );
+      return rows.map((row): AuditRecord => ({
+        id: row.id as number,
+        at: row.at as number,
+        actor: row.actor as string,
+        action: row.action as string,
+        subject: row.subject as string,
+        detail: row.detail as AuditRecord["detail"],
+      }));
+    },
+
+    findTokenIdRange,
+    deleteEndedTokens,
+
+    async purgeEndedTokens(cutoff, change) {
+      const range = await findTokenIdRange();
+      let deleted = 0;
+      if (range !== undefined) {
+        for (let after = range.first - 1; after < range.last; after += PURGE_BATCH_ROWS) {
+          deleted += await deleteEndedTokens({ afterId: after, size: PURGE_BATCH_ROWS, cutoff });
+        }
+      }
+      await db.write(() => Promise.resolve(deleted), {
+        audit: change.audit,
+        endsGrants: () => false,
+      });
+      return deleted;
+    },
+
+    async countRows(table) {
+      if (!TABLES.includes(table)) throw new RangeError(`Unknown table "${table}"`);
+      const [{ n }] = await db.read((sql) =>
+        sql<{ n: number }[]>`SELECT count(*) AS n FROM ${sql(table)}`
+      );
+      return n;
+    },
+  };
+}

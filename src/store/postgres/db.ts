@@ -1,0 +1,161 @@
+/**
+ * What every table group of the PostgreSQL store shares: the pool, reads
+ * and writes that classify driver errors, and the one write path that
+ * appends audit rows and bumps the grant epoch in the same transaction.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import { StoreError } from "../errors.ts";
+import type { AuditEntry, AuditOf } from "../store.ts";
+import { guard } from "./errors.ts";
+import { bumpGrantEpoch, type GrantEpochWatcher } from "./grant_epoch.ts";
+
+/** How a write commits. */
+export interface WriteOptions<T> {
+  /** Audit rows, appended in the write's transaction. */
+  audit?: AuditOf<T>;
+  /**
+   * Whether the write (given its result) may have ended or changed a token
+   * grant: then it bumps the grant epoch and notifies, in its transaction,
+   * and commits synchronously whatever the durability.
+   */
+  endsGrants: (result: T) => boolean;
+  /**
+   * Whether the write (given its result) may commit without waiting for the
+   * WAL flush (`synchronous_commit = off`) under durability `"grants"`:
+   * bookkeeping and new tokens, never a revocation.
+   */
+  relaxed?: (result: T) => boolean;
+}
+
+/** The shared context of the store's table groups. */
+export interface PgContext {
+  sql: postgres.Sql;
+  /** Runs a read; driver errors become store errors. */
+  read<T>(fn: (sql: postgres.Sql) => Promise<T>): Promise<T>;
+  /** Runs a write in one transaction, with its audit rows and (when it ends grants) an epoch bump. */
+  write<T>(fn: (tx: postgres.TransactionSql) => Promise<T>, options: WriteOptions<T>): Promise<T>;
+  /** Reads and writes under way now (each holds at most one pooled connection). */
+  readInFlight(): number;
+  /** See `Store.findWriteFailure`: a probe write first, so that readiness recovers by itself. */
+  findWriteFailure(): Promise<string | undefined>;
+}
+
+/**
+ * SQLSTATEs of write failures a retry will not soon cure: the disk is full,
+ * or the server is a read-only standby (after a failover that went the
+ * wrong way). `/readyz` reports them as `degraded`.
+ */
+const LASTING_WRITE_FAILURES = new Set(["53100", "25006"]);
+
+function lastingWriteFailure(error: unknown): string | undefined {
+  const cause = error instanceof Error && error.cause !== undefined ? error.cause : error;
+  const code = (cause as { code?: unknown } | null)?.code;
+  if (typeof code !== "string" || !LASTING_WRITE_FAILURES.has(code)) return undefined;
+  return String((cause as Error).message).slice(0, 200);
+}
+
+/** Told of every read and write that ended, for the latency metric. */
+export type OperationObserver = (kind: "read" | "write", seconds: number, ok: boolean) => void;
+
+/** Options for {@link createPgContext}. */
+export interface PgContextOptions {
+  sql: postgres.Sql;
+  watcher: GrantEpochWatcher;
+  /** Whether grant-ending writes call `pg_notify` (false for engines without NOTIFY). */
+  notify: boolean;
+  /** `"grants"`: only grant-ending writes wait for the WAL flush; `"full"`: every write does. */
+  durability: "full" | "grants";
+  isClosed: () => boolean;
+  onOperation?: OperationObserver;
+}
+
+/** The audit rows of a change, given its result. */
+export function resolveAudit<T>(audit: AuditOf<T> | undefined, result: T): readonly AuditEntry[] {
+  const entries = typeof audit === "function" ? audit(result) : audit;
+  if (entries === undefined) return [];
+  return Array.isArray(entries) ? entries : [entries as AuditEntry];
+}
+
+/** Appends audit rows inside a transaction. */
+export async function insertAuditRows(
+  tx: postgres.TransactionSql | postgres.Sql,
+  entries: readonly AuditEntry[],
+): Promise<void> {
+  for (const entry of entries) {
+    await tx`INSERT INTO audit_log (at, actor, action, subject, detail)
+      VALUES (${entry.at}, ${entry.actor}, ${entry.action}, ${entry.subject},
+        ${tx.json(entry.detail ?? {})})`;
+  }
+}
+
+export function createPgContext(options: PgContextOptions): PgContext {
+  const { sql, watcher, notify, durability } = options;
+
+  let inFlight = 0;
+  let writeFailure: string | undefined;
+
+  function checkOpen(): void {
+    if (options.isClosed()) throw new StoreError("The store is closed");
+  }
+
+  async function measured<T>(kind: "read" | "write", fn: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    inFlight++;
+    let ok = false;
+    try {
+      const result = await guard(fn);
+      ok = true;
+      return result;
+    } finally {
+      inFlight--;
+      options.onOperation?.(kind, (performance.now() - started) / 1000, ok);
+    }
+  }
+
+  return {
+    sql,
+    readInFlight: () => inFlight,
+    async findWriteFailure() {
+      if (writeFailure === undefined) return undefined;
+      try {
+        // A write that changes nothing anyone reads: the epoch row set to itself.
+        await guard(() => sql.begin((tx) => tx`UPDATE grant_epoch SET epoch = epoch WHERE id = 1`));
+        writeFailure = undefined;
+      } catch (error) {
+        writeFailure = lastingWriteFailure(error) ?? writeFailure;
+      }
+      return writeFailure;
+    },
+    read(fn) {
+      checkOpen();
+      return measured("read", () => fn(sql));
+    },
+    async write(fn, writeOptions) {
+      checkOpen();
+      let epoch: number | undefined;
+      let result: Awaited<ReturnType<typeof fn>>;
+      try {
+        result = await measured("write", () =>
+          sql.begin(async (tx) => {
+            const value = await fn(tx);
+            await insertAuditRows(tx, resolveAudit(writeOptions.audit, value));
+            if (writeOptions.endsGrants(value)) {
+              epoch = await bumpGrantEpoch(tx, notify);
+            } else if (durability === "grants" && writeOptions.relaxed?.(value)) {
+              await tx`SET LOCAL synchronous_commit = off`;
+            }
+            return value;
+          })) as Awaited<ReturnType<typeof fn>>;
+        writeFailure = undefined;
+      } catch (error) {
+        writeFailure = lastingWriteFailure(error) ?? writeFailure;
+        throw error;
+      }
+      // Our own cache drops at once, without waiting for our own notification.
+      if (epoch !== undefined) watcher.advanceTo(epoch);
+      return result;
+    },
+  };
+}

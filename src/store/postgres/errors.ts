@@ -1,0 +1,87 @@
+/**
+ * Turns the PostgreSQL driver's errors into the store's backend-neutral ones
+ * (src/store/errors.ts): a lost or refused connection, a server shutting
+ * down, too many connections, a serialization failure or deadlock is
+ * {@link StoreUnavailable} (503, retry); a unique violation is
+ * {@link StoreConflict}; another integrity violation (foreign key, check) a
+ * plain {@link StoreError}. Anything else is a bug and passes through.
+ *
+ * Messages never carry the driver's text (which may quote values) or the
+ * connection URL: the driver's error stays as `cause`, for the log.
+ *
+ * @module
+ */
+import { StoreConflict, StoreError, StoreUnavailable } from "../errors.ts";
+
+/** Error codes of postgres.js and of Node's sockets that mean "cannot reach the server". */
+const CONNECTION_CODES = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+]);
+
+/** SQLSTATEs after which a retry may succeed. */
+const RETRYABLE_STATES = new Set([
+  "40001", // serialization_failure
+  "40P01", // deadlock_detected
+  "55P03", // lock_not_available
+  "57014", // query_canceled (statement timeout)
+  "57P01", // admin_shutdown
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now
+]);
+
+/** Classes of SQLSTATE after which a retry may succeed: connection exception, insufficient resources. */
+const RETRYABLE_CLASSES = new Set(["08", "53"]);
+
+/** The store error for a driver error, or `undefined` when it is not one we classify. */
+export function classifyPostgresError(error: unknown): StoreError | undefined {
+  if (error instanceof StoreError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") {
+    // Deno's own socket errors carry no code.
+    if (
+      error instanceof Deno.errors.ConnectionRefused || error instanceof Deno.errors.ConnectionReset
+    ) {
+      return new StoreUnavailable("Database unreachable", { cause: error });
+    }
+    return undefined;
+  }
+  if (code === "23505") {
+    return new StoreConflict("A unique value is already taken", { cause: error });
+  }
+  // Other integrity violations (foreign key, check, not null): a caller's bug, refused by the
+  // schema. PostgreSQL's message names the constraint, never a value (those are in its detail).
+  if (code.startsWith("23")) {
+    const message = (error as { message?: unknown }).message;
+    return new StoreError(
+      `Constraint violated: ${typeof message === "string" ? message : code}`,
+      { cause: error },
+    );
+  }
+  if (CONNECTION_CODES.has(code) || RETRYABLE_CLASSES.has(code.slice(0, 2))) {
+    return new StoreUnavailable("Database unreachable", { cause: error });
+  }
+  if (RETRYABLE_STATES.has(code)) {
+    return new StoreUnavailable("Database busy: try again", { cause: error });
+  }
+  return undefined;
+}
+
+/** Runs `fn`, rethrowing driver errors as store errors. */
+export async function guard<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    throw classifyPostgresError(error) ?? error;
+  }
+}

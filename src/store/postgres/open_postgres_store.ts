@@ -1,0 +1,234 @@
+/**
+ * Opens the PostgreSQL store: connects, applies pending migrations (safe
+ * when N instances start at once), starts watching the grant epoch, and
+ * composes the table groups into one {@link Store}.
+ *
+ * @module
+ */
+import { StoreError, StoreUnavailable } from "../errors.ts";
+import type { Store } from "../store.ts";
+import { parseStoreUrl, type PostgresLocation } from "../store_url.ts";
+import { openPostgresClient } from "./connect.ts";
+import { createPgContext, type OperationObserver } from "./db.ts";
+import { guard } from "./errors.ts";
+import { createApiKeyMethods } from "./api_keys.ts";
+import { createAuditRetentionMethods } from "./audit_retention.ts";
+import {
+  createGrantEpochWatcher,
+  DEFAULT_POLL_MS,
+  DEFAULT_STALENESS_MS,
+  type GrantEpochStats,
+} from "./grant_epoch.ts";
+import { claimLease, releaseLease } from "./leases.ts";
+import { createLoginFailureMethods } from "./login_failures.ts";
+import { migratePostgres, readSchemaVersion, SchemaTooNew } from "./migrate.ts";
+import { POSTGRES_MIGRATIONS } from "./schema.ts";
+import { createTokenMethods } from "./tokens.ts";
+import { createUserMethods } from "./users.ts";
+import { createUserRemovalMethods } from "./user_removal.ts";
+
+/** Options for {@link openPostgresStore}. */
+export interface PostgresStoreOptions {
+  /** Connections in the pool (the listener has one more of its own). Default 10. */
+  maxConnections?: number;
+  /** Interval between polls of the grant epoch. Default 500 ms. */
+  pollMs?: number;
+  /** After this long without confirming the grant epoch, the secure path fails closed. Default 2 s. */
+  stalenessMs?: number;
+  /**
+   * `"full"` (the default): every commit waits for PostgreSQL's WAL flush.
+   * `"grants"` (the server): only commits that can end a grant do; a new
+   * token, a key's last use and throttle counters commit with
+   * `synchronous_commit = off`, so a crash of the database server (not of
+   * keygate) can lose the last fraction of a second of them.
+   */
+  durability?: "full" | "grants";
+  /**
+   * LISTEN/NOTIFY for fast revocation (default true). False for an engine
+   * without them (CockroachDB): the poll alone then bounds the delay.
+   */
+  notifications?: boolean;
+  /** Apply pending migrations (default true); when false, refuse any schema but the newest. */
+  migrate?: boolean;
+  /** Shown in `pg_stat_activity`. Default `"keygate"`. */
+  applicationName?: string;
+  /** Told when the listener connection comes up or goes down, for the log. */
+  onListenerChange?: (listening: boolean, error?: unknown) => void;
+  /** Told of every read and write that ended, for the query-latency metric. */
+  onOperation?: OperationObserver;
+}
+
+/** What {@link PostgresStore.readPostgresStats} reports, for metrics. */
+export interface PostgresStats extends GrantEpochStats {
+  /** Reads and writes under way (each holds at most one pooled connection). */
+  operationsInFlight: number;
+  /** The pool's size. */
+  maxConnections: number;
+}
+
+/** The PostgreSQL store, with its own diagnostics. */
+export interface PostgresStore extends Store {
+  readonly backend: "postgres";
+  /** Where it is connected, password redacted. */
+  readonly display: string;
+  /** The grant-epoch watcher's counters (notifications, lag, listener state). */
+  readGrantEpochStats(): GrantEpochStats;
+  /** The watcher's counters and the pool's use, for metrics. */
+  readPostgresStats(): PostgresStats;
+  /**
+   * Reads the grant epoch now instead of waiting for a notification or the
+   * next poll: after another process (the admin CLI) wrote, the next
+   * `readGrantEpoch()` reflects it.
+   */
+  refreshGrantEpoch(): Promise<void>;
+  /**
+   * Takes or renews a lease (a duty one instance at a time performs, such
+   * as the janitor's sweeps) until `now + ttlMs`; resolves to whether this
+   * holder has it.
+   */
+  claimLease(lease: { name: string; holder: string; now: number; ttlMs: number }): Promise<boolean>;
+  /** Gives a lease up, if held by `holder`. */
+  releaseLease(lease: { name: string; holder: string }): Promise<void>;
+}
+
+/** How long opening waits for the first read of the grant epoch. */
+const OPEN_TIMEOUT_MS = 10_000;
+
+/** Milliseconds `checkStoreReady` waits for its round trip. */
+const READY_TIMEOUT_MS = 2000;
+
+/**
+ * Opens a PostgreSQL store at a `postgres://` URL (or a parsed location).
+ * Rejects with {@link SchemaTooNew} against a schema newer than this keygate.
+ */
+export async function openPostgresStore(
+  target: string | PostgresLocation,
+  options: PostgresStoreOptions = {},
+): Promise<PostgresStore> {
+  const location = typeof target === "string" ? parseStoreUrl(target) : target;
+  if (location.kind !== "postgres") {
+    throw new TypeError(`Not a PostgreSQL URL: "${location.display}"`);
+  }
+  const applicationName = options.applicationName ?? "keygate";
+  const maxConnections = options.maxConnections ?? 10;
+  const sql = openPostgresClient(location, {
+    max: maxConnections,
+    applicationName,
+  });
+  try {
+    if (options.migrate ?? true) {
+      await migratePostgres(sql);
+    } else {
+      const version = await readSchemaVersion(sql);
+      if (version > POSTGRES_MIGRATIONS.length) {
+        throw new SchemaTooNew(
+          `Database schema version ${version} is newer than this keygate knows (${POSTGRES_MIGRATIONS.length}): upgrade keygate`,
+        );
+      }
+      if (version < POSTGRES_MIGRATIONS.length) {
+        throw new Error(
+          `Database schema version ${version} is older than this keygate's (${POSTGRES_MIGRATIONS.length}): run "keygate admin db migrate"`,
+        );
+      }
+    }
+  } catch (error) {
+    await sql.end({ timeout: 0 });
+    throw error;
+  }
+
+  const notify = options.notifications ?? true;
+  const watcher = createGrantEpochWatcher({
+    sql,
+    pollMs: options.pollMs ?? DEFAULT_POLL_MS,
+    stalenessMs: options.stalenessMs ?? DEFAULT_STALENESS_MS,
+    openListener: notify
+      ? (hooks) =>
+        openPostgresClient(location, {
+          max: 1,
+          applicationName: `${applicationName}-listener`,
+          ...hooks,
+        })
+      : undefined,
+    onListenerChange: options.onListenerChange,
+  });
+  let readyTimer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([
+      watcher.ready(),
+      new Promise<never>((_, reject) =>
+        readyTimer = setTimeout(
+          () => reject(new StoreUnavailable("Cannot read the grant epoch: database unreachable")),
+          OPEN_TIMEOUT_MS,
+        )
+      ),
+    ]);
+  } catch (error) {
+    await watcher.close();
+    await sql.end({ timeout: 0 });
+    throw error;
+  } finally {
+    clearTimeout(readyTimer);
+  }
+
+  let closed = false;
+  const db = createPgContext({
+    sql,
+    watcher,
+    notify,
+    durability: options.durability ?? "full",
+    isClosed: () => closed,
+    onOperation: options.onOperation,
+  });
+
+  return {
+    backend: "postgres",
+    display: location.display,
+
+    async checkStoreReady() {
+      if (closed) throw new StoreError("The store is closed");
+      // Not ready while the secure path fails closed, even if one query gets through.
+      if (watcher.read() === undefined) return false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const roundTrip = guard(() => sql`SELECT 1 AS ok`).then(([row]) => row?.ok === 1);
+      roundTrip.catch(() => {}); // may lose the race below: never an unhandled rejection
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new StoreUnavailable("The database did not answer the readiness check")),
+          READY_TIMEOUT_MS,
+        );
+      });
+      try {
+        return await Promise.race([roundTrip, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+
+    findWriteFailure: () => db.findWriteFailure(),
+
+    async closeStore() {
+      if (closed) return;
+      closed = true;
+      await watcher.close();
+      await sql.end({ timeout: 1 });
+    },
+
+    readGrantEpoch: () => watcher.read(),
+    readGrantEpochStats: () => watcher.stats(),
+    refreshGrantEpoch: () => watcher.refresh(),
+    readPostgresStats: () => ({
+      ...watcher.stats(),
+      operationsInFlight: db.readInFlight(),
+      maxConnections,
+    }),
+    claimLease: (lease) => claimLease(db, lease),
+    releaseLease: (lease) => releaseLease(db, lease),
+
+    ...createUserMethods(db),
+    ...createUserRemovalMethods(db),
+    ...createApiKeyMethods(db),
+    ...createTokenMethods(db, { isEpochConfirmed: () => watcher.read() !== undefined }),
+    ...createLoginFailureMethods(db),
+    ...createAuditRetentionMethods(db),
+  };
+}

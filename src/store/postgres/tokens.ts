@@ -1,0 +1,130 @@
+/**
+ * Tokens and grants on PostgreSQL: issuance with the live-token cap, the
+ * secure path's lookup, introspection and every revocation.
+ *
+ * @module
+ */
+import { StoreUnavailable } from "../errors.ts";
+import type { Store } from "../store.ts";
+import type { PgContext } from "./db.ts";
+import { type Row, tokenValid, toTokenFacts } from "./rows.ts";
+import { raiseCutoff } from "./users.ts";
+
+type TokenMethods = Pick<
+  Store,
+  | "insertToken"
+  | "findTokenGrant"
+  | "findTokenStatus"
+  | "revokeToken"
+  | "revokeTokenOfKey"
+  | "revokeTokensOfUser"
+  | "countLiveTokens"
+>;
+
+/** What the token methods need beyond the shared context. */
+export interface TokenMethodDeps {
+  /** Whether the grant epoch is confirmed within the staleness bound (see grant_epoch.ts). */
+  isEpochConfirmed: () => boolean;
+}
+
+export function createTokenMethods(db: PgContext, deps: TokenMethodDeps): TokenMethods {
+  return {
+    async insertToken(token, change) {
+      const { id } = await db.write(async (tx) => {
+        // One login per key at a time: the cap below then counts what is really live.
+        await tx`SELECT id FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`;
+        const [row] = await tx<{ id: number }[]>`
+          INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+          VALUES (${token.tokenHash}, ${token.userId}, ${token.apiKeyId}, ${token.issuedAt},
+            ${token.expiresAt})
+          RETURNING id`;
+        // Keeps the newest maxLiveTokens live tokens of this user and key, revoking the rest.
+        const capped = await tx`UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
+            SELECT id FROM tokens
+            WHERE user_id = ${token.userId} AND api_key_id = ${token.apiKeyId}
+              AND revoked_at IS NULL AND expires_at > ${token.issuedAt}
+            ORDER BY issued_at DESC, id DESC OFFSET ${token.maxLiveTokens})
+          RETURNING id`;
+        const clear = change.clearLoginFailures ?? [];
+        if (clear.length > 0) {
+          await tx`DELETE FROM login_failures WHERE subject IN ${tx(clear as string[])}`;
+        }
+        return { id: row.id, capped: capped.length };
+      }, {
+        audit: (result) =>
+          typeof change.audit === "function" ? change.audit(result.id) : change.audit,
+        endsGrants: (result) => result.capped > 0,
+        relaxed: (result) => result.capped === 0,
+      });
+      return id;
+    },
+
+    async findTokenGrant({ tokenHash, keyHash, now }) {
+      // Fail closed: while this instance cannot confirm the epoch, it answers nothing.
+      if (!deps.isEpochConfirmed()) {
+        throw new StoreUnavailable("Cannot confirm the grant epoch: database unreachable");
+      }
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+            least(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+            k.expires_at AS key_expires_at
+          FROM tokens t
+          JOIN api_keys k ON k.id = t.api_key_id
+          JOIN users u ON u.id = t.user_id
+          WHERE t.token_hash = ${tokenHash} AND k.key_hash = ${keyHash}
+            AND ${tokenValid(sql, now)}`
+      );
+      if (row === undefined) return undefined;
+      return { ...toTokenFacts(row), keyExpiresAt: row.key_expires_at as number | null };
+    },
+
+    async findTokenStatus(tokenHash, now) {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+            least(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+            (${tokenValid(sql, now)}) AS live
+          FROM tokens t
+          JOIN api_keys k ON k.id = t.api_key_id
+          JOIN users u ON u.id = t.user_id
+          WHERE t.token_hash = ${tokenHash}`
+      );
+      if (row === undefined) return undefined;
+      return { ...toTokenFacts(row), live: row.live as boolean };
+    },
+
+    revokeToken(tokenId, change) {
+      return db.write(async (tx) => {
+        const rows = await tx`UPDATE tokens SET revoked_at = ${change.now}
+          WHERE id = ${tokenId} AND revoked_at IS NULL RETURNING id`;
+        return rows.length === 1;
+      }, { audit: change.audit, endsGrants: (revoked) => revoked });
+    },
+
+    revokeTokenOfKey(tokenHash, change) {
+      return db.write(async (tx) => {
+        const [row] = await tx<{ id: number }[]>`UPDATE tokens SET revoked_at = ${change.now}
+          WHERE token_hash = ${tokenHash} AND api_key_id = ${change.apiKeyId}
+            AND revoked_at IS NULL
+          RETURNING id`;
+        return row?.id;
+      }, { audit: change.audit, endsGrants: (id) => id !== undefined });
+    },
+
+    revokeTokensOfUser(userId, change) {
+      return db.write((tx) => raiseCutoff(tx, userId, change.now, change.before), {
+        audit: change.audit,
+        endsGrants: () => true,
+      });
+    },
+
+    async countLiveTokens(now) {
+      const [{ n }] = await db.read((sql) =>
+        sql<{ n: number }[]>`SELECT count(*) AS n FROM tokens t
+          JOIN api_keys k ON k.id = t.api_key_id
+          JOIN users u ON u.id = t.user_id
+          WHERE ${tokenValid(sql, now)} AND t.expires_at > ${now}`
+      );
+      return n;
+    },
+  };
+}

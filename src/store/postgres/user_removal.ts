@@ -1,0 +1,79 @@
+/**
+ * Renaming and deleting users, and listing a user's token rows, on
+ * PostgreSQL (the admin CLI's `user rename`, `user delete`, `token list`).
+ *
+ * @module
+ */
+import type { AuditOf } from "../store.ts";
+import type { PgContext } from "./db.ts";
+import type { Row } from "./rows.ts";
+
+/** A token row for listings: ids and times, never the digest. */
+export interface UserTokenRow {
+  id: number;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  revokedAt: number | null;
+}
+
+/** What deleting a user removed with it. */
+export interface RemovedWithUser {
+  apiKeys: number;
+  tokens: number;
+}
+
+/** The methods of this file, as the store declares them. */
+export interface UserRemovalMethods {
+  updateUserEmail(
+    userId: number,
+    change: { now: number; audit: AuditOf<void>; email: string },
+  ): Promise<void>;
+  deleteUser(
+    userId: number,
+    change: { now: number; audit: AuditOf<RemovedWithUser> },
+  ): Promise<RemovedWithUser>;
+  listTokensOfUser(userId: number): Promise<UserTokenRow[]>;
+}
+
+export function createUserRemovalMethods(db: PgContext): UserRemovalMethods {
+  return {
+    async updateUserEmail(userId, change) {
+      await db.write(async (tx) => {
+        await tx`UPDATE users SET email = ${change.email}, updated_at = ${change.now}
+          WHERE id = ${userId}`;
+      }, {
+        audit: change.audit,
+        // Cached grants carry the e-mail (X-Keygate-Email): drop them, so every instance shows
+        // the new one on its next request.
+        endsGrants: () => true,
+      });
+    },
+
+    deleteUser(userId, change) {
+      return db.write(async (tx) => {
+        await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+        const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
+        await tx`DELETE FROM login_failures WHERE subject IN (
+            SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
+        const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
+        await tx`DELETE FROM users WHERE id = ${userId}`;
+        return { apiKeys: keys.length, tokens: tokens.length };
+      }, { audit: change.audit, endsGrants: () => true });
+    },
+
+    async listTokensOfUser(userId) {
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
+          WHERE user_id = ${userId} ORDER BY issued_at DESC, id DESC`
+      );
+      return rows.map((row) => ({
+        id: row.id as number,
+        apiKeyId: row.api_key_id as number,
+        issuedAt: row.issued_at as number,
+        expiresAt: row.expires_at as number,
+        revokedAt: row.revoked_at as number | null,
+      }));
+    },
+  };
+}

@@ -1,0 +1,103 @@
+/**
+ * Users, and the per-user revoke-before cutoff, on PostgreSQL.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import type { AuditedChange, NewUser, Store, User } from "../store.ts";
+import type { PgContext } from "./db.ts";
+import { type Row, toUser } from "./rows.ts";
+
+type UserMethods = Pick<
+  Store,
+  | "findUserByEmail"
+  | "findUserById"
+  | "listUsers"
+  | "insertUser"
+  | "updateUserTimeout"
+  | "updateUserPassword"
+  | "updateUserDisabled"
+>;
+
+/**
+ * Moves user `userId`'s cutoff forward (never back), holding the user's row
+ * lock, and returns how many live tokens that ended: to `before`, or
+ * without it past both the old cutoff and `now`. Part of the caller's
+ * transaction, which must bump the grant epoch.
+ */
+export async function raiseCutoff(
+  tx: postgres.TransactionSql,
+  userId: number,
+  now: number,
+  before?: number,
+): Promise<number> {
+  const [user] = await tx<Row[]>`
+    SELECT tokens_valid_from FROM users WHERE id = ${userId} FOR UPDATE`;
+  if (user === undefined) return 0;
+  const from = user.tokens_valid_from as number;
+  const cutoff = before ?? Math.max(from + 1, now + 1);
+  const [{ n }] = await tx<{ n: number }[]>`
+    SELECT count(*) AS n FROM tokens
+    WHERE user_id = ${userId} AND revoked_at IS NULL AND expires_at > ${now}
+      AND issued_at >= ${from} AND issued_at < ${cutoff}`;
+  // As on SQLite: updated_at moves even when an earlier cutoff leaves tokens_valid_from as it was.
+  await tx`UPDATE users SET tokens_valid_from = greatest(tokens_valid_from, ${cutoff}),
+    updated_at = ${now} WHERE id = ${userId}`;
+  return n;
+}
+
+export function createUserMethods(db: PgContext): UserMethods {
+  return {
+    async findUserByEmail(email) {
+      const [row] = await db.read((sql) => sql<Row[]>`SELECT * FROM users WHERE email = ${email}`);
+      return row && toUser(row);
+    },
+
+    async findUserById(id) {
+      const [row] = await db.read((sql) => sql<Row[]>`SELECT * FROM users WHERE id = ${id}`);
+      return row && toUser(row);
+    },
+
+    async listUsers() {
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM users ORDER BY email COLLATE "C"`
+      );
+      return rows.map(toUser);
+    },
+
+    insertUser(user: NewUser, change: AuditedChange<User>) {
+      return db.write(async (tx) => {
+        const [row] = await tx<Row[]>`
+          INSERT INTO users (email, password_hash, token_timeout_seconds, created_at, updated_at)
+          VALUES (${user.email}, ${user.passwordHash}, ${user.tokenTimeoutSeconds},
+            ${change.now}, ${change.now})
+          RETURNING *`;
+        return toUser(row);
+      }, { audit: change.audit, endsGrants: () => false });
+    },
+
+    async updateUserTimeout(userId, change) {
+      await db.write(async (tx) => {
+        await tx`UPDATE users SET token_timeout_seconds = ${change.tokenTimeoutSeconds},
+          updated_at = ${change.now} WHERE id = ${userId}`;
+        // Counted as a grant change, as on SQLite (the contract pins it): it changes the user row.
+      }, { audit: change.audit, endsGrants: () => true });
+    },
+
+    updateUserPassword(userId, change) {
+      return db.write(async (tx) => {
+        await tx`UPDATE users SET password_hash = ${change.passwordHash}, updated_at = ${change.now}
+          WHERE id = ${userId}`;
+        return await raiseCutoff(tx, userId, change.now);
+      }, { audit: change.audit, endsGrants: () => true });
+    },
+
+    updateUserDisabled(userId, change) {
+      return db.write(async (tx) => {
+        await tx`UPDATE users SET disabled = ${change.disabled ? 1 : 0}, updated_at = ${change.now}
+          WHERE id = ${userId}`;
+        return change.disabled ? await raiseCutoff(tx, userId, change.now) : 0;
+      }, { audit: change.audit, endsGrants: () => change.disabled });
+    },
+  };
+}

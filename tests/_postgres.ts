@@ -1,0 +1,322 @@
+/**
+ * A throwaway PostgreSQL cluster for tests: Debian's `initdb` and `pg_ctl` in
+ * a temporary directory, on a free port of 127.0.0.1 with trust
+ * authentication, its Unix socket inside that directory, fsync off. Never a
+ * server someone else started. When running as root, the cluster runs as
+ * the `postgres` OS user (PostgreSQL refuses root).
+ *
+ * A test file starts one cluster at module level (top-level await, so no
+ * test is charged with its resources), takes a fresh database per test with
+ * {@link PostgresCluster.createDatabase}, and registers
+ * {@link PostgresCluster.stop} as its last test; an `unload` handler and a
+ * watchdog that outlives a crashed test process remove it otherwise.
+ *
+ * Without the binaries, {@link POSTGRES_SKIP} says why and the PostgreSQL
+ * tests are skipped, except in CI (`CI` set), where that is a failure:
+ * `.ci/run` installs Debian's `postgresql` package.
+ */
+import postgres from "postgres";
+
+/** A running throwaway cluster. */
+export interface PostgresCluster {
+  /** The TCP port on 127.0.0.1. */
+  port: number;
+  /** The directory holding the data directory, the socket and the log. */
+  dir: string;
+  /** Creates an empty database with a unique name and returns its `postgres://` URL. */
+  createDatabase(prefix?: string): Promise<string>;
+  /** The URL of an existing database. */
+  urlOf(database: string): string;
+  /** Stops the server (fast shutdown), keeping the data: for outage tests. */
+  pause(): Promise<void>;
+  /** Starts the server again on the same port after {@link pause}. */
+  resume(): Promise<void>;
+  /** Stops the server and deletes the directory. Idempotent. */
+  stop(): Promise<void>;
+}
+
+const BIN_NAMES = ["initdb", "pg_ctl", "postgres"] as const;
+
+/** The directory holding `initdb`, `pg_ctl` and `postgres`, or `undefined`. */
+export function findPostgresBin(): string | undefined {
+  const dirs = (Deno.env.get("PATH") ?? "").split(":").filter((dir) => dir !== "");
+  try {
+    const versions = [...Deno.readDirSync("/usr/lib/postgresql")]
+      .map((entry) => entry.name)
+      .filter((name) => /^\d+$/.test(name))
+      .sort((a, b) => Number(b) - Number(a));
+    dirs.push(...versions.map((version) => `/usr/lib/postgresql/${version}/bin`));
+  } catch {
+    // No Debian PostgreSQL packages.
+  }
+  return dirs.find((dir) => BIN_NAMES.every((name) => isFile(`${dir}/${name}`)));
+}
+
+function isFile(path: string): boolean {
+  try {
+    return Deno.statSync(path).isFile;
+  } catch {
+    return false;
+  }
+}
+
+const IN_CI = (Deno.env.get("CI") ?? "") !== "" && Deno.env.get("CI") !== "false";
+
+/**
+ * Why the PostgreSQL tests are skipped, or `false` when they run. Throws in
+ * CI when the binaries are missing, so that CI never passes by skipping.
+ */
+export const POSTGRES_SKIP: string | false = (() => {
+  if (findPostgresBin() !== undefined) return false;
+  const reason = "PostgreSQL binaries (initdb, pg_ctl, postgres) not found: " +
+    "install Debian's postgresql package to run the PostgreSQL tests";
+  if (IN_CI) throw new Error(`${reason} (required in CI)`);
+  return reason;
+})();
+
+const IS_ROOT = Deno.uid() === 0;
+
+/** Runs a PostgreSQL program, as the `postgres` user when we are root. */
+async function run(program: string, args: string[]): Promise<string> {
+  const [command, fullArgs] = IS_ROOT
+    ? ["runuser", ["-u", "postgres", "--", program, ...args]]
+    : [program, args];
+  const output = await new Deno.Command(command, {
+    args: fullArgs,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    env: { LC_ALL: "C" },
+  }).output();
+  const text = new TextDecoder().decode(output.stdout) + new TextDecoder().decode(output.stderr);
+  if (!output.success) throw new Error(`${program} ${args.join(" ")} failed:\n${text}`);
+  return text;
+}
+
+function runSync(program: string, args: string[]): void {
+  const [command, fullArgs] = IS_ROOT
+    ? ["runuser", ["-u", "postgres", "--", program, ...args]]
+    : [program, args];
+  new Deno.Command(command, { args: fullArgs, stdin: "null", stdout: "null", stderr: "null" })
+    .outputSync();
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/** Options for {@link startPostgres}. */
+export interface StartPostgresOptions {
+  /** Outlives this test file: stopped only when the process ends (see {@link sharedPostgres}). */
+  shared?: boolean;
+  /** More directories the watchdog removes with the cluster's. */
+  alsoRemove?: string[];
+}
+
+/** Starts a new cluster. Throws when the binaries are missing. */
+export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresCluster> {
+  const bin = findPostgresBin();
+  if (bin === undefined) throw new Error(POSTGRES_SKIP || "PostgreSQL binaries not found");
+  const dir = await Deno.makeTempDir({ prefix: "keygate-pg-" });
+  if (IS_ROOT) {
+    const { uid, gid } = postgresIds();
+    await Deno.chown(dir, uid, gid);
+  }
+  const data = `${dir}/data`;
+  await run(`${bin}/initdb`, [
+    "--pgdata",
+    data,
+    "--no-sync",
+    "--auth",
+    "trust",
+    "--username",
+    "keygate",
+    "--encoding",
+    "UTF8",
+    "--no-locale",
+  ]);
+  // Only 127.0.0.1 and the socket in `dir`: nothing outside this machine can connect.
+  await Deno.writeTextFile(
+    `${data}/postgresql.auto.conf`,
+    [
+      "listen_addresses = '127.0.0.1'",
+      `unix_socket_directories = '${dir}'`,
+      // Test speed only: a crash may lose the cluster, which the tests delete anyway.
+      "fsync = off",
+      "full_page_writes = off",
+      "max_connections = 200",
+      "shared_buffers = '32MB'",
+      "",
+    ].join("\n"),
+    { append: true },
+  );
+  let port = 0;
+  let stopped = false;
+  await startWatchdog(bin, [dir, ...(options.alsoRemove ?? [])], data);
+
+  async function start(): Promise<void> {
+    for (let attempt = 1;; attempt++) {
+      if (port === 0 || attempt > 1) port = freePort();
+      try {
+        await run(`${bin}/pg_ctl`, [
+          "--pgdata",
+          data,
+          "--log",
+          `${dir}/server.log`,
+          "--wait",
+          "--timeout",
+          "30",
+          "-o",
+          `-p ${port}`,
+          "start",
+        ]);
+        return;
+      } catch (error) {
+        // Another process may have taken the port between freePort() and the bind.
+        if (attempt >= 3) throw error;
+      }
+    }
+  }
+
+  async function resumeOnSamePort(): Promise<void> {
+    await run(`${bin}/pg_ctl`, [
+      "--pgdata",
+      data,
+      "--log",
+      `${dir}/server.log`,
+      "--wait",
+      "--timeout",
+      "30",
+      "-o",
+      `-p ${port}`,
+      "start",
+    ]);
+  }
+
+  await start();
+  let counter = 0;
+  const cluster: PostgresCluster = {
+    get port() {
+      return port;
+    },
+    dir,
+    urlOf: (database) => `postgres://keygate@127.0.0.1:${port}/${database}?sslmode=disable`,
+    async createDatabase(prefix = "t") {
+      const name = `${prefix}_${Deno.pid}_${++counter}`.toLowerCase().replace(/[^a-z0-9_]/g, "_");
+      const sql = postgres(cluster.urlOf("postgres"), { max: 1, onnotice: () => {} });
+      try {
+        await sql.unsafe(`CREATE DATABASE "${name}" TEMPLATE template0`);
+      } finally {
+        await sql.end();
+      }
+      return cluster.urlOf(name);
+    },
+    async pause() {
+      await run(`${bin}/pg_ctl`, ["--pgdata", data, "--wait", "--mode", "fast", "stop"]);
+    },
+    resume: resumeOnSamePort,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      try {
+        await run(`${bin}/pg_ctl`, ["--pgdata", data, "--wait", "--mode", "immediate", "stop"]);
+      } catch {
+        // Already stopped (a test paused it).
+      }
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+  if (options.shared) return cluster;
+  globalThis.addEventListener("unload", () => {
+    if (stopped) return;
+    stopped = true;
+    runSync(`${bin}/pg_ctl`, ["--pgdata", data, "--mode", "immediate", "stop"]);
+    try {
+      Deno.removeSync(dir, { recursive: true });
+    } catch {
+      // Best effort.
+    }
+  });
+  return cluster;
+}
+
+/**
+ * A detached shell that waits for this process to end, then stops the
+ * cluster and removes its directories: a test process that crashes (or a
+ * shared cluster's process that exits) leaves nothing behind. Started
+ * through a shell that exits at once, so no test holds its handle.
+ */
+async function startWatchdog(bin: string, dirs: string[], data: string): Promise<void> {
+  const stopCommand = IS_ROOT
+    ? `runuser -u postgres -- '${bin}/pg_ctl' --pgdata '${data}' --mode immediate stop`
+    : `'${bin}/pg_ctl' --pgdata '${data}' --mode immediate stop`;
+  const script = `while kill -0 ${Deno.pid} 2>/dev/null; do sleep 1; done; ` +
+    `if [ -d '${data}' ]; then ${stopCommand}; fi; rm -rf ${dirs.map((d) => `'${d}'`).join(" ")}`;
+  await new Deno.Command("sh", {
+    args: ["-c", `nohup sh -c "${script}" >/dev/null 2>&1 &`],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).output();
+}
+
+/**
+ * One cluster for the whole `deno test` process, for test files that only
+ * need databases (each gets its own): the first file to ask starts it and
+ * records its port in a directory named after the process; the others read
+ * it. It stops when the process ends. Files that stop or restart the server
+ * use {@link startPostgres} instead.
+ */
+export async function sharedPostgres(): Promise<Pick<PostgresCluster, "createDatabase" | "urlOf">> {
+  const stateDir = `${Deno.env.get("TMPDIR") ?? "/tmp"}/keygate-pg-shared-${Deno.pid}`;
+  let port: number;
+  try {
+    await Deno.mkdir(stateDir);
+    const cluster = await startPostgres({ shared: true, alsoRemove: [stateDir] });
+    port = cluster.port;
+    await Deno.writeTextFile(`${stateDir}/port.tmp`, String(port));
+    await Deno.rename(`${stateDir}/port.tmp`, `${stateDir}/port`);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+    port = await waitForPort(`${stateDir}/port`);
+  }
+  const urlOf = (database: string) =>
+    `postgres://keygate@127.0.0.1:${port}/${database}?sslmode=disable`;
+  let counter = 0;
+  return {
+    urlOf,
+    async createDatabase(prefix = "t") {
+      const name = `${prefix}_${crypto.randomUUID().slice(0, 8)}_${++counter}`
+        .toLowerCase().replace(/[^a-z0-9_]/g, "_");
+      const sql = postgres(urlOf("postgres"), { max: 1, onnotice: () => {} });
+      try {
+        await sql.unsafe(`CREATE DATABASE "${name}" TEMPLATE template0`);
+      } finally {
+        await sql.end();
+      }
+      return urlOf(name);
+    },
+  };
+}
+
+async function waitForPort(path: string): Promise<number> {
+  for (let waited = 0; waited < 60_000; waited += 50) {
+    try {
+      return Number(await Deno.readTextFile(path));
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  throw new Error("The shared PostgreSQL cluster did not start within 60 s");
+}
+
+function postgresIds(): { uid: number; gid: number } {
+  const line = Deno.readTextFileSync("/etc/passwd").split("\n")
+    .find((entry) => entry.startsWith("postgres:"));
+  if (line === undefined) throw new Error('No "postgres" user to run PostgreSQL as');
+  const [, , uid, gid] = line.split(":");
+  return { uid: Number(uid), gid: Number(gid) };
+}

@@ -1,0 +1,404 @@
+/**
+ * Two PostgreSQL stores on one database behave as one: revocations cross,
+ * counters add up, flushes never deadlock, and an outage fails closed.
+ */
+import assert from "node:assert/strict";
+import { StoreUnavailable } from "../../src/store/errors.ts";
+import {
+  openPostgresStore,
+  type PostgresStore,
+  type PostgresStoreOptions,
+} from "../../src/store/postgres/open_postgres_store.ts";
+import type { LoginFailures } from "../../src/store/store.ts";
+import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+
+const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const ignore = cluster === undefined;
+const NOW = Date.parse("2026-01-01T00:00:00Z");
+
+function digest(text: string): Uint8Array {
+  const bytes = new Uint8Array(32);
+  bytes.set(new TextEncoder().encode(text).slice(0, 32));
+  return bytes;
+}
+
+/** Two stores (instances) on one new database, with a user, a key and a token. */
+async function twoInstances(options: PostgresStoreOptions = {}) {
+  const url = await cluster!.createDatabase("instances");
+  const [a, b] = await Promise.all([
+    openPostgresStore(url, { ...options, applicationName: "keygate-a" }),
+    openPostgresStore(url, { ...options, applicationName: "keygate-b" }),
+  ]);
+  const user = await a.insertUser(
+    { email: "ada@example.com", passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+    { now: NOW, audit: undefined },
+  );
+  const key = await a.insertApiKey(
+    { userId: user.id, keyHash: digest("key"), prefix: "kg_x", label: "" },
+    { now: NOW, audit: undefined },
+  );
+  const tokenId = await a.insertToken({
+    tokenHash: digest("token"),
+    userId: user.id,
+    apiKeyId: key.id,
+    issuedAt: NOW,
+    expiresAt: NOW + 3_600_000,
+    maxLiveTokens: 10,
+  }, { audit: undefined });
+  const lookup = { tokenHash: digest("token"), keyHash: digest("key"), now: NOW + 1000 };
+  return {
+    a,
+    b,
+    user,
+    key,
+    tokenId,
+    lookup,
+    url,
+    async [Symbol.asyncDispose]() {
+      await Promise.all([a.closeStore(), b.closeStore()]);
+    },
+  };
+}
+
+async function waitFor(what: string, done: () => boolean, withinMs: number): Promise<number> {
+  const start = performance.now();
+  while (!done()) {
+    if (performance.now() - start > withinMs) throw new Error(`Not ${what} within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  return performance.now() - start;
+}
+
+async function waitForListeners(...stores: PostgresStore[]): Promise<void> {
+  await waitFor("listening", () => stores.every((s) => s.readGrantEpochStats().listening), 5000);
+}
+
+Deno.test({
+  name: "[pg instances] a revocation through one instance moves the other's epoch by notification",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ pollMs: 60_000, stalenessMs: 120_000 });
+    await waitForListeners(db.a, db.b);
+    assert.equal((await db.b.findTokenGrant(db.lookup))?.tokenId, db.tokenId);
+    const before = db.b.readGrantEpoch();
+    assert.notEqual(before, undefined);
+    assert.equal(await db.a.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined }), true);
+    // The writer's own epoch moved at commit; the other learns by notification.
+    const tookMs = await waitFor("notified", () => db.b.readGrantEpoch() !== before, 1000);
+    assert.ok(tookMs < 1000);
+    assert.equal(await db.b.findTokenGrant(db.lookup), undefined);
+    assert.equal(db.b.readGrantEpochStats().notifications, 1);
+  },
+});
+
+Deno.test({
+  name: "[pg instances] every grant-ending write moves the other's epoch; others do not",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ pollMs: 60_000, stalenessMs: 120_000 });
+    await waitForListeners(db.a, db.b);
+    const change = { now: NOW + 10, audit: undefined };
+    const writes: [string, () => Promise<unknown>, boolean][] = [
+      [
+        "appendAudit",
+        () => db.a.appendAudit({ at: NOW, actor: "t", action: "x", subject: "y" }),
+        false,
+      ],
+      [
+        "updateUserTimeout",
+        () => db.a.updateUserTimeout(db.user.id, { ...change, tokenTimeoutSeconds: 60 }),
+        true,
+      ],
+      [
+        "recordKeyUsage",
+        () =>
+          db.a.recordKeyUsage([{
+            apiKeyId: db.key.id,
+            lastUsedAt: NOW,
+            lastUsedFrom: "::1",
+            count: 1,
+          }]),
+        false,
+      ],
+      ["revokeTokensOfUser", () => db.a.revokeTokensOfUser(db.user.id, change), true],
+      [
+        "updateUserPassword",
+        () => db.a.updateUserPassword(db.user.id, { ...change, passwordHash: "$argon2id$y" }),
+        true,
+      ],
+      [
+        "updateUserDisabled",
+        () => db.a.updateUserDisabled(db.user.id, { ...change, disabled: true }),
+        true,
+      ],
+      [
+        "updateApiKeyDisabled",
+        () => db.a.updateApiKeyDisabled(db.key.id, { ...change, disabled: true }),
+        true,
+      ],
+      ["revokeApiKey", () => db.a.revokeApiKey(db.key.id, change), true],
+    ];
+    for (const [name, write, ends] of writes) {
+      const before = db.b.readGrantEpochStats().epoch;
+      await write();
+      if (ends) {
+        await waitFor(`${name} notified`, () => db.b.readGrantEpochStats().epoch > before, 1000);
+      } else {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.equal(db.b.readGrantEpochStats().epoch, before, name);
+      }
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[pg instances] listener killed with pg_terminate_backend: the revocation is still seen within the poll",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ pollMs: 200 });
+    await waitForListeners(db.a, db.b);
+    await db.a.findTokenGrant(db.lookup);
+    const [killed] = await Promise.all([
+      (async () => {
+        const { default: postgres } = await import("postgres");
+        const admin = postgres(db.url.replace("?sslmode=disable", ""), {
+          max: 1,
+          onnotice: () => {},
+        });
+        try {
+          return await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE application_name = 'keygate-b-listener'`;
+        } finally {
+          await admin.end();
+        }
+      })(),
+    ]);
+    assert.equal(killed.length, 1);
+    await waitFor("lost listener noticed", () => !db.b.readGrantEpochStats().listening, 2000);
+    const epoch = db.b.readGrantEpochStats().epoch;
+    await db.a.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined });
+    const tookMs = await waitFor("polled", () => db.b.readGrantEpochStats().epoch > epoch, 1000);
+    assert.ok(tookMs <= 1000, `took ${tookMs} ms`);
+    assert.equal(await db.b.findTokenGrant(db.lookup), undefined);
+    await waitFor("listening again", () => db.b.readGrantEpochStats().listening, 3000);
+  },
+});
+
+Deno.test({
+  name: "[pg instances] failed logins on two instances at once all count in the shared counter",
+  ignore,
+  async fn() {
+    await using db = await twoInstances();
+    const next = (previous: LoginFailures | undefined, subject: string): LoginFailures => ({
+      subject,
+      failures: (previous?.failures ?? 0) + 1,
+      lastFailureAt: NOW,
+      blockedUntil: 0,
+      forgetAt: NOW + 60_000,
+    });
+    const subjects = ["client:192.0.2.1", `key:${db.key.id}`];
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 === 0 ? db.a : db.b).recordLoginFailures(
+          i % 4 < 2 ? subjects : [...subjects].reverse(),
+          {
+            now: NOW,
+            audit: undefined,
+            next,
+          },
+        )),
+    );
+    const rows = await db.b.findLoginFailures(subjects, NOW);
+    assert.deepEqual(rows.map((row) => [row.subject, row.failures]).sort(), [
+      ["client:192.0.2.1", 20],
+      [`key:${db.key.id}`, 20],
+    ]);
+  },
+});
+
+Deno.test({
+  name:
+    "[pg instances] key-usage flushes from two instances in opposite orders add up without deadlock",
+  ignore,
+  async fn() {
+    await using db = await twoInstances();
+    const keys = [db.key];
+    for (let i = 1; i < 20; i++) {
+      keys.push(
+        await db.a.insertApiKey(
+          { userId: db.user.id, keyHash: digest(`key${i}`), prefix: "kg_x", label: "" },
+          { now: NOW, audit: undefined },
+        ),
+      );
+    }
+    const usages = keys.map((key, i) => ({
+      apiKeyId: key.id,
+      lastUsedAt: NOW + i,
+      lastUsedFrom: `192.0.2.${i}`,
+      count: 2,
+    }));
+    await Promise.all(
+      Array.from(
+        { length: 10 },
+        (_, i) =>
+          (i % 2 === 0 ? db.a : db.b).recordKeyUsage(i % 2 === 0 ? usages : [...usages].reverse()),
+      ),
+    );
+    const listed = await db.b.listApiKeys(db.user.id);
+    assert.deepEqual(listed.map((key) => key.useCount), keys.map(() => 20));
+    assert.equal(listed[5].lastUsedFrom, "192.0.2.5");
+    assert.equal(listed[5].lastUsedAt, NOW + 5);
+  },
+});
+
+Deno.test({
+  name: "[pg instances] four instances opening a new database at once migrate it once",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("instances");
+    const stores = await Promise.all(Array.from({ length: 4 }, () => openPostgresStore(url)));
+    try {
+      for (const store of stores) assert.equal(await store.countRows("users"), 0);
+      const { default: postgres } = await import("postgres");
+      const admin = postgres(url, { max: 1, onnotice: () => {} });
+      try {
+        const rows = await admin`SELECT version FROM keygate_migrations WHERE version > 0`;
+        assert.equal(rows.length, 1);
+      } finally {
+        await admin.end();
+      }
+    } finally {
+      await Promise.all(stores.map((store) => store.closeStore()));
+    }
+  },
+});
+
+Deno.test({
+  name: "[pg instances] the janitor lease is held by one instance until it expires or is released",
+  ignore,
+  async fn() {
+    await using db = await twoInstances();
+    const lease = { name: "janitor", now: NOW, ttlMs: 60_000 };
+    const [first, second] = await Promise.all([
+      db.a.claimLease({ ...lease, holder: "a" }),
+      db.b.claimLease({ ...lease, holder: "b" }),
+    ]);
+    assert.equal(Number(first) + Number(second), 1, "exactly one holder");
+    const holder = first ? "a" : "b";
+    const other = first ? "b" : "a";
+    assert.equal(await db.b.claimLease({ ...lease, holder, now: NOW + 1000 }), true, "renewed");
+    assert.equal(await db.a.claimLease({ ...lease, holder: other, now: NOW + 60_999 }), false);
+    assert.equal(await db.a.claimLease({ ...lease, holder: other, now: NOW + 61_000 }), true);
+    await db.a.releaseLease({ name: "janitor", holder: other });
+    assert.equal(await db.b.claimLease({ ...lease, holder, now: NOW + 61_001 }), true);
+  },
+});
+
+Deno.test({
+  name:
+    "[pg instances] without notifications (an engine without LISTEN) the poll alone carries a revocation",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ notifications: false, pollMs: 100 });
+    assert.equal(db.b.readGrantEpochStats().listening, false);
+    assert.equal((await db.b.findTokenGrant(db.lookup))?.tokenId, db.tokenId);
+    const before = db.b.readGrantEpoch();
+    await db.a.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined });
+    assert.notEqual(db.a.readGrantEpoch(), undefined);
+    const tookMs = await waitFor("polled", () => db.b.readGrantEpoch() !== before, 1000);
+    assert.ok(tookMs <= 500, `took ${tookMs} ms`);
+    assert.equal(db.b.readGrantEpochStats().notifications, 0);
+    assert.equal(await db.b.findTokenGrant(db.lookup), undefined);
+  },
+});
+
+Deno.test({
+  name: "[pg instances] with migrate: false, a store refuses an unmigrated database in one line",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("instances");
+    await assert.rejects(
+      openPostgresStore(url, { migrate: false }),
+      (error: unknown) => {
+        assert.ok(error instanceof Error);
+        assert.equal(
+          error.message,
+          'Database schema version 0 is older than this keygate\'s (1): run "keygate admin db migrate"',
+        );
+        return true;
+      },
+    );
+  },
+});
+
+Deno.test({
+  name: "[pg instances] a read-only database is a lasting write failure until writes work again",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ maxConnections: 1 });
+    const { default: postgres } = await import("postgres");
+    const admin = postgres(db.url, { max: 1, onnotice: () => {} });
+    const database = new URL(db.url).pathname.slice(1);
+    const reconnectPool = () =>
+      admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE application_name = 'keygate-b' AND datname = ${database}`;
+    const change = { now: NOW, audit: undefined };
+    try {
+      assert.equal(await db.b.findWriteFailure(), undefined);
+      await admin.unsafe(`ALTER DATABASE "${database}" SET default_transaction_read_only = on`);
+      await reconnectPool();
+      let failure: unknown;
+      for (let attempt = 0; attempt < 5 && failure === undefined; attempt++) {
+        try {
+          await db.b.updateUserTimeout(db.user.id, { ...change, tokenTimeoutSeconds: 60 });
+        } catch (error) {
+          // The first query may meet the terminated connection; the next one reconnects.
+          if (!(error instanceof StoreUnavailable)) failure = error;
+        }
+      }
+      assert.ok(failure instanceof Error);
+      assert.match(await db.b.findWriteFailure() ?? "", /read-only transaction/);
+      await admin.unsafe(`ALTER DATABASE "${database}" RESET default_transaction_read_only`);
+      await reconnectPool();
+      let recovered: string | undefined = "not yet";
+      for (let attempt = 0; attempt < 5 && recovered !== undefined; attempt++) {
+        recovered = await db.b.findWriteFailure();
+      }
+      assert.equal(recovered, undefined, "the probe write succeeds once writes work");
+    } finally {
+      await admin.end();
+    }
+  },
+});
+
+// Last: stops the server for a while.
+Deno.test({
+  name:
+    "[pg instances] database stopped: fails closed after the staleness bound, recovers after restart",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ pollMs: 100, stalenessMs: 1000 });
+    await waitForListeners(db.a, db.b);
+    assert.equal(await db.b.checkStoreReady(), true);
+    await cluster!.pause();
+    try {
+      await waitFor("stale", () => db.b.readGrantEpoch() === undefined, 5000);
+      assert.equal(await db.b.checkStoreReady(), false);
+      const started = performance.now();
+      await assert.rejects(db.b.findTokenGrant(db.lookup), StoreUnavailable);
+      assert.ok(
+        performance.now() - started < 1000, // the connect timeout is 5 s
+        "fails at once, without waiting for a connection",
+      );
+      await assert.rejects(db.b.findUserById(db.user.id), StoreUnavailable);
+    } finally {
+      await cluster!.resume();
+    }
+    await waitFor("confirmed again", () => db.b.readGrantEpoch() !== undefined, 10_000);
+    assert.equal(await db.b.checkStoreReady(), true);
+    assert.equal((await db.b.findTokenGrant(db.lookup))?.tokenId, db.tokenId);
+  },
+});
+
+Deno.test({ name: "[pg] stop the cluster", ignore, fn: () => cluster!.stop() });

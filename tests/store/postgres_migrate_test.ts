@@ -1,0 +1,134 @@
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { openPostgresClient } from "../../src/store/postgres/connect.ts";
+import {
+  migratePostgres,
+  readSchemaVersion,
+  SchemaMismatch,
+  SchemaTooNew,
+} from "../../src/store/postgres/migrate.ts";
+import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
+import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
+import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+
+const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const ignore = cluster === undefined;
+
+async function freshClient(): Promise<postgres.Sql> {
+  const url = await cluster!.createDatabase("migrate");
+  return openPostgresClient(parseStoreUrl(url) as PostgresLocation, { max: 2 });
+}
+
+Deno.test({
+  name: "migratePostgres() creates the schema once and records checksums",
+  ignore,
+  async fn() {
+    const sql = await freshClient();
+    try {
+      assert.equal(await readSchemaVersion(sql), 0);
+      const first = await migratePostgres(sql);
+      assert.deepEqual(first, {
+        applied: POSTGRES_MIGRATIONS.map((m) => m.version),
+        version: POSTGRES_MIGRATIONS.length,
+      });
+      assert.deepEqual(await migratePostgres(sql), {
+        applied: [],
+        version: POSTGRES_MIGRATIONS.length,
+      });
+      const rows = await sql`SELECT version, checksum FROM keygate_migrations ORDER BY version`;
+      assert.equal(rows.length, POSTGRES_MIGRATIONS.length + 1); // plus the lock row
+      assert.match(rows[1].checksum, /^[0-9a-f]{64}$/);
+      const [epoch] = await sql`SELECT epoch FROM grant_epoch`;
+      assert.equal(epoch.epoch, 1);
+    } finally {
+      await sql.end();
+    }
+  },
+});
+
+Deno.test({
+  name: "migratePostgres() from four instances at once applies each migration exactly once",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("migrate");
+    const location = parseStoreUrl(url) as PostgresLocation;
+    const clients = Array.from({ length: 4 }, () => openPostgresClient(location, { max: 1 }));
+    try {
+      const results = await Promise.all(clients.map((sql) => migratePostgres(sql)));
+      const applied = results.flatMap((result) => result.applied).sort();
+      assert.deepEqual(applied, POSTGRES_MIGRATIONS.map((m) => m.version));
+      for (const result of results) assert.equal(result.version, POSTGRES_MIGRATIONS.length);
+      const [{ n }] = await clients[0]`SELECT count(*) AS n FROM users`;
+      assert.equal(n, 0);
+    } finally {
+      await Promise.all(clients.map((sql) => sql.end()));
+    }
+  },
+});
+
+Deno.test({
+  name: "migratePostgres() refuses a schema newer than it knows, in one line",
+  ignore,
+  async fn() {
+    const sql = await freshClient();
+    try {
+      const newer = [...POSTGRES_MIGRATIONS, {
+        version: POSTGRES_MIGRATIONS.length + 1,
+        name: "from the future",
+        sql: "CREATE TABLE future (id integer)",
+      }];
+      await migratePostgres(sql, newer);
+      await assert.rejects(migratePostgres(sql), (error: unknown) => {
+        assert.ok(error instanceof SchemaTooNew);
+        assert.equal(
+          error.message,
+          `Database schema version ${newer.length} is newer than this keygate knows (${POSTGRES_MIGRATIONS.length}): upgrade keygate`,
+        );
+        return true;
+      });
+    } finally {
+      await sql.end();
+    }
+  },
+});
+
+Deno.test({
+  name: "migratePostgres() refuses an applied migration whose SQL differs from its own",
+  ignore,
+  async fn() {
+    const sql = await freshClient();
+    try {
+      const changed = [{
+        ...POSTGRES_MIGRATIONS[0],
+        sql: POSTGRES_MIGRATIONS[0].sql + "\n-- edited",
+      }];
+      await migratePostgres(sql, changed);
+      await assert.rejects(migratePostgres(sql), SchemaMismatch);
+    } finally {
+      await sql.end();
+    }
+  },
+});
+
+Deno.test({
+  name: "migratePostgres() rolls a failing migration back whole",
+  ignore,
+  async fn() {
+    const sql = await freshClient();
+    try {
+      const broken = [...POSTGRES_MIGRATIONS, {
+        version: POSTGRES_MIGRATIONS.length + 1,
+        name: "half",
+        sql: "CREATE TABLE half (id integer); SELECT no_such_function();",
+      }];
+      await assert.rejects(migratePostgres(sql, broken), /no_such_function/);
+      assert.equal(await readSchemaVersion(sql), POSTGRES_MIGRATIONS.length);
+      const [{ half }] = await sql`SELECT to_regclass('half') IS NOT NULL AS half`;
+      assert.equal(half, false);
+    } finally {
+      await sql.end();
+    }
+  },
+});
+
+Deno.test({ name: "[pg] stop the cluster", ignore, fn: () => cluster!.stop() });
