@@ -55,7 +55,8 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
 
   async function start(message: Extract<ToWorker, { kind: "start" }>) {
     const { config } = message;
-    const logger = createLogger({ level: config.logLevel });
+    // Every worker writes to the one standard output: whole lines, one PIPE_BUF at most per write.
+    const logger = createLogger({ level: config.logLevel, atomicWriteBytes: 4096 });
     let store;
     try {
       store = await openServerStore(config, {
