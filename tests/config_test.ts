@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { parseArguments } from "../src/config/args.ts";
 import { ConfigError } from "../src/config/errors.ts";
 import { formatHelp } from "../src/config/help.ts";
-import { parseBoolean } from "../src/config/parsers.ts";
+import { MAX_WORKERS, parseBoolean } from "../src/config/parsers.ts";
 import { readConfig } from "../src/config/read_config.ts";
 import { type Config, isBooleanSetting, SETTINGS } from "../src/config/settings.ts";
 
@@ -35,7 +35,27 @@ Deno.test("readConfig() uses the documented defaults", () => {
     unicodePaths: false,
     tokenRetentionSeconds: 7 * 86400,
     shutdownTimeoutSeconds: 30,
+    workers: 1,
   });
+});
+
+Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {
+  assert.equal(read(["--workers", "2"]).workers, 2);
+  assert.equal(read([], { KEYGATE_WORKERS: "3" }).workers, 3);
+  assert.equal(
+    read(["--workers", "auto"]).workers,
+    Math.min(MAX_WORKERS, navigator.hardwareConcurrency),
+  );
+  for (const bad of ["0", "-1", "1.5", "two", "", `${MAX_WORKERS + 1}`]) {
+    assert.throws(
+      () => readConfig([`--workers=${bad}`], {}),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message ===
+          `Invalid --workers "${bad}": expected a whole number from 1 to ${MAX_WORKERS}, or "auto"`,
+      bad,
+    );
+  }
 });
 
 Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => {

@@ -20,6 +20,7 @@ import {
   parseStoreSetting,
   parseText,
   parseUpstreamUrl,
+  parseWorkers,
 } from "./parsers.ts";
 
 /** The validated server configuration. */
@@ -68,6 +69,8 @@ export interface Config {
   shutdownTimeoutSeconds: number;
   /** A file that holds the process id while the server runs. */
   pidFile?: string;
+  /** Request-serving threads sharing the port (`--workers`; 1: serve on the main thread). */
+  workers: number;
 }
 
 /** One setting: where it comes from, how it is parsed and how `--help` shows it. */
@@ -326,6 +329,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseDurationSetting,
     placeholder: "DURATION",
     description: "How long in-flight requests may take to finish after SIGTERM",
+  }),
+  setting({
+    key: "workers",
+    flag: "workers",
+    env: "KEYGATE_WORKERS",
+    default: "1",
+    parse: parseWorkers,
+    placeholder: "N|auto",
+    description: 'Request-serving threads sharing the port, or "auto" (one per CPU core)',
   }),
   setting({
     key: "pidFile",
