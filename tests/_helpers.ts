@@ -241,7 +241,16 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     sqlite: opened.sqlite,
     clock,
     dbPath: opened.path,
-    querySql: (sql) => querySqlAt(opened.path, sql),
+    async querySql(sql) {
+      const rows = await querySqlAt(opened.path, sql);
+      // On PostgreSQL a hand-made change moves no grant epoch: do what docs/postgres.md tells an
+      // operator to do after one. SQLite sees every connection's commit and needs nothing.
+      if (TEST_STORE_NAME === "postgres" && !/^\s*select\b/i.test(sql)) {
+        await querySqlAt(opened.path, "UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1");
+        await afterExternalWrite(opened.path);
+      }
+      return rows;
+    },
     logLines: lines,
     keyUsage,
     async addUser(email, password, timeoutSeconds = null) {
