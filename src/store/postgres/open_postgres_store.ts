@@ -146,6 +146,7 @@ export async function openPostgresStore(
         openPostgresClient(location, {
           max: 1,
           applicationName: `${applicationName}-listener`,
+          maxLifetimeSeconds: null,
           ...hooks,
         })
       : undefined,
