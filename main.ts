@@ -27,6 +27,9 @@ import {
   writePidFile,
 } from "./src/config/preflight.ts";
 import { readConfig } from "./src/config/read_config.ts";
+import { createAdminHandler } from "./src/http/admin/admin_app.ts";
+import { readAdminStats } from "./src/auth/admin_tasks.ts";
+import { createStatsHistory } from "./src/auth/stats_history.ts";
 import { VERSION } from "./src/config/version.ts";
 import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
@@ -237,6 +240,63 @@ async function run(
       hostname: config.metricsHostname,
     });
   }
+  // The admin API and web console: HTTPS with keygate's certificate (behind a proxy, where
+  // keygate has none, the self-signed one kept beside the database), never the API port.
+  const history = config.admin
+    ? createStatsHistory({
+      read: () =>
+        readAdminStats({ store, now: systemClock.now(), readCounters: metrics.readCounters }),
+      clock: systemClock,
+      logger,
+    })
+    : undefined;
+  const adminTls = config.admin ? tls ?? await loadTlsCredentials(config) : undefined;
+  const adminServer = adminTls === undefined ? undefined : listen(
+    () =>
+      Deno.serve(
+        {
+          hostname: config.adminHostname,
+          port: config.adminPort,
+          cert: adminTls.cert,
+          key: adminTls.key,
+          onListen({ hostname, port }) {
+            logger.info(`admin API and console on https://${hostname}:${port}/`, {
+              hostname,
+              port,
+            });
+          },
+        },
+        createAdminHandler({
+          store,
+          clock: systemClock,
+          logger,
+          hasher,
+          readCounters: metrics.readCounters,
+          defaultTimeoutSeconds: config.defaultTimeoutSeconds,
+          history,
+        }),
+      ),
+    {
+      hostname: config.adminHostname,
+      port: config.adminPort,
+      hostnameFlag: "--admin-hostname",
+      portFlag: "--admin-port",
+    },
+    config,
+    () => {
+      server.shutdown();
+      metricsServer?.shutdown();
+      hasher.close();
+      store.closeStore();
+    },
+  );
+  history?.start();
+  if (adminServer !== undefined && !isLoopbackOrPrivate(config.adminHostname)) {
+    logger.warn(
+      "the admin listener is on a public address; prefer 127.0.0.1 and an SSH tunnel (docs/operations.md)",
+      { hostname: config.adminHostname },
+    );
+  }
   const janitor = createJanitor({
     store,
     clock: systemClock,
@@ -280,6 +340,8 @@ async function run(
   hasher.close();
   await janitor.stop();
   await metricsServer?.shutdown();
+  await adminServer?.shutdown();
+  history?.stop();
   try {
     findSqliteMaintenance(store)?.checkpointWal();
   } catch (error) {

@@ -50,6 +50,10 @@ export interface Config {
   metrics: boolean;
   metricsHostname: string;
   metricsPort: number;
+  /** Serve the admin API and web console on a separate HTTPS listener. */
+  admin: boolean;
+  adminHostname: string;
+  adminPort: number;
   /** Plain HTTP behind a TLS-terminating proxy, on a loopback or private address only. */
   behindProxy: boolean;
   /** CIDR ranges whose `X-Forwarded-*` headers are believed (proxy mode only). */
@@ -237,6 +241,36 @@ export const SETTINGS: readonly Setting[] = [
     parse: parsePort,
     placeholder: "N",
     description: "Port of the metrics listener (plain HTTP; never the public port)",
+  }),
+  setting({
+    key: "admin",
+    flag: "admin",
+    env: "KEYGATE_ADMIN",
+    default: "off",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description:
+      "Serve the admin API (/admin/v1/) and web console over HTTPS on a separate listener",
+  }),
+  setting({
+    key: "adminHostname",
+    flag: "admin-hostname",
+    env: "KEYGATE_ADMIN_HOSTNAME",
+    default: "127.0.0.1",
+    parse: parseText,
+    placeholder: "HOST",
+    description:
+      "Address of the admin listener (reach it through an SSH tunnel or a private network)",
+  }),
+  setting({
+    key: "adminPort",
+    flag: "admin-port",
+    env: "KEYGATE_ADMIN_PORT",
+    default: "9444",
+    parse: parsePort,
+    placeholder: "N",
+    description:
+      "Port of the admin listener (HTTPS with keygate's certificate; never the public port)",
   }),
   setting({
     key: "behindProxy",

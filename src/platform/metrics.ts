@@ -40,6 +40,15 @@ const LATENCY_BUCKETS = [
   5,
 ];
 
+/** Totals of the counters since the process started, summed over their labels. */
+export interface CounterTotals {
+  tokensIssued: number;
+  loginFailures: number;
+  throttled: number;
+  secureAllowed: number;
+  secureDenied: number;
+}
+
 /** The counters, histograms and gauges keygate exposes. */
 export interface Metrics {
   /** A token was issued. */
@@ -59,6 +68,8 @@ export interface Metrics {
   databaseError(source: string): void;
   /** Token rows deleted by the janitor. */
   tokensPurged(count: number): void;
+  /** The running totals of the counters above, for the admin console's charts. */
+  readCounters(): Promise<CounterTotals>;
   /** The registry in Prometheus text format. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -143,6 +154,21 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       latency.observe({ route, method, status: String(status) }, seconds),
     databaseError: (source) => databaseErrors.inc({ source }),
     tokensPurged: (count) => purged.inc(count),
+    readCounters: async () => {
+      const sum = async (counter: { get(): Promise<{ values: { value: number }[] }> }) =>
+        (await counter.get()).values.reduce((total, { value }) => total + value, 0);
+      const secureValues = (await secure.get()).values;
+      const secureSum = (outcome: SecureOutcome) =>
+        secureValues.filter((v) => v.labels.outcome === outcome)
+          .reduce((total, { value }) => total + value, 0);
+      return {
+        tokensIssued: await sum(issued),
+        loginFailures: await sum(loginFailures),
+        throttled: await sum(throttled),
+        secureAllowed: secureSum("allowed"),
+        secureDenied: secureSum("denied"),
+      };
+    },
     render: async () => {
       await countTokensNow();
       return registry.metrics();
