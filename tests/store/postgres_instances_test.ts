@@ -374,6 +374,39 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "[pg instances] a pool busy past the staleness bound does not fail the epoch closed",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ maxConnections: 1, pollMs: 100, stalenessMs: 1000 });
+    await waitForListeners(db.b);
+    const { default: postgres } = await import("postgres");
+    const admin = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      let waiting: Promise<void> | undefined;
+      await admin.begin(async (tx) => {
+        await tx`SELECT id FROM users WHERE id = ${db.user.id} FOR UPDATE`;
+        // B's only pooled connection now waits for that row lock for 1.5 s...
+        waiting = db.b.updateUserTimeout(db.user.id, {
+          now: NOW,
+          audit: undefined,
+          tokenTimeoutSeconds: 60,
+        });
+        const until = performance.now() + 1500;
+        while (performance.now() < until) {
+          // ...while the polls, on the listener's own connection, keep the epoch confirmed.
+          assert.notEqual(db.b.readGrantEpoch(), undefined);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      });
+      await waiting;
+      assert.equal((await db.b.findUserById(db.user.id))!.tokenTimeoutSeconds, 60);
+    } finally {
+      await admin.end();
+    }
+  },
+});
+
 // Last: stops the server for a while.
 Deno.test({
   name:

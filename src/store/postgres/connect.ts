@@ -24,6 +24,11 @@ export interface PostgresClientOptions {
   onnotify?: (channel: string, payload: string) => void;
   /** Called when a connection closes (for the grant-epoch listener's own client). */
   onclose?: () => void;
+  /**
+   * Recycle connections after about this long (postgres.js's default: 30 to 60 minutes), or
+   * `null` never: the listener keeps its one connection, since each reconnect drops the cache.
+   */
+  maxLifetimeSeconds?: number | null;
 }
 
 /** PostgreSQL's `int8` type id. */
@@ -50,6 +55,9 @@ export function openPostgresClient(
     // Connections are long-lived; let them be recycled now and then like the default, but
     // never close idle ones: a secure request should not pay a connection set-up.
     idle_timeout: 0,
+    ...(options.maxLifetimeSeconds === undefined
+      ? {}
+      : { max_lifetime: options.maxLifetimeSeconds }),
     prepare: true,
     // No array types fetched on connect: keygate sends no arrays, and postgres.js 3.4.9 leaves
     // that fetch's promise unhandled when the connection drops during it (a crash, not an error).

@@ -10,8 +10,8 @@
  *   (milliseconds). Notifications are at-most-once (none arrive while the
  *   connection is down), so every (re)connect of the listener drops the
  *   whole cache and re-reads the epoch;
- * - polls the epoch every `pollMs` (default 500 ms) over the pool, so a
- *   lost notification, a dead listener or an engine without LISTEN
+ * - polls the epoch every `pollMs` (default 500 ms), on the listener's
+ *   connection (over the pool without one), so a lost notification, a dead listener or an engine without LISTEN
  *   (CockroachDB) still bounds how late a revocation is seen;
  * - is *confirmed* up to the start of its last successful poll. When that is
  *   older than `stalenessMs` (default 2 s), {@link GrantEpochWatcher.read}
@@ -152,7 +152,10 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   async function poll(): Promise<void> {
     const startedAt = now();
     try {
-      const [row] = await sql<{ epoch: number }[]>`SELECT epoch FROM grant_epoch WHERE id = 1`;
+      // Through the listener's own connection when there is one: a pool busy with requests
+      // then cannot delay the confirmation past the staleness bound.
+      const [row] = await (listenSql ?? sql)<{ epoch: number }[]>`
+        SELECT epoch FROM grant_epoch WHERE id = 1`;
       if (row === undefined) throw new Error("The grant_epoch row is missing");
       moveTo(Number(row.epoch));
       confirmedAt = Math.max(confirmedAt, startedAt);

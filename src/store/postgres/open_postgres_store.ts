@@ -147,6 +147,7 @@ export async function openPostgresStore(
         openPostgresClient(location, {
           max: 1,
           applicationName: `${applicationName}-listener`,
+          maxLifetimeSeconds: null,
           ...hooks,
         })
       : undefined,

@@ -52,6 +52,9 @@ export function createUserRemovalMethods(db: PgContext): UserRemovalMethods {
 
     deleteUser(userId, change) {
       return db.write(async (tx) => {
+        // Keys before their user, as a login does (its key's row, then the user's for the token's
+        // foreign key): the same order, so a login and a delete never deadlock.
+        await tx`SELECT id FROM api_keys WHERE user_id = ${userId} ORDER BY id FOR UPDATE`;
         await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
         const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
         await tx`DELETE FROM login_failures WHERE subject IN (
