@@ -12,7 +12,6 @@
  * @module
  */
 import { main as adminMain } from "./src/cli/main.ts";
-import { createHandler } from "./src/http/app.ts";
 import type { Routes } from "./src/http/route.ts";
 import type { SecureContext } from "./src/http/context.ts";
 import { systemClock } from "./src/platform/clock.ts";
@@ -27,20 +26,24 @@ import {
   writePidFile,
 } from "./src/config/preflight.ts";
 import { readConfig } from "./src/config/read_config.ts";
+import { createAdminHandler } from "./src/http/admin/admin_app.ts";
+import { readAdminStats } from "./src/auth/admin_tasks.ts";
+import { createStatsHistory } from "./src/auth/stats_history.ts";
 import { VERSION } from "./src/config/version.ts";
-import { createKeyUsageRecorder } from "./src/auth/key_usage.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
 import { createJanitor, JANITOR_INTERVAL_MS } from "./src/auth/janitor.ts";
 import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
 import { createStoreMetrics } from "./src/platform/store_metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
-import { setListenerNoDelay } from "./src/platform/nodelay.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
-import { findPostgresStore, findSqliteMaintenance, openStore } from "./src/store/open_store.ts";
+import { findPostgresStore, findSqliteMaintenance } from "./src/store/open_store.ts";
 import type { Store } from "./src/store/store.ts";
 import { parseStoreUrl } from "./src/store/store_url.ts";
 import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
+import { type Listener, logListening, startListener } from "./src/server/listener.ts";
+import { openServerStore, toStoreLocation } from "./src/server/open_server_store.ts";
+import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
 export interface ServeOptions {
@@ -88,9 +91,23 @@ async function run(
     console.log(`keygate ${VERSION}`);
     return 0;
   }
-  // --store (a postgres:// URL, sqlite:PATH or a path) or else the SQLite file of --db.
-  const storeLocation = config.store ?? `sqlite:${config.dbPath}`;
-  const parsedStore = parseStoreUrl(storeLocation);
+  if (config.workers > 1) {
+    if (options.secureRoutes !== undefined) {
+      throw new ConfigError(
+        "--workers applies to keygate's own server: an application that adds its own routes " +
+          "serves with one worker",
+      );
+    }
+    // Unstable APIs exist on Deno only with their flag; reusePort is one of them in Deno 2.9.
+    if (!("listenDatagram" in Deno)) {
+      throw new StartupError(
+        "--workers above 1 needs Deno's --unstable-net flag (reusePort is unstable in Deno 2.9): " +
+          "use deno task start, or add --unstable-net to deno run",
+        2,
+      );
+    }
+  }
+  const parsedStore = parseStoreUrl(toStoreLocation(config));
   const storeDisplay = parsedStore.display;
   // On PostgreSQL the --db directory still holds a self-signed certificate, when one is used.
   prepareDatabasePath(parsedStore.kind === "sqlite" ? parsedStore.path : config.dbPath);
@@ -108,21 +125,15 @@ async function run(
   const storeMetrics = createStoreMetrics();
   let store;
   try {
-    // Logins need no fsync on the thread that serves secure requests; revocations still get one.
-    store = await openStore(storeLocation, {
-      sqlite: { durability: "grants" },
-      postgres: {
-        durability: "grants",
-        stalenessMs: config.storeStalenessSeconds * 1000,
-        onOperation: storeMetrics.observeOperation,
-        onListenerChange: (listening) =>
-          logger[listening ? "info" : "warn"](
-            listening
-              ? "listening for revocations"
-              : "revocation listener lost: polling until it is back",
-            { event: "store_listener", db: storeDisplay },
-          ),
-      },
+    store = await openServerStore(config, {
+      onOperation: storeMetrics.observeOperation,
+      onListenerChange: (listening) =>
+        logger[listening ? "info" : "warn"](
+          listening
+            ? "listening for revocations"
+            : "revocation listener lost: polling until it is back",
+          { event: "store_listener", db: storeDisplay },
+        ),
     });
   } catch (error) {
     if (parsedStore.kind === "sqlite") throw explainDatabaseError(error, parsedStore.path);
@@ -137,77 +148,65 @@ async function run(
       `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
     );
   }
-  const keyUsage = createKeyUsageRecorder({ store, clock: systemClock, logger });
+  let pool: WorkerPool | undefined;
   const postgresStore = findPostgresStore(store);
   if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
   const metrics = createMetrics({
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
     register: postgresStore === undefined ? undefined : storeMetrics.register,
+    gatherOthers: config.workers > 1 ? () => pool!.gatherMetrics() : undefined,
   });
-  const hasher = createPasswordHasher();
-  const handler = createHandler({
-    store,
-    hasher,
-    clock: systemClock,
-    logger,
-    defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-    corsOrigins: config.corsOrigins,
-    keyUsage,
-    secureRoutes: options.secureRoutes,
-    upstream: config.upstream === undefined ? undefined : {
-      url: new URL(config.upstream),
-      timeoutMs: config.upstreamTimeoutSeconds * 1000,
-      hideCredentials: config.hideCredentials,
-    },
-    metrics,
-    proxy: config.behindProxy ? { trustedProxies: config.trustedProxies } : undefined,
-    scheme: tls === undefined ? "http" : "https",
-    unicodePaths: config.unicodePaths,
-    forwardAuthHeader: config.forwardAuthHeader,
-  });
+  // With --workers, logins from every worker share this one pool (argon2's memory is bounded by
+  // its size, not multiplied by N), and its starvation valve makes the workers give up the CPU.
+  const hasher = createPasswordHasher(
+    config.workers > 1 ? { yieldCpu: (ms) => pool?.yieldCpu(ms) } : {},
+  );
   if (config.upstream !== undefined) {
     logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {
       hide_credentials: config.hideCredentials,
       timeout_s: config.upstreamTimeoutSeconds,
     });
   }
-  const scheme = config.behindProxy ? "http" : "https";
-  const server = listen(
-    () =>
-      Deno.serve({
-        hostname: config.hostname,
-        port: config.port,
-        ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
-        onListen({ hostname, port }) {
-          const host = hostname === "0.0.0.0" || hostname === "::" ? "localhost" : hostname;
-          // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
-          const noDelay = setListenerNoDelay(port) > 0;
-          logger.info(`keygate listening on ${scheme}://${host}:${port}/`, {
-            hostname,
-            port,
-            db: storeDisplay,
-            behind_proxy: config.behindProxy,
-            tcp_nodelay: noDelay,
-          });
-          if (!noDelay && !config.behindProxy) {
-            logger.warn(
-              "could not turn off Nagle's algorithm (needs Linux and --allow-ffi): responses of about 500-700 bytes may wait 40 ms; see docs/performance.md",
-            );
-          }
-        },
-      }, handler),
-    {
-      hostname: config.hostname,
-      port: config.port,
-      hostnameFlag: "--hostname",
-      portFlag: "--port",
-    },
-    config,
-    () => {
+  const tlsPair = tls === undefined ? undefined : { cert: tls.cert, key: tls.key };
+  let listener: Listener | undefined;
+  if (config.workers > 1) {
+    pool = createWorkerPool({ config, tls: tlsPair, hasher, logger });
+    try {
+      logListening(logger, config, await pool.start(), storeDisplay);
+    } catch (error) {
+      hasher.close();
+      await store.closeStore();
+      // A worker's error crosses as text: the port in use, say.
+      throw new StartupError(
+        `could not start ${config.workers} request workers on --port ${config.port}: ${
+          String((error as Error)?.message ?? error)
+        }`,
+        1,
+      );
+    }
+  } else {
+    try {
+      listener = startListener({
+        config,
+        tls: tlsPair,
+        store,
+        hasher,
+        logger,
+        metrics,
+        secureRoutes: options.secureRoutes,
+        storeDisplay,
+      });
+    } catch (error) {
       hasher.close();
       store.closeStore();
-    },
-  );
+      throw explainListenError(error, {
+        hostname: config.hostname,
+        port: config.port,
+        hostnameFlag: "--hostname",
+        portFlag: "--port",
+      }, config);
+    }
+  }
   const metricsServer = config.metrics
     ? listen(
       () =>
@@ -226,7 +225,8 @@ async function run(
       },
       undefined,
       () => {
-        server.shutdown();
+        void listener?.server.shutdown();
+        void pool?.drain(0);
         hasher.close();
         store.closeStore();
       },
@@ -236,6 +236,64 @@ async function run(
     logger.warn("metrics are served on a public address; restrict who can reach it", {
       hostname: config.metricsHostname,
     });
+  }
+  // The admin API and web console: HTTPS with keygate's certificate (behind a proxy, where
+  // keygate has none, the self-signed one kept beside the database), never the API port.
+  const history = config.admin
+    ? createStatsHistory({
+      read: () =>
+        readAdminStats({ store, now: systemClock.now(), readCounters: metrics.readCounters }),
+      clock: systemClock,
+      logger,
+    })
+    : undefined;
+  const adminTls = config.admin ? tls ?? await loadTlsCredentials(config) : undefined;
+  const adminServer = adminTls === undefined ? undefined : listen(
+    () =>
+      Deno.serve(
+        {
+          hostname: config.adminHostname,
+          port: config.adminPort,
+          cert: adminTls.cert,
+          key: adminTls.key,
+          onListen({ hostname, port }) {
+            logger.info(`admin API and console on https://${hostname}:${port}/`, {
+              hostname,
+              port,
+            });
+          },
+        },
+        createAdminHandler({
+          store,
+          clock: systemClock,
+          logger,
+          hasher,
+          readCounters: metrics.readCounters,
+          defaultTimeoutSeconds: config.defaultTimeoutSeconds,
+          history,
+        }),
+      ),
+    {
+      hostname: config.adminHostname,
+      port: config.adminPort,
+      hostnameFlag: "--admin-hostname",
+      portFlag: "--admin-port",
+    },
+    config,
+    () => {
+      void listener?.server.shutdown();
+      void pool?.drain(0);
+      metricsServer?.shutdown();
+      hasher.close();
+      store.closeStore();
+    },
+  );
+  history?.start();
+  if (adminServer !== undefined && !isLoopbackOrPrivate(config.adminHostname)) {
+    logger.warn(
+      "the admin listener is on a public address; prefer 127.0.0.1 and an SSH tunnel (docs/operations.md)",
+      { hostname: config.adminHostname },
+    );
   }
   const janitor = createJanitor({
     store,
@@ -258,28 +316,33 @@ async function run(
     logger.info("shutting down: finishing in-flight requests", {
       deadline_seconds: config.shutdownTimeoutSeconds,
     });
-    server.shutdown();
+    void listener?.server.shutdown();
   };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
-  keyUsage.start();
-  await Promise.race([server.finished, stopping]);
+  await Promise.race([listener?.server.finished ?? stopping, stopping]);
   // From the signal on, in-flight requests have --shutdown-timeout to finish.
-  let deadline: ReturnType<typeof setTimeout> | undefined;
-  const finished = await Promise.race([
-    server.finished.then(() => true),
-    new Promise<false>((resolve) => {
-      deadline = setTimeout(() => resolve(false), config.shutdownTimeoutSeconds * 1000);
-    }),
-  ]);
-  clearTimeout(deadline);
+  let finished: boolean;
+  if (pool !== undefined) finished = await pool.drain(config.shutdownTimeoutSeconds * 1000);
+  else {
+    let deadline: ReturnType<typeof setTimeout> | undefined;
+    finished = await Promise.race([
+      listener!.server.finished.then(() => true),
+      new Promise<false>((resolve) => {
+        deadline = setTimeout(() => resolve(false), config.shutdownTimeoutSeconds * 1000);
+      }),
+    ]);
+    clearTimeout(deadline);
+  }
   Deno.removeSignalListener("SIGINT", stop);
   Deno.removeSignalListener("SIGTERM", stop);
   if (!finished) logger.warn("shutdown deadline passed: closing with requests still in flight");
-  await keyUsage.stop(); // writes the last uses before the database closes
+  await listener?.keyUsage.stop(); // writes the last uses before the database closes
   hasher.close();
   await janitor.stop();
   await metricsServer?.shutdown();
+  await adminServer?.shutdown();
+  history?.stop();
   try {
     findSqliteMaintenance(store)?.checkpointWal();
   } catch (error) {

@@ -1,41 +1,47 @@
 /**
- * `deno task bench`: measures keygate's secure path and token issuance
- * against a bare `Deno.serve` over HTTPS, side by side in one run, and writes
- * the results to docs/performance.md.
+ * `deno task bench`: measures keygate against an honest ceiling and a peer,
+ * side by side in one run, and writes the tables into docs/performance.md
+ * (see its "Methodology" for what each column means).
  *
- * Each server is pinned to core 0 with `taskset` (when available) and `wrk`
- * to core 1; HTTP/1.1 keep-alive; the same request shape for both servers.
+ * - The ceiling: a bare `Deno.serve` over HTTPS, driven with a fixed URL (wrk's static request,
+ *   no Lua per request), the load that reaches the server's limit rather than wrk's.
+ * - keygate's secure path with that same fixed URL, and with 10,000+ distinct tokens built by
+ *   Lua; ratios both ways. Every row reports wrk's own CPU share, and no ratio is printed with a
+ *   run in which wrk was saturated (see GENERATOR_LIMIT in scripts/bench/report.ts).
+ * - The peer: oidc-provider answering RFC 7662 introspection, beside keygate's introspection.
+ * - Issuance against the password-hash limit and secure p99 while issuance is saturated.
+ * - Every core: the bare server with one listener per core (threads, then processes, sharing the
+ *   port with reusePort) and keygate --workers 1 and N, with nothing pinned.
+ *
+ * Servers are pinned to core 0 with `taskset` (when available) and wrk to core 1, except in the
+ * last section.
  *
  * Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N]
- *                        [--output FILE] [--no-write]
+ *                        [--rounds N] [--output FILE] [--no-write]
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { generateSelfSigned } from "../src/platform/tls.ts";
+import { PEER_CLIENT_ID, PEER_CLIENT_SECRET } from "./bench/peer_server.ts";
+import {
+  findInvalidRun,
+  formatCpuRatio,
+  formatRatio,
+  formatRows,
+  GENERATOR_LIMIT,
+  type Measured,
+  type Row,
+  wrapMarkdown,
+  writeResults,
+} from "./bench/report.ts";
 import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./bench/seed.ts";
+import { pinTo, type Server, startServer } from "./bench/servers.ts";
+import { type Load, runWrk, type WrkOptions } from "./bench/wrk.ts";
 
-interface WrkResult {
-  rps: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  requests: number;
-}
-
-interface Row {
-  scenario: string;
-  server: string;
-  result: WrkResult;
-  rssMiB?: number;
-  ratio?: string;
-}
-
-/** In the output file, everything after this line is replaced by each run. */
-const GENERATED_MARKER =
-  "<!-- Written by deno task bench from here on; edit only the text above. -->";
-
+const USAGE =
+  "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] [--rounds N] [--output FILE] [--no-write]";
 const { values: flags } = parseArgs({
   args: Deno.args,
   options: {
@@ -43,15 +49,14 @@ const { values: flags } = parseArgs({
     duration: { type: "string", default: "10" },
     connections: { type: "string", default: "50" },
     sample: { type: "string", default: "10000" },
+    rounds: { type: "string", default: "3" },
     output: { type: "string", default: "docs/performance.md" },
     "no-write": { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
 });
 if (flags.help) {
-  console.log(
-    "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] [--output FILE] [--no-write]",
-  );
+  console.log(USAGE);
   Deno.exit(0);
 }
 const TOKENS = Number(flags.tokens);
@@ -59,7 +64,10 @@ const DURATION = Number(flags.duration);
 const CONNECTIONS = Number(flags.connections);
 const SAMPLE = Number(flags.sample);
 /** Rounds of each side-by-side comparison (odd, for a median). */
-const ROUNDS = 3;
+const ROUNDS = Number(flags.rounds);
+const SECURE_PATH = "/api/secure/userservice/tokens/current";
+const INTROSPECT_PATH = "/api/userservice/tokens/introspect";
+const PEER_INTROSPECT_PATH = "/token/introspection";
 
 async function commandExists(name: string): Promise<boolean> {
   try {
@@ -75,7 +83,9 @@ if (!(await commandExists("wrk"))) {
   Deno.exit(1);
 }
 const TASKSET = await commandExists("taskset");
-const pin = (cores: string, argv: string[]) => TASKSET ? ["taskset", "-c", cores, ...argv] : argv;
+/** Cores of the servers and of wrk (undefined: unpinned, taskset missing). */
+const SERVER_CORE = TASKSET ? "0" : undefined;
+const WRK_CORE = TASKSET ? "1" : undefined;
 
 const work = await Deno.makeTempDir({ prefix: "keygate-bench-" });
 const { cert, key } = await generateSelfSigned();
@@ -86,94 +96,52 @@ function log(message: string) {
   console.error(`bench: ${message}`);
 }
 
-interface Server {
-  origin: string;
-  pid: number;
-  stop(): Promise<void>;
+/** Runs wrk against `server` and adds what the server spent, read from /proc. */
+async function measure(
+  server: Server,
+  load: Load,
+  options: Partial<WrkOptions> = {},
+): Promise<Measured> {
+  const before = server.readCpuSeconds();
+  const result = await runWrk(load, {
+    cores: WRK_CORE,
+    threads: 1,
+    connections: CONNECTIONS,
+    duration: DURATION,
+    ...options,
+  }, work);
+  const cpu = server.readCpuSeconds() - before;
+  return {
+    ...result,
+    cpuUsPerRequest: cpu * 1e6 / result.requests,
+    serverCores: cpu / result.seconds,
+  };
 }
 
-/** Starts a server whose standard output goes to a file, and waits for its port. */
-async function startServer(name: string, argv: string[], portPattern: RegExp): Promise<Server> {
-  const logFile = `${work}/${name}.log`;
-  const quoted = argv.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
-  const child = new Deno.Command("sh", {
-    args: ["-c", `exec ${quoted} > '${logFile}' 2>&1`],
-    stdin: "null",
-  }).spawn();
-  for (let i = 0; i < 600; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    let text = "";
-    try {
-      text = await Deno.readTextFile(logFile);
-    } catch { /* not yet */ }
-    const port = portPattern.exec(text)?.[1];
-    if (port) {
-      return {
-        origin: `https://127.0.0.1:${port}`,
-        pid: child.pid,
-        async stop() {
-          child.kill("SIGTERM");
-          await child.status;
-        },
-      };
+/**
+ * Runs every measurement once per round, in turn, so that a slow spell of the machine falls on
+ * all alike; returns each one's median round by rate, and every round's rate for the notes.
+ */
+async function alternate(
+  label: string,
+  runs: Record<string, () => Promise<Measured>>,
+): Promise<Record<string, Measured>> {
+  const all: Record<string, Measured[]> = {};
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const [name, run] of Object.entries(runs)) {
+      log(`${label}, round ${round}/${ROUNDS}: ${name}`);
+      (all[name] ??= []).push(await run());
     }
   }
-  child.kill("SIGKILL");
-  throw new Error(`${name} did not start: ${await Deno.readTextFile(logFile).catch(() => "")}`);
-}
-
-/** Resident memory of a process in MiB: anonymous pages only (no mapped files). */
-async function rssMiB(pid: number): Promise<number | undefined> {
-  try {
-    const status = await Deno.readTextFile(`/proc/${pid}/status`);
-    const kb = Number(/RssAnon:\s+(\d+) kB/.exec(status)?.[1]);
-    return Number.isFinite(kb) ? Math.round(kb / 102.4) / 10 : undefined;
-  } catch {
-    return undefined;
+  const medians: Record<string, Measured> = {};
+  for (const [name, results] of Object.entries(all)) {
+    medians[name] = [...results].sort((a, b) => a.rps - b.rps)[results.length >> 1];
+    notes.push(
+      `${label}, ${name}: req/s by round ${results.map((r) => r.rps.toFixed(0)).join(", ")}; ` +
+        `wrk CPU ${results.map((r) => `${Math.round(r.generatorShare * 100)}%`).join(", ")}.`,
+    );
   }
-}
-
-function toMs(value: string, unit: string): number {
-  const n = Number(value);
-  return unit === "us" ? n / 1000 : unit === "s" ? n * 1000 : n;
-}
-
-async function wrk(
-  origin: string,
-  mode: string,
-  pairsFile: string,
-  options: { cores?: string; duration?: number; connections?: number } = {},
-): Promise<WrkResult> {
-  const argv = pin(options.cores ?? "1", [
-    "wrk",
-    "-t1",
-    `-c${options.connections ?? CONNECTIONS}`,
-    `-d${options.duration ?? DURATION}s`,
-    "--latency",
-    "-s",
-    new URL("./bench/requests.lua", import.meta.url).pathname,
-    origin,
-    "--",
-    pairsFile,
-    mode,
-  ]);
-  const output = await new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped" }).output();
-  const text = new TextDecoder().decode(output.stdout);
-  const latency = (p: string) => {
-    const match = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s)`).exec(text);
-    return match ? toMs(match[1], match[2]) : NaN;
-  };
-  const number = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? NaN);
-  return {
-    // Successful (2xx) requests per second: wrk's own figure counts errors too.
-    rps: (number(/(\d+) requests in/) - number(/errors\.status (\d+)/)) /
-      number(/requests in ([\d.]+)s/),
-    p50: latency("50"),
-    p99: latency("99"),
-    requests: number(/(\d+) requests in/),
-    errors: number(/errors\.status (\d+)/) + number(/errors\.connect (\d+)/) +
-      number(/errors\.timeout (\d+)/),
-  };
+  return medians;
 }
 
 async function writePairs(name: string, entries: SeedEntry[]): Promise<string> {
@@ -185,30 +153,55 @@ async function writePairs(name: string, entries: SeedEntry[]): Promise<string> {
   return path;
 }
 
-function keygateArgv(dbPath: string, cores: string): string[] {
-  return pin(cores, [
-    Deno.execPath(),
-    "run",
-    "--allow-net",
-    "--allow-read",
-    "--allow-write",
-    "--allow-env",
-    "--allow-ffi",
-    "--allow-sys",
-    new URL("../main.ts", import.meta.url).pathname,
-    "--hostname",
-    "127.0.0.1",
-    "--port",
-    "0",
-    "--db",
-    dbPath,
-    "--cert",
-    `${work}/cert.pem`,
-    "--key",
-    `${work}/key.pem`,
-    "--log-level",
-    "info",
-  ]);
+const denoRun = (permissions: string[], script: string, args: string[]) => [
+  Deno.execPath(),
+  "run",
+  ...permissions,
+  new URL(script, import.meta.url).pathname,
+  ...args,
+];
+
+function startKeygate(
+  name: string,
+  dbPath: string,
+  cores: string | undefined,
+  extraArgs: string[] = [],
+) {
+  return startServer(
+    work,
+    name,
+    pinTo(
+      cores,
+      denoRun(
+        [
+          "--allow-net",
+          "--allow-read",
+          "--allow-write",
+          "--allow-env",
+          "--allow-ffi",
+          "--allow-sys",
+          "--unstable-net", // --workers: reusePort over TLS (Deno 2.9)
+        ],
+        "../main.ts",
+        [
+          "--hostname",
+          "127.0.0.1",
+          "--port",
+          "0",
+          "--db",
+          dbPath,
+          "--cert",
+          `${work}/cert.pem`,
+          "--key",
+          `${work}/key.pem`,
+          "--log-level",
+          "info",
+          ...extraArgs,
+        ],
+      ),
+    ),
+    /keygate listening on https:\/\/[^:]+:(\d+)\//,
+  );
 }
 
 /**
@@ -217,14 +210,24 @@ function keygateArgv(dbPath: string, cores: string): string[] {
  */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 1000));
 
-const KEYGATE_PORT = /keygate listening on https:\/\/[^:]+:(\d+)\//;
-const rows: Row[] = [];
+const secureRows: Row[] = [];
+const introspectionRows: Row[] = [];
+const otherRows: Row[] = [];
+const scalingRows: Row[] = [];
 const notes: string[] = [];
+const RATIO_SAME = "keygate/bare, same load";
+const RATIO_CEILING = "keygate/bare fixed (ceiling)";
+const RATIO_CPU = "bare/keygate server CPU per request";
+const RATIO_PEER = "keygate/peer, same load";
+const NOTE = "note";
+const RSS_PER_WORKER = "RSS MiB per worker";
+const SCALING = "× 1 worker";
 
 try {
   log("hashing the shared password");
-  const passwordHash = await createPasswordHasher().hash(BENCH_PASSWORD);
-
+  const hasher = createPasswordHasher();
+  const passwordHash = await hasher.hash(BENCH_PASSWORD);
+  hasher.close(); // its worker would keep the bench alive after the report
   log(`seeding ${TOKENS.toLocaleString("en")} live tokens`);
   const big = await seedDatabase(`${work}/big.sqlite3`, {
     tokens: TOKENS,
@@ -233,6 +236,7 @@ try {
   });
   const bigPairs = await writePairs("big", big.sample);
   const issuerPairs = await writePairs("issuers", big.issuers);
+  const introspector = big.issuers[0].apiKey;
   const smallTokens = Math.min(1000, TOKENS);
   log(`seeding ${smallTokens} live tokens`);
   const small = await seedDatabase(`${work}/small.sqlite3`, {
@@ -241,148 +245,283 @@ try {
     passwordHash,
   });
   const smallPairs = await writePairs("small", small.sample);
+  const one = big.sample[0];
+  const lua = (origin: string, pairs: string, mode: string, ...more: string[]): Load => ({
+    kind: "lua",
+    url: origin,
+    args: [pairs, mode, ...more],
+  });
+  const fixedQuery = (origin: string): Load => ({
+    kind: "fixed",
+    url: `${origin}${SECURE_PATH}?api_key=${one.apiKey}&api_token=${one.token}`,
+  });
+  const fixedBearer = (origin: string): Load => ({
+    kind: "fixed",
+    url: `${origin}${SECURE_PATH}`,
+    headers: { Authorization: `Bearer ${one.token}`, "X-Api-Key": one.apiKey },
+  });
 
-  // --- The ceiling ---------------------------------------------------------
+  // --- Secure path against the ceiling -------------------------------------------------
   const bare = await startServer(
+    work,
     "bare",
-    pin("0", [
-      Deno.execPath(),
-      "run",
-      "--allow-net",
-      "--allow-read",
-      new URL("./bench/bare_server.ts", import.meta.url).pathname,
-      `${work}/cert.pem`,
-      `${work}/key.pem`,
-    ]),
+    pinTo(
+      SERVER_CORE,
+      denoRun(["--allow-net", "--allow-read"], "./bench/bare_server.ts", [
+        `${work}/cert.pem`,
+        `${work}/key.pem`,
+      ]),
+    ),
     /listening (\d+)/,
   );
-  const ratio = (a: WrkResult, b: WrkResult) => (a.rps / b.rps).toFixed(2);
-
-  // --- Secure path, 1,000,000 tokens, against the ceiling -------------------
-  // The two servers take turns, ROUNDS times per request shape, so that a slow spell of the
-  // machine falls on both alike; each row is the round with the median rate.
-  let keygate = await startServer(
-    "keygate-big",
-    keygateArgv(`${work}/big.sqlite3`, "0"),
-    KEYGATE_PORT,
-  );
-  const keygateSmall = await startServer(
-    "keygate-small",
-    keygateArgv(`${work}/small.sqlite3`, "0"),
-    KEYGATE_PORT,
-  );
+  const keygate = await startKeygate("keygate-big", `${work}/big.sqlite3`, SERVER_CORE);
+  const keygateSmall = await startKeygate("keygate-small", `${work}/small.sqlite3`, SERVER_CORE);
   log("warming up the servers");
-  await wrk(bare.origin, "query", bigPairs, { duration: 2 });
-  await wrk(keygate.origin, "query", bigPairs, { duration: 2 });
-  await wrk(keygateSmall.origin, "query", smallPairs, { duration: 2 });
-  const smallRuns: WrkResult[] = [];
-  const byRate = (runs: WrkResult[]) => [...runs].sort((a, b) => a.rps - b.rps)[runs.length >> 1];
-  const sideBySide: Record<string, { bare: WrkResult; keygate: WrkResult }> = {};
-  for (const shape of ["query", "bearer"]) {
-    const bareRuns: WrkResult[] = [];
-    const keygateRuns: WrkResult[] = [];
-    for (let round = 1; round <= ROUNDS; round++) {
-      log(`${shape} shape, round ${round}/${ROUNDS}: bare Deno.serve, then keygate`);
-      bareRuns.push(await wrk(bare.origin, shape, bigPairs));
-      keygateRuns.push(await wrk(keygate.origin, shape, bigPairs));
-      if (shape === "query") {
-        log(`query shape, round ${round}/${ROUNDS}: keygate with ${smallTokens} tokens`);
-        smallRuns.push(await wrk(keygateSmall.origin, shape, smallPairs));
-      }
-    }
-    sideBySide[shape] = { bare: byRate(bareRuns), keygate: byRate(keygateRuns) };
-    notes.push(
-      `${shape} shape, requests/s by round: bare ${
-        bareRuns.map((r) => r.rps.toFixed(0)).join(", ")
-      }; keygate ${keygateRuns.map((r) => r.rps.toFixed(0)).join(", ")}.`,
+  await measure(bare, fixedQuery(bare.origin), { duration: 2 });
+  await measure(keygate, lua(keygate.origin, bigPairs, "query"), { duration: 2 });
+  await measure(keygateSmall, lua(keygateSmall.origin, smallPairs, "query"), { duration: 2 });
+  const secure = await alternate("secure path", {
+    "bare, fixed": () => measure(bare, fixedQuery(bare.origin)),
+    "bare, lua": () => measure(bare, lua(bare.origin, bigPairs, "query")),
+    "keygate, fixed query": () => measure(keygate, fixedQuery(keygate.origin)),
+    "keygate, fixed bearer": () => measure(keygate, fixedBearer(keygate.origin)),
+    "keygate, lua query": () => measure(keygate, lua(keygate.origin, bigPairs, "query")),
+    "keygate, lua bearer": () => measure(keygate, lua(keygate.origin, bigPairs, "bearer")),
+    "keygate 1k, lua query": () =>
+      measure(keygateSmall, lua(keygateSmall.origin, smallPairs, "query")),
+  });
+  const smallRss = keygateSmall.readRssMiB();
+  await keygateSmall.stop(); // idle from here on; stopped so that it cannot disturb what follows
+  const ceiling = secure["bare, fixed"];
+  const fixedLoad = "fixed URL";
+  const luaLoad = `Lua, ${SAMPLE.toLocaleString("en")} tokens`;
+  const millionTokens = `${TOKENS.toLocaleString("en")} tokens`;
+  secureRows.push(
+    {
+      scenario: "secure GET (answers 3 bytes)",
+      server: "bare Deno.serve",
+      load: fixedLoad,
+      result: ceiling,
+      rssMiB: bare.readRssMiB(),
+      extra: { [RATIO_CEILING]: "(the ceiling)" },
+    },
+    {
+      scenario: "secure GET (answers 3 bytes)",
+      server: "bare Deno.serve",
+      load: luaLoad,
+      result: secure["bare, lua"],
+      extra: { [RATIO_CEILING]: formatRatio(secure["bare, lua"], ceiling) },
+    },
+  );
+  await bare.stop();
+  const keygateRss = keygate.readRssMiB();
+  for (
+    const [name, scenario, load, sameLoad] of [
+      [
+        "keygate, fixed query",
+        `secure GET, api_token in query, ${millionTokens}`,
+        fixedLoad,
+        ceiling,
+      ],
+      ["keygate, fixed bearer", `secure GET, Bearer, ${millionTokens}`, fixedLoad, ceiling],
+      ["keygate, lua query", `secure GET, api_token in query, ${millionTokens}`, luaLoad, "lua"],
+      ["keygate, lua bearer", `secure GET, Bearer, ${millionTokens}`, luaLoad, "lua"],
+    ] as const
+  ) {
+    const result = secure[name];
+    secureRows.push({
+      scenario,
+      server: "keygate",
+      load,
+      result,
+      rssMiB: keygateRss,
+      extra: {
+        [RATIO_SAME]: formatRatio(result, sameLoad === "lua" ? secure["bare, lua"] : ceiling),
+        [RATIO_CEILING]: formatRatio(result, ceiling),
+        [RATIO_CPU]: formatCpuRatio(ceiling, result),
+      },
+    });
+  }
+  const smallQuery = secure["keygate 1k, lua query"];
+  secureRows.push({
+    scenario: `secure GET, api_token in query, ${smallTokens.toLocaleString("en")} tokens`,
+    server: "keygate",
+    load: `Lua, ${smallTokens.toLocaleString("en")} tokens`,
+    result: smallQuery,
+    rssMiB: smallRss,
+    extra: {
+      [RATIO_SAME]: formatRatio(smallQuery, secure["bare, lua"]),
+      [RATIO_CEILING]: formatRatio(smallQuery, ceiling),
+      [RATIO_CPU]: formatCpuRatio(ceiling, smallQuery),
+    },
+  });
+  notes.push(
+    `With ${millionTokens} the secure path (Lua, query) runs at ${
+      (secure["keygate, lua query"].rps / smallQuery.rps * 100).toFixed(0)
+    }% of its rate with ${smallTokens.toLocaleString("en")} (medians).`,
+  );
+
+  // --- Introspection against the peer ---------------------------------------------------
+  log(`starting the peer (oidc-provider) with ${SAMPLE.toLocaleString("en")} tokens`);
+  const peer = await startServer(
+    work,
+    "peer",
+    pinTo(
+      SERVER_CORE,
+      denoRun(
+        [
+          "--config",
+          new URL("./bench/peer.json", import.meta.url).pathname,
+          "--lock",
+          new URL("./bench/peer.lock", import.meta.url).pathname,
+          "--allow-net",
+          "--allow-read",
+          "--allow-write",
+          "--allow-env",
+          "--allow-sys",
+        ],
+        "./bench/peer_server.ts",
+        [`${work}/cert.pem`, `${work}/key.pem`, `${work}/peer.pairs`, String(SAMPLE)],
+      ),
+    ),
+    /listening (\d+)/,
+  );
+  const peerPairs = `${work}/peer.pairs`;
+  const peerToken = (await Deno.readTextFile(peerPairs)).split("\n")[0].split(" ")[1];
+  const basic = `Basic ${btoa(`${PEER_CLIENT_ID}:${PEER_CLIENT_SECRET}`)}`;
+  const form = { "Content-Type": "application/x-www-form-urlencoded", Accept: "application/json" };
+  const peerFixed: Load = {
+    kind: "fixed",
+    url: `${peer.origin}${PEER_INTROSPECT_PATH}`,
+    method: "POST",
+    headers: { ...form, Authorization: basic },
+    body: `token=${peerToken}`,
+  };
+  const keygateFixed: Load = {
+    kind: "fixed",
+    url: `${keygate.origin}${INTROSPECT_PATH}`,
+    method: "POST",
+    headers: { ...form, "X-Api-Key": introspector },
+    body: `token=${one.token}`,
+  };
+  const peerLua = lua(
+    `${peer.origin}${PEER_INTROSPECT_PATH}`,
+    peerPairs,
+    "introspect",
+    "Authorization",
+    basic,
+  );
+  const keygateLua = lua(
+    `${keygate.origin}${INTROSPECT_PATH}`,
+    bigPairs,
+    "introspect",
+    "X-Api-Key",
+    introspector,
+  );
+  log("warming up the peer");
+  await measure(peer, peerLua, { duration: 2 });
+  await measure(keygate, keygateLua, { duration: 2 });
+  const introspection = await alternate("introspection", {
+    "peer, fixed": () => measure(peer, peerFixed),
+    "keygate, fixed": () => measure(keygate, keygateFixed),
+    "peer, lua": () => measure(peer, peerLua),
+    "keygate, lua": () => measure(keygate, keygateLua),
+  });
+  const peerRss = peer.readRssMiB();
+  await peer.stop();
+  const peerName = "oidc-provider 9.13.3 (under Deno)";
+  for (const [load, suffix] of [[fixedLoad, "fixed"], [luaLoad, "lua"]] as const) {
+    const theirs = introspection[`peer, ${suffix}`];
+    const ours = introspection[`keygate, ${suffix}`];
+    introspectionRows.push(
+      {
+        scenario: "introspection (RFC 7662), opaque token",
+        server: peerName,
+        load,
+        result: theirs,
+        rssMiB: peerRss,
+      },
+      {
+        scenario: `introspection (RFC 7662), ${millionTokens}`,
+        server: "keygate",
+        load,
+        result: ours,
+        rssMiB: keygate.readRssMiB(),
+        extra: { [RATIO_PEER]: formatRatio(ours, theirs) },
+      },
     );
   }
-  const smallRss = await rssMiB(keygateSmall.pid);
-  await keygateSmall.stop(); // idle from here on; stopped so that it cannot disturb what follows
-  const bareQuery = sideBySide.query.bare;
-  const bigQuery = sideBySide.query.keygate;
-  const bigRss = await rssMiB(keygate.pid);
-  rows.push({
-    scenario: "secure, api_token in query",
-    server: "bare Deno.serve",
-    result: bareQuery,
-    rssMiB: await rssMiB(bare.pid),
-  });
-  rows.push({
-    scenario: "secure, Authorization: Bearer",
-    server: "bare Deno.serve",
-    result: sideBySide.bearer.bare,
-  });
-  await bare.stop();
-  rows.push({
-    scenario: `secure, api_token in query, ${TOKENS.toLocaleString("en")} tokens`,
+  const secureLua = secure["keygate, lua query"];
+  introspectionRows.push({
+    scenario: "secure GET, api_token in query (from the table above)",
     server: "keygate",
-    result: bigQuery,
-    rssMiB: bigRss,
-    ratio: ratio(bigQuery, bareQuery),
-  });
-  rows.push({
-    scenario: `secure, Authorization: Bearer, ${TOKENS.toLocaleString("en")} tokens`,
-    server: "keygate",
-    result: sideBySide.bearer.keygate,
-    rssMiB: await rssMiB(keygate.pid),
-    ratio: ratio(sideBySide.bearer.keygate, sideBySide.bearer.bare),
+    load: luaLoad,
+    result: secureLua,
+    extra: { [RATIO_PEER]: formatRatio(secureLua, introspection["peer, lua"]) },
   });
 
-  // --- Issuance against the hash limit, one core ---------------------------
+  // --- Issuance against the hash limit, one core -----------------------------------------
   log("password-hash limit on one core");
-  const hashRate1 = await hashRate("0");
-  log("keygate, token issuance (JSON), one core");
-  const issueJson = await wrk(keygate.origin, "issue-json", issuerPairs, { connections: 4 });
-  rows.push({
-    scenario: "token issuance, JSON, 1 core",
-    server: "keygate",
-    result: issueJson,
-    ratio: `${(issueJson.rps / hashRate1).toFixed(2)} of ${hashRate1.toFixed(0)} hashes/s`,
-  });
-  log("keygate, token issuance (XML), one core");
-  await settle();
-  const issueXml = await wrk(keygate.origin, "issue-xml", issuerPairs, { connections: 4 });
-  rows.push({
-    scenario: "token issuance, XML, 1 core",
-    server: "keygate",
-    result: issueXml,
-    ratio: `${(issueXml.rps / hashRate1).toFixed(2)} of ${hashRate1.toFixed(0)} hashes/s`,
-  });
+  const hashRate1 = await hashRate(SERVER_CORE);
+  for (const mode of ["issue-json", "issue-xml"]) {
+    log(`keygate, token issuance (${mode}), one core`);
+    await settle();
+    const result = await measure(keygate, lua(keygate.origin, issuerPairs, mode), {
+      connections: 4,
+    });
+    otherRows.push({
+      scenario: `token issuance, ${mode === "issue-json" ? "JSON" : "XML"}, 1 core`,
+      server: "keygate",
+      load: "Lua, 4 connections",
+      result,
+      extra: {
+        [NOTE]: `${(result.rps / hashRate1).toFixed(2)} of ${hashRate1.toFixed(0)} hashes/s`,
+      },
+    });
+  }
 
-  // --- Secure p99 while issuance is saturated ------------------------------
+  // --- Secure p99 while issuance is saturated ------------------------------------------
   // p99 is a tail: one run can land on a stall of the machine. So: ROUNDS rounds, each
   // the same server unloaded and then with issuance saturated (started a second earlier and
   // running throughout), and the medians compared.
-  const unloaded: WrkResult[] = [];
-  const loaded: WrkResult[] = [];
+  const unloaded: Measured[] = [];
+  const loaded: Measured[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     log(`keygate, secure p99 without and with saturated issuance, round ${round}/${ROUNDS}`);
     await settle();
-    unloaded.push(await wrk(keygate.origin, "query", bigPairs));
-    const issuing = wrk(keygate.origin, "issue-json", issuerPairs, {
+    unloaded.push(await measure(keygate, lua(keygate.origin, bigPairs, "query")));
+    const issuing = runWrk(lua(keygate.origin, issuerPairs, "issue-json"), {
+      cores: WRK_CORE,
+      threads: 1,
       connections: 4,
       duration: DURATION + 2,
-    });
+    }, work);
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    loaded.push(await wrk(keygate.origin, "query", bigPairs));
+    loaded.push(await measure(keygate, lua(keygate.origin, bigPairs, "query")));
     await issuing;
   }
-  const byP99 = (runs: WrkResult[]) => [...runs].sort((a, b) => a.p99 - b.p99);
-  const medianUnloaded = byP99(unloaded)[ROUNDS >> 1];
-  const medianLoaded = byP99(loaded)[ROUNDS >> 1];
-  rows.push({
-    scenario: `secure, unloaded (median p99 of ${ROUNDS} rounds)`,
-    server: "keygate",
-    result: medianUnloaded,
-  });
-  rows.push({
-    scenario: `secure while issuance is saturated (median p99 of ${ROUNDS} rounds)`,
-    server: "keygate",
-    result: medianLoaded,
-    ratio: `p99 ${(medianLoaded.p99 / medianUnloaded.p99).toFixed(2)}× unloaded`,
-  });
-  const p99s = (runs: WrkResult[]) => runs.map((run) => run.p99.toFixed(2)).join(", ");
+  const byP99 = (runs: Measured[]) => [...runs].sort((a, b) => a.p99 - b.p99)[runs.length >> 1];
+  const medianUnloaded = byP99(unloaded);
+  const medianLoaded = byP99(loaded);
+  otherRows.push(
+    {
+      scenario: `secure GET, unloaded (median p99 of ${ROUNDS} rounds)`,
+      server: "keygate",
+      load: luaLoad,
+      result: medianUnloaded,
+    },
+    {
+      scenario: `secure GET while issuance is saturated (median p99 of ${ROUNDS} rounds)`,
+      server: "keygate",
+      load: luaLoad,
+      result: medianLoaded,
+      extra: {
+        [NOTE]: `p99 ${(medianLoaded.p99 / medianUnloaded.p99).toFixed(2)}× unloaded` +
+          "; server CPU includes the logins",
+      },
+    },
+  );
+  const p99s = (runs: Measured[]) => runs.map((run) => run.p99.toFixed(2)).join(", ");
   notes.push(
     `Secure p99 by round (ms): unloaded ${p99s(unloaded)}; with issuance saturated ${
       p99s(loaded)
@@ -390,132 +529,170 @@ try {
   );
   await keygate.stop();
 
-  // --- Secure path, 1,000 tokens (measured in the rounds above) -----------
-  const smallQuery = byRate(smallRuns);
-  rows.push({
-    scenario: `secure, api_token in query, ${smallTokens.toLocaleString("en")} tokens`,
-    server: "keygate",
-    result: smallQuery,
-    rssMiB: smallRss,
-    ratio: ratio(smallQuery, bareQuery),
-  });
-  notes.push(
-    `keygate with ${smallTokens.toLocaleString("en")} tokens, requests/s by round: ${
-      smallRuns.map((r) => r.rps.toFixed(0)).join(", ")
-    }.`,
-    `With ${TOKENS.toLocaleString("en")} tokens the secure path runs at ` +
-      `${(bigQuery.rps / smallQuery.rps * 100).toFixed(0)}% of its rate with ${
-        smallTokens.toLocaleString("en")
-      } (medians).`,
-  );
-
-  // --- Issuance on two cores -----------------------------------------------
+  // --- Issuance on two cores ---------------------------------------------------------------
   log("password-hash limit on two cores");
-  const hashRate2 = await hashRate("0,1");
-  keygate = await startServer(
+  const hashRate2 = await hashRate(TASKSET ? "0,1" : undefined);
+  const keygate2 = await startKeygate(
     "keygate-2cores",
-    keygateArgv(`${work}/big.sqlite3`, "0,1"),
-    KEYGATE_PORT,
+    `${work}/big.sqlite3`,
+    TASKSET ? "0,1" : undefined,
   );
   log("keygate, token issuance (JSON), two cores");
-  const issue2 = await wrk(keygate.origin, "issue-json", issuerPairs, { connections: 8 });
-  rows.push({
+  const issue2 = await measure(keygate2, lua(keygate2.origin, issuerPairs, "issue-json"), {
+    connections: 8,
+  });
+  otherRows.push({
     scenario: "token issuance, JSON, 2 cores (wrk shares core 1)",
     server: "keygate",
+    load: "Lua, 8 connections",
     result: issue2,
-    ratio: `${(issue2.rps / hashRate2).toFixed(2)} of ${hashRate2.toFixed(0)} hashes/s; ${
-      (issue2.rps / issueJson.rps).toFixed(2)
-    }× 1 core`,
+    extra: {
+      [NOTE]: `${(issue2.rps / hashRate2).toFixed(2)} of ${hashRate2.toFixed(0)} hashes/s; ${
+        (issue2.rps / otherRows[0].result.rps).toFixed(2)
+      }× 1 core`,
+    },
   });
-  await keygate.stop();
+  await keygate2.stop();
 
-  for (const row of rows) {
-    if (row.result.errors > 0) {
-      notes.push(`${row.scenario} (${row.server}): ${row.result.errors} non-2xx or socket errors.`);
+  // --- Using every core: N listeners on one port ---------------------------------------
+  // Nothing pinned: the servers and wrk (two threads) share every core, as on a user's machine.
+  // The bare server shows what reusePort gives on this machine, in threads and in processes;
+  // keygate runs --workers 1 and --workers 2 (threads). Fixed URL, the load that reaches the
+  // server's limit.
+  const cores = navigator.hardwareConcurrency;
+  const spread = { cores: undefined, threads: Math.min(2, cores) };
+  const bareN = async (n: number, mode: string) =>
+    await startServer(
+      work,
+      `bare-${n}-${mode}`,
+      denoRun(
+        ["--allow-net", "--allow-read", "--allow-run", "--unstable-net"],
+        "./bench/bare_server.ts",
+        [`${work}/cert.pem`, `${work}/key.pem`, String(n), mode],
+      ),
+      /listening (\d+)/,
+    );
+  const scaling: { name: string; server: Server; workers: number }[] = [
+    { name: "bare, 1 listener", server: await bareN(1, "threads"), workers: 1 },
+    { name: `bare, ${cores} threads`, server: await bareN(cores, "threads"), workers: cores },
+    { name: `bare, ${cores} processes`, server: await bareN(cores, "processes"), workers: cores },
+    {
+      name: "keygate, --workers 1",
+      server: await startKeygate("keygate-w1", `${work}/big.sqlite3`, undefined, [
+        "--workers",
+        "1",
+      ]),
+      workers: 1,
+    },
+    {
+      name: `keygate, --workers ${cores}`,
+      server: await startKeygate("keygate-wn", `${work}/big.sqlite3`, undefined, [
+        "--workers",
+        String(cores),
+      ]),
+      workers: cores,
+    },
+  ];
+  log("warming up the workers");
+  for (const { server } of scaling) {
+    await measure(server, fixedQuery(server.origin), { ...spread, duration: 2 });
+  }
+  const scaled = await alternate(
+    "every core",
+    Object.fromEntries(
+      scaling.map((
+        { name, server },
+      ) => [name, () => measure(server, fixedQuery(server.origin), spread)]),
+    ),
+  );
+  for (const { name, server, workers } of scaling) {
+    const one = name.startsWith("bare")
+      ? scaled["bare, 1 listener"]
+      : scaled["keygate, --workers 1"];
+    const rss = server.readRssMiB();
+    scalingRows.push({
+      scenario: name.startsWith("bare")
+        ? "secure GET (answers 3 bytes)"
+        : `secure GET, ${millionTokens}`,
+      server: name,
+      load: `${fixedLoad}, wrk ${spread.threads} threads, nothing pinned`,
+      result: scaled[name],
+      rssMiB: rss,
+      extra: {
+        [RSS_PER_WORKER]: rss === undefined ? "" : (rss / workers).toFixed(1),
+        [SCALING]: workers === 1 ? "(1 worker)" : formatRatio(scaled[name], one, "×"),
+      },
+    });
+    await server.stop();
+  }
+
+  for (const row of [...secureRows, ...introspectionRows, ...otherRows, ...scalingRows]) {
+    const invalid = findInvalidRun(row.result);
+    if (invalid !== undefined && row.result.errors > 0) {
+      notes.push(`${row.scenario} (${row.server}, ${row.load}): ${row.result.errors} errors.`);
     }
   }
 } finally {
   await Deno.remove(work, { recursive: true }).catch(() => {});
 }
 
-async function hashRate(cores: string): Promise<number> {
-  const argv = pin(cores, [
-    Deno.execPath(),
-    "run",
-    "--allow-read",
-    "--allow-env",
-    "--allow-ffi",
-    "--allow-sys",
-    new URL("./bench/hash_rate.ts", import.meta.url).pathname,
-    String(Math.min(DURATION, 5)),
-  ]);
+async function hashRate(cores: string | undefined): Promise<number> {
+  const argv = pinTo(
+    cores,
+    denoRun(
+      ["--allow-read", "--allow-env", "--allow-ffi", "--allow-sys"],
+      "./bench/hash_rate.ts",
+      [String(Math.min(DURATION, 5))],
+    ),
+  );
   const output = await new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped" }).output();
   return Number(/hashes_per_second ([\d.]+)/.exec(new TextDecoder().decode(output.stdout))?.[1]);
 }
 
-// --- Report ------------------------------------------------------------------
-const header = "| scenario | server | req/s | p50 ms | p99 ms | RSS MiB | keygate/bare |";
-const table = [
-  header,
-  "| --- | --- | ---: | ---: | ---: | ---: | --- |",
-  ...rows.map((r) =>
-    `| ${r.scenario} | ${r.server} | ${r.result.rps.toFixed(0)} | ${r.result.p50.toFixed(2)} | ${
-      r.result.p99.toFixed(2)
-    } | ${r.rssMiB ?? ""} | ${r.ratio ?? ""} |`
-  ),
-].join("\n");
-console.log(table);
-for (const note of notes) console.log(`- ${note}`);
-
-if (!flags["no-write"]) {
-  const cpu = (await Deno.readTextFile("/proc/cpuinfo").catch(() =>
-    ""
-  )).match(/model name\s*:\s*(.*)/)
-    ?.[1] ?? "unknown";
-  const wrkVersion = new TextDecoder().decode(
-    (await new Deno.Command("wrk", { args: ["--version"], stdout: "piped", stderr: "piped" })
-      .output())
-      .stdout,
-  ).split("\n")[0];
-  const markdown = `# Performance
-
-Recorded by \`deno task bench\` on ${
-    new Date().toISOString().slice(0, 10)
-  }. Regenerate with the same
-command (it needs \`wrk\`: \`apt-get install wrk\`).
+// --- Report ------------------------------------------------------------------------------
+const cpu = (await Deno.readTextFile("/proc/cpuinfo").catch(() => "")).match(
+  /model name\s*:\s*(.*)/,
+)?.[1] ?? "unknown";
+const wrkVersion = new TextDecoder().decode(
+  (await new Deno.Command("wrk", { args: ["--version"], stdout: "piped", stderr: "piped" })
+    .output()).stdout,
+).split("\n")[0];
+const command =
+  `deno task bench --tokens ${TOKENS} --duration ${DURATION} --connections ${CONNECTIONS} --sample ${SAMPLE} --rounds ${ROUNDS}`;
+const results = wrapMarkdown(
+  `Recorded by \`${command}\` on ${new Date().toISOString().slice(0, 10)}.
 
 - Machine: ${navigator.hardwareConcurrency} cores (${cpu}), ${
     Math.round(Deno.systemMemoryInfo().total / 2 ** 30)
-  } GiB
-- Deno ${Deno.version.deno}, V8 ${Deno.version.v8}; ${wrkVersion}
+  } GiB; Deno ${Deno.version.deno}, V8 ${Deno.version.v8}; ${wrkVersion}
 - Servers pinned to core 0${
-    TASKSET ? "" : " (taskset missing: not pinned)"
-  }, wrk to core 1; HTTPS, HTTP/1.1
-  keep-alive, ${CONNECTIONS} connections (4 per core for issuance, so the hash queue never overflows), ${DURATION} s per run after a 2 s warm-up
-- keygate against the bare server, and keygate's p99 without and with saturated issuance, are
-  compared over ${ROUNDS} alternating rounds; each row is the median round (all rounds in the notes)
-- Secure requests cycle through ${SAMPLE.toLocaleString("en")} distinct tokens; the database holds
-  ${TOKENS.toLocaleString("en")} live tokens (or 1,000 where the row says so); keygate logs every
-  request (JSON line to a file)
-- Command: \`deno task bench --tokens ${TOKENS} --duration ${DURATION} --connections ${CONNECTIONS}\`
+    TASKSET ? "" : " (taskset missing: nothing pinned)"
+  }, wrk (one thread) to core 1, except under "Using every core"; HTTPS, HTTP/1.1 keep-alive, ${CONNECTIONS} connections, ${DURATION} s per run; side-by-side rows are the median of ${ROUNDS} alternating rounds
+- No ratio is printed where wrk was at ${
+    Math.round(GENERATOR_LIMIT * 100)
+  }% or more of its core (per wrk thread), or where a run had errors
 
-${table}
+### Secure path against the ceiling
+
+${formatRows(secureRows, [RATIO_SAME, RATIO_CEILING, RATIO_CPU])}
+
+### Introspection against the peer
+
+${formatRows(introspectionRows, [RATIO_PEER])}
+
+### Issuance and tail latency
+
+${formatRows(otherRows, [NOTE])}
+
+### Using every core
+
+${formatRows(scalingRows, [RSS_PER_WORKER, SCALING])}
 
 ${notes.map((n) => `- ${n}`).join("\n")}
-`;
-  // The prose above the marker (how to read and reproduce the numbers) is kept.
-  let existing = "";
-  try {
-    existing = await Deno.readTextFile(flags.output);
-  } catch {
-    existing = "";
-  }
-  const at = existing.indexOf(GENERATED_MARKER);
-  const written = at === -1
-    ? markdown
-    : `${existing.slice(0, at + GENERATED_MARKER.length)}\n\n${
-      markdown.replace(/^# Performance\n/, "## Measurements\n")
-    }`;
-  await Deno.writeTextFile(flags.output, written);
+`,
+);
+console.log(results);
+if (!flags["no-write"]) {
+  await writeResults(flags.output, results);
   log(`wrote ${flags.output}`);
 }

@@ -10,6 +10,8 @@ export interface ServerProcess {
   origin: string;
   /** `http://127.0.0.1:PORT/metrics` when metrics are on. */
   metricsUrl?: string;
+  /** `https://127.0.0.1:PORT` of the admin listener when it is on. */
+  adminOrigin?: string;
   child: Deno.ChildProcess;
   /** Standard output so far, one log line each. */
   lines: string[];
@@ -64,8 +66,13 @@ export async function startServerProcess(
   let buffered = "";
   let origin: string | undefined;
   let metricsUrl: string | undefined;
+  let adminOrigin: string | undefined;
   const wantMetrics = extraArgs.includes("--metrics");
-  while (origin === undefined || (wantMetrics && metricsUrl === undefined)) {
+  const wantAdmin = extraArgs.includes("--admin");
+  while (
+    origin === undefined || (wantMetrics && metricsUrl === undefined) ||
+    (wantAdmin && adminOrigin === undefined)
+  ) {
     const { value, done } = await reader.read();
     if (done) {
       await stderrDone;
@@ -78,6 +85,7 @@ export async function startServerProcess(
       lines.push(line);
       origin ??= /keygate listening on (https?:\/\/[^/]+)\//.exec(line)?.[1];
       metricsUrl ??= /metrics on (http:\/\/[^"]+\/metrics)/.exec(line)?.[1];
+      adminOrigin ??= /admin API and console on (https:\/\/[^/]+)\//.exec(line)?.[1];
     }
   }
   const drained = (async () => {
@@ -99,6 +107,7 @@ export async function startServerProcess(
   return {
     origin: origin.replace("localhost", "127.0.0.1"),
     metricsUrl,
+    adminOrigin,
     child,
     lines,
     errors,

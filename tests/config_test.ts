@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { parseArguments } from "../src/config/args.ts";
 import { ConfigError } from "../src/config/errors.ts";
 import { formatHelp } from "../src/config/help.ts";
-import { parseBoolean } from "../src/config/parsers.ts";
+import { MAX_WORKERS, parseBoolean } from "../src/config/parsers.ts";
 import { readConfig } from "../src/config/read_config.ts";
 import { type Config, isBooleanSetting, SETTINGS } from "../src/config/settings.ts";
 
@@ -26,13 +26,36 @@ Deno.test("readConfig() uses the documented defaults", () => {
     metrics: false,
     metricsHostname: "127.0.0.1",
     metricsPort: 9464,
+    admin: false,
+    adminHostname: "127.0.0.1",
+    adminPort: 9444,
     behindProxy: false,
     trustedProxies: ["127.0.0.1/32", "::1/128"],
     forwardAuthHeader: "either",
     unicodePaths: false,
     tokenRetentionSeconds: 7 * 86400,
     shutdownTimeoutSeconds: 30,
+    workers: 1,
   });
+});
+
+Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {
+  assert.equal(read(["--workers", "2"]).workers, 2);
+  assert.equal(read([], { KEYGATE_WORKERS: "3" }).workers, 3);
+  assert.equal(
+    read(["--workers", "auto"]).workers,
+    Math.min(MAX_WORKERS, navigator.hardwareConcurrency),
+  );
+  for (const bad of ["0", "-1", "1.5", "two", "", `${MAX_WORKERS + 1}`]) {
+    assert.throws(
+      () => readConfig([`--workers=${bad}`], {}),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message ===
+          `Invalid --workers "${bad}": expected a whole number from 1 to ${MAX_WORKERS}, or "auto"`,
+      bad,
+    );
+  }
 });
 
 Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => {
@@ -91,6 +114,7 @@ Deno.test("readConfig() reads every boolean setting the same way: bare, words, e
   assert.deepEqual(booleans.map((s) => s.flag), [
     "hide-credentials",
     "metrics",
+    "admin",
     "behind-proxy",
     "unicode-paths",
   ]);
@@ -215,6 +239,29 @@ Deno.test("docs/configuration.md lists every setting with its placeholder, varia
   }
   const entries = items.filter((text) => text.startsWith("`--"));
   assert.equal(entries.length, SETTINGS.length, "no entry for a setting that does not exist");
+});
+
+Deno.test("readConfig() reads --admin, --admin-hostname and --admin-port, never the API's port", () => {
+  const config = read(["--admin", "on", "--admin-port", "9555"], {
+    KEYGATE_ADMIN_HOSTNAME: "10.0.0.5",
+  });
+  assert.equal(config.admin, true);
+  assert.equal(config.adminPort, 9555);
+  assert.equal(config.adminHostname, "10.0.0.5");
+  assert.throws(
+    () => readConfig(["--admin", "on", "--admin-port", "8443"], {}),
+    new ConfigError(
+      'Invalid --admin-port "8443": the admin listener never shares the public or the metrics port',
+    ),
+  );
+  assert.throws(
+    () => readConfig(["--admin", "on", "--metrics", "on", "--admin-port", "9464"], {}),
+    ConfigError,
+  );
+  assert.equal(read(["--admin-port", "8443"]).admin, false, "no listener, no clash");
+  assert.throws(() => readConfig(["--admin", "maybe"], {}), ConfigError);
+  assert.throws(() => readConfig(["--admin-port", "70000"], {}), ConfigError);
+  assert.match(formatHelp(), /--admin \[on\|off\]/);
 });
 
 Deno.test("readConfig() reads --store and KEYGATE_STORE; --db and --store together are a usage error", () => {

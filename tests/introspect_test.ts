@@ -206,3 +206,16 @@ Deno.test("[e2e] POST /api/userservice/tokens/introspect refuses a malformed bod
   await assertError(wrongMethod, 405, "method_not_allowed");
   assert.equal(wrongMethod.headers.get("allow"), "POST, OPTIONS");
 });
+
+Deno.test("[e2e] POST /api/userservice/tokens/introspect: a token seen active is inactive once it expires", async () => {
+  const { app, token, resourceKey } = await setup(60);
+  using _ = app;
+  for (let i = 0; i < 2; i++) {
+    assert.equal(
+      (await (await introspect(app, resourceKey, `token=${token}`)).json()).active,
+      true,
+    );
+  }
+  app.clock.advance(60_000);
+  await assertInactive(await introspect(app, resourceKey, `token=${token}`));
+});

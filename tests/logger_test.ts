@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger, redactUrl } from "../src/platform/logger.ts";
+import { createLogger, redactUrl, toLineChunks } from "../src/platform/logger.ts";
 
 Deno.test("createLogger() writes one JSON object a line, and skips lines below its level", () => {
   const lines: string[] = [];
@@ -74,4 +74,20 @@ Deno.test("createLogger() lines are the same JSON whatever the fields", () => {
     },
     { time: "2026-11-22T10:00:00.001Z", level: "x", msg: "from fields" },
   ]);
+});
+
+Deno.test("toLineChunks() cuts a batch at line ends, at most the limit a chunk, a long line alone", () => {
+  const text = ["a".repeat(10), "b".repeat(10), "c".repeat(30), "d".repeat(5)].join("\n") + "\n";
+  const bytes = new TextEncoder().encode(text);
+  const chunks = toLineChunks(bytes, 24);
+  const decoded = chunks.map(([start, end]) =>
+    new TextDecoder().decode(bytes.subarray(start, end))
+  );
+  assert.deepEqual(decoded, [
+    "a".repeat(10) + "\n" + "b".repeat(10) + "\n",
+    "c".repeat(30) + "\n",
+    "d".repeat(5) + "\n",
+  ]);
+  assert.deepEqual(toLineChunks(bytes, Infinity), [[0, bytes.length]]);
+  assert.deepEqual(toLineChunks(new Uint8Array(), 24), []);
 });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { HttpError } from "../src/http/errors.ts";
 import { parseRequestPath, splitRequestTarget, toFoldedName } from "../src/http/paths.ts";
 
@@ -170,4 +171,21 @@ Deno.test("splitRequestTarget() takes the path and query as sent, whatever the a
   });
   assert.deepEqual(splitRequestTarget("/a?"), { rawPath: "/a", search: "" });
   assert.deepEqual(splitRequestTarget("https://h"), { rawPath: "/", search: "" });
+});
+
+Deno.test("toFoldedName() reads an ASCII segment as the full Unicode fold does (its fast path)", () => {
+  const fullFold = (segment: string) =>
+    segment.normalize("NFKC").replace(/[\p{Default_Ignorable_Code_Point}\p{Cf}]/gu, "")
+      .toUpperCase().toLowerCase().normalize("NFKC").split(/[.:]/, 1)[0].replaceAll("+", " ")
+      .trim();
+  fc.assert(
+    fc.property(fc.string({ unit: "binary-ascii", maxLength: 24 }), (segment) => {
+      assert.equal(toFoldedName(segment), fullFold(segment));
+    }),
+    { numRuns: 5000 },
+  );
+  for (const segment of ["Secure:x", "secure \t", " SECURE+", "secure.json", "api", ""]) {
+    assert.equal(toFoldedName(segment), fullFold(segment), JSON.stringify(segment));
+  }
+  assert.equal(toFoldedName("ſecure"), "secure"); // beyond ASCII: the full fold still applies
 });

@@ -1,13 +1,21 @@
 -- wrk request generator for keygate's benchmark.
--- Arguments (after --): PAIRS_FILE MODE
+-- Arguments (after --): PAIRS_FILE MODE [HEADER_NAME HEADER_VALUE]
 --   PAIRS_FILE: lines "api_key token email"
---   MODE: query | bearer | issue-json | issue-xml
+--   MODE: query | bearer | issue-json | issue-xml | introspect
+--   introspect: POST token=<token> to the URL's path with the caller's credentials in
+--   HEADER_NAME: HEADER_VALUE (keygate's X-Api-Key, or the peer's Authorization: Basic)
 local entries = {}
 local mode = "query"
 local index = 0
+local callerHeader = {}
 
 function init(args)
   mode = args[2] or "query"
+  if args[3] then
+    callerHeader[args[3]] = args[4]
+    callerHeader["Content-Type"] = "application/x-www-form-urlencoded"
+    callerHeader["Accept"] = "application/json"
+  end
   for line in io.lines(args[1]) do
     local key, token, email = line:match("^(%S+) (%S+) (%S+)$")
     entries[#entries + 1] = { key = key, token = token, email = email }
@@ -26,6 +34,8 @@ function request()
     return wrk.format("GET", secure .. "?api_key=" .. e.key .. "&api_token=" .. e.token)
   elseif mode == "bearer" then
     return wrk.format("GET", secure, { ["Authorization"] = "Bearer " .. e.token, ["X-Api-Key"] = e.key })
+  elseif mode == "introspect" then
+    return wrk.format("POST", wrk.path, callerHeader, "token=" .. e.token)
   elseif mode == "issue-json" then
     local body = '{"auth_request":{"user":{"email":"' .. e.email .. '","password":"' .. password ..
       '"},"api_key":"' .. e.key .. '"}}'

@@ -26,7 +26,10 @@ export const BENCH_PASSWORD = "bench password";
 /** What {@link seedDatabase} made: sampled secure-request credentials and login-only users. */
 export interface Seeded {
   sample: SeedEntry[];
-  /** Users with a key and no tokens, for issuance runs (their logins revoke no sampled token). */
+  /**
+   * Users with a key and no tokens, for issuance runs (their logins revoke no sampled token).
+   * The first one's key may also introspect tokens.
+   */
   issuers: SeedEntry[];
 }
 
@@ -90,8 +93,15 @@ export async function seedDatabase(
           { now, audit: undefined },
         );
         const apiKey = generateApiKey();
+        // The first issuer's key is also a resource-server key, for the introspection runs.
         await store.insertApiKey(
-          { userId: user.id, keyHash: hashSecret(apiKey), prefix: toKeyPrefix(apiKey), label: "" },
+          {
+            userId: user.id,
+            keyHash: hashSecret(apiKey),
+            prefix: toKeyPrefix(apiKey),
+            label: "",
+            introspect: i === 0,
+          },
           { now, audit: undefined },
         );
         issuers.push({ apiKey, token: "-", email });

@@ -32,6 +32,11 @@ export const AUDIT_ACTIONS = [
   "token.issued",
   "login.failed",
   "token.revoked",
+  // Operators of the admin API (src/auth/operators.ts); their changes above have actor
+  // `operator:<name>`.
+  "operator.created",
+  "operator.revoked",
+  "operator.login_failed",
 ] as const;
 
 /** One of {@link AUDIT_ACTIONS}. */
@@ -41,6 +46,11 @@ export type AuditAction = typeof AUDIT_ACTIONS[number];
 export function toCliActor(env: Readonly<Record<string, string | undefined>>): string {
   const name = env.SUDO_USER || env.USER || env.LOGNAME || "unknown";
   return `cli:${name.slice(0, 64)}`;
+}
+
+/** The actor of a change made through the admin API, and the subject naming an operator. */
+export function toOperatorRef(name: string): string {
+  return `operator:${name}`;
 }
 
 /** The actor or subject naming an API key, by id. */

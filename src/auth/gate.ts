@@ -14,9 +14,9 @@
  */
 import { findRequestApiKey } from "./api_key.ts";
 import type { Clock } from "../platform/clock.ts";
-import { hashSecret, isTokenShaped, normalizeApiKey } from "./credentials.ts";
+import { isTokenShaped, normalizeApiKey } from "./credentials.ts";
 import { AuthError } from "./errors.ts";
-import { createGrantCache } from "./grant_cache.ts";
+import { createGrantCache, createKeyHolderCache } from "./grant_cache.ts";
 import type { KeyUsageRecorder } from "./key_usage.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { KeyHolder, Store, TokenGrant } from "../store/store.ts";
@@ -88,6 +88,7 @@ export function toIdentityHeaders(identity: Identity): [string, string][] {
 export function createGate(deps: GateDeps) {
   const { store, clock, metrics, keyUsage } = deps;
   const findGrant = createGrantCache(store);
+  const findKeyHolder = createKeyHolderCache(store);
 
   function deny(code: "invalid_token" | "token_expired", message: string): AuthError {
     metrics?.secureRequest("denied", code);
@@ -104,9 +105,7 @@ export function createGate(deps: GateDeps) {
     const keyText = findRequestApiKey(request, target.url);
     const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
     const now = clock.now();
-    const holder = apiKey === undefined
-      ? undefined
-      : await store.findKeyHolder(hashSecret(apiKey), now);
+    const holder = apiKey === undefined ? undefined : await findKeyHolder(apiKey, now);
     if (holder === undefined) {
       throw new AuthError("invalid_api_key", "Missing or invalid API key");
     }

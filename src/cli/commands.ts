@@ -7,6 +7,7 @@ import type { Command } from "./command.ts";
 import { AUDIT_COMMANDS } from "./commands/audit.ts";
 import { DB_COMMANDS } from "./commands/db.ts";
 import { KEY_COMMANDS } from "./commands/key.ts";
+import { OPERATOR_COMMANDS } from "./commands/operator.ts";
 import { THROTTLE_COMMANDS } from "./commands/throttle.ts";
 import { TOKEN_COMMANDS } from "./commands/token.ts";
 import { USER_COMMANDS } from "./commands/user.ts";
@@ -25,6 +26,7 @@ export const GROUPS: readonly CommandGroup[] = [
   { name: "token", title: "Tokens", commands: TOKEN_COMMANDS },
   { name: "throttle", title: "Login throttle", commands: THROTTLE_COMMANDS },
   { name: "audit", title: "Audit", commands: AUDIT_COMMANDS },
+  { name: "operator", title: "Operators of the admin API", commands: OPERATOR_COMMANDS },
   { name: "db", title: "Database", commands: DB_COMMANDS },
 ];
 

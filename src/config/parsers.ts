@@ -131,3 +131,18 @@ export function parseForwardAuthHeader(text: string): ForwardAuthHeader {
   }
   return header;
 }
+
+/** Most request workers: beyond this, more threads only cost memory. */
+export const MAX_WORKERS = 64;
+
+/** `--workers`: a whole number from 1 to {@link MAX_WORKERS}, or `auto` (the CPU count). */
+export function parseWorkers(text: string): number {
+  if (text.trim().toLowerCase() === "auto") {
+    return Math.min(MAX_WORKERS, Math.max(1, navigator.hardwareConcurrency));
+  }
+  const n = /^\d{1,3}$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!(n >= 1 && n <= MAX_WORKERS)) {
+    throw new SyntaxError(`expected a whole number from 1 to ${MAX_WORKERS}, or "auto"`);
+  }
+  return n;
+}

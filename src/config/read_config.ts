@@ -95,6 +95,15 @@ function checkTogether(config: Config, given: ReadonlySet<keyof Config>): void {
       `Invalid --metrics-port "${config.metricsPort}": metrics are never served on the public port`,
     );
   }
+  if (
+    config.admin && config.adminPort !== 0 &&
+    (config.adminPort === config.port ||
+      (config.metrics && config.adminPort === config.metricsPort))
+  ) {
+    throw new ConfigError(
+      `Invalid --admin-port "${config.adminPort}": the admin listener never shares the public or the metrics port`,
+    );
+  }
   if (!config.behindProxy) return;
   if (config.certFile !== undefined) {
     throw new ConfigError(

@@ -20,6 +20,7 @@ import {
   parseStoreSetting,
   parseText,
   parseUpstreamUrl,
+  parseWorkers,
 } from "./parsers.ts";
 
 /** The validated server configuration. */
@@ -50,6 +51,10 @@ export interface Config {
   metrics: boolean;
   metricsHostname: string;
   metricsPort: number;
+  /** Serve the admin API and web console on a separate HTTPS listener. */
+  admin: boolean;
+  adminHostname: string;
+  adminPort: number;
   /** Plain HTTP behind a TLS-terminating proxy, on a loopback or private address only. */
   behindProxy: boolean;
   /** CIDR ranges whose `X-Forwarded-*` headers are believed (proxy mode only). */
@@ -64,6 +69,8 @@ export interface Config {
   shutdownTimeoutSeconds: number;
   /** A file that holds the process id while the server runs. */
   pidFile?: string;
+  /** Request-serving threads sharing the port (`--workers`; 1: serve on the main thread). */
+  workers: number;
 }
 
 /** One setting: where it comes from, how it is parsed and how `--help` shows it. */
@@ -239,6 +246,36 @@ export const SETTINGS: readonly Setting[] = [
     description: "Port of the metrics listener (plain HTTP; never the public port)",
   }),
   setting({
+    key: "admin",
+    flag: "admin",
+    env: "KEYGATE_ADMIN",
+    default: "off",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description:
+      "Serve the admin API (/admin/v1/) and web console over HTTPS on a separate listener",
+  }),
+  setting({
+    key: "adminHostname",
+    flag: "admin-hostname",
+    env: "KEYGATE_ADMIN_HOSTNAME",
+    default: "127.0.0.1",
+    parse: parseText,
+    placeholder: "HOST",
+    description:
+      "Address of the admin listener (reach it through an SSH tunnel or a private network)",
+  }),
+  setting({
+    key: "adminPort",
+    flag: "admin-port",
+    env: "KEYGATE_ADMIN_PORT",
+    default: "9444",
+    parse: parsePort,
+    placeholder: "N",
+    description:
+      "Port of the admin listener (HTTPS with keygate's certificate; never the public port)",
+  }),
+  setting({
     key: "behindProxy",
     flag: "behind-proxy",
     env: "KEYGATE_BEHIND_PROXY",
@@ -292,6 +329,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseDurationSetting,
     placeholder: "DURATION",
     description: "How long in-flight requests may take to finish after SIGTERM",
+  }),
+  setting({
+    key: "workers",
+    flag: "workers",
+    env: "KEYGATE_WORKERS",
+    default: "1",
+    parse: parseWorkers,
+    placeholder: "N|auto",
+    description: 'Request-serving threads sharing the port, or "auto" (one per CPU core)',
   }),
   setting({
     key: "pidFile",

@@ -34,6 +34,13 @@ export interface LoggerOptions {
    */
   write?: (line: string) => void;
   clock?: { now(): number };
+  /**
+   * Standard output only: write at most this many bytes per system call, cut
+   * at line ends. Request workers (`--workers`) share standard output, and a
+   * pipe keeps a write whole only up to `PIPE_BUF` (4096 bytes on Linux):
+   * larger batches from two threads could interleave within a line.
+   */
+  atomicWriteBytes?: number;
 }
 
 const RANKS: Readonly<Record<LogLevel, number>> = {
@@ -52,12 +59,34 @@ const MAX_BUFFERED_LINES = 256;
 const FLUSH_AFTER_MS = 10;
 
 /**
+ * Cuts `bytes` (whole lines, each ending in a newline) into `[start, end)`
+ * ranges of at most `limit` bytes that end at a line end; a line longer than
+ * `limit` is a range of its own.
+ */
+export function toLineChunks(bytes: Uint8Array, limit: number): [number, number][] {
+  const chunks: [number, number][] = [];
+  let start = 0;
+  while (start < bytes.length) {
+    let end = bytes.length;
+    if (end - start > limit) {
+      const lastEnd = bytes.lastIndexOf(10, start + limit - 1);
+      end = lastEnd >= start ? lastEnd + 1 : bytes.indexOf(10, start + limit) + 1 || bytes.length;
+    }
+    chunks.push([start, end]);
+    start = end;
+  }
+  return chunks;
+}
+
+/**
  * Standard output, written in batches: one system call per
  * {@link FLUSH_AFTER_MS} or {@link MAX_BUFFERED_LINES} lines rather than one
  * per request. Errors are written at once. A failed write drops its lines
  * (counted on standard error) rather than failing a request.
  */
-function createStdoutWriter(): { write(line: string, urgent: boolean): void; flush(): void } {
+function createStdoutWriter(
+  atomicWriteBytes = Infinity,
+): { write(line: string, urgent: boolean): void; flush(): void } {
   let lines: string[] = [];
   let dropped = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -69,8 +98,10 @@ function createStdoutWriter(): { write(line: string, urgent: boolean): void; flu
     const count = lines.length;
     lines = [];
     try {
-      let written = 0;
-      while (written < bytes.length) written += Deno.stdout.writeSync(bytes.subarray(written));
+      for (const [start, end] of toLineChunks(bytes, atomicWriteBytes)) {
+        let written = start;
+        while (written < end) written += Deno.stdout.writeSync(bytes.subarray(written, end));
+      }
     } catch (error) {
       // A closed or broken standard output must not take requests (or the process) down.
       dropped += count;
@@ -129,7 +160,9 @@ function toLine(time: string, level: LogLevel, msg: string, fields: LogFields | 
 /** Creates a logger that writes JSON lines at or above `level`. */
 export function createLogger(options: LoggerOptions): Logger {
   const threshold = RANKS[options.level];
-  const stdout = options.write === undefined ? createStdoutWriter() : undefined;
+  const stdout = options.write === undefined
+    ? createStdoutWriter(options.atomicWriteBytes)
+    : undefined;
   const write = options.write ?? ((line: string, urgent: boolean) => stdout!.write(line, urgent));
   const clock = options.clock ?? Date;
   const formatTime = createTimeFormatter();

@@ -8,7 +8,18 @@
  *
  * @module
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import {
+  AggregatorRegistry,
+  Counter,
+  Gauge,
+  Histogram,
+  type MetricObjectWithValues,
+  type MetricValue,
+  Registry,
+} from "prom-client";
+
+/** One registry's metrics as data, to be summed with others' (another worker's). */
+export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
 export type { Registry };
 
@@ -19,6 +30,12 @@ export type SecureOutcome = "allowed" | "denied";
 export interface MetricsOptions {
   /** Counts live tokens at scrape time; throws to report a database error. */
   countLiveTokens?: () => Promise<number>;
+  /**
+   * The snapshots of other metric sets (the request workers', one each) that
+   * {@link Metrics.render} sums with this one's: counters and histograms add
+   * up, so one scrape answers for every worker.
+   */
+  gatherOthers?: () => Promise<MetricsSnapshot[]>;
   /** Registers more metrics in this set's registry (the PostgreSQL store's, store_metrics.ts). */
   register?: (registry: Registry) => void;
 }
@@ -40,6 +57,15 @@ const LATENCY_BUCKETS = [
   5,
 ];
 
+/** Totals of the counters since the process started, summed over their labels. */
+export interface CounterTotals {
+  tokensIssued: number;
+  loginFailures: number;
+  throttled: number;
+  secureAllowed: number;
+  secureDenied: number;
+}
+
 /** The counters, histograms and gauges keygate exposes. */
 export interface Metrics {
   /** A token was issued. */
@@ -59,8 +85,12 @@ export interface Metrics {
   databaseError(source: string): void;
   /** Token rows deleted by the janitor. */
   tokensPurged(count: number): void;
-  /** The registry in Prometheus text format. */
+  /** The running totals of the counters above, for the admin console's charts. */
+  readCounters(): Promise<CounterTotals>;
+  /** The registry (summed with {@link MetricsOptions.gatherOthers}) in Prometheus text format. */
   render(): Promise<string>;
+  /** This set's own metrics as data, for another thread to sum. */
+  readSnapshot(): Promise<MetricsSnapshot>;
   readonly contentType: string;
 }
 
@@ -143,10 +173,34 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       latency.observe({ route, method, status: String(status) }, seconds),
     databaseError: (source) => databaseErrors.inc({ source }),
     tokensPurged: (count) => purged.inc(count),
+    readCounters: async () => {
+      // Every worker's counters, as /metrics sums them: with --workers N the secure path runs in
+      // the workers, so the main thread's own registry alone would show no secure traffic.
+      const snapshots = [
+        await registry.getMetricsAsJSON() as MetricsSnapshot,
+        ...(await options.gatherOthers?.() ?? []),
+      ];
+      const total = (name: string, outcome?: SecureOutcome) =>
+        snapshots.flat().filter((metric) => metric.name === name)
+          .flatMap((metric) => metric.values)
+          .filter((value) => outcome === undefined || value.labels.outcome === outcome)
+          .reduce((sum, { value }) => sum + value, 0);
+      return {
+        tokensIssued: total("keygate_tokens_issued_total"),
+        loginFailures: total("keygate_login_failures_total"),
+        throttled: total("keygate_throttled_requests_total"),
+        secureAllowed: total("keygate_secure_requests_total", "allowed"),
+        secureDenied: total("keygate_secure_requests_total", "denied"),
+      };
+    },
     render: async () => {
       await countTokensNow();
-      return registry.metrics();
+      if (options.gatherOthers === undefined) return registry.metrics();
+      const others = await options.gatherOthers();
+      const own = await registry.getMetricsAsJSON() as MetricsSnapshot;
+      return AggregatorRegistry.aggregate([own, ...others]).metrics();
     },
+    readSnapshot: async () => await registry.getMetricsAsJSON() as MetricsSnapshot,
     contentType: registry.contentType,
   };
 }

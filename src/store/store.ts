@@ -24,6 +24,24 @@
  * @module
  */
 
+import type {
+  AuditQuery,
+  NewOperator,
+  Operator,
+  TokenListing,
+  TokenQuery,
+  UserQuery,
+} from "./admin_rows.ts";
+export type {
+  AuditQuery,
+  NewOperator,
+  Operator,
+  OperatorRole,
+  TokenListing,
+  TokenQuery,
+  UserQuery,
+} from "./admin_rows.ts";
+
 /** A registered user. */
 export interface User {
   id: number;
@@ -423,4 +441,21 @@ export interface Store {
   purgeEndedTokens(cutoff: number, change: { audit: AuditOf<number> }): Promise<number>;
   /** Row count of a table, for listings, metrics and tests. */
   countRows(table: StoreTable): Promise<number>;
+
+  // ---- Operators and admin views (the admin API, src/http/admin/) ---------------------------
+
+  /** @throws {StoreConflict} when an operator that is not revoked has the name, or the digest is taken. */
+  insertOperator(operator: NewOperator, change: AuditedChange<Operator>): Promise<Operator>;
+  /** The operator with this token digest, revoked or not. */
+  findOperatorByHash(tokenHash: Uint8Array): Promise<Operator | undefined>;
+  /** Every operator, revoked ones too, by name then id. */
+  listOperators(): Promise<Operator[]>;
+  /** Revokes an operator if not yet revoked; resolves to whether it was. */
+  revokeOperator(id: number, change: AuditedChange<boolean>): Promise<boolean>;
+  /** Users by e-mail, filtered and paged (see {@link UserQuery}). */
+  searchUsers(query: UserQuery): Promise<User[]>;
+  /** A user's tokens, newest first (see {@link TokenQuery}). */
+  searchTokensOfUser(userId: number, query: TokenQuery): Promise<TokenListing[]>;
+  /** Audit rows, newest first, filtered and paged (see {@link AuditQuery}). */
+  searchAudit(query: AuditQuery): Promise<AuditRecord[]>;
 }

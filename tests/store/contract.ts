@@ -7,11 +7,13 @@
  * its tokens, a disabled user's cutoff) can hide a statement that forgot a
  * condition. It pins every rule that lives in SQL: the usable key, the valid
  * token, the revoke-before cutoff, the live-token cap, expiry, the audit
- * log, retention, and the grant change feed.
+ * log, retention, the grant change feed, and the admin API's operators and
+ * paged views (contract_admin.ts).
  *
  * @module
  */
 import type { ContractStore } from "./_contract_fixtures.ts";
+import { registerAdminViewTests } from "./contract_admin.ts";
 import { registerChangeTests } from "./contract_changes.ts";
 import { registerGrantTests } from "./contract_grants.ts";
 
@@ -49,4 +51,5 @@ export function runStoreContract(options: StoreContractOptions): void {
 
   registerGrantTests(test);
   registerChangeTests(test);
+  registerAdminViewTests(test);
 }

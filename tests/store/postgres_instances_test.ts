@@ -9,6 +9,7 @@ import {
   type PostgresStore,
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
+import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
 import type { LoginFailures } from "../../src/store/store.ts";
 import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
 
@@ -264,7 +265,7 @@ Deno.test({
       const admin = postgres(url, { max: 1, onnotice: () => {} });
       try {
         const rows = await admin`SELECT version FROM keygate_migrations WHERE version > 0`;
-        assert.equal(rows.length, 1);
+        assert.equal(rows.length, POSTGRES_MIGRATIONS.length, "each migration once");
       } finally {
         await admin.end();
       }
@@ -324,7 +325,8 @@ Deno.test({
         assert.ok(error instanceof Error);
         assert.equal(
           error.message,
-          'Database schema version 0 is older than this keygate\'s (1): run "keygate admin db migrate"',
+          `Database schema version 0 is older than this keygate's (${POSTGRES_MIGRATIONS.length}): ` +
+            'run "keygate admin db migrate"',
         );
         return true;
       },

@@ -14,10 +14,11 @@
  * @module
  */
 import type { AppDeps, RequestContext } from "../context.ts";
-import { hashSecret, isTokenShaped } from "../../auth/credentials.ts";
+import { isTokenShaped } from "../../auth/credentials.ts";
 import { HttpError } from "../errors.ts";
 import { AuthError } from "../../auth/errors.ts";
 import { type Gate, type Identity, toIdentityHeaders } from "../../auth/gate.ts";
+import { createTokenStatusCache } from "../../auth/grant_cache.ts";
 import { createRevocation } from "../../auth/revocation.ts";
 import { parseRequestPath, type RequestPath, splitRequestTarget } from "../paths.ts";
 import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
@@ -40,6 +41,8 @@ const METHOD = /^[A-Za-z]{1,20}$/;
 export function createBackendRouter(deps: AppDeps, gate: Gate) {
   const { store, clock, logger } = deps;
   const revocation = createRevocation({ store, clock });
+  // Resource servers introspect the same tokens again and again; exact like the grant cache.
+  const findTokenStatus = createTokenStatusCache(store);
 
   const trusted = deps.forwardAuthHeader ?? "either";
   const pathOptions = { allowUnicode: deps.unicodePaths ?? false };
@@ -147,9 +150,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
         }
         const token = await readTokenRequest(request);
         const now = clock.now();
-        const status = isTokenShaped(token)
-          ? await store.findTokenStatus(hashSecret(token), now)
-          : undefined;
+        const status = isTokenShaped(token) ? await findTokenStatus(token, now) : undefined;
         if (status === undefined || !status.live || status.expiresAt <= now) {
           return toIntrospection(context.format, { active: false });
         }

@@ -11,6 +11,7 @@ import { parseStoreUrl, type PostgresLocation } from "../store_url.ts";
 import { openPostgresClient } from "./connect.ts";
 import { createPgContext, type OperationObserver } from "./db.ts";
 import { guard } from "./errors.ts";
+import { createAdminViewMethods } from "./admin_views.ts";
 import { createApiKeyMethods } from "./api_keys.ts";
 import { createAuditRetentionMethods } from "./audit_retention.ts";
 import {
@@ -230,5 +231,6 @@ export async function openPostgresStore(
     ...createTokenMethods(db, { isEpochConfirmed: () => watcher.read() !== undefined }),
     ...createLoginFailureMethods(db),
     ...createAuditRetentionMethods(db),
+    ...createAdminViewMethods(db),
   };
 }

@@ -121,6 +121,28 @@ BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 ALTER TABLE api_keys ADD COLUMN introspect INTEGER NOT NULL DEFAULT 0 CHECK (introspect IN (0, 1));
 `,
   },
+  {
+    version: 5,
+    name: "operators",
+    // Operators of the admin API (src/auth/operators.ts): a name, a role and the
+    // SHA-256 of their token. A name is unique among operators not revoked, so a
+    // revoked name can be given to a new operator. The last index pages a user's tokens.
+    sql: `
+CREATE TABLE operators (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 64),
+  role TEXT NOT NULL CHECK (role IN ('read', 'write')),
+  token_hash BLOB NOT NULL UNIQUE CHECK (length(token_hash) = 32),
+  prefix TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE UNIQUE INDEX operators_live_name ON operators (name) WHERE revoked_at IS NULL;
+CREATE INDEX tokens_by_user_id ON tokens (user_id, id);
+CREATE INDEX audit_log_by_actor ON audit_log (actor, id);
+CREATE INDEX audit_log_by_subject ON audit_log (subject, id);
+`,
+  },
 ];
 
 /** Applies the migrations newer than `PRAGMA user_version`, each in its own transaction. */

@@ -6,6 +6,7 @@
  */
 import { existsSync } from "node:fs";
 import type { AuditRecord, Store, StoreTable } from "../store.ts";
+import { createAdminViewStore } from "./admin_views.ts";
 import { createApiKeyStore } from "./api_keys.ts";
 import {
   type Connection,
@@ -37,6 +38,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     ...createTokenStore(conn),
     ...createLoginFailureStore(conn),
     ...createAuditAndLifecycle(conn),
+    ...createAdminViewStore(conn),
     readGrantEpoch: conn.readGrantEpoch,
     sqlite: createSqliteMaintenance(conn),
   };

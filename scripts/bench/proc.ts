@@ -1,0 +1,69 @@
+/**
+ * What the benchmark reads about a server from `/proc`: the CPU time and the
+ * anonymous resident memory of a process and every process below it (worker
+ * processes included; threads are part of their process already).
+ *
+ * @module
+ */
+
+/** Clock ticks per second of `/proc/<pid>/stat` times (`getconf CLK_TCK`: 100 on Linux). */
+const CLOCK_TICKS = 100;
+
+/** The ids of `pid` and of every process below it, read from `/proc/<pid>/task/<tid>/children`. */
+export function listProcessTree(pid: number): number[] {
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    let tasks: Deno.DirEntry[] = [];
+    try {
+      tasks = [...Deno.readDirSync(`/proc/${tree[i]}/task`)];
+    } catch {
+      continue; // exited meanwhile
+    }
+    for (const task of tasks) {
+      try {
+        const children = Deno.readTextFileSync(`/proc/${tree[i]}/task/${task.name}/children`);
+        for (const child of children.split(" ")) if (child.trim()) tree.push(Number(child));
+      } catch { /* the thread ended meanwhile */ }
+    }
+  }
+  return tree;
+}
+
+/** User plus system CPU seconds of one process (all its threads), or 0 once it is gone. */
+export function readProcessCpuSeconds(pid: number): number {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime are fields 14 and 15 of stat(5); fields[0] here is field 3.
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds used so far by `pid` and every process below it. */
+export function readTreeCpuSeconds(pid: number): number {
+  return listProcessTree(pid).reduce((sum, id) => sum + readProcessCpuSeconds(id), 0);
+}
+
+/** Anonymous resident memory (no mapped files) of one process in MiB, or undefined. */
+export function readProcessRssMiB(pid: number): number | undefined {
+  try {
+    const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+    const kb = Number(/RssAnon:\s+(\d+) kB/.exec(status)?.[1]);
+    return Number.isFinite(kb) ? kb / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Anonymous resident memory of `pid` and every process below it, in MiB. */
+export function readTreeRssMiB(pid: number): number | undefined {
+  let total: number | undefined;
+  for (const id of listProcessTree(pid)) {
+    const rss = readProcessRssMiB(id);
+    if (rss !== undefined) total = (total ?? 0) + rss;
+  }
+  return total;
+}

@@ -1,0 +1,131 @@
+/**
+ * Admin tasks the admin API offers beyond users and keys: revoking one token
+ * by id, the failed-login counters (list, clear) and the dashboard's figures.
+ * Like users.ts and keys.ts, each change is one atomic, audited store call.
+ *
+ * @module
+ */
+import type { CounterTotals } from "../platform/metrics.ts";
+import type { ApiKeyListing, LoginFailures, Store } from "../store/store.ts";
+import { toUserRef } from "./audit.ts";
+import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
+import { toAccountSubject, toClientSubject } from "./throttle.ts";
+import { findUserOrFail } from "./users.ts";
+
+/** Revokes a token by id if it is not revoked yet; resolves to whether it was. */
+export async function revokeTokenById(deps: ChangeDeps, tokenId: number): Promise<boolean> {
+  const change = observeAudit(
+    deps,
+    (revoked: boolean) =>
+      revoked ? toAuditEntry(deps, "token.revoked", `token:${tokenId}`) : undefined,
+  );
+  const revoked = await deps.store.revokeToken(tokenId, {
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return revoked;
+}
+
+/**
+ * Every API key with its owner, by e-mail then id; with `unusedSeconds`,
+ * only keys not revoked whose last use (or creation, if never used) is at
+ * least that long before `now` (the CLI's `key list --unused`).
+ */
+export async function listKeys(
+  store: Store,
+  options: { now: number; unusedSeconds?: number },
+): Promise<ApiKeyListing[]> {
+  const keys = await store.listApiKeys();
+  if (options.unusedSeconds === undefined) return keys;
+  const since = options.now - options.unusedSeconds * 1000;
+  return keys.filter((key) => key.revokedAt === null && (key.lastUsedAt ?? key.createdAt) <= since);
+}
+
+/** A failed-login counter, with the API key it counts for when it is an account counter. */
+export interface ThrottleCounter extends LoginFailures {
+  /** For `key:<id>` counters: the key's owner. */
+  email?: string;
+  /** Whether logins for the subject are refused now. */
+  blocked: boolean;
+}
+
+/** The live failed-login counters at `now`, the longest-blocked first. */
+export async function listThrottleCounters(store: Store, now: number): Promise<ThrottleCounter[]> {
+  const owners = new Map(
+    (await store.listApiKeys()).map((key) => [toAccountSubject(key.id), key.email]),
+  );
+  return (await store.listLoginFailures(now)).map((row) => ({
+    ...row,
+    email: owners.get(row.subject),
+    blocked: row.blockedUntil > now,
+  }));
+}
+
+/**
+ * Forgets the counters of a user's API keys (`target` is an e-mail) or of a
+ * client address (IPv6: its /64); resolves to how many there were.
+ *
+ * @throws {AuthError} `not_found` for an e-mail no user has.
+ */
+export async function clearThrottle(deps: ChangeDeps, target: string): Promise<number> {
+  let subject: string;
+  let subjects: string[];
+  if (target.includes("@")) {
+    const user = await findUserOrFail(deps.store, target);
+    subject = toUserRef(user.email);
+    subjects = (await deps.store.listApiKeys(user.id)).map((key) => toAccountSubject(key.id));
+  } else {
+    subject = toClientSubject(target);
+    subjects = [subject];
+  }
+  const change = observeAudit(
+    deps,
+    (n: number) => toAuditEntry(deps, "throttle.cleared", subject, { counters: n }),
+  );
+  const cleared = await deps.store.clearLoginFailures(subjects, {
+    now: deps.clock.now(),
+    audit: change.audit,
+  });
+  change.notify();
+  return cleared;
+}
+
+/** The dashboard's figures at one instant. */
+export interface AdminStats {
+  at: number;
+  users: number;
+  apiKeys: number;
+  liveTokens: number;
+  /** Failed-login counters that refuse logins now. */
+  throttledSubjects: number;
+  /** The metrics' running totals since this process started. */
+  counters: CounterTotals;
+}
+
+/** What {@link readAdminStats} needs. */
+export interface StatsDeps {
+  store: Store;
+  now: number;
+  readCounters(): Promise<CounterTotals>;
+}
+
+/** Reads the dashboard's figures: row counts, live tokens, blocked counters, metric totals. */
+export async function readAdminStats(deps: StatsDeps): Promise<AdminStats> {
+  const { store, now } = deps;
+  const [users, apiKeys, liveTokens, failures, counters] = await Promise.all([
+    store.countRows("users"),
+    store.countRows("api_keys"),
+    store.countLiveTokens(now),
+    store.listLoginFailures(now),
+    deps.readCounters(),
+  ]);
+  return {
+    at: now,
+    users,
+    apiKeys,
+    liveTokens,
+    throttledSubjects: failures.filter((row) => row.blockedUntil > now).length,
+    counters,
+  };
+}

@@ -1,0 +1,160 @@
+/**
+ * The admin listener's handler: the admin API under `/admin/v1/` and the web
+ * console at `/`, never on the API port.
+ *
+ * - `/admin/v1/openapi.json` is public; every other API path needs an
+ *   operator token (`Authorization: Bearer kgo_…`, src/auth/operators.ts):
+ *   401 without a valid one, 429 while the address is blocked, 403 when a
+ *   `read` operator calls a route that changes something.
+ * - The console is static files (console_assets.ts); it keeps the token in
+ *   `sessionStorage` and sends it in that header. No cookie is ever read, so
+ *   a cross-site request carries no credential (no CSRF by design), and no
+ *   CORS header is sent, so other origins cannot read answers either.
+ * - Every response has a strict Content-Security-Policy (scripts and styles
+ *   from this origin only, nothing inline), HSTS, nosniff, no-store,
+ *   frame-ancestors 'none' and no referrer.
+ * - This is the one catch of the listener: errors become `{"error": {code,
+ *   message}}` with the status of src/http/errors.ts's one table.
+ *
+ * @module
+ */
+import { toOperatorRef } from "../../auth/audit.ts";
+import { createOperatorAuth, requireWriteRole } from "../../auth/operators.ts";
+import type { ConnectionInfo, Handler } from "../app.ts";
+import { HttpError, toHttpError } from "../errors.ts";
+import { type AdminDeps, type AdminRoute, findAdminRoute } from "./admin_router.ts";
+import { toJsonError } from "./admin_json.ts";
+import { type ConsoleAssets, loadConsoleAssets } from "./console_assets.ts";
+import { ADMIN_OPENAPI } from "./openapi.ts";
+import { KEY_ROUTES } from "./routes/keys.ts";
+import { SYSTEM_ROUTES } from "./routes/system.ts";
+import { USER_ROUTES } from "./routes/users.ts";
+
+export type { AdminDeps } from "./admin_router.ts";
+
+/** Where the admin API lives. */
+export const ADMIN_API_PREFIX = "/admin/v1/";
+
+/** Every route of the admin API. */
+export const ADMIN_ROUTES: readonly AdminRoute[] = [
+  ...SYSTEM_ROUTES,
+  ...USER_ROUTES,
+  ...KEY_ROUTES,
+];
+
+/** The console's policy: everything from this origin, nothing inline, no frames, no plugins. */
+export const ADMIN_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+const SECURITY_HEADERS: readonly [string, string][] = [
+  ["content-security-policy", ADMIN_CSP],
+  ["strict-transport-security", "max-age=31536000; includeSubDomains"],
+  ["x-content-type-options", "nosniff"],
+  ["cache-control", "no-store"],
+  ["referrer-policy", "no-referrer"],
+  ["x-frame-options", "DENY"],
+  ["cross-origin-opener-policy", "same-origin"],
+  ["cross-origin-resource-policy", "same-origin"],
+];
+
+/** Options for {@link createAdminHandler}; tests pass other assets. */
+export interface AdminHandlerOptions {
+  assets?: ConsoleAssets;
+}
+
+/** Creates the admin listener's handler. */
+export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions = {}): Handler {
+  const auth = createOperatorAuth({
+    store: deps.store,
+    clock: deps.clock,
+    rule: deps.operatorRule,
+  });
+  const assets = options.assets ?? loadConsoleAssets();
+  const openapi = JSON.stringify(ADMIN_OPENAPI);
+
+  async function route(request: Request, url: URL, client: string): Promise<Response> {
+    const path = url.pathname;
+    const method = request.method;
+    if (path === `${ADMIN_API_PREFIX}openapi.json`) {
+      if (method !== "GET" && method !== "HEAD") {
+        throw new HttpError(405, "method_not_allowed", `Method ${method} is not allowed: use GET`, {
+          headers: { allow: "GET, HEAD" },
+        });
+      }
+      return new Response(openapi, {
+        headers: { "content-type": "application/json; charset=utf-8" },
+      });
+    }
+    if (path.startsWith(ADMIN_API_PREFIX) || path === "/admin/v1") {
+      const operator = await auth.authenticate(request.headers.get("authorization"), client);
+      const match = findAdminRoute(ADMIN_ROUTES, method, path);
+      if (match === undefined) throw new HttpError(404, "not_found", "No such admin API path");
+      if (match.route.write) requireWriteRole(operator);
+      return await match.route.handle(request, {
+        deps,
+        operator,
+        params: match.params,
+        url,
+        changes: {
+          store: deps.store,
+          clock: deps.clock,
+          actor: toOperatorRef(operator.name),
+          noteChange: (entry) =>
+            deps.logger.info("admin change", {
+              event: "admin_change",
+              actor: entry.actor,
+              action: entry.action,
+              subject: entry.subject,
+              ...entry.detail,
+            }),
+        },
+      });
+    }
+    const asset = assets.find(path);
+    if (asset === undefined) {
+      throw new HttpError(
+        404,
+        "not_found",
+        "Not found: the console is at /, the API at /admin/v1/",
+      );
+    }
+    if (method !== "GET" && method !== "HEAD") {
+      throw new HttpError(405, "method_not_allowed", `Method ${method} is not allowed: use GET`, {
+        headers: { allow: "GET, HEAD" },
+      });
+    }
+    return new Response(method === "HEAD" ? null : asset.body, {
+      headers: { "content-type": asset.contentType },
+    });
+  }
+
+  return async function handleAdmin(request: Request, info?: ConnectionInfo): Promise<Response> {
+    const requestId = crypto.randomUUID().slice(0, 8);
+    const client = info?.remoteAddr?.hostname ?? "unknown";
+    let response: Response;
+    try {
+      response = await route(request, new URL(request.url), client);
+    } catch (thrown) {
+      const error = toHttpError(thrown);
+      if (error.status >= 500) {
+        deps.logger.error("admin request failed", {
+          request_id: requestId,
+          method: request.method,
+          error: String(error.cause ?? error),
+        });
+      }
+      response = toJsonError(error);
+    }
+    for (const [name, value] of SECURITY_HEADERS) response.headers.set(name, value);
+    response.headers.set("x-request-id", requestId);
+    return response;
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * The admin API's JSON: reading a request body as an object, reading typed
+ * fields and query parameters from it, and writing responses and errors.
+ * Every refusal is an {@link HttpError} 4xx with a message that names the field.
+ *
+ * @module
+ */
+import { readBody } from "../body.ts";
+import { HttpError } from "../errors.ts";
+
+/** The one media type of the admin API. */
+export const JSON_TYPE = "application/json; charset=utf-8";
+
+/** A JSON object read from a request body. */
+export type JsonObject = Record<string, unknown>;
+
+/** A JSON response. */
+export function toJson(body: unknown, status = 200): Response {
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": JSON_TYPE } });
+}
+
+/** The admin API's error document: `{"error": {"code", "message"}}`. */
+export function toJsonError(error: HttpError): Response {
+  const headers = new Headers(error.headers);
+  headers.set("content-type", JSON_TYPE);
+  return new Response(
+    JSON.stringify({ error: { code: error.code, message: error.message } }),
+    { status: error.status, headers },
+  );
+}
+
+function invalid(message: string): HttpError {
+  return new HttpError(400, "invalid_request", message);
+}
+
+/**
+ * Reads the body as a JSON object; an empty body is `{}`.
+ *
+ * @throws {HttpError} 415 for another media type, 400 for anything but an
+ * object, 413 and 408 as {@link readBody}.
+ */
+export async function readJsonObject(request: Request): Promise<JsonObject> {
+  const type = request.headers.get("content-type");
+  const text = await readBody(request);
+  if (text.trim() === "") return {};
+  if (type === null || !/^application\/json\s*(;|$)/i.test(type)) {
+    throw new HttpError(
+      415,
+      "unsupported_media_type",
+      "Unsupported Content-Type: send application/json",
+    );
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw invalid(`Cannot parse request body: ${(error as Error).message}`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw invalid("Cannot parse request body: expected a JSON object");
+  }
+  return value as JsonObject;
+}
+
+/** Refuses fields the endpoint does not know, so a typo is not silently ignored. */
+export function allowFields(body: JsonObject, names: readonly string[]): void {
+  const unknown = Object.keys(body).find((name) => !names.includes(name));
+  if (unknown !== undefined) {
+    throw invalid(`Unknown field "${unknown.slice(0, 64)}": expected ${names.join(", ")}`);
+  }
+}
+
+/** A string field; `undefined` when absent. */
+export function optionalString(
+  body: JsonObject,
+  name: string,
+  maxLength = 1024,
+): string | undefined {
+  const value = body[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== "string") throw invalid(`Invalid "${name}": expected a string`);
+  if (value.length > maxLength) {
+    throw invalid(`Invalid "${name}": at most ${maxLength} characters`);
+  }
+  return value;
+}
+
+/** A string field that must be there. */
+export function requiredString(body: JsonObject, name: string, maxLength = 1024): string {
+  const value = optionalString(body, name, maxLength);
+  if (value === undefined) throw invalid(`Missing "${name}"`);
+  return value;
+}
+
+/** A boolean field; `undefined` when absent. */
+export function optionalBoolean(body: JsonObject, name: string): boolean | undefined {
+  const value = body[name];
+  if (value === undefined || typeof value === "boolean") return value;
+  throw invalid(`Invalid "${name}": expected true or false`);
+}
+
+/** A path parameter that is a row id. @throws {HttpError} 404 otherwise (no such row). */
+export function toRowId(text: string, what: string): number {
+  if (!/^[1-9][0-9]{0,15}$/.test(text) || !Number.isSafeInteger(Number(text))) {
+    throw new HttpError(404, "not_found", `No ${what} "${text.slice(0, 32)}"`);
+  }
+  return Number(text);
+}
+
+/** A page size from `?limit=`, 1 to `max`, default `fallback`. */
+export function toLimit(url: URL, fallback = 50, max = 200): number {
+  const text = url.searchParams.get("limit");
+  if (text === null) return fallback;
+  if (!/^[0-9]{1,4}$/.test(text) || Number(text) < 1 || Number(text) > max) {
+    throw invalid(`Invalid "limit": expected a whole number from 1 to ${max}`);
+  }
+  return Number(text);
+}
+
+/** A row-id cursor from a query parameter; `undefined` when absent. */
+export function toCursorId(url: URL, name: string): number | undefined {
+  const text = url.searchParams.get(name);
+  if (text === null) return undefined;
+  if (!/^[1-9][0-9]{0,15}$/.test(text)) throw invalid(`Invalid "${name}": expected a row id`);
+  return Number(text);
+}
+
+/** An ISO 8601 time (or milliseconds since the epoch) from a query parameter or field. */
+export function toInstant(text: string, name: string): number {
+  const ms = /^[0-9]{1,16}$/.test(text) ? Number(text) : Date.parse(text);
+  if (!Number.isFinite(ms) || !/^[0-9]/.test(text)) {
+    throw invalid(`Invalid "${name}": expected an ISO 8601 time such as 2026-05-01T12:00:00Z`);
+  }
+  return ms;
+}
+
+/** A time as the admin API writes it. */
+export function toIso(ms: number): string;
+export function toIso(ms: number | null): string | null;
+export function toIso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}

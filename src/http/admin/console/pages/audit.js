@@ -1,0 +1,137 @@
+/**
+ * The audit log: filters by actor, action, subject and time, newest first, paged.
+ *
+ * @module
+ */
+import { api, toQuery } from "../api.js";
+import { field, h, replace, when } from "../dom.js";
+import { table } from "./shared.js";
+
+/** The audit actions, for the filter's list. */
+const AUDIT_ACTIONS = [
+  "user.added",
+  "user.disabled",
+  "user.enabled",
+  "user.timeout_changed",
+  "user.password_changed",
+  "user.renamed",
+  "user.deleted",
+  "key.created",
+  "key.rotated",
+  "key.disabled",
+  "key.enabled",
+  "key.revoked",
+  "tokens.revoked",
+  "tokens.purged",
+  "throttle.cleared",
+  "token.issued",
+  "login.failed",
+  "token.revoked",
+  "operator.created",
+  "operator.revoked",
+  "operator.login_failed",
+];
+
+export async function renderAudit(main, _session, params) {
+  const actor = h("input", {
+    type: "text",
+    name: "actor",
+    value: params.get("actor") ?? "",
+    placeholder: "operator:ann",
+  });
+  const action = h(
+    "select",
+    { name: "action" },
+    h("option", { value: "" }, "Any"),
+    AUDIT_ACTIONS.map((a) => h("option", { value: a, selected: params.get("action") === a }, a)),
+  );
+  const subject = h("input", {
+    type: "text",
+    name: "subject",
+    value: params.get("subject") ?? "",
+    placeholder: "user:a@example.org",
+  });
+  const from = h("input", {
+    type: "datetime-local",
+    name: "from",
+    value: params.get("from") ?? "",
+  });
+  const to = h("input", { type: "datetime-local", name: "to", value: params.get("to") ?? "" });
+  const filters = h(
+    "form",
+    { class: "card filters", role: "search", "aria-label": "Audit filters" },
+    field("Actor", actor),
+    field("Action", action),
+    field("Subject", subject),
+    field("From", from),
+    field("To", to),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "submit" }, "Filter"),
+      h("a", { href: "#/audit", class: "button secondary" }, "Clear"),
+    ),
+  );
+  filters.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = `#/audit${
+      toQuery({
+        actor: actor.value.trim(),
+        action: action.value,
+        subject: subject.value.trim(),
+        from: from.value,
+        to: to.value,
+      })
+    }`;
+  });
+  const results = h("div");
+  replace(main, h("h1", {}, "Audit log"), filters, results);
+
+  const toInstant = (local) => local ? new Date(local).toISOString() : undefined;
+  const query = {
+    actor: params.get("actor"),
+    action: params.get("action"),
+    subject: params.get("subject"),
+    from: toInstant(params.get("from")),
+    to: toInstant(params.get("to")),
+  };
+  const page = await api(
+    "GET",
+    `/audit${toQuery({ ...query, before: params.get("before"), limit: 25 })}`,
+  );
+  const keep = Object.fromEntries([...params].filter(([name]) => name !== "before"));
+  replace(
+    results,
+    table(
+      ["Time", "Actor", "Action", "Subject", "Detail"],
+      page.entries.map((entry) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, when(entry.at)),
+          h("td", {}, h("a", { href: `#/audit${toQuery({ actor: entry.actor })}` }, entry.actor)),
+          h("td", {}, h("code", {}, entry.action)),
+          h(
+            "td",
+            {},
+            h("a", { href: `#/audit${toQuery({ subject: entry.subject })}` }, entry.subject),
+          ),
+          h(
+            "td",
+            { class: "detail" },
+            Object.entries(entry.detail).map(([k, v]) => h("span", {}, `${k}=${v ?? "null"}`)),
+          ),
+        )
+      ),
+      "Newest first",
+    ),
+    h(
+      "nav",
+      { class: "pager", "aria-label": "Pages" },
+      params.get("before") ? h("a", { href: `#/audit${toQuery(keep)}` }, "Newest") : null,
+      page.next
+        ? h("a", { href: `#/audit${toQuery({ ...keep, before: page.next })}` }, "Older")
+        : null,
+    ),
+  );
+}

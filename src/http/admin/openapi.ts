@@ -1,0 +1,427 @@
+/**
+ * The admin API's OpenAPI 3.1 document, served at `/admin/v1/openapi.json`.
+ * tests/admin/openapi_test.ts checks it against the OpenAPI schema and every
+ * response the API tests receive against the schemas here, so the document
+ * cannot drift from the code (views.ts writes the same shapes).
+ *
+ * @module
+ */
+
+type Schema = Record<string, unknown>;
+
+const str = { type: "string" };
+const int = { type: "integer" };
+const bool = { type: "boolean" };
+const time = { type: "string", format: "date-time" };
+const nullable = (schema: Schema): Schema => ({ oneOf: [schema, { type: "null" }] });
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
+const object = (properties: Record<string, Schema>, optional: string[] = []): Schema => ({
+  type: "object",
+  required: Object.keys(properties).filter((name) => !optional.includes(name)),
+  properties,
+  additionalProperties: false,
+});
+
+const USER: Record<string, Schema> = {
+  id: int,
+  email: str,
+  status: { enum: ["enabled", "disabled"] },
+  token_timeout_seconds: nullable(int),
+  created_at: time,
+  updated_at: time,
+  tokens_valid_from: nullable(time),
+};
+
+const API_KEY: Record<string, Schema> = {
+  id: int,
+  user_id: int,
+  email: str,
+  prefix: {
+    ...str,
+    description: "The key's first 8 characters; the key itself is never shown again",
+  },
+  label: str,
+  status: { enum: ["active", "disabled", "expired", "revoked", "user_disabled"] },
+  introspect: bool,
+  created_at: time,
+  expires_at: nullable(time),
+  revoked_at: nullable(time),
+  disabled_at: nullable(time),
+  replaced_by: nullable(int),
+  last_used_at: nullable(time),
+  last_used_from: nullable(str),
+  use_count: int,
+};
+
+const SCHEMAS: Record<string, Schema> = {
+  Error: object({
+    error: object({
+      code: { ...str, description: "A stable machine word: invalid_token, forbidden, …" },
+      message: str,
+    }),
+  }),
+  Operator: object({ name: str, role: { enum: ["read", "write"] } }),
+  User: object(USER),
+  UserDetail: object(
+    { ...USER, effective_token_timeout_seconds: int, tokens_revoked: int },
+    ["tokens_revoked"],
+  ),
+  UserPage: object({ users: { type: "array", items: ref("User") }, next: nullable(str) }),
+  ApiKey: object(API_KEY, ["email"]),
+  ApiKeyChange: object({ ...API_KEY, tokens_revoked: int }, ["email", "tokens_revoked"]),
+  KeyList: object({ keys: { type: "array", items: ref("ApiKey") } }),
+  CreatedKey: object({
+    key: ref("ApiKey"),
+    api_key: { ...str, description: "The new key, shown this once" },
+  }),
+  RotatedKey: object({
+    key: ref("ApiKey"),
+    api_key: { ...str, description: "The successor key, shown this once" },
+    old_key: ref("ApiKey"),
+    old_key_until: time,
+  }),
+  Token: object({
+    id: int,
+    api_key_id: int,
+    issued_at: time,
+    expires_at: time,
+    revoked_at: nullable(time),
+    live: bool,
+  }),
+  TokenPage: object({ tokens: { type: "array", items: ref("Token") }, next: nullable(int) }),
+  TokenRevoked: object({ id: int, revoked: bool }),
+  TokensRevoked: object({ tokens_revoked: int }),
+  AuditEntry: object({
+    id: int,
+    at: time,
+    actor: str,
+    action: str,
+    subject: str,
+    detail: { type: "object", additionalProperties: { type: ["string", "number", "null"] } },
+  }),
+  AuditPage: object({ entries: { type: "array", items: ref("AuditEntry") }, next: nullable(int) }),
+  ThrottleCounter: object({
+    subject: str,
+    email: nullable(str),
+    failures: int,
+    blocked: bool,
+    blocked_until: nullable(time),
+    last_failure_at: time,
+  }),
+  ThrottleList: object({ counters: { type: "array", items: ref("ThrottleCounter") } }),
+  ThrottleCleared: object({ cleared: int }),
+  Stats: object({
+    at: time,
+    users: int,
+    api_keys: int,
+    live_tokens: int,
+    throttled_subjects: int,
+    counters: object({
+      tokens_issued: { type: "number" },
+      login_failures: { type: "number" },
+      throttled_requests: { type: "number" },
+      secure_allowed: { type: "number" },
+      secure_denied: { type: "number" },
+    }),
+  }),
+  StatsHistory: object({
+    interval_seconds: int,
+    samples: { type: "array", items: ref("Stats"), description: "Oldest first" },
+  }),
+  NewUser: object({
+    email: str,
+    password: str,
+    token_timeout: { ...nullable(str), description: 'A duration such as "10h"; null: the default' },
+  }, ["token_timeout"]),
+  TokenTimeout: object({ token_timeout: nullable(str) }),
+  NewEmail: object({ email: str }),
+  UserDeleted: object({ api_keys_deleted: int, tokens_deleted: int }),
+  Password: object({ password: str }),
+  NewKey: object({
+    label: str,
+    expires_in: { ...str, description: 'A duration such as "30d"' },
+    introspect: bool,
+  }, ["label", "expires_in", "introspect"]),
+  Rotation: object({
+    grace: { ...str, description: 'How long the old key keeps working: "24h" (default) or "0"' },
+  }, ["grace"]),
+  RevokeBefore: object({ before: time }, ["before"]),
+  ThrottleTarget: object({ target: { ...str, description: "An e-mail or a client address" } }),
+};
+
+const ERRORS: Record<string, string> = {
+  "400": "Malformed request: a field, a parameter or the JSON body",
+  "401": "Missing, unknown or revoked operator token",
+  "403": "A read-only operator called a route that changes something",
+  "404": "No such user, key or path",
+  "409": "The change contradicts the stored state (an e-mail taken, a key rotated meanwhile)",
+  "413": "Request body over 16 KiB",
+  "415": "Request body not application/json",
+  "429": "Too many failed sign-ins from this address: retry after Retry-After",
+  "503": "The database is busy or unreachable: retry after Retry-After",
+};
+
+function errors(codes: string[]): Record<string, unknown> {
+  return Object.fromEntries(
+    codes.map((code) => [code, { $ref: `#/components/responses/E${code}` }]),
+  );
+}
+
+const READ_ERRORS = ["400", "401", "404", "429", "503"];
+const WRITE_ERRORS = ["400", "401", "403", "404", "409", "413", "415", "429", "503"];
+
+function json(schema: string, description: string): Record<string, unknown> {
+  return { description, content: { "application/json": { schema: ref(schema) } } };
+}
+
+interface Op {
+  summary: string;
+  body?: string;
+  ok: [status: string, schema: string];
+  params?: Schema[];
+}
+
+const idParam = (what: string): Schema => ({
+  name: "id",
+  in: "path",
+  required: true,
+  description: `The ${what}'s id`,
+  schema: { type: "integer", minimum: 1 },
+});
+const query = (name: string, description: string, schema: Schema = str): Schema => ({
+  name,
+  in: "query",
+  required: false,
+  description,
+  schema,
+});
+const limit = query("limit", "Page size, 1 to 200 (default 50)", {
+  type: "integer",
+  minimum: 1,
+  maximum: 200,
+});
+
+function read(op: Op): Record<string, unknown> {
+  return {
+    summary: op.summary,
+    parameters: op.params ?? [],
+    responses: { [op.ok[0]]: json(op.ok[1], op.summary), ...errors(READ_ERRORS) },
+  };
+}
+
+function write(op: Op): Record<string, unknown> {
+  return {
+    summary: op.summary,
+    description: "Needs an operator with role write; audited with actor operator:NAME.",
+    parameters: op.params ?? [],
+    ...(op.body === undefined ? {} : {
+      requestBody: { required: true, content: { "application/json": { schema: ref(op.body) } } },
+    }),
+    responses: { [op.ok[0]]: json(op.ok[1], op.summary), ...errors(WRITE_ERRORS) },
+  };
+}
+
+const user = [idParam("user")];
+const key = [idParam("API key")];
+
+/** The document. */
+export const ADMIN_OPENAPI = {
+  openapi: "3.1.0",
+  info: {
+    title: "keygate admin API",
+    version: "1",
+    description:
+      "Manage keygate's users, API keys, tokens, login throttle and audit log. Served on the " +
+      "admin listener only (--admin on), never on the API port. Authenticate with an operator " +
+      "token: Authorization: Bearer kgo_… (keygate admin operator create NAME --role read|write).",
+  },
+  servers: [{ url: "https://127.0.0.1:9444" }],
+  security: [{ operatorToken: [] }],
+  paths: {
+    "/admin/v1/me": { get: read({ summary: "The signed-in operator", ok: ["200", "Operator"] }) },
+    "/admin/v1/stats": {
+      get: read({ summary: "Dashboard figures and metric totals", ok: ["200", "Stats"] }),
+    },
+    "/admin/v1/stats/history": {
+      get: read({
+        summary: "The dashboard figures of the last hour, one sample a minute (this instance)",
+        ok: ["200", "StatsHistory"],
+      }),
+    },
+    "/admin/v1/users": {
+      get: read({
+        summary: "Users by e-mail, searched and paged",
+        ok: ["200", "UserPage"],
+        params: [
+          query("search", "Only e-mails containing this text"),
+          query("after", "The page cursor: the previous page's next"),
+          limit,
+        ],
+      }),
+      post: write({ summary: "Add a user", body: "NewUser", ok: ["201", "UserDetail"] }),
+    },
+    "/admin/v1/users/{id}": {
+      get: read({ summary: "A user", ok: ["200", "UserDetail"], params: user }),
+      delete: write({
+        summary: "Delete a user with their keys and tokens (the audit log keeps their history)",
+        ok: ["200", "UserDeleted"],
+        params: user,
+      }),
+    },
+    "/admin/v1/users/{id}/email": {
+      put: write({
+        summary: "Change a user's e-mail; keys, tokens and lifetime stay",
+        body: "NewEmail",
+        ok: ["200", "UserDetail"],
+        params: user,
+      }),
+    },
+    "/admin/v1/users/{id}/token-timeout": {
+      put: write({
+        summary: "Set a user's token lifetime",
+        body: "TokenTimeout",
+        ok: ["200", "UserDetail"],
+        params: user,
+      }),
+    },
+    "/admin/v1/users/{id}/password": {
+      put: write({
+        summary: "Replace a user's password; ends their tokens",
+        body: "Password",
+        ok: ["200", "TokensRevoked"],
+        params: user,
+      }),
+    },
+    "/admin/v1/users/{id}/disable": {
+      post: write({
+        summary: "Disable a user; ends their tokens",
+        ok: ["200", "UserDetail"],
+        params: user,
+      }),
+    },
+    "/admin/v1/users/{id}/enable": {
+      post: write({ summary: "Enable a user again", ok: ["200", "UserDetail"], params: user }),
+    },
+    "/admin/v1/users/{id}/keys": {
+      get: read({
+        summary: "A user's API keys with last use",
+        ok: ["200", "KeyList"],
+        params: user,
+      }),
+      post: write({
+        summary: "Create an API key (shown once)",
+        body: "NewKey",
+        ok: ["201", "CreatedKey"],
+        params: user,
+      }),
+    },
+    "/admin/v1/users/{id}/tokens": {
+      get: read({
+        summary: "A user's tokens, newest first (never the tokens themselves)",
+        ok: ["200", "TokenPage"],
+        params: [
+          ...user,
+          query("live", "true: only live tokens", { enum: ["true", "false"] }),
+          query("before", "The page cursor: the previous page's next", { type: "integer" }),
+          limit,
+        ],
+      }),
+    },
+    "/admin/v1/users/{id}/tokens/revoke": {
+      post: write({
+        summary: "End every token of a user issued before a time (default: now)",
+        body: "RevokeBefore",
+        ok: ["200", "TokensRevoked"],
+        params: user,
+      }),
+    },
+    "/admin/v1/keys": {
+      get: read({
+        summary: "Every API key with its owner and last use (never the keys)",
+        ok: ["200", "KeyList"],
+        params: [
+          query(
+            "unused",
+            'Only keys not revoked and not used for this long, such as "30d" (never used: since creation)',
+          ),
+        ],
+      }),
+    },
+    "/admin/v1/keys/{id}": {
+      get: read({ summary: "An API key", ok: ["200", "ApiKey"], params: key }),
+    },
+    "/admin/v1/keys/{id}/rotate": {
+      post: write({
+        summary: "Issue a successor (shown once); the old key works for the grace",
+        body: "Rotation",
+        ok: ["201", "RotatedKey"],
+        params: key,
+      }),
+    },
+    "/admin/v1/keys/{id}/disable": {
+      post: write({ summary: "Suspend a key and its tokens", ok: ["200", "ApiKey"], params: key }),
+    },
+    "/admin/v1/keys/{id}/enable": {
+      post: write({ summary: "Resume a disabled key", ok: ["200", "ApiKey"], params: key }),
+    },
+    "/admin/v1/keys/{id}/revoke": {
+      post: write({
+        summary: "Revoke a key and the tokens issued with it",
+        ok: ["200", "ApiKeyChange"],
+        params: key,
+      }),
+    },
+    "/admin/v1/tokens/{id}/revoke": {
+      post: write({
+        summary: "Revoke one token by id (revoked: false when unknown or already revoked)",
+        ok: ["200", "TokenRevoked"],
+        params: [idParam("token")],
+      }),
+    },
+    "/admin/v1/throttle": {
+      get: read({ summary: "Live failed-login counters", ok: ["200", "ThrottleList"] }),
+    },
+    "/admin/v1/throttle/clear": {
+      post: write({
+        summary: "Forget the counters of a user's keys or of an address",
+        body: "ThrottleTarget",
+        ok: ["200", "ThrottleCleared"],
+      }),
+    },
+    "/admin/v1/audit": {
+      get: read({
+        summary: "The audit log, newest first, filtered and paged",
+        ok: ["200", "AuditPage"],
+        params: [
+          query("actor", "Exact actor, such as operator:ann or cli:root"),
+          query("action", "Exact action, such as key.created"),
+          query("subject", "Exact subject, such as user:a@example.org or api_key:3"),
+          query("from", "Entries at or after this time", time),
+          query("to", "Entries before this time", time),
+          query("before", "The page cursor: the previous page's next", { type: "integer" }),
+          limit,
+        ],
+      }),
+    },
+    "/admin/v1/openapi.json": {
+      get: {
+        summary: "This document (no authentication)",
+        security: [],
+        responses: { "200": { description: "OpenAPI 3.1", content: { "application/json": {} } } },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      operatorToken: {
+        type: "http",
+        scheme: "bearer",
+        description: "An operator token, kgo_ and 40 characters",
+      },
+    },
+    schemas: SCHEMAS,
+    responses: Object.fromEntries(
+      Object.entries(ERRORS).map(([code, description]) => [`E${code}`, json("Error", description)]),
+    ),
+  },
+};

@@ -1,0 +1,106 @@
+/**
+ * `/admin/v1/me`, `/stats`, `/throttle` and `/audit`: who is signed in, the
+ * dashboard's figures, the failed-login counters, and the audit log with
+ * filters and paging.
+ *
+ * @module
+ */
+import { clearThrottle, listThrottleCounters, readAdminStats } from "../../../auth/admin_tasks.ts";
+import { STATS_INTERVAL_MS } from "../../../auth/stats_history.ts";
+import type { AdminRoute } from "../admin_router.ts";
+import {
+  allowFields,
+  readJsonObject,
+  requiredString,
+  toCursorId,
+  toInstant,
+  toJson,
+  toLimit,
+} from "../admin_json.ts";
+import { toAuditView, toOperatorView, toStatsView, toThrottleView } from "../views.ts";
+
+function toFilter(url: URL, name: string): string | undefined {
+  const value = url.searchParams.get(name);
+  return value === null || value === "" ? undefined : value.slice(0, 300);
+}
+
+export const SYSTEM_ROUTES: readonly AdminRoute[] = [
+  {
+    method: "GET",
+    path: "/admin/v1/me",
+    write: false,
+    // deno-lint-ignore require-await
+    async handle(_request, { operator }) {
+      return toJson(toOperatorView(operator));
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/stats",
+    write: false,
+    async handle(_request, { deps }) {
+      const stats = await readAdminStats({
+        store: deps.store,
+        now: deps.clock.now(),
+        readCounters: deps.readCounters,
+      });
+      return toJson(toStatsView(stats));
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/stats/history",
+    write: false,
+    // deno-lint-ignore require-await
+    async handle(_request, { deps }) {
+      return toJson({
+        interval_seconds: (deps.history?.intervalMs ?? STATS_INTERVAL_MS) / 1000,
+        samples: (deps.history?.list() ?? []).map(toStatsView),
+      });
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/throttle",
+    write: false,
+    async handle(_request, { deps }) {
+      const counters = await listThrottleCounters(deps.store, deps.clock.now());
+      return toJson({ counters: counters.map(toThrottleView) });
+    },
+  },
+  {
+    method: "POST",
+    path: "/admin/v1/throttle/clear",
+    write: true,
+    async handle(request, { changes }) {
+      const body = await readJsonObject(request);
+      allowFields(body, ["target"]);
+      const cleared = await clearThrottle(changes, requiredString(body, "target", 254));
+      return toJson({ cleared });
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/audit",
+    write: false,
+    async handle(_request, { deps, url }) {
+      const limit = toLimit(url);
+      const from = toFilter(url, "from");
+      const to = toFilter(url, "to");
+      const rows = await deps.store.searchAudit({
+        actor: toFilter(url, "actor"),
+        action: toFilter(url, "action"),
+        subject: toFilter(url, "subject"),
+        from: from === undefined ? undefined : toInstant(from, "from"),
+        to: to === undefined ? undefined : toInstant(to, "to"),
+        beforeId: toCursorId(url, "before"),
+        limit: limit + 1,
+      });
+      const page = rows.slice(0, limit);
+      return toJson({
+        entries: page.map(toAuditView),
+        next: rows.length > limit ? page[page.length - 1].id : null,
+      });
+    },
+  },
+];

@@ -1,0 +1,32 @@
+/**
+ * How the server opens its store: the main thread and every request worker
+ * (`--workers`) open it through this one function, so that they always use
+ * the same database, backend and options.
+ *
+ * @module
+ */
+import type { Config } from "../config/settings.ts";
+import { openStore } from "../store/open_store.ts";
+import type { PostgresStoreOptions } from "../store/postgres/open_postgres_store.ts";
+import type { Store } from "../store/store.ts";
+
+/** `--store` (a `postgres://` URL, `sqlite:PATH` or a path), or else the SQLite file of `--db`. */
+export function toStoreLocation(config: Config): string {
+  return config.store ?? `sqlite:${config.dbPath}`;
+}
+
+/** What the caller wants to hear from a PostgreSQL store (the log, the metrics). */
+export type ServerStoreHooks = Pick<PostgresStoreOptions, "onListenerChange" | "onOperation">;
+
+/** Opens the configured store for serving requests. */
+export function openServerStore(config: Config, hooks: ServerStoreHooks = {}): Promise<Store> {
+  // Logins need no fsync on the thread that serves secure requests; revocations still get one.
+  return openStore(toStoreLocation(config), {
+    sqlite: { durability: "grants" },
+    postgres: {
+      durability: "grants",
+      stalenessMs: config.storeStalenessSeconds * 1000,
+      ...hooks,
+    },
+  });
+}

@@ -1,0 +1,135 @@
+/**
+ * A request worker (`--workers N`): a Web Worker that serves the public port
+ * beside the others (`reusePort`), with its own database connection, grant
+ * cache, key-usage recorder and metrics, and the main thread's password pool
+ * (src/server/remote_hasher.ts). The main thread starts, supervises and
+ * drains it through the messages below (src/server/worker_pool.ts).
+ *
+ * Revocation stays exact across workers: each worker's grant cache watches
+ * the database's change feed, which moves with every commit by any
+ * connection, so a revocation through one worker (or the admin CLI) is seen
+ * by every worker before its next request.
+ *
+ * @module
+ */
+import type { Config } from "../config/settings.ts";
+import { createLogger } from "../platform/logger.ts";
+import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
+import { startListener } from "./listener.ts";
+import { openServerStore } from "./open_server_store.ts";
+import { createRemoteHasher, type PasswordAnswer, type PasswordRequest } from "./remote_hasher.ts";
+
+/** Main thread → worker. */
+export type ToWorker =
+  | {
+    kind: "start";
+    config: Config;
+    tls?: { cert: string; key: string };
+    /** The port to bind: 0 (or the configured one) for the first worker, then the one it got. */
+    port: number;
+  }
+  | { kind: "metrics"; id: number }
+  | { kind: "drain"; deadlineMs: number }
+  | { kind: "yield"; ms: number }
+  | PasswordAnswer;
+
+/** Worker → main thread. */
+export type FromWorker =
+  | { kind: "listening"; port: number; noDelay: boolean }
+  | { kind: "start-failed"; message: string }
+  | { kind: "metrics"; id: number; snapshot: MetricsSnapshot }
+  | { kind: "drained"; finished: boolean }
+  | PasswordRequest;
+
+/** Sleeps this thread, giving the CPU to the password workers (see the pool's starvation valve). */
+function sleepThread(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Serves until drained; every message from the main thread goes through here. */
+function runWorker(scope: { postMessage(message: FromWorker): void; close(): void }) {
+  const hasher = createRemoteHasher(scope);
+  let running: ReturnType<typeof startListener> | undefined;
+  let stop: ((deadlineMs: number) => Promise<void>) | undefined;
+  const metrics = createMetrics();
+
+  async function start(message: Extract<ToWorker, { kind: "start" }>) {
+    const { config } = message;
+    // Every worker writes to the one standard output: whole lines, one PIPE_BUF at most per write.
+    const logger = createLogger({ level: config.logLevel, atomicWriteBytes: 4096 });
+    let store;
+    try {
+      store = await openServerStore(config, {
+        // On PostgreSQL each worker listens for revocations on a connection of its own.
+        onListenerChange: (listening) =>
+          logger[listening ? "info" : "warn"](
+            listening
+              ? "request worker listening for revocations"
+              : "request worker's revocation listener lost: polling until it is back",
+            { event: "store_listener" },
+          ),
+      });
+      running = startListener({
+        config,
+        tls: message.tls,
+        store,
+        hasher,
+        logger,
+        metrics,
+        port: message.port,
+        reusePort: true,
+        announce: false,
+      });
+    } catch (error) {
+      await store?.closeStore();
+      scope.postMessage({
+        kind: "start-failed",
+        message: String((error as Error)?.message ?? error),
+      });
+      return;
+    }
+    const { server, keyUsage } = running;
+    const openedStore = store;
+    stop = async (deadlineMs) => {
+      void server.shutdown();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const finished = await Promise.race([
+        server.finished.then(() => true),
+        new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), deadlineMs)),
+      ]);
+      clearTimeout(timer);
+      await keyUsage.stop(); // writes the last uses before the connection closes
+      hasher.close();
+      await openedStore.closeStore();
+      logger.flush();
+      scope.postMessage({ kind: "drained", finished });
+      scope.close();
+    };
+    scope.postMessage({ kind: "listening", ...await running.listening });
+  }
+
+  return async (message: ToWorker) => {
+    switch (message.kind) {
+      case "start":
+        return await start(message);
+      case "metrics":
+        return scope.postMessage({
+          kind: "metrics",
+          id: message.id,
+          snapshot: await metrics.readSnapshot(),
+        });
+      case "drain":
+        return await stop?.(message.deadlineMs);
+      case "yield":
+        return sleepThread(message.ms);
+      default:
+        return hasher.receive(message);
+    }
+  };
+}
+
+if ("WorkerGlobalScope" in globalThis) {
+  const scope = self as unknown as Worker & { close(): void };
+  const receive = runWorker(scope);
+  scope.onmessage = (event: MessageEvent<ToWorker>) => void receive(event.data);
+}
