@@ -28,7 +28,10 @@ export function toDuration(text: string, what: string): number {
     return parseDuration(text);
   } catch {
     throw new AdminError(
-      `Invalid ${what} "${clip(text)}": expected a whole number and a unit, like 90s, 15m, 10h, 7d`,
+      `Invalid ${what} "${
+        clip(text)
+      }": expected a whole number and a unit, like 90s, 15m, 10h, 7d` +
+        ", at most 10000000d",
       2,
     );
   }

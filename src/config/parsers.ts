@@ -40,7 +40,9 @@ export function parseDurationSetting(text: string): number {
   try {
     return parseDuration(text.trim());
   } catch {
-    throw new SyntaxError('expected a positive whole number and a unit s, m, h or d, like "10h"');
+    throw new SyntaxError(
+      'expected a positive whole number and a unit s, m, h or d, like "10h", at most 10000000d',
+    );
   }
 }
 

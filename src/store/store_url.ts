@@ -122,14 +122,28 @@ function decode(part: string, what: string, text: string): string {
 /**
  * Hides the password of a URL-like text that may not parse: whatever follows
  * the first `:` of the user information (between `://` and the last `@`)
- * becomes `***`. Over-redacts rather than show part of a password.
+ * becomes `***`. Over-redacts rather than show part of a password. The
+ * values of query parameters and the fragment become `***` too: libpq's
+ * forms (`?user=kg&password=...`) put the password there.
  */
 export function redactRaw(text: string): string {
   const start = text.indexOf("://");
+  if (start < 0) return text;
   const end = text.lastIndexOf("@");
-  if (start < 0 || end < start) return text;
-  const userinfo = text.slice(start + 3, end);
-  const colon = userinfo.indexOf(":");
-  if (colon < 0) return text;
-  return `${text.slice(0, start + 3)}${userinfo.slice(0, colon)}:***${text.slice(end)}`;
+  let head = text.slice(0, start + 3);
+  let rest = text.slice(start + 3);
+  if (end > start) {
+    const userinfo = text.slice(start + 3, end);
+    const colon = userinfo.indexOf(":");
+    head += (colon < 0 ? userinfo : `${userinfo.slice(0, colon)}:***`) + "@";
+    rest = text.slice(end + 1);
+  }
+  const hash = rest.indexOf("#");
+  const fragment = hash < 0 ? "" : "#***";
+  if (hash >= 0) rest = rest.slice(0, hash);
+  const question = rest.indexOf("?");
+  if (question < 0) return head + rest + fragment;
+  const query = rest.slice(question + 1).split("&")
+    .map((pair) => `${pair.split("=", 1)[0]}=***`).join("&");
+  return `${head}${rest.slice(0, question)}?${query}${fragment}`;
 }

@@ -212,6 +212,8 @@ export function registerGrantTests(test: ContractTest): void {
     const { user, key } = await seed(store);
     assert.deepEqual(await store.findUserById(user.id), user);
     assert.deepEqual(await store.findUserByEmail("a@b.org"), user);
+    // No user can hold a NUL (PostgreSQL's text cannot): a login naming one finds nobody.
+    assert.equal(await store.findUserByEmail("a\u0000@b.org"), undefined);
     assert.equal(await store.findUserById(user.id + 1), undefined);
     assert.deepEqual(await store.findApiKeyById(key.id), key);
     assert.deepEqual(await store.findApiKeyByHash(hashSecret("k1")), key);

@@ -66,6 +66,11 @@ Deno.test("parseStoreUrl() refuses bad URLs without showing the password", () =>
     ],
     ["", /expected a URL or a path/],
     ["sqlite:", /expected sqlite:PATH/],
+    // libpq's query-string forms: the password in the query is hidden too.
+    ["postgres://kg@db/auth?password=hunter2", /unknown parameter "password"/],
+    ["postgres://db/auth?user=kg&password=hunter2", /expected a user name/],
+    ["postgresql://db:5432/auth?password=hunter2&user=kg", /expected a user name/],
+    ["postgres://kg@db/auth#hunter2", /unexpected fragment/],
   ];
   for (const [text, message] of cases) {
     assert.throws(() => parseStoreUrl(text), (error: unknown) => {
@@ -81,4 +86,16 @@ Deno.test("redactRaw() hides everything after the user name up to the last @", (
   assert.equal(redactRaw("postgres://kg:p@ss/w:rd@db/auth"), "postgres://kg:***@db/auth");
   assert.equal(redactRaw("postgres://kg@db/auth"), "postgres://kg@db/auth");
   assert.equal(redactRaw("db/keygate.sqlite3"), "db/keygate.sqlite3");
+});
+
+Deno.test("redactRaw() hides query values and the fragment, which may hold a password", () => {
+  assert.equal(
+    redactRaw("postgres://db/auth?user=kg&password=s3cret&sslmode=require"),
+    "postgres://db/auth?user=***&password=***&sslmode=***",
+  );
+  assert.equal(
+    redactRaw("postgres://kg:pw@db/auth?password#x"),
+    "postgres://kg:***@db/auth?password=***#***",
+  );
+  assert.equal(redactRaw("postgres://kg@db/auth#s3cret"), "postgres://kg@db/auth#***");
 });

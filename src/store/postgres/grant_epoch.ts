@@ -145,6 +145,20 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     }
   }
 
+  /**
+   * What a poll read, which is the database's current counter: a higher one
+   * moves as {@link moveTo}; a lower one means the counter was set back (a
+   * restore of an older dump), so the cache drops and later bumps from the
+   * lower value count again. (A poll that started before a notification
+   * arrived may read one lower too: that only drops the cache once more.)
+   */
+  function confirm(seen: number): void {
+    if (seen < epoch) {
+      epoch = seen;
+      version++;
+    } else moveTo(seen);
+  }
+
   function dropAll(): void {
     version++;
   }
@@ -157,7 +171,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       const [row] = await (listenSql ?? sql)<{ epoch: number }[]>`
         SELECT epoch FROM grant_epoch WHERE id = 1`;
       if (row === undefined) throw new Error("The grant_epoch row is missing");
-      moveTo(Number(row.epoch));
+      confirm(Number(row.epoch));
       confirmedAt = Math.max(confirmedAt, startedAt);
       resolveReady();
     } catch {

@@ -49,6 +49,8 @@ export async function raiseCutoff(
 export function createUserMethods(db: PgContext): UserMethods {
   return {
     async findUserByEmail(email) {
+      // PostgreSQL's text cannot hold a NUL, so no user has one; asking would be an error.
+      if (email.includes("\0")) return undefined;
       const [row] = await db.read((sql) => sql<Row[]>`SELECT * FROM users WHERE email = ${email}`);
       return row && toUser(row);
     },
