@@ -30,6 +30,7 @@ import {
 import { toKeyRef, toUserRef } from "./audit.ts";
 import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
 import { AuthError } from "./errors.ts";
+import { StoreConflict } from "../store/errors.ts";
 import { isKeyUsable, toKeyStatus } from "./key_status.ts";
 import {
   type Throttle,
@@ -214,13 +215,14 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
     // Never before the user's cutoff (which may be at most 1 ms ahead, see docs/operations.md).
     const issuedAt = Math.max(readAt, user.tokensValidFrom);
     const timeout = user.tokenTimeoutSeconds ?? deps.defaultTimeoutSeconds;
-    const tokenId = await store.insertToken({
+    const tokenId = await insertTokenUnlessChanged(store, {
       tokenHash: hashSecret(token),
       userId: user.id,
       apiKeyId: key.id,
       issuedAt,
       expiresAt: issuedAt + timeout * 1000,
       maxLiveTokens: MAX_LIVE_TOKENS,
+      userCutoff: user.tokensValidFrom,
     }, {
       audit: (id) => ({
         at: clock.now(),
@@ -233,4 +235,21 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
     });
     return { token, tokenId, userId: user.id, apiKeyId: key.id };
   };
+}
+
+/**
+ * Stores the login's token unless its user changed while the password was checked (a password
+ * change, revoke-all or disable committed meanwhile): then the login fails like any other, with
+ * the uniform 401, and nothing is counted against the caller.
+ */
+async function insertTokenUnlessChanged(
+  store: Store,
+  ...args: Parameters<Store["insertToken"]>
+): Promise<number> {
+  try {
+    return await store.insertToken(...args);
+  } catch (error) {
+    if (error instanceof StoreConflict) throw invalidCredentials("user_changed");
+    throw error;
+  }
 }

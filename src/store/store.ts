@@ -153,6 +153,13 @@ export interface NewToken {
   expiresAt: number;
   /** Live tokens allowed per user and key; the oldest beyond it are revoked, in the same transaction. */
   maxLiveTokens: number;
+  /**
+   * The user's `tokensValidFrom` as the login read it, before its password check. When given, the
+   * insert is refused with `StoreConflict` (nothing written) if the user's cutoff has moved since,
+   * or the user is gone or disabled: a password change, revoke-all or disable that committed while
+   * the check ran must not let the token through. Logins always give it.
+   */
+  userCutoff?: number;
 }
 
 /** A brute-force counter row (see src/auth/throttle.ts). */

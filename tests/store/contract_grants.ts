@@ -126,6 +126,50 @@ export function registerGrantTests(test: ContractTest): void {
     assert.equal(await grantOf(store, "t4", "k1", T0 + 1100), undefined);
   });
 
+  test("insertToken() with userCutoff refuses a user whose cutoff moved or who was disabled meanwhile", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const read = (await store.findUserById(user.id))!.tokensValidFrom;
+    const token = (name: string) => ({
+      tokenHash: hashSecret(name),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: T0 + 10,
+      expiresAt: T0 + HOUR,
+      maxLiveTokens: 100,
+      userCutoff: read,
+    });
+    // Unchanged: stored.
+    assert.ok(await store.insertToken(token("u1"), NO_AUDIT) > 0);
+    // A password change committed while the login checked the old password: refused, nothing stored.
+    const change = { passwordHash: "$argon2id$new", now: T0 + 5, ...NO_AUDIT };
+    await store.updateUserPassword(user.id, change);
+    const before = await store.countRows("tokens");
+    await assert.rejects(store.insertToken(token("u2"), NO_AUDIT), StoreConflict);
+    assert.equal(await store.countRows("tokens"), before);
+    // A disabled user, read with the right cutoff: refused too.
+    const fresh = (await store.findUserById(user.id))!.tokensValidFrom;
+    await store.updateUserDisabled(user.id, { disabled: true, now: T0 + 6, ...NO_AUDIT });
+    const now = (await store.findUserById(user.id))!.tokensValidFrom;
+    for (const cutoff of [fresh, now]) {
+      await assert.rejects(
+        store.insertToken({ ...token("u3"), userCutoff: cutoff }, NO_AUDIT),
+        StoreConflict,
+      );
+    }
+    assert.equal(await store.countRows("tokens"), before);
+  });
+
+  test("revokeTokensOfUser() without before ends tokens issued later than the writer's clock", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const owner = { userId: user.id, apiKeyId: key.id };
+    // A login on a host (or at a moment) whose clock is ahead of the revoking writer's.
+    await issue(store, owner, "ahead", { issuedAt: T0 + 5000 });
+    assert.ok(await grantOf(store, "ahead", "k1", T0 + 5001));
+    assert.equal(await store.revokeTokensOfUser(user.id, { now: T0 + 100, ...NO_AUDIT }), 2);
+    assert.equal(await grantOf(store, "ahead", "k1", T0 + 5001), undefined);
+    assert.ok((await store.findUserById(user.id))!.tokensValidFrom > T0 + 5000);
+  });
+
   test("insertToken() keeps at most maxLiveTokens per user and key, revoking the oldest", async ({ store }) => {
     const { user, key } = await seed(store);
     const owner = { userId: user.id, apiKeyId: key.id };

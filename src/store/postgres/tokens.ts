@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { StoreUnavailable } from "../errors.ts";
+import { StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { Store } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, tokenValid, toTokenFacts } from "./rows.ts";
@@ -31,6 +31,19 @@ export function createTokenMethods(db: PgContext, deps: TokenMethodDeps): TokenM
   return {
     async insertToken(token, change) {
       const { id } = await db.write(async (tx) => {
+        // The user's cutoff as the login read it, or nothing: a change that committed while the
+        // password was checked ends the login; one still to commit waits for this one, and then
+        // moves its cutoff past this token (raiseCutoff).
+        if (token.userCutoff !== undefined) {
+          const [user] = await tx<{ tokens_valid_from: number; disabled: number }[]>`
+            SELECT tokens_valid_from, disabled FROM users WHERE id = ${token.userId} FOR SHARE`;
+          if (
+            user === undefined || user.disabled ||
+            Number(user.tokens_valid_from) !== token.userCutoff
+          ) {
+            throw new StoreConflict("The user changed while the login was checked");
+          }
+        }
         // One login per key at a time: the cap below then counts what is really live.
         await tx`SELECT id FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`;
         const [row] = await tx<{ id: number }[]>`

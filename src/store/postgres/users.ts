@@ -35,7 +35,14 @@ export async function raiseCutoff(
     SELECT tokens_valid_from FROM users WHERE id = ${userId} FOR UPDATE`;
   if (user === undefined) return 0;
   const from = user.tokens_valid_from as number;
-  const cutoff = before ?? Math.max(from + 1, now + 1);
+  // Without `before`: past every token issued so far too (a login that committed while this
+  // transaction waited for the row, with an issue time later than this writer's clock).
+  let cutoff = before;
+  if (cutoff === undefined) {
+    const [{ latest }] = await tx<{ latest: number | null }[]>`
+      SELECT max(issued_at) AS latest FROM tokens WHERE user_id = ${userId}`;
+    cutoff = Math.max(from + 1, now + 1, Number(latest ?? 0) + 1);
+  }
   const [{ n }] = await tx<{ n: number }[]>`
     SELECT count(*) AS n FROM tokens
     WHERE user_id = ${userId} AND revoked_at IS NULL AND expires_at > ${now}

@@ -7,6 +7,7 @@
 import type { Store, TokenIdRange } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
+import { StoreConflict } from "../errors.ts";
 import { toTokenFacts } from "./rows.ts";
 import { TOKEN_ENDED_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
 
@@ -44,6 +45,8 @@ export function createTokenStore(conn: Connection): TokenStore {
          AND revoked_at IS NULL AND expires_at > :now
        ORDER BY issued_at DESC, id DESC LIMIT -1 OFFSET :keep)`,
   );
+  // The user's cutoff and state, read inside the insert's transaction.
+  const userCutoff = sql("SELECT tokens_valid_from, disabled FROM users WHERE id = :id");
   // Keeps grants: throttle counters are not read by the gate.
   const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
   // The secure path's one statement: token, key, user and their states in one indexed read.
@@ -111,6 +114,12 @@ export function createTokenStore(conn: Connection): TokenStore {
   return {
     insertToken(token, { audit, clearLoginFailures }) {
       return conn.write(() => {
+        if (token.userCutoff !== undefined) {
+          const user = userCutoff.get({ id: token.userId }) as Row | undefined;
+          if (user === undefined || user.disabled || user.tokens_valid_from !== token.userCutoff) {
+            throw new StoreConflict("The user changed while the login was checked");
+          }
+        }
         const { lastInsertRowid } = tokenInsert.run({
           token_hash: token.tokenHash,
           user_id: token.userId,

@@ -58,6 +58,9 @@ export function createUserStore(conn: Connection): UserStore {
     `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
      WHERE id = :id`,
   );
+  const tokensLatest = sql(
+    "SELECT max(issued_at) AS latest FROM tokens WHERE user_id = :user_id",
+  );
   const tokensLiveBefore = sql(
     `SELECT count(*) AS n FROM tokens
      WHERE user_id = :user_id AND revoked_at IS NULL AND expires_at > :now
@@ -68,7 +71,10 @@ export function createUserStore(conn: Connection): UserStore {
   function nextCutoff(userId: number, now: number): number {
     const row = userById.get({ id: userId }) as Row | undefined;
     const current = (row?.tokens_valid_from as number | undefined) ?? 0;
-    return Math.max(current + 1, now + 1);
+    // Past every token issued so far too: a login that committed just before this write, with
+    // an issue time later than this writer's clock, must not outlive it.
+    const { latest } = tokensLatest.get({ user_id: userId }) as { latest: number | null };
+    return Math.max(current + 1, now + 1, (latest ?? 0) + 1);
   }
 
   /** Raises the cutoff; returns how many live tokens it ended. */
