@@ -31,7 +31,10 @@ export function createTokenMethods(db: PgContext, deps: TokenMethodDeps): TokenM
   return {
     async insertToken(token, change) {
       const { id } = await db.write(async (tx) => {
-        // The user's cutoff as the login read it, or nothing: a change that committed while the
+        // One login per key at a time: the cap below then counts what is really live.
+        await tx`SELECT id FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`;
+        // Then the user (keys before users, as deleteUser locks them, so the two never deadlock),
+        // with the cutoff as the login read it, or nothing: a change that committed while the
         // password was checked ends the login; one still to commit waits for this one, and then
         // moves its cutoff past this token (raiseCutoff).
         if (token.userCutoff !== undefined) {
@@ -44,8 +47,6 @@ export function createTokenMethods(db: PgContext, deps: TokenMethodDeps): TokenM
             throw new StoreConflict("The user changed while the login was checked");
           }
         }
-        // One login per key at a time: the cap below then counts what is really live.
-        await tx`SELECT id FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`;
         const [row] = await tx<{ id: number }[]>`
           INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
           VALUES (${token.tokenHash}, ${token.userId}, ${token.apiKeyId}, ${token.issuedAt},
