@@ -7,7 +7,8 @@
  */
 import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, tokenValid, toUser } from "./rows.ts";
+import { type Row, toUser } from "../rows.ts";
+import { tokenValid } from "./rows.ts";
 
 type AdminViewMethods = Pick<
   Store,

@@ -8,7 +8,8 @@ import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
 import type { KeyUsage, NewApiKey, Store } from "../store.ts";
 import { type PgContext, resolveAudit } from "./db.ts";
-import { keyUsable, type Row, toApiKey } from "./rows.ts";
+import { type Row, toApiKey } from "../rows.ts";
+import { keyUsable } from "./rows.ts";
 
 type ApiKeyMethods = Pick<
   Store,

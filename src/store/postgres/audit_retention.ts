@@ -6,7 +6,8 @@
  */
 import type { AuditRecord, Store, StoreTable } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, TOKEN_ENDED_AT } from "./rows.ts";
+import { type Row } from "../rows.ts";
+import { TOKEN_ENDED_AT } from "./rows.ts";
 
 type AuditRetentionMethods = Pick<
   Store,

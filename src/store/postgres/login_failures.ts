@@ -9,7 +9,7 @@
 import type postgres from "postgres";
 import type { LoginFailures, Store } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toLoginFailures } from "./rows.ts";
+import { type Row, toLoginFailures } from "../rows.ts";
 
 type LoginFailureMethods = Pick<
   Store,

@@ -7,7 +7,8 @@
 import { StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { Store } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, tokenValid, toTokenFacts } from "./rows.ts";
+import { type Row, toTokenFacts } from "../rows.ts";
+import { tokenValid } from "./rows.ts";
 import { raiseCutoff } from "./users.ts";
 
 type TokenMethods = Pick<

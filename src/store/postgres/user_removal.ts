@@ -6,7 +6,7 @@
  */
 import type { AuditOf } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import type { Row } from "./rows.ts";
+import type { Row } from "../rows.ts";
 
 /** A token row for listings: ids and times, never the digest. */
 export interface UserTokenRow {

@@ -6,7 +6,7 @@
 import type postgres from "postgres";
 import type { AuditedChange, NewUser, Store, User } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toUser } from "./rows.ts";
+import { type Row, toUser } from "../rows.ts";
 
 type UserMethods = Pick<
   Store,

@@ -7,7 +7,7 @@
 import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { TOKEN_LIVE } from "./rules.ts";
-import { toUser } from "./rows.ts";
+import { toUser } from "../rows.ts";
 
 /** The operator and admin-view methods of the store. */
 export type AdminViewStore = Pick<

@@ -6,7 +6,7 @@
 import { StoreConflict } from "../errors.ts";
 import type { ApiKey, NewApiKey, Store } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
-import { toApiKey } from "./rows.ts";
+import { toApiKey } from "../rows.ts";
 import { KEY_USABLE } from "./rules.ts";
 
 /** The API-key methods of the store. */

@@ -6,7 +6,7 @@
  */
 import type { Store } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
-import { toLoginFailures } from "./rows.ts";
+import { toLoginFailures } from "../rows.ts";
 
 /** The login-failure methods of the store. */
 export type LoginFailureStore = Pick<

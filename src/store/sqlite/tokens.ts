@@ -8,7 +8,7 @@ import type { Store, TokenIdRange } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
 import { StoreConflict } from "../errors.ts";
-import { toTokenFacts } from "./rows.ts";
+import { toTokenFacts } from "../rows.ts";
 import { TOKEN_ENDED_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
 
 /** Token row ids per transaction when deleting ended tokens in one go (`token purge`). */

@@ -5,7 +5,7 @@
  */
 import type { Store } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
-import { toUser } from "./rows.ts";
+import { toUser } from "../rows.ts";
 
 /** The user methods of the store, and the cutoff. */
 export type UserStore = Pick<

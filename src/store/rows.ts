@@ -1,10 +1,13 @@
 /**
- * SQLite rows (snake_case) to the store's row types (camelCase).
+ * Stored rows (snake_case, flags as 0/1: both backends name and type their columns alike) to the
+ * store's row types (camelCase). Used by every backend, inside src/store/ only.
  *
  * @module
  */
-import type { ApiKey, LoginFailures, TokenStatus, User } from "../store.ts";
-import type { Row } from "./connection.ts";
+import type { ApiKey, LoginFailures, TokenStatus, User } from "./store.ts";
+
+/** A row as a driver returns it. */
+export type Row = Record<string, unknown>;
 
 export function toUser(row: Row): User {
   return {
