@@ -4,15 +4,7 @@
  *
  * @module
  */
-import type {
-  ApiKey,
-  AuditRecord,
-  LoginFailures,
-  Operator,
-  OperatorRole,
-  TokenStatus,
-  User,
-} from "./store.ts";
+import type { ApiKey, LoginFailures, TokenStatus, User } from "./store.ts";
 
 /** A row as a driver returns it. */
 export type Row = Record<string, unknown>;
@@ -67,27 +59,5 @@ export function toLoginFailures(row: Row): LoginFailures {
     lastFailureAt: row.last_failure_at as number,
     blockedUntil: row.blocked_until as number,
     forgetAt: row.forget_at as number,
-  };
-}
-
-export function toOperator(row: Row): Operator {
-  return {
-    id: row.id as number,
-    name: row.name as string,
-    role: row.role as OperatorRole,
-    prefix: row.prefix as string,
-    createdAt: row.created_at as number,
-    revokedAt: row.revoked_at as number | null,
-  };
-}
-
-export function toAuditRecord(row: Row): AuditRecord {
-  return {
-    id: row.id as number,
-    at: row.at as number,
-    actor: row.actor as string,
-    action: row.action as string,
-    subject: row.subject as string,
-    detail: JSON.parse(row.detail as string),
   };
 }

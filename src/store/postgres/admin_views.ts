@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { Store, TokenListing } from "../store.ts";
+import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toAuditRecord, toOperator, toUser } from "../rows.ts";
+import { type Row, toUser } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
 
 type AdminViewMethods = Pick<
@@ -20,6 +20,28 @@ type AdminViewMethods = Pick<
   | "searchTokensOfUser"
   | "searchAudit"
 >;
+
+function toOperator(row: Row): Operator {
+  return {
+    id: row.id as number,
+    name: row.name as string,
+    role: row.role as OperatorRole,
+    prefix: row.prefix as string,
+    createdAt: row.created_at as number,
+    revokedAt: row.revoked_at as number | null,
+  };
+}
+
+function toAuditRecord(row: Row): AuditRecord {
+  return {
+    id: row.id as number,
+    at: row.at as number,
+    actor: row.actor as string,
+    action: row.action as string,
+    subject: row.subject as string,
+    detail: row.detail as AuditRecord["detail"],
+  };
+}
 
 const NO_CURSOR = Number.MAX_SAFE_INTEGER;
 

@@ -4,10 +4,10 @@
  *
  * @module
  */
-import type { Store, TokenListing } from "../store.ts";
+import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { TOKEN_LIVE } from "./rules.ts";
-import { toAuditRecord, toOperator, toUser } from "../rows.ts";
+import { toUser } from "../rows.ts";
 
 /** The operator and admin-view methods of the store. */
 export type AdminViewStore = Pick<
@@ -20,6 +20,28 @@ export type AdminViewStore = Pick<
   | "searchTokensOfUser"
   | "searchAudit"
 >;
+
+function toOperator(row: Row): Operator {
+  return {
+    id: row.id as number,
+    name: row.name as string,
+    role: row.role as OperatorRole,
+    prefix: row.prefix as string,
+    createdAt: row.created_at as number,
+    revokedAt: row.revoked_at as number | null,
+  };
+}
+
+function toAuditRecord(row: Row): AuditRecord {
+  return {
+    id: row.id as number,
+    at: row.at as number,
+    actor: row.actor as string,
+    action: row.action as string,
+    subject: row.subject as string,
+    detail: JSON.parse(row.detail as string),
+  };
+}
 
 export function createAdminViewStore(conn: Connection): AdminViewStore {
   const { sql } = conn;
