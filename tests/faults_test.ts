@@ -360,11 +360,9 @@ Deno.test("[e2e] /readyz reports degraded while writes fail, and ready once they
       const degraded = await readyz();
       assert.equal(degraded.status, 503);
       assert.equal(degraded.headers.get("content-type"), "application/json; charset=utf-8");
-      assert.deepEqual(await degraded.json(), {
-        status: "degraded",
-        reason: "writes fail: database or disk is full",
-      });
+      assert.deepEqual(await degraded.json(), { status: "degraded", reason: "writes fail" });
     }
+
     // Space is freed (another connection deletes the tokens): ready again, and logins work.
     const raw = new DatabaseSync(app.dbPath);
     raw.exec("DELETE FROM tokens");

@@ -170,7 +170,9 @@ export function createHandler(deps: AppDeps): Handler {
     }
     if (!ready) return toJsonResponse({ status: "unavailable" }, 503);
     if (writeFailure !== undefined) {
-      return toJsonResponse({ status: "degraded", reason: `writes fail: ${writeFailure}` }, 503);
+      // The database's own words go to the operator's log, not to whoever can reach /readyz.
+      logger.warn("readiness: writes fail", { error: writeFailure });
+      return toJsonResponse({ status: "degraded", reason: "writes fail" }, 503);
     }
     return toJsonResponse({ status: "ready" }, 200);
   }
