@@ -9,7 +9,7 @@ import type postgres from "postgres";
 import { StoreError } from "../errors.ts";
 import type { AuditEntry, AuditOf } from "../store.ts";
 import { guard } from "./errors.ts";
-import { bumpGrantEpoch, type GrantEpochWatcher } from "./grant_epoch.ts";
+import { GRANT_CHANNEL, type GrantEpochWatcher } from "./grant_epoch.ts";
 
 /** How a write commits. */
 export interface WriteOptions<T> {
@@ -78,16 +78,40 @@ export function resolveAudit<T>(audit: AuditOf<T> | undefined, result: T): reado
   return Array.isArray(entries) ? entries : [entries as AuditEntry];
 }
 
-/** Appends audit rows inside a transaction. */
-export async function insertAuditRows(
-  tx: postgres.TransactionSql | postgres.Sql,
+/**
+ * Ends a write's transaction in one statement: appends its audit rows, and either bumps the
+ * grant epoch (with a notification unless `notify` is false) or, when `relax`, lets the commit
+ * skip the WAL flush (`synchronous_commit = off` for this transaction only; never with `bump`:
+ * a grant-ending commit always waits). Returns the new epoch when it bumped.
+ */
+export async function finishWrite(
+  tx: postgres.TransactionSql,
   entries: readonly AuditEntry[],
-): Promise<void> {
-  for (const entry of entries) {
-    await tx`INSERT INTO audit_log (at, actor, action, subject, detail)
-      VALUES (${entry.at}, ${entry.actor}, ${entry.action}, ${entry.subject},
-        ${tx.json(entry.detail ?? {})})`;
+  options: { bump: boolean; notify: boolean; relax: boolean },
+): Promise<number | undefined> {
+  const relax = options.relax && !options.bump;
+  const rows = entries.map((entry) => ({ ...entry, detail: entry.detail ?? {} }));
+  // A data-modifying CTE runs whether or not the outer query reads it.
+  const [row] = await tx<{ epoch: number | null }[]>`
+    WITH appended AS (
+      INSERT INTO audit_log (at, actor, action, subject, detail)
+      SELECT at, actor, action, subject, detail
+      FROM jsonb_to_recordset(${tx.json(rows)})
+        AS entry(at bigint, actor text, action text, subject text, detail jsonb)
+      WHERE ${rows.length > 0}
+    ), bumped AS (
+      UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1 AND ${options.bump} RETURNING epoch
+    )
+    SELECT (SELECT epoch FROM bumped) AS epoch,
+      (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text) FROM bumped WHERE ${options.notify})
+        AS notified,
+      CASE WHEN ${relax} THEN set_config('synchronous_commit', 'off', true) END
+        AS relaxed`;
+  if (!options.bump) return undefined;
+  if (row?.epoch === null || row?.epoch === undefined) {
+    throw new Error("The grant_epoch row is missing");
   }
+  return Number(row.epoch);
 }
 
 export function createPgContext(options: PgContextOptions): PgContext {
@@ -140,12 +164,12 @@ export function createPgContext(options: PgContextOptions): PgContext {
         result = await measured("write", () =>
           sql.begin(async (tx) => {
             const value = await fn(tx);
-            await insertAuditRows(tx, resolveAudit(writeOptions.audit, value));
-            if (writeOptions.endsGrants(value)) {
-              epoch = await bumpGrantEpoch(tx, notify);
-            } else if (durability === "grants" && writeOptions.relaxed?.(value)) {
-              await tx`SET LOCAL synchronous_commit = off`;
-            }
+            const bump = writeOptions.endsGrants(value);
+            epoch = await finishWrite(tx, resolveAudit(writeOptions.audit, value), {
+              bump,
+              notify,
+              relax: durability === "grants" && writeOptions.relaxed?.(value) === true,
+            });
             return value;
           })) as Awaited<ReturnType<typeof fn>>;
         writeFailure = undefined;

@@ -32,37 +32,52 @@ export function createTokenMethods(db: PgContext, deps: TokenMethodDeps): TokenM
   return {
     async insertToken(token, change) {
       const { id } = await db.write(async (tx) => {
-        // One login per key at a time: the cap below then counts what is really live.
-        await tx`SELECT id FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`;
-        // Then the user (keys before users, as deleteUser locks them, so the two never deadlock),
-        // with the cutoff as the login read it, or nothing: a change that committed while the
-        // password was checked ends the login; one still to commit waits for this one, and then
-        // moves its cutoff past this token (raiseCutoff).
-        if (token.userCutoff !== undefined) {
-          const [user] = await tx<{ tokens_valid_from: number; disabled: number }[]>`
-            SELECT tokens_valid_from, disabled FROM users WHERE id = ${token.userId} FOR SHARE`;
-          if (
-            user === undefined || user.disabled ||
-            Number(user.tokens_valid_from) !== token.userCutoff
-          ) {
-            throw new StoreConflict("The user changed while the login was checked");
-          }
-        }
-        const [row] = await tx<{ id: number }[]>`
-          INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
-          VALUES (${token.tokenHash}, ${token.userId}, ${token.apiKeyId}, ${token.issuedAt},
-            ${token.expiresAt})
-          RETURNING id`;
-        // Keeps the newest maxLiveTokens live tokens of this user and key, revoking the rest.
-        const capped = await tx`UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
-            SELECT id FROM tokens
-            WHERE user_id = ${token.userId} AND api_key_id = ${token.apiKeyId}
-              AND revoked_at IS NULL AND expires_at > ${token.issuedAt}
-            ORDER BY issued_at DESC, id DESC OFFSET ${token.maxLiveTokens})
-          RETURNING id`;
+        // The token's three statements in one round trip (pipelined, in this order): they run one
+        // after another in the transaction; if one fails, the rest fail with it.
         const clear = change.clearLoginFailures ?? [];
-        if (clear.length > 0) {
-          await tx`DELETE FROM login_failures WHERE subject IN ${tx(clear as string[])}`;
+        const [, inserted, capped] = await Promise.all([
+          // One login per key at a time: the cap below then counts what is really live.
+          tx`SELECT id FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`,
+          // Then the user (keys before users, as deleteUser locks them, so the two never
+          // deadlock), with the cutoff as the login read it, or nothing: a change that committed
+          // while the password was checked ends the login (no row inserted); one still to commit
+          // waits for this one, and then moves its cutoff past this token (raiseCutoff).
+          token.userCutoff === undefined
+            ? tx<{ id: number }[]>`
+              INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+              VALUES (${token.tokenHash}, ${token.userId}, ${token.apiKeyId}, ${token.issuedAt},
+                ${token.expiresAt})
+              RETURNING id`
+            : tx<{ id: number }[]>`
+              INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+              SELECT ${token.tokenHash}, id, ${token.apiKeyId}, ${token.issuedAt},
+                ${token.expiresAt}
+              FROM (SELECT id FROM users
+                WHERE id = ${token.userId} AND tokens_valid_from = ${token.userCutoff}
+                  AND disabled = 0
+                FOR SHARE) AS unchanged
+              RETURNING id`,
+          // Keeps the newest maxLiveTokens live tokens of this user and key, revoking the rest
+          // (the token just inserted among them: a statement of its own sees it), and clears
+          // the key's failed-login counter.
+          tx<{ id: number }[]>`${
+            clear.length > 0
+              ? tx`WITH cleared AS (DELETE FROM login_failures WHERE subject IN ${
+                tx(clear as string[])
+              })`
+              : tx``
+          }
+            UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
+              SELECT id FROM tokens
+              WHERE user_id = ${token.userId} AND api_key_id = ${token.apiKeyId}
+                AND revoked_at IS NULL AND expires_at > ${token.issuedAt}
+              ORDER BY issued_at DESC, id DESC OFFSET ${token.maxLiveTokens})
+            RETURNING id`,
+        ]);
+        const [row] = inserted;
+        if (row === undefined) {
+          // Rolled back with the transaction, like anything the cap did meanwhile.
+          throw new StoreConflict("The user changed while the login was checked");
         }
         return { id: row.id, capped: capped.length };
       }, {

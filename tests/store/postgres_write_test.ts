@@ -1,0 +1,146 @@
+/**
+ * The PostgreSQL store's write tail against a real PostgreSQL: one statement that appends the
+ * audit rows and then bumps the grant epoch (and notifies) or relaxes the commit, never both.
+ */
+import assert from "node:assert/strict";
+import type postgres from "postgres";
+import { openPostgresClient } from "../../src/store/postgres/connect.ts";
+import { finishWrite } from "../../src/store/postgres/db.ts";
+import { GRANT_CHANNEL } from "../../src/store/postgres/grant_epoch.ts";
+import { migratePostgres } from "../../src/store/postgres/migrate.ts";
+import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
+import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+
+const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const ignore = cluster === undefined;
+
+/** A migrated database, a client on it and a listener that records the notifications. */
+async function setUp() {
+  const location = parseStoreUrl(await cluster!.createDatabase("write")) as PostgresLocation;
+  const notified: string[] = [];
+  const sql = openPostgresClient(location, { max: 2 });
+  const listener = openPostgresClient(location, {
+    max: 1,
+    onnotify: (channel, payload) => {
+      if (channel === GRANT_CHANNEL) notified.push(payload);
+    },
+  });
+  await migratePostgres(sql);
+  await listener.unsafe(`LISTEN ${GRANT_CHANNEL}`);
+  return {
+    sql,
+    notified,
+    async epoch(): Promise<number> {
+      const [row] = await sql<{ epoch: number }[]>`SELECT epoch FROM grant_epoch WHERE id = 1`;
+      return row.epoch;
+    },
+    /** Runs `finishWrite` in a transaction; resolves to its result and the commit setting. */
+    finish(
+      ...args: Parameters<typeof finishWrite> extends [unknown, ...infer Rest] ? Rest : never
+    ) {
+      return sql.begin(async (tx: postgres.TransactionSql) => {
+        const epoch = await finishWrite(tx, ...args);
+        const [{ setting }] = await tx<{ setting: string }[]>`
+          SELECT current_setting('synchronous_commit') AS setting`;
+        return { epoch, setting };
+      });
+    },
+    async close() {
+      await listener.end({ timeout: 0 });
+      await sql.end({ timeout: 0 });
+    },
+  };
+}
+
+async function waitFor(what: string, done: () => boolean): Promise<void> {
+  const start = performance.now();
+  while (!done()) {
+    if (performance.now() - start > 5000) throw new Error(`Not ${what} within 5 s`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+Deno.test({
+  name: "finishWrite() appends every audit row in order, and relaxes only the commit it is told to",
+  ignore,
+  async fn() {
+    const db = await setUp();
+    try {
+      const before = await db.epoch();
+      const entries = [
+        {
+          at: 1_700_000_000_123,
+          actor: "api_key:7",
+          action: "token.issued",
+          subject: "user:a@example.org",
+          detail: { token_id: 41, client: "192.0.2.7" },
+        },
+        { at: 1_700_000_000_124, actor: "cli:root", action: "user.added", subject: "user:b" },
+      ];
+      const relaxed = await db.finish(entries, { bump: false, notify: true, relax: true });
+      assert.deepEqual(relaxed, { epoch: undefined, setting: "off" });
+      const strict = await db.finish([], { bump: false, notify: true, relax: false });
+      assert.deepEqual(strict, { epoch: undefined, setting: "on" });
+      // Nothing ended a grant: the epoch stood still and nobody was told.
+      assert.equal(await db.epoch(), before);
+      const rows = await db.sql`SELECT at, actor, action, subject, detail FROM audit_log
+        ORDER BY id`;
+      assert.deepEqual(rows.map((row) => ({ ...row })), [
+        { ...entries[0] },
+        { ...entries[1], detail: {} },
+      ]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.deepEqual(db.notified, []);
+    } finally {
+      await db.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "finishWrite() bumps the epoch and notifies it, and never relaxes a grant-ending commit",
+  ignore,
+  async fn() {
+    const db = await setUp();
+    try {
+      const before = await db.epoch();
+      const entry = { at: 5, actor: "cli:root", action: "token.revoked", subject: "token:3" };
+      const bumped = await db.finish([entry], { bump: true, notify: true, relax: true });
+      assert.deepEqual(bumped, { epoch: before + 1, setting: "on" });
+      assert.equal(await db.epoch(), before + 1);
+      await waitFor("notified", () => db.notified.length === 1);
+      assert.deepEqual(db.notified, [String(before + 1)]);
+      // Without notifications (an engine without NOTIFY): bumped, but nobody told.
+      const quiet = await db.finish([], { bump: true, notify: false, relax: false });
+      assert.deepEqual(quiet, { epoch: before + 2, setting: "on" });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.deepEqual(db.notified, [String(before + 1)]);
+      const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM audit_log`;
+      assert.equal(n, 1);
+    } finally {
+      await db.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "finishWrite() without a grant_epoch row fails the bump, and the transaction with it",
+  ignore,
+  async fn() {
+    const db = await setUp();
+    try {
+      await db.sql`DELETE FROM grant_epoch`;
+      const entry = { at: 5, actor: "cli:root", action: "token.revoked", subject: "token:3" };
+      await assert.rejects(
+        db.finish([entry], { bump: true, notify: true, relax: false }),
+        /grant_epoch row is missing/,
+      );
+      const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM audit_log`;
+      assert.equal(n, 0);
+    } finally {
+      await db.close();
+    }
+  },
+});
+
+Deno.test({ name: "[pg] stop the cluster", ignore, fn: () => cluster!.stop() });
