@@ -59,6 +59,7 @@ try {
     `${data}/postgresql.auto.conf`,
     // pg_stat_statements, and the bench's settings (scripts/bench/postgres.ts).
     "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = 'all'\n" +
+      "pg_stat_statements.track_planning = on\n" +
       "fsync = on\nfull_page_writes = on\nshared_buffers = '256MB'\n",
     { append: true },
   );
@@ -117,8 +118,11 @@ try {
     used.set(name, (used.get(name) ?? 0) + spent);
   }
   const cpu = [...used.values()].reduce((sum, n) => sum + n, 0);
-  const rows = await admin<{ query: string; calls: number; ms: number }[]>`
-    SELECT query, calls::int, total_exec_time AS ms FROM pg_stat_statements
+  const rows = await admin<
+    { query: string; calls: number; ms: number; plan_ms: number; plans: number }[]
+  >`
+    SELECT query, calls::int, total_exec_time AS ms, total_plan_time AS plan_ms, plans::int
+    FROM pg_stat_statements
     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
       AND query NOT LIKE '%pg_stat_statements%'
     ORDER BY calls DESC, total_exec_time DESC`;
@@ -137,7 +141,10 @@ try {
   );
   for (const row of rows) {
     const text = row.query.replace(/\s+/g, " ").slice(0, 110);
-    console.log(`  ${per(row.calls)}/login ${per(row.ms)} ms  ${text}`);
+    console.log(
+      `  ${per(row.calls)}/login ${per(row.ms)} ms (${per(row.plans)} plans, ` +
+        `${per(row.plan_ms)} ms)  ${text}`,
+    );
   }
   await admin.end();
   await store.closeStore();
