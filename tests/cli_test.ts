@@ -247,8 +247,26 @@ Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole ke
     assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 2);
     assertFails(
       await cli(db.path, ["key", "revoke", "abc"]),
-      1,
+      2,
       'keygate admin: Key prefix "abc" is too short: give at least 4 characters or the id',
+    );
+    assertFails(
+      await cli(db.path, ["key", "disable", "a…"]),
+      2,
+      'keygate admin: Key prefix "a…" is too short: give at least 4 characters or the id',
+    );
+    for (const reference of ["zz!x", "key-1", "12 34"]) {
+      assertFails(
+        await cli(db.path, ["key", "revoke", reference]),
+        2,
+        `keygate admin: Invalid KEY "${reference}": expected a key id, a key prefix ` +
+          "(at least 4 of 0-9, a-f and -) or a whole key",
+      );
+    }
+    assertFails(
+      await cli(db.path, ["key", "revoke", "123"]),
+      1,
+      /^keygate admin: No API key "123": expected a key id/,
     );
     assertFails(
       await cli(db.path, ["key", "revoke", "ffffffff"]),
