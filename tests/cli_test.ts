@@ -442,3 +442,78 @@ Deno.test("[cli] db backup and db restore bring the database back; restore refus
     db.cleanup();
   }
 });
+
+Deno.test("[cli] control characters: refused in new labels and e-mails (exit 2), escaped when stored rows are printed", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "k@b.org");
+    assertFails(
+      await cli(db.path, ["key", "create", "k@b.org", "--label", "red\x1b[31m"]),
+      2,
+      "keygate admin: Invalid label: control characters (such as escape or newline) are not allowed",
+    );
+    assertFails(
+      await cli(db.path, ["user", "add", "x\x9b@b.org"], "a good password\n"),
+      2,
+      String
+        .raw`keygate admin: Invalid e-mail "x\u009b@b.org": expected an address of 3 to 254 characters`,
+    );
+    assertFails(
+      await cli(db.path, ["user", "rename", "k@b.org", "k\x07@b.org"]),
+      2,
+      String
+        .raw`keygate admin: Invalid e-mail "k\u0007@b.org": expected an address of 3 to 254 characters`,
+    );
+    assert.deepEqual(
+      await withStore(db.path, async (s) => [
+        (await s.listApiKeys()).length,
+        (await s.listUsers()).map((u) => u.email),
+      ]),
+      [0, ["k@b.org"]],
+    );
+
+    // Rows stored before such characters were refused.
+    const email = "old\x1b]0;x\x07\x9b@b.org";
+    const label = "red\x1b[31m\nfake line\x9b2J\x7f";
+    const store = openSqliteStore(db.path);
+    const user = await store.insertUser(
+      { email, passwordHash: "x", tokenTimeoutSeconds: null },
+      { now: 0, audit: undefined },
+    );
+    await store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret("abcd1111-0000-4000-8000-000000000001"),
+      prefix: "abcd1111",
+      label,
+      expiresAt: null,
+      introspect: false,
+    }, { now: 0, audit: undefined });
+    await store.closeStore();
+    // deno-lint-ignore no-control-regex
+    const raw = /[\x00-\x09\x0b-\x1f\x7f-\x9f]/;
+    const table = await cli(db.path, ["key", "list"]);
+    assert.equal(table.code, 0, table.err);
+    assert.doesNotMatch(table.out, raw);
+    assert.equal(table.out.split("\n").length, 3, "a header, one row, no fake line");
+    assert.ok(table.out.includes(String.raw`red\u001b[31m\u000afake line\u009b2J\u007f`));
+    assert.ok(table.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
+    const json = await cli(db.path, ["key", "list", "--json"]);
+    assert.equal(json.code, 0, json.err);
+    assert.doesNotMatch(json.out, raw);
+    assert.deepEqual(
+      JSON.parse(json.out).map((k: { email: string; label: string }) => [k.email, k.label]),
+      [[email, label]],
+    );
+    const users = await cli(db.path, ["user", "list"]);
+    assert.doesNotMatch(users.out, raw);
+    assert.ok(users.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
+    const disabled = await cli(db.path, ["user", "disable", email]);
+    assert.equal(disabled.code, 0, disabled.err);
+    assert.equal(
+      disabled.out,
+      String.raw`Disabled old\u001b]0;x\u0007\u009b@b.org; 0 live token(s) revoked` + "\n",
+    );
+  } finally {
+    db.cleanup();
+  }
+});
