@@ -8,7 +8,7 @@ import { hashSecret } from "../src/auth/credentials.ts";
 import { VERSION } from "../src/config/version.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import type { Store } from "../src/store/store.ts";
-import { tempDbPath } from "./_helpers.ts";
+import { querySqlAt, tempDbPath } from "./_helpers.ts";
 
 const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-ffi", "--allow-sys"];
 
@@ -513,6 +513,35 @@ Deno.test("[cli] control characters: refused in new labels and e-mails (exit 2),
       disabled.out,
       String.raw`Disabled old\u001b]0;x\u0007\u009b@b.org; 0 live token(s) revoked` + "\n",
     );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] token list shows an expiry beyond a Date's range as the latest Date", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "far@b.org");
+    const store = openSqliteStore(db.path);
+    const user = (await store.findUserByEmail("far@b.org"))!;
+    const key = await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
+      { now: 0, audit: undefined },
+    );
+    await store.insertToken({
+      tokenHash: hashSecret("t"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: Date.now(),
+      expiresAt: Date.now() + 3_600_000,
+      maxLiveTokens: 10,
+    }, { audit: undefined });
+    await store.closeStore();
+    await querySqlAt(db.path, "UPDATE tokens SET expires_at = 9000000000000000000");
+    const listed = await cli(db.path, ["token", "list", "far@b.org", "--json"]);
+    assert.equal(listed.code, 0, listed.err);
+    const [row] = JSON.parse(listed.out);
+    assert.deepEqual([row.expires_at, row.status], ["+275760-09-13T00:00:00.000Z", "live"]);
   } finally {
     db.cleanup();
   }

@@ -7,7 +7,7 @@
  */
 import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toUser } from "../rows.ts";
+import { type Row, toTokenRow, toUser } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
 
 type AdminViewMethods = Pick<
@@ -102,14 +102,7 @@ export function createAdminViewMethods(db: PgContext): AdminViewMethods {
             ${query.liveOnly ? sql`AND ${tokenValid(sql, now)} AND t.expires_at > ${now}` : sql``}
           ORDER BY t.id DESC LIMIT ${query.limit}`
       );
-      return rows.map((row): TokenListing => ({
-        id: row.id as number,
-        apiKeyId: row.api_key_id as number,
-        issuedAt: row.issued_at as number,
-        expiresAt: row.expires_at as number,
-        revokedAt: row.revoked_at as number | null,
-        live: row.live === true,
-      }));
+      return rows.map((row): TokenListing => ({ ...toTokenRow(row), live: row.live === true }));
     },
 
     async searchAudit(query) {

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { MAX_TIME_MS } from "../../platform/clock.ts";
 
 /**
  * The one rule for "key `k` of user `u` is usable at `:now`": not revoked,
@@ -22,6 +23,12 @@ export const KEY_USABLE = `k.revoked_at IS NULL AND k.disabled_at IS NULL
  */
 export const TOKEN_VALID = `t.revoked_at IS NULL AND t.issued_at >= u.tokens_valid_from
   AND ${KEY_USABLE}`;
+
+/**
+ * Token `t`'s expiry as read: at most the latest time a `Date` holds, because
+ * the driver cannot even read an integer beyond 2^53 (see `toExpiry`, rows.ts).
+ */
+export const TOKEN_EXPIRES_AT = `min(t.expires_at, ${MAX_TIME_MS})`;
 
 /** {@link TOKEN_VALID} and not expired at `:now`: a live token. */
 export const TOKEN_LIVE = `${TOKEN_VALID} AND t.expires_at > :now`;
