@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { toCanonicalEmail } from "./credentials.ts";
+import { toCanonicalEmail } from "../store/canonical_emails.ts";
 
 /** Longest e-mail address accepted (RFC 5321's path limit). */
 export const MAX_EMAIL_LENGTH = 254;

@@ -157,14 +157,18 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       actor: toCliActor(io.env),
       noteChange: (entry) => log({ action: entry.action, subject: entry.subject, ...entry.detail }),
     });
-    if (command.database !== "path") store = await openStore(openAt);
+    // A migration's warning (rows it left as they were) is one line, before the command's output.
+    const openOptions = {
+      onMigrationWarning: (line: string) => io.stderr(`keygate admin: warning: ${line}`),
+    };
+    if (command.database !== "path") store = await openStore(openAt, openOptions);
     const context: CommandContext = {
       get store() {
         if (store === undefined) throw new Error("The store is not open yet");
         return store;
       },
       async openStore() {
-        store ??= await openStore(openAt);
+        store ??= await openStore(openAt, openOptions);
         return store;
       },
       get changes() {

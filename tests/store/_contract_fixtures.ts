@@ -80,3 +80,19 @@ export const ENDED: [string, string, number][] = [
   ["token revoked", `UPDATE tokens SET revoked_at = ${T0 + 10}`, T0 + 10],
   ["token expiry", "UPDATE users SET disabled = 0", T0 + HOUR],
 ];
+
+/**
+ * E-mails as a keygate from before NFC normalisation may have stored them
+ * (lower case in every locale, so both backends' CHECK accepts them), and
+ * what the canonical_emails migration makes of each: the new e-mail, or
+ * `undefined` when the row is left alone (its canonical form is another
+ * user's, or the canonical form of two rows).
+ */
+export const PRE_NFC_EMAILS: [string, string | undefined][] = [
+  ["e\u0301mile@b.org", "\u00e9mile@b.org"],
+  ["caf\u00e9@b.org", undefined], // canonical already
+  ["cafe\u0301@b.org", undefined], // would collide with the row above
+  ["e\u0323\u0302x@b.org", undefined], // these two would both become "\u1ec7x@b.org"
+  ["e\u0302\u0323x@b.org", undefined],
+  ["plain@b.org", undefined],
+];

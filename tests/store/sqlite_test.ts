@@ -4,10 +4,13 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
+import { normalizeEmail } from "../../src/auth/account_rules.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import { describeSkippedEmails } from "../../src/store/canonical_emails.ts";
 import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { openTempStore, tempDbPath } from "../_helpers.ts";
+import { PRE_NFC_EMAILS } from "./_contract_fixtures.ts";
 import { runStoreContract } from "./contract.ts";
 
 runStoreContract({
@@ -141,6 +144,42 @@ Deno.test("migration 3 upgrades a version-1 database and keeps its rows working"
     );
     assert.deepEqual(await store.listAudit(), []);
     await store.closeStore();
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("migration 6 stores older e-mails in NFC, leaves colliding ones and warns once, naming no address", async () => {
+  const db = tempDbPath();
+  try {
+    const raw = new DatabaseSync(db.path);
+    migrate(raw, MIGRATIONS.filter((m) => m.version <= 5));
+    // SQLite's lower() knows only ASCII: an upper-case "É" could be stored too.
+    const rows: [string, string | undefined][] = [...PRE_NFC_EMAILS, [
+      "\u00c9ve@b.org",
+      "\u00e9ve@b.org",
+    ]];
+    const insert = raw.prepare(
+      "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?, 'x', 1, 1)",
+    );
+    for (const [email] of rows) insert.run(email);
+    raw.close();
+    const warnings: string[] = [];
+    const store = openSqliteStore(db.path, { onMigrationWarning: (line) => warnings.push(line) });
+    try {
+      assert.deepEqual(warnings, [describeSkippedEmails(3)]);
+      assert.doesNotMatch(warnings[0], /@b\.org/);
+      const emails = (await store.listUsers()).sort((a, b) => a.id - b.id).map((u) => u.email);
+      assert.deepEqual(emails, rows.map(([email, migrated]) => migrated ?? email));
+      // A login looks the address up in its canonical form, however it is typed.
+      assert.equal((await store.findUserByEmail(normalizeEmail("E\u0301mile@B.org")))?.id, 1);
+      assert.deepEqual(await store.listAudit(), []);
+    } finally {
+      await store.closeStore();
+    }
+    const again: string[] = [];
+    await openSqliteStore(db.path, { onMigrationWarning: (line) => again.push(line) }).closeStore();
+    assert.deepEqual(again, [], "the migration runs once");
   } finally {
     db.cleanup();
   }
