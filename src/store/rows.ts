@@ -1,11 +1,20 @@
 /**
  * Stored rows (snake_case, flags as 0/1: both backends name and type their columns alike) to the
- * store's row types (camelCase). Used by every backend, inside src/store/ only.
+ * store's row types (camelCase). Used by every backend, inside src/store/ only. Not the audit
+ * row: its detail is JSON text on SQLite and jsonb on PostgreSQL, so each backend maps its own.
  *
  * @module
  */
 import { MAX_TIME_MS } from "../platform/clock.ts";
-import type { ApiKey, LoginFailures, TokenRow, TokenStatus, User } from "./store.ts";
+import type {
+  ApiKey,
+  LoginFailures,
+  Operator,
+  OperatorRole,
+  TokenRow,
+  TokenStatus,
+  User,
+} from "./store.ts";
 
 /** A row as a driver returns it. */
 export type Row = Record<string, unknown>;
@@ -86,5 +95,16 @@ export function toLoginFailures(row: Row): LoginFailures {
     lastFailureAt: row.last_failure_at as number,
     blockedUntil: row.blocked_until as number,
     forgetAt: row.forget_at as number,
+  };
+}
+
+export function toOperator(row: Row): Operator {
+  return {
+    id: row.id as number,
+    name: row.name as string,
+    role: row.role as OperatorRole,
+    prefix: row.prefix as string,
+    createdAt: row.created_at as number,
+    revokedAt: row.revoked_at as number | null,
   };
 }

@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
+import type { AuditRecord, Store, TokenListing } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toTokenRow, toUser } from "../rows.ts";
+import { type Row, toOperator, toTokenRow, toUser } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
 
 type AdminViewMethods = Pick<
@@ -20,17 +20,6 @@ type AdminViewMethods = Pick<
   | "searchTokensOfUser"
   | "searchAudit"
 >;
-
-function toOperator(row: Row): Operator {
-  return {
-    id: row.id as number,
-    name: row.name as string,
-    role: row.role as OperatorRole,
-    prefix: row.prefix as string,
-    createdAt: row.created_at as number,
-    revokedAt: row.revoked_at as number | null,
-  };
-}
 
 function toAuditRecord(row: Row): AuditRecord {
   return {

@@ -4,10 +4,10 @@
  *
  * @module
  */
-import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
+import type { AuditRecord, Store, TokenListing } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { TOKEN_EXPIRES_AT, TOKEN_LIVE } from "./rules.ts";
-import { toTokenRow, toUser } from "../rows.ts";
+import { toOperator, toTokenRow, toUser } from "../rows.ts";
 
 /** The operator and admin-view methods of the store. */
 export type AdminViewStore = Pick<
@@ -20,17 +20,6 @@ export type AdminViewStore = Pick<
   | "searchTokensOfUser"
   | "searchAudit"
 >;
-
-function toOperator(row: Row): Operator {
-  return {
-    id: row.id as number,
-    name: row.name as string,
-    role: row.role as OperatorRole,
-    prefix: row.prefix as string,
-    createdAt: row.created_at as number,
-    revokedAt: row.revoked_at as number | null,
-  };
-}
 
 function toAuditRecord(row: Row): AuditRecord {
   return {
