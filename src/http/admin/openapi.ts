@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { AUDIT_ACTIONS } from "../../auth/audit.ts";
 
 type Schema = Record<string, unknown>;
 
@@ -394,7 +395,10 @@ export const ADMIN_OPENAPI = {
         ok: ["200", "AuditPage"],
         params: [
           query("actor", "Exact actor, such as operator:ann or cli:root"),
-          query("action", "Exact action, such as key.created"),
+          query("action", "Exact action, such as key.created", {
+            type: "string",
+            enum: [...AUDIT_ACTIONS],
+          }),
           query("subject", "Exact subject, such as user:a@example.org or api_key:3"),
           query("from", "Entries at or after this time", time),
           query("to", "Entries before this time", time),
