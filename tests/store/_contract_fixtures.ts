@@ -3,7 +3,10 @@
  *
  * @module
  */
+import assert from "node:assert/strict";
+import { normalizeEmail } from "../../src/auth/account_rules.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import { describeSkippedEmails, toCanonicalEmail } from "../../src/store/canonical_emails.ts";
 import type { AuditEntry, Store } from "../../src/store/store.ts";
 
 /** A fresh, empty store of the backend under test. */
@@ -96,3 +99,34 @@ export const PRE_NFC_EMAILS: [string, string | undefined][] = [
   ["e\u0302\u0323x@b.org", undefined],
   ["plain@b.org", undefined],
 ];
+
+/**
+ * Opens (with `open`) a store whose users were written as `rows` say before
+ * the canonical_emails migration, and checks what the migration did: each
+ * row's e-mail, one warning naming no address, no audit entry, a login's
+ * lookup found; then opens it again, which warns no more.
+ */
+export async function assertCanonicalEmailsMigrated(
+  open: (onMigrationWarning: (line: string) => void) => Promise<Store>,
+  rows: readonly [string, string | undefined][],
+): Promise<void> {
+  const skipped =
+    rows.filter(([email, migrated]) => migrated === undefined && toCanonicalEmail(email) !== email)
+      .length;
+  const warnings: string[] = [];
+  const store = await open((line) => warnings.push(line));
+  try {
+    assert.deepEqual(warnings, [describeSkippedEmails(skipped)]);
+    assert.doesNotMatch(warnings[0], /@b\.org/);
+    const emails = (await store.listUsers()).sort((a, b) => a.id - b.id).map((u) => u.email);
+    assert.deepEqual(emails, rows.map(([email, migrated]) => migrated ?? email));
+    // A login looks the address up in its canonical form, however it is typed.
+    assert.equal((await store.findUserByEmail(normalizeEmail("E\u0301mile@B.org")))?.id, 1);
+    assert.deepEqual(await store.listAudit(), []);
+  } finally {
+    await store.closeStore();
+  }
+  const again: string[] = [];
+  await (await open((line) => again.push(line))).closeStore();
+  assert.deepEqual(again, [], "the migration runs once");
+}
