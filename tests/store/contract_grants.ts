@@ -221,12 +221,17 @@ export function registerGrantTests(test: ContractTest): void {
       assert.deepEqual(listed.map((t) => [t.id, t.expiresAt, t.live]), [[tokenId, MAX, true]]);
       assert.equal(await store.countLiveTokens(T0), 1);
     }
-    // A key's expiry past a Date caps its tokens at the latest Date too.
-    await execSql(`UPDATE api_keys SET expires_at = 8700000000000000 WHERE id = ${key.id}`);
-    assert.equal((await store.findApiKeyById(key.id))?.expiresAt, MAX);
-    assert.equal((await store.listApiKeys(user.id))[0].expiresAt, MAX);
-    const grant = await grantOf(store, "t1", "k1", T0);
-    assert.deepEqual([grant?.expiresAt, grant?.keyExpiresAt], [MAX, MAX]);
+    // A key's expiry past a Date (or 2^53) caps its tokens at the latest Date too.
+    for (const stored of ["8700000000000000", "9000000000000000000"]) {
+      await execSql(`UPDATE api_keys SET expires_at = ${stored} WHERE id = ${key.id}`);
+      assert.equal((await store.findApiKeyById(key.id))?.expiresAt, MAX, stored);
+      assert.equal((await store.findApiKeyByHash(hashSecret("k1")))?.expiresAt, MAX);
+      assert.equal((await store.listApiKeys(user.id))[0].expiresAt, MAX);
+      assert.equal((await store.listApiKeys())[0].expiresAt, MAX);
+      assert.equal((await store.findKeyHolder(hashSecret("k1"), T0))?.apiKeyId, key.id);
+      const grant = await grantOf(store, "t1", "k1", T0);
+      assert.deepEqual([grant?.expiresAt, grant?.keyExpiresAt], [MAX, MAX]);
+    }
   });
 
   test("findKeyHolder() finds a usable key of an enabled user only", async ({ store }) => {
