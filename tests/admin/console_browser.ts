@@ -325,14 +325,15 @@ Deno.test({
 
       await t.step("filter the audit log by action", async () => {
         await page.getByRole("link", { name: "Audit log" }).click();
-        // The filter lists the server's actions (src/auth/audit.ts, through its OpenAPI document).
+        await page.getByLabel("Action").selectOption("key.rotated");
+        // selectOption waited for the page; its list is the server's actions (src/auth/audit.ts,
+        // through the OpenAPI document).
         assert.deepEqual(
           await page.getByLabel("Action").locator("option").evaluateAll((options) =>
             options.map((option) => (option as unknown as { value: string }).value)
           ),
           ["", ...AUDIT_ACTIONS],
         );
-        await page.getByLabel("Action").selectOption("key.rotated");
         await page.getByRole("button", { name: "Filter" }).click();
         await page.waitForURL(/action=key.rotated/);
         const rows = page.locator("tbody tr");
