@@ -20,7 +20,7 @@ import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
 import { redactUrl } from "../platform/logger.ts";
 import { createMetrics } from "../platform/metrics.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
-import { parseRequestPath, splitRequestTarget } from "./paths.ts";
+import { createPathParser, splitRequestTarget } from "./paths.ts";
 import { CONTENT_TYPES } from "./respond.ts";
 import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./routes/secure.ts";
 import { createTokenRouter, TOKENS_PATH } from "./routes/tokens.ts";
@@ -140,7 +140,7 @@ export function createHandler(deps: AppDeps): Handler {
   const isTrustedProxy = createAddressMatcher(proxy?.trustedProxies ?? []);
   const corsOrigins = deps.corsOrigins ?? ["*"];
   const corsMethods = deps.upstream || deps.secureRoutes ? CORS_METHODS_ALL : CORS_METHODS;
-  const pathOptions = { allowUnicode: deps.unicodePaths ?? false };
+  const readPath = createPathParser({ allowUnicode: deps.unicodePaths ?? false });
   const listenerScheme = deps.scheme ?? "https";
   const bootId = crypto.randomUUID().slice(0, 8);
   let requestCount = 0;
@@ -258,7 +258,7 @@ export function createHandler(deps: AppDeps): Handler {
     let response: Response;
     try {
       context.url = toRequestUrl(request, listenerScheme, rawPath, search);
-      const target = parseRequestPath(rawPath, pathOptions);
+      const target = readPath(rawPath);
       context.target = target;
       routeLabel = toRouteLabel(target.path, target.secure);
       const format = target.format ?? accepted;

@@ -26,7 +26,7 @@ export interface RequestContext {
    */
   url: URL;
   /** The canonical path, once read (`paths.ts`). */
-  target?: RequestPath;
+  target?: Readonly<RequestPath>;
   /** The negotiated response format. */
   format: Format;
   /** The client's address, for throttling and logs. */
