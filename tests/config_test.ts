@@ -18,6 +18,8 @@ Deno.test("readConfig() uses the documented defaults", () => {
     port: 8443,
     dbPath: "db/keygate.sqlite3",
     storeStalenessSeconds: 2,
+    storeListen: true,
+    grantCacheSize: 100_000,
     defaultTimeoutSeconds: 36000,
     corsOrigins: ["*"],
     logLevel: "info",
@@ -112,6 +114,7 @@ Deno.test("parseBoolean() takes on/off/true/false/1/0 in any case and nothing el
 Deno.test("readConfig() reads every boolean setting the same way: bare, words, env", () => {
   const booleans = SETTINGS.filter(isBooleanSetting);
   assert.deepEqual(booleans.map((s) => s.flag), [
+    "store-listen",
     "hide-credentials",
     "metrics",
     "admin",
@@ -299,4 +302,23 @@ Deno.test("readConfig() reads --store and KEYGATE_STORE; --db and --store togeth
   }
   assert.throws(() => readConfig(["--store-staleness", "0s"], {}), ConfigError);
   assert.ok(!formatHelp().includes("hunter2"));
+});
+
+Deno.test("readConfig() reads --store-listen and --grant-cache-size, 0 meaning no cache", () => {
+  assert.equal(read(["--store-listen", "off"]).storeListen, false);
+  assert.equal(read(["--store-listen"]).storeListen, true);
+  assert.equal(read([], { KEYGATE_STORE_LISTEN: "off" }).storeListen, false);
+  assert.throws(() => readConfig(["--store-listen", "sometimes"], {}), ConfigError);
+  assert.equal(read(["--grant-cache-size", "0"]).grantCacheSize, 0);
+  assert.equal(read([], { KEYGATE_GRANT_CACHE_SIZE: "2500" }).grantCacheSize, 2500);
+  for (const bad of ["-1", "1e5", "lots", "10000001", ""]) {
+    assert.throws(
+      () => readConfig(["--grant-cache-size", bad], {}),
+      (error: Error) =>
+        error instanceof ConfigError && /0 \(no cache\) to 10000000/.test(error.message),
+      bad,
+    );
+  }
+  assert.match(formatHelp(), /--store-listen \[on\|off\]/);
+  assert.match(formatHelp(), /--grant-cache-size N/);
 });

@@ -146,6 +146,20 @@ Deno.test("createGrantCache() starts afresh when full", async () => {
   assert.equal(spy.lookups(), 3);
 });
 
+Deno.test("createGrantCache() of size 0 keeps nothing: every lookup reads the store", async () => {
+  using db = openTempStore();
+  const { store } = db;
+  await seed(store);
+  const spy = counting(store);
+  const find = createGrantCache(spy.store, 0);
+  for (let i = 0; i < 3; i++) {
+    const found = find(KEY, TOKEN, 2000);
+    assert.ok(found instanceof Promise, "never answered from memory");
+    assert.equal((await found)?.email, "a@b.org");
+  }
+  assert.equal(spy.lookups(), 3);
+});
+
 Deno.test("createGrantCache() caches on one store each see a change made through the store", async () => {
   using db = openTempStore();
   const { store } = db;

@@ -186,6 +186,82 @@ Deno.test({
 
 Deno.test({
   name:
+    "[pg e2e] --store-listen off: no listener, no notification; the other process sees a revocation through the poll",
+  ignore,
+  sanitizeResources: false, // the servers' pipes close after their exit, at the end of the test
+  async fn() {
+    const url = await cluster!.createDatabase("nolisten");
+    const apiKey = await addUserWithKey(url, "q@example.org", PASSWORD);
+    const args = ["--behind-proxy", "on", "--metrics", "on", "--metrics-port", "0"];
+    const [one, two] = await Promise.all([
+      startServerProcess(url, [...args, "--store-listen", "off"]),
+      startServerProcess(url, [...args, "--store-listen", "off"]),
+    ]);
+    try {
+      const proxied = { "x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.8" };
+      const login = await fetch(`${one.origin}/api/userservice/tokens`, {
+        method: "POST",
+        headers: { ...proxied, "content-type": "application/json", accept: "application/json" },
+        body: jsonAuthRequest("q@example.org", PASSWORD, apiKey),
+      });
+      assert.equal(login.status, 200);
+      const token = (await login.json()).auth_response.access_token;
+      const current = `${CURRENT}?api_key=${apiKey}&api_token=${token}`;
+      for (let i = 0; i < 2; i++) { // the second answer comes from two's cache
+        const onTwo = await fetch(`${two.origin}${current}`, {
+          headers: { ...proxied, accept: "application/json" },
+        });
+        assert.equal(onTwo.status, 200);
+        assert.equal((await onTwo.json()).token_info.email, "q@example.org");
+      }
+      const { default: postgres } = await import("postgres");
+      const admin = postgres(url, { max: 1, onnotice: () => {} });
+      try {
+        const names = await admin`SELECT application_name FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name LIKE 'keygate%'`;
+        assert.ok(names.length >= 2, "both processes are connected");
+        assert.deepEqual(
+          names.filter((row) => row.application_name.endsWith("-listener")),
+          [],
+          "no LISTEN connection",
+        );
+      } finally {
+        await admin.end();
+      }
+      const revoked = await fetch(`${one.origin}${current}`, {
+        method: "DELETE",
+        headers: proxied,
+      });
+      assert.equal(revoked.status, 204);
+      await revoked.body?.cancel();
+      // The poll runs every 500 ms: within that plus a round trip, never through a notification.
+      const tookMs = await waitForStatus(
+        "refused by the other process",
+        () => fetch(`${two.origin}${current}`, { headers: proxied }),
+        401,
+        1500,
+      );
+      assert.ok(tookMs <= 1500, `took ${tookMs} ms`);
+      const metrics = await (await fetch(two.metricsUrl!)).text();
+      const sample = (name: string) =>
+        Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);
+      assert.equal(sample("keygate_store_notifications_total"), 0, metrics);
+      assert.equal(sample("keygate_store_listener_up"), 0);
+    } finally {
+      const statuses = await Promise.all([one.stop(), two.stop()]);
+      assert.deepEqual(statuses.map((status) => status.code), [0, 0]);
+    }
+    for (const server of [one, two]) {
+      assert.ok(
+        !server.lines.some((line) => /"level":"(error|warn)"/.test(line)),
+        server.lines.join("\n"),
+      );
+    }
+  },
+});
+
+Deno.test({
+  name:
     "[pg e2e] failed logins alternating between A and B are throttled at the one-instance threshold",
   ignore,
   async fn() {

@@ -22,6 +22,8 @@ export interface Measured extends WrkResult {
   cpuUsPerRequest: number;
   /** Server CPU time over wall time: how many cores the server kept busy. */
   serverCores: number;
+  /** A separate database server's CPU time per request, in µs (PostgreSQL's processes). */
+  dbCpuUsPerRequest?: number;
 }
 
 const pct = (share: number) => `${Math.round(share * 100)}%`;
@@ -82,6 +84,10 @@ export function formatRows(rows: Row[], extraHeaders: string[] = []): string {
       `- ${r.scenario}; ${r.server}; ${r.load}: **${fixed(result.rps, 0)} req/s**`,
       `  - latency: p50 ${fixed(result.p50, 2)} ms, p99 ${fixed(result.p99, 2)} ms`,
       `  - server: ${server.join(", ")}`,
+      ...(result.dbCpuUsPerRequest === undefined ? [] : [
+        `  - database: ${fixed(result.dbCpuUsPerRequest, 1)} µs CPU per request; keygate and ` +
+        `database together ${fixed(result.cpuUsPerRequest + result.dbCpuUsPerRequest, 1)} µs`,
+      ]),
       `  - wrk: ${pct(result.generatorShare)} of its core${
         result.errors > 0 ? `; ${result.errors} errors` : ""
       }`,

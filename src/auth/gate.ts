@@ -39,6 +39,8 @@ export interface GateDeps {
   metrics?: Pick<Metrics, "secureRequest">;
   /** Where each successful authentication is noted as a use of its key (last use). */
   keyUsage?: Pick<KeyUsageRecorder, "record">;
+  /** Entries per cache (`--grant-cache-size`); 0: none, every lookup reads the store. */
+  grantCacheSize?: number;
 }
 
 /** What the gate is asked about: the URL to judge and who asks (for the key's last use). */
@@ -87,8 +89,8 @@ export function toIdentityHeaders(identity: Identity): [string, string][] {
 /** Creates the gate over a store and a clock. */
 export function createGate(deps: GateDeps) {
   const { store, clock, metrics, keyUsage } = deps;
-  const findGrant = createGrantCache(store);
-  const findKeyHolder = createKeyHolderCache(store);
+  const findGrant = createGrantCache(store, deps.grantCacheSize);
+  const findKeyHolder = createKeyHolderCache(store, deps.grantCacheSize);
 
   function deny(code: "invalid_token" | "token_expired", message: string): AuthError {
     metrics?.secureRequest("denied", code);

@@ -20,7 +20,10 @@
 import { hashSecret } from "./credentials.ts";
 import type { GrantEpoch, KeyHolder, Store, TokenGrant, TokenStatus } from "../store/store.ts";
 
-/** Cached grants before the cache starts afresh. */
+/**
+ * Cached grants before the cache starts afresh (`--grant-cache-size`'s default); 0 turns the
+ * caches off, and every lookup goes to the store.
+ */
 export const MAX_CACHED_GRANTS = 100_000;
 
 /**
@@ -61,6 +64,7 @@ function createExactCache<I, V>(
     // Cache only what was read while the epoch stood still: a change committed meanwhile
     // may have ended it, and the next lookup will see the epoch move.
     if (epoch === undefined || store.readGrantEpoch() !== epoch) return found;
+    if (options.maxEntries <= 0) return found; // the cache is off
     if (entries.size >= options.maxEntries) entries.clear();
     entries.set(key, found);
     return found;

@@ -146,3 +146,17 @@ export function parseWorkers(text: string): number {
   }
   return n;
 }
+
+/** Most entries `--grant-cache-size` accepts (each costs a few hundred bytes). */
+export const MAX_GRANT_CACHE_SIZE = 10_000_000;
+
+/** `--grant-cache-size`: a whole number from 0 (no cache) to {@link MAX_GRANT_CACHE_SIZE}. */
+export function parseCacheSize(text: string): number {
+  const n = /^\d{1,8}$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!(n >= 0 && n <= MAX_GRANT_CACHE_SIZE)) {
+    throw new SyntaxError(
+      `expected a whole number from 0 (no cache) to ${MAX_GRANT_CACHE_SIZE}`,
+    );
+  }
+  return n;
+}

@@ -11,6 +11,7 @@ import type { ForwardAuthHeader } from "../http/context.ts";
 import type { LogLevel } from "../platform/logger.ts";
 import {
   parseBoolean,
+  parseCacheSize,
   parseCidrList,
   parseDurationSetting,
   parseForwardAuthHeader,
@@ -35,6 +36,13 @@ export interface Config {
   store?: string;
   /** PostgreSQL: how long an unconfirmed grant epoch may serve secure requests from memory. */
   storeStalenessSeconds: number;
+  /**
+   * PostgreSQL: LISTEN for revocations (on), or learn of them only by polling the grant epoch
+   * every 500 ms (off: for engines without LISTEN/NOTIFY, such as CockroachDB).
+   */
+  storeListen: boolean;
+  /** Entries in each in-memory cache of validated grants; 0 turns the caches off. */
+  grantCacheSize: number;
   /** PEM files; both set or both undefined (then a self-signed pair is used). */
   certFile?: string;
   keyFile?: string;
@@ -148,6 +156,26 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseDurationSetting,
     placeholder: "DURATION",
     description: "PostgreSQL: secure requests get 503 once revocations are unconfirmed this long",
+  }),
+  setting({
+    key: "storeListen",
+    flag: "store-listen",
+    env: "KEYGATE_STORE_LISTEN",
+    default: "on",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "PostgreSQL: LISTEN for revocations (off: poll every 500 ms only, " +
+      "for engines without LISTEN/NOTIFY such as CockroachDB)",
+  }),
+  setting({
+    key: "grantCacheSize",
+    flag: "grant-cache-size",
+    env: "KEYGATE_GRANT_CACHE_SIZE",
+    default: "100000",
+    parse: parseCacheSize,
+    placeholder: "N",
+    description:
+      "Validated grants kept in memory per cache; 0: none, every request reads the store",
   }),
   setting({
     key: "certFile",

@@ -101,6 +101,11 @@ export interface AppDeps {
    * families may be present.
    */
   forwardAuthHeader?: ForwardAuthHeader;
+  /**
+   * Entries in each cache of validated grants, key holders and token statuses
+   * (`--grant-cache-size`). Default 100,000; 0 turns them off.
+   */
+  grantCacheSize?: number;
   /** Set in proxy mode: plain HTTP behind a TLS-terminating proxy. */
   proxy?: ProxyOptions;
 }

@@ -100,6 +100,7 @@ export function startListener(deps: ListenerDeps): Listener {
     scheme: tls === undefined ? "http" : "https",
     unicodePaths: config.unicodePaths,
     forwardAuthHeader: config.forwardAuthHeader,
+    grantCacheSize: config.grantCacheSize,
   });
   let bound!: (address: Bound) => void;
   const listening = new Promise<Bound>((resolve) => bound = resolve);

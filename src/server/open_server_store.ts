@@ -26,6 +26,7 @@ export function openServerStore(config: Config, hooks: ServerStoreHooks = {}): P
     postgres: {
       durability: "grants",
       stalenessMs: config.storeStalenessSeconds * 1000,
+      notifications: config.storeListen,
       ...hooks,
     },
   });

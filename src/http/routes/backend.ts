@@ -42,7 +42,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
   const { store, clock, logger } = deps;
   const revocation = createRevocation({ store, clock });
   // Resource servers introspect the same tokens again and again; exact like the grant cache.
-  const findTokenStatus = createTokenStatusCache(store);
+  const findTokenStatus = createTokenStatusCache(store, deps.grantCacheSize);
 
   const trusted = deps.forwardAuthHeader ?? "either";
   const pathOptions = { allowUnicode: deps.unicodePaths ?? false };

@@ -1,0 +1,295 @@
+/**
+ * The benchmark's "PostgreSQL beside SQLite" section: keygate on SQLite and on PostgreSQL, same
+ * data, same run, alternating rounds (see docs/performance.md, "Methodology"):
+ *
+ * - secure GET with a warm cache (fixed URL, and Lua over the sample tokens): PG/SQLite rate;
+ * - secure GET with every request a cache miss (`--grant-cache-size 0`): rate and p99;
+ * - revocation through instance A seen by instance B, with notifications and with
+ *   `--store-listen off` (poll only): p50, p99, max;
+ * - issuance (JSON, one core) on both, as a fraction of the measured password-hash limit.
+ *
+ * PostgreSQL is a throwaway cluster (tests/_postgres.ts: initdb and pg_ctl in a temp dir, on
+ * 127.0.0.1), with fsync and full-page writes back on for the measurements, pinned to the
+ * servers' core; its CPU (every process of the cluster, from /proc) is reported per request
+ * beside keygate's.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import { startPostgres } from "../../tests/_postgres.ts";
+import { listProcessTree, readTreeCpuSeconds } from "./proc.ts";
+import { findInvalidRun, formatRatio, formatRows, type Measured, type Row } from "./report.ts";
+import { formatRevocations, measureRevocations } from "./revocation.ts";
+import type { SeedEntry } from "./seed.ts";
+import { copySeedToPostgres } from "./seed_postgres.ts";
+import type { Server } from "./servers.ts";
+import type { Load, WrkOptions } from "./wrk.ts";
+
+/** What the section needs from the bench's driver. */
+export interface PostgresSectionContext {
+  work: string;
+  /** The servers' core (taskset list), or undefined when nothing is pinned. */
+  serverCore: string | undefined;
+  /** The SQLite database seeded through the store, copied into PostgreSQL. */
+  sqlitePath: string;
+  tokens: number;
+  /** Pairs files: the sampled tokens, and users with a key and no token (for logins). */
+  pairs: string;
+  issuerPairs: string;
+  sample: SeedEntry[];
+  /** The servers' certificate, PEM. */
+  cert: string;
+  /** Revocations per mode. */
+  revocations: number;
+  measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
+  alternate(label: string, runs: Record<string, () => Promise<Measured>>): Promise<
+    Record<string, Measured>
+  >;
+  /** Starts keygate on `store` (a SQLite path or a postgres:// URL), pinned to `cores`. */
+  startKeygate(name: string, store: string, cores: string | undefined, extra?: string[]): Promise<
+    Server
+  >;
+  hashRate(cores: string | undefined): Promise<number>;
+  settle(): Promise<unknown>;
+  log(message: string): void;
+  notes: string[];
+}
+
+const RATIO = "PostgreSQL/SQLite, same load";
+const TARGET = "target";
+const NOTE = "note";
+/** The PostgreSQL settings the measurements run with (the test cluster's, with these over them). */
+const SETTINGS = { fsync: "on", full_page_writes: "on", shared_buffers: "256MB" };
+
+/** Runs the section; resolves to its Markdown (heading included). */
+export async function runPostgresSection(ctx: PostgresSectionContext): Promise<string> {
+  const needed = 2 * (ctx.revocations + 1) + 1;
+  if (ctx.sample.length < needed) {
+    throw new Error(`the PostgreSQL section needs --sample ${needed} or more (--revocations)`);
+  }
+  ctx.log("starting a throwaway PostgreSQL cluster");
+  const cluster = await startPostgres();
+  const servers: Server[] = [];
+  const onPostgres = new Set<Server>();
+  const start = async (name: string, store: string, extra: string[] = []) => {
+    const server = await ctx.startKeygate(name, store, ctx.serverCore, extra);
+    servers.push(server);
+    if (store !== ctx.sqlitePath) onPostgres.add(server);
+    return server;
+  };
+  const stop = async (...stopping: Server[]) => {
+    for (const server of stopping) {
+      servers.splice(servers.indexOf(server), 1);
+      await server.stop();
+    }
+  };
+  try {
+    const url = await cluster.createDatabase("bench");
+    ctx.log(`copying ${ctx.tokens.toLocaleString("en")} tokens into PostgreSQL`);
+    const copyStarted = performance.now();
+    await copySeedToPostgres(ctx.sqlitePath, url);
+    const copySeconds = (performance.now() - copyStarted) / 1000;
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      for (const [name, value] of Object.entries(SETTINGS)) {
+        await admin.unsafe(`ALTER SYSTEM SET ${name} = '${value}'`);
+      }
+    } finally {
+      await admin.end();
+    }
+    await cluster.pause();
+    await cluster.resume();
+    const postmaster = Number(
+      (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
+    );
+    const pinned = await pinTree(postmaster, ctx.serverCore);
+    const pgVersion = await readVersion(url);
+    /** Runs wrk; for keygate on PostgreSQL, adds the CPU per request of the whole cluster. */
+    const measure = async (server: Server, load: Load, options: Partial<WrkOptions> = {}) => {
+      if (!onPostgres.has(server)) return await ctx.measure(server, load, options);
+      const before = readTreeCpuSeconds(postmaster);
+      const result = await ctx.measure(server, load, options);
+      const spent = readTreeCpuSeconds(postmaster) - before;
+      return { ...result, dbCpuUsPerRequest: spent * 1e6 / result.requests };
+    };
+    const one = ctx.sample[0];
+    const fixed = (server: Server): Load => ({
+      kind: "fixed",
+      url: `${server.origin}/api/secure/userservice/tokens/current?api_key=${one.apiKey}` +
+        `&api_token=${one.token}`,
+    });
+    const lua = (server: Server, pairs: string, mode: string): Load => ({
+      kind: "lua",
+      url: server.origin,
+      args: [pairs, mode],
+    });
+    const sampleLoad = `Lua, ${ctx.sample.length.toLocaleString("en")} tokens`;
+    const rows: Row[] = [];
+    const pair = (
+      scenario: string,
+      load: string,
+      lite: Measured,
+      pg: Measured,
+      target?: string,
+    ) => {
+      rows.push(
+        { scenario, server: "keygate on SQLite", load, result: lite },
+        {
+          scenario,
+          server: "keygate on PostgreSQL",
+          load,
+          result: pg,
+          extra: {
+            [RATIO]: formatRatio(pg, lite),
+            ...(target === undefined ? {} : { [TARGET]: target }),
+          },
+        },
+      );
+    };
+
+    // --- Warm cache ----------------------------------------------------------------------
+    const onSqlite = await start("keygate-sqlite", ctx.sqlitePath);
+    const pgServer = await start("keygate-pg", url);
+    ctx.log("warming up keygate on SQLite and on PostgreSQL");
+    for (const server of [onSqlite, pgServer]) {
+      await measure(server, lua(server, ctx.pairs, "query"), { duration: 2 });
+    }
+    const warm = await ctx.alternate("PostgreSQL beside SQLite, warm cache", {
+      "SQLite, fixed": () => measure(onSqlite, fixed(onSqlite)),
+      "PostgreSQL, fixed": () => measure(pgServer, fixed(pgServer)),
+      "SQLite, lua": () => measure(onSqlite, lua(onSqlite, ctx.pairs, "query")),
+      "PostgreSQL, lua": () => measure(pgServer, lua(pgServer, ctx.pairs, "query")),
+    });
+    const tokens = `${ctx.tokens.toLocaleString("en")} tokens`;
+    const warmTarget = (pg: Measured, lite: Measured) =>
+      findInvalidRun(pg, lite) === undefined
+        ? `≥ 0.90: ${pg.rps / lite.rps >= 0.9 ? "met" : "missed"}`
+        : "≥ 0.90";
+    for (const [suffix, load] of [["fixed", "fixed URL"], ["lua", sampleLoad]] as const) {
+      const lite = warm[`SQLite, ${suffix}`];
+      const pg = warm[`PostgreSQL, ${suffix}`];
+      pair(`secure GET, warm cache, ${tokens}`, load, lite, pg, warmTarget(pg, lite));
+    }
+
+    // --- Issuance, one core ----------------------------------------------------------------
+    ctx.log("password-hash limit on one core (PostgreSQL idle on the same core)");
+    const hashes = await ctx.hashRate(ctx.serverCore);
+    const issue = async (server: Server) => {
+      await ctx.settle();
+      return await measure(server, lua(server, ctx.issuerPairs, "issue-json"), {
+        connections: 4,
+      });
+    };
+    const issuance = await ctx.alternate("PostgreSQL beside SQLite, issuance", {
+      "SQLite, issue": () => issue(onSqlite),
+      "PostgreSQL, issue": () => issue(pgServer),
+    });
+    for (const [name, server] of [["SQLite", "SQLite"], ["PostgreSQL", "PostgreSQL"]] as const) {
+      const result = issuance[`${name}, issue`];
+      const share = result.rps / hashes;
+      rows.push({
+        scenario: "token issuance, JSON, 1 core",
+        server: `keygate on ${server}`,
+        load: "Lua, 4 connections",
+        result,
+        extra: {
+          [NOTE]: `${share.toFixed(2)} of ${hashes.toFixed(0)} hashes/s`,
+          [TARGET]: `≥ 0.85 of the hash limit: ${share >= 0.85 ? "met" : "missed"}`,
+        },
+      });
+    }
+    await stop(onSqlite, pgServer);
+
+    // --- Every request a cache miss --------------------------------------------------------
+    const noCache = ["--grant-cache-size", "0"];
+    const missSqlite = await start("keygate-sqlite-nocache", ctx.sqlitePath, noCache);
+    const missPostgres = await start("keygate-pg-nocache", url, noCache);
+    ctx.log("warming up keygate without a grant cache");
+    for (const server of [missSqlite, missPostgres]) {
+      await measure(server, lua(server, ctx.pairs, "query"), { duration: 2 });
+    }
+    const miss = await ctx.alternate("PostgreSQL beside SQLite, every request a miss", {
+      "SQLite, miss": () => measure(missSqlite, lua(missSqlite, ctx.pairs, "query")),
+      "PostgreSQL, miss": () => measure(missPostgres, lua(missPostgres, ctx.pairs, "query")),
+    });
+    pair(
+      `secure GET, every request a cache miss (--grant-cache-size 0), ${tokens}`,
+      sampleLoad,
+      miss["SQLite, miss"],
+      miss["PostgreSQL, miss"],
+    );
+    await stop(missSqlite, missPostgres);
+
+    // --- Revocation seen by the other instance ---------------------------------------------
+    const revocationLines: string[] = [];
+    const fresh = ctx.sample.slice(-2 * (ctx.revocations + 1)); // each token revoked once
+    for (
+      const [mode, extra, target, maxPauseMs] of [
+        ["notifications (LISTEN/NOTIFY)", [], 10, 50],
+        [
+          "listener off (`--store-listen off`, poll every 500 ms)",
+          ["--store-listen", "off"],
+          1000,
+          500,
+        ],
+      ] as const
+    ) {
+      const a = await start("keygate-pg-a", url, [...extra]);
+      const b = await start("keygate-pg-b", url, [...extra]);
+      ctx.log(`revocation from A seen by B, ${mode}: ${ctx.revocations} tokens`);
+      const entries = fresh.splice(0, ctx.revocations + 1);
+      // The first one only warms both up (connections, listener); it is not counted.
+      const common = { a: a.origin, b: b.origin, caCert: ctx.cert, maxPauseMs };
+      await measureRevocations({ ...common, entries: entries.slice(0, 1) });
+      const result = await measureRevocations({ ...common, entries: entries.slice(1) });
+      revocationLines.push(`- ${mode}: ${formatRevocations(result, target)}`);
+      await stop(a, b);
+    }
+
+    const settings = Object.entries(SETTINGS).map(([k, v]) => `${k} = ${v}`).join(", ");
+    ctx.notes.push(
+      `PostgreSQL: ${pgVersion}, a throwaway cluster on 127.0.0.1 (TCP, no TLS), ${settings}, ` +
+        `otherwise defaults; ${
+          pinned ? `pinned to core ${ctx.serverCore} with keygate` : "not pinned"
+        }; ${tokens} copied from the SQLite seed in ${copySeconds.toFixed(0)} s.`,
+    );
+    return `### PostgreSQL beside SQLite
+
+keygate on SQLite and on PostgreSQL (${pgVersion}) with the same ${tokens}, pinned to the same core; "database" is the CPU of every PostgreSQL process per request, on top of keygate's.
+
+${formatRows(rows, [RATIO, TARGET, NOTE])}
+
+Revocation through instance A seen by instance B (two keygate processes on one database; from A's
+204 to B's first 401, B asked one request at a time):
+
+${revocationLines.join("\n")}`;
+  } finally {
+    for (const server of [...servers]) await server.stop().catch(() => {});
+    await cluster.stop();
+  }
+}
+
+/** Pins `pid` and every thread and child below it to `cores`; false when not possible. */
+async function pinTree(pid: number, cores: string | undefined): Promise<boolean> {
+  if (cores === undefined) return false;
+  let pinned = true;
+  for (const id of listProcessTree(pid)) {
+    const output = await new Deno.Command("taskset", {
+      args: ["-a", "-p", "-c", cores, String(id)],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    pinned &&= output.success;
+  }
+  return pinned;
+}
+
+async function readVersion(url: string): Promise<string> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ server_version: string }[]>`SHOW server_version`;
+    return `PostgreSQL ${row.server_version.split(" ")[0]}`;
+  } finally {
+    await sql.end();
+  }
+}
