@@ -214,17 +214,19 @@ export const silentLogger: Logger = createLogger({ level: "off", write: () => {}
 const SECRET_PARAMS = new Set(["api_key", "api_token", "access_token", "token", "password"]);
 const SECRET_VALUES = /([?&])(api_key|api_token|access_token|token|password)=[^&]*/gi;
 
-/** `path?query` with the values of secret query parameters replaced by `REDACTED`. */
-export function redactUrl(url: URL): string {
-  const search = url.search;
-  if (search === "") return url.pathname;
+/**
+ * `path?query` (`search` is `""` or starts with `?`) with the values of
+ * secret query parameters replaced by `REDACTED`.
+ */
+export function redactTarget(path: string, search: string): string {
+  if (search === "") return path;
   // Fast path: with nothing encoded, names are as written and a regex suffices.
   if (!search.includes("%") && !search.includes("+")) {
-    return url.pathname + search.replace(SECRET_VALUES, "$1$2=REDACTED");
+    return path + search.replace(SECRET_VALUES, "$1$2=REDACTED");
   }
   const params = new URLSearchParams(search);
   for (const name of new Set(params.keys())) {
     if (SECRET_PARAMS.has(name.toLowerCase())) params.set(name, "REDACTED");
   }
-  return `${url.pathname}?${params}`;
+  return `${path}?${params}`;
 }
