@@ -152,8 +152,13 @@ class HandlerContext implements RequestContext {
     return this.#url;
   }
 
+  /**
+   * The query as sent, form-decoded. The same parameters as `url.searchParams`
+   * (the URL parser only percent-encodes characters that form decoding turns
+   * back), without parsing a URL for them.
+   */
   get query(): URLSearchParams {
-    return this.#query ??= this.search === "" ? new URLSearchParams() : this.url.searchParams;
+    return this.#query ??= new URLSearchParams(this.search);
   }
 }
 
