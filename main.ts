@@ -127,6 +127,7 @@ async function run(
   try {
     store = await openServerStore(config, {
       onOperation: storeMetrics.observeOperation,
+      onMigrationWarning: (line) => logger.warn(line, { event: "store_migration" }),
       onListenerChange: (listening) =>
         logger[listening ? "info" : "warn"](
           listening

@@ -240,6 +240,8 @@ let postgresSection: string | undefined;
 const RATIO_SAME = "keygate/bare, same load";
 const RATIO_CEILING = "keygate/bare fixed (ceiling)";
 const RATIO_CPU = "bare/keygate server CPU per request";
+/** The bare server answering as keygate does: what is left is keygate's own work. */
+const RATIO_SHAPED = "bare as keygate/keygate server CPU per request";
 const RATIO_PEER = "keygate/peer, same load";
 const NOTE = "note";
 const RSS_PER_WORKER = "RSS MiB per worker";
@@ -306,14 +308,29 @@ try {
       ),
       /listening (\d+)/,
     );
+    const shaped = await startServer(
+      work,
+      "bare-shaped",
+      pinTo(
+        SERVER_CORE,
+        denoRun(["--allow-net", "--allow-read", "--allow-ffi"], "./bench/bare_server.ts", [
+          "--keygate-shape",
+          `${work}/cert.pem`,
+          `${work}/key.pem`,
+        ]),
+      ),
+      /listening (\d+)/,
+    );
     const keygateSmall = await startKeygate("keygate-small", `${work}/small.sqlite3`, SERVER_CORE);
     log("warming up the servers");
     await measure(bare, fixedQuery(bare.origin), { duration: 2 });
+    await measure(shaped, fixedBearer(shaped.origin), { duration: 2 });
     await measure(keygate, lua(keygate.origin, bigPairs, "query"), { duration: 2 });
     await measure(keygateSmall, lua(keygateSmall.origin, smallPairs, "query"), { duration: 2 });
     const secure = await alternate("secure path", {
       "bare, fixed": () => measure(bare, fixedQuery(bare.origin)),
       "bare, lua": () => measure(bare, lua(bare.origin, bigPairs, "query")),
+      "bare as keygate, fixed bearer": () => measure(shaped, fixedBearer(shaped.origin)),
       "keygate, fixed query": () => measure(keygate, fixedQuery(keygate.origin)),
       "keygate, fixed bearer": () => measure(keygate, fixedBearer(keygate.origin)),
       "keygate, lua query": () => measure(keygate, lua(keygate.origin, bigPairs, "query")),
@@ -341,7 +358,20 @@ try {
         extra: { [RATIO_CEILING]: formatRatio(secure["bare, lua"], ceiling) },
       },
     );
+    const asKeygate = secure["bare as keygate, fixed bearer"];
+    secureRows.push({
+      scenario: "secure GET answered as keygate answers (its headers, its body size)",
+      server: "bare Deno.serve",
+      load: fixedLoad,
+      result: asKeygate,
+      rssMiB: shaped.readRssMiB(),
+      extra: {
+        [RATIO_CEILING]: formatRatio(asKeygate, ceiling),
+        [RATIO_CPU]: formatCpuRatio(ceiling, asKeygate),
+      },
+    });
     await bare.stop();
+    await shaped.stop();
     const keygateRss = keygate.readRssMiB();
     for (
       const [name, scenario, load, sameLoad] of [
@@ -367,6 +397,7 @@ try {
           [RATIO_SAME]: formatRatio(result, sameLoad === "lua" ? secure["bare, lua"] : ceiling),
           [RATIO_CEILING]: formatRatio(result, ceiling),
           [RATIO_CPU]: formatCpuRatio(ceiling, result),
+          [RATIO_SHAPED]: formatCpuRatio(asKeygate, result),
         },
       });
     }
@@ -743,7 +774,7 @@ ${
     [
       wants("secure") &&
       `### Secure path against the ceiling\n\n${
-        formatRows(secureRows, [RATIO_SAME, RATIO_CEILING, RATIO_CPU])
+        formatRows(secureRows, [RATIO_SAME, RATIO_CEILING, RATIO_CPU, RATIO_SHAPED])
       }`,
       wants("introspection") &&
       `### Introspection against the peer\n\n${formatRows(introspectionRows, [RATIO_PEER])}`,

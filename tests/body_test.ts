@@ -50,10 +50,39 @@ Deno.test("readBody() gives 408 for a body that stalls", async () => {
       controller.enqueue(new TextEncoder().encode("{"));
     },
   });
+  // The body deadline's shared timer does not keep a process alive on its own (a server's
+  // listener does): this timer stands in for the listener.
+  const alive = setTimeout(() => {}, 5000);
+  try {
+    await assert.rejects(
+      readBody(post(stream), { timeoutMs: 50 }),
+      assertHttpError(408, "request_timeout"),
+    );
+    const declared = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode("{"));
+      },
+    });
+    // With a Content-Length the body is taken whole, under the same deadline.
+    const started = performance.now();
+    await assert.rejects(
+      readBody(post(declared, { "content-length": "10" }), { timeoutMs: 50 }),
+      assertHttpError(408, "request_timeout"),
+    );
+    const waited = performance.now() - started;
+    assert.ok(waited >= 45 && waited < 1000, `408 after ${waited} ms`);
+  } finally {
+    clearTimeout(alive);
+  }
+});
+
+Deno.test("readBody() refuses a body longer than the cap despite a small Content-Length", async () => {
+  // Deno.serve frames a body by its Content-Length; a Request built in process is not.
   await assert.rejects(
-    readBody(post(stream), { timeoutMs: 50 }),
-    assertHttpError(408, "request_timeout"),
+    readBody(post("x".repeat(20000), { "content-length": "10" }), { maxBytes: 16384 }),
+    assertHttpError(413, "request_too_large"),
   );
+  assert.equal(await readBody(post("hello", { "content-length": "5" })), "hello");
 });
 
 Deno.test("readBody() gives 400 for invalid UTF-8", async () => {

@@ -4,11 +4,14 @@
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { VERSION } from "../src/config/version.ts";
+import { describeSkippedEmails } from "../src/store/canonical_emails.ts";
+import { migrate, MIGRATIONS } from "../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import type { Store } from "../src/store/store.ts";
-import { tempDbPath } from "./_helpers.ts";
+import { querySqlAt, tempDbPath } from "./_helpers.ts";
 
 const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-ffi", "--allow-sys"];
 
@@ -247,8 +250,26 @@ Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole ke
     assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 2);
     assertFails(
       await cli(db.path, ["key", "revoke", "abc"]),
-      1,
+      2,
       'keygate admin: Key prefix "abc" is too short: give at least 4 characters or the id',
+    );
+    assertFails(
+      await cli(db.path, ["key", "disable", "a…"]),
+      2,
+      'keygate admin: Key prefix "a…" is too short: give at least 4 characters or the id',
+    );
+    for (const reference of ["zz!x", "key-1", "12 34"]) {
+      assertFails(
+        await cli(db.path, ["key", "revoke", reference]),
+        2,
+        `keygate admin: Invalid KEY "${reference}": expected a key id, a key prefix ` +
+          "(at least 4 of 0-9, a-f and -) or a whole key",
+      );
+    }
+    assertFails(
+      await cli(db.path, ["key", "revoke", "123"]),
+      1,
+      /^keygate admin: No API key "123": expected a key id/,
     );
     assertFails(
       await cli(db.path, ["key", "revoke", "ffffffff"]),
@@ -420,6 +441,134 @@ Deno.test("[cli] db backup and db restore bring the database back; restore refus
     const fresh = `${db.dir}/fresh/keygate.sqlite3`;
     assert.equal((await cli(fresh, ["db", "restore", backup])).code, 0);
     assert.equal(await withStore(fresh, async (s) => (await s.listUsers()).length), 1);
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] control characters: refused in new labels and e-mails (exit 2), escaped when stored rows are printed", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "k@b.org");
+    assertFails(
+      await cli(db.path, ["key", "create", "k@b.org", "--label", "red\x1b[31m"]),
+      2,
+      "keygate admin: Invalid label: control characters (such as escape or newline) are not allowed",
+    );
+    assertFails(
+      await cli(db.path, ["user", "add", "x\x9b@b.org"], "a good password\n"),
+      2,
+      String
+        .raw`keygate admin: Invalid e-mail "x\u009b@b.org": expected an address of 3 to 254 characters`,
+    );
+    assertFails(
+      await cli(db.path, ["user", "rename", "k@b.org", "k\x07@b.org"]),
+      2,
+      String
+        .raw`keygate admin: Invalid e-mail "k\u0007@b.org": expected an address of 3 to 254 characters`,
+    );
+    assert.deepEqual(
+      await withStore(db.path, async (s) => [
+        (await s.listApiKeys()).length,
+        (await s.listUsers()).map((u) => u.email),
+      ]),
+      [0, ["k@b.org"]],
+    );
+
+    // Rows stored before such characters were refused.
+    const email = "old\x1b]0;x\x07\x9b@b.org";
+    const label = "red\x1b[31m\nfake line\x9b2J\x7f";
+    const store = openSqliteStore(db.path);
+    const user = await store.insertUser(
+      { email, passwordHash: "x", tokenTimeoutSeconds: null },
+      { now: 0, audit: undefined },
+    );
+    await store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret("abcd1111-0000-4000-8000-000000000001"),
+      prefix: "abcd1111",
+      label,
+      expiresAt: null,
+      introspect: false,
+    }, { now: 0, audit: undefined });
+    await store.closeStore();
+    // deno-lint-ignore no-control-regex
+    const raw = /[\x00-\x09\x0b-\x1f\x7f-\x9f]/;
+    const table = await cli(db.path, ["key", "list"]);
+    assert.equal(table.code, 0, table.err);
+    assert.doesNotMatch(table.out, raw);
+    assert.equal(table.out.split("\n").length, 3, "a header, one row, no fake line");
+    assert.ok(table.out.includes(String.raw`red\u001b[31m\u000afake line\u009b2J\u007f`));
+    assert.ok(table.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
+    const json = await cli(db.path, ["key", "list", "--json"]);
+    assert.equal(json.code, 0, json.err);
+    assert.doesNotMatch(json.out, raw);
+    assert.deepEqual(
+      JSON.parse(json.out).map((k: { email: string; label: string }) => [k.email, k.label]),
+      [[email, label]],
+    );
+    const users = await cli(db.path, ["user", "list"]);
+    assert.doesNotMatch(users.out, raw);
+    assert.ok(users.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
+    const disabled = await cli(db.path, ["user", "disable", email]);
+    assert.equal(disabled.code, 0, disabled.err);
+    assert.equal(
+      disabled.out,
+      String.raw`Disabled old\u001b]0;x\u0007\u009b@b.org; 0 live token(s) revoked` + "\n",
+    );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] token list shows an expiry beyond a Date's range as the latest Date", async () => {
+  const db = tempDbPath();
+  try {
+    await addUser(db.path, "far@b.org");
+    const store = openSqliteStore(db.path);
+    const user = (await store.findUserByEmail("far@b.org"))!;
+    const key = await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
+      { now: 0, audit: undefined },
+    );
+    await store.insertToken({
+      tokenHash: hashSecret("t"),
+      userId: user.id,
+      apiKeyId: key.id,
+      issuedAt: Date.now(),
+      expiresAt: Date.now() + 3_600_000,
+      maxLiveTokens: 10,
+    }, { audit: undefined });
+    await store.closeStore();
+    await querySqlAt(db.path, "UPDATE tokens SET expires_at = 9000000000000000000");
+    const listed = await cli(db.path, ["token", "list", "far@b.org", "--json"]);
+    assert.equal(listed.code, 0, listed.err);
+    const [row] = JSON.parse(listed.out);
+    assert.deepEqual([row.expires_at, row.status], ["+275760-09-13T00:00:00.000Z", "live"]);
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[cli] db migrate prints the e-mail migration's warning on stderr, without the addresses", async () => {
+  const db = tempDbPath();
+  try {
+    const raw = new DatabaseSync(db.path);
+    migrate(raw, MIGRATIONS.filter((m) => m.version <= 5));
+    for (const email of ["caf\u00e9@b.org", "cafe\u0301@b.org", "e\u0301mile@b.org"]) {
+      raw.prepare(
+        "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?, 'x', 1, 1)",
+      ).run(email);
+    }
+    raw.close();
+    const result = await cli(db.path, ["db", "migrate"]);
+    assert.equal(result.code, 0, result.err);
+    assert.equal(result.out, "Schema is up to date (3 user(s))\n");
+    assert.equal(result.err, `keygate admin: warning: ${describeSkippedEmails(1)}\n`);
+    assert.deepEqual(
+      await withStore(db.path, async (s) => (await s.listUsers()).map((u) => u.email).sort()),
+      ["caf\u00e9@b.org", "cafe\u0301@b.org", "\u00e9mile@b.org"].sort(),
+    );
   } finally {
     db.cleanup();
   }

@@ -324,7 +324,15 @@ Deno.test("[hostile 4] brute force: 429 with Retry-After after 5 failures with t
 });
 
 Deno.test("[hostile 5] bounded hashing: a full queue gives 503 service_busy at once", async () => {
-  const t = await setup({ hasher: createPasswordHasher({ workers: 1, queue: 1 }) });
+  // A worker that takes a second per job: all six requests reach the pool before any job ends,
+  // however slowly the store (PostgreSQL under load) lets them through.
+  const t = await setup({
+    hasher: createPasswordHasher({
+      workers: 1,
+      queue: 1,
+      workerUrl: new URL("./_slow_password_worker.ts", import.meta.url),
+    }),
+  });
   using _ = t;
   const responses = await Promise.all(
     Array.from({ length: 6 }, () => t.send(jsonAuthRequest(EMAIL, "wrong", t.apiKey), JSON_IO)),

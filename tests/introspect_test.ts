@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
-import { assertError, BASE, createTestApp, issueToken, type TestApp } from "./_helpers.ts";
+import {
+  assertError,
+  BASE,
+  createTestApp,
+  issueToken,
+  secureGet,
+  type TestApp,
+} from "./_helpers.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
 
@@ -218,4 +225,41 @@ Deno.test("[e2e] POST /api/userservice/tokens/introspect: a token seen active is
   }
   app.clock.advance(60_000);
   await assertInactive(await introspect(app, resourceKey, `token=${token}`));
+});
+
+Deno.test("[e2e] a token stored with an expiry beyond a Date's range works until the latest Date, never a 500", async () => {
+  // A user timeout stored before durations were capped (about 31 billion years).
+  const { app, userId, apiKey, resourceKey } = await setup(1e15);
+  using _ = app;
+  const MAX_ISO = "+275760-09-13T00:00:00.000Z";
+  const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
+  const stored = await app.querySql(
+    `SELECT expires_at FROM tokens WHERE user_id = ${userId} ORDER BY id DESC LIMIT 1`,
+  );
+  assert.equal(Number(stored[0].expires_at), 8_640_000_000_000_000, "the login capped it");
+  // Then one beyond 2^53, written by hand.
+  await app.querySql(
+    `UPDATE tokens SET expires_at = 9000000000000000000 WHERE user_id = ${userId}`,
+  );
+  const current = await secureGet(
+    app.handler,
+    "/api/secure/userservice/tokens/current",
+    apiKey,
+    token,
+    { accept: "application/json" },
+  );
+  assert.equal(current.status, 200);
+  assert.equal(current.headers.get("content-type"), "application/json; charset=utf-8");
+  const info = (await current.json()).token_info;
+  assert.equal(info.email, "alice@example.org");
+  assert.equal(info.expires_at, MAX_ISO);
+  assert.equal(info.expires_in, Math.floor((8_640_000_000_000_000 - app.clock.now()) / 1000));
+  const response = await introspect(app, resourceKey, `token=${token}`);
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  const body = await response.json();
+  assert.deepEqual([body.active, body.exp], [true, 8_640_000_000_000]);
+  const xml = await introspect(app, resourceKey, `token=${token}`, undefined, "application/xml");
+  assert.equal(xml.status, 200);
+  assert.match(await xml.text(), /<exp>8640000000000<\/exp>/);
 });

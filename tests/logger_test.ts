@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLogger, redactUrl, toLineChunks } from "../src/platform/logger.ts";
+import { createLogger, redactTarget, toLineChunks } from "../src/platform/logger.ts";
 
 Deno.test("createLogger() writes one JSON object a line, and skips lines below its level", () => {
   const lines: string[] = [];
@@ -17,8 +17,11 @@ Deno.test("createLogger() writes one JSON object a line, and skips lines below i
   ]);
 });
 
-Deno.test("redactUrl() hides secret query values, encoded names too", () => {
-  const redact = (path: string) => redactUrl(new URL("https://k.test" + path));
+Deno.test("redactTarget() hides secret query values, encoded names too", () => {
+  const redact = (target: string) => {
+    const url = new URL("https://k.test" + target);
+    return redactTarget(url.pathname, url.search);
+  };
   assert.equal(
     redact("/a?api_key=K&x=1&API_TOKEN=T"),
     "/a?api_key=REDACTED&x=1&API_TOKEN=REDACTED",

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { HttpError } from "../src/http/errors.ts";
-import { parseRequestPath, splitRequestTarget, toFoldedName } from "../src/http/paths.ts";
+import {
+  createPathParser,
+  parseRequestPath,
+  splitRequestTarget,
+  toFoldedName,
+} from "../src/http/paths.ts";
 
 const pathOf = (raw: string) => parseRequestPath(raw);
 
@@ -188,4 +193,24 @@ Deno.test("toFoldedName() reads an ASCII segment as the full Unicode fold does (
     assert.equal(toFoldedName(segment), fullFold(segment), JSON.stringify(segment));
   }
   assert.equal(toFoldedName("ſecure"), "secure"); // beyond ASCII: the full fold still applies
+});
+
+Deno.test("createPathParser() answers as parseRequestPath, remembers within its capacity", () => {
+  const read = createPathParser({}, 2);
+  const paths = ["/api/secure/x", "/API/Secure/y.json", "/a/b/", "/%61pi/secure"];
+  for (const path of paths) assert.deepEqual(read(path), parseRequestPath(path));
+  const first = read("/api/secure/x");
+  assert.equal(read("/api/secure/x"), first, "a repeated path is the remembered answer");
+  assert.ok(Object.isFrozen(first));
+  read("/b");
+  read("/c"); // the third distinct path: the memory starts over
+  assert.notEqual(read("/api/secure/x"), first);
+  assert.deepEqual(read("/api/secure/x"), first);
+  // Refusals are never remembered: each one throws again.
+  for (let i = 0; i < 2; i++) {
+    assert.throws(() => read("/x/%2e%2e/secure"), (e: HttpError) => e.code === "invalid_path");
+  }
+  const unicode = createPathParser({ allowUnicode: true });
+  assert.deepEqual(unicode("/caf%C3%A9"), parseRequestPath("/caf%C3%A9", { allowUnicode: true }));
+  assert.throws(() => read("/caf%C3%A9"), (e: HttpError) => e.code === "invalid_path");
 });

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { parseXml } from "../src/formats/xml.ts";
 import { CONTENT_TYPES, toDocument, toResponse } from "../src/http/respond.ts";
 
+const XML_HEAD = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>';
+
 Deno.test("toDocument() writes XML with a declaration, nesting, repeated arrays and escaping", () => {
   const xml = toDocument("xml", "error_response", {
     status: "400",
@@ -57,4 +59,20 @@ Deno.test("toDocument() replaces characters XML cannot carry, so any message sta
   assert.deepEqual(parseXml(xml), {
     error_response: [{ message: ["a\uFFFDb\uFFFDc\uFFFDd\uFFFDe\tf"] }],
   });
+});
+
+Deno.test("toDocument() writes plain ASCII, numbers and booleans as they are, escapes the rest", () => {
+  const cases: [string | number | boolean, string][] = [
+    ["a@example.org 2026-11-24T04:10:31.396Z ~!#$%()*+,-./:;=?[]^_`{|}", ""],
+    [42, ""],
+    [true, ""],
+    ["tab\there", ""],
+    ["it's", "it&apos;s"],
+    ['say "x"', "say &quot;x&quot;"],
+    ["é€😀", ""],
+    ["\u0000\u001f", "\uFFFD\uFFFD"],
+  ];
+  for (const [value, escaped] of cases) {
+    assert.equal(toDocument("xml", "v", value), `${XML_HEAD}<v>${escaped || String(value)}</v>`);
+  }
 });

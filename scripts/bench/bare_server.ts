@@ -3,13 +3,49 @@
  * optionally on N listeners sharing one port with `reusePort`, in N threads
  * (Web Workers) or N processes, to compare the two ways of using more cores.
  *
- * Usage: deno run --allow-net --allow-read [--allow-run] --unstable-net
- *          scripts/bench/bare_server.ts CERT_FILE KEY_FILE [N [threads|processes]]
+ * With `--keygate-shape` first (and `--allow-ffi`), it answers every request
+ * as keygate answers a secure GET instead: it reads the request fields
+ * keygate reads (`Accept`, `Host`, `Authorization`, `X-Api-Key`, the URL),
+ * and sends a `token_info` body of the same size with the same five headers,
+ * on a listener with `TCP_NODELAY` like keygate's. Its cost is what any
+ * handler pays on Deno for that exchange, before any work of its own.
+ *
+ * Usage: deno run --allow-net --allow-read [--allow-run] [--allow-ffi] --unstable-net
+ *          scripts/bench/bare_server.ts [--keygate-shape] CERT_FILE KEY_FILE [N [threads|processes]]
  * Prints `listening PORT` once every listener is ready.
  *
  * @module
  */
+import { setListenerNoDelay } from "../../src/platform/nodelay.ts";
+
 const BODY = new TextEncoder().encode("ok\n");
+
+/** keygate's answer to a secure GET, as long as it is with the bench's e-mail addresses. */
+const TOKEN_INFO = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><token_info>' +
+  "<email>bench12345@example.org</email><expires_at>2026-11-24T04:10:31.396Z</expires_at>" +
+  "<expires_in>86393</expires_in></token_info>";
+let answered = 0;
+
+/** Reads what keygate reads of a secure GET and answers with keygate's headers and body size. */
+function answerAsKeygate(request: Request): Response {
+  void request.headers.get("accept");
+  void request.headers.get("host");
+  void request.headers.get("authorization");
+  void request.headers.get("x-api-key");
+  void request.url;
+  const response = new Response(TOKEN_INFO, {
+    headers: { "content-type": "application/xml; charset=utf-8" },
+  });
+  const headers = response.headers;
+  headers.set("strict-transport-security", "max-age=31536000; includeSubDomains");
+  headers.set("x-content-type-options", "nosniff");
+  headers.set("cache-control", "no-store");
+  headers.set("x-request-id", `0badcafe-${(++answered).toString(36)}`);
+  return response;
+}
+
+const shaped = Deno.args[0] === "--keygate-shape";
+const args = shaped ? Deno.args.slice(1) : Deno.args;
 
 /** Serves on `port` (0: any) and resolves to the port bound. */
 function serve(certFile: string, keyFile: string, port: number, reusePort: boolean) {
@@ -20,8 +56,14 @@ function serve(certFile: string, keyFile: string, port: number, reusePort: boole
       reusePort,
       cert: Deno.readTextFileSync(certFile),
       key: Deno.readTextFileSync(keyFile),
-      onListen: ({ port }) => resolve(port),
-    }, () => new Response(BODY));
+      onListen: ({ port }) => {
+        if (shaped && setListenerNoDelay(port) === 0) {
+          console.error("bare: cannot set TCP_NODELAY as keygate does (needs --allow-ffi, Linux)");
+          Deno.exit(1);
+        }
+        resolve(port);
+      },
+    }, shaped ? answerAsKeygate : () => new Response(BODY));
   });
 }
 
@@ -68,7 +110,7 @@ if ("WorkerGlobalScope" in globalThis) {
     scope.postMessage("ready");
   };
 } else if (import.meta.main) {
-  const [certFile, keyFile, count = "1", mode = "threads", copyPort] = Deno.args;
+  const [certFile, keyFile, count = "1", mode = "threads", copyPort] = args;
   if (mode === "copy") {
     await serve(certFile, keyFile, Number(copyPort), true);
     console.log("ready");

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { toCanonicalEmail } from "./credentials.ts";
+import { toCanonicalEmail } from "../store/canonical_emails.ts";
 
 /** Longest e-mail address accepted (RFC 5321's path limit). */
 export const MAX_EMAIL_LENGTH = 254;
@@ -18,7 +18,17 @@ export const MAX_PASSWORD_BYTES = 1024;
 const utf8 = new TextEncoder();
 
 // deno-lint-ignore no-control-regex
-const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f]/;
+const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f-\x9f]/;
+// deno-lint-ignore no-control-regex
+const CONTROL_CHARACTER = /[\x00-\x1f\x7f-\x9f]/;
+
+/**
+ * Whether `text` holds a control character (C0, DEL or C1): refused in every
+ * name and label keygate stores, since a terminal that prints one may act on it.
+ */
+export function hasControlCharacter(text: string): boolean {
+  return CONTROL_CHARACTER.test(text);
+}
 
 /**
  * The form in which e-mail addresses are stored and compared: Unicode NFC
@@ -39,7 +49,8 @@ export function isLoginEmailSized(email: string): boolean {
 
 /**
  * Whether an address may name a new account: {@link MIN_EMAIL_LENGTH} to
- * {@link MAX_EMAIL_LENGTH} characters, an `@`, no white space or control characters.
+ * {@link MAX_EMAIL_LENGTH} characters, an `@`, no white space or control characters
+ * (C0, DEL or C1).
  */
 export function isAccountEmail(email: string): boolean {
   return email.length >= MIN_EMAIL_LENGTH && email.length <= MAX_EMAIL_LENGTH &&

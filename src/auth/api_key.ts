@@ -6,8 +6,8 @@
  */
 
 /** The API key as sent (trimmed of surrounding whitespace), or `undefined`. */
-export function findRequestApiKey(request: Request, url: URL): string | undefined {
-  const value = url.searchParams.get("api_key") ?? request.headers.get("x-api-key");
+export function findRequestApiKey(request: Request, query: URLSearchParams): string | undefined {
+  const value = query.get("api_key") ?? request.headers.get("x-api-key");
   const trimmed = value?.trim();
   return trimmed ? trimmed : undefined;
 }

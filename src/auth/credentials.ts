@@ -24,14 +24,6 @@ const TOKEN = /^[a-z0-9]{40}$/;
 export const API_KEY_LENGTH = 36;
 
 /** Generates a new API key: a random lowercase UUID v4. */
-/**
- * The form in which e-mail addresses are stored and compared: Unicode NFC
- * (so `é` typed as one code point or as `e` + U+0301 is one address) and
- * lower case, domain and local part alike, as keygate has always compared them.
- */
-export function toCanonicalEmail(email: string): string {
-  return email.normalize("NFC").toLowerCase().normalize("NFC");
-}
 
 export function generateApiKey(): string {
   return crypto.randomUUID();

@@ -43,9 +43,10 @@ export interface GateDeps {
   grantCacheSize?: number;
 }
 
-/** What the gate is asked about: the URL to judge and who asks (for the key's last use). */
+/** What the gate is asked about: the query to read and who asks (for the key's last use). */
 export interface GateTarget {
-  url: URL;
+  /** The request's query parameters (`api_key`, `api_token`). */
+  query: URLSearchParams;
   /** The client's address, recorded as the key's last use on success. */
   clientAddress: string;
 }
@@ -53,9 +54,9 @@ export interface GateTarget {
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /** The access token a request carries: `api_token` in the query, or `Authorization: Bearer`. */
-export function findRequestToken(request: Request, url: URL): string | undefined {
-  const query = url.searchParams.get("api_token")?.trim();
-  if (query) return query;
+export function findRequestToken(request: Request, query: URLSearchParams): string | undefined {
+  const inQuery = query.get("api_token")?.trim();
+  if (inQuery) return inQuery;
   const authorization = request.headers.get("authorization");
   return authorization ? BEARER.exec(authorization)?.[1] : undefined;
 }
@@ -104,7 +105,7 @@ export function createGate(deps: GateDeps) {
    * disabled or expired key, or one whose user is disabled.
    */
   async function authenticateKey(request: Request, target: GateTarget): Promise<KeyHolder> {
-    const keyText = findRequestApiKey(request, target.url);
+    const keyText = findRequestApiKey(request, target.query);
     const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
     const now = clock.now();
     const holder = apiKey === undefined ? undefined : await findKeyHolder(apiKey, now);
@@ -136,8 +137,8 @@ export function createGate(deps: GateDeps) {
    * @throws {AuthError} `invalid_token` or `token_expired`.
    */
   function authenticateToken(request: Request, target: GateTarget): Principal | Promise<Principal> {
-    const keyText = findRequestApiKey(request, target.url);
-    const token = findRequestToken(request, target.url);
+    const keyText = findRequestApiKey(request, target.query);
+    const token = findRequestToken(request, target.query);
     if (keyText === undefined || token === undefined) {
       throw deny("invalid_token", "Missing API key or access token");
     }

@@ -7,6 +7,7 @@
  * @module
  */
 import type { ApiKey, Store, User } from "../store/store.ts";
+import { hasControlCharacter } from "./account_rules.ts";
 import { toKeyRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "./credentials.ts";
@@ -46,7 +47,10 @@ export interface CreatedKey {
   apiKey: string;
 }
 
-/** Creates a key for a user. @throws {AuthError} `invalid_request` for a label too long. */
+/**
+ * Creates a key for a user. @throws {AuthError} `invalid_request` for a label
+ * too long or holding a control character.
+ */
 export async function createKey(
   deps: ChangeDeps,
   user: User,
@@ -57,6 +61,12 @@ export async function createKey(
     throw new AuthError(
       "invalid_request",
       `Label too long: at most ${MAX_KEY_LABEL_LENGTH} characters`,
+    );
+  }
+  if (hasControlCharacter(label)) {
+    throw new AuthError(
+      "invalid_request",
+      "Invalid label: control characters (such as escape or newline) are not allowed",
     );
   }
   const now = deps.clock.now();

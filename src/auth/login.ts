@@ -13,7 +13,7 @@
  *
  * @module
  */
-import type { Clock } from "../platform/clock.ts";
+import { type Clock, MAX_TIME_MS } from "../platform/clock.ts";
 import {
   PasswordCheckAborted,
   type PasswordHasher,
@@ -220,7 +220,8 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
       userId: user.id,
       apiKeyId: key.id,
       issuedAt,
-      expiresAt: issuedAt + timeout * 1000,
+      // A timeout stored before durations were capped cannot push the expiry past a Date's range.
+      expiresAt: Math.min(issuedAt + timeout * 1000, MAX_TIME_MS),
       maxLiveTokens: MAX_LIVE_TOKENS,
       userCutoff: user.tokensValidFrom,
     }, {

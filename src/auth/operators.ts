@@ -121,9 +121,12 @@ export async function createOperator(
   return { operator, token };
 }
 
-/** Revokes the operator with this name. @throws {AuthError} `not_found` when none is active. */
+/**
+ * Revokes the operator with this name. @throws {AuthError} `invalid_request`
+ * for a name no operator can have, `not_found` when none is active.
+ */
 export async function revokeOperator(deps: ChangeDeps, nameText: string): Promise<Operator> {
-  const name = nameText.toLowerCase();
+  const name = toOperatorName(nameText);
   const operator = (await deps.store.listOperators())
     .find((op) => op.name === name && op.revokedAt === null);
   if (operator === undefined) {

@@ -18,6 +18,7 @@ import { systemClock } from "../platform/clock.ts";
 import { type OptionSpec, parseArguments } from "../config/args.ts";
 import { parseBoolean } from "../config/parsers.ts";
 import { VERSION } from "../config/version.ts";
+import { toPrintable } from "../formats/printable.ts";
 import { createLogger, type LogFields } from "../platform/logger.ts";
 import { createPasswordHasher } from "../passwords/passwords.ts";
 import { StoreError } from "../store/errors.ts";
@@ -65,8 +66,8 @@ const ALL_OPTIONS: readonly OptionSpec[] = (() => {
 export async function main(args: string[], overrides: Partial<AdminIO> = {}): Promise<number> {
   const io: AdminIO = {
     env: overrides.env ?? Deno.env.toObject(),
-    stdout: overrides.stdout ?? ((text) => console.log(text)),
-    stderr: overrides.stderr ?? ((text) => console.error(text)),
+    stdout: printable(overrides.stdout ?? ((text) => console.log(text))),
+    stderr: printable(overrides.stderr ?? ((text) => console.error(text))),
     readPassword: overrides.readPassword ?? readPasswordFromStdin,
     clock: overrides.clock ?? systemClock,
     hasher: overrides.hasher ?? createLazyHasher(),
@@ -156,14 +157,18 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       actor: toCliActor(io.env),
       noteChange: (entry) => log({ action: entry.action, subject: entry.subject, ...entry.detail }),
     });
-    if (command.database !== "path") store = await openStore(openAt);
+    // A migration's warning (rows it left as they were) is one line, before the command's output.
+    const openOptions = {
+      onMigrationWarning: (line: string) => io.stderr(`keygate admin: warning: ${line}`),
+    };
+    if (command.database !== "path") store = await openStore(openAt, openOptions);
     const context: CommandContext = {
       get store() {
         if (store === undefined) throw new Error("The store is not open yet");
         return store;
       },
       async openStore() {
-        store ??= await openStore(openAt);
+        store ??= await openStore(openAt, openOptions);
         return store;
       },
       get changes() {
@@ -288,6 +293,11 @@ function createLazyHasher(): AdminIO["hasher"] {
     verify: (hash, password, signal) => get().verify(hash, password, signal),
     close: () => hasher?.close(),
   } as AdminIO["hasher"];
+}
+
+/** Every line the CLI prints goes through {@link toPrintable}. */
+function printable(write: (text: string) => void): (text: string) => void {
+  return (text) => write(toPrintable(text));
 }
 
 function clip(text: string): string {

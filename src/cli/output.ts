@@ -1,8 +1,10 @@
 /**
- * How the admin CLI prints: aligned tables or JSON, and ISO 8601 times.
+ * How the admin CLI prints: aligned tables or JSON, ISO 8601 times, and
+ * stored text made safe for a terminal.
  *
  * @module
  */
+import { toPrintable } from "../formats/printable.ts";
 import type { AdminIO } from "./io.ts";
 
 /** Prints rows as an aligned table (`(none)` when empty) or, with `json`, as a JSON array. */
@@ -20,13 +22,13 @@ export function printRows(
     return;
   }
   const columns = Object.keys(rows[0]);
-  const widths = columns.map((c) =>
-    Math.max(c.length, ...rows.map((r) => String(r[c] ?? "-").length))
-  );
-  const line = (cells: string[]) =>
-    cells.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd();
+  // A stored value's line break or escape is shown as \u000a, \u001b, never acted on.
+  const cells = rows.map((row) => columns.map((c) => toPrintable(String(row[c] ?? "-"), false)));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
+  const line = (texts: string[]) =>
+    texts.map((text, i) => text.padEnd(widths[i])).join("  ").trimEnd();
   io.stdout(line(columns.map((c) => c.toUpperCase())));
-  for (const row of rows) io.stdout(line(columns.map((c) => String(row[c] ?? "-"))));
+  for (const row of cells) io.stdout(line(row));
 }
 
 /** Milliseconds since the epoch as ISO 8601 UTC. */

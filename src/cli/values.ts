@@ -17,6 +17,7 @@ export function toPassword(password: string): string {
   if (!isPasswordSized(password)) {
     throw new AdminError(
       `Invalid password: expected 1 to ${MAX_PASSWORD_BYTES} bytes on standard input`,
+      2,
     );
   }
   return password;
@@ -88,11 +89,27 @@ export async function findKey(store: Store, reference: string): Promise<KeyMatch
     if (key === undefined) throw new AdminError("No such API key (the whole key was given)");
     return { key, description: `API key ${key.id}` };
   }
-  const byId = /^[1-9][0-9]{0,15}$/.test(text)
-    ? await store.findApiKeyById(Number(text))
-    : undefined;
+  const isId = /^[1-9][0-9]{0,15}$/.test(text);
   const prefix = text.toLowerCase();
-  const byPrefix = prefix.length >= MIN_PREFIX && /^[0-9a-f-]+$/.test(prefix)
+  const isPrefixShaped = /^[0-9a-f-]+$/.test(prefix);
+  // A reference that can never match is the caller's mistake, whatever the database holds.
+  if (!isId && isPrefixShaped && prefix.length < MIN_PREFIX) {
+    throw new AdminError(
+      `Key prefix "${
+        clip(reference)
+      }" is too short: give at least ${MIN_PREFIX} characters or the id`,
+      2,
+    );
+  }
+  if (!isId && !isPrefixShaped) {
+    throw new AdminError(
+      `Invalid KEY "${clip(reference)}": expected a key id, a key prefix ` +
+        `(at least ${MIN_PREFIX} of 0-9, a-f and -) or a whole key`,
+      2,
+    );
+  }
+  const byId = isId ? await store.findApiKeyById(Number(text)) : undefined;
+  const byPrefix = prefix.length >= MIN_PREFIX && isPrefixShaped
     ? (await store.listApiKeys()).filter((key) => prefixMatches(key.prefix, prefix))
     : [];
   const candidates = [...new Set([...(byId ? [byId.id] : []), ...byPrefix.map((k) => k.id)])];
@@ -107,13 +124,6 @@ export async function findKey(store: Store, reference: string): Promise<KeyMatch
   if (byPrefix.length === 1) {
     const key = (await store.findApiKeyById(byPrefix[0].id))!;
     return { key, description: `API key ${key.id} (prefix ${key.prefix})` };
-  }
-  if (prefix.length > 0 && prefix.length < MIN_PREFIX && !/^[0-9]+$/.test(prefix)) {
-    throw new AdminError(
-      `Key prefix "${
-        clip(reference)
-      }" is too short: give at least ${MIN_PREFIX} characters or the id`,
-    );
   }
   throw new AdminError(
     `No API key "${clip(reference)}": expected a key id, a key prefix or a whole key ` +

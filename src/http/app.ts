@@ -13,14 +13,16 @@ import {
   VERIFY_PATH,
 } from "./routes/backend.ts";
 import type { AppDeps, RequestContext } from "./context.ts";
+import type { Format } from "../formats/format.ts";
+import type { RequestPath } from "./paths.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
 import { StoreError } from "../store/errors.ts";
 import { createGate } from "../auth/gate.ts";
 import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
-import { redactUrl } from "../platform/logger.ts";
+import { redactTarget } from "../platform/logger.ts";
 import { createMetrics } from "../platform/metrics.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
-import { parseRequestPath, splitRequestTarget } from "./paths.ts";
+import { createPathParser, splitRequestTarget } from "./paths.ts";
 import { CONTENT_TYPES } from "./respond.ts";
 import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./routes/secure.ts";
 import { createTokenRouter, TOKENS_PATH } from "./routes/tokens.ts";
@@ -83,9 +85,6 @@ function toJsonResponse(body: Record<string, string>, status: number): Response 
   });
 }
 
-/** The request's URL until it has been read, and for requests whose URL cannot be read. */
-const UNREAD_URL = new URL("https://unread.invalid/");
-
 /**
  * A `Host` keygate accepts: a DNS name, IPv4 address or bracketed IPv6
  * address, and an optional port up to 65535. Anything else (`/`, `?`, `@`,
@@ -95,31 +94,71 @@ const UNREAD_URL = new URL("https://unread.invalid/");
 const HOST =
   /^(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?\.?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/;
 
+function invalidHost(): HttpError {
+  return new HttpError(400, "invalid_host", "Invalid Host header: expected a host name and port");
+}
+
 /**
- * The URL of the request as keygate answers it: the listener's scheme, the
- * `Host` keygate answered on (never the authority of an absolute-form target),
- * and the path and query as sent.
+ * The `Host` keygate answered on (never the authority of an absolute-form
+ * target), checked.
  *
  * @throws {HttpError} 400 `invalid_host` for a malformed `Host`.
  */
-function toRequestUrl(request: Request, scheme: string, rawPath: string, search: string): URL {
+function readHost(request: Request): string {
   const hostHeader = request.headers.get("host");
-  let host: string;
-  if (hostHeader === null || hostHeader === "") {
-    // No Host (HTTP/1.0): Deno.serve fills in its own authority; nothing of the client's.
-    host = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/.exec(request.url)?.[1] ?? "";
-  } else {
-    host = hostHeader;
-  }
+  // No Host (HTTP/1.0): Deno.serve fills in its own authority; nothing of the client's.
+  const host = hostHeader === null || hostHeader === ""
+    ? /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/.exec(request.url)?.[1] ?? ""
+    : hostHeader;
   const match = HOST.exec(host);
-  if (match === null || (match[1] !== undefined && Number(match[1]) > 65535)) {
-    throw new HttpError(400, "invalid_host", "Invalid Host header: expected a host name and port");
+  if (match === null || (match[1] !== undefined && Number(match[1]) > 65535)) throw invalidHost();
+  return host;
+}
+
+/**
+ * A request's context as the handler fills it in. Its URL and query are
+ * built only when something reads them: most secure requests carry their
+ * credentials in headers and never need either.
+ */
+class HandlerContext implements RequestContext {
+  target?: Readonly<RequestPath>;
+  forwardedFor?: string;
+  apiKeyId?: number;
+  #url?: URL;
+  #query?: URLSearchParams;
+  /** Set once `Host` has been read and checked. */
+  host?: string;
+
+  constructor(
+    readonly requestId: string,
+    public format: Format,
+    public clientAddress: string,
+    readonly peerAddress: string,
+    public scheme: "http" | "https",
+    readonly listenerScheme: "http" | "https",
+    readonly rawPath: string,
+    readonly search: string,
+  ) {}
+
+  get url(): URL {
+    if (this.#url !== undefined) return this.#url;
+    if (this.host === undefined) throw new TypeError("The request's Host has not been read");
+    try {
+      // Routing reads the path only through the canonical path rule; this URL serves the query.
+      this.#url = new URL(`${this.listenerScheme}://${this.host}${this.rawPath}${this.search}`);
+    } catch {
+      throw invalidHost();
+    }
+    return this.#url;
   }
-  try {
-    // Routing reads the path only through parseRequestPath; this URL serves the query and logs.
-    return new URL(`${scheme}://${host}${rawPath}${search}`);
-  } catch {
-    throw new HttpError(400, "invalid_host", "Invalid Host header: expected a host name and port");
+
+  /**
+   * The query as sent, form-decoded. The same parameters as `url.searchParams`
+   * (the URL parser only percent-encodes characters that form decoding turns
+   * back), without parsing a URL for them.
+   */
+  get query(): URLSearchParams {
+    return this.#query ??= new URLSearchParams(this.search);
   }
 }
 
@@ -140,7 +179,7 @@ export function createHandler(deps: AppDeps): Handler {
   const isTrustedProxy = createAddressMatcher(proxy?.trustedProxies ?? []);
   const corsOrigins = deps.corsOrigins ?? ["*"];
   const corsMethods = deps.upstream || deps.secureRoutes ? CORS_METHODS_ALL : CORS_METHODS;
-  const pathOptions = { allowUnicode: deps.unicodePaths ?? false };
+  const readPath = createPathParser({ allowUnicode: deps.unicodePaths ?? false });
   const listenerScheme = deps.scheme ?? "https";
   const bootId = crypto.randomUUID().slice(0, 8);
   let requestCount = 0;
@@ -245,20 +284,22 @@ export function createHandler(deps: AppDeps): Handler {
     const peer = info?.remoteAddr?.hostname ?? "unknown";
     // Nothing the client sent has been read yet: the URL, Host and path are read in the try.
     const accepted = negotiateResponseFormat(request.headers.get("accept"));
-    const context: RequestContext = {
-      requestId,
-      url: UNREAD_URL,
-      format: accepted ?? "xml",
-      clientAddress: peer,
-      peerAddress: peer,
-      scheme: listenerScheme,
-    };
     const { rawPath, search } = splitRequestTarget(request.url);
+    const context = new HandlerContext(
+      requestId,
+      accepted ?? "xml",
+      peer,
+      peer,
+      listenerScheme,
+      listenerScheme,
+      rawPath,
+      search,
+    );
     let routeLabel = "other";
     let response: Response;
     try {
-      context.url = toRequestUrl(request, listenerScheme, rawPath, search);
-      const target = parseRequestPath(rawPath, pathOptions);
+      context.host = readHost(request);
+      const target = readPath(rawPath);
       context.target = target;
       routeLabel = toRouteLabel(target.path, target.secure);
       const format = target.format ?? accepted;
@@ -318,7 +359,8 @@ export function createHandler(deps: AppDeps): Handler {
       logger.info("request", {
         request_id: requestId,
         method: request.method,
-        path: context.url === UNREAD_URL ? rawPath.slice(0, 200) : redactUrl(context.url),
+        // The query only once the path was read (it may hold secrets, which are redacted).
+        path: context.target === undefined ? rawPath.slice(0, 200) : redactTarget(rawPath, search),
         status: response.status,
         duration_ms: Math.round(seconds * 100_000) / 100,
         key_id: context.apiKeyId ?? null,

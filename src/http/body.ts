@@ -7,6 +7,7 @@
 import { HttpError } from "./errors.ts";
 import { findRequestFormat } from "./negotiate.ts";
 import type { Format } from "../formats/format.ts";
+import { withDeadline } from "../platform/deadlines.ts";
 
 /** Bodies larger than this are refused with 413; a token request needs a few hundred bytes. */
 export const MAX_BODY_BYTES = 16 * 1024;
@@ -22,6 +23,11 @@ export interface ReadBodyOptions {
 /**
  * Reads the whole body as strict UTF-8 text (a leading BOM is dropped).
  *
+ * With a `Content-Length` within the cap, the body is taken whole (the HTTP
+ * layer stops at the declared length, and Deno hands over a body that has
+ * already arrived without a stream); otherwise it is read chunk by chunk
+ * and refused as soon as it passes the cap.
+ *
  * @throws {HttpError} 413 when `Content-Length` or the bytes received exceed
  * the cap, 408 when the body does not arrive in time, 400 when it is not
  * valid UTF-8 or the connection breaks mid-body.
@@ -30,44 +36,63 @@ export async function readBody(request: Request, options: ReadBodyOptions = {}):
   const maxBytes = options.maxBytes ?? MAX_BODY_BYTES;
   const declared = request.headers.get("content-length");
   if (declared !== null && Number(declared) > maxBytes) throw tooLarge(maxBytes);
-  if (request.body === null) return "";
+  const timeoutMs = options.timeoutMs ?? BODY_TIMEOUT_MS;
+  let bytes: Uint8Array;
+  if (declared !== null) {
+    try {
+      bytes = await withDeadline(request.bytes(), timeoutMs, timedOut);
+    } catch (error) {
+      throw error instanceof HttpError ? error : broken(error);
+    }
+    // Belt and braces: a Request built in process is not framed by its Content-Length.
+    if (bytes.byteLength > maxBytes) throw tooLarge(maxBytes);
+  } else {
+    if (request.body === null) return "";
+    bytes = await readCapped(request.body, maxBytes, timeoutMs);
+  }
+  return decodeUtf8(bytes);
+}
 
-  const reader = request.body.getReader();
+/** Reads `body` chunk by chunk, refusing it once it passes `maxBytes`. */
+async function readCapped(
+  body: ReadableStream<Uint8Array>,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<Uint8Array> {
+  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new HttpError(408, "request_timeout", "Request body did not arrive in time"),
-        ),
-      options.timeoutMs ?? BODY_TIMEOUT_MS,
-    );
-  });
-  try {
+  const read = async () => {
     while (true) {
       let result: ReadableStreamReadResult<Uint8Array>;
       try {
-        result = await Promise.race([reader.read(), deadline]);
+        result = await reader.read();
       } catch (error) {
-        if (error instanceof HttpError) throw error;
-        throw new HttpError(400, "invalid_request", "Cannot read request body: connection broken", {
-          cause: error,
-        });
+        throw broken(error);
       }
-      if (result.done) break;
+      if (result.done) return;
       size += result.value.byteLength;
       if (size > maxBytes) throw tooLarge(maxBytes);
       chunks.push(result.value);
     }
+  };
+  try {
+    await withDeadline(read(), timeoutMs, timedOut);
   } catch (error) {
     reader.cancel().catch(() => {});
     throw error;
-  } finally {
-    clearTimeout(timer);
   }
-  return decodeUtf8(concat(chunks, size));
+  return concat(chunks, size);
+}
+
+function timedOut(): HttpError {
+  return new HttpError(408, "request_timeout", "Request body did not arrive in time");
+}
+
+function broken(error: unknown): HttpError {
+  return new HttpError(400, "invalid_request", "Cannot read request body: connection broken", {
+    cause: error,
+  });
 }
 
 function tooLarge(maxBytes: number): HttpError {

@@ -24,9 +24,11 @@ export interface RequestContext {
    * query as sent. Read only the query and host from it: the path is
    * {@link target}'s (a URL parser normalises paths its own way).
    */
-  url: URL;
+  readonly url: URL;
+  /** {@link url}'s query parameters (read only). */
+  readonly query: URLSearchParams;
   /** The canonical path, once read (`paths.ts`). */
-  target?: RequestPath;
+  target?: Readonly<RequestPath>;
   /** The negotiated response format. */
   format: Format;
   /** The client's address, for throttling and logs. */

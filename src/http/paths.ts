@@ -142,6 +142,34 @@ export function parseRequestPath(rawPath: string, options: PathOptions = {}): Re
   return target;
 }
 
+/** Paths longer than this are parsed every time rather than remembered. */
+const MAX_REMEMBERED_PATH = 256;
+
+/**
+ * {@link parseRequestPath} with `options`, remembering the last `capacity`
+ * distinct paths it accepted (a request path is read on every request, and
+ * most requests repeat a few paths). The answer depends on the path and the
+ * options alone, so a remembered one is exact; answers are frozen because
+ * they are shared. When full, the memory starts over: a client sending ever
+ * new paths costs it nothing but the parsing it would have cost anyway.
+ */
+export function createPathParser(
+  options: PathOptions = {},
+  capacity = 1024,
+): (rawPath: string) => Readonly<RequestPath> {
+  const remembered = new Map<string, Readonly<RequestPath>>();
+  return (rawPath) => {
+    const known = remembered.get(rawPath);
+    if (known !== undefined) return known;
+    const target = Object.freeze(parseRequestPath(rawPath, options));
+    if (rawPath.length <= MAX_REMEMBERED_PATH) {
+      if (remembered.size >= capacity) remembered.clear();
+      remembered.set(rawPath, target);
+    }
+    return target;
+  };
+}
+
 /**
  * Splits a request target as sent (`/path?query`, or what `Deno.serve` puts
  * in `Request.url`: `scheme://authority/path?query`) into its raw path and

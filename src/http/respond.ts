@@ -31,6 +31,8 @@ const XML_ESCAPES: Readonly<Record<string, string>> = {
 const XML_SPECIAL = /[&<>"']/g;
 /** Characters XML 1.0 cannot carry at all (control characters, U+FFFE/U+FFFF, lone surrogates). */
 const NOT_XML_CHAR = /[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu;
+/** Text that needs neither: printable ASCII without `&<>"'` (most values: e-mails, times, ids). */
+const PLAIN_TEXT = /^[\t\n\r\x20\x21\x23-\x25\x28-\x3b\x3d\x3f-\x7e]*$/;
 
 /**
  * `<name>value</name>`: an array repeats the element, an object nests its
@@ -45,10 +47,8 @@ function toXmlElement(name: string, value: DocumentValue): string {
     for (const key in value) inner += toXmlElement(key, value[key]);
     return `<${name}>${inner}</${name}>`;
   }
-  const text = String(value).replace(NOT_XML_CHAR, "\uFFFD").replace(
-    XML_SPECIAL,
-    (c) => XML_ESCAPES[c],
-  );
+  if (typeof value !== "string" || PLAIN_TEXT.test(value)) return `<${name}>${value}</${name}>`;
+  const text = value.replace(NOT_XML_CHAR, "\uFFFD").replace(XML_SPECIAL, (c) => XML_ESCAPES[c]);
   return `<${name}>${text}</${name}>`;
 }
 
@@ -65,7 +65,12 @@ export function toResponse(
   body: DocumentValue,
   init: ResponseInit = {},
 ): Response {
+  const text = toDocument(format, root, body);
+  if (init.headers === undefined) {
+    // The common case, without a Headers object to copy.
+    return new Response(text, { ...init, headers: { "content-type": CONTENT_TYPES[format] } });
+  }
   const headers = new Headers(init.headers);
   headers.set("content-type", CONTENT_TYPES[format]);
-  return new Response(toDocument(format, root, body), { ...init, headers });
+  return new Response(text, { ...init, headers });
 }

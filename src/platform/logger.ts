@@ -78,25 +78,27 @@ export function toLineChunks(bytes: Uint8Array, limit: number): [number, number]
   return chunks;
 }
 
+/** Bytes of lines held before a write to standard output. */
+const BUFFER_BYTES = 64 * 1024;
+
 /**
  * Standard output, written in batches: one system call per
- * {@link FLUSH_AFTER_MS} or {@link MAX_BUFFERED_LINES} lines rather than one
- * per request. Errors are written at once. A failed write drops its lines
- * (counted on standard error) rather than failing a request.
+ * {@link FLUSH_AFTER_MS}, {@link MAX_BUFFERED_LINES} lines or
+ * {@link BUFFER_BYTES} rather than one per request. Each line is encoded
+ * into the batch's buffer as it comes, so no line outlives its request as a
+ * string (strings held for a batch were copied by every young-generation
+ * collection meanwhile). Errors are written at once. A failed write drops
+ * its lines (counted on standard error) rather than failing a request.
  */
 function createStdoutWriter(
   atomicWriteBytes = Infinity,
 ): { write(line: string, urgent: boolean): void; flush(): void } {
-  let lines: string[] = [];
+  const buffer = new Uint8Array(BUFFER_BYTES);
+  let used = 0;
+  let count = 0;
   let dropped = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  function flush(): void {
-    if (timer !== undefined) clearTimeout(timer);
-    timer = undefined;
-    if (lines.length === 0) return;
-    const bytes = encoder.encode(lines.join("\n") + "\n");
-    const count = lines.length;
-    lines = [];
+  function writeOut(bytes: Uint8Array, lines: number): void {
     try {
       for (const [start, end] of toLineChunks(bytes, atomicWriteBytes)) {
         let written = start;
@@ -104,7 +106,7 @@ function createStdoutWriter(
       }
     } catch (error) {
       // A closed or broken standard output must not take requests (or the process) down.
-      dropped += count;
+      dropped += lines;
       try {
         console.error(`keygate: ${dropped} log line(s) lost: ${String(error)}`);
       } catch {
@@ -112,10 +114,30 @@ function createStdoutWriter(
       }
     }
   }
+  function flush(): void {
+    if (timer !== undefined) clearTimeout(timer);
+    timer = undefined;
+    if (count === 0) return;
+    const lines = count;
+    const bytes = buffer.subarray(0, used);
+    used = 0;
+    count = 0;
+    writeOut(bytes, lines);
+  }
+  function append(line: string): void {
+    // A UTF-8 line takes at most 3 bytes per UTF-16 unit, plus its newline.
+    if (used + line.length * 3 + 1 > BUFFER_BYTES) {
+      flush();
+      if (line.length * 3 + 1 > BUFFER_BYTES) return writeOut(encoder.encode(line + "\n"), 1);
+    }
+    used += encoder.encodeInto(line, buffer.subarray(used)).written;
+    buffer[used++] = 10;
+    count++;
+  }
   return {
     write(line, urgent) {
-      lines.push(line);
-      if (urgent || lines.length >= MAX_BUFFERED_LINES) return flush();
+      append(line);
+      if (urgent || count >= MAX_BUFFERED_LINES) return flush();
       if (timer === undefined) {
         const scheduled = setTimeout(flush, FLUSH_AFTER_MS);
         Deno.unrefTimer(scheduled);
@@ -192,17 +214,19 @@ export const silentLogger: Logger = createLogger({ level: "off", write: () => {}
 const SECRET_PARAMS = new Set(["api_key", "api_token", "access_token", "token", "password"]);
 const SECRET_VALUES = /([?&])(api_key|api_token|access_token|token|password)=[^&]*/gi;
 
-/** `path?query` with the values of secret query parameters replaced by `REDACTED`. */
-export function redactUrl(url: URL): string {
-  const search = url.search;
-  if (search === "") return url.pathname;
+/**
+ * `path?query` (`search` is `""` or starts with `?`) with the values of
+ * secret query parameters replaced by `REDACTED`.
+ */
+export function redactTarget(path: string, search: string): string {
+  if (search === "") return path;
   // Fast path: with nothing encoded, names are as written and a regex suffices.
   if (!search.includes("%") && !search.includes("+")) {
-    return url.pathname + search.replace(SECRET_VALUES, "$1$2=REDACTED");
+    return path + search.replace(SECRET_VALUES, "$1$2=REDACTED");
   }
   const params = new URLSearchParams(search);
   for (const name of new Set(params.keys())) {
     if (SECRET_PARAMS.has(name.toLowerCase())) params.set(name, "REDACTED");
   }
-  return `${url.pathname}?${params}`;
+  return `${path}?${params}`;
 }

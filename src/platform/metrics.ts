@@ -12,11 +12,11 @@ import {
   AggregatorRegistry,
   Counter,
   Gauge,
-  Histogram,
   type MetricObjectWithValues,
   type MetricValue,
   Registry,
 } from "prom-client";
+import { createLatencyHistogram } from "./latency_histogram.ts";
 
 /** One registry's metrics as data, to be summed with others' (another worker's). */
 export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
@@ -132,18 +132,31 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ["route"] as const,
     registers,
   });
-  const secure = new Counter({
+  /** Secure requests counted since the last read, added to the counter when it is read. */
+  const pendingSecure = new Map<SecureOutcome, Map<string, number>>();
+  const secure: Counter<"outcome" | "reason"> = new Counter({
     name: "keygate_secure_requests_total",
     help: "Secure requests allowed or denied, by reason",
     labelNames: ["outcome", "reason"] as const,
     registers,
+    // Counted in plain maps on every secure request (prom-client's inc() converts and hashes its
+    // labels each time), and handed over whenever the counter is read.
+    collect() {
+      for (const [outcome, byReason] of pendingSecure) {
+        for (const [reason, count] of byReason) secure.inc({ outcome, reason }, count);
+      }
+      pendingSecure.clear();
+    },
   });
-  const latency = new Histogram({
+  function countSecure(outcome: SecureOutcome, reason: string): void {
+    let byReason = pendingSecure.get(outcome);
+    if (byReason === undefined) pendingSecure.set(outcome, byReason = new Map());
+    byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
+  }
+  const latency = createLatencyHistogram(registry, {
     name: "keygate_http_request_duration_seconds",
     help: "Time from request to response, by route pattern, method and status",
-    labelNames: ["route", "method", "status"] as const,
     buckets: LATENCY_BUCKETS,
-    registers,
   });
   const databaseErrors = new Counter({
     name: "keygate_database_errors_total",
@@ -168,9 +181,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     tokenIssued: () => issued.inc(),
     loginFailed: (reason) => loginFailures.inc({ reason }),
     throttled: (route) => throttled.inc({ route }),
-    secureRequest: (outcome, reason) => secure.inc({ outcome, reason }),
+    secureRequest: countSecure,
     observeRequest: ({ route, method, status }, seconds) =>
-      latency.observe({ route, method, status: String(status) }, seconds),
+      latency.observe(route, method, status, seconds),
     databaseError: (source) => databaseErrors.inc({ source }),
     tokensPurged: (count) => purged.inc(count),
     readCounters: async () => {

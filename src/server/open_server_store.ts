@@ -6,7 +6,7 @@
  * @module
  */
 import type { Config } from "../config/settings.ts";
-import { openStore } from "../store/open_store.ts";
+import { openStore, type OpenStoreOptions } from "../store/open_store.ts";
 import type { PostgresStoreOptions } from "../store/postgres/open_postgres_store.ts";
 import type { Store } from "../store/store.ts";
 
@@ -15,11 +15,14 @@ export function toStoreLocation(config: Config): string {
   return config.store ?? `sqlite:${config.dbPath}`;
 }
 
-/** What the caller wants to hear from a PostgreSQL store (the log, the metrics). */
-export type ServerStoreHooks = Pick<PostgresStoreOptions, "onListenerChange" | "onOperation">;
+/** What the caller wants to hear from the store (the log, the metrics). */
+export type ServerStoreHooks =
+  & Pick<PostgresStoreOptions, "onListenerChange" | "onOperation">
+  & Pick<OpenStoreOptions, "onMigrationWarning">;
 
 /** Opens the configured store for serving requests. */
 export function openServerStore(config: Config, hooks: ServerStoreHooks = {}): Promise<Store> {
+  const { onMigrationWarning, ...postgresHooks } = hooks;
   // Logins need no fsync on the thread that serves secure requests; revocations still get one.
   return openStore(toStoreLocation(config), {
     sqlite: { durability: "grants" },
@@ -27,7 +30,8 @@ export function openServerStore(config: Config, hooks: ServerStoreHooks = {}): P
       durability: "grants",
       stalenessMs: config.storeStalenessSeconds * 1000,
       notifications: config.storeListen,
-      ...hooks,
+      ...postgresHooks,
     },
+    onMigrationWarning,
   });
 }

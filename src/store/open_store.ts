@@ -20,6 +20,8 @@ import { parseStoreUrl, type StoreLocation } from "./store_url.ts";
 export interface OpenStoreOptions {
   sqlite?: SqliteStoreOptions;
   postgres?: PostgresStoreOptions;
+  /** Hears the one-line warnings of the migrations the opening applies, on either backend. */
+  onMigrationWarning?(line: string): void;
 }
 
 /**
@@ -33,8 +35,11 @@ export function parseStoreLocation(location: string): StoreLocation {
 /** Opens the store at `location` (see the module documentation). */
 export async function openStore(location: string, options: OpenStoreOptions = {}): Promise<Store> {
   const parsed = parseStoreLocation(location);
-  if (parsed.kind === "postgres") return await openPostgresStore(parsed, options.postgres);
-  return openSqliteStore(parsed.path, options.sqlite);
+  const { onMigrationWarning } = options;
+  if (parsed.kind === "postgres") {
+    return await openPostgresStore(parsed, { onMigrationWarning, ...options.postgres });
+  }
+  return openSqliteStore(parsed.path, { onMigrationWarning, ...options.sqlite });
 }
 
 /** The SQLite-only operations of a store, or `undefined` for another backend. */

@@ -1,13 +1,38 @@
 /**
  * Stored rows (snake_case, flags as 0/1: both backends name and type their columns alike) to the
- * store's row types (camelCase). Used by every backend, inside src/store/ only.
+ * store's row types (camelCase). Used by every backend, inside src/store/ only. Not the audit
+ * row: its detail is JSON text on SQLite and jsonb on PostgreSQL, so each backend maps its own.
  *
  * @module
  */
-import type { ApiKey, LoginFailures, TokenStatus, User } from "./store.ts";
+import { MAX_TIME_MS } from "../platform/clock.ts";
+import type {
+  ApiKey,
+  LoginFailures,
+  Operator,
+  OperatorRole,
+  TokenRow,
+  TokenStatus,
+  User,
+} from "./store.ts";
 
 /** A row as a driver returns it. */
 export type Row = Record<string, unknown>;
+
+/**
+ * An expiry as stored, at most {@link MAX_TIME_MS}: a later one (written before
+ * durations were capped, or by hand) means "never" in practice, and must not
+ * break whatever turns it into a date. The SQLite backend also caps it in SQL,
+ * since its driver cannot read integers beyond 2^53.
+ */
+export function toExpiry(value: unknown): number {
+  return Math.min(value as number, MAX_TIME_MS);
+}
+
+/** {@link toExpiry}, keeping `null` (no expiry). */
+export function toExpiryOrNull(value: unknown): number | null {
+  return value === null || value === undefined ? null : toExpiry(value);
+}
 
 export function toUser(row: Row): User {
   return {
@@ -30,7 +55,7 @@ export function toApiKey(row: Row): ApiKey {
     label: row.label as string,
     createdAt: row.created_at as number,
     revokedAt: row.revoked_at as number | null,
-    expiresAt: row.expires_at as number | null,
+    expiresAt: toExpiryOrNull(row.expires_at),
     disabledAt: row.disabled_at as number | null,
     replacedBy: row.replaced_by as number | null,
     lastUsedAt: row.last_used_at as number | null,
@@ -48,7 +73,18 @@ export function toTokenFacts(row: Row): Omit<TokenStatus, "live"> {
     email: row.email as string,
     apiKeyId: row.api_key_id as number,
     issuedAt: row.issued_at as number,
-    expiresAt: row.expires_at as number,
+    expiresAt: toExpiry(row.expires_at),
+  };
+}
+
+/** A token row for listings (`id, api_key_id, issued_at, expires_at, revoked_at`). */
+export function toTokenRow(row: Row): TokenRow {
+  return {
+    id: row.id as number,
+    apiKeyId: row.api_key_id as number,
+    issuedAt: row.issued_at as number,
+    expiresAt: toExpiry(row.expires_at),
+    revokedAt: row.revoked_at as number | null,
   };
 }
 
@@ -59,5 +95,16 @@ export function toLoginFailures(row: Row): LoginFailures {
     lastFailureAt: row.last_failure_at as number,
     blockedUntil: row.blocked_until as number,
     forgetAt: row.forget_at as number,
+  };
+}
+
+export function toOperator(row: Row): Operator {
+  return {
+    id: row.id as number,
+    name: row.name as string,
+    role: row.role as OperatorRole,
+    prefix: row.prefix as string,
+    createdAt: row.created_at as number,
+    revokedAt: row.revoked_at as number | null,
   };
 }

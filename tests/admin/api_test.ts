@@ -557,3 +557,58 @@ Deno.test("[admin] the console is served with a strict CSP, no cookie and no COR
   assert.equal(posted.status, 405);
   await posted.body?.cancel();
 });
+
+Deno.test("[admin] control characters: 400 for new labels and e-mails, escaped when stored rows are read", async () => {
+  await using t = await createAdminTest();
+  const id = await t.addUser("ann@example.org");
+  for (const label of ["red\x1b[31m", "two\nlines", "c1\x9b2J", "del\x7f"]) {
+    const answer = await t.call("POST", `/admin/v1/users/${id}/keys`, { body: { label } });
+    assert.equal(answer.status, 400, JSON.stringify(label));
+    assert.equal(answer.body.error.code, "invalid_request");
+    assert.match(answer.body.error.message, /^Invalid label: control characters/);
+  }
+  assert.equal(await t.store.countRows("api_keys"), 0);
+  const added = await t.call("POST", "/admin/v1/users", {
+    body: { email: "x\x9b@example.org", password: "x" },
+  });
+  assert.equal(added.status, 400);
+  assert.equal(added.body.error.code, "invalid_request");
+  assert.match(added.body.error.message, /^Invalid e-mail/);
+  const renamed = await t.call("PUT", `/admin/v1/users/${id}/email`, {
+    body: { email: "ann\x1b@example.org" },
+  });
+  assert.equal(renamed.status, 400);
+  assert.equal((await t.store.findUserById(id))?.email, "ann@example.org");
+  assert.equal(await t.store.countRows("users"), 1);
+
+  // Rows stored before such characters were refused come back escaped, with the same value.
+  const email = "old\x1b]0;x\x07\x9b@example.org";
+  const label = "red\x1b[31m\nfake\x9b2J\x7f";
+  const old = await t.store.insertUser(
+    { email, passwordHash: "x", tokenTimeoutSeconds: null },
+    { now: t.clock.now(), audit: undefined },
+  );
+  await t.store.insertApiKey({
+    userId: old.id,
+    keyHash: hashSecret("abcd1111-0000-4000-8000-000000000001"),
+    prefix: "abcd1111",
+    label,
+    expiresAt: null,
+    introspect: false,
+  }, { now: t.clock.now(), audit: undefined });
+  const response = await t.admin(
+    new Request(`${ADMIN_BASE}/admin/v1/keys`, {
+      headers: { authorization: `Bearer ${t.writeToken}` },
+    }),
+    { remoteAddr: { hostname: "192.0.2.10" } },
+  );
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  const text = await response.text();
+  // deno-lint-ignore no-control-regex
+  assert.doesNotMatch(text, /[\x00-\x1f\x7f-\x9f]/);
+  assert.ok(text.includes(String.raw`red\u001b[31m\nfake\u009b2J\u007f`), text);
+  assert.ok(text.includes(String.raw`old\u001b]0;x\u0007\u009b@example.org`), text);
+  const [key] = JSON.parse(text).keys;
+  assert.deepEqual([key.email, key.label], [email, label]);
+});

@@ -19,6 +19,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { readAdminStats } from "../../src/auth/admin_tasks.ts";
+import { AUDIT_ACTIONS } from "../../src/auth/audit.ts";
 import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
 import { createStatsHistory } from "../../src/auth/stats_history.ts";
 import { createOperator } from "../../src/auth/operators.ts";
@@ -325,6 +326,14 @@ Deno.test({
       await t.step("filter the audit log by action", async () => {
         await page.getByRole("link", { name: "Audit log" }).click();
         await page.getByLabel("Action").selectOption("key.rotated");
+        // selectOption waited for the page; its list is the server's actions (src/auth/audit.ts,
+        // through the OpenAPI document).
+        assert.deepEqual(
+          await page.getByLabel("Action").locator("option").evaluateAll((options) =>
+            options.map((option) => (option as unknown as { value: string }).value)
+          ),
+          ["", ...AUDIT_ACTIONS],
+        );
         await page.getByRole("button", { name: "Filter" }).click();
         await page.waitForURL(/action=key.rotated/);
         const rows = page.locator("tbody tr");

@@ -24,3 +24,26 @@ Deno.test({
     assert.match(output, /ok \| 1 passed \(\d+ steps\) \| 0 failed/);
   },
 });
+
+Deno.test("[console] no script parses text as markup: every stored name or label is a text node", async () => {
+  const dir = new URL("../../src/http/admin/console/", import.meta.url);
+  const files: string[] = [];
+  const walk = async (at: URL) => {
+    for await (const entry of Deno.readDir(at)) {
+      if (entry.isDirectory) await walk(new URL(`${entry.name}/`, at));
+      else if (entry.name.endsWith(".js")) files.push(new URL(entry.name, at).pathname);
+    }
+  };
+  await walk(dir);
+  assert.ok(files.length >= 5, files.join());
+  for (const file of files) {
+    const source = await Deno.readTextFile(file);
+    // dom.js names innerHTML in its doc comment only: compare code, not comments.
+    const code = source.replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/.*$/gm, "");
+    assert.doesNotMatch(
+      code,
+      /innerHTML|outerHTML|insertAdjacentHTML|document\.write|DOMParser|createContextualFragment/,
+      file,
+    );
+  }
+});

@@ -90,6 +90,9 @@ Deno.test("admin operator revoke ends the token; the name can be used again", as
       await store.closeStore();
     }
     assert.equal((await admin(db.path, ["operator", "revoke", "bob"])).code, 1);
+    const badName = await admin(db.path, ["operator", "revoke", "a b"]);
+    assert.equal(badName.code, 2);
+    assert.match(badName.err, /^keygate admin: Invalid operator name "a b": expected 1 to 64/);
     assert.equal((await admin(db.path, ["operator", "create", "bob", "--role", "write"])).code, 0);
   } finally {
     db.cleanup();
@@ -103,7 +106,7 @@ Deno.test("admin operator create refuses a bad name, a bad role and a missing ro
     assert.notEqual(badRole.code, 0);
     assert.match(badRole.err, /Invalid role "root": expected "read" or "write"/);
     const badName = await admin(db.path, ["operator", "create", "a b", "--role", "read"]);
-    assert.notEqual(badName.code, 0);
+    assert.equal(badName.code, 2);
     assert.match(badName.err, /Invalid operator name "a b"/);
     const noRole = await admin(db.path, ["operator", "create", "ann"]);
     assert.equal(noRole.code, 2);

@@ -3,7 +3,10 @@
  *
  * @module
  */
+import assert from "node:assert/strict";
+import { normalizeEmail } from "../../src/auth/account_rules.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import { describeSkippedEmails, toCanonicalEmail } from "../../src/store/canonical_emails.ts";
 import type { AuditEntry, Store } from "../../src/store/store.ts";
 
 /** A fresh, empty store of the backend under test. */
@@ -80,3 +83,50 @@ export const ENDED: [string, string, number][] = [
   ["token revoked", `UPDATE tokens SET revoked_at = ${T0 + 10}`, T0 + 10],
   ["token expiry", "UPDATE users SET disabled = 0", T0 + HOUR],
 ];
+
+/**
+ * E-mails as a keygate from before NFC normalisation may have stored them
+ * (lower case in every locale, so both backends' CHECK accepts them), and
+ * what the canonical_emails migration makes of each: the new e-mail, or
+ * `undefined` when the row is left alone (its canonical form is another
+ * user's, or the canonical form of two rows).
+ */
+export const PRE_NFC_EMAILS: [string, string | undefined][] = [
+  ["e\u0301mile@b.org", "\u00e9mile@b.org"],
+  ["caf\u00e9@b.org", undefined], // canonical already
+  ["cafe\u0301@b.org", undefined], // would collide with the row above
+  ["e\u0323\u0302x@b.org", undefined], // these two would both become "\u1ec7x@b.org"
+  ["e\u0302\u0323x@b.org", undefined],
+  ["plain@b.org", undefined],
+];
+
+/**
+ * Opens (with `open`) a store whose users were written as `rows` say before
+ * the canonical_emails migration, and checks what the migration did: each
+ * row's e-mail, one warning naming no address, no audit entry, a login's
+ * lookup found; then opens it again, which warns no more.
+ */
+export async function assertCanonicalEmailsMigrated(
+  open: (onMigrationWarning: (line: string) => void) => Promise<Store>,
+  rows: readonly [string, string | undefined][],
+): Promise<void> {
+  const skipped =
+    rows.filter(([email, migrated]) => migrated === undefined && toCanonicalEmail(email) !== email)
+      .length;
+  const warnings: string[] = [];
+  const store = await open((line) => warnings.push(line));
+  try {
+    assert.deepEqual(warnings, [describeSkippedEmails(skipped)]);
+    assert.doesNotMatch(warnings[0], /@b\.org/);
+    const emails = (await store.listUsers()).sort((a, b) => a.id - b.id).map((u) => u.email);
+    assert.deepEqual(emails, rows.map(([email, migrated]) => migrated ?? email));
+    // A login looks the address up in its canonical form, however it is typed.
+    assert.equal((await store.findUserByEmail(normalizeEmail("E\u0301mile@B.org")))?.id, 1);
+    assert.deepEqual(await store.listAudit(), []);
+  } finally {
+    await store.closeStore();
+  }
+  const again: string[] = [];
+  await (await open((line) => again.push(line))).closeStore();
+  assert.deepEqual(again, [], "the migration runs once");
+}

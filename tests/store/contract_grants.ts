@@ -204,6 +204,36 @@ export function registerGrantTests(test: ContractTest): void {
     assert.equal((await store.findTokenStatus(hashSecret("t2"), T0 + 50))!.live, false);
   });
 
+  test("an expiry beyond a Date's range reads as the latest Date, in every view of the token", async ({ store, execSql }) => {
+    const { user, key, tokenId } = await seed(store);
+    const MAX = 8_640_000_000_000_000;
+    // Beyond a Date (as a timeout from before the duration cap gave), then beyond 2^53 (by hand).
+    for (const stored of ["8700000000000000", "9000000000000000000"]) {
+      await execSql(`UPDATE tokens SET expires_at = ${stored} WHERE id = ${tokenId}`);
+      const grant = await grantOf(store, "t1", "k1", T0);
+      assert.equal(grant?.expiresAt, MAX, stored);
+      assert.equal(grant?.keyExpiresAt, null);
+      assert.equal(new Date(grant!.expiresAt).toISOString(), "+275760-09-13T00:00:00.000Z");
+      const status = await store.findTokenStatus(hashSecret("t1"), T0);
+      assert.deepEqual([status?.expiresAt, status?.live], [MAX, true]);
+      assert.deepEqual((await store.listTokensOfUser(user.id)).map((t) => t.expiresAt), [MAX]);
+      const listed = await store.searchTokensOfUser(user.id, { now: T0, limit: 10 });
+      assert.deepEqual(listed.map((t) => [t.id, t.expiresAt, t.live]), [[tokenId, MAX, true]]);
+      assert.equal(await store.countLiveTokens(T0), 1);
+    }
+    // A key's expiry past a Date (or 2^53) caps its tokens at the latest Date too.
+    for (const stored of ["8700000000000000", "9000000000000000000"]) {
+      await execSql(`UPDATE api_keys SET expires_at = ${stored} WHERE id = ${key.id}`);
+      assert.equal((await store.findApiKeyById(key.id))?.expiresAt, MAX, stored);
+      assert.equal((await store.findApiKeyByHash(hashSecret("k1")))?.expiresAt, MAX);
+      assert.equal((await store.listApiKeys(user.id))[0].expiresAt, MAX);
+      assert.equal((await store.listApiKeys())[0].expiresAt, MAX);
+      assert.equal((await store.findKeyHolder(hashSecret("k1"), T0))?.apiKeyId, key.id);
+      const grant = await grantOf(store, "t1", "k1", T0);
+      assert.deepEqual([grant?.expiresAt, grant?.keyExpiresAt], [MAX, MAX]);
+    }
+  });
+
   test("findKeyHolder() finds a usable key of an enabled user only", async ({ store }) => {
     const { user, key } = await seed(store);
     assert.deepEqual(await store.findKeyHolder(hashSecret("k1"), T0), {

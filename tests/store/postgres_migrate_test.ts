@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
+import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import {
   migratePostgres,
   readSchemaVersion,
@@ -10,6 +11,7 @@ import {
 import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
 import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+import { assertCanonicalEmailsMigrated, PRE_NFC_EMAILS } from "./_contract_fixtures.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -30,10 +32,12 @@ Deno.test({
       assert.deepEqual(first, {
         applied: POSTGRES_MIGRATIONS.map((m) => m.version),
         version: POSTGRES_MIGRATIONS.length,
+        warnings: [],
       });
       assert.deepEqual(await migratePostgres(sql), {
         applied: [],
         version: POSTGRES_MIGRATIONS.length,
+        warnings: [],
       });
       const rows = await sql`SELECT version, checksum FROM keygate_migrations ORDER BY version`;
       assert.equal(rows.length, POSTGRES_MIGRATIONS.length + 1); // plus the lock row
@@ -128,6 +132,29 @@ Deno.test({
     } finally {
       await sql.end();
     }
+  },
+});
+
+Deno.test({
+  name:
+    "migration 3 stores older e-mails in NFC, leaves colliding ones and warns once, naming no address",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("migrate");
+    const sql = openPostgresClient(parseStoreUrl(url) as PostgresLocation, { max: 2 });
+    try {
+      await migratePostgres(sql, POSTGRES_MIGRATIONS.filter((m) => m.version <= 2));
+      for (const [email] of PRE_NFC_EMAILS) {
+        await sql`INSERT INTO users (email, password_hash, created_at, updated_at)
+          VALUES (${email}, 'x', 1, 1)`;
+      }
+    } finally {
+      await sql.end();
+    }
+    await assertCanonicalEmailsMigrated(
+      (onMigrationWarning) => openPostgresStore(url, { onMigrationWarning }),
+      PRE_NFC_EMAILS,
+    );
   },
 });
 

@@ -8,6 +8,7 @@ import { hashSecret } from "../../src/auth/credentials.ts";
 import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { openTempStore, tempDbPath } from "../_helpers.ts";
+import { assertCanonicalEmailsMigrated, PRE_NFC_EMAILS } from "./_contract_fixtures.ts";
 import { runStoreContract } from "./contract.ts";
 
 runStoreContract({
@@ -141,6 +142,30 @@ Deno.test("migration 3 upgrades a version-1 database and keeps its rows working"
     );
     assert.deepEqual(await store.listAudit(), []);
     await store.closeStore();
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("migration 6 stores older e-mails in NFC, leaves colliding ones and warns once, naming no address", async () => {
+  const db = tempDbPath();
+  try {
+    const raw = new DatabaseSync(db.path);
+    migrate(raw, MIGRATIONS.filter((m) => m.version <= 5));
+    // SQLite's lower() knows only ASCII: an upper-case "É" could be stored too.
+    const rows: [string, string | undefined][] = [...PRE_NFC_EMAILS, [
+      "\u00c9ve@b.org",
+      "\u00e9ve@b.org",
+    ]];
+    const insert = raw.prepare(
+      "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?, 'x', 1, 1)",
+    );
+    for (const [email] of rows) insert.run(email);
+    raw.close();
+    await assertCanonicalEmailsMigrated(
+      (onMigrationWarning) => Promise.resolve(openSqliteStore(db.path, { onMigrationWarning })),
+      rows,
+    );
   } finally {
     db.cleanup();
   }

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { toPrintable } from "../../formats/printable.ts";
 import { readBody } from "../body.ts";
 import { HttpError } from "../errors.ts";
 
@@ -14,9 +15,18 @@ export const JSON_TYPE = "application/json; charset=utf-8";
 /** A JSON object read from a request body. */
 export type JsonObject = Record<string, unknown>;
 
+/**
+ * JSON text in which no control character is raw: `JSON.stringify` escapes
+ * C0, this also DEL and C1, so a stored label printed by `curl` to a terminal
+ * cannot act on it. The value is the same.
+ */
+function toJsonText(value: unknown): string {
+  return toPrintable(JSON.stringify(value));
+}
+
 /** A JSON response. */
 export function toJson(body: unknown, status = 200): Response {
-  return new Response(JSON.stringify(body), { status, headers: { "content-type": JSON_TYPE } });
+  return new Response(toJsonText(body), { status, headers: { "content-type": JSON_TYPE } });
 }
 
 /** The admin API's error document: `{"error": {"code", "message"}}`. */
@@ -24,7 +34,7 @@ export function toJsonError(error: HttpError): Response {
   const headers = new Headers(error.headers);
   headers.set("content-type", JSON_TYPE);
   return new Response(
-    JSON.stringify({ error: { code: error.code, message: error.message } }),
+    toJsonText({ error: { code: error.code, message: error.message } }),
     { status: error.status, headers },
   );
 }

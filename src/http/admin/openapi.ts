@@ -1,153 +1,13 @@
 /**
  * The admin API's OpenAPI 3.1 document, served at `/admin/v1/openapi.json`.
  * tests/admin/openapi_test.ts checks it against the OpenAPI schema and every
- * response the API tests receive against the schemas here, so the document
+ * response the API tests receive against its schemas (openapi_schemas.ts), so the document
  * cannot drift from the code (views.ts writes the same shapes).
  *
  * @module
  */
-
-type Schema = Record<string, unknown>;
-
-const str = { type: "string" };
-const int = { type: "integer" };
-const bool = { type: "boolean" };
-const time = { type: "string", format: "date-time" };
-const nullable = (schema: Schema): Schema => ({ oneOf: [schema, { type: "null" }] });
-const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
-const object = (properties: Record<string, Schema>, optional: string[] = []): Schema => ({
-  type: "object",
-  required: Object.keys(properties).filter((name) => !optional.includes(name)),
-  properties,
-  additionalProperties: false,
-});
-
-const USER: Record<string, Schema> = {
-  id: int,
-  email: str,
-  status: { enum: ["enabled", "disabled"] },
-  token_timeout_seconds: nullable(int),
-  created_at: time,
-  updated_at: time,
-  tokens_valid_from: nullable(time),
-};
-
-const API_KEY: Record<string, Schema> = {
-  id: int,
-  user_id: int,
-  email: str,
-  prefix: {
-    ...str,
-    description: "The key's first 8 characters; the key itself is never shown again",
-  },
-  label: str,
-  status: { enum: ["active", "disabled", "expired", "revoked", "user_disabled"] },
-  introspect: bool,
-  created_at: time,
-  expires_at: nullable(time),
-  revoked_at: nullable(time),
-  disabled_at: nullable(time),
-  replaced_by: nullable(int),
-  last_used_at: nullable(time),
-  last_used_from: nullable(str),
-  use_count: int,
-};
-
-const SCHEMAS: Record<string, Schema> = {
-  Error: object({
-    error: object({
-      code: { ...str, description: "A stable machine word: invalid_token, forbidden, …" },
-      message: str,
-    }),
-  }),
-  Operator: object({ name: str, role: { enum: ["read", "write"] } }),
-  User: object(USER),
-  UserDetail: object(
-    { ...USER, effective_token_timeout_seconds: int, tokens_revoked: int },
-    ["tokens_revoked"],
-  ),
-  UserPage: object({ users: { type: "array", items: ref("User") }, next: nullable(str) }),
-  ApiKey: object(API_KEY, ["email"]),
-  ApiKeyChange: object({ ...API_KEY, tokens_revoked: int }, ["email", "tokens_revoked"]),
-  KeyList: object({ keys: { type: "array", items: ref("ApiKey") } }),
-  CreatedKey: object({
-    key: ref("ApiKey"),
-    api_key: { ...str, description: "The new key, shown this once" },
-  }),
-  RotatedKey: object({
-    key: ref("ApiKey"),
-    api_key: { ...str, description: "The successor key, shown this once" },
-    old_key: ref("ApiKey"),
-    old_key_until: time,
-  }),
-  Token: object({
-    id: int,
-    api_key_id: int,
-    issued_at: time,
-    expires_at: time,
-    revoked_at: nullable(time),
-    live: bool,
-  }),
-  TokenPage: object({ tokens: { type: "array", items: ref("Token") }, next: nullable(int) }),
-  TokenRevoked: object({ id: int, revoked: bool }),
-  TokensRevoked: object({ tokens_revoked: int }),
-  AuditEntry: object({
-    id: int,
-    at: time,
-    actor: str,
-    action: str,
-    subject: str,
-    detail: { type: "object", additionalProperties: { type: ["string", "number", "null"] } },
-  }),
-  AuditPage: object({ entries: { type: "array", items: ref("AuditEntry") }, next: nullable(int) }),
-  ThrottleCounter: object({
-    subject: str,
-    email: nullable(str),
-    failures: int,
-    blocked: bool,
-    blocked_until: nullable(time),
-    last_failure_at: time,
-  }),
-  ThrottleList: object({ counters: { type: "array", items: ref("ThrottleCounter") } }),
-  ThrottleCleared: object({ cleared: int }),
-  Stats: object({
-    at: time,
-    users: int,
-    api_keys: int,
-    live_tokens: int,
-    throttled_subjects: int,
-    counters: object({
-      tokens_issued: { type: "number" },
-      login_failures: { type: "number" },
-      throttled_requests: { type: "number" },
-      secure_allowed: { type: "number" },
-      secure_denied: { type: "number" },
-    }),
-  }),
-  StatsHistory: object({
-    interval_seconds: int,
-    samples: { type: "array", items: ref("Stats"), description: "Oldest first" },
-  }),
-  NewUser: object({
-    email: str,
-    password: str,
-    token_timeout: { ...nullable(str), description: 'A duration such as "10h"; null: the default' },
-  }, ["token_timeout"]),
-  TokenTimeout: object({ token_timeout: nullable(str) }),
-  NewEmail: object({ email: str }),
-  UserDeleted: object({ api_keys_deleted: int, tokens_deleted: int }),
-  Password: object({ password: str }),
-  NewKey: object({
-    label: str,
-    expires_in: { ...str, description: 'A duration such as "30d"' },
-    introspect: bool,
-  }, ["label", "expires_in", "introspect"]),
-  Rotation: object({
-    grace: { ...str, description: 'How long the old key keeps working: "24h" (default) or "0"' },
-  }, ["grace"]),
-  RevokeBefore: object({ before: time }, ["before"]),
-  ThrottleTarget: object({ target: { ...str, description: "An e-mail or a client address" } }),
-};
+import { AUDIT_ACTIONS } from "../../auth/audit.ts";
+import { ADMIN_SCHEMAS, ref, type Schema, str, time } from "./openapi_schemas.ts";
 
 const ERRORS: Record<string, string> = {
   "400": "Malformed request: a field, a parameter or the JSON body",
@@ -394,7 +254,10 @@ export const ADMIN_OPENAPI = {
         ok: ["200", "AuditPage"],
         params: [
           query("actor", "Exact actor, such as operator:ann or cli:root"),
-          query("action", "Exact action, such as key.created"),
+          query("action", "Exact action, such as key.created", {
+            type: "string",
+            enum: [...AUDIT_ACTIONS],
+          }),
           query("subject", "Exact subject, such as user:a@example.org or api_key:3"),
           query("from", "Entries at or after this time", time),
           query("to", "Entries before this time", time),
@@ -419,7 +282,7 @@ export const ADMIN_OPENAPI = {
         description: "An operator token, kgo_ and 40 characters",
       },
     },
-    schemas: SCHEMAS,
+    schemas: ADMIN_SCHEMAS,
     responses: Object.fromEntries(
       Object.entries(ERRORS).map(([code, description]) => [`E${code}`, json("Error", description)]),
     ),

@@ -115,7 +115,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     if (original.target.format !== undefined) context.format = original.target.format;
     const identity = gate.authenticate(
       request,
-      { url: original.url, clientAddress: context.clientAddress },
+      { query: original.url.searchParams, clientAddress: context.clientAddress },
       original.target.secure,
     );
     const verified = (found: Identity): Response => {

@@ -57,6 +57,19 @@ export function checkSecureRoutes(routes: Routes<SecureContext>, builtIn: readon
   }
 }
 
+/** Expiry times as ISO 8601 text, remembered: a token is asked about again and again. */
+const isoTimes = new Map<number, string>();
+
+function toIsoTime(ms: number): string {
+  let text = isoTimes.get(ms);
+  if (text === undefined) {
+    text = new Date(ms).toISOString();
+    if (isoTimes.size >= 10_000) isoTimes.clear();
+    isoTimes.set(ms, text);
+  }
+  return text;
+}
+
 /**
  * Creates the secure router. It authenticates every request it is given,
  * then dispatches to keygate's own secure endpoints, the application's
@@ -75,7 +88,7 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
         const expiresIn = Math.max(0, Math.floor((principal.expiresAt - clock.now()) / 1000));
         return toResponse(format, "token_info", {
           email: principal.email,
-          expires_at: new Date(principal.expiresAt).toISOString(),
+          expires_at: toIsoTime(principal.expiresAt),
           expires_in: expiresIn,
         });
       },
@@ -104,7 +117,9 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
     principal: Principal,
   ): Response | Promise<Response> {
     context.apiKeyId = principal.apiKeyId;
-    const secureContext: SecureContext = { ...context, principal };
+    // The request's own context gains its principal (no copy: it is per request).
+    const secureContext = context as SecureContext;
+    secureContext.principal = principal;
     const handler = findRoute(routes, request.method, path) ??
       findRoute(appRoutes, request.method, path);
     if (handler) return handler(request, secureContext);

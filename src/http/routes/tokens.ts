@@ -33,7 +33,7 @@ export function createTokenRouter(deps: AppDeps) {
 
   const issue: RouteHandler<RequestContext> = async (request, context) => {
     const body = await readDocument(request, parseAuthRequest, { timeoutMs: deps.bodyTimeoutMs });
-    const credentials = toCredentials(body, findRequestApiKey(request, context.url));
+    const credentials = toCredentials(body, findRequestApiKey(request, context.query));
     const issued = await login({
       credentials,
       clientAddress: context.clientAddress,

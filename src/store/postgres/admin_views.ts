@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
+import type { AuditRecord, Store, TokenListing } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toUser } from "../rows.ts";
+import { type Row, toOperator, toTokenRow, toUser } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
 
 type AdminViewMethods = Pick<
@@ -20,17 +20,6 @@ type AdminViewMethods = Pick<
   | "searchTokensOfUser"
   | "searchAudit"
 >;
-
-function toOperator(row: Row): Operator {
-  return {
-    id: row.id as number,
-    name: row.name as string,
-    role: row.role as OperatorRole,
-    prefix: row.prefix as string,
-    createdAt: row.created_at as number,
-    revokedAt: row.revoked_at as number | null,
-  };
-}
 
 function toAuditRecord(row: Row): AuditRecord {
   return {
@@ -102,14 +91,7 @@ export function createAdminViewMethods(db: PgContext): AdminViewMethods {
             ${query.liveOnly ? sql`AND ${tokenValid(sql, now)} AND t.expires_at > ${now}` : sql``}
           ORDER BY t.id DESC LIMIT ${query.limit}`
       );
-      return rows.map((row): TokenListing => ({
-        id: row.id as number,
-        apiKeyId: row.api_key_id as number,
-        issuedAt: row.issued_at as number,
-        expiresAt: row.expires_at as number,
-        revokedAt: row.revoked_at as number | null,
-        live: row.live === true,
-      }));
+      return rows.map((row): TokenListing => ({ ...toTokenRow(row), live: row.live === true }));
     },
 
     async searchAudit(query) {

@@ -49,6 +49,8 @@ export interface MigrateResult {
   applied: number[];
   /** The schema version afterwards. */
   version: number;
+  /** The one-line warnings of the data steps this call applied (never addresses). */
+  warnings: string[];
 }
 
 /**
@@ -71,6 +73,7 @@ export async function migratePostgres(
   await bootstrap(sql);
   const checksums = await Promise.all(migrations.map(checksumOf));
   const applied: number[] = [];
+  const warnings: string[] = [];
   for (;;) {
     const step = await sql.begin(async (tx) => {
       await tx`SELECT version FROM keygate_migrations WHERE version = 0 FOR UPDATE`;
@@ -93,13 +96,16 @@ export async function migratePostgres(
       }
       const next = migrations[newest];
       if (next === undefined) return { done: true as const, version: newest };
-      await tx.unsafe(next.sql);
+      let warning: string | undefined;
+      if (next.run === undefined) await tx.unsafe(next.sql);
+      else warning = await next.run(tx);
       await tx`INSERT INTO keygate_migrations (version, name, checksum, applied_at)
         VALUES (${next.version}, ${next.name}, ${checksums[next.version - 1]}, ${now()})`;
-      return { done: false as const, version: next.version };
+      return { done: false as const, version: next.version, warning };
     });
-    if (step.done) return { applied, version: step.version };
+    if (step.done) return { applied, version: step.version, warnings };
     applied.push(step.version);
+    if (step.warning !== undefined) warnings.push(step.warning);
   }
 }
 

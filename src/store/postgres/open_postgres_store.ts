@@ -51,6 +51,8 @@ export interface PostgresStoreOptions {
   notifications?: boolean;
   /** Apply pending migrations (default true); when false, refuse any schema but the newest. */
   migrate?: boolean;
+  /** Hears the one-line warnings of the migrations this opening applies (never addresses). */
+  onMigrationWarning?(line: string): void;
   /** Shown in `pg_stat_activity`. Default `"keygate"`. */
   applicationName?: string;
   /** Told when the listener connection comes up or goes down, for the log. */
@@ -118,7 +120,8 @@ export async function openPostgresStore(
   });
   try {
     if (options.migrate ?? true) {
-      await migratePostgres(sql);
+      const { warnings } = await migratePostgres(sql);
+      for (const line of warnings) options.onMigrationWarning?.(line);
     } else {
       const version = await readSchemaVersion(sql);
       if (version > POSTGRES_MIGRATIONS.length) {

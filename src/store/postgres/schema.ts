@@ -14,12 +14,21 @@
  *
  * @module
  */
+import type postgres from "postgres";
+import {
+  describeSkippedEmails,
+  planCanonicalEmails,
+  type StoredEmail,
+} from "../canonical_emails.ts";
 
-/** One schema step. */
+/** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface PostgresMigration {
   version: number;
   name: string;
+  /** The step's SQL; its SHA-256 is recorded (a data step's text names what it does). */
   sql: string;
+  /** Runs instead of `sql`, in the migration's transaction; may return a warning line. */
+  run?(tx: postgres.TransactionSql): Promise<string | undefined>;
 }
 
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
@@ -134,5 +143,20 @@ CREATE INDEX tokens_by_user_id ON tokens (user_id, id);
 CREATE INDEX audit_log_by_actor ON audit_log (actor, id);
 CREATE INDEX audit_log_by_subject ON audit_log (subject, id);
 `,
+  },
+  {
+    version: 3,
+    name: "canonical_emails",
+    // E-mails written before they were stored in NFC (src/store/canonical_emails.ts),
+    // normalised by JavaScript's rule: PostgreSQL's lower() depends on the locale.
+    sql: "-- e-mails in NFC and lower case, in JavaScript",
+    async run(tx) {
+      const rows = await tx<StoredEmail[]>`SELECT id, email FROM users FOR UPDATE`;
+      const { updates, skipped } = planCanonicalEmails(rows);
+      for (const row of updates) {
+        await tx`UPDATE users SET email = ${row.email} WHERE id = ${row.id}`;
+      }
+      return skipped > 0 ? describeSkippedEmails(skipped) : undefined;
+    },
   },
 ];

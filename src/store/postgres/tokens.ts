@@ -7,7 +7,7 @@
 import { StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { Store } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toTokenFacts } from "../rows.ts";
+import { type Row, toExpiryOrNull, toTokenFacts } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
 import { raiseCutoff } from "./users.ts";
 
@@ -105,7 +105,7 @@ export function createTokenMethods(db: PgContext, deps: TokenMethodDeps): TokenM
             AND ${tokenValid(sql, now)}`
       );
       if (row === undefined) return undefined;
-      return { ...toTokenFacts(row), keyExpiresAt: row.key_expires_at as number | null };
+      return { ...toTokenFacts(row), keyExpiresAt: toExpiryOrNull(row.key_expires_at) };
     },
 
     async findTokenStatus(tokenHash, now) {

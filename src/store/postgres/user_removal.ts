@@ -6,7 +6,7 @@
  */
 import type { AuditOf } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import type { Row } from "../rows.ts";
+import { type Row, toTokenRow } from "../rows.ts";
 
 /** A token row for listings: ids and times, never the digest. */
 export interface UserTokenRow {
@@ -70,13 +70,7 @@ export function createUserRemovalMethods(db: PgContext): UserRemovalMethods {
         sql<Row[]>`SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
           WHERE user_id = ${userId} ORDER BY issued_at DESC, id DESC`
       );
-      return rows.map((row) => ({
-        id: row.id as number,
-        apiKeyId: row.api_key_id as number,
-        issuedAt: row.issued_at as number,
-        expiresAt: row.expires_at as number,
-        revokedAt: row.revoked_at as number | null,
-      }));
+      return rows.map(toTokenRow);
     },
   };
 }

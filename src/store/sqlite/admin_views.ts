@@ -4,10 +4,10 @@
  *
  * @module
  */
-import type { AuditRecord, Operator, OperatorRole, Store, TokenListing } from "../store.ts";
+import type { AuditRecord, Store, TokenListing } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
-import { TOKEN_LIVE } from "./rules.ts";
-import { toUser } from "../rows.ts";
+import { TOKEN_EXPIRES_AT, TOKEN_LIVE } from "./rules.ts";
+import { toOperator, toTokenRow, toUser } from "../rows.ts";
 
 /** The operator and admin-view methods of the store. */
 export type AdminViewStore = Pick<
@@ -20,17 +20,6 @@ export type AdminViewStore = Pick<
   | "searchTokensOfUser"
   | "searchAudit"
 >;
-
-function toOperator(row: Row): Operator {
-  return {
-    id: row.id as number,
-    name: row.name as string,
-    role: row.role as OperatorRole,
-    prefix: row.prefix as string,
-    createdAt: row.created_at as number,
-    revokedAt: row.revoked_at as number | null,
-  };
-}
 
 function toAuditRecord(row: Row): AuditRecord {
   return {
@@ -63,7 +52,7 @@ export function createAdminViewStore(conn: Connection): AdminViewStore {
      ORDER BY email LIMIT :limit`,
   );
   const tokensPage = sql(
-    `SELECT t.id, t.api_key_id, t.issued_at, t.expires_at, t.revoked_at,
+    `SELECT t.id, t.api_key_id, t.issued_at, ${TOKEN_EXPIRES_AT} AS expires_at, t.revoked_at,
             (${TOKEN_LIVE}) AS live
      FROM tokens t JOIN api_keys k ON k.id = t.api_key_id JOIN users u ON u.id = t.user_id
      WHERE t.user_id = :user_id AND t.id < :before AND (:live_only = 0 OR (${TOKEN_LIVE}))
@@ -126,14 +115,7 @@ export function createAdminViewStore(conn: Connection): AdminViewStore {
           before: query.beforeId ?? Number.MAX_SAFE_INTEGER,
           live_only: query.liveOnly ? 1 : 0,
           limit: query.limit,
-        }) as Row[]).map((row): TokenListing => ({
-          id: row.id as number,
-          apiKeyId: row.api_key_id as number,
-          issuedAt: row.issued_at as number,
-          expiresAt: row.expires_at as number,
-          revokedAt: row.revoked_at as number | null,
-          live: row.live === 1,
-        }))
+        }) as Row[]).map((row): TokenListing => ({ ...toTokenRow(row), live: row.live === 1 }))
       );
     },
     searchAudit(query) {

@@ -7,7 +7,7 @@ import { StoreConflict } from "../errors.ts";
 import type { ApiKey, NewApiKey, Store } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toApiKey } from "../rows.ts";
-import { KEY_USABLE } from "./rules.ts";
+import { KEY_COLUMNS, KEY_USABLE } from "./rules.ts";
 
 /** The API-key methods of the store. */
 export type ApiKeyStore = Pick<
@@ -31,14 +31,14 @@ export function createApiKeyStore(conn: Connection): ApiKeyStore {
      VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
     "keeps-grants",
   );
-  const keyByHash = sql("SELECT * FROM api_keys WHERE key_hash = :key_hash");
-  const keyById = sql("SELECT * FROM api_keys WHERE id = :id");
+  const keyByHash = sql(`SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.key_hash = :key_hash`);
+  const keyById = sql(`SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.id = :id`);
   const keysAll = sql(
-    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+    `SELECT ${KEY_COLUMNS}, u.email, u.disabled AS user_disabled FROM api_keys k
      JOIN users u ON u.id = k.user_id ORDER BY u.email, k.id`,
   );
   const keysOfUser = sql(
-    `SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+    `SELECT ${KEY_COLUMNS}, u.email, u.disabled AS user_disabled FROM api_keys k
      JOIN users u ON u.id = k.user_id WHERE k.user_id = :user_id ORDER BY k.id`,
   );
   const keyRevoke = sql(

@@ -48,6 +48,8 @@ export interface SqliteStoreOptions {
    * serves secure requests.
    */
   durability?: "full" | "grants";
+  /** Hears the one-line warnings of the migrations this opening applies (never addresses). */
+  onMigrationWarning?(line: string): void;
 }
 
 /** A row as `node:sqlite` returns it. */
@@ -133,7 +135,7 @@ export function openConnection(path: string, options: SqliteStoreOptions = {}): 
     // Read pages through a memory map: token lookups in a large table cost no read()
     // system call, and the pages live in the OS page cache rather than our heap.
     db.exec(`PRAGMA mmap_size = ${MMAP_BYTES}`);
-    migrate(db, MIGRATIONS);
+    for (const line of migrate(db, MIGRATIONS)) options.onMigrationWarning?.(line);
     if (options.maxPageCount !== undefined) {
       if (!Number.isSafeInteger(options.maxPageCount) || options.maxPageCount < 1) {
         throw new RangeError(`Invalid maxPageCount "${options.maxPageCount}"`);

@@ -13,12 +13,19 @@
  * @module
  */
 import type { DatabaseSync } from "node:sqlite";
+import {
+  describeSkippedEmails,
+  planCanonicalEmails,
+  type StoredEmail,
+} from "../canonical_emails.ts";
 
-/** One schema step. */
+/** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface Migration {
   version: number;
   name: string;
   sql: string;
+  /** Runs instead of `sql`, in the migration's transaction; may return a warning line. */
+  run?(db: DatabaseSync): string | undefined;
 }
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -143,10 +150,27 @@ CREATE INDEX audit_log_by_actor ON audit_log (actor, id);
 CREATE INDEX audit_log_by_subject ON audit_log (subject, id);
 `,
   },
+  {
+    version: 6,
+    name: "canonical_emails",
+    // E-mails written before they were stored in NFC (src/store/canonical_emails.ts).
+    sql: "-- e-mails in NFC and lower case, in JavaScript",
+    run(db) {
+      const rows = db.prepare("SELECT id, email FROM users").all() as unknown as StoredEmail[];
+      const { updates, skipped } = planCanonicalEmails(rows);
+      const update = db.prepare("UPDATE users SET email = :email WHERE id = :id");
+      for (const row of updates) update.run({ id: row.id, email: row.email });
+      return skipped > 0 ? describeSkippedEmails(skipped) : undefined;
+    },
+  },
 ];
 
-/** Applies the migrations newer than `PRAGMA user_version`, each in its own transaction. */
-export function migrate(db: DatabaseSync, migrations: readonly Migration[]): void {
+/**
+ * Applies the migrations newer than `PRAGMA user_version`, each in its own
+ * transaction; resolves to the warning lines of the data steps that ran.
+ */
+export function migrate(db: DatabaseSync, migrations: readonly Migration[]): string[] {
+  const warnings: string[] = [];
   migrations.forEach((migration, index) => {
     if (migration.version !== index + 1) {
       throw new Error(
@@ -164,7 +188,11 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
         );
       }
       if (user_version < migration.version) {
-        db.exec(migration.sql);
+        if (migration.run === undefined) db.exec(migration.sql);
+        else {
+          const warning = migration.run(db);
+          if (warning !== undefined) warnings.push(warning);
+        }
         db.exec(`PRAGMA user_version = ${migration.version}`);
       }
       db.exec("COMMIT");
@@ -173,4 +201,5 @@ export function migrate(db: DatabaseSync, migrations: readonly Migration[]): voi
       throw error;
     }
   }
+  return warnings;
 }

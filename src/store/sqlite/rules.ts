@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { MAX_TIME_MS } from "../../platform/clock.ts";
 
 /**
  * The one rule for "key `k` of user `u` is usable at `:now`": not revoked,
@@ -22,6 +23,21 @@ export const KEY_USABLE = `k.revoked_at IS NULL AND k.disabled_at IS NULL
  */
 export const TOKEN_VALID = `t.revoked_at IS NULL AND t.issued_at >= u.tokens_valid_from
   AND ${KEY_USABLE}`;
+
+/**
+ * Token `t`'s expiry as read: at most the latest time a `Date` holds, because
+ * the driver cannot even read an integer beyond 2^53 (see `toExpiry`, rows.ts).
+ */
+export const TOKEN_EXPIRES_AT = `min(t.expires_at, ${MAX_TIME_MS})`;
+
+/**
+ * The columns of key `k` as `toApiKey` (rows.ts) reads them, its expiry
+ * capped like {@link TOKEN_EXPIRES_AT}: a `SELECT *` could not even be read
+ * with an expiry beyond 2^53. A column added to `api_keys` is added here.
+ */
+export const KEY_COLUMNS = `k.id, k.key_hash, k.prefix, k.user_id, k.label, k.created_at,
+  k.revoked_at, min(k.expires_at, ${MAX_TIME_MS}) AS expires_at, k.disabled_at, k.replaced_by,
+  k.last_used_at, k.last_used_from, k.use_count, k.introspect`;
 
 /** {@link TOKEN_VALID} and not expired at `:now`: a live token. */
 export const TOKEN_LIVE = `${TOKEN_VALID} AND t.expires_at > :now`;

@@ -8,8 +8,9 @@ import type { Store, TokenIdRange } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
 import { StoreConflict } from "../errors.ts";
-import { toTokenFacts } from "../rows.ts";
-import { TOKEN_ENDED_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
+import { MAX_TIME_MS } from "../../platform/clock.ts";
+import { toTokenFacts, toTokenRow } from "../rows.ts";
+import { TOKEN_ENDED_AT, TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
 
 /** Token row ids per transaction when deleting ended tokens in one go (`token purge`). */
 export const PURGE_BATCH_ROWS = 500;
@@ -54,8 +55,8 @@ export function createTokenStore(conn: Connection): TokenStore {
   // tokens with it); tokens issued before the user's cutoff are invalid.
   const tokenGrant = sql(
     `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
-       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
-       k.expires_at AS key_expires_at
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at), ${MAX_TIME_MS}) AS expires_at,
+       min(k.expires_at, ${MAX_TIME_MS}) AS key_expires_at
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
      JOIN users u ON u.id = t.user_id
@@ -63,7 +64,7 @@ export function createTokenStore(conn: Connection): TokenStore {
   );
   const tokenStatus = sql(
     `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
-       min(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at), ${MAX_TIME_MS}) AS expires_at,
        (${TOKEN_VALID}) AS live
      FROM tokens t
      JOIN api_keys k ON k.id = t.api_key_id
@@ -107,8 +108,8 @@ export function createTokenStore(conn: Connection): TokenStore {
   }
 
   const tokensOfUser = sql(
-    `SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
-     WHERE user_id = :user_id ORDER BY issued_at DESC, id DESC`,
+    `SELECT t.id, t.api_key_id, t.issued_at, ${TOKEN_EXPIRES_AT} AS expires_at, t.revoked_at
+     FROM tokens t WHERE t.user_id = :user_id ORDER BY t.issued_at DESC, t.id DESC`,
   );
 
   return {
@@ -175,15 +176,7 @@ export function createTokenStore(conn: Connection): TokenStore {
     },
 
     listTokensOfUser(userId) {
-      return conn.read(() =>
-        (tokensOfUser.all({ user_id: userId }) as Row[]).map((row) => ({
-          id: row.id as number,
-          apiKeyId: row.api_key_id as number,
-          issuedAt: row.issued_at as number,
-          expiresAt: row.expires_at as number,
-          revokedAt: row.revoked_at as number | null,
-        }))
-      );
+      return conn.read(() => (tokensOfUser.all({ user_id: userId }) as Row[]).map(toTokenRow));
     },
 
     countLiveTokens(now) {

@@ -7,32 +7,26 @@ import { api, toQuery } from "../api.js";
 import { field, h, replace, when } from "../dom.js";
 import { table } from "./shared.js";
 
-/** The audit actions, for the filter's list. */
-const AUDIT_ACTIONS = [
-  "user.added",
-  "user.disabled",
-  "user.enabled",
-  "user.timeout_changed",
-  "user.password_changed",
-  "user.renamed",
-  "user.deleted",
-  "key.created",
-  "key.rotated",
-  "key.disabled",
-  "key.enabled",
-  "key.revoked",
-  "tokens.revoked",
-  "tokens.purged",
-  "throttle.cleared",
-  "token.issued",
-  "login.failed",
-  "token.revoked",
-  "operator.created",
-  "operator.revoked",
-  "operator.login_failed",
-];
+/**
+ * The audit actions for the filter's list, as the server's OpenAPI document
+ * gives them (the one list is src/auth/audit.ts); fetched once per page load.
+ */
+let auditActions;
+
+function loadAuditActions() {
+  auditActions ??= api("GET", "/openapi.json", undefined, null).then(
+    (doc) =>
+      doc.paths["/admin/v1/audit"].get.parameters.find((p) => p.name === "action").schema.enum,
+    (error) => {
+      auditActions = undefined; // try again on the next visit
+      throw error;
+    },
+  );
+  return auditActions;
+}
 
 export async function renderAudit(main, _session, params) {
+  const actions = await loadAuditActions();
   const actor = h("input", {
     type: "text",
     name: "actor",
@@ -43,7 +37,7 @@ export async function renderAudit(main, _session, params) {
     "select",
     { name: "action" },
     h("option", { value: "" }, "Any"),
-    AUDIT_ACTIONS.map((a) => h("option", { value: a, selected: params.get("action") === a }, a)),
+    actions.map((a) => h("option", { value: a, selected: params.get("action") === a }, a)),
   );
   const subject = h("input", {
     type: "text",

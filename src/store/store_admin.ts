@@ -1,9 +1,11 @@
 /**
- * The row and query types of the store's operator and admin-view methods
- * (see `Store` in store.ts, which re-exports them), used by the admin API.
+ * The store's operator and admin-view methods, used by the admin API
+ * (src/http/admin/), and their row and query types. `Store` (store.ts)
+ * extends {@link AdminStore} and re-exports the types.
  *
  * @module
  */
+import type { AuditedChange, AuditRecord, User } from "./store_types.ts";
 
 /** What an operator of the admin API may do: read, or read and change. */
 export type OperatorRole = "read" | "write";
@@ -73,4 +75,22 @@ export interface AuditQuery {
   /** Only rows with a smaller id (the page cursor). */
   beforeId?: number;
   limit: number;
+}
+
+/** The store's part for the admin API: its operators and paged views. */
+export interface AdminStore {
+  /** @throws {StoreConflict} when an operator that is not revoked has the name, or the digest is taken. */
+  insertOperator(operator: NewOperator, change: AuditedChange<Operator>): Promise<Operator>;
+  /** The operator with this token digest, revoked or not. */
+  findOperatorByHash(tokenHash: Uint8Array): Promise<Operator | undefined>;
+  /** Every operator, revoked ones too, by name then id. */
+  listOperators(): Promise<Operator[]>;
+  /** Revokes an operator if not yet revoked; resolves to whether it was. */
+  revokeOperator(id: number, change: AuditedChange<boolean>): Promise<boolean>;
+  /** Users by e-mail, filtered and paged (see {@link UserQuery}). */
+  searchUsers(query: UserQuery): Promise<User[]>;
+  /** A user's tokens, newest first (see {@link TokenQuery}). */
+  searchTokensOfUser(userId: number, query: TokenQuery): Promise<TokenListing[]>;
+  /** Audit rows, newest first, filtered and paged (see {@link AuditQuery}). */
+  searchAudit(query: AuditQuery): Promise<AuditRecord[]>;
 }

@@ -1,0 +1,212 @@
+/**
+ * The row and argument types of the store's methods (see `Store` in
+ * store.ts, which re-exports them): users, API keys, tokens and grants,
+ * login failures, the audit log and retention.
+ *
+ * @module
+ */
+
+/** A registered user. */
+export interface User {
+  id: number;
+  email: string;
+  passwordHash: string;
+  /** Token lifetime in seconds, or `null` for the server's default. */
+  tokenTimeoutSeconds: number | null;
+  disabled: boolean;
+  createdAt: number;
+  updatedAt: number;
+  /** Tokens issued before this instant are invalid (the revoke-before cutoff). */
+  tokensValidFrom: number;
+}
+
+/** What {@link Store.insertUser} needs. */
+export type NewUser = Pick<User, "email" | "passwordHash" | "tokenTimeoutSeconds">;
+
+/** An API key, without the key itself (only its digest is stored). */
+export interface ApiKey {
+  id: number;
+  userId: number;
+  prefix: string;
+  label: string;
+  createdAt: number;
+  revokedAt: number | null;
+  /** The key stops working at this instant; `null` for never. */
+  expiresAt: number | null;
+  disabledAt: number | null;
+  /** Id of the successor a rotation issued. */
+  replacedBy: number | null;
+  lastUsedAt: number | null;
+  lastUsedFrom: string | null;
+  useCount: number;
+  /** Whether this key belongs to a resource server that may introspect any token. */
+  introspect: boolean;
+}
+
+/** What {@link Store.insertApiKey} and {@link Store.rotateApiKey} need. */
+export interface NewApiKey {
+  userId: number;
+  /** SHA-256 of the normalised key. */
+  keyHash: Uint8Array;
+  /** The first characters of the key, shown in listings. */
+  prefix: string;
+  label: string;
+  expiresAt?: number | null;
+  introspect?: boolean;
+}
+
+/** An API key with its owner's e-mail and state, for listings. */
+export interface ApiKeyListing extends ApiKey {
+  email: string;
+  /** Whether the key's user is disabled (the key then does not authenticate). */
+  userDisabled: boolean;
+}
+
+/** Who holds a usable API key: the key's id and its enabled user. */
+export interface KeyHolder {
+  apiKeyId: number;
+  userId: number;
+  email: string;
+  /** Whether the key may introspect tokens (a resource-server key). */
+  introspect: boolean;
+}
+
+/** Uses of one key since the last flush, accumulated in memory. */
+export interface KeyUsage {
+  apiKeyId: number;
+  /** Time of the latest use. */
+  lastUsedAt: number;
+  /** Client address of the latest use. */
+  lastUsedFrom: string;
+  count: number;
+}
+
+/** What {@link Store.findTokenGrant} looks up: both digests, at `now`. */
+export interface GrantLookup {
+  tokenHash: Uint8Array;
+  keyHash: Uint8Array;
+  now: number;
+}
+
+/** A valid token found by its digest and its key's, joined with its user and key. */
+export interface TokenGrant {
+  tokenId: number;
+  userId: number;
+  email: string;
+  apiKeyId: number;
+  issuedAt: number;
+  /** The earlier of the token's and its key's expiry. */
+  expiresAt: number;
+  /** When the key stops working, if it expires (the lookup already refused an expired key). */
+  keyExpiresAt: number | null;
+}
+
+/** A token found by its digest, whatever its state, for introspection. */
+export interface TokenStatus extends Omit<TokenGrant, "keyExpiresAt"> {
+  /** False once the token or its key is revoked, or its user disabled. Expiry is the caller's check. */
+  live: boolean;
+}
+
+/** What {@link Store.insertToken} needs. */
+export interface NewToken {
+  /** SHA-256 of the token. */
+  tokenHash: Uint8Array;
+  userId: number;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  /** Live tokens allowed per user and key; the oldest beyond it are revoked, in the same transaction. */
+  maxLiveTokens: number;
+  /**
+   * The user's `tokensValidFrom` as the login read it, before its password check. When given, the
+   * insert is refused with `StoreConflict` (nothing written) if the user's cutoff has moved since,
+   * or the user is gone or disabled: a password change, revoke-all or disable that committed while
+   * the check ran must not let the token through. Logins always give it.
+   */
+  userCutoff?: number;
+}
+
+/** A brute-force counter row (see src/auth/throttle.ts). */
+export interface LoginFailures {
+  /** `key:<api key id>` or `client:<address>`; never an e-mail. */
+  subject: string;
+  failures: number;
+  lastFailureAt: number;
+  /** Until when logins for this subject get 429; 0 when not blocked. */
+  blockedUntil: number;
+  /** When the row stops counting and may be deleted. */
+  forgetAt: number;
+}
+
+/** One row of the append-only audit log. */
+export interface AuditEntry {
+  at: number;
+  /** `cli:<user>`, `api_key:<id>` or `anonymous`. */
+  actor: string;
+  /** A stable word such as `user.added` or `token.issued` (see src/auth/audit.ts). */
+  action: string;
+  /** What the action was about: `user:<email>`, `api_key:<id>`, ... */
+  subject: string;
+  /** Extra facts, never secrets. */
+  detail?: Record<string, string | number | null>;
+}
+
+/** An audit row as stored. */
+export interface AuditRecord extends Required<AuditEntry> {
+  id: number;
+}
+
+/** Audit rows to append: one, several, or none. */
+export type AuditEntries = AuditEntry | readonly AuditEntry[] | undefined;
+
+/**
+ * The audit rows a mutating method appends in its own transaction: given
+ * outright, or computed from the method's result once it is known (inside
+ * the transaction, so the rows commit with the change).
+ */
+export type AuditOf<T> = AuditEntries | ((result: T) => AuditEntries);
+
+/** A change at `now`, recorded in the audit log. */
+export interface AuditedChange<T> {
+  now: number;
+  audit: AuditOf<T>;
+}
+
+/**
+ * A position in the grant change feed: it moves whenever a change that may
+ * end or alter a token grant has been committed, by this process or any
+ * other. Only equality is meaningful.
+ */
+export type GrantEpoch = number;
+
+/** A token row for listings: ids and times, never the digest. */
+export interface TokenRow {
+  id: number;
+  apiKeyId: number;
+  issuedAt: number;
+  expiresAt: number;
+  revokedAt: number | null;
+}
+
+/** What {@link Store.deleteUser} removed with the user. */
+export interface DeletedUser {
+  apiKeys: number;
+  tokens: number;
+}
+
+/** The lowest and highest token row ids. */
+export interface TokenIdRange {
+  first: number;
+  last: number;
+}
+
+/** One bounded retention batch: token rows with ids in `(afterId, afterId + size]`. */
+export interface TokenBatch {
+  afterId: number;
+  size: number;
+  /** Rows whose token stopped working at or before this instant are deleted. */
+  cutoff: number;
+}
+
+/** Tables whose rows {@link Store.countRows} counts. */
+export type StoreTable = "users" | "api_keys" | "tokens" | "login_failures" | "audit_log";
