@@ -55,9 +55,15 @@ export async function startRawServer(handler: Handler, tls = true): Promise<RawS
       const length = body === ""
         ? ""
         : `\r\nContent-Length: ${new TextEncoder().encode(body).length}`;
-      await conn.write(
-        new TextEncoder().encode(`${head}${length}\r\nConnection: close\r\n\r\n${body}`),
+      const bytes = new TextEncoder().encode(
+        `${head}${length}\r\nConnection: close\r\n\r\n${body}`,
       );
+      // write() may take only part of a large buffer; a server that stops reading ends it.
+      for (let sent = 0; sent < bytes.length;) {
+        const n = await conn.write(bytes.subarray(sent)).catch(() => null);
+        if (n === null) break;
+        sent += n;
+      }
       const chunks: Uint8Array[] = [];
       const buffer = new Uint8Array(16384);
       while (true) {

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { readBody, readDocument } from "../src/http/body.ts";
 import { HttpError } from "../src/http/errors.ts";
+import { createTestApp, testCertificate } from "./_helpers.ts";
+import { startRawServer } from "./_raw_http.ts";
 
 const post = (body: BodyInit | null, headers: Record<string, string> = {}) =>
   new Request("https://k.test/", { method: "POST", body, headers });
@@ -102,4 +104,34 @@ Deno.test("readDocument() gives 400 for an empty body and a parser's SyntaxError
     (error: HttpError) =>
       error.status === 400 && error.message === "Cannot parse request body: nope",
   );
+});
+
+Deno.test("[e2e] a body over the cap, still being sent, gets its 413 and no reset", async () => {
+  // A proxy streams a body on to keygate while it arrives: the 413, given as soon as the
+  // Content-Length says too much, must reach it whole, without a reset under its writes.
+  await using app = await createTestApp();
+  await using server = await startRawServer(app.handler);
+  const { cert } = await testCertificate();
+  const conn = await Deno.connectTls({ hostname: "127.0.0.1", port: server.port, caCerts: [cert] });
+  const encoder = new TextEncoder();
+  const size = 20_000;
+  await conn.write(encoder.encode(
+    "POST /api/userservice/tokens HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+      `Content-Type: application/json\r\nContent-Length: ${size}\r\nConnection: close\r\n\r\n`,
+  ));
+  const failures: string[] = [];
+  for (let sent = 0; sent < size; sent += 4000) {
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    await conn.write(new Uint8Array(4000).fill(120)).catch((e) => failures.push(String(e)));
+  }
+  let text = "";
+  const decoder = new TextDecoder();
+  const buffer = new Uint8Array(16384);
+  for (let n = await conn.read(buffer); n !== null; n = await conn.read(buffer)) {
+    text += decoder.decode(buffer.subarray(0, n), { stream: true });
+  }
+  conn.close();
+  assert.deepEqual(failures, [], "the server stopped reading while the body was still sent");
+  assert.match(text, /^HTTP\/1\.1 413 /);
+  assert.match(text, /request_too_large/);
 });
