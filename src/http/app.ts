@@ -110,10 +110,19 @@ function readHost(request: Request): string {
   const host = hostHeader === null || hostHeader === ""
     ? /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/.exec(request.url)?.[1] ?? ""
     : hostHeader;
+  if (acceptedHosts.has(host)) return host;
   const match = HOST.exec(host);
   if (match === null || (match[1] !== undefined && Number(match[1]) > 65535)) throw invalidHost();
+  // The URL parser refuses more (an IPv4 octet over 255, a broken xn-- label): every route
+  // reads Host alike, whether or not it ever builds the request's URL.
+  if (!URL.canParse(`https://${host}/`)) throw invalidHost();
+  if (acceptedHosts.size >= 256) acceptedHosts.clear();
+  acceptedHosts.add(host);
   return host;
 }
+
+/** Hosts {@link readHost} accepted lately: nearly every request names the same one or two. */
+const acceptedHosts = new Set<string>();
 
 /**
  * A request's context as the handler fills it in. Its URL and query are
