@@ -4,11 +4,10 @@
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { DatabaseSync } from "node:sqlite";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { VERSION } from "../src/config/version.ts";
 import { describeSkippedEmails } from "../src/store/canonical_emails.ts";
-import { migrate, MIGRATIONS } from "../src/store/sqlite/migrations.ts";
+import { writePreNfcDatabase } from "./_pre_nfc_db.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import type { Store } from "../src/store/store.ts";
 import { querySqlAt, tempDbPath } from "./_helpers.ts";
@@ -553,14 +552,7 @@ Deno.test("[cli] token list shows an expiry beyond a Date's range as the latest 
 Deno.test("[cli] db migrate prints the e-mail migration's warning on stderr, without the addresses", async () => {
   const db = tempDbPath();
   try {
-    const raw = new DatabaseSync(db.path);
-    migrate(raw, MIGRATIONS.filter((m) => m.version <= 5));
-    for (const email of ["caf\u00e9@b.org", "cafe\u0301@b.org", "e\u0301mile@b.org"]) {
-      raw.prepare(
-        "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?, 'x', 1, 1)",
-      ).run(email);
-    }
-    raw.close();
+    writePreNfcDatabase(db.path);
     const result = await cli(db.path, ["db", "migrate"]);
     assert.equal(result.code, 0, result.err);
     assert.equal(result.out, "Schema is up to date (3 user(s))\n");

@@ -5,11 +5,10 @@
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { DatabaseSync } from "node:sqlite";
 import { VERSION } from "../src/config/version.ts";
 import { generateSelfSigned } from "../src/platform/tls.ts";
 import { describeSkippedEmails } from "../src/store/canonical_emails.ts";
-import { migrate, MIGRATIONS } from "../src/store/sqlite/migrations.ts";
+import { writePreNfcDatabase } from "./_pre_nfc_db.ts";
 import { addUserWithKey, startServerProcess } from "./_server.ts";
 import { tempDbPath } from "./_helpers.ts";
 
@@ -282,14 +281,7 @@ Deno.test("[server] --pid-file holds the process id while serving and is removed
 Deno.test("[server] the e-mail migration's warning is one log line with a count and no address", async () => {
   const db = tempDbPath();
   try {
-    const raw = new DatabaseSync(db.path);
-    migrate(raw, MIGRATIONS.filter((m) => m.version <= 5));
-    for (const email of ["caf\u00e9@b.org", "cafe\u0301@b.org", "e\u0301mile@b.org"]) {
-      raw.prepare(
-        "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?, 'x', 1, 1)",
-      ).run(email);
-    }
-    raw.close();
+    writePreNfcDatabase(db.path);
     const server = await startServerProcess(db.path);
     assert.equal((await server.stop()).code, 0);
     const warnings = server.lines.map((line) => JSON.parse(line))
