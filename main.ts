@@ -42,7 +42,11 @@ import type { Store } from "./src/store/store.ts";
 import { parseStoreUrl } from "./src/store/store_url.ts";
 import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 import { type Listener, logListening, startListener } from "./src/server/listener.ts";
-import { openServerStore, toStoreLocation } from "./src/server/open_server_store.ts";
+import {
+  createSharedGrantCounter,
+  openServerStore,
+  toStoreLocation,
+} from "./src/server/open_server_store.ts";
 import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
@@ -123,9 +127,13 @@ async function run(
   const logger = createLogger({ level: config.logLevel });
   // PostgreSQL reports its queries from the start; the gauges read it once metrics exist.
   const storeMetrics = createStoreMetrics();
+  // On PostgreSQL, the main thread's store (admin API, janitor) and every request worker's share
+  // this counter: a revocation through any of them is seen by all on their next request.
+  const sharedGrantCounter = config.workers > 1 ? createSharedGrantCounter() : undefined;
   let store;
   try {
     store = await openServerStore(config, {
+      sharedGrantCounter,
       onOperation: storeMetrics.observeOperation,
       onMigrationWarning: (line) => logger.warn(line, { event: "store_migration" }),
       onListenerChange: (listening) =>
@@ -171,7 +179,7 @@ async function run(
   const tlsPair = tls === undefined ? undefined : { cert: tls.cert, key: tls.key };
   let listener: Listener | undefined;
   if (config.workers > 1) {
-    pool = createWorkerPool({ config, tls: tlsPair, hasher, logger });
+    pool = createWorkerPool({ config, tls: tlsPair, hasher, logger, sharedGrantCounter });
     try {
       logListening(logger, config, await pool.start(), storeDisplay);
     } catch (error) {

@@ -8,6 +8,10 @@
 import type { Config } from "../config/settings.ts";
 import { openStore, type OpenStoreOptions } from "../store/open_store.ts";
 import type { PostgresStoreOptions } from "../store/postgres/open_postgres_store.ts";
+export {
+  createSharedGrantCounter,
+  type SharedGrantCounter,
+} from "../store/postgres/grant_epoch.ts";
 import type { Store } from "../store/store.ts";
 
 /** `--store` (a `postgres://` URL, `sqlite:PATH` or a path), or else the SQLite file of `--db`. */
@@ -15,9 +19,13 @@ export function toStoreLocation(config: Config): string {
   return config.store ?? `sqlite:${config.dbPath}`;
 }
 
-/** What the caller wants to hear from the store (the log, the metrics). */
+/**
+ * What the caller wants to hear from the store (the log, the metrics), and the grant counter
+ * the stores of one process share (`--workers`: created by the main thread, handed to every
+ * request worker; SQLite's WAL index already does this job and ignores it).
+ */
 export type ServerStoreHooks =
-  & Pick<PostgresStoreOptions, "onListenerChange" | "onOperation">
+  & Pick<PostgresStoreOptions, "onListenerChange" | "onOperation" | "sharedGrantCounter">
   & Pick<OpenStoreOptions, "onMigrationWarning">;
 
 /** Opens the configured store for serving requests. */

@@ -16,7 +16,7 @@ import type { Config } from "../config/settings.ts";
 import { createLogger } from "../platform/logger.ts";
 import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
 import { startListener } from "./listener.ts";
-import { openServerStore } from "./open_server_store.ts";
+import { openServerStore, type SharedGrantCounter } from "./open_server_store.ts";
 import { createRemoteHasher, type PasswordAnswer, type PasswordRequest } from "./remote_hasher.ts";
 
 /** Main thread → worker. */
@@ -27,6 +27,8 @@ export type ToWorker =
     tls?: { cert: string; key: string };
     /** The port to bind: 0 (or the configured one) for the first worker, then the one it got. */
     port: number;
+    /** The process's shared grant counter (shared memory: every worker sees every increment). */
+    sharedGrantCounter?: SharedGrantCounter;
   }
   | { kind: "metrics"; id: number }
   | { kind: "drain"; deadlineMs: number }
@@ -60,6 +62,8 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
     let store;
     try {
       store = await openServerStore(config, {
+        // A revocation through any worker (or the main thread) drops every worker's cache at once.
+        sharedGrantCounter: message.sharedGrantCounter,
         // On PostgreSQL each worker listens for revocations on a connection of its own.
         onListenerChange: (listening) =>
           logger[listening ? "info" : "warn"](

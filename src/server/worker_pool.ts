@@ -16,6 +16,7 @@ import type { PasswordHasher } from "../passwords/passwords.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { MetricsSnapshot } from "../platform/metrics.ts";
 import type { Bound } from "./listener.ts";
+import type { SharedGrantCounter } from "./open_server_store.ts";
 import type { FromWorker, ToWorker } from "./request_worker.ts";
 import { servePasswordRequests } from "./remote_hasher.ts";
 
@@ -33,6 +34,11 @@ export interface WorkerPoolOptions {
   tls?: { cert: string; key: string };
   hasher: PasswordHasher;
   logger: Logger;
+  /**
+   * The grant counter the main thread's store shares with every worker's (see
+   * open_server_store.ts): a revocation anywhere in the process drops every worker's cache.
+   */
+  sharedGrantCounter?: SharedGrantCounter;
   /** The worker module. Default: src/server/request_worker.ts (tests swap in one that dies). */
   workerUrl?: URL;
 }
@@ -135,6 +141,7 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
           config,
           tls: options.tls,
           port,
+          sharedGrantCounter: options.sharedGrantCounter,
         } satisfies ToWorker,
       );
     });

@@ -200,6 +200,13 @@ export interface Store extends AdminStore {
    * grant has committed anywhere, the next call differs (a networked backend: once notified
    * or polled, within its staleness bound).
    *
+   * Exact within one process: the stores of one process (`--workers`: one per request worker,
+   * one for the main thread) see each other's committed changes on their very next call, as
+   * soon as the writing call resolved. SQLite needs nothing for this (its shared WAL index
+   * moves); the PostgreSQL store is given a counter the process's stores share (its
+   * `sharedGrantCounter` option), increments it after each grant-ending commit, before the
+   * write resolves, and folds it into the value returned here.
+   *
    * `undefined` when the backend cannot confirm right now that it has seen every such
    * change (notifications and polls silent past its staleness bound). The cache then serves
    * nothing from memory: requests go to {@link Store.findTokenGrant}, which rejects with

@@ -4,7 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { StoreUnavailable } from "../../src/store/errors.ts";
+import { createGrantCache } from "../../src/auth/grant_cache.ts";
 import {
+  createSharedGrantCounter,
   openPostgresStore,
   type PostgresStore,
   type PostgresStoreOptions,
@@ -89,6 +91,61 @@ Deno.test({
     assert.ok(tookMs < 1000);
     assert.equal(await db.b.findTokenGrant(db.lookup), undefined);
     assert.equal(db.b.readGrantEpochStats().notifications, 1);
+  },
+});
+
+Deno.test({
+  name:
+    "[pg instances] stores sharing a process counter: a revocation through one moves the other's epoch before it resolves, without notifications",
+  ignore,
+  async fn() {
+    // No NOTIFY, no poll within the test: only the shared counter can move b's epoch.
+    const quiet = { notifications: false, pollMs: 60_000, stalenessMs: 120_000 } as const;
+    await using db = await twoInstances({
+      ...quiet,
+      sharedGrantCounter: createSharedGrantCounter(),
+    });
+    // A third store on the same database without the counter: the control.
+    const c = await openPostgresStore(db.url, { ...quiet, applicationName: "keygate-c" });
+    try {
+      // b's grant cache holds the token (the second lookup is a synchronous hit). The
+      // fixture's digests are not SHA-256: every miss reads the fixture's lookup.
+      let lookups = 0;
+      const cache = createGrantCache({
+        readGrantEpoch: () => db.b.readGrantEpoch(),
+        findTokenGrant: ({ now }) => {
+          lookups++;
+          return db.b.findTokenGrant({ ...db.lookup, now });
+        },
+      });
+      const grant = await cache("key", "token", NOW + 1000);
+      assert.equal(grant?.tokenId, db.tokenId);
+      assert.equal(cache("key", "token", NOW + 1000), grant, "served from the cache");
+      assert.equal(lookups, 1);
+      const [bBefore, cBefore] = [db.b.readGrantEpoch(), c.readGrantEpoch()];
+      assert.notEqual(bBefore, undefined);
+
+      // A write that ends no grant moves nobody.
+      await db.a.appendAudit({ at: NOW, actor: "t", action: "x", subject: "y" });
+      assert.equal(db.b.readGrantEpoch(), bBefore);
+
+      assert.equal(await db.a.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined }), true);
+      // At once, with no wait: b's epoch moved; c's (the same database, no counter) did not.
+      const bAfter = db.b.readGrantEpoch();
+      assert.notEqual(bAfter, undefined);
+      assert.notEqual(bAfter, bBefore);
+      assert.equal(c.readGrantEpoch(), cBefore);
+      assert.equal(db.b.readGrantEpochStats().notifications, 0);
+      assert.equal(db.b.readGrantEpochStats().listening, false);
+      // The next lookup through b's cache goes to the database and finds the token revoked.
+      assert.equal(await cache("key", "token", NOW + 3000), undefined);
+      assert.equal(lookups, 2);
+      assert.equal(await db.b.findTokenGrant(db.lookup), undefined);
+      // The epoch stands still until the next change.
+      assert.equal(db.b.readGrantEpoch(), bAfter);
+    } finally {
+      await c.closeStore();
+    }
   },
 });
 

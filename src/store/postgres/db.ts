@@ -177,7 +177,8 @@ export function createPgContext(options: PgContextOptions): PgContext {
         writeFailure = lastingWriteFailure(error) ?? writeFailure;
         throw error;
       }
-      // Our own cache drops at once, without waiting for our own notification.
+      // Our own cache drops at once, without waiting for our own notification, and so do those
+      // of the process's other stores (the shared counter), before the caller answers anyone.
       if (epoch !== undefined) watcher.advanceTo(epoch);
       return result;
     },

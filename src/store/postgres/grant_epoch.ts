@@ -24,6 +24,14 @@
  * moved, or the listener reconnected). A cache stores an entry only if the
  * version did not move while the entry was read from the database.
  *
+ * Exact within one process: notifications and polls bound how late an
+ * instance sees *another process's* revocation, but the request workers of
+ * one process (`--workers N`, each with its own store) share a
+ * {@link SharedGrantCounter}. A store's grant-ending write increments it
+ * (after its commit, before the write resolves) and every
+ * {@link GrantEpochWatcher.read} compares it with the value it last saw, so a
+ * sibling worker's revocation drops this cache on the very next request.
+ *
  * @module
  */
 import type postgres from "postgres";
@@ -53,6 +61,19 @@ export async function bumpGrantEpoch(
   return Number(row.epoch);
 }
 
+/**
+ * A process-wide count of the grant-ending writes committed by the stores
+ * of one process: one 32-bit cell of a `SharedArrayBuffer`, created once by
+ * the main thread and handed to every request worker. Only change matters
+ * (it wraps around after 2^32 writes).
+ */
+export type SharedGrantCounter = Int32Array<SharedArrayBuffer>;
+
+/** A new {@link SharedGrantCounter}, at 0. */
+export function createSharedGrantCounter(): SharedGrantCounter {
+  return new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+}
+
 /** Options for {@link createGrantEpochWatcher}. */
 export interface GrantEpochWatcherOptions {
   /** The pool to poll through. */
@@ -68,6 +89,11 @@ export interface GrantEpochWatcherOptions {
   monotonicNow?: () => number;
   /** Told when the listener connects or is lost, for logs. */
   onListenerChange?: (listening: boolean, error?: unknown) => void;
+  /**
+   * Shared with the other stores of this process: {@link GrantEpochWatcher.advanceTo}
+   * increments it, and a change to it moves the version {@link GrantEpochWatcher.read} returns.
+   */
+  sharedCounter?: SharedGrantCounter;
 }
 
 /** Counters for metrics. */
@@ -94,7 +120,10 @@ export interface GrantEpochWatcher {
    * bound.
    */
   read(): number | undefined;
-  /** Records an epoch this instance's own write committed, so its cache drops at once. */
+  /**
+   * Records an epoch this instance's own write committed, so its cache drops at once, and
+   * counts the write on the shared counter, so the caches of this process's other stores do.
+   */
   advanceTo(epoch: number): void;
   /** Polls now; resolves when the poll ended (successfully or not). */
   pollNow(): Promise<void>;
@@ -117,6 +146,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
   const stalenessMs = options.stalenessMs ?? DEFAULT_STALENESS_MS;
   const now = options.monotonicNow ?? (() => performance.now());
+  const shared = options.sharedCounter;
   for (const [name, value] of [["pollMs", pollMs], ["stalenessMs", stalenessMs]] as const) {
     if (!Number.isFinite(value) || value <= 0) {
       throw new RangeError(`Invalid ${name} "${value}": expected a positive number`);
@@ -125,6 +155,8 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
 
   let epoch = 0;
   let version = 0;
+  /** The shared counter's value when {@link GrantEpochWatcher.read} last looked. */
+  let sharedSeen = shared === undefined ? 0 : Atomics.load(shared, 0);
   /** Monotonic time at which the last successful poll started; -Infinity before the first. */
   let confirmedAt = -Infinity;
   let notifications = 0;
@@ -243,9 +275,20 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
 
   return {
     read() {
+      // One atomic load, no allocation: a sibling store's committed revocation moves the version.
+      if (shared !== undefined) {
+        const seen = Atomics.load(shared, 0);
+        if (seen !== sharedSeen) {
+          sharedSeen = seen;
+          version++;
+        }
+      }
       return now() - confirmedAt <= stalenessMs ? version : undefined;
     },
-    advanceTo: moveTo,
+    advanceTo(committed) {
+      moveTo(committed);
+      if (shared !== undefined) Atomics.add(shared, 0, 1);
+    },
     pollNow,
     async refresh() {
       await polling;

@@ -16,9 +16,11 @@ import { createApiKeyMethods } from "./api_keys.ts";
 import { createAuditRetentionMethods } from "./audit_retention.ts";
 import {
   createGrantEpochWatcher,
+  createSharedGrantCounter,
   DEFAULT_POLL_MS,
   DEFAULT_STALENESS_MS,
   type GrantEpochStats,
+  type SharedGrantCounter,
 } from "./grant_epoch.ts";
 import { claimLease, releaseLease } from "./leases.ts";
 import { createLoginFailureMethods } from "./login_failures.ts";
@@ -59,7 +61,18 @@ export interface PostgresStoreOptions {
   onListenerChange?: (listening: boolean, error?: unknown) => void;
   /** Told of every read and write that ended, for the query-latency metric. */
   onOperation?: OperationObserver;
+  /**
+   * The counter this process's stores share (`--workers N`: the main thread's and every
+   * request worker's; see {@link createSharedGrantCounter}). Each grant-ending write
+   * increments it after its commit, before it resolves, and any change to it moves every
+   * sharing store's `readGrantEpoch()`: a revocation through one worker is then refused by
+   * every worker on the next request, notifications or not. Without it, a sibling store
+   * learns of the write by notification or poll, like another process.
+   */
+  sharedGrantCounter?: SharedGrantCounter;
 }
+
+export { createSharedGrantCounter, type SharedGrantCounter };
 
 /** What {@link PostgresStore.readPostgresStats} reports, for metrics. */
 export interface PostgresStats extends GrantEpochStats {
@@ -155,6 +168,7 @@ export async function openPostgresStore(
         })
       : undefined,
     onListenerChange: options.onListenerChange,
+    sharedCounter: options.sharedGrantCounter,
   });
   let readyTimer: ReturnType<typeof setTimeout> | undefined;
   try {
