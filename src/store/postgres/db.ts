@@ -96,9 +96,12 @@ export async function finishWrite(
     WITH appended AS (
       INSERT INTO audit_log (at, actor, action, subject, detail)
       SELECT at, actor, action, subject, detail
-      FROM jsonb_to_recordset(${tx.json(rows)})
-        AS entry(at bigint, actor text, action text, subject text, detail jsonb)
+      FROM ROWS FROM (jsonb_to_recordset(${tx.json(rows)})
+          AS (at bigint, actor text, action text, subject text, detail jsonb))
+        WITH ORDINALITY AS entry(at, actor, action, subject, detail, ord)
       WHERE ${rows.length > 0}
+      -- Ids in the order given: SQL promises no order of a function scan without this.
+      ORDER BY ord
     ), bumped AS (
       UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1 AND ${options.bump} RETURNING epoch
     )
