@@ -4,6 +4,7 @@
  * logins count once, and an outage fails closed and recovers.
  */
 import assert from "node:assert/strict";
+import { GRANT_CHANNEL } from "../src/store/postgres/grant_epoch.ts";
 import type { Handler } from "../src/http/app.ts";
 import { ACCOUNT_THROTTLE } from "../src/auth/throttle.ts";
 import {
@@ -216,6 +217,9 @@ Deno.test({
       }
       const { default: postgres } = await import("postgres");
       const admin = postgres(url, { max: 1, onnotice: () => {} });
+      // A listener of our own: with --store-listen off, keygate sends no notification either.
+      const heard: string[] = [];
+      const listening = await admin.listen(GRANT_CHANNEL, (payload) => heard.push(payload));
       try {
         const names = await admin`SELECT application_name FROM pg_stat_activity
           WHERE datname = current_database() AND application_name LIKE 'keygate%'`;
@@ -225,23 +229,26 @@ Deno.test({
           [],
           "no LISTEN connection",
         );
+        const revoked = await fetch(`${one.origin}${current}`, {
+          method: "DELETE",
+          headers: proxied,
+        });
+        assert.equal(revoked.status, 204);
+        await revoked.body?.cancel();
+        // The poll runs every 500 ms: within that plus a round trip, never through a notification.
+        const tookMs = await waitForStatus(
+          "refused by the other process",
+          () => fetch(`${two.origin}${current}`, { headers: proxied }),
+          401,
+          1500,
+        );
+        assert.ok(tookMs <= 1500, `took ${tookMs} ms`);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.deepEqual(heard, [], "a notification was sent");
       } finally {
+        await listening.unlisten();
         await admin.end();
       }
-      const revoked = await fetch(`${one.origin}${current}`, {
-        method: "DELETE",
-        headers: proxied,
-      });
-      assert.equal(revoked.status, 204);
-      await revoked.body?.cancel();
-      // The poll runs every 500 ms: within that plus a round trip, never through a notification.
-      const tookMs = await waitForStatus(
-        "refused by the other process",
-        () => fetch(`${two.origin}${current}`, { headers: proxied }),
-        401,
-        1500,
-      );
-      assert.ok(tookMs <= 1500, `took ${tookMs} ms`);
       const metrics = await (await fetch(two.metricsUrl!)).text();
       const sample = (name: string) =>
         Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);
