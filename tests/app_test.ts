@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { assertError, BASE, createTestApp, TEST_STORE_NAME } from "./_helpers.ts";
+import { assertError, BASE, createTestApp, issueToken, TEST_STORE_NAME } from "./_helpers.ts";
+import { startRawServer } from "./_raw_http.ts";
 
 Deno.test("[e2e] GET /healthz answers without an API key", async () => {
   using app = await createTestApp();
@@ -153,4 +154,32 @@ Deno.test("the query as the gate reads it is url.searchParams, for every query",
     ),
     { numRuns: 2000 },
   );
+});
+
+Deno.test("[e2e] credentials in the query are read however their names and values are escaped", async () => {
+  await using app = await createTestApp();
+  const userId = await app.addUser("q@example.org", "pw");
+  const apiKey = await app.createKey(userId);
+  const token = await issueToken(app.handler, "q@example.org", "pw", apiKey);
+  await using server = await startRawServer(app.handler);
+  const get = (query: string) =>
+    server.send(
+      `GET /api/secure/userservice/tokens/current.json?${query} HTTP/1.1\r\nHost: 127.0.0.1`,
+    );
+  const spelled = [
+    `api_key=${apiKey}&api_token=${token}`,
+    `api%5Fkey=${apiKey}&api%5ftoken=${token}`,
+    `api_key=${encodeURIComponent(apiKey).replaceAll("-", "%2D")}&x=%22%3C&api_token=${token}`,
+    `api_key=+${apiKey}+&api_token=${token}`,
+  ];
+  for (const query of spelled) {
+    const response = await get(query);
+    assert.equal(response.status, 200, query);
+    assert.equal(JSON.parse(response.body).token_info.email, "q@example.org", query);
+  }
+  // Raw controls never reach the handler: Deno.serve refuses the request line.
+  for (const raw of ["\t", "\x01", "\x7f"]) {
+    const response = await get(`api_key=${apiKey}${raw}&api_token=${token}`);
+    assert.equal(response.status, 400, JSON.stringify(raw));
+  }
 });
