@@ -67,6 +67,9 @@ function serve(certFile: string, keyFile: string, port: number, reusePort: boole
   });
 }
 
+/** The processes started by {@link startCopy}: stopped with this one. */
+const copies: Deno.ChildProcess[] = [];
+
 /** Starts a copy of this script in a thread or a process on `port`; resolves once it listens. */
 async function startCopy(
   mode: string,
@@ -97,6 +100,7 @@ async function startCopy(
     ],
     stdout: "piped",
   }).spawn();
+  copies.push(child);
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   while (!(await reader.read()).value?.includes("ready")) { /* wait */ }
   reader.releaseLock();
@@ -118,6 +122,11 @@ if ("WorkerGlobalScope" in globalThis) {
     const workers = Number(count);
     const port = await serve(certFile, keyFile, 0, workers > 1);
     for (let i = 1; i < workers; i++) await startCopy(mode, certFile, keyFile, port);
+    // The bench stops this process with SIGTERM; its copies go with it.
+    Deno.addSignalListener("SIGTERM", () => {
+      for (const child of copies) child.kill("SIGTERM");
+      Deno.exit(0);
+    });
     console.log(`listening ${port}`);
   }
 }
