@@ -104,11 +104,18 @@ export function createGate(deps: GateDeps) {
    * @throws {AuthError} `invalid_api_key` for a missing, unknown, revoked,
    * disabled or expired key, or one whose user is disabled.
    */
-  async function authenticateKey(request: Request, target: GateTarget): Promise<KeyHolder> {
+  function authenticateKey(request: Request, target: GateTarget): KeyHolder | Promise<KeyHolder> {
     const keyText = findRequestApiKey(request, target.query);
     const apiKey = keyText === undefined ? undefined : normalizeApiKey(keyText);
     const now = clock.now();
-    const holder = apiKey === undefined ? undefined : await findKeyHolder(apiKey, now);
+    const holder = apiKey === undefined ? undefined : findKeyHolder(apiKey, now);
+    // A cached holder is answered synchronously; a miss waits for the store.
+    if (holder instanceof Promise) return holder.then((found) => admitKey(found, target, now));
+    return admitKey(holder, target, now);
+  }
+
+  /** The gate's verdict on a key's holder found (or not) at `now`. */
+  function admitKey(holder: KeyHolder | undefined, target: GateTarget, now: number): KeyHolder {
     if (holder === undefined) {
       throw new AuthError("invalid_api_key", "Missing or invalid API key");
     }
