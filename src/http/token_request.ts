@@ -40,7 +40,12 @@ export function parseTokenRequest(text: string, format: "form" | "json" | "xml")
   return token;
 }
 
+/** `token=` and characters form decoding leaves as they are: the usual body, read without a parser. */
+const PLAIN_FORM = /^token=([A-Za-z0-9._~-]+)$/;
+
 function fromForm(text: string): string {
+  const plain = PLAIN_FORM.exec(text);
+  if (plain !== null) return plain[1];
   const values = new URLSearchParams(text).getAll("token");
   if (values.length === 0) throw shapeError('missing "token"');
   if (values.length > 1) throw shapeError('"token" is given more than once');
