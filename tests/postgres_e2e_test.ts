@@ -401,6 +401,45 @@ Deno.test({
 });
 
 Deno.test({
+  name: "[pg e2e] KEYGATE_STORE_LISTEN=off: the admin CLI's revocations send no notification",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("clinolisten");
+    const err: string[] = [];
+    const io = (env: Record<string, string>) => ({
+      env,
+      stdout: () => {},
+      stderr: (text: string) => err.push(text),
+      readPassword: () => Promise.resolve(PASSWORD),
+    });
+    const { default: postgres } = await import("postgres");
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    const heard: string[] = [];
+    try {
+      assert.equal(await adminMain(["user", "add", "n@example.org", "--store", url], io({})), 0);
+      const listening = await admin.listen(GRANT_CHANNEL, (payload) => heard.push(payload));
+      const off = io({ KEYGATE_STORE_LISTEN: "off" });
+      assert.equal(await adminMain(["user", "disable", "n@example.org", "--store", url], off), 0);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(heard, [], "notified with KEYGATE_STORE_LISTEN=off");
+      // The same write with notifications on is heard: the listener works.
+      assert.equal(await adminMain(["user", "enable", "n@example.org", "--store", url], io({})), 0);
+      assert.equal(await adminMain(["user", "disable", "n@example.org", "--store", url], io({})), 0);
+      for (let i = 0; i < 50 && heard.length === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.ok(heard.length > 0, "no notification with KEYGATE_STORE_LISTEN unset");
+      await listening.unlisten();
+      const bad = io({ KEYGATE_STORE_LISTEN: "maybe" });
+      assert.equal(await adminMain(["user", "list", "--store", url], bad), 2);
+      assert.match(err.at(-1) ?? "", /KEYGATE_STORE_LISTEN: expected on, off/);
+    } finally {
+      await admin.end();
+    }
+  },
+});
+
+Deno.test({
   name:
     "[pg e2e] the server refuses, in one line without the password, an unreachable database and a newer schema",
   ignore,

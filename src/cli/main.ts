@@ -16,13 +16,13 @@ import type { ChangeDeps } from "../auth/changes.ts";
 import { AuthError } from "../auth/errors.ts";
 import { systemClock } from "../platform/clock.ts";
 import { type OptionSpec, parseArguments } from "../config/args.ts";
-import { parseBoolean } from "../config/parsers.ts";
 import { VERSION } from "../config/version.ts";
 import { toPrintable } from "../formats/printable.ts";
 import { createLogger, type LogFields } from "../platform/logger.ts";
 import { createPasswordHasher } from "../passwords/passwords.ts";
 import { StoreError } from "../store/errors.ts";
 import { openStore } from "../store/open_store.ts";
+import { parseBoolean } from "../config/parsers.ts";
 import { parseStoreUrl } from "../store/store_url.ts";
 import type { Store } from "../store/store.ts";
 import type { Command, CommandContext } from "./command.ts";
@@ -157,9 +157,19 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       actor: toCliActor(io.env),
       noteChange: (entry) => log({ action: entry.action, subject: entry.subject, ...entry.detail }),
     });
+    // As the server's --store-listen: without LISTEN/NOTIFY, the CLI's writes must not notify.
+    let notifications = true;
+    if ((io.env.KEYGATE_STORE_LISTEN ?? "") !== "") {
+      try {
+        notifications = parseBoolean(io.env.KEYGATE_STORE_LISTEN!);
+      } catch (error) {
+        throw new AdminError(`KEYGATE_STORE_LISTEN: ${(error as Error).message}`, 2);
+      }
+    }
     // A migration's warning (rows it left as they were) is one line, before the command's output.
     const openOptions = {
       onMigrationWarning: (line: string) => io.stderr(`keygate admin: warning: ${line}`),
+      postgres: { notifications },
     };
     if (command.database !== "path") store = await openStore(openAt, openOptions);
     const context: CommandContext = {
