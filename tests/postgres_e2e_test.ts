@@ -424,7 +424,10 @@ Deno.test({
       assert.deepEqual(heard, [], "notified with KEYGATE_STORE_LISTEN=off");
       // The same write with notifications on is heard: the listener works.
       assert.equal(await adminMain(["user", "enable", "n@example.org", "--store", url], io({})), 0);
-      assert.equal(await adminMain(["user", "disable", "n@example.org", "--store", url], io({})), 0);
+      assert.equal(
+        await adminMain(["user", "disable", "n@example.org", "--store", url], io({})),
+        0,
+      );
       for (let i = 0; i < 50 && heard.length === 0; i++) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
