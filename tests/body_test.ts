@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { readBody, readDocument } from "../src/http/body.ts";
 import { HttpError } from "../src/http/errors.ts";
 import { createTestApp, testCertificate } from "./_helpers.ts";
@@ -134,4 +135,30 @@ Deno.test("[e2e] a body over the cap, still being sent, gets its 413 and no rese
   assert.deepEqual(failures, [], "the server stopped reading while the body was still sent");
   assert.match(text, /^HTTP\/1\.1 413 /);
   assert.match(text, /request_too_large/);
+});
+
+Deno.test("readBody() decodes any bytes as the strict UTF-8 decoder does (ASCII fast path too)", async () => {
+  const reference = new TextDecoder("utf-8", { fatal: true });
+  const byteArrays = fc.oneof(
+    fc.uint8Array({ maxLength: 1100, max: 0x7f }),
+    fc.uint8Array({ minLength: 1020, maxLength: 1030, max: 0x7f }),
+    fc.uint8Array({ maxLength: 64 }),
+  );
+  await fc.assert(
+    fc.asyncProperty(byteArrays, async (bytes) => {
+      let expected: string | undefined;
+      try {
+        expected = reference.decode(bytes);
+      } catch {
+        expected = undefined;
+      }
+      const request = post(bytes.slice(), { "content-length": String(bytes.length) });
+      if (expected === undefined) {
+        await assert.rejects(readBody(request), assertHttpError(400, "invalid_request"));
+      } else {
+        assert.equal(await readBody(request), expected);
+      }
+    }),
+    { numRuns: 500 },
+  );
 });

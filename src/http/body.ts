@@ -116,7 +116,19 @@ function concat(chunks: Uint8Array[], size: number): Uint8Array {
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
+function isAscii(bytes: Uint8Array): boolean {
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] > 0x7f) return false;
+  return true;
+}
+
+/** Bodies up to this size that are plain ASCII are made a string without the decoder. */
+const ASCII_FAST_MAX = 1024;
+
 function decodeUtf8(bytes: Uint8Array): string {
+  // The usual token request (a few dozen ASCII bytes): the decoder is a call into the runtime.
+  if (bytes.length <= ASCII_FAST_MAX && isAscii(bytes)) {
+    return String.fromCharCode.apply(null, bytes as unknown as number[]);
+  }
   try {
     return decoder.decode(bytes);
   } catch {
