@@ -31,14 +31,14 @@ import { readAdminStats } from "./src/auth/admin_tasks.ts";
 import { createStatsHistory } from "./src/auth/stats_history.ts";
 import { VERSION } from "./src/config/version.ts";
 import { isLoopbackOrPrivate } from "./src/platform/ip.ts";
-import { createJanitor, JANITOR_INTERVAL_MS } from "./src/auth/janitor.ts";
+import { createJanitor } from "./src/auth/janitor.ts";
+import { claimJanitorTurn } from "./src/server/janitor_turn.ts";
 import { createLogger } from "./src/platform/logger.ts";
 import { createMetrics } from "./src/platform/metrics.ts";
 import { createStoreMetrics } from "./src/platform/store_metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
 import { findPostgresStore, findSqliteMaintenance } from "./src/store/open_store.ts";
-import type { Store } from "./src/store/store.ts";
 import { parseStoreUrl } from "./src/store/store_url.ts";
 import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
 import { type Listener, logListening, startListener } from "./src/server/listener.ts";
@@ -389,18 +389,3 @@ export function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));
-
-/** The janitor's turn on PostgreSQL: a lease that outlives two sweep intervals; none on SQLite. */
-function claimJanitorTurn(store: Store): ((now: number) => Promise<boolean>) | undefined {
-  const postgres = findPostgresStore(store);
-  if (postgres === undefined) return undefined;
-  // This process, as the holder of the lease.
-  const holder = `${Deno.hostname()}:${Deno.pid}:${crypto.randomUUID().slice(0, 8)}`;
-  return (now) =>
-    postgres.claimLease({
-      name: "janitor",
-      holder,
-      now,
-      ttlMs: 2 * JANITOR_INTERVAL_MS,
-    });
-}
