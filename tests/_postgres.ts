@@ -157,32 +157,9 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   let stopped = false;
   await startWatchdog(bin, [dir, ...(options.alsoRemove ?? [])], data);
 
-  async function start(): Promise<void> {
-    for (let attempt = 1;; attempt++) {
-      if (port === 0 || attempt > 1) port = freePort();
-      try {
-        await run(`${bin}/pg_ctl`, [
-          "--pgdata",
-          data,
-          "--log",
-          `${dir}/server.log`,
-          "--wait",
-          "--timeout",
-          "30",
-          "-o",
-          `-p ${port}`,
-          "start",
-        ]);
-        return;
-      } catch (error) {
-        // Another process may have taken the port between freePort() and the bind.
-        if (attempt >= 3) throw error;
-      }
-    }
-  }
-
-  async function resumeOnSamePort(): Promise<void> {
-    await run(`${bin}/pg_ctl`, [
+  /** pg_ctl start on `port`, waiting until the server accepts connections. */
+  function startOnPort(): Promise<unknown> {
+    return run(`${bin}/pg_ctl`, [
       "--pgdata",
       data,
       "--log",
@@ -194,6 +171,23 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       `-p ${port}`,
       "start",
     ]);
+  }
+
+  async function start(): Promise<void> {
+    for (let attempt = 1;; attempt++) {
+      if (port === 0 || attempt > 1) port = freePort();
+      try {
+        await startOnPort();
+        return;
+      } catch (error) {
+        // Another process may have taken the port between freePort() and the bind.
+        if (attempt >= 3) throw error;
+      }
+    }
+  }
+
+  async function resumeOnSamePort(): Promise<void> {
+    await startOnPort();
   }
 
   await start();
