@@ -33,6 +33,44 @@ async function fetchFresh(cert: string | undefined, url: string, init: RequestIn
   }
 }
 
+/**
+ * Has both workers serve the token of `headers` (so both cache it), revokes it through one
+ * (DELETE of the current token), and checks that every worker refuses it from the next request
+ * on. Returns how many requests were allowed and refused.
+ */
+async function revokeThroughOneWorker(
+  cert: string | undefined,
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ allowed: number; refused: number }> {
+  const allowedBy = new Set<string>();
+  let allowed = 0;
+  for (let i = 0; i < 200 && allowedBy.size < 2; i++) {
+    const response = await fetchFresh(cert, url, { headers });
+    assert.equal(response.status, 200, response.body);
+    allowedBy.add(response.worker);
+    allowed++;
+  }
+  assert.equal(allowedBy.size, 2, "both workers answered");
+  const revoked = await fetchFresh(cert, url, { method: "DELETE", headers });
+  assert.equal(revoked.status, 204, revoked.body);
+  const refusedBy = new Set<string>();
+  let refused = 0;
+  for (let i = 0; i < 200 && refusedBy.size < 2; i++) {
+    const response = await fetchFresh(cert, url, { headers });
+    assert.equal(response.status, 401, `request ${i} after the revocation: ${response.body}`);
+    assert.equal(response.type, "application/json; charset=utf-8");
+    assert.equal(
+      JSON.parse(response.body).error_response.errors.error[0].error_code,
+      "invalid_token",
+    );
+    refusedBy.add(response.worker);
+    refused++;
+  }
+  assert.deepEqual(refusedBy, allowedBy, "both workers refused it");
+  return { allowed, refused };
+}
+
 async function issueToken(cert: string, origin: string, email: string, apiKey: string) {
   const response = await fetchFresh(cert, `${origin}/api/userservice/tokens`, {
     method: "POST",
@@ -69,35 +107,9 @@ Deno.test("[server] --workers 2: a token revoked through one worker is refused b
         accept: "application/json",
       };
 
-      // Both workers serve the token, so both have it in their grant cache.
-      const allowedBy = new Set<string>();
-      for (let i = 0; i < 200 && allowedBy.size < 2; i++) {
-        const response = await fetchFresh(cert, url, { headers });
-        assert.equal(response.status, 200, response.body);
-        allowedBy.add(response.worker);
-        allowed++;
-      }
-      assert.equal(allowedBy.size, 2, "both workers answered");
-
-      // Revoked through one worker (RFC 7009 style DELETE of the current token)...
-      const revoked = await fetchFresh(cert, url, { method: "DELETE", headers });
-      assert.equal(revoked.status, 204, revoked.body);
-
-      // ...and refused by every worker from the next request on.
-      const refusedBy = new Set<string>();
-      let refused = 0;
-      for (let i = 0; i < 200 && refusedBy.size < 2; i++) {
-        const response = await fetchFresh(cert, url, { headers });
-        assert.equal(response.status, 401, `request ${i} after the revocation: ${response.body}`);
-        assert.equal(response.type, "application/json; charset=utf-8");
-        assert.equal(
-          JSON.parse(response.body).error_response.errors.error[0].error_code,
-          "invalid_token",
-        );
-        refusedBy.add(response.worker);
-        refused++;
-      }
-      assert.deepEqual(refusedBy, allowedBy, "both workers refused it");
+      const counted = await revokeThroughOneWorker(cert, url, headers);
+      allowed += counted.allowed;
+      const refused = counted.refused;
 
       // One /metrics answer counts the requests of both workers (the DELETE was allowed too).
       const metrics = await (await fetch(server.metricsUrl!)).text();
@@ -378,26 +390,7 @@ for (const listen of ["on", "off"]) {
           authorization: `Bearer ${token}`,
           accept: "application/json",
         };
-        const allowedBy = new Set<string>();
-        for (let i = 0; i < 200 && allowedBy.size < 2; i++) {
-          const response = await fetchFresh(undefined, currentUrl, { headers });
-          assert.equal(response.status, 200, response.body);
-          allowedBy.add(response.worker);
-        }
-        assert.equal(allowedBy.size, 2, "both workers answered");
-        const revoked = await fetchFresh(undefined, currentUrl, { method: "DELETE", headers });
-        assert.equal(revoked.status, 204, revoked.body);
-        const refusedBy = new Set<string>();
-        for (let i = 0; i < 200 && refusedBy.size < 2; i++) {
-          const response = await fetchFresh(undefined, currentUrl, { headers });
-          assert.equal(response.status, 401, `request ${i} after the revocation: ${response.body}`);
-          assert.equal(
-            JSON.parse(response.body).error_response.errors.error[0].error_code,
-            "invalid_token",
-          );
-          refusedBy.add(response.worker);
-        }
-        assert.deepEqual(refusedBy, allowedBy, "both workers refused it");
+        await revokeThroughOneWorker(undefined, currentUrl, headers);
       } finally {
         assert.equal((await server.stop()).code, 0);
       }
