@@ -17,7 +17,7 @@ import type { Format } from "../formats/format.ts";
 import type { RequestPath } from "./paths.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
 import { StoreError } from "../store/errors.ts";
-import { createGate } from "../auth/gate.ts";
+import { createGate, type Principal } from "../auth/gate.ts";
 import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
 import { redactTarget } from "../platform/logger.ts";
 import { createMetrics } from "../platform/metrics.ts";
@@ -133,6 +133,8 @@ class HandlerContext implements RequestContext {
   target?: Readonly<RequestPath>;
   forwardedFor?: string;
   apiKeyId?: number;
+  /** Set by the secure router once the request is authenticated (declared: one object shape). */
+  principal?: Principal;
   #url?: URL;
   #query?: URLSearchParams;
   /** Set once `Host` has been read and checked. */
