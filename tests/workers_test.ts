@@ -13,6 +13,7 @@ import { readConfig } from "../src/config/read_config.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { createWorkerPool } from "../src/server/worker_pool.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import { runAdmin } from "./_admin.ts";
 import { createCapturingLogger, tempDbPath, testCertificate } from "./_helpers.ts";
 import { addUserWithKey, startServerProcess } from "./_server.ts";
 import { POSTGRES_SKIP, sharedPostgres } from "./_postgres.ts";
@@ -33,15 +34,28 @@ async function fetchFresh(cert: string | undefined, url: string, init: RequestIn
   }
 }
 
-/**
- * Has both workers serve the token of `headers` (so both cache it), revokes it through one
- * (DELETE of the current token), and checks that every worker refuses it from the next request
- * on. Returns how many requests were allowed and refused.
- */
-async function revokeThroughOneWorker(
+/** Revokes the token of `headers` by a DELETE of the current token, through whichever worker. */
+function deleteCurrentToken(
   cert: string | undefined,
   url: string,
   headers: Record<string, string>,
+): () => Promise<void> {
+  return async () => {
+    const revoked = await fetchFresh(cert, url, { method: "DELETE", headers });
+    assert.equal(revoked.status, 204, revoked.body);
+  };
+}
+
+/**
+ * Has both workers serve the token of `headers` at `url` (so both cache it), revokes it with
+ * `revoke` (through one worker, or the admin API on the main thread), and checks that every
+ * worker refuses it from the next request on. Returns how many requests were allowed and refused.
+ */
+async function assertRevokedOnEveryWorker(
+  cert: string | undefined,
+  url: string,
+  headers: Record<string, string>,
+  revoke: () => Promise<void>,
 ): Promise<{ allowed: number; refused: number }> {
   const allowedBy = new Set<string>();
   let allowed = 0;
@@ -52,8 +66,7 @@ async function revokeThroughOneWorker(
     allowed++;
   }
   assert.equal(allowedBy.size, 2, "both workers answered");
-  const revoked = await fetchFresh(cert, url, { method: "DELETE", headers });
-  assert.equal(revoked.status, 204, revoked.body);
+  await revoke();
   const refusedBy = new Set<string>();
   let refused = 0;
   for (let i = 0; i < 200 && refusedBy.size < 2; i++) {
@@ -107,7 +120,12 @@ Deno.test("[server] --workers 2: a token revoked through one worker is refused b
         accept: "application/json",
       };
 
-      const counted = await revokeThroughOneWorker(cert, url, headers);
+      const counted = await assertRevokedOnEveryWorker(
+        cert,
+        url,
+        headers,
+        deleteCurrentToken(cert, url, headers),
+      );
       allowed += counted.allowed;
       const refused = counted.refused;
 
@@ -390,10 +408,108 @@ for (const listen of ["on", "off"]) {
           authorization: `Bearer ${token}`,
           accept: "application/json",
         };
-        await revokeThroughOneWorker(undefined, currentUrl, headers);
+        await assertRevokedOnEveryWorker(
+          undefined,
+          currentUrl,
+          headers,
+          deleteCurrentToken(undefined, currentUrl, headers),
+        );
       } finally {
         assert.equal((await server.stop()).code, 0);
       }
     },
   });
 }
+
+// The admin API is served by the main thread, whose store is not any request worker's: with
+// `--store-listen off` only the process's shared grant counter can tell both workers at once.
+Deno.test({
+  name:
+    "[pg e2e] --workers 2 on PostgreSQL (--store-listen off): a token, a user's tokens and a key revoked through the admin API are refused by every worker at once",
+  ignore: POSTGRES_SKIP !== false,
+  sanitizeResources: false, // the server's pipes close after its exit, at the end of the test
+  async fn() {
+    const url = await (await sharedPostgres()).createDatabase("workers_admin");
+    const apiKey = await addUserWithKey(url, "ops@example.org", PASSWORD);
+    const created = await runAdmin(url, ["operator", "create", "ann", "--role", "write"]);
+    assert.equal(created.code, 0, created.err);
+    const operator = created.lastLine;
+    const files = tempDbPath();
+    const { cert, key } = await testCertificate();
+    await Deno.writeTextFile(`${files.dir}/cert.pem`, cert);
+    await Deno.writeTextFile(`${files.dir}/key.pem`, key);
+    const server = await startServerProcess(url, [
+      "--workers",
+      "2",
+      "--store-listen",
+      "off",
+      "--cert",
+      `${files.dir}/cert.pem`,
+      "--key",
+      `${files.dir}/key.pem`,
+      "--admin",
+      "on",
+      "--admin-port",
+      "0",
+    ]);
+    try {
+      /** One admin API call; returns the JSON answer after checking its status and type. */
+      const admin = async (method: string, path: string, body?: unknown) => {
+        const response = await fetchFresh(cert, `${server.adminOrigin}${path}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${operator}`,
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        assert.equal(response.status, 200, `${method} ${path}: ${response.body}`);
+        assert.equal(response.type, "application/json; charset=utf-8");
+        return JSON.parse(response.body);
+      };
+      const { users } = await admin("GET", "/admin/v1/users?search=ops@example.org");
+      assert.equal(users.length, 1);
+      const userId = users[0].id;
+      const currentUrl = `${server.origin}${CURRENT}`;
+      const login = async () => {
+        const token = await issueToken(cert, server.origin, "ops@example.org", apiKey);
+        return {
+          "x-api-key": apiKey,
+          authorization: `Bearer ${token}`,
+          accept: "application/json",
+        };
+      };
+
+      // One token, by its id.
+      await assertRevokedOnEveryWorker(cert, currentUrl, await login(), async () => {
+        const { tokens } = await admin("GET", `/admin/v1/users/${userId}/tokens?live=true`);
+        assert.equal(tokens.length, 1);
+        assert.deepEqual(await admin("POST", `/admin/v1/tokens/${tokens[0].id}/revoke`), {
+          id: tokens[0].id,
+          revoked: true,
+        });
+      });
+
+      // Every token of the user.
+      await assertRevokedOnEveryWorker(cert, currentUrl, await login(), async () => {
+        assert.deepEqual(await admin("POST", `/admin/v1/users/${userId}/tokens/revoke`, {}), {
+          tokens_revoked: 1,
+        });
+      });
+
+      // The key, and with it its tokens.
+      await assertRevokedOnEveryWorker(cert, currentUrl, await login(), async () => {
+        const { keys } = await admin("GET", `/admin/v1/users/${userId}/keys`);
+        assert.equal(keys.length, 1);
+        const revoked = await admin("POST", `/admin/v1/keys/${keys[0].id}/revoke`);
+        assert.equal(revoked.status, "revoked");
+        assert.equal(revoked.tokens_revoked, 1);
+      });
+      const { tokens: live } = await admin("GET", `/admin/v1/users/${userId}/tokens?live=true`);
+      assert.deepEqual(live, []);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+      files.cleanup();
+    }
+  },
+});
