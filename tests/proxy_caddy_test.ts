@@ -52,7 +52,7 @@ Deno.test({
           email: "c@example.org",
           password: "caddy test pw",
           apiKey,
-        });
+        }, "keygate");
       } finally {
         client.close();
       }

@@ -69,7 +69,7 @@ ${site}
           password: "nginx test pw",
           apiKey,
           extraHeaders: { "x-forwarded-proto": "http" },
-        });
+        }, "proxy");
         assert.equal(
           current.headers.get("strict-transport-security"),
           "max-age=31536000; includeSubDomains",
