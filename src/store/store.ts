@@ -53,13 +53,25 @@ export type * from "./store_admin.ts";
 export type * from "./store_types.ts";
 
 /**
- * The store. Method groups: lifecycle, users, API keys, tokens and grants,
- * the grant change feed, login failures, audit, retention; and the admin
- * API's operators and views ({@link AdminStore}, store_admin.ts).
+ * The store: the method groups below, declared once for every backend, and
+ * the admin API's operators and views ({@link AdminStore}, store_admin.ts).
+ * A backend file implements a group, or names the part of one it holds
+ * (`Omit<TokenStore, "listTokensOfUser">`).
  */
-export interface Store extends AdminStore {
-  // ---- Lifecycle -------------------------------------------------------------------------
+export interface Store
+  extends
+    AdminStore,
+    LifecycleStore,
+    UserStore,
+    ApiKeyStore,
+    TokenStore,
+    GrantFeedStore,
+    LoginFailureStore,
+    AuditStore,
+    RetentionStore {}
 
+/** Opening checks and closing. Part of {@link Store}. */
+export interface LifecycleStore {
   /** For `/readyz`: a trivial round trip; `false` or a rejection mean not ready. */
   checkStoreReady(): Promise<boolean>;
   /**
@@ -70,9 +82,10 @@ export interface Store extends AdminStore {
   findWriteFailure(): Promise<string | undefined>;
   /** Releases the connection(s); further calls fail. Idempotent. */
   closeStore(): Promise<void>;
+}
 
-  // ---- Users -----------------------------------------------------------------------------
-
+/** Users. Part of {@link Store}. */
+export interface UserStore {
   findUserByEmail(email: string): Promise<User | undefined>;
   findUserById(id: number): Promise<User | undefined>;
   /** Every user, by e-mail. */
@@ -113,9 +126,10 @@ export interface Store extends AdminStore {
    * token rows went.
    */
   deleteUser(userId: number, change: AuditedChange<DeletedUser>): Promise<DeletedUser>;
+}
 
-  // ---- API keys --------------------------------------------------------------------------
-
+/** API keys. Part of {@link Store}. */
+export interface ApiKeyStore {
   /** @throws {StoreConflict} when the digest is taken. */
   insertApiKey(key: NewApiKey, change: AuditedChange<ApiKey>): Promise<ApiKey>;
   findApiKeyByHash(keyHash: Uint8Array): Promise<ApiKey | undefined>;
@@ -142,9 +156,10 @@ export interface Store extends AdminStore {
   ): Promise<ApiKey>;
   /** Adds accumulated uses (count, latest time and address) in one transaction; not audited. */
   recordKeyUsage(usages: readonly KeyUsage[]): Promise<void>;
+}
 
-  // ---- Tokens and grants -----------------------------------------------------------------
-
+/** Tokens and the grants they carry. Part of {@link Store}. */
+export interface TokenStore {
   /**
    * Stores a new token, revokes the oldest live tokens of the same user and
    * key beyond `maxLiveTokens`, and forgets the `clearLoginFailures`
@@ -190,9 +205,10 @@ export interface Store extends AdminStore {
   countLiveTokens(now: number): Promise<number>;
   /** A user's token rows in any state, newest first (admin listings). */
   listTokensOfUser(userId: number): Promise<TokenRow[]>;
+}
 
-  // ---- Grant change feed -----------------------------------------------------------------
-
+/** The grant change feed. Part of {@link Store}. */
+export interface GrantFeedStore {
   /**
    * The current {@link GrantEpoch}, synchronously: the grant cache calls it before every
    * lookup, empties itself when it moved, and caches a grant only if it did not move while
@@ -213,9 +229,10 @@ export interface Store extends AdminStore {
    * `StoreUnavailable` (503, fail closed) while the database cannot answer.
    */
   readGrantEpoch(): GrantEpoch | undefined;
+}
 
-  // ---- Login failures --------------------------------------------------------------------
-
+/** Login failures (the throttle's counters). Part of {@link Store}. */
+export interface LoginFailureStore {
   /** The live (not yet forgotten at `now`) counters of up to two subjects. */
   findLoginFailures(subjects: readonly string[], now: number): Promise<LoginFailures[]>;
   /**
@@ -234,9 +251,10 @@ export interface Store extends AdminStore {
   listLoginFailures(now: number): Promise<LoginFailures[]>;
   /** Forgets these subjects' counters; resolves to how many there were. */
   clearLoginFailures(subjects: readonly string[], change: AuditedChange<number>): Promise<number>;
+}
 
-  // ---- Audit -----------------------------------------------------------------------------
-
+/** The audit log. Part of {@link Store}. */
+export interface AuditStore {
   /**
    * Appends an entry on its own (changes append theirs through their method).
    * The log is append-only: no method changes or deletes a row, and a
@@ -245,9 +263,10 @@ export interface Store extends AdminStore {
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Audit rows at or after `since`, oldest first (by id). */
   listAudit(since?: number): Promise<AuditRecord[]>;
+}
 
-  // ---- Retention -------------------------------------------------------------------------
-
+/** Retention: ending and purging old tokens, counting rows. Part of {@link Store}. */
+export interface RetentionStore {
   /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
   findTokenIdRange(): Promise<TokenIdRange | undefined>;
   /**

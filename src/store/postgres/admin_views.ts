@@ -5,21 +5,10 @@
  *
  * @module
  */
-import type { AuditRecord, Store, TokenListing } from "../store.ts";
+import type { AdminStore, AuditRecord, TokenListing } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toOperator, toTokenRow, toUser } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
-
-type AdminViewMethods = Pick<
-  Store,
-  | "insertOperator"
-  | "findOperatorByHash"
-  | "listOperators"
-  | "revokeOperator"
-  | "searchUsers"
-  | "searchTokensOfUser"
-  | "searchAudit"
->;
 
 function toAuditRecord(row: Row): AuditRecord {
   return {
@@ -34,7 +23,7 @@ function toAuditRecord(row: Row): AuditRecord {
 
 const NO_CURSOR = Number.MAX_SAFE_INTEGER;
 
-export function createAdminViewMethods(db: PgContext): AdminViewMethods {
+export function createAdminViewMethods(db: PgContext): AdminStore {
   return {
     insertOperator(operator, change) {
       // Operators are not read by the gate: no write here ends a token grant.

@@ -6,23 +6,10 @@
  */
 import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
-import type { KeyUsage, NewApiKey, Store } from "../store.ts";
+import type { ApiKeyStore, KeyUsage, NewApiKey } from "../store.ts";
 import { type PgContext, resolveAudit } from "./db.ts";
 import { type Row, toApiKey } from "../rows.ts";
 import { keyUsable } from "./rows.ts";
-
-type ApiKeyMethods = Pick<
-  Store,
-  | "insertApiKey"
-  | "findApiKeyByHash"
-  | "findApiKeyById"
-  | "listApiKeys"
-  | "findKeyHolder"
-  | "revokeApiKey"
-  | "updateApiKeyDisabled"
-  | "rotateApiKey"
-  | "recordKeyUsage"
->;
 
 async function insertKeyRow(tx: postgres.TransactionSql, key: NewApiKey, now: number) {
   const [row] = await tx<Row[]>`
@@ -52,7 +39,7 @@ export function mergeKeyUsages(usages: readonly KeyUsage[]): KeyUsage[] {
   return [...byId.values()].sort((a, b) => a.apiKeyId - b.apiKeyId);
 }
 
-export function createApiKeyMethods(db: PgContext): ApiKeyMethods {
+export function createApiKeyMethods(db: PgContext): ApiKeyStore {
   return {
     insertApiKey(key, change) {
       return db.write((tx) => insertKeyRow(tx, key, change.now), {

@@ -4,20 +4,10 @@
  *
  * @module
  */
-import type { AuditRecord, Store, StoreTable } from "../store.ts";
+import type { AuditRecord, AuditStore, RetentionStore, StoreTable } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row } from "../rows.ts";
 import { TOKEN_ENDED_AT } from "./rows.ts";
-
-type AuditRetentionMethods = Pick<
-  Store,
-  | "appendAudit"
-  | "listAudit"
-  | "findTokenIdRange"
-  | "deleteEndedTokens"
-  | "purgeEndedTokens"
-  | "countRows"
->;
 
 /** Token row ids per transaction for `purgeEndedTokens` (as on SQLite). */
 export const PURGE_BATCH_ROWS = 500;
@@ -30,7 +20,7 @@ const TABLES: readonly StoreTable[] = [
   "audit_log",
 ];
 
-export function createAuditRetentionMethods(db: PgContext): AuditRetentionMethods {
+export function createAuditRetentionMethods(db: PgContext): AuditStore & RetentionStore {
   function deleteEndedTokens(batch: { afterId: number; size: number; cutoff: number }) {
     return db.write(async (tx) => {
       const rows = await tx`DELETE FROM tokens WHERE id IN (

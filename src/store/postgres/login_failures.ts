@@ -7,14 +7,9 @@
  * @module
  */
 import type postgres from "postgres";
-import type { LoginFailures, Store } from "../store.ts";
+import type { LoginFailures, LoginFailureStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toLoginFailures } from "../rows.ts";
-
-type LoginFailureMethods = Pick<
-  Store,
-  "findLoginFailures" | "recordLoginFailures" | "listLoginFailures" | "clearLoginFailures"
->;
 
 /** Attempts to count one subject's failure when another instance keeps inserting it first. */
 const MAX_INSERT_RACES = 3;
@@ -52,7 +47,7 @@ async function countFailure(
   }
 }
 
-export function createLoginFailureMethods(db: PgContext): LoginFailureMethods {
+export function createLoginFailureMethods(db: PgContext): LoginFailureStore {
   async function findLoginFailures(subjects: readonly string[], now: number) {
     if (subjects.length === 0) return [];
     if (subjects.length > 2) throw new RangeError("At most two subjects at once");

@@ -5,22 +5,11 @@
  * @module
  */
 import { StoreConflict, StoreUnavailable } from "../errors.ts";
-import type { Store } from "../store.ts";
+import type { TokenStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toExpiryOrNull, toTokenFacts } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
 import { raiseCutoff } from "./users.ts";
-
-type TokenMethods = Pick<
-  Store,
-  | "insertToken"
-  | "findTokenGrant"
-  | "findTokenStatus"
-  | "revokeToken"
-  | "revokeTokenOfKey"
-  | "revokeTokensOfUser"
-  | "countLiveTokens"
->;
 
 /** What the token methods need beyond the shared context. */
 export interface TokenMethodDeps {
@@ -28,7 +17,10 @@ export interface TokenMethodDeps {
   isEpochConfirmed: () => boolean;
 }
 
-export function createTokenMethods(db: PgContext, deps: TokenMethodDeps): TokenMethods {
+export function createTokenMethods(
+  db: PgContext,
+  deps: TokenMethodDeps,
+): Omit<TokenStore, "listTokensOfUser"> {
   return {
     async insertToken(token, change) {
       const { id } = await db.write(async (tx) => {

@@ -4,39 +4,13 @@
  *
  * @module
  */
-import type { AuditOf } from "../store.ts";
+import type { TokenStore, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toTokenRow } from "../rows.ts";
 
-/** A token row for listings: ids and times, never the digest. */
-export interface UserTokenRow {
-  id: number;
-  apiKeyId: number;
-  issuedAt: number;
-  expiresAt: number;
-  revokedAt: number | null;
-}
-
-/** What deleting a user removed with it. */
-export interface RemovedWithUser {
-  apiKeys: number;
-  tokens: number;
-}
-
-/** The methods of this file, as the store declares them. */
-export interface UserRemovalMethods {
-  updateUserEmail(
-    userId: number,
-    change: { now: number; audit: AuditOf<void>; email: string },
-  ): Promise<void>;
-  deleteUser(
-    userId: number,
-    change: { now: number; audit: AuditOf<RemovedWithUser> },
-  ): Promise<RemovedWithUser>;
-  listTokensOfUser(userId: number): Promise<UserTokenRow[]>;
-}
-
-export function createUserRemovalMethods(db: PgContext): UserRemovalMethods {
+export function createUserRemovalMethods(
+  db: PgContext,
+): Pick<UserStore, "updateUserEmail" | "deleteUser"> & Pick<TokenStore, "listTokensOfUser"> {
   return {
     async updateUserEmail(userId, change) {
       await db.write(async (tx) => {

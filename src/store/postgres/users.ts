@@ -4,20 +4,9 @@
  * @module
  */
 import type postgres from "postgres";
-import type { AuditedChange, NewUser, Store, User } from "../store.ts";
+import type { AuditedChange, NewUser, User, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toUser } from "../rows.ts";
-
-type UserMethods = Pick<
-  Store,
-  | "findUserByEmail"
-  | "findUserById"
-  | "listUsers"
-  | "insertUser"
-  | "updateUserTimeout"
-  | "updateUserPassword"
-  | "updateUserDisabled"
->;
 
 /**
  * Moves user `userId`'s cutoff forward (never back), holding the user's row
@@ -53,7 +42,9 @@ export async function raiseCutoff(
   return n;
 }
 
-export function createUserMethods(db: PgContext): UserMethods {
+export function createUserMethods(
+  db: PgContext,
+): Omit<UserStore, "updateUserEmail" | "deleteUser"> {
   return {
     async findUserByEmail(email) {
       // PostgreSQL's text cannot hold a NUL, so no user has one; asking would be an error.

@@ -4,22 +4,10 @@
  *
  * @module
  */
-import type { AuditRecord, Store, TokenListing } from "../store.ts";
+import type { AdminStore, AuditRecord, TokenListing } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { TOKEN_EXPIRES_AT, TOKEN_LIVE } from "./rules.ts";
 import { toOperator, toTokenRow, toUser } from "../rows.ts";
-
-/** The operator and admin-view methods of the store. */
-export type AdminViewStore = Pick<
-  Store,
-  | "insertOperator"
-  | "findOperatorByHash"
-  | "listOperators"
-  | "revokeOperator"
-  | "searchUsers"
-  | "searchTokensOfUser"
-  | "searchAudit"
->;
 
 function toAuditRecord(row: Row): AuditRecord {
   return {
@@ -32,7 +20,7 @@ function toAuditRecord(row: Row): AuditRecord {
   };
 }
 
-export function createAdminViewStore(conn: Connection): AdminViewStore {
+export function createAdminViewStore(conn: Connection): AdminStore {
   const { sql } = conn;
   // Operators are not read by the gate: none of these writes can end a token grant.
   const operatorInsert = sql(

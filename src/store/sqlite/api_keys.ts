@@ -4,24 +4,10 @@
  * @module
  */
 import { StoreConflict } from "../errors.ts";
-import type { ApiKey, NewApiKey, Store } from "../store.ts";
+import type { ApiKey, ApiKeyStore, NewApiKey } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toApiKey } from "../rows.ts";
 import { KEY_COLUMNS, KEY_USABLE } from "./rules.ts";
-
-/** The API-key methods of the store. */
-export type ApiKeyStore = Pick<
-  Store,
-  | "insertApiKey"
-  | "findApiKeyByHash"
-  | "findApiKeyById"
-  | "listApiKeys"
-  | "findKeyHolder"
-  | "revokeApiKey"
-  | "updateApiKeyDisabled"
-  | "rotateApiKey"
-  | "recordKeyUsage"
->;
 
 export function createApiKeyStore(conn: Connection): ApiKeyStore {
   const { sql } = conn;

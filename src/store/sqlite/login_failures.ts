@@ -4,15 +4,9 @@
  *
  * @module
  */
-import type { Store } from "../store.ts";
+import type { LoginFailureStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toLoginFailures } from "../rows.ts";
-
-/** The login-failure methods of the store. */
-export type LoginFailureStore = Pick<
-  Store,
-  "findLoginFailures" | "recordLoginFailures" | "listLoginFailures" | "clearLoginFailures"
->;
 
 export function createLoginFailureStore(conn: Connection): LoginFailureStore {
   const { sql } = conn;

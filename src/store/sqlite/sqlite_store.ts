@@ -5,7 +5,14 @@
  * @module
  */
 import { existsSync } from "node:fs";
-import type { AuditRecord, Store, StoreTable } from "../store.ts";
+import type {
+  AuditRecord,
+  AuditStore,
+  LifecycleStore,
+  RetentionStore,
+  Store,
+  StoreTable,
+} from "../store.ts";
 import { createAdminViewStore } from "./admin_views.ts";
 import { createApiKeyStore } from "./api_keys.ts";
 import {
@@ -46,10 +53,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
 
 function createAuditAndLifecycle(
   conn: Connection,
-): Pick<
-  Store,
-  "checkStoreReady" | "findWriteFailure" | "closeStore" | "appendAudit" | "listAudit" | "countRows"
-> {
+): LifecycleStore & AuditStore & Pick<RetentionStore, "countRows"> {
   const { sql } = conn;
   const auditSince = sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
   const ping = sql("SELECT 1 AS ok");

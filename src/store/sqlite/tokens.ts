@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Store, TokenIdRange } from "../store.ts";
+import type { RetentionStore, TokenIdRange, TokenStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
 import { StoreConflict } from "../errors.ts";
@@ -15,22 +15,9 @@ import { TOKEN_ENDED_AT, TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rul
 /** Token row ids per transaction when deleting ended tokens in one go (`token purge`). */
 export const PURGE_BATCH_ROWS = 500;
 
-/** The token methods of the store. */
-export type TokenStore = Pick<
-  Store,
-  | "insertToken"
-  | "findTokenGrant"
-  | "findTokenStatus"
-  | "revokeToken"
-  | "revokeTokenOfKey"
-  | "countLiveTokens"
-  | "listTokensOfUser"
-  | "findTokenIdRange"
-  | "deleteEndedTokens"
-  | "purgeEndedTokens"
->;
-
-export function createTokenStore(conn: Connection): TokenStore {
+export function createTokenStore(
+  conn: Connection,
+): Omit<TokenStore, "revokeTokensOfUser"> & Omit<RetentionStore, "countRows"> {
   const { sql } = conn;
   // Keeps grants: a new token ends no other (the cap is applied separately).
   const tokenInsert = sql(

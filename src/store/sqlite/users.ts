@@ -3,26 +3,13 @@
  *
  * @module
  */
-import type { Store } from "../store.ts";
+import type { TokenStore, UserStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toUser } from "../rows.ts";
 
-/** The user methods of the store, and the cutoff. */
-export type UserStore = Pick<
-  Store,
-  | "findUserByEmail"
-  | "findUserById"
-  | "listUsers"
-  | "insertUser"
-  | "updateUserTimeout"
-  | "updateUserPassword"
-  | "updateUserDisabled"
-  | "revokeTokensOfUser"
-  | "updateUserEmail"
-  | "deleteUser"
->;
-
-export function createUserStore(conn: Connection): UserStore {
+export function createUserStore(
+  conn: Connection,
+): UserStore & Pick<TokenStore, "revokeTokensOfUser"> {
   const { sql } = conn;
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
