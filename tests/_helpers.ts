@@ -13,7 +13,11 @@ import { createLogger, type Logger } from "../src/platform/logger.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import type { Store } from "../src/store/store.ts";
 import type { SqliteMaintenance } from "../src/store/sqlite/maintenance.ts";
-import { openSqliteStore, type SqliteStoreOptions } from "../src/store/sqlite/sqlite_store.ts";
+import {
+  openSqliteStore,
+  type SqliteStore,
+  type SqliteStoreOptions,
+} from "../src/store/sqlite/sqlite_store.ts";
 import { generateSelfSigned } from "../src/platform/tls.ts";
 
 /** A clock that only moves when told to. */
@@ -31,13 +35,45 @@ export function createFakeClock(start = Date.parse("2026-01-01T00:00:00Z")): Fak
   };
 }
 
-/** A temporary database path, removed with its directory by `cleanup`. */
-export function tempDbPath(): { path: string; dir: string; cleanup(): void } {
+/** A temporary SQLite database file in a directory of its own; see {@link tempDbPath}. */
+export interface TempDb {
+  path: string;
+  dir: string;
+  /** Removes the directory and everything in it. */
+  cleanup(): void;
+  /**
+   * Opens a store on the file for `use` (to seed or inspect it around the code under test),
+   * and closes it afterwards, even when `use` throws.
+   */
+  withStore<T>(use: (store: SqliteStore) => Promise<T>): Promise<T>;
+  /** `using db = tempDbPath()` removes the directory at the end of the test. */
+  [Symbol.dispose](): void;
+}
+
+/** Opens a SQLite store on `path` for `use`, and closes it afterwards, even when `use` throws. */
+export async function withSqliteStore<T>(
+  path: string,
+  use: (store: SqliteStore) => Promise<T>,
+): Promise<T> {
+  const store = openSqliteStore(path);
+  try {
+    return await use(store);
+  } finally {
+    await store.closeStore();
+  }
+}
+
+/** A temporary database path (nothing is created until something opens it). */
+export function tempDbPath(): TempDb {
   const dir = Deno.makeTempDirSync({ prefix: "keygate-test-" });
+  const path = `${dir}/keygate.sqlite3`;
+  const cleanup = () => Deno.removeSync(dir, { recursive: true });
   return {
-    path: `${dir}/keygate.sqlite3`,
+    path,
     dir,
-    cleanup: () => Deno.removeSync(dir, { recursive: true }),
+    cleanup,
+    withStore: (use) => withSqliteStore(path, use),
+    [Symbol.dispose]: cleanup,
   };
 }
 
@@ -299,6 +335,21 @@ export async function addApiKey(
     introspect: options.introspect,
   }, { now, audit: undefined });
   return apiKey;
+}
+
+/** Inserts a token row for a user's key (no audit row), `secret`'s digest; resolves to its id. */
+export function addTestToken(
+  store: Store,
+  token: { userId: number; apiKeyId: number; issuedAt: number; expiresAt: number; secret?: string },
+): Promise<number> {
+  return store.insertToken({
+    tokenHash: hashSecret(token.secret ?? "t".repeat(40)),
+    userId: token.userId,
+    apiKeyId: token.apiKeyId,
+    issuedAt: token.issuedAt,
+    expiresAt: token.expiresAt,
+    maxLiveTokens: 100,
+  }, { audit: undefined });
 }
 
 export const BASE = "https://keygate.test";

@@ -3,8 +3,7 @@ import { runAdmin } from "./_admin.ts";
 import { main as adminMain } from "../src/cli/main.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
-import { createFakeClock, tempDbPath } from "./_helpers.ts";
+import { addTestToken, createFakeClock, tempDbPath, withSqliteStore } from "./_helpers.ts";
 
 const hasher = createPasswordHasher();
 
@@ -14,129 +13,108 @@ function admin(dbPath: string, args: string[], password = "s3cret pw") {
 }
 
 Deno.test("admin user add stores a lower-cased user with an argon2id hash", async () => {
-  const db = tempDbPath();
-  try {
-    const result = await admin(db.path, ["user", "add", "Alice@Example.org", "--timeout", "2h"]);
-    assert.equal(result.code, 0, result.err);
-    assert.match(result.out, /Added user alice@example.org \(id 1, token timeout 2h\)/);
-    const store = openSqliteStore(db.path);
-    const user = (await store.findUserByEmail("alice@example.org"))!;
-    await store.closeStore();
-    assert.equal(user.tokenTimeoutSeconds, 7200);
-    assert.match(user.passwordHash, /^\$argon2id\$/);
-    assert.equal(await hasher.verify(user.passwordHash, "s3cret pw"), true);
-    const again = await admin(db.path, ["user", "add", "alice@example.org"]);
-    assert.equal(again.code, 1);
-    assert.equal(again.err, 'keygate admin: User "alice@example.org" already exists');
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  const result = await admin(db.path, ["user", "add", "Alice@Example.org", "--timeout", "2h"]);
+  assert.equal(result.code, 0, result.err);
+  assert.match(result.out, /Added user alice@example.org \(id 1, token timeout 2h\)/);
+  const user = (await db.withStore((store) => store.findUserByEmail("alice@example.org")))!;
+  assert.equal(user.tokenTimeoutSeconds, 7200);
+  assert.match(user.passwordHash, /^\$argon2id\$/);
+  assert.equal(await hasher.verify(user.passwordHash, "s3cret pw"), true);
+  const again = await admin(db.path, ["user", "add", "alice@example.org"]);
+  assert.equal(again.code, 1);
+  assert.equal(again.err, 'keygate admin: User "alice@example.org" already exists');
 });
 
 Deno.test("admin user list, set-timeout, disable and enable", async () => {
-  const db = tempDbPath();
-  try {
-    await admin(db.path, ["user", "add", "a@b.org"]);
-    assert.equal((await admin(db.path, ["user", "set-timeout", "a@b.org", "15m"])).code, 0);
-    let [row] = JSON.parse((await admin(db.path, ["user", "list", "--json"])).out);
-    assert.deepEqual({ ...row, created_at: "" }, {
-      id: 1,
-      email: "a@b.org",
-      token_timeout: "15m",
-      status: "enabled",
-      created_at: "",
-    });
-    await admin(db.path, ["user", "set-timeout", "a@b.org", "default"]);
-    assert.equal((await admin(db.path, ["user", "disable", "A@B.org"])).code, 0);
-    [row] = JSON.parse((await admin(db.path, ["user", "list", "--json"])).out);
-    assert.equal(row.token_timeout, "default");
-    assert.equal(row.status, "disabled");
-    await admin(db.path, ["user", "enable", "a@b.org"]);
-    const table = (await admin(db.path, ["user", "list"])).out;
-    assert.match(
-      table,
-      /^ID\s+EMAIL\s+TOKEN_TIMEOUT\s+STATUS\s+CREATED_AT\n1\s+a@b.org\s+default\s+enabled/,
-    );
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  await admin(db.path, ["user", "add", "a@b.org"]);
+  assert.equal((await admin(db.path, ["user", "set-timeout", "a@b.org", "15m"])).code, 0);
+  let [row] = JSON.parse((await admin(db.path, ["user", "list", "--json"])).out);
+  assert.deepEqual({ ...row, created_at: "" }, {
+    id: 1,
+    email: "a@b.org",
+    token_timeout: "15m",
+    status: "enabled",
+    created_at: "",
+  });
+  await admin(db.path, ["user", "set-timeout", "a@b.org", "default"]);
+  assert.equal((await admin(db.path, ["user", "disable", "A@B.org"])).code, 0);
+  [row] = JSON.parse((await admin(db.path, ["user", "list", "--json"])).out);
+  assert.equal(row.token_timeout, "default");
+  assert.equal(row.status, "disabled");
+  await admin(db.path, ["user", "enable", "a@b.org"]);
+  const table = (await admin(db.path, ["user", "list"])).out;
+  assert.match(
+    table,
+    /^ID\s+EMAIL\s+TOKEN_TIMEOUT\s+STATUS\s+CREATED_AT\n1\s+a@b.org\s+default\s+enabled/,
+  );
 });
 
 Deno.test("admin key create prints the key alone on the last line and stores only its hash", async () => {
-  const db = tempDbPath();
-  try {
-    await admin(db.path, ["user", "add", "a@b.org"]);
-    const created = await admin(db.path, ["key", "create", "a@b.org", "--label", "ci"]);
-    assert.equal(created.code, 0, created.err);
-    assert.match(
-      created.lastLine,
-      /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
-    );
-    const store = openSqliteStore(db.path);
-    const key = (await store.findApiKeyByHash(hashSecret(created.lastLine)))!;
-    await store.closeStore();
-    assert.equal(key.label, "ci");
-    const listed = await admin(db.path, ["key", "list", "a@b.org", "--json"]);
-    assert.ok(!listed.out.includes(created.lastLine));
-    assert.deepEqual(
-      JSON.parse(listed.out).map((
-        k: { key: string; label: string; status: string },
-      ) => [k.key, k.label, k.status]),
-      [
-        [`${created.lastLine.slice(0, 8)}…`, "ci", "active"],
-      ],
-    );
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  await admin(db.path, ["user", "add", "a@b.org"]);
+  const created = await admin(db.path, ["key", "create", "a@b.org", "--label", "ci"]);
+  assert.equal(created.code, 0, created.err);
+  assert.match(
+    created.lastLine,
+    /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+  );
+  const key =
+    (await db.withStore((store) => store.findApiKeyByHash(hashSecret(created.lastLine))))!;
+  assert.equal(key.label, "ci");
+  const listed = await admin(db.path, ["key", "list", "a@b.org", "--json"]);
+  assert.ok(!listed.out.includes(created.lastLine));
+  assert.deepEqual(
+    JSON.parse(listed.out).map((
+      k: { key: string; label: string; status: string },
+    ) => [k.key, k.label, k.status]),
+    [
+      [`${created.lastLine.slice(0, 8)}…`, "ci", "active"],
+    ],
+  );
 });
 
 Deno.test("admin key revoke takes the key or its id", async () => {
-  const db = tempDbPath();
-  try {
-    await admin(db.path, ["user", "add", "a@b.org"]);
-    const first = (await admin(db.path, ["key", "create", "a@b.org"])).lastLine;
-    await admin(db.path, ["key", "create", "a@b.org"]);
-    assert.match(
-      (await admin(db.path, ["key", "revoke", first.toUpperCase()])).out,
-      /Revoked API key 1/,
-    );
-    assert.match((await admin(db.path, ["key", "revoke", "2"])).out, /Revoked API key 2/);
-    assert.match((await admin(db.path, ["key", "revoke", "2"])).out, /already revoked/);
-    const missing = await admin(db.path, ["key", "revoke", "99"]);
-    assert.equal(missing.code, 1);
-    assert.equal(
-      missing.err,
-      'keygate admin: No API key "99": expected a key id, a key prefix or a whole key ' +
-        "(see deno task admin key list)",
-    );
-    const statuses = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out).map((
-      k: { status: string },
-    ) => k.status);
-    assert.deepEqual(statuses, ["revoked", "revoked"]);
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  await admin(db.path, ["user", "add", "a@b.org"]);
+  const first = (await admin(db.path, ["key", "create", "a@b.org"])).lastLine;
+  await admin(db.path, ["key", "create", "a@b.org"]);
+  assert.match(
+    (await admin(db.path, ["key", "revoke", first.toUpperCase()])).out,
+    /Revoked API key 1/,
+  );
+  assert.match((await admin(db.path, ["key", "revoke", "2"])).out, /Revoked API key 2/);
+  assert.match((await admin(db.path, ["key", "revoke", "2"])).out, /already revoked/);
+  const missing = await admin(db.path, ["key", "revoke", "99"]);
+  assert.equal(missing.code, 1);
+  assert.equal(
+    missing.err,
+    'keygate admin: No API key "99": expected a key id, a key prefix or a whole key ' +
+      "(see deno task admin key list)",
+  );
+  const statuses = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out).map((
+    k: { status: string },
+  ) => k.status);
+  assert.deepEqual(statuses, ["revoked", "revoked"]);
 });
 
 Deno.test("admin token revoke-all and purge", async () => {
-  const db = tempDbPath();
-  try {
-    await admin(db.path, ["user", "add", "a@b.org"]);
-    await admin(db.path, ["key", "create", "a@b.org"]);
-    const store = openSqliteStore(db.path);
+  using db = tempDbPath();
+  await admin(db.path, ["user", "add", "a@b.org"]);
+  await admin(db.path, ["key", "create", "a@b.org"]);
+  await db.withStore(async (store) => {
     const now = createFakeClock().now();
     for (
       const [t, expiresAt] of [["t1", now + 1000], ["t2", now + 1000], ["old", now - 1]] as const
     ) {
-      await store.insertToken({
-        tokenHash: hashSecret(t),
+      await addTestToken(store, {
         userId: 1,
         apiKeyId: 1,
         issuedAt: now - 5000,
         expiresAt,
-        maxLiveTokens: 100,
-      }, { audit: undefined });
+        secret: t,
+      });
     }
     assert.match(
       (await admin(db.path, ["token", "revoke-all", "a@b.org"])).out,
@@ -147,266 +125,223 @@ Deno.test("admin token revoke-all and purge", async () => {
       /Deleted 3 expired or revoked token row\(s\)/,
     );
     assert.equal(await store.countRows("tokens"), 0);
-    await store.closeStore();
-  } finally {
-    db.cleanup();
-  }
+  });
 });
 
 Deno.test("admin set-password replaces the hash and revokes the user's tokens", async () => {
-  const db = tempDbPath();
-  try {
-    await admin(db.path, ["user", "add", "a@b.org"]);
-    await admin(db.path, ["key", "create", "a@b.org"]);
-    const store = openSqliteStore(db.path);
+  using db = tempDbPath();
+  await admin(db.path, ["user", "add", "a@b.org"]);
+  await admin(db.path, ["key", "create", "a@b.org"]);
+  await db.withStore(async (store) => {
     const now = createFakeClock().now();
-    await store.insertToken({
-      tokenHash: hashSecret("t1"),
-      userId: 1,
-      apiKeyId: 1,
-      issuedAt: now,
-      expiresAt: now + 1000,
-      maxLiveTokens: 100,
-    }, { audit: undefined });
+    await addTestToken(store, { userId: 1, apiKeyId: 1, issuedAt: now, expiresAt: now + 1000 });
     const result = await admin(db.path, ["user", "set-password", "a@b.org"], "new password");
     assert.match(result.out, /1 live token\(s\) revoked/);
     assert.equal(
       await hasher.verify((await store.findUserByEmail("a@b.org"))!.passwordHash, "new password"),
       true,
     );
-    await store.closeStore();
-  } finally {
-    db.cleanup();
-  }
+  });
 });
 
 Deno.test("admin refuses bad input with one line on stderr and a non-zero exit", async () => {
-  const db = tempDbPath();
-  try {
-    const cases: [string[], number, RegExp, string?][] = [
-      [["user", "frobnicate"], 2, /Unknown command "user frobnicate"/],
-      [["user", "add", "not-an-email"], 2, /Invalid e-mail "not-an-email"/],
-      [["user", "add", "a@b.org", "--timeout", "10"], 2, /Invalid --timeout "10": expected/],
-      [["user", "add", "a@b.org"], 2, /Invalid password/, ""],
-      [["user", "list", "--label", "x"], 2, /Option --label does not apply/],
-      [["key", "create", "nobody@b.org"], 1, /No user "nobody@b.org"/],
-      [["user", "list", "--bogus"], 2, /bogus/],
-    ];
-    for (const [args, code, message, password] of cases) {
-      const result = await admin(db.path, args, password);
-      assert.equal(result.code, code, args.join(" "));
-      assert.match(result.err, message);
-      assert.equal(result.err.split("\n").length, 1);
-    }
-  } finally {
-    db.cleanup();
+  using db = tempDbPath();
+  const cases: [string[], number, RegExp, string?][] = [
+    [["user", "frobnicate"], 2, /Unknown command "user frobnicate"/],
+    [["user", "add", "not-an-email"], 2, /Invalid e-mail "not-an-email"/],
+    [["user", "add", "a@b.org", "--timeout", "10"], 2, /Invalid --timeout "10": expected/],
+    [["user", "add", "a@b.org"], 2, /Invalid password/, ""],
+    [["user", "list", "--label", "x"], 2, /Option --label does not apply/],
+    [["key", "create", "nobody@b.org"], 1, /No user "nobody@b.org"/],
+    [["user", "list", "--bogus"], 2, /bogus/],
+  ];
+  for (const [args, code, message, password] of cases) {
+    const result = await admin(db.path, args, password);
+    assert.equal(result.code, code, args.join(" "));
+    assert.match(result.err, message);
+    assert.equal(result.err.split("\n").length, 1);
   }
 });
 
 Deno.test("admin --help prints usage and exits 0", async () => {
-  const db = tempDbPath();
-  try {
-    const result = await admin(db.path, ["--help"]);
-    assert.equal(result.code, 0);
-    for (
-      const command of [
-        "user add",
-        "user list",
-        "user set-timeout",
-        "user set-password",
-        "user disable",
-        "user enable",
-        "key create",
-        "key list",
-        "key revoke",
-        "token revoke-all",
-        "token purge",
-      ]
-    ) {
-      assert.ok(result.out.includes(command), command);
-    }
-    assert.match(
-      (await admin(db.path, ["key", "create", "--help"])).out,
-      /key create EMAIL \[--label TEXT\]/,
-    );
-  } finally {
-    db.cleanup();
+  using db = tempDbPath();
+  const result = await admin(db.path, ["--help"]);
+  assert.equal(result.code, 0);
+  for (
+    const command of [
+      "user add",
+      "user list",
+      "user set-timeout",
+      "user set-password",
+      "user disable",
+      "user enable",
+      "key create",
+      "key list",
+      "key revoke",
+      "token revoke-all",
+      "token purge",
+    ]
+  ) {
+    assert.ok(result.out.includes(command), command);
   }
+  assert.match(
+    (await admin(db.path, ["key", "create", "--help"])).out,
+    /key create EMAIL \[--label TEXT\]/,
+  );
 });
 
 Deno.test("admin CLI as a process reads the password from standard input", async () => {
-  const db = tempDbPath();
-  try {
-    const run = async (args: string[], stdin = "") => {
-      const child = new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--allow-read",
-          "--allow-write",
-          "--allow-env",
-          "--allow-ffi",
-          "--allow-sys",
-          "src/cli/main.ts",
-          ...args,
-          "--db",
-          db.path,
-        ],
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      const writer = child.stdin.getWriter();
-      await writer.write(new TextEncoder().encode(stdin));
-      await writer.close();
-      const output = await child.output();
-      return {
-        code: output.code,
-        out: new TextDecoder().decode(output.stdout),
-        err: new TextDecoder().decode(output.stderr),
-      };
+  using db = tempDbPath();
+  const run = async (args: string[], stdin = "") => {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-read",
+        "--allow-write",
+        "--allow-env",
+        "--allow-ffi",
+        "--allow-sys",
+        "src/cli/main.ts",
+        ...args,
+        "--db",
+        db.path,
+      ],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(stdin));
+    await writer.close();
+    const output = await child.output();
+    return {
+      code: output.code,
+      out: new TextDecoder().decode(output.stdout),
+      err: new TextDecoder().decode(output.stderr),
     };
-    const added = await run(["user", "add", "p@b.org"], "pass word\nignored second line\n");
-    assert.equal(added.code, 0, added.err);
-    const store = openSqliteStore(db.path);
+  };
+  const added = await run(["user", "add", "p@b.org"], "pass word\nignored second line\n");
+  assert.equal(added.code, 0, added.err);
+  await db.withStore(async (store) => {
     assert.equal(
       await hasher.verify((await store.findUserByEmail("p@b.org"))!.passwordHash, "pass word"),
       true,
     );
-    await store.closeStore();
-    const failed = await run(["key", "create", "nobody@b.org"]);
-    assert.equal(failed.code, 1);
-    assert.equal(failed.err, 'keygate admin: No user "nobody@b.org"\n');
-  } finally {
-    db.cleanup();
-  }
+  });
+  const failed = await run(["key", "create", "nobody@b.org"]);
+  assert.equal(failed.code, 1);
+  assert.equal(failed.err, 'keygate admin: No user "nobody@b.org"\n');
 });
 
 Deno.test("admin key create --introspect makes a resource-server key, shown in key list", async () => {
-  const db = tempDbPath();
-  try {
-    await admin(db.path, ["user", "add", "rs@b.org"]);
-    const plain = await admin(db.path, ["key", "create", "rs@b.org"]);
-    const created = await admin(db.path, ["key", "create", "rs@b.org", "--introspect"]);
-    assert.equal(created.code, 0, created.err);
-    assert.match(created.out, /Created resource-server API key \(may introspect tokens\) 2/);
-    const store = openSqliteStore(db.path);
+  using db = tempDbPath();
+  await admin(db.path, ["user", "add", "rs@b.org"]);
+  const plain = await admin(db.path, ["key", "create", "rs@b.org"]);
+  const created = await admin(db.path, ["key", "create", "rs@b.org", "--introspect"]);
+  assert.equal(created.code, 0, created.err);
+  assert.match(created.out, /Created resource-server API key \(may introspect tokens\) 2/);
+  await db.withStore(async (store) => {
     assert.equal((await store.findApiKeyByHash(hashSecret(created.lastLine)))!.introspect, true);
     assert.equal((await store.findApiKeyByHash(hashSecret(plain.lastLine)))!.introspect, false);
-    await store.closeStore();
-    const listed = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out);
-    assert.deepEqual(listed.map((k: { introspect: string }) => k.introspect), ["no", "yes"]);
-    const misplaced = await admin(db.path, ["user", "list", "--introspect"]);
-    assert.equal(misplaced.code, 2);
-    assert.match(misplaced.err, /Option --introspect does not apply to "user list"/);
-  } finally {
-    db.cleanup();
-  }
+  });
+  const listed = JSON.parse((await admin(db.path, ["key", "list", "--json"])).out);
+  assert.deepEqual(listed.map((k: { introspect: string }) => k.introspect), ["no", "yes"]);
+  const misplaced = await admin(db.path, ["user", "list", "--introspect"]);
+  assert.equal(misplaced.code, 2);
+  assert.match(misplaced.err, /Option --introspect does not apply to "user list"/);
 });
 
 Deno.test("admin logs every change as one JSON audit line, never a secret", async () => {
-  const db = tempDbPath();
-  try {
-    const lines: string[] = [];
-    const run = async (args: string[]) => {
-      const result = await runAdmin(db.path, [...args, "--log"], {
-        env: { USER: "ops" },
-        password: "canary audit pw",
-      });
-      lines.push(...result.err.split("\n"));
-      return result.code;
-    };
-    assert.equal(await run(["user", "add", "a@b.org"]), 0);
-    assert.equal(await run(["key", "create", "a@b.org"]), 0);
-    assert.equal(await run(["user", "list"]), 0, "a listing changes nothing");
-    assert.equal(await run(["user", "disable", "a@b.org"]), 0);
-    assert.equal(await run(["key", "revoke", "1"]), 0);
-    assert.equal(await run(["user", "disable", "nobody@b.org"]), 1);
-    const entries = lines.filter((line) => line.startsWith("{")).map((line) => JSON.parse(line));
-    assert.deepEqual(entries.map((e) => [e.event, e.command, e.action, e.subject]), [
-      ["admin_change", "user add", "user.added", "user:a@b.org"],
-      ["admin_change", "key create", "key.created", "api_key:1"],
-      ["admin_change", "user disable", "user.disabled", "user:a@b.org"],
-      ["admin_change", "key revoke", "key.revoked", "api_key:1"],
-    ]);
-    for (const entry of entries) {
-      assert.equal(entry.actor, "cli:ops");
-      assert.equal(entry.time, "2026-01-01T00:00:00.000Z");
-      assert.equal(entry.db, db.path);
-    }
-    assert.ok(!lines.join("\n").includes("canary audit pw"));
-  } finally {
-    db.cleanup();
+  using db = tempDbPath();
+  const lines: string[] = [];
+  const run = async (args: string[]) => {
+    const result = await runAdmin(db.path, [...args, "--log"], {
+      env: { USER: "ops" },
+      password: "canary audit pw",
+    });
+    lines.push(...result.err.split("\n"));
+    return result.code;
+  };
+  assert.equal(await run(["user", "add", "a@b.org"]), 0);
+  assert.equal(await run(["key", "create", "a@b.org"]), 0);
+  assert.equal(await run(["user", "list"]), 0, "a listing changes nothing");
+  assert.equal(await run(["user", "disable", "a@b.org"]), 0);
+  assert.equal(await run(["key", "revoke", "1"]), 0);
+  assert.equal(await run(["user", "disable", "nobody@b.org"]), 1);
+  const entries = lines.filter((line) => line.startsWith("{")).map((line) => JSON.parse(line));
+  assert.deepEqual(entries.map((e) => [e.event, e.command, e.action, e.subject]), [
+    ["admin_change", "user add", "user.added", "user:a@b.org"],
+    ["admin_change", "key create", "key.created", "api_key:1"],
+    ["admin_change", "user disable", "user.disabled", "user:a@b.org"],
+    ["admin_change", "key revoke", "key.revoked", "api_key:1"],
+  ]);
+  for (const entry of entries) {
+    assert.equal(entry.actor, "cli:ops");
+    assert.equal(entry.time, "2026-01-01T00:00:00.000Z");
+    assert.equal(entry.db, db.path);
   }
+  assert.ok(!lines.join("\n").includes("canary audit pw"));
 });
 
 Deno.test("admin db backup writes a copy that opens and validates existing tokens", async () => {
-  const db = tempDbPath();
-  try {
-    assert.equal((await admin(db.path, ["user", "add", "a@b.org"])).code, 0);
-    const apiKey = (await admin(db.path, ["key", "create", "a@b.org"])).lastLine;
-    const tokenHash = hashSecret("t".repeat(40));
-    const live = openSqliteStore(db.path);
-    const now = createFakeClock().now();
-    await live.insertToken({
-      tokenHash,
+  using db = tempDbPath();
+  assert.equal((await admin(db.path, ["user", "add", "a@b.org"])).code, 0);
+  const apiKey = (await admin(db.path, ["key", "create", "a@b.org"])).lastLine;
+  const secret = "t".repeat(40);
+  const now = createFakeClock().now();
+  const target = `${db.dir}/backup.sqlite3`;
+  await db.withStore(async (live) => {
+    await addTestToken(live, {
       userId: 1,
       apiKeyId: 1,
       issuedAt: now,
       expiresAt: now + 3600_000,
-      maxLiveTokens: 100,
-    }, { audit: undefined });
-
+      secret,
+    });
     // The server's connection stays open (and holds a WAL) while the backup runs.
-    const target = `${db.dir}/backup.sqlite3`;
     const result = await admin(db.path, ["db", "backup", target]);
     assert.equal(result.code, 0, result.err);
     assert.equal(
       result.out,
       `Wrote backup ${target}: 1 user(s), 1 API key(s), 1 token row(s); integrity ok`,
     );
-    await live.closeStore();
+  });
 
-    const copy = openSqliteStore(target);
-    try {
-      const grant = await copy.findTokenGrant({ tokenHash, keyHash: hashSecret(apiKey), now });
-      assert.equal(grant?.email, "a@b.org");
-      assert.equal(grant?.expiresAt, now + 3600_000);
-      assert.deepEqual(copy.sqlite.checkDatabaseIntegrity(), []);
-    } finally {
-      await copy.closeStore();
-    }
+  await withSqliteStore(target, async (copy) => {
+    const grant = await copy.findTokenGrant({
+      tokenHash: hashSecret(secret),
+      keyHash: hashSecret(apiKey),
+      now,
+    });
+    assert.equal(grant?.email, "a@b.org");
+    assert.equal(grant?.expiresAt, now + 3600_000);
+    assert.deepEqual(copy.sqlite.checkDatabaseIntegrity(), []);
+  });
 
-    const again = await admin(db.path, ["db", "backup", target]);
-    assert.equal(again.code, 1);
-    assert.equal(again.err, `keygate admin: Cannot write backup: "${target}" already exists`);
-    assert.equal((await admin(db.path, ["db", "backup"])).code, 2);
-  } finally {
-    db.cleanup();
-  }
+  const again = await admin(db.path, ["db", "backup", target]);
+  assert.equal(again.code, 1);
+  assert.equal(again.err, `keygate admin: Cannot write backup: "${target}" already exists`);
+  assert.equal((await admin(db.path, ["db", "backup"])).code, 2);
 });
 
 Deno.test("admin db check passes a sound database and fails a damaged one", async () => {
-  const db = tempDbPath();
-  try {
-    assert.equal((await admin(db.path, ["user", "add", "a@b.org"])).code, 0);
-    const ok = await admin(db.path, ["db", "check"]);
-    assert.equal(ok.code, 0, ok.err);
-    assert.equal(ok.out, "Integrity check: ok");
+  using db = tempDbPath();
+  assert.equal((await admin(db.path, ["user", "add", "a@b.org"])).code, 0);
+  const ok = await admin(db.path, ["db", "check"]);
+  assert.equal(ok.code, 0, ok.err);
+  assert.equal(ok.out, "Integrity check: ok");
 
-    // Damage the file: overwrite the users table's page (page 2) with junk.
-    const path = `${db.dir}/damaged.sqlite3`;
-    assert.equal((await admin(db.path, ["db", "backup", path])).code, 0);
-    const bytes = Deno.readFileSync(path);
-    const pageSize = (bytes[16] << 8) | bytes[17];
-    bytes.fill(0x5a, pageSize + 8, pageSize * 2);
-    Deno.writeFileSync(path, bytes);
-    const bad = await admin(path, ["db", "check"]);
-    assert.equal(bad.code, 1);
-    assert.match(bad.err, /^keygate admin: Integrity check failed: \d+ problem\(s\)$/);
-    assert.match(bad.out, /Tree 2 page 2/);
-  } finally {
-    db.cleanup();
-  }
+  // Damage the file: overwrite the users table's page (page 2) with junk.
+  const path = `${db.dir}/damaged.sqlite3`;
+  assert.equal((await admin(db.path, ["db", "backup", path])).code, 0);
+  const bytes = Deno.readFileSync(path);
+  const pageSize = (bytes[16] << 8) | bytes[17];
+  bytes.fill(0x5a, pageSize + 8, pageSize * 2);
+  Deno.writeFileSync(path, bytes);
+  const bad = await admin(path, ["db", "check"]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.err, /^keygate admin: Integrity check failed: \d+ problem\(s\)$/);
+  assert.match(bad.out, /Tree 2 page 2/);
 });
 
 Deno.test("admin --store and --db together are a usage error; the URL's password is never shown", async () => {

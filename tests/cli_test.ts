@@ -8,9 +8,7 @@ import { hashSecret } from "../src/auth/credentials.ts";
 import { VERSION } from "../src/config/version.ts";
 import { describeSkippedEmails } from "../src/store/canonical_emails.ts";
 import { writePreNfcDatabase } from "./_pre_nfc_db.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
-import type { Store } from "../src/store/store.ts";
-import { querySqlAt, tempDbPath } from "./_helpers.ts";
+import { addTestToken, querySqlAt, tempDbPath, withSqliteStore } from "./_helpers.ts";
 
 const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-ffi", "--allow-sys"];
 
@@ -56,85 +54,68 @@ function assertFails(result: Run, code: 1 | 2, line: string | RegExp): void {
   else assert.match(lines[0], line);
 }
 
-async function withStore<T>(path: string, read: (store: Store) => Promise<T>): Promise<T> {
-  const store = openSqliteStore(path);
-  try {
-    return await read(store);
-  } finally {
-    await store.closeStore();
-  }
-}
-
 async function addUser(path: string, email: string): Promise<void> {
   const added = await cli(path, ["user", "add", email], "a good password\n");
   assert.equal(added.code, 0, added.err);
 }
 
 Deno.test("[cli] a password argument is refused with the reason, and nothing is written", async () => {
-  const db = tempDbPath();
-  try {
-    const result = await cli(db.path, ["user", "add", "a@b.org", "hunter2"], "x\n");
-    assertFails(
-      result,
-      2,
-      "keygate admin: Unexpected argument after EMAIL: passwords are read from standard input, " +
-        "never from arguments (they would stay in shell history)",
-    );
-    assert.ok(!result.err.includes("hunter2"), "the password is not echoed");
-    assert.equal(existsSync(db.path), false, "no database was created");
-    await addUser(db.path, "a@b.org");
-    assertFails(
-      await cli(db.path, ["user", "set-password", "a@b.org", "hunter2"]),
-      2,
-      /passwords are read from standard input, never from arguments/,
-    );
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  const result = await cli(db.path, ["user", "add", "a@b.org", "hunter2"], "x\n");
+  assertFails(
+    result,
+    2,
+    "keygate admin: Unexpected argument after EMAIL: passwords are read from standard input, " +
+      "never from arguments (they would stay in shell history)",
+  );
+  assert.ok(!result.err.includes("hunter2"), "the password is not echoed");
+  assert.equal(existsSync(db.path), false, "no database was created");
+  await addUser(db.path, "a@b.org");
+  assertFails(
+    await cli(db.path, ["user", "set-password", "a@b.org", "hunter2"]),
+    2,
+    /passwords are read from standard input, never from arguments/,
+  );
 });
 
 Deno.test("[cli] extra arguments, unknown options and missing arguments are usage errors (exit 2)", async () => {
-  const db = tempDbPath();
-  try {
-    await addUser(db.path, "bob@x.org");
-    assertFails(
-      await cli(db.path, ["user", "disable", "bob@x.org", "extra"]),
-      2,
-      'keygate admin: Unexpected argument "extra" (usage: deno task admin user disable EMAIL)',
-    );
-    assert.equal(
-      await withStore(db.path, async (s) => (await s.findUserByEmail("bob@x.org"))!.disabled),
-      false,
-    );
-    assertFails(
-      await cli(db.path, ["user", "list", "--frob"]),
-      2,
-      'keygate admin: Unknown option "--frob" (see deno task admin help)',
-    );
-    assertFails(
-      await cli(db.path, ["user", "disable"]),
-      2,
-      "keygate admin: Missing EMAIL (usage: deno task admin user disable EMAIL)",
-    );
-    assertFails(
-      await cli(db.path, ["key", "create", "bob@x.org", "--json=maybe"]),
-      2,
-      'keygate admin: Invalid --json "maybe": expected on, off, true, false, 1 or 0',
-    );
-    assertFails(
-      await cli(db.path, ["frob"]),
-      2,
-      'keygate admin: Unknown command "frob" (see deno task admin help)',
-    );
-    assertFails(
-      await cli(db.path, ["user", "frob"]),
-      2,
-      'keygate admin: Unknown command "user frob" (see deno task admin user --help)',
-    );
-    assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 0);
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  await addUser(db.path, "bob@x.org");
+  assertFails(
+    await cli(db.path, ["user", "disable", "bob@x.org", "extra"]),
+    2,
+    'keygate admin: Unexpected argument "extra" (usage: deno task admin user disable EMAIL)',
+  );
+  assert.equal(
+    await db.withStore(async (s) => (await s.findUserByEmail("bob@x.org"))!.disabled),
+    false,
+  );
+  assertFails(
+    await cli(db.path, ["user", "list", "--frob"]),
+    2,
+    'keygate admin: Unknown option "--frob" (see deno task admin help)',
+  );
+  assertFails(
+    await cli(db.path, ["user", "disable"]),
+    2,
+    "keygate admin: Missing EMAIL (usage: deno task admin user disable EMAIL)",
+  );
+  assertFails(
+    await cli(db.path, ["key", "create", "bob@x.org", "--json=maybe"]),
+    2,
+    'keygate admin: Invalid --json "maybe": expected on, off, true, false, 1 or 0',
+  );
+  assertFails(
+    await cli(db.path, ["frob"]),
+    2,
+    'keygate admin: Unknown command "frob" (see deno task admin help)',
+  );
+  assertFails(
+    await cli(db.path, ["user", "frob"]),
+    2,
+    'keygate admin: Unknown command "user frob" (see deno task admin user --help)',
+  );
+  assert.equal(await db.withStore(async (s) => (await s.listApiKeys()).length), 0);
 });
 
 Deno.test("[cli] help: admin, admin help, a group alone, per-command help; --version", async () => {
@@ -166,124 +147,115 @@ Deno.test("[cli] help: admin, admin help, a group alone, per-command help; --ver
 });
 
 Deno.test("[cli] read-only commands on a missing database fail and create nothing", async () => {
-  const db = tempDbPath();
-  try {
-    const typo = `${db.dir}/keygte.sqlite3`;
-    for (const args of [["user", "list"], ["key", "list"], ["audit"], ["db", "check"]]) {
-      assertFails(
-        await cli(typo, args),
-        1,
-        `keygate admin: No database at "${typo}": check --db or KEYGATE_DB (nothing was ` +
-          "created; deno task admin user add creates one)",
-      );
-    }
+  using db = tempDbPath();
+  const typo = `${db.dir}/keygte.sqlite3`;
+  for (const args of [["user", "list"], ["key", "list"], ["audit"], ["db", "check"]]) {
     assertFails(
-      await cli(typo, ["user", "disable", "a@b.org"]),
+      await cli(typo, args),
       1,
-      /^keygate admin: No database at/,
+      `keygate admin: No database at "${typo}": check --db or KEYGATE_DB (nothing was ` +
+        "created; deno task admin user add creates one)",
     );
-    assert.deepEqual([...Deno.readDirSync(db.dir)], [], "no file was left behind");
-    assertFails(
-      await cli(db.dir, ["user", "list"]),
-      2,
-      `keygate admin: Invalid --db "${db.dir}": it is a directory, not a database file`,
-    );
-  } finally {
-    db.cleanup();
   }
+  assertFails(
+    await cli(typo, ["user", "disable", "a@b.org"]),
+    1,
+    /^keygate admin: No database at/,
+  );
+  assert.deepEqual([...Deno.readDirSync(db.dir)], [], "no file was left behind");
+  assertFails(
+    await cli(db.dir, ["user", "list"]),
+    2,
+    `keygate admin: Invalid --db "${db.dir}": it is a directory, not a database file`,
+  );
 });
 
 Deno.test("[cli] key references: id, unambiguous prefix (saying which), whole key", async () => {
-  const db = tempDbPath();
-  try {
-    await addUser(db.path, "k@b.org");
-    const created = await cli(db.path, ["key", "create", "k@b.org", "--json"]);
-    assert.equal(created.code, 0, created.err);
-    const first = JSON.parse(created.out);
-    assert.deepEqual(Object.keys(first), [
-      "id",
-      "key",
-      "email",
-      "label",
-      "introspect",
-      "expires_at",
-    ]);
-    assert.equal(first.id, 1);
-    assert.ok(await withStore(db.path, (s) => s.findApiKeyByHash(hashSecret(first.key))));
-    const second = JSON.parse((await cli(db.path, ["key", "create", "k@b.org", "--json"])).out);
+  using db = tempDbPath();
+  await addUser(db.path, "k@b.org");
+  const created = await cli(db.path, ["key", "create", "k@b.org", "--json"]);
+  assert.equal(created.code, 0, created.err);
+  const first = JSON.parse(created.out);
+  assert.deepEqual(Object.keys(first), [
+    "id",
+    "key",
+    "email",
+    "label",
+    "introspect",
+    "expires_at",
+  ]);
+  assert.equal(first.id, 1);
+  assert.ok(await db.withStore((s) => s.findApiKeyByHash(hashSecret(first.key))));
+  const second = JSON.parse((await cli(db.path, ["key", "create", "k@b.org", "--json"])).out);
 
-    const listed = (await cli(db.path, ["key", "list"])).out;
-    const prefix = first.key.slice(0, 8);
-    assert.ok(listed.includes(`${prefix}…`));
-    const byPrefix = await cli(db.path, ["key", "disable", `${prefix}…`]);
-    assert.equal(byPrefix.code, 0, byPrefix.err);
-    assert.equal(byPrefix.out, `API key 1 (prefix ${prefix}) disabled\n`);
-    assert.notEqual(
-      await withStore(db.path, async (s) => (await s.findApiKeyById(1))!.disabledAt),
-      null,
-    );
-    assert.equal(
-      await withStore(db.path, async (s) => (await s.findApiKeyById(2))!.disabledAt),
-      null,
-    );
+  const listed = (await cli(db.path, ["key", "list"])).out;
+  const prefix = first.key.slice(0, 8);
+  assert.ok(listed.includes(`${prefix}…`));
+  const byPrefix = await cli(db.path, ["key", "disable", `${prefix}…`]);
+  assert.equal(byPrefix.code, 0, byPrefix.err);
+  assert.equal(byPrefix.out, `API key 1 (prefix ${prefix}) disabled\n`);
+  assert.notEqual(
+    await db.withStore(async (s) => (await s.findApiKeyById(1))!.disabledAt),
+    null,
+  );
+  assert.equal(
+    await db.withStore(async (s) => (await s.findApiKeyById(2))!.disabledAt),
+    null,
+  );
 
-    const byId = await cli(db.path, ["key", "enable", "1"]);
-    assert.equal(byId.out, "API key 1 enabled\n");
-    const whole = await cli(db.path, ["key", "revoke", second.key.toUpperCase()]);
-    assert.equal(whole.out, "Revoked API key 2; 0 live token(s) revoked\n");
-    assert.notEqual(
-      await withStore(db.path, async (s) => (await s.findApiKeyById(2))!.revokedAt),
-      null,
-    );
+  const byId = await cli(db.path, ["key", "enable", "1"]);
+  assert.equal(byId.out, "API key 1 enabled\n");
+  const whole = await cli(db.path, ["key", "revoke", second.key.toUpperCase()]);
+  assert.equal(whole.out, "Revoked API key 2; 0 live token(s) revoked\n");
+  assert.notEqual(
+    await db.withStore(async (s) => (await s.findApiKeyById(2))!.revokedAt),
+    null,
+  );
 
+  assertFails(
+    await cli(db.path, ["key", "disable", "2"]),
+    1,
+    "keygate admin: API key 2 is revoked",
+  );
+  assertFails(
+    await cli(db.path, ["key", "create", "k@b.org", "--label", "x".repeat(201)]),
+    2,
+    "keygate admin: Label too long: at most 200 characters",
+  );
+  assert.equal(await db.withStore(async (s) => (await s.listApiKeys()).length), 2);
+  assertFails(
+    await cli(db.path, ["key", "revoke", "abc"]),
+    2,
+    'keygate admin: Key prefix "abc" is too short: give at least 4 characters or the id',
+  );
+  assertFails(
+    await cli(db.path, ["key", "disable", "a…"]),
+    2,
+    'keygate admin: Key prefix "a…" is too short: give at least 4 characters or the id',
+  );
+  for (const reference of ["zz!x", "key-1", "12 34"]) {
     assertFails(
-      await cli(db.path, ["key", "disable", "2"]),
-      1,
-      "keygate admin: API key 2 is revoked",
-    );
-    assertFails(
-      await cli(db.path, ["key", "create", "k@b.org", "--label", "x".repeat(201)]),
+      await cli(db.path, ["key", "revoke", reference]),
       2,
-      "keygate admin: Label too long: at most 200 characters",
+      `keygate admin: Invalid KEY "${reference}": expected a key id, a key prefix ` +
+        "(at least 4 of 0-9, a-f and -) or a whole key",
     );
-    assert.equal(await withStore(db.path, async (s) => (await s.listApiKeys()).length), 2);
-    assertFails(
-      await cli(db.path, ["key", "revoke", "abc"]),
-      2,
-      'keygate admin: Key prefix "abc" is too short: give at least 4 characters or the id',
-    );
-    assertFails(
-      await cli(db.path, ["key", "disable", "a…"]),
-      2,
-      'keygate admin: Key prefix "a…" is too short: give at least 4 characters or the id',
-    );
-    for (const reference of ["zz!x", "key-1", "12 34"]) {
-      assertFails(
-        await cli(db.path, ["key", "revoke", reference]),
-        2,
-        `keygate admin: Invalid KEY "${reference}": expected a key id, a key prefix ` +
-          "(at least 4 of 0-9, a-f and -) or a whole key",
-      );
-    }
-    assertFails(
-      await cli(db.path, ["key", "revoke", "123"]),
-      1,
-      /^keygate admin: No API key "123": expected a key id/,
-    );
-    assertFails(
-      await cli(db.path, ["key", "revoke", "ffffffff"]),
-      1,
-      /^keygate admin: No API key "ffffffff": expected a key id, a key prefix or a whole key/,
-    );
-  } finally {
-    db.cleanup();
   }
+  assertFails(
+    await cli(db.path, ["key", "revoke", "123"]),
+    1,
+    /^keygate admin: No API key "123": expected a key id/,
+  );
+  assertFails(
+    await cli(db.path, ["key", "revoke", "ffffffff"]),
+    1,
+    /^keygate admin: No API key "ffffffff": expected a key id, a key prefix or a whole key/,
+  );
 });
 
 Deno.test("[cli] an ambiguous key prefix names the keys it matches and changes nothing", async () => {
-  const db = tempDbPath();
-  try {
-    const store = openSqliteStore(db.path);
+  using db = tempDbPath();
+  await db.withStore(async (store) => {
     const user = await store.insertUser(
       { email: "amb@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
       { now: 0, audit: undefined },
@@ -300,184 +272,165 @@ Deno.test("[cli] an ambiguous key prefix names the keys it matches and changes n
         introspect: false,
       }, { now: 0, audit: undefined });
     }
-    await store.closeStore();
-    const result = await cli(db.path, ["key", "revoke", "abcd"]);
-    assertFails(
-      result,
-      1,
-      'keygate admin: Ambiguous key "abcd": it matches API keys 1, 2; give the numeric id or ' +
-        "more of the key",
-    );
-    assert.ok(
-      await withStore(
-        db.path,
-        async (s) => (await s.listApiKeys()).every((k) => k.revokedAt === null),
-      ),
-    );
-  } finally {
-    db.cleanup();
-  }
+  });
+  const result = await cli(db.path, ["key", "revoke", "abcd"]);
+  assertFails(
+    result,
+    1,
+    'keygate admin: Ambiguous key "abcd": it matches API keys 1, 2; give the numeric id or ' +
+      "more of the key",
+  );
+  assert.ok(
+    await db.withStore(
+      async (s) => (await s.listApiKeys()).every((k) => k.revokedAt === null),
+    ),
+  );
 });
 
 Deno.test("[cli] user rename and user delete (with keys, tokens and counters; audited)", async () => {
-  const db = tempDbPath();
-  try {
-    await addUser(db.path, "old@b.org");
-    await addUser(db.path, "other@b.org");
-    const key = JSON.parse((await cli(db.path, ["key", "create", "old@b.org", "--json"])).out);
-    await withStore(db.path, async (store) => {
-      await store.insertToken({
-        tokenHash: hashSecret("t".repeat(40)),
-        userId: 1,
-        apiKeyId: key.id,
-        issuedAt: Date.now(),
-        expiresAt: Date.now() + 3_600_000,
-        maxLiveTokens: 100,
-      }, { audit: undefined });
-    });
+  using db = tempDbPath();
+  await addUser(db.path, "old@b.org");
+  await addUser(db.path, "other@b.org");
+  const key = JSON.parse((await cli(db.path, ["key", "create", "old@b.org", "--json"])).out);
+  await db.withStore((store) =>
+    addTestToken(store, {
+      userId: 1,
+      apiKeyId: key.id,
+      issuedAt: Date.now(),
+      expiresAt: Date.now() + 3_600_000,
+    })
+  );
 
-    assertFails(
-      await cli(db.path, ["user", "rename", "old@b.org", "other@b.org"]),
-      1,
-      'keygate admin: Cannot rename old@b.org: user "other@b.org" already exists',
-    );
-    const renamed = await cli(db.path, ["user", "rename", "OLD@b.org", "New@b.org"]);
-    assert.equal(renamed.code, 0, renamed.err);
-    assert.equal(renamed.out, "Renamed user 1 from old@b.org to new@b.org\n");
-    assert.equal(
-      await withStore(db.path, async (s) => (await s.findUserById(1))!.email),
-      "new@b.org",
-    );
+  assertFails(
+    await cli(db.path, ["user", "rename", "old@b.org", "other@b.org"]),
+    1,
+    'keygate admin: Cannot rename old@b.org: user "other@b.org" already exists',
+  );
+  const renamed = await cli(db.path, ["user", "rename", "OLD@b.org", "New@b.org"]);
+  assert.equal(renamed.code, 0, renamed.err);
+  assert.equal(renamed.out, "Renamed user 1 from old@b.org to new@b.org\n");
+  assert.equal(
+    await db.withStore(async (s) => (await s.findUserById(1))!.email),
+    "new@b.org",
+  );
 
-    const tokens = await cli(db.path, ["token", "list", "new@b.org", "--json"]);
-    assert.equal(tokens.code, 0, tokens.err);
-    const [row] = JSON.parse(tokens.out);
-    assert.deepEqual(Object.keys(row), [
-      "id",
-      "api_key",
-      "issued_at",
-      "expires_at",
-      "status",
-      "revoked_at",
+  const tokens = await cli(db.path, ["token", "list", "new@b.org", "--json"]);
+  assert.equal(tokens.code, 0, tokens.err);
+  const [row] = JSON.parse(tokens.out);
+  assert.deepEqual(Object.keys(row), [
+    "id",
+    "api_key",
+    "issued_at",
+    "expires_at",
+    "status",
+    "revoked_at",
+  ]);
+  assert.equal(row.status, "live");
+  assert.ok(!tokens.out.includes("t".repeat(40)));
+
+  const deleted = await cli(db.path, ["user", "delete", "new@b.org"]);
+  assert.equal(deleted.code, 0, deleted.err);
+  assert.equal(
+    deleted.out,
+    "Deleted user new@b.org (id 1) with 1 API key(s) and 1 token row(s)\n",
+  );
+  assert.equal(deleted.err, "", "the audit line is not printed without --log");
+  await db.withStore(async (store) => {
+    assert.equal(await store.findUserById(1), undefined);
+    assert.equal((await store.listApiKeys()).length, 0);
+    assert.equal(await store.countRows("tokens"), 0);
+    assert.ok(await store.findUserByEmail("other@b.org"));
+    const audit = (await store.listAudit()).map((a) => [a.actor, a.action, a.subject]);
+    assert.deepEqual(audit.slice(-2), [
+      ["cli:ops", "user.renamed", "user:new@b.org"],
+      ["cli:ops", "user.deleted", "user:new@b.org"],
     ]);
-    assert.equal(row.status, "live");
-    assert.ok(!tokens.out.includes("t".repeat(40)));
-
-    const deleted = await cli(db.path, ["user", "delete", "new@b.org"]);
-    assert.equal(deleted.code, 0, deleted.err);
-    assert.equal(
-      deleted.out,
-      "Deleted user new@b.org (id 1) with 1 API key(s) and 1 token row(s)\n",
-    );
-    assert.equal(deleted.err, "", "the audit line is not printed without --log");
-    await withStore(db.path, async (store) => {
-      assert.equal(await store.findUserById(1), undefined);
-      assert.equal((await store.listApiKeys()).length, 0);
-      assert.equal(await store.countRows("tokens"), 0);
-      assert.ok(await store.findUserByEmail("other@b.org"));
-      const audit = (await store.listAudit()).map((a) => [a.actor, a.action, a.subject]);
-      assert.deepEqual(audit.slice(-2), [
-        ["cli:ops", "user.renamed", "user:new@b.org"],
-        ["cli:ops", "user.deleted", "user:new@b.org"],
-      ]);
-    });
-    assertFails(
-      await cli(db.path, ["user", "delete", "new@b.org"]),
-      1,
-      'keygate admin: No user "new@b.org"',
-    );
-  } finally {
-    db.cleanup();
-  }
+  });
+  assertFails(
+    await cli(db.path, ["user", "delete", "new@b.org"]),
+    1,
+    'keygate admin: No user "new@b.org"',
+  );
 });
 
 Deno.test("[cli] --log writes the change as one JSON line on standard error", async () => {
-  const db = tempDbPath();
-  try {
-    await addUser(db.path, "log@b.org");
-    const result = await cli(db.path, ["user", "disable", "log@b.org", "--log"]);
-    assert.equal(result.code, 0);
-    assert.equal(result.out, "Disabled log@b.org; 0 live token(s) revoked\n");
-    const entry = JSON.parse(result.err);
-    assert.equal(entry.event, "admin_change");
-    assert.equal(entry.action, "user.disabled");
-    assert.equal(entry.actor, "cli:ops");
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  await addUser(db.path, "log@b.org");
+  const result = await cli(db.path, ["user", "disable", "log@b.org", "--log"]);
+  assert.equal(result.code, 0);
+  assert.equal(result.out, "Disabled log@b.org; 0 live token(s) revoked\n");
+  const entry = JSON.parse(result.err);
+  assert.equal(entry.event, "admin_change");
+  assert.equal(entry.action, "user.disabled");
+  assert.equal(entry.actor, "cli:ops");
 });
 
 Deno.test("[cli] db backup and db restore bring the database back; restore refuses to clobber", async () => {
-  const db = tempDbPath();
-  try {
-    await addUser(db.path, "keep@b.org");
-    const backup = `${db.dir}/backup.sqlite3`;
-    assert.equal((await cli(db.path, ["db", "backup", backup])).code, 0);
-    await cli(db.path, ["user", "delete", "keep@b.org"]);
-    assert.equal(await withStore(db.path, async (s) => (await s.listUsers()).length), 0);
+  using db = tempDbPath();
+  await addUser(db.path, "keep@b.org");
+  const backup = `${db.dir}/backup.sqlite3`;
+  assert.equal((await cli(db.path, ["db", "backup", backup])).code, 0);
+  await cli(db.path, ["user", "delete", "keep@b.org"]);
+  assert.equal(await db.withStore(async (s) => (await s.listUsers()).length), 0);
 
-    assertFails(
-      await cli(db.path, ["db", "restore", backup]),
-      1,
-      `keygate admin: Refusing to replace the database "${db.path}": stop the server, then ` +
-        "run again with --replace (everything written since the backup is lost)",
-    );
-    assertFails(
-      await cli(db.path, ["db", "restore", `${db.dir}/nope`]),
-      1,
-      `keygate admin: No backup file "${db.dir}/nope"`,
-    );
-    const restored = await cli(db.path, ["db", "restore", backup, "--replace"]);
-    assert.equal(restored.code, 0, restored.err);
-    assert.equal(
-      restored.out,
-      `Restored ${db.path} from ${backup}: 1 user(s), 0 API key(s), 0 token row(s)\n`,
-    );
-    await withStore(db.path, async (store) => {
-      assert.deepEqual((await store.listUsers()).map((u) => u.email), ["keep@b.org"]);
-      assert.equal((await store.listAudit()).at(-1)!.action, "db.restored");
-    });
-    const fresh = `${db.dir}/fresh/keygate.sqlite3`;
-    assert.equal((await cli(fresh, ["db", "restore", backup])).code, 0);
-    assert.equal(await withStore(fresh, async (s) => (await s.listUsers()).length), 1);
-  } finally {
-    db.cleanup();
-  }
+  assertFails(
+    await cli(db.path, ["db", "restore", backup]),
+    1,
+    `keygate admin: Refusing to replace the database "${db.path}": stop the server, then ` +
+      "run again with --replace (everything written since the backup is lost)",
+  );
+  assertFails(
+    await cli(db.path, ["db", "restore", `${db.dir}/nope`]),
+    1,
+    `keygate admin: No backup file "${db.dir}/nope"`,
+  );
+  const restored = await cli(db.path, ["db", "restore", backup, "--replace"]);
+  assert.equal(restored.code, 0, restored.err);
+  assert.equal(
+    restored.out,
+    `Restored ${db.path} from ${backup}: 1 user(s), 0 API key(s), 0 token row(s)\n`,
+  );
+  await db.withStore(async (store) => {
+    assert.deepEqual((await store.listUsers()).map((u) => u.email), ["keep@b.org"]);
+    assert.equal((await store.listAudit()).at(-1)!.action, "db.restored");
+  });
+  const fresh = `${db.dir}/fresh/keygate.sqlite3`;
+  assert.equal((await cli(fresh, ["db", "restore", backup])).code, 0);
+  assert.equal(await withSqliteStore(fresh, async (s) => (await s.listUsers()).length), 1);
 });
 
 Deno.test("[cli] control characters: refused in new labels and e-mails (exit 2), escaped when stored rows are printed", async () => {
-  const db = tempDbPath();
-  try {
-    await addUser(db.path, "k@b.org");
-    assertFails(
-      await cli(db.path, ["key", "create", "k@b.org", "--label", "red\x1b[31m"]),
-      2,
-      "keygate admin: Invalid label: control characters (such as escape or newline) are not allowed",
-    );
-    assertFails(
-      await cli(db.path, ["user", "add", "x\x9b@b.org"], "a good password\n"),
-      2,
-      String
-        .raw`keygate admin: Invalid e-mail "x\u009b@b.org": expected an address of 3 to 254 characters`,
-    );
-    assertFails(
-      await cli(db.path, ["user", "rename", "k@b.org", "k\x07@b.org"]),
-      2,
-      String
-        .raw`keygate admin: Invalid e-mail "k\u0007@b.org": expected an address of 3 to 254 characters`,
-    );
-    assert.deepEqual(
-      await withStore(db.path, async (s) => [
-        (await s.listApiKeys()).length,
-        (await s.listUsers()).map((u) => u.email),
-      ]),
-      [0, ["k@b.org"]],
-    );
+  using db = tempDbPath();
+  await addUser(db.path, "k@b.org");
+  assertFails(
+    await cli(db.path, ["key", "create", "k@b.org", "--label", "red\x1b[31m"]),
+    2,
+    "keygate admin: Invalid label: control characters (such as escape or newline) are not allowed",
+  );
+  assertFails(
+    await cli(db.path, ["user", "add", "x\x9b@b.org"], "a good password\n"),
+    2,
+    String
+      .raw`keygate admin: Invalid e-mail "x\u009b@b.org": expected an address of 3 to 254 characters`,
+  );
+  assertFails(
+    await cli(db.path, ["user", "rename", "k@b.org", "k\x07@b.org"]),
+    2,
+    String
+      .raw`keygate admin: Invalid e-mail "k\u0007@b.org": expected an address of 3 to 254 characters`,
+  );
+  assert.deepEqual(
+    await db.withStore(async (s) => [
+      (await s.listApiKeys()).length,
+      (await s.listUsers()).map((u) => u.email),
+    ]),
+    [0, ["k@b.org"]],
+  );
 
-    // Rows stored before such characters were refused.
-    const email = "old\x1b]0;x\x07\x9b@b.org";
-    const label = "red\x1b[31m\nfake line\x9b2J\x7f";
-    const store = openSqliteStore(db.path);
+  // Rows stored before such characters were refused.
+  const email = "old\x1b]0;x\x07\x9b@b.org";
+  const label = "red\x1b[31m\nfake line\x9b2J\x7f";
+  await db.withStore(async (store) => {
     const user = await store.insertUser(
       { email, passwordHash: "x", tokenTimeoutSeconds: null },
       { now: 0, audit: undefined },
@@ -490,78 +443,65 @@ Deno.test("[cli] control characters: refused in new labels and e-mails (exit 2),
       expiresAt: null,
       introspect: false,
     }, { now: 0, audit: undefined });
-    await store.closeStore();
-    // deno-lint-ignore no-control-regex
-    const raw = /[\x00-\x09\x0b-\x1f\x7f-\x9f]/;
-    const table = await cli(db.path, ["key", "list"]);
-    assert.equal(table.code, 0, table.err);
-    assert.doesNotMatch(table.out, raw);
-    assert.equal(table.out.split("\n").length, 3, "a header, one row, no fake line");
-    assert.ok(table.out.includes(String.raw`red\u001b[31m\u000afake line\u009b2J\u007f`));
-    assert.ok(table.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
-    const json = await cli(db.path, ["key", "list", "--json"]);
-    assert.equal(json.code, 0, json.err);
-    assert.doesNotMatch(json.out, raw);
-    assert.deepEqual(
-      JSON.parse(json.out).map((k: { email: string; label: string }) => [k.email, k.label]),
-      [[email, label]],
-    );
-    const users = await cli(db.path, ["user", "list"]);
-    assert.doesNotMatch(users.out, raw);
-    assert.ok(users.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
-    const disabled = await cli(db.path, ["user", "disable", email]);
-    assert.equal(disabled.code, 0, disabled.err);
-    assert.equal(
-      disabled.out,
-      String.raw`Disabled old\u001b]0;x\u0007\u009b@b.org; 0 live token(s) revoked` + "\n",
-    );
-  } finally {
-    db.cleanup();
-  }
+  });
+  // deno-lint-ignore no-control-regex
+  const raw = /[\x00-\x09\x0b-\x1f\x7f-\x9f]/;
+  const table = await cli(db.path, ["key", "list"]);
+  assert.equal(table.code, 0, table.err);
+  assert.doesNotMatch(table.out, raw);
+  assert.equal(table.out.split("\n").length, 3, "a header, one row, no fake line");
+  assert.ok(table.out.includes(String.raw`red\u001b[31m\u000afake line\u009b2J\u007f`));
+  assert.ok(table.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
+  const json = await cli(db.path, ["key", "list", "--json"]);
+  assert.equal(json.code, 0, json.err);
+  assert.doesNotMatch(json.out, raw);
+  assert.deepEqual(
+    JSON.parse(json.out).map((k: { email: string; label: string }) => [k.email, k.label]),
+    [[email, label]],
+  );
+  const users = await cli(db.path, ["user", "list"]);
+  assert.doesNotMatch(users.out, raw);
+  assert.ok(users.out.includes(String.raw`old\u001b]0;x\u0007\u009b@b.org`));
+  const disabled = await cli(db.path, ["user", "disable", email]);
+  assert.equal(disabled.code, 0, disabled.err);
+  assert.equal(
+    disabled.out,
+    String.raw`Disabled old\u001b]0;x\u0007\u009b@b.org; 0 live token(s) revoked` + "\n",
+  );
 });
 
 Deno.test("[cli] token list shows an expiry beyond a Date's range as the latest Date", async () => {
-  const db = tempDbPath();
-  try {
-    await addUser(db.path, "far@b.org");
-    const store = openSqliteStore(db.path);
+  using db = tempDbPath();
+  await addUser(db.path, "far@b.org");
+  await db.withStore(async (store) => {
     const user = (await store.findUserByEmail("far@b.org"))!;
     const key = await store.insertApiKey(
       { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
       { now: 0, audit: undefined },
     );
-    await store.insertToken({
-      tokenHash: hashSecret("t"),
+    await addTestToken(store, {
       userId: user.id,
       apiKeyId: key.id,
       issuedAt: Date.now(),
       expiresAt: Date.now() + 3_600_000,
-      maxLiveTokens: 10,
-    }, { audit: undefined });
-    await store.closeStore();
-    await querySqlAt(db.path, "UPDATE tokens SET expires_at = 9000000000000000000");
-    const listed = await cli(db.path, ["token", "list", "far@b.org", "--json"]);
-    assert.equal(listed.code, 0, listed.err);
-    const [row] = JSON.parse(listed.out);
-    assert.deepEqual([row.expires_at, row.status], ["+275760-09-13T00:00:00.000Z", "live"]);
-  } finally {
-    db.cleanup();
-  }
+    });
+  });
+  await querySqlAt(db.path, "UPDATE tokens SET expires_at = 9000000000000000000");
+  const listed = await cli(db.path, ["token", "list", "far@b.org", "--json"]);
+  assert.equal(listed.code, 0, listed.err);
+  const [row] = JSON.parse(listed.out);
+  assert.deepEqual([row.expires_at, row.status], ["+275760-09-13T00:00:00.000Z", "live"]);
 });
 
 Deno.test("[cli] db migrate prints the e-mail migration's warning on stderr, without the addresses", async () => {
-  const db = tempDbPath();
-  try {
-    writePreNfcDatabase(db.path);
-    const result = await cli(db.path, ["db", "migrate"]);
-    assert.equal(result.code, 0, result.err);
-    assert.equal(result.out, "Schema is up to date (3 user(s))\n");
-    assert.equal(result.err, `keygate admin: warning: ${describeSkippedEmails(1)}\n`);
-    assert.deepEqual(
-      await withStore(db.path, async (s) => (await s.listUsers()).map((u) => u.email).sort()),
-      ["caf\u00e9@b.org", "cafe\u0301@b.org", "\u00e9mile@b.org"].sort(),
-    );
-  } finally {
-    db.cleanup();
-  }
+  using db = tempDbPath();
+  writePreNfcDatabase(db.path);
+  const result = await cli(db.path, ["db", "migrate"]);
+  assert.equal(result.code, 0, result.err);
+  assert.equal(result.out, "Schema is up to date (3 user(s))\n");
+  assert.equal(result.err, `keygate admin: warning: ${describeSkippedEmails(1)}\n`);
+  assert.deepEqual(
+    await db.withStore(async (s) => (await s.listUsers()).map((u) => u.email).sort()),
+    ["caf\u00e9@b.org", "cafe\u0301@b.org", "\u00e9mile@b.org"].sort(),
+  );
 });
