@@ -705,6 +705,7 @@ try {
     postgresSection = await runPostgresSection({
       work,
       serverCore: SERVER_CORE,
+      otherCore: WRK_CORE,
       sqlitePath: `${work}/big.sqlite3`,
       tokens: TOKENS,
       pairs: bigPairs,

@@ -30,7 +30,7 @@ import {
 import { toKeyRef, toUserRef } from "./audit.ts";
 import { generateToken, hashSecret, normalizeApiKey } from "./credentials.ts";
 import { AuthError } from "./errors.ts";
-import { StoreConflict } from "../store/errors.ts";
+import { StoreBlocked, StoreConflict } from "../store/errors.ts";
 import { isKeyUsable, toKeyStatus } from "./key_status.ts";
 import {
   type Throttle,
@@ -176,8 +176,10 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
     // password check: a cutoff written while the check runs (password change,
     // revoke-all, disable) then covers the token this request produces.
     const readAt = clock.now();
-    const user = await store.findUserByEmail(credentials.email);
-    const key = await store.findApiKeyByHash(hashSecret(credentials.apiKey));
+    const { user, key } = await store.findUserAndKey(
+      credentials.email,
+      hashSecret(credentials.apiKey),
+    );
     // The account counter exists only for a usable key of the e-mail's own, enabled user
     // (throttle.ts); every failure counts toward the client address's counter.
     const subjects: ThrottleSubjects = {
@@ -195,10 +197,11 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
     );
     // Again after the slow check: requests that were in flight together all passed the
     // first check, and the failures of those that finished first may have blocked this
-    // one meanwhile. A blocked request gets the same answer, right password or wrong.
-    await throttle.check(subjects);
+    // one meanwhile. A blocked request gets the same answer, right password or wrong: a
+    // failure checks here, a success in the transaction that stores its token.
     const failure = findCredentialFailure(user, key, verified, clock.now());
     if (failure !== undefined || !user || !key) {
+      await throttle.check(subjects);
       // One transaction per failure, after an argon2 verification that costs far more:
       // the audit row and the brute-force counters.
       await throttle.recordFailure(subjects, {
@@ -233,7 +236,8 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
         detail: { token_id: id, client: clientAddress },
       }),
       clearLoginFailures: throttle.findClearedOnSuccess(subjects),
-    });
+      unlessBlocked: throttle.findCheckedOnSuccess(subjects),
+    }, throttle);
     return { token, tokenId, userId: user.id, apiKeyId: key.id };
   };
 }
@@ -241,16 +245,20 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
 /**
  * Stores the login's token unless its user changed while the password was checked (a password
  * change, revoke-all or disable committed meanwhile): then the login fails like any other, with
- * the uniform 401, and nothing is counted against the caller.
+ * the uniform 401, and nothing is counted against the caller. A counter that blocks the login
+ * by then gets the throttle's answer (429), as for a wrong password.
  */
 async function insertTokenUnlessChanged(
   store: Store,
-  ...args: Parameters<Store["insertToken"]>
+  token: Parameters<Store["insertToken"]>[0],
+  change: Parameters<Store["insertToken"]>[1],
+  throttle: Pick<Throttle, "toBlockedError">,
 ): Promise<number> {
   try {
-    return await store.insertToken(...args);
+    return await store.insertToken(token, change);
   } catch (error) {
     if (error instanceof StoreConflict) throw invalidCredentials("user_changed");
+    if (error instanceof StoreBlocked) throw throttle.toBlockedError(error.blockedUntil);
     throw error;
   }
 }

@@ -88,6 +88,13 @@ export interface Throttle {
    * transaction that stores the new token (`Store.insertToken`).
    */
   findClearedOnSuccess(subjects: ThrottleSubjects): string[];
+  /**
+   * {@link Throttle.check} as part of the transaction that stores a successful login's token
+   * (`Store.insertToken`'s `unlessBlocked`, which throws `StoreBlocked`): no round trip of its own.
+   */
+  findCheckedOnSuccess(subjects: ThrottleSubjects): { subjects: string[]; now: number };
+  /** The error {@link Throttle.check} throws, for a login blocked until `blockedUntil`. */
+  toBlockedError(blockedUntil: number): AuthError;
 }
 
 /** Subject of the account counter of an API key. */
@@ -135,11 +142,12 @@ export function nextFailures(
   return { subject, failures, lastFailureAt: now, blockedUntil, forgetAt: now + rule.windowMs };
 }
 
-function tooManyAttempts(retryAfterSeconds: number): AuthError {
+/** The answer to a login blocked until `blockedUntil`, with the whole seconds left at `now` (≥ 1). */
+function tooManyAttempts(blockedUntil: number, now: number): AuthError {
   return new AuthError(
     "too_many_attempts",
     "Too many failed logins: try again after the Retry-After delay",
-    { retryAfterSeconds },
+    { retryAfterSeconds: Math.max(1, Math.ceil((blockedUntil - now) / 1000)) },
   );
 }
 
@@ -163,7 +171,13 @@ export function createThrottle(options: ThrottleOptions): Throttle {
       const now = clock.now();
       const rows = await store.findLoginFailures(subjectsOf(subjects), now);
       const blockedUntil = Math.max(0, ...rows.map((row) => row.blockedUntil));
-      if (blockedUntil > now) throw tooManyAttempts(Math.ceil((blockedUntil - now) / 1000));
+      if (blockedUntil > now) throw tooManyAttempts(blockedUntil, now);
+    },
+    findCheckedOnSuccess(subjects) {
+      return { subjects: subjectsOf(subjects), now: clock.now() };
+    },
+    toBlockedError(blockedUntil) {
+      return tooManyAttempts(blockedUntil, clock.now());
     },
     async recordFailure(subjects, audit) {
       const now = clock.now();

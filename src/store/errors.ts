@@ -50,6 +50,20 @@ export class StoreConflict extends StoreError {
   }
 }
 
+/**
+ * A login's token was not stored: a login-failure counter it was told to respect
+ * (`Store.insertToken`'s `unlessBlocked`) blocks logins until `blockedUntil`. Nothing was written.
+ */
+export class StoreBlocked extends StoreError {
+  readonly blockedUntil: number;
+
+  constructor(blockedUntil: number) {
+    super("A login-failure counter blocks this login");
+    this.name = "StoreBlocked";
+    this.blockedUntil = blockedUntil;
+  }
+}
+
 /** Whether `error` says the store is unavailable for now (a retry may succeed). */
 export function isStoreUnavailable(error: unknown): error is StoreUnavailable {
   return error instanceof StoreUnavailable;

@@ -87,6 +87,11 @@ export interface LifecycleStore {
 /** Users. Part of {@link Store}. */
 export interface UserStore {
   findUserByEmail(email: string): Promise<User | undefined>;
+  /**
+   * A login's first read: the user with this e-mail and the key with this digest, either or
+   * both undefined, read together (one round trip on a networked store).
+   */
+  findUserAndKey(email: string, keyHash: Uint8Array): Promise<{ user?: User; key?: ApiKey }>;
   findUserById(id: number): Promise<User | undefined>;
   /** Every user, by e-mail. */
   listUsers(): Promise<User[]>;
@@ -165,10 +170,18 @@ export interface TokenStore {
    * key beyond `maxLiveTokens`, and forgets the `clearLoginFailures`
    * counters (a successful login), in one transaction; resolves to the
    * token's id.
+   *
+   * @throws {StoreConflict} when `token.userCutoff` no longer holds (nothing written).
+   * @throws {StoreBlocked} when one of the `unlessBlocked` counters is blocked at its `now`
+   * (nothing written): a login's last throttle check, in the transaction that stores its token.
    */
   insertToken(
     token: NewToken,
-    change: { audit: AuditOf<number>; clearLoginFailures?: readonly string[] },
+    change: {
+      audit: AuditOf<number>;
+      clearLoginFailures?: readonly string[];
+      unlessBlocked?: { subjects: readonly string[]; now: number };
+    },
   ): Promise<number>;
   /**
    * The secure path's lookup (on a cache miss): the token with this digest,

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
-import { StoreConflict } from "../../src/store/errors.ts";
+import { StoreBlocked, StoreConflict } from "../../src/store/errors.ts";
 import type { LoginFailures } from "../../src/store/store.ts";
 import {
   type ContractTest,
@@ -122,6 +122,86 @@ export function registerChangeTests(test: ContractTest): void {
     await db.execSql(`UPDATE api_keys SET revoked_at = ${T0 + 2 * HOUR}`);
     assert.equal(await store.purgeEndedTokens(T0 + 2 * HOUR, NO_AUDIT), 3);
     assert.equal(await store.findTokenIdRange(), undefined);
+  });
+
+  test("login: findUserAndKey() reads the user and the key together, either or both absent", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const other = await store.insertUser(
+      { email: "c@d.org", passwordHash: "$argon2id$y", tokenTimeoutSeconds: 60 },
+      { now: T0, ...NO_AUDIT },
+    );
+    const both = await store.findUserAndKey("a@b.org", hashSecret("k1"));
+    assert.deepEqual(both, {
+      user: await store.findUserByEmail("a@b.org"),
+      key: await store.findApiKeyByHash(hashSecret("k1")),
+    });
+    assert.equal(both.user?.id, user.id);
+    assert.equal(both.key?.id, key.id);
+    // Each is read on its own: a key of another user is returned as it is.
+    const foreign = await store.findUserAndKey("c@d.org", hashSecret("k1"));
+    assert.deepEqual(foreign.user, other);
+    assert.equal(foreign.key?.userId, user.id);
+    const userOnly = await store.findUserAndKey("a@b.org", hashSecret("nope"));
+    assert.equal(userOnly.user?.id, user.id);
+    assert.equal(userOnly.key, undefined);
+    const keyOnly = await store.findUserAndKey("x@y.org", hashSecret("k1"));
+    assert.equal(keyOnly.user, undefined);
+    assert.equal(keyOnly.key?.id, key.id);
+    assert.deepEqual(await store.findUserAndKey("a\0@b.org", hashSecret("nope")), {
+      user: undefined,
+      key: undefined,
+    });
+  });
+
+  test("login: insertToken() with unlessBlocked writes nothing while a counter blocks", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const before = await store.countRows("tokens");
+    const block = (blockedUntil: number, forgetAt: number) =>
+      store.recordLoginFailures(["key:9"], {
+        now: T0,
+        next: (_previous, subject) => ({
+          subject,
+          failures: 5,
+          lastFailureAt: T0,
+          blockedUntil,
+          forgetAt,
+        }),
+        audit: entry("login.failed", "user:a@b.org"),
+      });
+    const insert = (token: string, now: number) =>
+      store.insertToken({
+        tokenHash: hashSecret(token),
+        userId: user.id,
+        apiKeyId: key.id,
+        issuedAt: T0,
+        expiresAt: T0 + HOUR,
+        maxLiveTokens: 100,
+        userCutoff: user.tokensValidFrom,
+      }, {
+        audit: (id) => entry("token.issued", "user:a@b.org", { token_id: id }),
+        clearLoginFailures: ["key:9"],
+        unlessBlocked: { subjects: ["client:1.2.3.4", "key:9"], now },
+      });
+    await block(T0 + 5000, T0 + HOUR);
+    const audited = (await store.listAudit()).length;
+    await assert.rejects(insert("blocked", T0 + 10), (error: unknown) => {
+      assert.ok(error instanceof StoreBlocked);
+      assert.equal(error.blockedUntil, T0 + 5000);
+      return true;
+    });
+    // Nothing written: no token, no audit row, the counter kept.
+    assert.equal(await store.countRows("tokens"), before);
+    assert.equal((await store.listAudit()).length, audited);
+    assert.equal((await store.findLoginFailures(["key:9"], T0 + 10))[0]?.failures, 5);
+    // Once the block has passed the token is stored and the counter cleared with it.
+    const id = await insert("after", T0 + 5000);
+    assert.equal(await store.countRows("tokens"), before + 1);
+    assert.deepEqual(await store.findLoginFailures(["key:9"], T0 + 5000), []);
+    assert.equal((await store.listAudit()).at(-1)?.detail.token_id, id);
+    // A counter past its window blocks nothing, whatever its blockedUntil says.
+    await block(T0 + HOUR, T0 + 100);
+    await insert("forgotten", T0 + 200);
+    assert.equal(await store.countRows("tokens"), before + 2);
   });
 
   test("login failures: counted per subject, forgotten after their window, cleared", async ({ store }) => {

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { StoreConflict, StoreUnavailable } from "../errors.ts";
+import { StoreBlocked, StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { TokenStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toExpiryOrNull, toTokenFacts } from "../rows.ts";
@@ -23,13 +23,24 @@ export function createTokenMethods(
 ): Omit<TokenStore, "listTokensOfUser"> {
   return {
     async insertToken(token, change) {
+      const blockers = change.unlessBlocked?.subjects ?? [];
+      if (blockers.length > 2) throw new RangeError("At most two subjects at once");
       const { id } = await db.write(async (tx) => {
-        // The token's three statements in one round trip (pipelined, in this order): they run one
-        // after another in the transaction; if one fails, the rest fail with it.
+        // The token's three statements in one round trip with the transaction's BEGIN (pipelined,
+        // in this order): they run one after another; if one fails, the rest fail with it.
         const clear = change.clearLoginFailures ?? [];
-        const [, inserted, capped] = await Promise.all([
-          // One login per key at a time: the cap below then counts what is really live.
-          tx`SELECT id FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`,
+        const [[locked], inserted, capped] = await Promise.all([
+          // One login per key at a time: the cap below then counts what is really live. With it,
+          // the latest block among the login's counters: its throttle check after the password's.
+          tx<{ blocked_until: number | null }[]>`SELECT ${
+            blockers.length === 0
+              ? tx`NULL::bigint`
+              : tx`(SELECT max(blocked_until) FROM login_failures
+                  WHERE subject IN ${tx(blockers as string[])}
+                    AND forget_at > ${change.unlessBlocked!.now}
+                    AND blocked_until > ${change.unlessBlocked!.now})`
+          } AS blocked_until
+            FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`,
           // Then the user (keys before users, as deleteUser locks them, so the two never
           // deadlock), with the cutoff as the login read it, or nothing: a change that committed
           // while the password was checked ends the login (no row inserted); one still to commit
@@ -66,6 +77,8 @@ export function createTokenMethods(
               ORDER BY issued_at DESC, id DESC OFFSET ${token.maxLiveTokens})
             RETURNING id`,
         ]);
+        // Rolled back with the transaction, like the token and anything the cap did.
+        if (locked?.blocked_until != null) throw new StoreBlocked(locked.blocked_until);
         const [row] = inserted;
         if (row === undefined) {
           // Rolled back with the transaction, like anything the cap did meanwhile.

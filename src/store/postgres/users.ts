@@ -6,7 +6,16 @@
 import type postgres from "postgres";
 import type { AuditedChange, NewUser, User, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toUser } from "../rows.ts";
+import { type Row, toApiKey, toUser } from "../rows.ts";
+
+/** The columns of `row` whose names start with `prefix`, without it. */
+function unprefixed(row: Row, prefix: string): Row {
+  const result: Row = {};
+  for (const [name, value] of Object.entries(row)) {
+    if (name.startsWith(prefix)) result[name.slice(prefix.length)] = value;
+  }
+  return result;
+}
 
 /**
  * Moves user `userId`'s cutoff forward (never back), holding the user's row
@@ -51,6 +60,26 @@ export function createUserMethods(
       if (email.includes("\0")) return undefined;
       const [row] = await db.read((sql) => sql<Row[]>`SELECT * FROM users WHERE email = ${email}`);
       return row && toUser(row);
+    },
+
+    async findUserAndKey(email, keyHash) {
+      // Both rows in one round trip: each column of the two tables once, the key's prefixed.
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT u.*, k.id AS k_id, k.user_id AS k_user_id, k.prefix AS k_prefix,
+            k.label AS k_label, k.created_at AS k_created_at, k.revoked_at AS k_revoked_at,
+            k.expires_at AS k_expires_at, k.disabled_at AS k_disabled_at,
+            k.replaced_by AS k_replaced_by, k.last_used_at AS k_last_used_at,
+            k.last_used_from AS k_last_used_from, k.use_count AS k_use_count,
+            k.introspect AS k_introspect
+          FROM (VALUES (1)) AS one (x)
+          -- PostgreSQL's text cannot hold a NUL, so no user has one; asking would be an error.
+          LEFT JOIN users u ON u.email = ${email.includes("\0") ? null : email}
+          LEFT JOIN api_keys k ON k.key_hash = ${keyHash}`
+      );
+      return {
+        user: row.id === null ? undefined : toUser(row),
+        key: row.k_id === null ? undefined : toApiKey(unprefixed(row, "k_")),
+      };
     },
 
     async findUserById(id) {

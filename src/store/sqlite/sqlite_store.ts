@@ -39,9 +39,17 @@ export interface SqliteStore extends Store {
  */
 export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteStore {
   const conn = openConnection(path, options);
+  const users = createUserStore(conn);
+  const keys = createApiKeyStore(conn);
   return {
-    ...createUserStore(conn),
-    ...createApiKeyStore(conn),
+    ...users,
+    ...keys,
+    async findUserAndKey(email, keyHash) {
+      return {
+        user: await users.findUserByEmail(email),
+        key: await keys.findApiKeyByHash(keyHash),
+      };
+    },
     ...createTokenStore(conn),
     ...createLoginFailureStore(conn),
     ...createAuditAndLifecycle(conn),

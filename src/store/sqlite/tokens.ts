@@ -7,7 +7,7 @@
 import type { RetentionStore, TokenIdRange, TokenStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
-import { StoreConflict } from "../errors.ts";
+import { StoreBlocked, StoreConflict } from "../errors.ts";
 import { MAX_TIME_MS } from "../../platform/clock.ts";
 import { toTokenFacts, toTokenRow } from "../rows.ts";
 import { TOKEN_ENDED_AT, TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
@@ -35,6 +35,11 @@ export function createTokenStore(
   );
   // The user's cutoff and state, read inside the insert's transaction.
   const userCutoff = sql("SELECT tokens_valid_from, disabled FROM users WHERE id = :id");
+  // The latest block among a login's counters that still blocks at :now.
+  const failureBlock = sql(
+    `SELECT max(blocked_until) AS blocked_until FROM login_failures
+     WHERE subject IN (:a, :b) AND forget_at > :now AND blocked_until > :now`,
+  );
   // Keeps grants: throttle counters are not read by the gate.
   const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
   // The secure path's one statement: token, key, user and their states in one indexed read.
@@ -100,8 +105,16 @@ export function createTokenStore(
   );
 
   return {
-    insertToken(token, { audit, clearLoginFailures }) {
+    insertToken(token, { audit, clearLoginFailures, unlessBlocked }) {
+      if ((unlessBlocked?.subjects.length ?? 0) > 2) {
+        return Promise.reject(new RangeError("At most two subjects at once"));
+      }
       return conn.write(() => {
+        if (unlessBlocked !== undefined && unlessBlocked.subjects.length > 0) {
+          const [a, b = a] = unlessBlocked.subjects;
+          const { blocked_until } = failureBlock.get({ a, b, now: unlessBlocked.now }) as Row;
+          if (blocked_until !== null) throw new StoreBlocked(blocked_until as number);
+        }
         if (token.userCutoff !== undefined) {
           const user = userCutoff.get({ id: token.userId }) as Row | undefined;
           if (user === undefined || user.disabled || user.tokens_valid_from !== token.userCutoff) {

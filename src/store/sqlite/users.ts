@@ -9,7 +9,7 @@ import { toUser } from "../rows.ts";
 
 export function createUserStore(
   conn: Connection,
-): UserStore & Pick<TokenStore, "revokeTokensOfUser"> {
+): Omit<UserStore, "findUserAndKey"> & Pick<TokenStore, "revokeTokensOfUser"> {
   const { sql } = conn;
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
