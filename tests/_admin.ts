@@ -51,3 +51,47 @@ export async function runAdmin(
   await afterExternalWrite(dbPath);
   return { code, out: out.join("\n"), err: err.join("\n"), lastLine: out.at(-1) ?? "" };
 }
+
+/** What the CLI printed as a process, and its exit code. */
+export interface AdminProcessRun {
+  code: number;
+  out: string;
+  err: string;
+}
+
+/**
+ * Runs `deno run src/cli/main.ts ARGS --db PATH` as a child process, as an operator does, with
+ * `stdin` on its standard input and `USER=ops` (no `--db` when `dbPath` is undefined).
+ */
+export async function runAdminProcess(
+  dbPath: string | undefined,
+  args: string[],
+  stdin = "",
+): Promise<AdminProcessRun> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-ffi",
+      "--allow-sys",
+      "src/cli/main.ts",
+      ...args,
+      ...(dbPath === undefined ? [] : ["--db", dbPath]),
+    ],
+    env: { USER: "ops" },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(stdin));
+  await writer.close();
+  const output = await child.output();
+  return {
+    code: output.code,
+    out: new TextDecoder().decode(output.stdout),
+    err: new TextDecoder().decode(output.stderr),
+  };
+}

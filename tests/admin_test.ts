@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { runAdmin } from "./_admin.ts";
+import { runAdmin, runAdminProcess } from "./_admin.ts";
 import { main as adminMain } from "../src/cli/main.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
@@ -192,34 +192,7 @@ Deno.test("admin --help prints usage and exits 0", async () => {
 
 Deno.test("admin CLI as a process reads the password from standard input", async () => {
   using db = tempDbPath();
-  const run = async (args: string[], stdin = "") => {
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "--allow-ffi",
-        "--allow-sys",
-        "src/cli/main.ts",
-        ...args,
-        "--db",
-        db.path,
-      ],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(stdin));
-    await writer.close();
-    const output = await child.output();
-    return {
-      code: output.code,
-      out: new TextDecoder().decode(output.stdout),
-      err: new TextDecoder().decode(output.stderr),
-    };
-  };
+  const run = (args: string[], stdin = "") => runAdminProcess(db.path, args, stdin);
   const added = await run(["user", "add", "p@b.org"], "pass word\nignored second line\n");
   assert.equal(added.code, 0, added.err);
   await db.withStore(async (store) => {

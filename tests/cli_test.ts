@@ -9,42 +9,9 @@ import { VERSION } from "../src/config/version.ts";
 import { describeSkippedEmails } from "../src/store/canonical_emails.ts";
 import { writePreNfcDatabase } from "./_pre_nfc_db.ts";
 import { addTestToken, querySqlAt, tempDbPath, withSqliteStore } from "./_helpers.ts";
+// The CLI as a child process: `cli(dbPath, args, stdin)`.
+import { type AdminProcessRun as Run, runAdminProcess as cli } from "./_admin.ts";
 
-const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-ffi", "--allow-sys"];
-
-interface Run {
-  code: number;
-  out: string;
-  err: string;
-}
-
-/** Runs `deno run src/cli/main.ts ARGS --db PATH` with `stdin`. */
-async function cli(dbPath: string | undefined, args: string[], stdin = ""): Promise<Run> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      ...PERMISSIONS,
-      "src/cli/main.ts",
-      ...args,
-      ...(dbPath === undefined ? [] : ["--db", dbPath]),
-    ],
-    env: { USER: "ops" },
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(stdin));
-  await writer.close();
-  const output = await child.output();
-  return {
-    code: output.code,
-    out: new TextDecoder().decode(output.stdout),
-    err: new TextDecoder().decode(output.stderr),
-  };
-}
-
-/** Asserts a failure: the exit code and exactly one line on standard error. */
 function assertFails(result: Run, code: 1 | 2, line: string | RegExp): void {
   assert.equal(result.code, code, result.err);
   assert.equal(result.out, "");
