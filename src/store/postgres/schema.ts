@@ -159,17 +159,4 @@ CREATE INDEX audit_log_by_subject ON audit_log (subject, id);
       return skipped > 0 ? describeSkippedEmails(skipped) : undefined;
     },
   },
-  {
-    version: 4,
-    name: "token_indexes",
-    // Two token indexes that only cost: every login writes each of a token table's indexes,
-    // and these two serve no query that the others do not serve as well. tokens_by_user_id
-    // (user_id, id) finds a user's tokens as tokens_by_user (user_id, expires_at) did (a
-    // user has a few hundred rows at most); tokens_by_expiry (expires_at) helped no query
-    // (the janitor walks ids; counting live tokens reads most of the table anyway).
-    sql: `
-DROP INDEX tokens_by_user;
-DROP INDEX tokens_by_expiry;
-`,
-  },
 ];
