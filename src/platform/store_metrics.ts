@@ -26,8 +26,15 @@ export interface StoreStats {
 const QUERY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
 export interface StoreMetrics {
-  /** For the store's `onOperation` option. */
-  observeOperation(kind: "read" | "write", seconds: number, ok: boolean): void;
+  /**
+   * For the store's `onOperation` option: `refused` is a write the store refused by design (a
+   * conflict, a blocked login), not a failure of the database.
+   */
+  observeOperation(
+    kind: "read" | "write",
+    seconds: number,
+    outcome: "ok" | "refused" | "error",
+  ): void;
   /** For `createMetrics({ register })`. */
   register(registry: Registry): void;
   /** Where the gauges read from at scrape time. */
@@ -39,8 +46,8 @@ export function createStoreMetrics(): StoreMetrics {
   let latency: Histogram<"kind" | "outcome"> | undefined;
   let notificationsSeen = 0;
   return {
-    observeOperation(kind, seconds, ok) {
-      latency?.observe({ kind, outcome: ok ? "ok" : "error" }, seconds);
+    observeOperation(kind, seconds, outcome) {
+      latency?.observe({ kind, outcome }, seconds);
     },
     attach(read) {
       readStats = read;

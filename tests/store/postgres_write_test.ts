@@ -5,7 +5,10 @@
 import assert from "node:assert/strict";
 import type postgres from "postgres";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import { StoreBlocked, StoreConflict } from "../../src/store/errors.ts";
 import { finishWrite } from "../../src/store/postgres/db.ts";
+import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { GRANT_CHANNEL } from "../../src/store/postgres/grant_epoch.ts";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
@@ -139,6 +142,66 @@ Deno.test({
       assert.equal(n, 0);
     } finally {
       await db.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "a write the store refuses by design is observed as refused, a failure as an error",
+  ignore,
+  async fn() {
+    const outcomes: string[] = [];
+    const store = await openPostgresStore(await cluster!.createDatabase("outcome"), {
+      onOperation: (kind, _seconds, outcome) => outcomes.push(`${kind} ${outcome}`),
+    });
+    try {
+      const now = 1_000;
+      const user = await store.insertUser(
+        { email: "o@b.org", passwordHash: "x", tokenTimeoutSeconds: null },
+        { now, audit: undefined },
+      );
+      const key = await store.insertApiKey(
+        { userId: user.id, keyHash: hashSecret("k"), prefix: "k", label: "" },
+        { now, audit: undefined },
+      );
+      await store.recordLoginFailures(["key:1"], {
+        now,
+        next: (_previous, subject) => ({
+          subject,
+          failures: 5,
+          lastFailureAt: now,
+          blockedUntil: now + 60_000,
+          forgetAt: now + 3_600_000,
+        }),
+        audit: undefined,
+      });
+      outcomes.length = 0;
+      // A taken e-mail, and a login that a throttle counter blocks: refused.
+      await assert.rejects(
+        store.insertUser({ email: "o@b.org", passwordHash: "x", tokenTimeoutSeconds: null }, {
+          now,
+          audit: undefined,
+        }),
+        StoreConflict,
+      );
+      await assert.rejects(
+        store.insertToken({
+          tokenHash: hashSecret("t"),
+          userId: user.id,
+          apiKeyId: key.id,
+          issuedAt: now,
+          expiresAt: now + 60_000,
+          maxLiveTokens: 100,
+        }, { audit: undefined, unlessBlocked: { subjects: ["key:1"], now } }),
+        StoreBlocked,
+      );
+      // A statement the database fails: an error.
+      await assert.rejects(
+        store.appendAudit({ at: now, actor: "nul\0", action: "x", subject: "s" }),
+      );
+      assert.deepEqual(outcomes, ["write refused", "write refused", "write error"]);
+    } finally {
+      await store.closeStore();
     }
   },
 });

@@ -6,7 +6,7 @@
  * @module
  */
 import type postgres from "postgres";
-import { StoreError } from "../errors.ts";
+import { StoreBlocked, StoreConflict, StoreError } from "../errors.ts";
 import type { AuditEntry, AuditOf } from "../store.ts";
 import { guard } from "./errors.ts";
 import { GRANT_CHANNEL, type GrantEpochWatcher } from "./grant_epoch.ts";
@@ -56,8 +56,18 @@ function lastingWriteFailure(error: unknown): string | undefined {
   return String((cause as Error).message).slice(0, 200);
 }
 
+/**
+ * How a read or write ended: `"refused"` when the database answered and the store refused the
+ * write by design (a conflict, or a login that a throttle counter blocks), `"error"` when it failed.
+ */
+export type OperationOutcome = "ok" | "refused" | "error";
+
 /** Told of every read and write that ended, for the latency metric. */
-export type OperationObserver = (kind: "read" | "write", seconds: number, ok: boolean) => void;
+export type OperationObserver = (
+  kind: "read" | "write",
+  seconds: number,
+  outcome: OperationOutcome,
+) => void;
 
 /** Options for {@link createPgContext}. */
 export interface PgContextOptions {
@@ -130,14 +140,17 @@ export function createPgContext(options: PgContextOptions): PgContext {
   async function measured<T>(kind: "read" | "write", fn: () => Promise<T>): Promise<T> {
     const started = performance.now();
     inFlight++;
-    let ok = false;
+    let outcome: OperationOutcome = "error";
     try {
       const result = await guard(fn);
-      ok = true;
+      outcome = "ok";
       return result;
+    } catch (error) {
+      if (error instanceof StoreConflict || error instanceof StoreBlocked) outcome = "refused";
+      throw error;
     } finally {
       inFlight--;
-      options.onOperation?.(kind, (performance.now() - started) / 1000, ok);
+      options.onOperation?.(kind, (performance.now() - started) / 1000, outcome);
     }
   }
 
