@@ -187,6 +187,7 @@ export async function runPostgresSection(ctx: PostgresSectionContext): Promise<s
       });
     };
     const hashLimit = async (): Promise<Measured> => {
+      await ctx.settle(); // as before every issuance run: the last run's logins end first
       const started = performance.now();
       const rps = await ctx.hashRate(ctx.serverCore);
       const seconds = (performance.now() - started) / 1000;
@@ -204,13 +205,15 @@ export async function runPostgresSection(ctx: PostgresSectionContext): Promise<s
     };
     const apart = ctx.otherCore !== undefined && pinned;
     const issuance = await ctx.alternate("PostgreSQL beside SQLite, issuance", {
-      "hash limit, hashes/s as req/s": hashLimit,
+      "hash limit, hashes/s as req/s (no wrk)": hashLimit,
       "SQLite, issue": () => issue(onSqlite),
       "PostgreSQL, issue": () => issue(pgServer),
       ...(apart
         ? {
           "PostgreSQL on the other core, issue": async () => {
-            await pinTree(postmaster, ctx.otherCore);
+            if (!await pinTree(postmaster, ctx.otherCore)) {
+              throw new Error(`cannot pin PostgreSQL to core ${ctx.otherCore}`);
+            }
             try {
               return await issue(pgServer);
             } finally {
@@ -220,7 +223,7 @@ export async function runPostgresSection(ctx: PostgresSectionContext): Promise<s
         }
         : {}),
     });
-    const hashes = issuance["hash limit, hashes/s as req/s"].rps;
+    const hashes = issuance["hash limit, hashes/s as req/s (no wrk)"].rps;
     const issuers = [
       ["SQLite", "keygate on SQLite"],
       ["PostgreSQL", "keygate on PostgreSQL"],
