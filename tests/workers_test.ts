@@ -434,7 +434,7 @@ Deno.test({
     const created = await runAdmin(url, ["operator", "create", "ann", "--role", "write"]);
     assert.equal(created.code, 0, created.err);
     const operator = created.lastLine;
-    const files = tempDbPath();
+    using files = tempDbPath();
     const { cert, key } = await testCertificate();
     await Deno.writeTextFile(`${files.dir}/cert.pem`, cert);
     await Deno.writeTextFile(`${files.dir}/key.pem`, key);
@@ -509,7 +509,6 @@ Deno.test({
       assert.deepEqual(live, []);
     } finally {
       assert.equal((await server.stop()).code, 0);
-      files.cleanup();
     }
   },
 });

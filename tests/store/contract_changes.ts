@@ -168,14 +168,14 @@ export function registerChangeTests(test: ContractTest): void {
         }),
         audit: entry("login.failed", "user:a@b.org"),
       });
-    const insert = (token: string, now: number) =>
+    const insert = (token: string, now: number, maxLiveTokens = 100) =>
       store.insertToken({
         tokenHash: hashSecret(token),
         userId: user.id,
         apiKeyId: key.id,
         issuedAt: T0,
         expiresAt: T0 + HOUR,
-        maxLiveTokens: 100,
+        maxLiveTokens,
         userCutoff: user.tokensValidFrom,
       }, {
         audit: (id) => entry("token.issued", "user:a@b.org", { token_id: id }),
@@ -184,13 +184,17 @@ export function registerChangeTests(test: ContractTest): void {
       });
     await block(T0 + 5000, T0 + HOUR);
     const audited = (await store.listAudit()).length;
-    await assert.rejects(insert("blocked", T0 + 10), (error: unknown) => {
+    const epoch = store.readGrantEpoch();
+    // With a cap of one, the insert would revoke the seed's token t1: refused, it revokes nothing.
+    await assert.rejects(insert("blocked", T0 + 10, 1), (error: unknown) => {
       assert.ok(error instanceof StoreBlocked);
       assert.equal(error.blockedUntil, T0 + 5000);
       return true;
     });
-    // Nothing written: no token, no audit row, the counter kept.
+    // Nothing written: no token, no audit row, the counter kept, t1 live, the epoch unmoved.
     assert.equal(await store.countRows("tokens"), before);
+    assert.notEqual(await grantOf(store, "t1", "k1", T0 + 10), undefined);
+    assert.deepEqual(store.readGrantEpoch(), epoch);
     assert.equal((await store.listAudit()).length, audited);
     assert.equal((await store.findLoginFailures(["key:9"], T0 + 10))[0]?.failures, 5);
     // Once the block has passed the token is stored and the counter cleared with it.

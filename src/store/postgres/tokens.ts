@@ -26,7 +26,7 @@ export function createTokenMethods(
       const blockers = change.unlessBlocked?.subjects ?? [];
       if (blockers.length > 2) throw new RangeError("At most two subjects at once");
       const { id } = await db.write(async (tx) => {
-        // The token's three statements in one round trip with the transaction's BEGIN (pipelined,
+        // The token's three statements in one round trip after the transaction's BEGIN (pipelined,
         // in this order): they run one after another; if one fails, the rest fail with it.
         const clear = change.clearLoginFailures ?? [];
         const [[locked], inserted, capped] = await Promise.all([
