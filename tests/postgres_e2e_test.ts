@@ -25,7 +25,7 @@ import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.
 import { addUserWithKey, startServerProcess } from "./_server.ts";
 import { migratePostgres } from "../src/store/postgres/migrate.ts";
 import { POSTGRES_MIGRATIONS } from "../src/store/postgres/schema.ts";
-import { main as adminMain } from "../src/cli/main.ts";
+import { runAdmin } from "./_admin.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -381,21 +381,16 @@ Deno.test({
   ignore,
   async fn() {
     const url = await cluster!.createDatabase("admin");
-    const out: string[] = [];
-    const err: string[] = [];
-    const io = {
-      env: {},
-      stdout: (text: string) => out.push(text),
-      stderr: (text: string) => err.push(text),
-      readPassword: () => Promise.resolve(PASSWORD),
-    };
-    assert.equal(await adminMain(["db", "migrate", "--store", url], io), 0);
-    assert.deepEqual(out, ["Schema is up to date (0 user(s))"]);
-    assert.equal(await adminMain(["db", "backup", "/tmp/never-written", "--store", url], io), 1);
-    assert.match(err.join("\n"), /on PostgreSQL use pg_dump: pg_dump --format=custom/);
-    assert.equal(await adminMain(["user", "add", "q@example.org", "--store", url], io), 0);
-    assert.equal(await adminMain(["db", "migrate", "--store", url], io), 0);
-    assert.equal(out.at(-1), "Schema is up to date (1 user(s))");
+    const migrated = await runAdmin(url, ["db", "migrate"]);
+    assert.equal(migrated.code, 0, migrated.err);
+    assert.equal(migrated.out, "Schema is up to date (0 user(s))");
+    const backup = await runAdmin(url, ["db", "backup", "/tmp/never-written"]);
+    assert.equal(backup.code, 1);
+    assert.match(backup.err, /on PostgreSQL use pg_dump: pg_dump --format=custom/);
+    assert.equal((await runAdmin(url, ["user", "add", "q@example.org"])).code, 0);
+    const again = await runAdmin(url, ["db", "migrate"]);
+    assert.equal(again.code, 0, again.err);
+    assert.equal(again.out, "Schema is up to date (1 user(s))");
   },
 });
 
@@ -404,37 +399,27 @@ Deno.test({
   ignore,
   async fn() {
     const url = await cluster!.createDatabase("clinolisten");
-    const err: string[] = [];
-    const io = (env: Record<string, string>) => ({
-      env,
-      stdout: () => {},
-      stderr: (text: string) => err.push(text),
-      readPassword: () => Promise.resolve(PASSWORD),
-    });
+    const off = { env: { KEYGATE_STORE_LISTEN: "off" } };
     const { default: postgres } = await import("postgres");
     const admin = postgres(url, { max: 1, onnotice: () => {} });
     const heard: string[] = [];
     try {
-      assert.equal(await adminMain(["user", "add", "n@example.org", "--store", url], io({})), 0);
+      assert.equal((await runAdmin(url, ["user", "add", "n@example.org"])).code, 0);
       const listening = await admin.listen(GRANT_CHANNEL, (payload) => heard.push(payload));
-      const off = io({ KEYGATE_STORE_LISTEN: "off" });
-      assert.equal(await adminMain(["user", "disable", "n@example.org", "--store", url], off), 0);
+      assert.equal((await runAdmin(url, ["user", "disable", "n@example.org"], off)).code, 0);
       await new Promise((resolve) => setTimeout(resolve, 300));
       assert.deepEqual(heard, [], "notified with KEYGATE_STORE_LISTEN=off");
       // The same write with notifications on is heard: the listener works.
-      assert.equal(await adminMain(["user", "enable", "n@example.org", "--store", url], io({})), 0);
-      assert.equal(
-        await adminMain(["user", "disable", "n@example.org", "--store", url], io({})),
-        0,
-      );
+      assert.equal((await runAdmin(url, ["user", "enable", "n@example.org"])).code, 0);
+      assert.equal((await runAdmin(url, ["user", "disable", "n@example.org"])).code, 0);
       for (let i = 0; i < 50 && heard.length === 0; i++) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       assert.ok(heard.length > 0, "no notification with KEYGATE_STORE_LISTEN unset");
       await listening.unlisten();
-      const bad = io({ KEYGATE_STORE_LISTEN: "maybe" });
-      assert.equal(await adminMain(["user", "list", "--store", url], bad), 2);
-      assert.match(err.at(-1) ?? "", /KEYGATE_STORE_LISTEN: expected on, off/);
+      const bad = await runAdmin(url, ["user", "list"], { env: { KEYGATE_STORE_LISTEN: "maybe" } });
+      assert.equal(bad.code, 2);
+      assert.match(bad.err, /KEYGATE_STORE_LISTEN: expected on, off/);
     } finally {
       await admin.end();
     }
