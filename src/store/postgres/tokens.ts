@@ -42,24 +42,18 @@ export function createTokenMethods(
           } AS blocked_until
             FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`,
           // Then the user (keys before users, as deleteUser locks them, so the two never
-          // deadlock), with the cutoff as the login read it, or nothing: a change that committed
-          // while the password was checked ends the login (no row inserted); one still to commit
-          // waits for this one, and then moves its cutoff past this token (raiseCutoff).
-          token.userCutoff === undefined
-            ? tx<{ id: number }[]>`
-              INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
-              VALUES (${token.tokenHash}, ${token.userId}, ${token.apiKeyId}, ${token.issuedAt},
-                ${token.expiresAt})
-              RETURNING id`
-            : tx<{ id: number }[]>`
-              INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
-              SELECT ${token.tokenHash}, id, ${token.apiKeyId}, ${token.issuedAt},
-                ${token.expiresAt}
-              FROM (SELECT id FROM users
-                WHERE id = ${token.userId} AND tokens_valid_from = ${token.userCutoff}
-                  AND disabled = 0
-                FOR SHARE) AS unchanged
-              RETURNING id`,
+          // deadlock), with the cutoff as the login read it (when given), or nothing: a change
+          // that committed while the password was checked ends the login (no row inserted); one
+          // still to commit waits for this one, and then moves its cutoff past this token
+          // (raiseCutoff).
+          tx<{ id: number }[]>`
+            INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+            SELECT ${token.tokenHash}, id, ${token.apiKeyId}, ${token.issuedAt}, ${token.expiresAt}
+            FROM (SELECT id FROM users
+              WHERE id = ${token.userId} AND (${token.userCutoff ?? null}::bigint IS NULL
+                OR (tokens_valid_from = ${token.userCutoff ?? null} AND disabled = 0))
+              FOR SHARE) AS unchanged
+            RETURNING id`,
           // Keeps the newest maxLiveTokens live tokens of this user and key, revoking the rest
           // (the token just inserted among them: a statement of its own sees it), and clears
           // the key's failed-login counter.
@@ -82,7 +76,7 @@ export function createTokenMethods(
         const [row] = inserted;
         if (row === undefined) {
           // Rolled back with the transaction, like anything the cap did meanwhile.
-          throw new StoreConflict("The user changed while the login was checked");
+          throw new StoreConflict("The user is gone, or changed while the login was checked");
         }
         return { id: row.id, capped: capped.length };
       }, {
