@@ -11,7 +11,7 @@ import type { PostgresStoreOptions } from "../store/postgres/open_postgres_store
 export {
   createSharedGrantCounter,
   type SharedGrantCounter,
-} from "../store/postgres/grant_epoch.ts";
+} from "../store/postgres/open_postgres_store.ts";
 import type { Store } from "../store/store.ts";
 
 /** `--store` (a `postgres://` URL, `sqlite:PATH` or a path), or else the SQLite file of `--db`. */
