@@ -228,13 +228,14 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
       maxLiveTokens: MAX_LIVE_TOKENS,
       userCutoff: user.tokensValidFrom,
     }, {
-      audit: (id) => ({
+      // The store adds the token's id to the detail as token_id.
+      audit: {
         at: clock.now(),
         actor: toKeyRef(key.id),
         action: "token.issued",
         subject: toUserRef(user.email),
-        detail: { token_id: id, client: clientAddress },
-      }),
+        detail: { client: clientAddress },
+      },
       clearLoginFailures: throttle.findClearedOnSuccess(subjects),
       unlessBlocked: throttle.findCheckedOnSuccess(subjects),
     }, throttle);

@@ -29,6 +29,7 @@ import type {
   ApiKey,
   ApiKeyListing,
   AuditedChange,
+  AuditEntries,
   AuditEntry,
   AuditOf,
   AuditRecord,
@@ -169,7 +170,9 @@ export interface TokenStore {
    * Stores a new token, revokes the oldest live tokens of the same user and
    * key beyond `maxLiveTokens`, and forgets the `clearLoginFailures`
    * counters (a successful login), in one transaction; resolves to the
-   * token's id.
+   * token's id. Each `audit` entry is recorded with that id added to its
+   * detail as `token_id` (so a backend can write it in the statement that
+   * inserts the token).
    *
    * @throws {StoreConflict} when `token.userCutoff` no longer holds (nothing written).
    * @throws {StoreBlocked} when one of the `unlessBlocked` counters is blocked at its `now`
@@ -178,7 +181,7 @@ export interface TokenStore {
   insertToken(
     token: NewToken,
     change: {
-      audit: AuditOf<number>;
+      audit: AuditEntries;
       clearLoginFailures?: readonly string[];
       unlessBlocked?: { subjects: readonly string[]; now: number };
     },

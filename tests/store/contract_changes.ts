@@ -31,7 +31,7 @@ export function registerChangeTests(test: ContractTest): void {
       issuedAt: T0,
       expiresAt: T0 + HOUR,
       maxLiveTokens: 100,
-    }, { audit: (id) => entry("token.issued", "user:a@b.org", { token_id: id }) });
+    }, { audit: entry("token.issued", "user:a@b.org", { client: "192.0.2.1" }) });
     // An audit function returning undefined records nothing.
     await store.revokeToken(tokenId + 100, {
       now: T0,
@@ -56,7 +56,8 @@ export function registerChangeTests(test: ContractTest): void {
         actor: "cli:test",
         action: "token.issued",
         subject: "user:a@b.org",
-        detail: { token_id: tokenId },
+        // The store adds the new token's id to the entry's detail.
+        detail: { client: "192.0.2.1", token_id: tokenId },
       },
       { at: T0, actor: "cli:test", action: "user.added", subject: "user:later", detail: { n: 1 } },
     ]);
@@ -178,7 +179,7 @@ export function registerChangeTests(test: ContractTest): void {
         maxLiveTokens,
         userCutoff: user.tokensValidFrom,
       }, {
-        audit: (id) => entry("token.issued", "user:a@b.org", { token_id: id }),
+        audit: entry("token.issued", "user:a@b.org"),
         clearLoginFailures: ["key:9"],
         unlessBlocked: { subjects: ["client:1.2.3.4", "key:9"], now },
       });

@@ -29,13 +29,33 @@ export interface WriteOptions<T> {
   relaxed?: (result: T) => boolean;
 }
 
+/**
+ * A write whose own last statement appends its audit rows and ends its transaction (with
+ * {@link auditInsert} and the context's {@link PgContext.endingClauses}), one statement fewer.
+ */
+export interface SelfEndingWrite<T> {
+  /** The epoch the write's last statement bumped, if it did (see {@link toBumpedEpoch}). */
+  bumpedEpoch: (result: T) => number | undefined;
+}
+
 /** The shared context of the store's table groups. */
 export interface PgContext {
   sql: postgres.Sql;
   /** Runs a read; driver errors become store errors. */
   read<T>(fn: (sql: postgres.Sql) => Promise<T>): Promise<T>;
   /** Runs a write in one transaction, with its audit rows and (when it ends grants) an epoch bump. */
-  write<T>(fn: (tx: postgres.TransactionSql) => Promise<T>, options: WriteOptions<T>): Promise<T>;
+  write<T>(
+    fn: (tx: postgres.TransactionSql) => Promise<T>,
+    options: WriteOptions<T> | SelfEndingWrite<T>,
+  ): Promise<T>;
+  /**
+   * {@link endingClauses} with this store's settings: a notification unless the engine has none,
+   * and a relaxed commit (when `relaxed` holds) only under durability `"grants"`.
+   */
+  endingClauses(
+    tx: postgres.TransactionSql,
+    options: { bump: SqlCondition; relaxed: SqlCondition },
+  ): ReturnType<typeof endingClauses>;
   /** Reads and writes under way now (each holds at most one pooled connection). */
   readInFlight(): number;
   /** See `Store.findWriteFailure`: a probe write first, so that readiness recovers by itself. */
@@ -88,43 +108,80 @@ export function resolveAudit<T>(audit: AuditOf<T> | undefined, result: T): reado
   return Array.isArray(entries) ? entries : [entries as AuditEntry];
 }
 
+/** SQL text or a bound value that PostgreSQL reads as a boolean. */
+export type SqlCondition = postgres.PendingQuery<postgres.Row[]> | boolean;
+
 /**
- * Ends a write's transaction in one statement: appends its audit rows, and either bumps the
- * grant epoch (with a notification unless `notify` is false) or, when `relax`, lets the commit
- * skip the WAL flush (`synchronous_commit = off` for this transaction only; never with `bump`:
- * a grant-ending commit always waits). Returns the new epoch when it bumped.
+ * The `INSERT INTO audit_log` of a write's `entries`, for a CTE of its statement. With `tokenIdOf`
+ * (SQL naming one row with an `id` column, such as a CTE of inserted tokens), each entry is
+ * appended once per row of it, with that id added to its detail as `token_id`: none without a row.
+ */
+export function auditInsert(
+  tx: postgres.TransactionSql,
+  entries: readonly AuditEntry[],
+  tokenIdOf?: postgres.PendingQuery<postgres.Row[]>,
+): postgres.PendingQuery<postgres.Row[]> {
+  const rows = entries.map((entry) => ({ ...entry, detail: entry.detail ?? {} }));
+  return tx`INSERT INTO audit_log (at, actor, action, subject, detail)
+      SELECT at, actor, action, subject, ${
+    tokenIdOf === undefined ? tx`detail` : tx`detail || jsonb_build_object('token_id', token.id)`
+  }
+      FROM ROWS FROM (jsonb_to_recordset(${tx.json(rows)})
+          AS (at bigint, actor text, action text, subject text, detail jsonb))
+        WITH ORDINALITY AS entry(at, actor, action, subject, detail, ord)
+        ${tokenIdOf === undefined ? tx`` : tx`CROSS JOIN ${tokenIdOf} AS token`}
+      WHERE ${rows.length > 0}
+      -- Ids in the order given: SQL promises no order of a function scan without this.
+      ORDER BY ord`;
+}
+
+/**
+ * How a write's last statement ends its transaction: the grant epoch bumped when `bump` holds
+ * (with a notification unless `notify` is false), or else, when `relax` holds, a commit that skips
+ * the WAL flush (`synchronous_commit = off` for this transaction only; never with a bump: a
+ * grant-ending commit always waits). `ctes` follows the statement's other CTEs (it starts with a
+ * comma); `columns` are its result's `epoch` (the new epoch, or null), `notified` and `relaxed`.
+ */
+export function endingClauses(
+  tx: postgres.TransactionSql,
+  options: { bump: SqlCondition; notify: boolean; relax: SqlCondition },
+): { ctes: postgres.PendingQuery<postgres.Row[]>; columns: postgres.PendingQuery<postgres.Row[]> } {
+  return {
+    ctes: tx`, bumped AS (
+      UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1 AND ${options.bump} RETURNING epoch
+    )`,
+    columns: tx`(SELECT epoch FROM bumped) AS epoch,
+      (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text) FROM bumped WHERE ${options.notify})
+        AS notified,
+      CASE WHEN ${options.relax} AND NOT EXISTS (SELECT 1 FROM bumped)
+        THEN set_config('synchronous_commit', 'off', true) END
+        AS relaxed`,
+  };
+}
+
+/** The epoch a write's last statement bumped (see {@link endingClauses}), if it did. */
+export function toBumpedEpoch(row: { epoch?: unknown } | undefined): number | undefined {
+  if (row === undefined) throw new Error("The write's last statement returned no row");
+  return row.epoch === null || row.epoch === undefined ? undefined : Number(row.epoch);
+}
+
+/**
+ * Ends a write's transaction in one statement: appends its audit rows and ends it as
+ * {@link endingClauses} says. Returns the new epoch when it bumped.
  */
 export async function finishWrite(
   tx: postgres.TransactionSql,
   entries: readonly AuditEntry[],
   options: { bump: boolean; notify: boolean; relax: boolean },
 ): Promise<number | undefined> {
-  const relax = options.relax && !options.bump;
-  const rows = entries.map((entry) => ({ ...entry, detail: entry.detail ?? {} }));
+  const ending = endingClauses(tx, options);
   // A data-modifying CTE runs whether or not the outer query reads it.
   const [row] = await tx<{ epoch: number | null }[]>`
-    WITH appended AS (
-      INSERT INTO audit_log (at, actor, action, subject, detail)
-      SELECT at, actor, action, subject, detail
-      FROM ROWS FROM (jsonb_to_recordset(${tx.json(rows)})
-          AS (at bigint, actor text, action text, subject text, detail jsonb))
-        WITH ORDINALITY AS entry(at, actor, action, subject, detail, ord)
-      WHERE ${rows.length > 0}
-      -- Ids in the order given: SQL promises no order of a function scan without this.
-      ORDER BY ord
-    ), bumped AS (
-      UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1 AND ${options.bump} RETURNING epoch
-    )
-    SELECT (SELECT epoch FROM bumped) AS epoch,
-      (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text) FROM bumped WHERE ${options.notify})
-        AS notified,
-      CASE WHEN ${relax} THEN set_config('synchronous_commit', 'off', true) END
-        AS relaxed`;
-  if (!options.bump) return undefined;
-  if (row?.epoch === null || row?.epoch === undefined) {
-    throw new Error("The grant_epoch row is missing");
-  }
-  return Number(row.epoch);
+    WITH appended AS (${auditInsert(tx, entries)}) ${ending.ctes}
+    SELECT ${ending.columns}`;
+  const epoch = toBumpedEpoch(row);
+  if (options.bump && epoch === undefined) throw new Error("The grant_epoch row is missing");
+  return epoch;
 }
 
 export function createPgContext(options: PgContextOptions): PgContext {
@@ -168,6 +225,9 @@ export function createPgContext(options: PgContextOptions): PgContext {
       }
       return writeFailure;
     },
+    endingClauses(tx, { bump, relaxed }) {
+      return endingClauses(tx, { bump, notify, relax: durability === "grants" && relaxed });
+    },
     read(fn) {
       checkOpen();
       return measured("read", () => fn(sql));
@@ -180,6 +240,10 @@ export function createPgContext(options: PgContextOptions): PgContext {
         result = await measured("write", () =>
           sql.begin(async (tx) => {
             const value = await fn(tx);
+            if ("bumpedEpoch" in writeOptions) {
+              epoch = writeOptions.bumpedEpoch(value);
+              return value;
+            }
             const bump = writeOptions.endsGrants(value);
             epoch = await finishWrite(tx, resolveAudit(writeOptions.audit, value), {
               bump,

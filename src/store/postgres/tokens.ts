@@ -6,7 +6,7 @@
  */
 import { StoreBlocked, StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { TokenStore } from "../store.ts";
-import type { PgContext } from "./db.ts";
+import { auditInsert, type PgContext, resolveAudit, toBumpedEpoch } from "./db.ts";
 import { type Row, toExpiryOrNull, toTokenFacts } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
 import { raiseCutoff } from "./users.ts";
@@ -25,14 +25,28 @@ export function createTokenMethods(
     async insertToken(token, change) {
       const blockers = change.unlessBlocked?.subjects ?? [];
       if (blockers.length > 2) throw new RangeError("At most two subjects at once");
-      const { id } = await db.write(async (tx) => {
-        // The token's three statements in one round trip after the transaction's BEGIN (pipelined,
-        // in this order): they run one after another; if one fails, the rest fail with it.
-        const clear = change.clearLoginFailures ?? [];
-        const [[locked], inserted, capped] = await Promise.all([
-          // One login per key at a time: the cap below then counts what is really live. With it,
-          // the latest block among the login's counters: its throttle check after the password's.
-          tx<{ blocked_until: number | null }[]>`SELECT ${
+      const clear = change.clearLoginFailures ?? [];
+      const entries = resolveAudit(change.audit, undefined);
+      return await db.write(async (tx) => {
+        // Two statements in one round trip after the transaction's BEGIN (pipelined, in this
+        // order): they run one after another; if the first fails, the second fails with it.
+        const ending = db.endingClauses(tx, {
+          bump: tx`EXISTS (SELECT 1 FROM capped)`,
+          relaxed: true,
+        });
+        const [[stored], [ended]] = await Promise.all([
+          // One login per key at a time (the key row's lock, taken first: the gate below is
+          // evaluated before the users row is read), so that the cap in the next statement
+          // counts what is really live. With it, the latest block among the login's counters:
+          // its throttle check after the password's. Then the token, unless blocked, and only if
+          // the user is as the login read it (the cutoff, when given): a change that committed
+          // while the password was checked ends the login (no row inserted); one still to commit
+          // waits for this one, and then moves its cutoff past this token (raiseCutoff). Keys
+          // are locked before users, as deleteUser locks them, so the two never deadlock.
+          // Then the audit rows, with the new token's id.
+          tx<{ blocked_until: number | null; id: number | null }[]>`
+            WITH locked AS (
+              SELECT ${
             blockers.length === 0
               ? tx`NULL::bigint`
               : tx`(SELECT max(blocked_until) FROM login_failures
@@ -40,52 +54,48 @@ export function createTokenMethods(
                     AND forget_at > ${change.unlessBlocked!.now}
                     AND blocked_until > ${change.unlessBlocked!.now})`
           } AS blocked_until
-            FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE`,
-          // Then the user (keys before users, as deleteUser locks them, so the two never
-          // deadlock), with the cutoff as the login read it (when given), or nothing: a change
-          // that committed while the password was checked ends the login (no row inserted); one
-          // still to commit waits for this one, and then moves its cutoff past this token
-          // (raiseCutoff).
-          tx<{ id: number }[]>`
-            INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
-            SELECT ${token.tokenHash}, id, ${token.apiKeyId}, ${token.issuedAt}, ${token.expiresAt}
-            FROM (SELECT id FROM users
-              WHERE id = ${token.userId} AND (${token.userCutoff ?? null}::bigint IS NULL
-                OR (tokens_valid_from = ${token.userCutoff ?? null} AND disabled = 0))
-              FOR SHARE) AS unchanged
-            RETURNING id`,
+              FROM api_keys WHERE id = ${token.apiKeyId} FOR NO KEY UPDATE
+            ), inserted AS (
+              INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
+              SELECT ${token.tokenHash}, id, ${token.apiKeyId}, ${token.issuedAt}, ${token.expiresAt}
+              FROM (SELECT id FROM users
+                WHERE id = ${token.userId} AND (${token.userCutoff ?? null}::bigint IS NULL
+                  OR (tokens_valid_from = ${token.userCutoff ?? null} AND disabled = 0))
+                FOR SHARE) AS unchanged
+              WHERE (SELECT blocked_until FROM locked) IS NULL
+              RETURNING id
+            ), appended AS (${auditInsert(tx, entries, tx`inserted`)})
+            SELECT (SELECT blocked_until FROM locked) AS blocked_until,
+              (SELECT id FROM inserted) AS id`,
           // Keeps the newest maxLiveTokens live tokens of this user and key, revoking the rest
-          // (the token just inserted among them: a statement of its own sees it), and clears
-          // the key's failed-login counter.
-          tx<{ id: number }[]>`${
+          // (the token just inserted among them: a statement of its own sees it), clears the
+          // key's failed-login counter, and ends the transaction: an epoch bump when the cap
+          // ended a grant, else a commit that need not wait for the WAL flush.
+          tx<{ capped: number; epoch: number | null }[]>`
+            WITH capped AS (
+              UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
+                SELECT id FROM tokens
+                WHERE user_id = ${token.userId} AND api_key_id = ${token.apiKeyId}
+                  AND revoked_at IS NULL AND expires_at > ${token.issuedAt}
+                ORDER BY issued_at DESC, id DESC OFFSET ${token.maxLiveTokens})
+              RETURNING id
+            )${
             clear.length > 0
-              ? tx`WITH cleared AS (DELETE FROM login_failures WHERE subject IN ${
+              ? tx`, cleared AS (DELETE FROM login_failures WHERE subject IN ${
                 tx(clear as string[])
               })`
               : tx``
-          }
-            UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
-              SELECT id FROM tokens
-              WHERE user_id = ${token.userId} AND api_key_id = ${token.apiKeyId}
-                AND revoked_at IS NULL AND expires_at > ${token.issuedAt}
-              ORDER BY issued_at DESC, id DESC OFFSET ${token.maxLiveTokens})
-            RETURNING id`,
+          } ${ending.ctes}
+            SELECT (SELECT count(*) FROM capped)::int AS capped, ${ending.columns}`,
         ]);
-        // Rolled back with the transaction, like the token and anything the cap did.
-        if (locked?.blocked_until != null) throw new StoreBlocked(locked.blocked_until);
-        const [row] = inserted;
-        if (row === undefined) {
+        // Rolled back with the transaction, like anything the cap did.
+        if (stored?.blocked_until != null) throw new StoreBlocked(stored.blocked_until);
+        if (stored?.id == null) {
           // Rolled back with the transaction, like anything the cap did meanwhile.
           throw new StoreConflict("The user is gone, or changed while the login was checked");
         }
-        return { id: row.id, capped: capped.length };
-      }, {
-        audit: (result) =>
-          typeof change.audit === "function" ? change.audit(result.id) : change.audit,
-        endsGrants: (result) => result.capped > 0,
-        relaxed: (result) => result.capped === 0,
-      });
-      return id;
+        return { id: Number(stored.id), epoch: toBumpedEpoch(ended) };
+      }, { bumpedEpoch: (result) => result.epoch }).then((result) => result.id);
     },
 
     async findTokenGrant({ tokenHash, keyHash, now }) {

@@ -4,13 +4,29 @@
  *
  * @module
  */
-import type { RetentionStore, TokenIdRange, TokenStore } from "../store.ts";
+import type {
+  AuditEntries,
+  AuditEntry,
+  RetentionStore,
+  TokenIdRange,
+  TokenStore,
+} from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
 import { StoreBlocked, StoreConflict } from "../errors.ts";
 import { MAX_TIME_MS } from "../../platform/clock.ts";
 import { toTokenFacts, toTokenRow } from "../rows.ts";
 import { TOKEN_ENDED_AT, TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
+
+/** A new token's audit entries with its id in their detail, first (see `Store.insertToken`). */
+function withTokenId(audit: AuditEntries, id: number): AuditEntries {
+  if (audit === undefined) return undefined;
+  const entries = Array.isArray(audit) ? audit as readonly AuditEntry[] : [audit as AuditEntry];
+  return entries.map((entry) => ({
+    ...entry,
+    detail: Object.assign({ token_id: id }, entry.detail, { token_id: id }),
+  }));
+}
 
 /** Token row ids per transaction when deleting ended tokens in one go (`token purge`). */
 export const PURGE_BATCH_ROWS = 500;
@@ -136,7 +152,7 @@ export function createTokenStore(
         });
         for (const subject of clearLoginFailures ?? []) failuresDelete.run({ subject });
         return Number(lastInsertRowid);
-      }, audit);
+      }, (id) => withTokenId(audit, id));
     },
 
     // The secure path on a cache miss: no async function, no closure, one statement.
