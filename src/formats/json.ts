@@ -60,6 +60,21 @@ function isWellFormed(value: unknown, depth: number): boolean {
   );
 }
 
+/**
+ * A string literal of a valid JSON or JSON5 document, decoded: by the native parser when it is
+ * JSON's (which JSON5 reads the same), else by JSON5 (single quotes, `\x41`, line continuations).
+ */
+function decodeString(literal: string): string {
+  if (literal.startsWith('"')) {
+    try {
+      return JSON.parse(literal);
+    } catch {
+      // JSON5's escapes: below.
+    }
+  }
+  return JSON5.parse<string>(literal);
+}
+
 /** JSON5 identifier names (ECMAScript's): Unicode letters, `$`, `_`, and `\uXXXX` escapes. */
 const IDENTIFIER_START = /[\p{ID_Start}$_\\]/u;
 const IDENTIFIER_PART = /[\p{ID_Continue}$\u200c\u200d\\]/u;
@@ -81,10 +96,13 @@ export function findDuplicateKey(text: string): string | undefined {
     }
   };
   const nextIndex = (found: number, width = 1) => (found === -1 ? text.length : found + width);
-  const checkKey = (key: string): boolean => {
+  // Whether the literal just read is an object's key (a colon follows): only keys are decoded.
+  const isKey = (): boolean => {
     skipBlank();
-    const keys = objects.at(-1);
-    if (text[i] !== ":" || !keys) return false;
+    return text[i] === ":" && objects.at(-1) instanceof Set;
+  };
+  const isRepeated = (key: string): boolean => {
+    const keys = objects.at(-1)!;
     if (keys.has(key)) return true;
     keys.add(key);
     return false;
@@ -95,10 +113,10 @@ export function findDuplicateKey(text: string): string | undefined {
     if (c === '"' || c === "'") {
       const start = i++;
       while (i < text.length && text[i] !== c) i += text[i] === "\\" ? 2 : 1;
-      i++;
-      const literal = text.slice(start, i);
-      const key = JSON5.parse<string>(literal);
-      if (checkKey(key)) return key;
+      const literal = text.slice(start, ++i);
+      if (!isKey()) continue;
+      const key = decodeString(literal);
+      if (isRepeated(key)) return key;
     } else if (c === "{") {
       objects.push(new Set());
       i++;
@@ -114,9 +132,10 @@ export function findDuplicateKey(text: string): string | undefined {
       const start = i;
       while (i < text.length && IDENTIFIER_PART.test(text[i])) i += text[i] === "\\" ? 6 : 1;
       const raw = text.slice(start, i);
+      if (!isKey()) continue;
       // The key as JSON5 reads it, escapes decoded; this only runs on valid documents.
       const key = raw.includes("\\") ? Object.keys(JSON5.parse(`{${raw}:0}`))[0] : raw;
-      if (checkKey(key)) return key;
+      if (isRepeated(key)) return key;
     } else {
       i++;
     }
