@@ -108,6 +108,15 @@ Deno.test("[e2e] POST /api/userservice/tokens answers 429 after 5 failures with 
     (await app.store.findLoginFailures([toAccountSubject(keyId)], app.clock.now()))[0].failures,
     5,
   );
+  // The blocked key's counter is read with every login that names the key, but counts only for
+  // the key's own user: another user's e-mail with it gets the uniform 401, not 429.
+  await app.addUser("bob@example.org", "bob password");
+  const foreign = await login(
+    app.handler,
+    jsonAuthRequest("bob@example.org", "bob password", apiKey),
+    "203.0.113.9",
+  );
+  await assertError(foreign, 401, "invalid_credentials", "json");
 
   // The delay passes; a success clears the account counter.
   app.clock.advance(1000);

@@ -176,20 +176,25 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
     // password check: a cutoff written while the check runs (password change,
     // revoke-all, disable) then covers the token this request produces.
     const readAt = clock.now();
-    const { user, key } = await store.findUserAndKey(
+    // With them, the counters the throttle checks before the password check: no round trip of
+    // its own.
+    const client = toClientSubject(clientAddress);
+    const counters = throttle.findReadFirst(client);
+    const { user, key, failures: found } = await store.findUserAndKey(
       credentials.email,
       hashSecret(credentials.apiKey),
+      counters,
     );
     // The account counter exists only for a usable key of the e-mail's own, enabled user
     // (throttle.ts); every failure counts toward the client address's counter.
     const subjects: ThrottleSubjects = {
-      client: toClientSubject(clientAddress),
+      client,
       account: user !== undefined && !user.disabled && key !== undefined &&
           key.userId === user.id && isKeyUsable(key, readAt)
         ? toAccountSubject(key.id)
         : undefined,
     };
-    await throttle.check(subjects); // before any password check, for right and wrong alike
+    throttle.checkRead(subjects, counters, found); // before any password check, right or wrong
     const verified = await verifyPassword(
       hasher,
       user && !user.disabled ? user.passwordHash : undefined,

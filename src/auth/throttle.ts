@@ -22,7 +22,7 @@
  * @module
  */
 import type { Clock } from "../platform/clock.ts";
-import type { AuditEntries, LoginFailures, Store } from "../store/store.ts";
+import type { AuditEntries, LoginFailures, LoginFailuresRead, Store } from "../store/store.ts";
 import { AuthError } from "./errors.ts";
 
 /** How one counter grows and decays. */
@@ -81,6 +81,18 @@ export interface ThrottleOptions {
 export interface Throttle {
   /** @throws {AuthError} `too_many_attempts` with `retryAfterSeconds` while any subject is blocked. */
   check(subjects: ThrottleSubjects): Promise<void>;
+  /**
+   * What {@link Throttle.check} reads before the password check, asked of the login's first read
+   * (`Store.findUserAndKey`) so that it costs no round trip of its own: the counter of the
+   * client's `subject`, and the key's.
+   */
+  findReadFirst(client: string): LoginFailuresRead;
+  /**
+   * {@link Throttle.check} against the counters that read returned: only those of `subjects`
+   * count (the key's only when `subjects.account` is set).
+   * @throws {AuthError} as {@link Throttle.check}.
+   */
+  checkRead(subjects: ThrottleSubjects, read: LoginFailuresRead, found: LoginFailures[]): void;
   /** Counts a failed login against every subject, in one transaction with `audit`. */
   recordFailure(subjects: ThrottleSubjects, audit: AuditEntries): Promise<void>;
   /**
@@ -97,9 +109,12 @@ export interface Throttle {
   toBlockedError(blockedUntil: number): AuthError;
 }
 
+/** How the account counter's subject begins: the API key's id follows. */
+const ACCOUNT_SUBJECT_PREFIX = "key:";
+
 /** Subject of the account counter of an API key. */
 export function toAccountSubject(apiKeyId: number): string {
-  return `key:${apiKeyId}`;
+  return `${ACCOUNT_SUBJECT_PREFIX}${apiKeyId}`;
 }
 
 /** Subject of the client counter of an address; an IPv6 address counts as its /64. */
@@ -172,6 +187,17 @@ export function createThrottle(options: ThrottleOptions): Throttle {
       const rows = await store.findLoginFailures(subjectsOf(subjects), now);
       const blockedUntil = Math.max(0, ...rows.map((row) => row.blockedUntil));
       if (blockedUntil > now) throw tooManyAttempts(blockedUntil, now);
+    },
+    findReadFirst(client) {
+      return { subjects: [client], keySubjectPrefix: ACCOUNT_SUBJECT_PREFIX, now: clock.now() };
+    },
+    checkRead(subjects, read, found) {
+      const counted = new Set(subjectsOf(subjects));
+      const blockedUntil = Math.max(
+        0,
+        ...found.filter((row) => counted.has(row.subject)).map((row) => row.blockedUntil),
+      );
+      if (blockedUntil > read.now) throw tooManyAttempts(blockedUntil, read.now);
     },
     findCheckedOnSuccess(subjects) {
       return { subjects: subjectsOf(subjects), now: clock.now() };

@@ -39,6 +39,7 @@ import type {
   KeyHolder,
   KeyUsage,
   LoginFailures,
+  LoginFailuresRead,
   NewApiKey,
   NewToken,
   NewUser,
@@ -90,9 +91,14 @@ export interface UserStore {
   findUserByEmail(email: string): Promise<User | undefined>;
   /**
    * A login's first read: the user with this e-mail and the key with this digest, either or
-   * both undefined, read together (one round trip on a networked store).
+   * both undefined, and the brute-force counters `failures` asks for (none without it), read
+   * together (one round trip on a networked store). Counters come sorted by subject.
    */
-  findUserAndKey(email: string, keyHash: Uint8Array): Promise<{ user?: User; key?: ApiKey }>;
+  findUserAndKey(
+    email: string,
+    keyHash: Uint8Array,
+    failures?: LoginFailuresRead,
+  ): Promise<{ user?: User; key?: ApiKey; failures: LoginFailures[] }>;
   findUserById(id: number): Promise<User | undefined>;
   /** Every user, by e-mail. */
   listUsers(): Promise<User[]>;

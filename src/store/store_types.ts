@@ -138,6 +138,19 @@ export interface LoginFailures {
   forgetAt: number;
 }
 
+/**
+ * The brute-force counters a login's first read returns with its user and key
+ * (`Store.findUserAndKey`): those of `subjects`, and the found key's.
+ */
+export interface LoginFailuresRead {
+  /** At most two subjects (a client address's, say). */
+  subjects: readonly string[];
+  /** With a key found, its counter `${keySubjectPrefix}${key.id}` is read too. */
+  keySubjectPrefix: string;
+  /** Counters forgotten by now are left out, as by `Store.findLoginFailures`. */
+  now: number;
+}
+
 /** One row of the append-only audit log. */
 export interface AuditEntry {
   at: number;

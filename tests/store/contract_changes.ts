@@ -135,6 +135,7 @@ export function registerChangeTests(test: ContractTest): void {
     assert.deepEqual(both, {
       user: await store.findUserByEmail("a@b.org"),
       key: await store.findApiKeyByHash(hashSecret("k1")),
+      failures: [],
     });
     assert.equal(both.user?.id, user.id);
     assert.equal(both.key?.id, key.id);
@@ -151,7 +152,68 @@ export function registerChangeTests(test: ContractTest): void {
     assert.deepEqual(await store.findUserAndKey("a\0@b.org", hashSecret("nope")), {
       user: undefined,
       key: undefined,
+      failures: [],
     });
+  });
+
+  test("login: findUserAndKey() reads the counters asked for: the subjects' and the found key's", async ({ store }) => {
+    const { key } = await seed(store);
+    const count = (subjects: string[], now: number) =>
+      store.recordLoginFailures(subjects, {
+        now,
+        next: (previous, subject) => ({
+          subject,
+          failures: (previous?.failures ?? 0) + 1,
+          lastFailureAt: now,
+          blockedUntil: now + 50,
+          forgetAt: now + 1000,
+        }),
+        audit: undefined,
+      });
+    await count(["client:a", `key:${key.id}`], T0);
+    await count(["client:a", `key:${key.id + 1}`], T0 + 1);
+    await count(["client:b"], T0);
+    await count(["client:old"], T0 - 5000); // forgotten by T0 - 4000
+    const read = { subjects: ["client:old", "client:a"], keySubjectPrefix: "key:", now: T0 + 10 };
+    const found = await store.findUserAndKey("a@b.org", hashSecret("k1"), read);
+    // Sorted by subject; another key's counter, another client's and a forgotten one left out.
+    assert.deepEqual(found.failures, [
+      {
+        subject: "client:a",
+        failures: 2,
+        lastFailureAt: T0 + 1,
+        blockedUntil: T0 + 51,
+        forgetAt: T0 + 1001,
+      },
+      {
+        subject: `key:${key.id}`,
+        failures: 1,
+        lastFailureAt: T0,
+        blockedUntil: T0 + 50,
+        forgetAt: T0 + 1000,
+      },
+    ]);
+    assert.equal(found.key?.id, key.id);
+    // No key found: the subjects' alone. No subjects: the key's alone.
+    const noKey = await store.findUserAndKey("a@b.org", hashSecret("nope"), read);
+    assert.deepEqual(noKey.failures.map((row) => row.subject), ["client:a"]);
+    const keyOnly = await store.findUserAndKey("x@y.org", hashSecret("k1"), {
+      ...read,
+      subjects: [],
+    });
+    assert.deepEqual(keyOnly.failures.map((row) => row.subject), [`key:${key.id}`]);
+    // Past their window, none.
+    const later = await store.findUserAndKey("a@b.org", hashSecret("k1"), {
+      ...read,
+      now: T0 + 2000,
+    });
+    assert.deepEqual(later.failures, []);
+    // Nothing asked, nothing read.
+    assert.deepEqual((await store.findUserAndKey("a@b.org", hashSecret("k1"))).failures, []);
+    await assert.rejects(
+      store.findUserAndKey("a@b.org", hashSecret("k1"), { ...read, subjects: ["a", "b", "c"] }),
+      RangeError,
+    );
   });
 
   test("login: insertToken() with unlessBlocked writes nothing while a counter blocks", async ({ store }) => {

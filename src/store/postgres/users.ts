@@ -6,7 +6,7 @@
 import type postgres from "postgres";
 import type { AuditedChange, NewUser, User, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toApiKey, toUser } from "../rows.ts";
+import { type Row, toApiKey, toLoginFailures, toUser } from "../rows.ts";
 
 /** The columns of `row` whose names start with `prefix`, without it. */
 function unprefixed(row: Row, prefix: string): Row {
@@ -62,10 +62,21 @@ export function createUserMethods(
       return row && toUser(row);
     },
 
-    async findUserAndKey(email, keyHash) {
-      // Both rows in one round trip: each column of the two tables once, the key's prefixed.
+    async findUserAndKey(email, keyHash, read) {
+      const subjects = read?.subjects ?? [];
+      if (subjects.length > 2) throw new RangeError("At most two subjects at once");
+      // Both rows in one round trip: each column of the two tables once, the key's prefixed,
+      // and the counters asked for as one JSON array.
       const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT u.*, k.id AS k_id, k.user_id AS k_user_id, k.prefix AS k_prefix,
+        sql<Row[]>`SELECT ${
+          read === undefined ? sql`'[]'::jsonb` : sql`(
+            SELECT coalesce(jsonb_agg(to_jsonb(f) ORDER BY f.subject COLLATE "C"), '[]'::jsonb)
+            FROM login_failures f
+            WHERE (${
+            subjects.length === 0 ? sql`FALSE` : sql`f.subject IN ${sql(subjects as string[])}`
+          } OR f.subject = ${read.keySubjectPrefix} || k.id::text)
+              AND f.forget_at > ${read.now})`
+        } AS failures, u.*, k.id AS k_id, k.user_id AS k_user_id, k.prefix AS k_prefix,
             k.label AS k_label, k.created_at AS k_created_at, k.revoked_at AS k_revoked_at,
             k.expires_at AS k_expires_at, k.disabled_at AS k_disabled_at,
             k.replaced_by AS k_replaced_by, k.last_used_at AS k_last_used_at,
@@ -79,6 +90,7 @@ export function createUserMethods(
       return {
         user: row.id === null ? undefined : toUser(row),
         key: row.k_id === null ? undefined : toApiKey(unprefixed(row, "k_")),
+        failures: (row.failures as Row[]).map(toLoginFailures),
       };
     },
 

@@ -41,17 +41,29 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   const conn = openConnection(path, options);
   const users = createUserStore(conn);
   const keys = createApiKeyStore(conn);
+  const loginFailures = createLoginFailureStore(conn);
   return {
     ...users,
     ...keys,
-    async findUserAndKey(email, keyHash) {
-      return {
-        user: await users.findUserByEmail(email),
-        key: await keys.findApiKeyByHash(keyHash),
-      };
+    async findUserAndKey(email, keyHash, read) {
+      const user = await users.findUserByEmail(email);
+      const key = await keys.findApiKeyByHash(keyHash);
+      const subjects = [...read?.subjects ?? []];
+      if (subjects.length > 2) throw new RangeError("At most two subjects at once");
+      if (read !== undefined && key !== undefined) {
+        subjects.push(`${read.keySubjectPrefix}${key.id}`);
+      }
+      const failures = [];
+      for (let i = 0; i < subjects.length; i += 2) {
+        failures.push(
+          ...await loginFailures.findLoginFailures(subjects.slice(i, i + 2), read!.now),
+        );
+      }
+      failures.sort((a, b) => a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0);
+      return { user, key, failures };
     },
     ...createTokenStore(conn),
-    ...createLoginFailureStore(conn),
+    ...loginFailures,
     ...createAuditAndLifecycle(conn),
     ...createAdminViewStore(conn),
     readGrantEpoch: conn.readGrantEpoch,
