@@ -215,6 +215,12 @@ Deno.test("[hostile 2] JSON: non-strings, __proto__ and duplicate keys get 400 o
       /duplicate key "email"/,
     ],
     ["duplicate root", `{"auth_request":{},"auth_request":{}}`, /duplicate key "auth_request"/],
+    // JSON5 ends a // comment at a carriage return too: the repeat after it still counts.
+    [
+      "duplicate key after a comment ended by CR",
+      request(`{'email':"x@y.org", // c\r'email':"${EMAIL}","password":"${PASSWORD}"}`),
+      /duplicate key "email"/,
+    ],
     ["not JSON", `{"auth_request":`, /Cannot parse JSON/],
     ["top-level array", `[1,2]`, /expected a JSON object/],
     // Deeper than the call stack: a RangeError (500) before nesting was bounded.

@@ -37,6 +37,20 @@ Deno.test("findDuplicateKey() decodes keys however they are spelled, and only ke
   assert.equal(findDuplicateKey(`{"k":"a","a":"a","l":["a","a"]}`), undefined);
 });
 
+Deno.test("findDuplicateKey() ends a // comment at every JSON5 line terminator", () => {
+  for (const end of ["\n", "\r", "\u2028", "\u2029"]) {
+    const text = `{"password":"a", // note${end}"password":"b"}`;
+    assert.throws(() => parseJson(text), /duplicate key "password"/);
+    assert.equal(findDuplicateKey(text), "password");
+  }
+});
+
+Deno.test("findDuplicateKey() reads a JSON5 name by code point, as JSON5 does", () => {
+  assert.equal(findDuplicateKey(`{\u{1d49c}:1,\u{1d49c}:2}`), "\u{1d49c}");
+  assert.equal(findDuplicateKey(`{\u{1d49c}x:1,\u{1d49e}x:2}`), undefined);
+  assert.deepEqual(parseJson(`{\u{1d49c}x:1,\u{1d49e}x:2}`), { "\u{1d49c}x": 1, "\u{1d49e}x": 2 });
+});
+
 Deno.test("findDuplicateKey() finds the one repeated key of any JSON object, and none before", () => {
   fc.assert(
     fc.property(
@@ -48,7 +62,23 @@ Deno.test("findDuplicateKey() finds the one repeated key of any JSON object, and
         const keys = Object.keys(object);
         if (keys.length === 0) return;
         const key = keys[pick % keys.length];
-        assert.equal(findDuplicateKey(`${text.slice(0, -1)},${JSON.stringify(key)}:0}`), key);
+        // The repeat spelled as JSON, with every character escaped, single-quoted, or with a
+        // comment and blanks before its colon.
+        const escaped = Array.from(
+          { length: key.length },
+          (_, n) => `\\u${key.charCodeAt(n).toString(16).padStart(4, "0")}`,
+        ).join("");
+        for (
+          const spelling of [
+            `${JSON.stringify(key)}:`,
+            `"${escaped}":`,
+            `'${escaped}':`,
+            `${JSON.stringify(key)} /* c */\r\n :`,
+          ]
+        ) {
+          const repeated = `${text.slice(0, -1)},${spelling}0}`;
+          assert.equal(findDuplicateKey(repeated), key);
+        }
       },
     ),
   );

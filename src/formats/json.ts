@@ -75,6 +75,14 @@ function decodeString(literal: string): string {
   return JSON5.parse<string>(literal);
 }
 
+/** What ends a JSON5 `//` comment (ECMAScript's line terminators): not only a line feed. */
+const LINE_END = /[\n\r\u2028\u2029]/;
+
+/** The character (a whole code point) at `i`. */
+function charAt(text: string, i: number): string {
+  return String.fromCodePoint(text.codePointAt(i)!);
+}
+
 /** JSON5 identifier names (ECMAScript's): Unicode letters, `$`, `_`, and `\uXXXX` escapes. */
 const IDENTIFIER_START = /[\p{ID_Start}$_\\]/u;
 const IDENTIFIER_PART = /[\p{ID_Continue}$\u200c\u200d\\]/u;
@@ -90,12 +98,12 @@ export function findDuplicateKey(text: string): string | undefined {
   const skipBlank = () => {
     while (i < text.length) {
       if (/\s/.test(text[i])) i++;
-      else if (text.startsWith("//", i)) i = nextIndex(text.indexOf("\n", i));
+      else if (text.startsWith("//", i)) i = nextIndex(text.slice(i).search(LINE_END) + i);
       else if (text.startsWith("/*", i)) i = nextIndex(text.indexOf("*/", i), 2);
       else break;
     }
   };
-  const nextIndex = (found: number, width = 1) => (found === -1 ? text.length : found + width);
+  const nextIndex = (found: number, width = 1) => (found < i ? text.length : found + width);
   // Whether the literal just read is an object's key (a colon follows): only keys are decoded.
   const isKey = (): boolean => {
     skipBlank();
@@ -128,9 +136,12 @@ export function findDuplicateKey(text: string): string | undefined {
       i++;
     } else if (c === "/" && (text[i + 1] === "/" || text[i + 1] === "*")) {
       skipBlank();
-    } else if (IDENTIFIER_START.test(c)) {
+    } else if (IDENTIFIER_START.test(charAt(text, i))) {
+      // By code point: a letter beyond the BMP is one character of a JSON5 name, not two.
       const start = i;
-      while (i < text.length && IDENTIFIER_PART.test(text[i])) i += text[i] === "\\" ? 6 : 1;
+      while (i < text.length && IDENTIFIER_PART.test(charAt(text, i))) {
+        i += text[i] === "\\" ? 6 : charAt(text, i).length;
+      }
       const raw = text.slice(start, i);
       if (!isKey()) continue;
       // The key as JSON5 reads it, escapes decoded; this only runs on valid documents.
