@@ -194,7 +194,8 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
         ? toAccountSubject(key.id)
         : undefined,
     };
-    throttle.checkRead(subjects, counters, found); // before any password check, right or wrong
+    // Before any password check, for right and wrong alike.
+    throttle.checkRead(subjects, { now: counters.now, found });
     const verified = await verifyPassword(
       hasher,
       user && !user.disabled ? user.passwordHash : undefined,

@@ -92,7 +92,7 @@ export interface Throttle {
    * count (the key's only when `subjects.account` is set).
    * @throws {AuthError} as {@link Throttle.check}.
    */
-  checkRead(subjects: ThrottleSubjects, read: LoginFailuresRead, found: LoginFailures[]): void;
+  checkRead(subjects: ThrottleSubjects, read: { now: number; found: LoginFailures[] }): void;
   /** Counts a failed login against every subject, in one transaction with `audit`. */
   recordFailure(subjects: ThrottleSubjects, audit: AuditEntries): Promise<void>;
   /**
@@ -179,7 +179,8 @@ export function createThrottle(options: ThrottleOptions): Throttle {
       throw new RangeError("Invalid throttle rule: threshold ≥ 1 and windowMs > maxDelayMs");
     }
   }
-  const ruleOf = (subject: string) => subject.startsWith("key:") ? rules.account : rules.client;
+  const ruleOf = (subject: string) =>
+    subject.startsWith(ACCOUNT_SUBJECT_PREFIX) ? rules.account : rules.client;
 
   return {
     async check(subjects) {
@@ -191,13 +192,13 @@ export function createThrottle(options: ThrottleOptions): Throttle {
     findReadFirst(client) {
       return { subjects: [client], keySubjectPrefix: ACCOUNT_SUBJECT_PREFIX, now: clock.now() };
     },
-    checkRead(subjects, read, found) {
+    checkRead(subjects, { now, found }) {
       const counted = new Set(subjectsOf(subjects));
       const blockedUntil = Math.max(
         0,
         ...found.filter((row) => counted.has(row.subject)).map((row) => row.blockedUntil),
       );
-      if (blockedUntil > read.now) throw tooManyAttempts(blockedUntil, read.now);
+      if (blockedUntil > now) throw tooManyAttempts(blockedUntil, now);
     },
     findCheckedOnSuccess(subjects) {
       return { subjects: subjectsOf(subjects), now: clock.now() };

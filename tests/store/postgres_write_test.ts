@@ -7,19 +7,21 @@ import type postgres from "postgres";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreBlocked, StoreConflict } from "../../src/store/errors.ts";
-import { finishWrite } from "../../src/store/postgres/db.ts";
+import { endingClauses, finishWrite, toBumpedEpoch } from "../../src/store/postgres/db.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { GRANT_CHANNEL } from "../../src/store/postgres/grant_epoch.ts";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
 import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+import { issue, seed, T0 } from "./_contract_fixtures.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
 
 /** A migrated database, a client on it and a listener that records the notifications. */
 async function setUp() {
-  const location = parseStoreUrl(await cluster!.createDatabase("write")) as PostgresLocation;
+  const url = await cluster!.createDatabase("write");
+  const location = parseStoreUrl(url) as PostgresLocation;
   const notified: string[] = [];
   const sql = openPostgresClient(location, { max: 2 });
   const listener = openPostgresClient(location, {
@@ -31,6 +33,7 @@ async function setUp() {
   await migratePostgres(sql);
   await listener.unsafe(`LISTEN ${GRANT_CHANNEL}`);
   return {
+    url,
     sql,
     notified,
     async epoch(): Promise<number> {
@@ -202,6 +205,102 @@ Deno.test({
       assert.deepEqual(outcomes, ["write refused", "write refused", "write error"]);
     } finally {
       await store.closeStore();
+    }
+  },
+});
+
+Deno.test({
+  name: "endingClauses() with a SQL condition: false relaxes the commit; true bumps and notifies",
+  ignore,
+  async fn() {
+    const db = await setUp();
+    try {
+      const before = await db.epoch();
+      const run = (flag: boolean) =>
+        db.sql.begin(async (tx: postgres.TransactionSql) => {
+          const ending = endingClauses(tx, {
+            bump: tx`(SELECT v FROM flag)`,
+            notify: true,
+            relax: true,
+          });
+          const [row] = await tx`WITH flag AS (SELECT ${flag}::boolean AS v) ${ending.ctes}
+            SELECT ${ending.columns}`;
+          const [{ setting }] = await tx<{ setting: string }[]>`
+            SELECT current_setting('synchronous_commit') AS setting`;
+          return { epoch: toBumpedEpoch(row), setting };
+        });
+      assert.deepEqual(await run(false), { epoch: undefined, setting: "off" });
+      assert.equal(await db.epoch(), before);
+      assert.deepEqual(await run(true), { epoch: before + 1, setting: "on" });
+      await waitFor("notified", () => db.notified.length === 1);
+      assert.deepEqual(db.notified, [String(before + 1)]);
+    } finally {
+      await db.close();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "insertToken() over the cap bumps the epoch and notifies; under it, blocked or refused, not",
+  ignore,
+  async fn() {
+    const db = await setUp();
+    const store = await openPostgresStore(db.url);
+    try {
+      const { user, key } = await seed(store);
+      const owner = { userId: user.id, apiKeyId: key.id };
+      const before = await db.epoch();
+      await issue(store, owner, "t2"); // under the cap of 100
+      assert.equal(await db.epoch(), before);
+      const seen = store.readGrantEpoch();
+      assert.notEqual(seen, undefined);
+      // Blocked, or the user changed: refused, and the cap of one revokes nothing either.
+      await store.recordLoginFailures(["key:9"], {
+        now: T0,
+        next: (_, subject) => ({
+          subject,
+          failures: 5,
+          lastFailureAt: T0,
+          blockedUntil: T0 + 5000,
+          forgetAt: T0 + 10_000,
+        }),
+        audit: undefined,
+      });
+      const capOfOne = (token: string, userCutoff?: number) => ({
+        tokenHash: hashSecret(token),
+        ...owner,
+        issuedAt: T0 + 1,
+        expiresAt: T0 + 60_000,
+        maxLiveTokens: 1,
+        userCutoff,
+      });
+      await assert.rejects(
+        store.insertToken(capOfOne("t3"), {
+          audit: undefined,
+          unlessBlocked: { subjects: ["key:9"], now: T0 + 1 },
+        }),
+        StoreBlocked,
+      );
+      await assert.rejects(
+        store.insertToken(capOfOne("t4", user.tokensValidFrom + 1), { audit: undefined }),
+        StoreConflict,
+      );
+      assert.equal(await db.epoch(), before);
+      assert.deepEqual(store.readGrantEpoch(), seen);
+      // Over the cap: the two older tokens end, so the epoch moves and every instance is told.
+      await issue(store, owner, "t5", { issuedAt: T0 + 2, maxLiveTokens: 1 });
+      assert.equal(await db.epoch(), before + 1);
+      // This instance's view moved at once (its value is opaque: only equality means anything).
+      assert.notDeepEqual(store.readGrantEpoch(), seen);
+      await waitFor("notified", () => db.notified.length === 1);
+      assert.deepEqual(db.notified, [String(before + 1)]);
+      const [{ live }] = await db.sql<{ live: number }[]>`
+        SELECT count(*)::int AS live FROM tokens WHERE revoked_at IS NULL`;
+      assert.equal(live, 1);
+    } finally {
+      await store.closeStore();
+      await db.close();
     }
   },
 });

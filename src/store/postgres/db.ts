@@ -153,7 +153,7 @@ export function endingClauses(
     columns: tx`(SELECT epoch FROM bumped) AS epoch,
       (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text) FROM bumped WHERE ${options.notify})
         AS notified,
-      CASE WHEN ${options.relax} AND NOT EXISTS (SELECT 1 FROM bumped)
+      CASE WHEN ${options.relax} AND NOT (${options.bump})
         THEN set_config('synchronous_commit', 'off', true) END
         AS relaxed`,
   };

@@ -94,7 +94,12 @@ export function createTokenMethods(
           // Rolled back with the transaction, like anything the cap did meanwhile.
           throw new StoreConflict("The user is gone, or changed while the login was checked");
         }
-        return { id: Number(stored.id), epoch: toBumpedEpoch(ended) };
+        const epoch = toBumpedEpoch(ended);
+        // Never a grant-ending commit without its bump (and so never a relaxed one).
+        if (ended.capped > 0 && epoch === undefined) {
+          throw new Error("The grant_epoch row is missing");
+        }
+        return { id: Number(stored.id), epoch };
       }, { bumpedEpoch: (result) => result.epoch }).then((result) => result.id);
     },
 
