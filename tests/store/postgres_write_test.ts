@@ -227,7 +227,7 @@ Deno.test({
             SELECT ${ending.columns}`;
           const [{ setting }] = await tx<{ setting: string }[]>`
             SELECT current_setting('synchronous_commit') AS setting`;
-          return { epoch: toBumpedEpoch(row), setting };
+          return { epoch: toBumpedEpoch(row, flag), setting };
         });
       assert.deepEqual(await run(false), { epoch: undefined, setting: "off" });
       assert.equal(await db.epoch(), before);

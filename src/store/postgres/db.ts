@@ -8,6 +8,7 @@
 import type postgres from "postgres";
 import { StoreBlocked, StoreConflict, StoreError } from "../errors.ts";
 import type { AuditEntry, AuditOf } from "../store.ts";
+import { listAuditEntries } from "../audit_entries.ts";
 import { guard } from "./errors.ts";
 import { GRANT_CHANNEL, type GrantEpochWatcher } from "./grant_epoch.ts";
 
@@ -103,9 +104,7 @@ export interface PgContextOptions {
 
 /** The audit rows of a change, given its result. */
 export function resolveAudit<T>(audit: AuditOf<T> | undefined, result: T): readonly AuditEntry[] {
-  const entries = typeof audit === "function" ? audit(result) : audit;
-  if (entries === undefined) return [];
-  return Array.isArray(entries) ? entries : [entries as AuditEntry];
+  return listAuditEntries(typeof audit === "function" ? audit(result) : audit);
 }
 
 /** SQL text or a bound value that PostgreSQL reads as a boolean. */
@@ -159,10 +158,18 @@ export function endingClauses(
   };
 }
 
-/** The epoch a write's last statement bumped (see {@link endingClauses}), if it did. */
-export function toBumpedEpoch(row: { epoch?: unknown } | undefined): number | undefined {
-  if (row === undefined) throw new Error("The write's last statement returned no row");
-  return row.epoch === null || row.epoch === undefined ? undefined : Number(row.epoch);
+/**
+ * The epoch a write's last statement bumped (see {@link endingClauses}), if it did.
+ * @throws {Error} when it was to bump (`bumped`) and no epoch came back: the grant_epoch row is
+ * missing, and a grant-ending write must not commit unannounced.
+ */
+export function toBumpedEpoch(
+  row: { epoch?: unknown } | undefined,
+  bumped: boolean,
+): number | undefined {
+  const epoch = row?.epoch === null || row?.epoch === undefined ? undefined : Number(row.epoch);
+  if (bumped && epoch === undefined) throw new Error("The grant_epoch row is missing");
+  return epoch;
 }
 
 /**
@@ -179,9 +186,7 @@ export async function finishWrite(
   const [row] = await tx<{ epoch: number | null }[]>`
     WITH appended AS (${auditInsert(tx, entries)}) ${ending.ctes}
     SELECT ${ending.columns}`;
-  const epoch = toBumpedEpoch(row);
-  if (options.bump && epoch === undefined) throw new Error("The grant_epoch row is missing");
-  return epoch;
+  return toBumpedEpoch(row, options.bump);
 }
 
 export function createPgContext(options: PgContextOptions): PgContext {

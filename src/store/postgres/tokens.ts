@@ -27,7 +27,7 @@ export function createTokenMethods(
       if (blockers.length > 2) throw new RangeError("At most two subjects at once");
       const clear = change.clearLoginFailures ?? [];
       const entries = resolveAudit(change.audit, undefined);
-      return await db.write(async (tx) => {
+      const written = await db.write(async (tx) => {
         // Two statements in one round trip after the transaction's BEGIN (pipelined, in this
         // order): they run one after another; if the first fails, the second fails with it.
         const ending = db.endingClauses(tx, {
@@ -94,13 +94,10 @@ export function createTokenMethods(
           // Rolled back with the transaction, like anything the cap did meanwhile.
           throw new StoreConflict("The user is gone, or changed while the login was checked");
         }
-        const epoch = toBumpedEpoch(ended);
         // Never a grant-ending commit without its bump (and so never a relaxed one).
-        if (ended.capped > 0 && epoch === undefined) {
-          throw new Error("The grant_epoch row is missing");
-        }
-        return { id: Number(stored.id), epoch };
-      }, { bumpedEpoch: (result) => result.epoch }).then((result) => result.id);
+        return { id: Number(stored.id), epoch: toBumpedEpoch(ended, ended.capped > 0) };
+      }, { bumpedEpoch: (result) => result.epoch });
+      return written.id;
     },
 
     async findTokenGrant({ tokenHash, keyHash, now }) {

@@ -17,6 +17,7 @@ import {
   type StatementSync,
 } from "node:sqlite";
 import type { AuditEntries, AuditEntry, AuditOf, GrantEpoch } from "../store.ts";
+import { listAuditEntries } from "../audit_entries.ts";
 import { writeWhenUnlocked } from "./busy_retry.ts";
 import { isDatabaseBusy, isDatabaseUnavailable, toStoreError } from "./errors.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
@@ -254,9 +255,7 @@ function createConnection(
   }
 
   function appendEntries(entries: AuditEntries): void {
-    if (entries === undefined) return;
-    if (Array.isArray(entries)) { for (const entry of entries) appendEntry(entry); }
-    else appendEntry(entries as AuditEntry);
+    for (const entry of listAuditEntries(entries)) appendEntry(entry);
   }
 
   function transaction<T>(fn: () => T): T {

@@ -48,17 +48,13 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     async findUserAndKey(email, keyHash, read) {
       const user = await users.findUserByEmail(email);
       const key = await keys.findApiKeyByHash(keyHash);
-      const subjects = [...read?.subjects ?? []];
-      if (subjects.length > 2) throw new RangeError("At most two subjects at once");
-      if (read !== undefined && key !== undefined) {
-        subjects.push(`${read.keySubjectPrefix}${key.id}`);
-      }
-      const failures = [];
-      for (let i = 0; i < subjects.length; i += 2) {
-        failures.push(
-          ...await loginFailures.findLoginFailures(subjects.slice(i, i + 2), read!.now),
-        );
-      }
+      if (read === undefined) return { user, key, failures: [] };
+      const failures = [
+        ...await loginFailures.findLoginFailures(read.subjects, read.now),
+        ...key === undefined
+          ? []
+          : await loginFailures.findLoginFailures([`${read.keySubjectPrefix}${key.id}`], read.now),
+      ];
       failures.sort((a, b) => a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0);
       return { user, key, failures };
     },

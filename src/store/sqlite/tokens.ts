@@ -4,29 +4,14 @@
  *
  * @module
  */
-import type {
-  AuditEntries,
-  AuditEntry,
-  RetentionStore,
-  TokenIdRange,
-  TokenStore,
-} from "../store.ts";
+import type { RetentionStore, TokenIdRange, TokenStore } from "../store.ts";
+import { withTokenId } from "../audit_entries.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
 import { StoreBlocked, StoreConflict } from "../errors.ts";
 import { MAX_TIME_MS } from "../../platform/clock.ts";
 import { toTokenFacts, toTokenRow } from "../rows.ts";
 import { TOKEN_ENDED_AT, TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
-
-/** A new token's audit entries with its id in their detail, first (see `Store.insertToken`). */
-function withTokenId(audit: AuditEntries, id: number): AuditEntries {
-  if (audit === undefined) return undefined;
-  const entries = Array.isArray(audit) ? audit as readonly AuditEntry[] : [audit as AuditEntry];
-  return entries.map((entry) => ({
-    ...entry,
-    detail: Object.assign({ token_id: id }, entry.detail, { token_id: id }),
-  }));
-}
 
 /** Token row ids per transaction when deleting ended tokens in one go (`token purge`). */
 export const PURGE_BATCH_ROWS = 500;
