@@ -176,8 +176,8 @@ export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise
     // password check: a cutoff written while the check runs (password change,
     // revoke-all, disable) then covers the token this request produces.
     const readAt = clock.now();
-    // With them, the counters the throttle checks before the password check: no round trip of
-    // its own.
+    // One read: the user, the key, and the counters the throttle checks before the password
+    // check (no round trip of their own).
     const client = toClientSubject(clientAddress);
     const counters = throttle.findReadFirst(client);
     const { user, key, failures: found } = await store.findUserAndKey(

@@ -166,6 +166,12 @@ function tooManyAttempts(blockedUntil: number, now: number): AuthError {
   );
 }
 
+/** @throws {AuthError} `too_many_attempts` when one of `rows` blocks logins at `now`. */
+function throwIfBlocked(rows: readonly LoginFailures[], now: number): void {
+  const blockedUntil = Math.max(0, ...rows.map((row) => row.blockedUntil));
+  if (blockedUntil > now) throw tooManyAttempts(blockedUntil, now);
+}
+
 function subjectsOf(subjects: ThrottleSubjects): string[] {
   return subjects.account === undefined ? [subjects.client] : [subjects.client, subjects.account];
 }
@@ -185,20 +191,14 @@ export function createThrottle(options: ThrottleOptions): Throttle {
   return {
     async check(subjects) {
       const now = clock.now();
-      const rows = await store.findLoginFailures(subjectsOf(subjects), now);
-      const blockedUntil = Math.max(0, ...rows.map((row) => row.blockedUntil));
-      if (blockedUntil > now) throw tooManyAttempts(blockedUntil, now);
+      throwIfBlocked(await store.findLoginFailures(subjectsOf(subjects), now), now);
     },
     findReadFirst(client) {
       return { subjects: [client], keySubjectPrefix: ACCOUNT_SUBJECT_PREFIX, now: clock.now() };
     },
     checkRead(subjects, { now, found }) {
       const counted = new Set(subjectsOf(subjects));
-      const blockedUntil = Math.max(
-        0,
-        ...found.filter((row) => counted.has(row.subject)).map((row) => row.blockedUntil),
-      );
-      if (blockedUntil > now) throw tooManyAttempts(blockedUntil, now);
+      throwIfBlocked(found.filter((row) => counted.has(row.subject)), now);
     },
     findCheckedOnSuccess(subjects) {
       return { subjects: subjectsOf(subjects), now: clock.now() };

@@ -76,7 +76,13 @@ function decodeString(literal: string): string {
 }
 
 /** What ends a JSON5 `//` comment (ECMAScript's line terminators): not only a line feed. */
-const LINE_END = /[\n\r\u2028\u2029]/;
+const LINE_END = /[\n\r\u2028\u2029]/g;
+
+/** Where the line that holds `from` ends (its terminator's index), or -1 at the text's end. */
+function lineEndAfter(text: string, from: number): number {
+  LINE_END.lastIndex = from;
+  return LINE_END.exec(text)?.index ?? -1;
+}
 
 /** The character (a whole code point) at `i`. */
 function charAt(text: string, i: number): string {
@@ -98,12 +104,12 @@ export function findDuplicateKey(text: string): string | undefined {
   const skipBlank = () => {
     while (i < text.length) {
       if (/\s/.test(text[i])) i++;
-      else if (text.startsWith("//", i)) i = nextIndex(text.slice(i).search(LINE_END) + i);
+      else if (text.startsWith("//", i)) i = nextIndex(lineEndAfter(text, i));
       else if (text.startsWith("/*", i)) i = nextIndex(text.indexOf("*/", i), 2);
       else break;
     }
   };
-  const nextIndex = (found: number, width = 1) => (found < i ? text.length : found + width);
+  const nextIndex = (found: number, width = 1) => (found === -1 ? text.length : found + width);
   // Whether the literal just read is an object's key (a colon follows): only keys are decoded.
   const isKey = (): boolean => {
     skipBlank();
