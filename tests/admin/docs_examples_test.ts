@@ -12,11 +12,15 @@ import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { tempDbPath } from "../_helpers.ts";
 import { startServerProcess } from "../_server.ts";
 
-/** The `sh` blocks after the heading `## Endpoints`, in order. */
+/** The blocks marked `sh tested-by:` this file after the heading `## Endpoints`, in order. */
 function endpointExamples(markdown: string): string[] {
   const section = markdown.slice(markdown.indexOf("\n## Endpoints"));
   const end = section.indexOf("\n## ", 5);
-  return [...section.slice(0, end === -1 ? undefined : end).matchAll(/^```sh\n([\s\S]*?)^```$/gm)]
+  return [
+    ...section.slice(0, end === -1 ? undefined : end).matchAll(
+      /^```sh tested-by: tests\/admin\/docs_examples_test\.ts\n([\s\S]*?)^```$/gm,
+    ),
+  ]
     .map((match) => match[1]);
 }
 

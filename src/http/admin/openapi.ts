@@ -93,7 +93,7 @@ export const ADMIN_OPENAPI = {
     description:
       "Manage keygate's users, API keys, tokens, login throttle and audit log. Served on the " +
       "admin listener only (--admin on), never on the API port. Authenticate with an operator " +
-      "token: Authorization: Bearer kgo_… (keygate admin operator create NAME --role read|write).",
+      "token: Authorization: Bearer kgo_… (deno task admin operator create NAME --role read|write).",
   },
   servers: [{ url: "https://127.0.0.1:9444" }],
   security: [{ operatorToken: [] }],

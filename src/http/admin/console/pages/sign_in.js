@@ -24,8 +24,10 @@ export function renderSignIn(main, onToken) {
       "p",
       {},
       "Paste an operator token. Create one on the keygate host with ",
-      h("code", {}, "keygate admin operator create NAME --role read|write"),
-      ".",
+      h("code", {}, "deno task admin operator create NAME --role read|write"),
+      " (with the compiled binary: ",
+      h("code", {}, "dist/keygate admin operator create …"),
+      ").",
     ),
     field(
       "Operator token",
