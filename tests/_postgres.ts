@@ -114,6 +114,13 @@ export interface StartPostgresOptions {
   shared?: boolean;
   /** More directories the watchdog removes with the cluster's. */
   alsoRemove?: string[];
+  /** The superuser's name (default `keygate`, which {@link PostgresCluster.urlOf} uses). */
+  superuser?: string;
+  /**
+   * With a password, TCP connections need one (`scram-sha-256`, as a real
+   * server asks) and the superuser has this one; the socket stays `trust`.
+   */
+  superuserPassword?: string;
 }
 
 /** Starts a new cluster. Throws when the binaries are missing. */
@@ -126,14 +133,20 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     await Deno.chown(dir, uid, gid);
   }
   const data = `${dir}/data`;
+  const auth = ["--auth", "trust"];
+  if (options.superuserPassword !== undefined) {
+    const pwfile = `${dir}/superuser-password`;
+    await Deno.writeTextFile(pwfile, `${options.superuserPassword}\n`);
+    if (IS_ROOT) await Deno.chown(pwfile, postgresIds().uid, postgresIds().gid);
+    auth.push("--auth-host", "scram-sha-256", "--pwfile", pwfile);
+  }
   await run(`${bin}/initdb`, [
     "--pgdata",
     data,
     "--no-sync",
-    "--auth",
-    "trust",
+    ...auth,
     "--username",
-    "keygate",
+    options.superuser ?? "keygate",
     "--encoding",
     "UTF8",
     "--no-locale",

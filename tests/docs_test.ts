@@ -1,12 +1,25 @@
 /**
  * The documentation as a small site that cannot drift: README within 300
  * lines with a table of contents, no prose line over 100 characters, every
- * relative link and anchor resolving, and every `sh runnable` block executed
- * against a temporary database, in order, as a newcomer would paste it.
+ * relative link and anchor resolving, and every shell command shown run as
+ * a user runs it: each `sh runnable` block is executed with bash (its
+ * `deno task …` commands as child processes) in a sandbox clone, in page
+ * order, as a newcomer would paste it, with the outputs it shows checked;
+ * docs/postgres.md's against a throwaway PostgreSQL cluster. Every other
+ * `sh` block names the test that runs it or says why none does
+ * (tests/_doc_blocks.ts).
  */
 import assert from "node:assert/strict";
 import { basename, dirname, join } from "node:path";
+import { existsSync, rmSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
+import postgres from "postgres";
+import { migratePostgres } from "../src/store/postgres/migrate.ts";
+import { POSTGRES_MIGRATIONS } from "../src/store/postgres/schema.ts";
+import { migrate, MIGRATIONS } from "../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import { type DocBlock, readDocBlocks, readShellMark } from "./_doc_blocks.ts";
+import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const DOCS = [
@@ -108,13 +121,43 @@ Deno.test("[docs] every relative link and anchor resolves", () => {
 });
 
 /** The `sh runnable` blocks of a page, in order. */
-function runnableBlocks(text: string): string[] {
-  return [...text.matchAll(/^```sh runnable\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+function runnableBlocks(text: string): DocBlock[] {
+  return readDocBlocks(text).filter((block) =>
+    block.language === "sh" && readShellMark(block.info).kind === "runnable"
+  );
 }
+
+Deno.test("[docs] every sh block is run by a test or says why not", () => {
+  for (const path of DOCS) {
+    for (const block of readDocBlocks(read(path))) {
+      if (block.language !== "sh") continue;
+      const mark = readShellMark(block.info);
+      const where = `${path}:${block.line}`;
+      assert.notEqual(
+        mark.kind,
+        "unmarked",
+        `${where}: "${block.info}" is neither \`sh runnable\`, \`sh tested-by: tests/…_test.ts\` ` +
+          "nor `sh not-run: REASON`",
+      );
+      if (mark.kind === "tested-by") {
+        const test = Deno.readTextFileSync(`${ROOT}${mark.test}`);
+        assert.ok(test.includes(basename(path)), `${where}: ${mark.test} never reads ${path}`);
+      }
+    }
+  }
+});
+
+/** The ports the docs show, each replaced by a free one in the sandbox. */
+const DOC_PORTS = [8443, 8080, 8081, 8082, 9444, 9464];
+/** The production directories the docs show, each a directory of the sandbox. */
+const DOC_DIRS = ["/var/lib/keygate", "/var/backups/keygate", "/etc/keygate"];
+/** The PostgreSQL superuser's password on the docs' throwaway cluster. */
+const PG_SUPERUSER_PASSWORD = "pg-super-docs";
 
 /**
  * A fresh clone to paste commands into: the tracked sources linked, without
- * `db/` (a clone has none), so the blocks make and use a temporary database.
+ * `db/` (a clone has none), so the blocks make and use a temporary database,
+ * and the production directories the docs name made inside it.
  */
 function makeSandbox(): string {
   const dir = Deno.makeTempDirSync({ prefix: "keygate-docs-" });
@@ -122,6 +165,7 @@ function makeSandbox(): string {
     if ([".git", "db", "dist"].includes(entry.name)) continue;
     Deno.symlinkSync(`${ROOT}${entry.name}`, `${dir}/${entry.name}`);
   }
+  for (const path of DOC_DIRS) Deno.mkdirSync(`${dir}${path}`, { recursive: true });
   return dir;
 }
 
@@ -132,83 +176,266 @@ function freePort(): number {
   return port;
 }
 
+/** Where a page's blocks run: the sandbox, its ports, its PostgreSQL cluster if any. */
+interface Sandbox {
+  dir: string;
+  /** Each port of {@link DOC_PORTS} and 5432 (PostgreSQL) → the one used here. */
+  ports: Map<number, number>;
+  postgres?: PostgresCluster;
+}
+
+/** The block as it runs in the sandbox: its ports and production paths moved there. */
+function toSandbox(text: string, sandbox: Sandbox): string {
+  let result = text;
+  for (const [from, to] of sandbox.ports) {
+    result = result.replace(new RegExp(`(?<![0-9])${from}(?![0-9])`, "g"), String(to));
+  }
+  for (const path of DOC_DIRS) result = result.replaceAll(path, `${sandbox.dir}${path}`);
+  return result;
+}
+
+/** Output as the docs show it: the sandbox's directories and ports back to the docs' ones. */
+function fromSandbox(text: string, sandbox: Sandbox): string {
+  let result = text;
+  for (const path of DOC_DIRS) result = result.replaceAll(`${sandbox.dir}${path}`, path);
+  for (const [from, to] of sandbox.ports) {
+    result = result.replace(new RegExp(`(?<![0-9])${to}(?![0-9])`, "g"), String(from));
+  }
+  return result;
+}
+
+/**
+ * Runs a block with bash in the sandbox, as if pasted into the shell that ran
+ * the page's earlier blocks: the variables they exported are exported again.
+ */
 async function runBlock(
-  dir: string,
+  sandbox: Sandbox,
   block: string,
-  port: number,
   env: Record<string, string> = {},
 ) {
+  const state = `${sandbox.dir}/.docs-shell-exports`;
+  const script = `if [ -f '${state}' ]; then source '${state}'; fi\n` +
+    `trap 'export -p > "${state}"' EXIT\n${toSandbox(block, sandbox)}`;
   const output = await new Deno.Command("bash", {
-    args: ["-e", "-o", "pipefail", "-c", block.replaceAll("8443", String(port))],
-    cwd: dir,
+    args: ["-e", "-o", "pipefail", "-c", script],
+    cwd: sandbox.dir,
     env: {
       PATH: `${dirname(Deno.execPath())}:${Deno.env.get("PATH")}`,
       NO_COLOR: "1",
-      KEYGATE_PORT: String(port),
+      KEYGATE_PORT: String(sandbox.ports.get(8443)),
+      ...(sandbox.postgres ? { PGPASSWORD: PG_SUPERUSER_PASSWORD } : {}),
       ...env,
     },
+    stdin: "null",
     stdout: "piped",
     stderr: "piped",
   }).output();
   return {
     code: output.code,
-    out: new TextDecoder().decode(output.stdout),
-    err: new TextDecoder().decode(output.stderr),
+    out: fromSandbox(new TextDecoder().decode(output.stdout), sandbox),
+    err: fromSandbox(new TextDecoder().decode(output.stderr), sandbox),
   };
+}
+
+/**
+ * The outputs a block shows: the comment lines right after a command line
+ * (`curl …` then `# 204`) are what it prints; `…` stands for any text.
+ */
+function expectedOutputs(block: string): string[] {
+  const shown: string[] = [];
+  let afterCommand = false;
+  for (const line of block.split("\n")) {
+    const comment = /^# (.+)$/.exec(line)?.[1];
+    if (comment !== undefined && afterCommand) shown.push(comment);
+    else afterCommand = comment === undefined && line.trim() !== "";
+  }
+  return shown;
+}
+
+/** Asserts that each shown output is a whole line of `out`, in order (`…`: any text). */
+function assertShows(out: string, shown: string[], where: string): void {
+  const lines = out.split("\n").map((line) => line.trimEnd());
+  let from = 0;
+  for (const expected of shown) {
+    const pattern = new RegExp(
+      "^" +
+        expected.split("…").map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(".*") +
+        "$",
+    );
+    const at = lines.findIndex((line, i) => i >= from && pattern.test(line));
+    assert.ok(at !== -1, `${where} shows "${expected}", but printed:\n${out}`);
+    from = at + 1;
+  }
+}
+
+/**
+ * What a `sh runnable fixture=NAME` block finds in place, as the situation
+ * its text describes (an operator's existing database).
+ */
+const FIXTURES: Record<string, (sandbox: Sandbox) => Promise<void>> = {
+  /** A database an older keygate left (schema version 5) in /var/lib/keygate, its server stopped. */
+  "old-sqlite": async (sandbox) => {
+    await stopServers(sandbox.dir);
+    const path = `${sandbox.dir}/var/lib/keygate/keygate.sqlite3`;
+    for (const file of [path, `${path}-wal`, `${path}-shm`]) rmSync(file, { force: true });
+    const raw = new DatabaseSync(path);
+    try {
+      migrate(raw, MIGRATIONS.filter((m) => m.version <= 5));
+      raw.prepare(
+        "INSERT INTO users (email, password_hash, created_at, updated_at) VALUES (?, 'x', 1, 1)",
+      ).run("cafe\u0301@example.org");
+    } finally {
+      raw.close();
+    }
+  },
+  /** The `keygate` database as an older keygate left it (schema version 2). */
+  "old-postgres": async (sandbox) => {
+    await stopServers(sandbox.dir);
+    const cluster = sandbox.postgres!;
+    const superuser = postgres(
+      `postgres://postgres:${PG_SUPERUSER_PASSWORD}@127.0.0.1:${cluster.port}/postgres`,
+      { max: 1, onnotice: () => {} },
+    );
+    try {
+      await superuser.unsafe("DROP DATABASE IF EXISTS keygate WITH (FORCE)");
+      await superuser.unsafe("CREATE DATABASE keygate OWNER keygate");
+    } finally {
+      await superuser.end();
+    }
+    const owner = postgres(`postgres://keygate:kg-pass@127.0.0.1:${cluster.port}/keygate`, {
+      max: 1,
+      onnotice: () => {},
+    });
+    try {
+      await migratePostgres(owner, POSTGRES_MIGRATIONS.slice(0, 2));
+      await owner`INSERT INTO users (email, password_hash, created_at, updated_at)
+        VALUES (${"cafe\u0301@example.org"}, 'x', 1, 1)`;
+    } finally {
+      await owner.end();
+    }
+  },
+};
+
+/** The pages whose blocks run against PostgreSQL (`KEYGATE_STORE` on port 5432). */
+const POSTGRES_PAGES = ["docs/postgres.md"];
+
+/**
+ * Stops the servers whose pid files are in the sandbox, and waits until they
+ * removed them. A server already stopping (the page's own `kill`) is given
+ * time first: a second SIGTERM is not a test of the docs.
+ */
+async function stopServers(dir: string): Promise<void> {
+  const running = () => findPidFiles(dir).filter((file) => existsSync(file));
+  for (let waited = 0; waited < 3_000 && running().length > 0; waited += 100) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const pidFiles = stopLeftovers(dir);
+  for (let waited = 0; waited < 10_000; waited += 100) {
+    if (pidFiles.every((file) => !existsSync(file))) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.fail(`servers still running after SIGTERM: ${pidFiles.join(", ")}`);
+}
+
+/** The `.pid` files under `dir`, not following links (the sources are linked). */
+function findPidFiles(dir: string): string[] {
+  const pidFiles: string[] = [];
+  const walk = (path: string) => {
+    for (const entry of Deno.readDirSync(path)) {
+      if (entry.isSymlink) continue;
+      if (entry.isDirectory) walk(`${path}/${entry.name}`);
+      else if (entry.name.endsWith(".pid")) pidFiles.push(`${path}/${entry.name}`);
+    }
+  };
+  walk(dir);
+  return pidFiles;
+}
+
+/** Sends SIGTERM to the servers whose pid files are in the sandbox; returns those files. */
+function stopLeftovers(dir: string): string[] {
+  const pidFiles = findPidFiles(dir);
+  for (const file of pidFiles) {
+    try {
+      Deno.kill(Number(Deno.readTextFileSync(file)), "SIGTERM");
+    } catch {
+      // Stopped already.
+    }
+  }
+  return pidFiles;
 }
 
 for (const path of DOCS) {
   const blocks = runnableBlocks(read(path));
   if (blocks.length === 0) continue;
-  Deno.test(`[docs] the runnable commands of ${path} work when pasted in order`, async () => {
+  const onPostgres = POSTGRES_PAGES.includes(path);
+  Deno.test({
+    name: `[docs] the runnable commands of ${path} work when pasted in order`,
+    ignore: onPostgres && POSTGRES_SKIP !== false,
+  }, async () => {
     const dir = makeSandbox();
-    const port = freePort();
+    const sandbox: Sandbox = {
+      dir,
+      ports: new Map([...DOC_PORTS].map((port) => [port, freePort()])),
+    };
     try {
+      if (onPostgres) {
+        sandbox.postgres = await startPostgres({
+          superuser: "postgres",
+          superuserPassword: PG_SUPERUSER_PASSWORD,
+        });
+        sandbox.ports.set(5432, sandbox.postgres.port);
+      }
       const outputs: string[] = [];
       for (const [i, block] of blocks.entries()) {
-        const result = await runBlock(dir, block, port);
-        assert.equal(result.code, 0, `${basename(path)} block ${i + 1}:\n${result.err}`);
+        const { fixture } = readShellMark(block.info) as { fixture?: string };
+        if (fixture !== undefined) {
+          assert.ok(FIXTURES[fixture], `${path}:${block.line}: no fixture "${fixture}"`);
+          await FIXTURES[fixture](sandbox);
+        }
+        const result = await runBlock(sandbox, block.body);
+        const where = `${path}:${block.line} (block ${i + 1})`;
+        assert.equal(result.code, 0, `${where} failed:\n${result.out}\n${result.err}`);
+        assertShows(result.out, expectedOutputs(block.body), where);
         outputs.push(result.out);
       }
-      if (path === "README.md") {
-        // The quick start gets a token, sees it work, revokes it and sees it refused.
-        assert.match(outputs[0], /<auth_response><access_token>[a-z0-9]{40}<\/access_token>/);
-        assert.match(outputs[0], /<token_info><email>alice@example.org<\/email>/);
-        assert.match(outputs[0], /\n204\n401\n/);
-        assert.equal(
-          (() => {
-            try {
-              return Deno.statSync(`${dir}/db/keygate.pid`).isFile;
-            } catch {
-              return false;
-            }
-          })(),
-          false,
-          "the server stopped and removed its pid file",
-        );
-        const store = openSqliteStore(`${dir}/db/keygate.sqlite3`);
-        try {
-          assert.deepEqual((await store.listUsers()).map((u) => u.email), ["alice@example.org"]);
-          const alice = (await store.findUserByEmail("alice@example.org"))!;
-          const tokens = await store.listTokensOfUser(alice.id);
-          assert.ok(tokens.length >= 2);
-          assert.ok(
-            tokens.every((t) => t.revokedAt !== null || t.issuedAt < alice.tokensValidFrom),
-          );
-        } finally {
-          await store.closeStore();
-        }
-      }
+      if (path === "README.md") await checkQuickStart(dir, outputs[0]);
     } finally {
-      // A block that failed half-way may have left its server running.
-      try {
-        Deno.kill(Number(Deno.readTextFileSync(`${dir}/db/keygate.pid`)), "SIGTERM");
-      } catch {
-        // No server left.
-      }
+      // A block that failed half-way may have left its servers running.
+      stopLeftovers(dir);
+      await sandbox.postgres?.stop();
       Deno.removeSync(dir, { recursive: true });
     }
   });
+}
+
+/** The quick start got a token, saw it work, revoked it and saw it refused. */
+async function checkQuickStart(dir: string, output: string): Promise<void> {
+  assert.match(output, /<auth_response><access_token>[a-z0-9]{40}<\/access_token>/);
+  assert.match(output, /<token_info><email>alice@example.org<\/email>/);
+  assert.match(output, /\n204\n401\n/);
+  assert.equal(
+    (() => {
+      try {
+        return Deno.statSync(`${dir}/db/keygate.pid`).isFile;
+      } catch {
+        return false;
+      }
+    })(),
+    false,
+    "the server stopped and removed its pid file",
+  );
+  const store = openSqliteStore(`${dir}/db/keygate.sqlite3`);
+  try {
+    assert.deepEqual((await store.listUsers()).map((u) => u.email), ["alice@example.org"]);
+    const alice = (await store.findUserByEmail("alice@example.org"))!;
+    const tokens = await store.listTokensOfUser(alice.id);
+    assert.ok(tokens.length >= 2);
+    assert.ok(
+      tokens.every((t) => t.revokedAt !== null || t.issuedAt < alice.tokensValidFrom),
+    );
+  } finally {
+    await store.closeStore();
+  }
 }
 
 Deno.test("[docs] CHANGELOG's newest version is the one --version prints", async () => {
@@ -244,11 +471,12 @@ Deno.test({
   ignore: !hasCachedNpxDeno(),
 }, async () => {
   const dir = makeSandbox();
-  const port = freePort();
+  const sandbox: Sandbox = { dir, ports: new Map(DOC_PORTS.map((port) => [port, freePort()])) };
+  const port = sandbox.ports.get(8443)!;
   try {
-    const quickStart = runnableBlocks(read("README.md"))[0]
+    const quickStart = runnableBlocks(read("README.md"))[0].body
       .replaceAll("deno task ", "npx -y deno@2.9.6 task ");
-    const result = await runBlock(dir, quickStart, port, { npm_config_prefer_offline: "true" });
+    const result = await runBlock(sandbox, quickStart, { npm_config_prefer_offline: "true" });
     assert.equal(result.code, 0, result.err);
     assert.match(result.out, /\n204\n401\n/);
     // The server (not just the npm wrapper) stopped: the port is free again.
