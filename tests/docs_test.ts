@@ -147,6 +147,29 @@ Deno.test("[docs] every sh block is run by a test or says why not", () => {
   }
 });
 
+/** The files under `dir`, recursively. */
+function listFiles(dir: string): string[] {
+  return [...Deno.readDirSync(`${ROOT}${dir}`)].flatMap((entry) =>
+    entry.isDirectory ? listFiles(`${dir}/${entry.name}`) : [`${dir}/${entry.name}`]
+  );
+}
+
+Deno.test("[docs] the docs, the console and the messages name the commands a deno task user types", () => {
+  // `keygate admin …` and `keygate serve` exist only in a compiled binary, which is named by its
+  // path where it is meant (`dist/keygate admin …`); `keygate admin:` prefixes the CLI's messages.
+  const binaryCommand = /(?<![/\w.-])keygate (admin|serve)\b(?! API|:)/;
+  const files = [
+    ...DOCS,
+    ...listFiles("src").filter((path) => /\.(ts|js|html)$/.test(path)),
+  ];
+  for (const path of files) {
+    Deno.readTextFileSync(`${ROOT}${path}`).split("\n").forEach((line, i) => {
+      if (/^\s*(\*|\/\/)/.test(line)) return; // a code comment, for the code's readers
+      assert.doesNotMatch(line, binaryCommand, `${path}:${i + 1}`);
+    });
+  }
+});
+
 /** The ports the docs show, each replaced by a free one in the sandbox. */
 const DOC_PORTS = [8443, 8080, 8081, 8082, 9444, 9464];
 /** The production directories the docs show, each a directory of the sandbox. */

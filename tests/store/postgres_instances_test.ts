@@ -383,7 +383,7 @@ Deno.test({
         assert.equal(
           error.message,
           `Database schema version 0 is older than this keygate's (${POSTGRES_MIGRATIONS.length}): ` +
-            'run "keygate admin db migrate"',
+            'run "deno task admin db migrate"',
         );
         return true;
       },

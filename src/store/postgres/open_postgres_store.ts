@@ -144,7 +144,7 @@ export async function openPostgresStore(
       }
       if (version < POSTGRES_MIGRATIONS.length) {
         throw new Error(
-          `Database schema version ${version} is older than this keygate's (${POSTGRES_MIGRATIONS.length}): run "keygate admin db migrate"`,
+          `Database schema version ${version} is older than this keygate's (${POSTGRES_MIGRATIONS.length}): run "deno task admin db migrate"`,
         );
       }
     }
