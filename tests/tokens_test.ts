@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
+import { changeUserTimeout } from "../src/auth/users.ts";
 import {
   assertError,
   createTestApp,
+  issueToken,
   jsonAuthRequest,
   postToken,
   secureGet,
@@ -206,4 +208,38 @@ Deno.test("[e2e] POST /api/userservice/tokens uses the user's own timeout, else 
     })).json()).token_info;
   assert.equal((await info(shortKey, short)).expires_in, 2);
   assert.equal((await info(apiKey, long)).expires_in, 36000);
+});
+
+Deno.test("[e2e] user set-timeout: tokens already issued keep the expiry they were issued with", async () => {
+  await using app = await createTestApp();
+  const userId = await app.addUser("alice@example.org", "correct horse", 3600);
+  const apiKey = await app.createKey(userId);
+  const token = await issueToken(app.handler, "alice@example.org", "correct horse", apiKey);
+  const user = (await app.store.findUserByEmail("alice@example.org"))!;
+  const deps = { store: app.store, clock: app.clock, actor: "cli:test" };
+  // Shorter: the token issued for an hour still works after ten minutes...
+  await changeUserTimeout(deps, user, 60);
+  app.clock.advance(10 * 60_000);
+  assert.equal(
+    (await secureGet(app.handler, "/api/secure/userservice/tokens/current", apiKey, token)).status,
+    200,
+  );
+  // ...and longer: it still ends after its hour.
+  await changeUserTimeout(deps, user, 86_400);
+  app.clock.advance(51 * 60_000);
+  const ended = await secureGet(
+    app.handler,
+    "/api/secure/userservice/tokens/current",
+    apiKey,
+    token,
+  );
+  assert.equal(ended.status, 401);
+  assert.match(await ended.text(), /token_expired/);
+  // A token issued now gets the new lifetime.
+  const next = await issueToken(app.handler, "alice@example.org", "correct horse", apiKey);
+  app.clock.advance(2 * 3600_000);
+  assert.equal(
+    (await secureGet(app.handler, "/api/secure/userservice/tokens/current", apiKey, next)).status,
+    200,
+  );
 });
