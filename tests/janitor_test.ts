@@ -2,12 +2,18 @@ import type { TokenBatch } from "../src/store/store.ts";
 import assert from "node:assert/strict";
 import { createJanitor } from "../src/auth/janitor.ts";
 import { createMetrics } from "../src/platform/metrics.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
 import {
+  addApiKey,
+  addTestToken,
+  addTestUser,
   assertError,
   createCapturingLogger,
+  createFakeClock,
   createTestApp,
   issueToken,
   secureGet,
+  tempDbPath,
 } from "./_helpers.ts";
 
 const HOUR = 3600_000;
@@ -169,4 +175,42 @@ Deno.test("janitor start() sweeps only while claimTurn() says it is this instanc
   await janitor.stop();
   assert.deepEqual(ranges, ["swept"], "one sweep: the turn it was given");
   assert.equal(asked[0], app.clock.now());
+});
+
+Deno.test("janitor: two servers' janitors on one SQLite file sweep at once, each row deleted once", async () => {
+  // docs/deploy.md supports two servers on one file; SQLite has no lease, so both may sweep.
+  using db = tempDbPath();
+  const first = openSqliteStore(db.path);
+  const second = openSqliteStore(db.path);
+  try {
+    const now = Date.parse("2026-01-01T00:00:00Z");
+    const userId = await addTestUser(first, "j@example.org", { now });
+    await addApiKey(first, userId, now);
+    for (let i = 0; i < 500; i++) {
+      await addTestToken(first, {
+        userId,
+        apiKeyId: 1,
+        issuedAt: now,
+        expiresAt: now + HOUR,
+        secret: `t${String(i).padStart(39, "0")}`,
+      });
+    }
+    await addTestToken(first, {
+      userId,
+      apiKeyId: 1,
+      issuedAt: now,
+      expiresAt: now + 30 * DAY,
+      secret: "live".padEnd(40, "x"),
+    });
+    const clock = createFakeClock(now + HOUR + 8 * DAY);
+    const { logger } = createCapturingLogger();
+    const janitorOf = (store: typeof first) =>
+      createJanitor({ store, clock, logger, retentionSeconds: 7 * 86400, batchRows: 50 });
+    const deleted = await Promise.all([janitorOf(first).sweep(), janitorOf(second).sweep()]);
+    assert.equal(deleted[0] + deleted[1], 500, `deleted ${deleted.join(" + ")}`);
+    assert.equal(await first.countRows("tokens"), 1, "the live token stays");
+  } finally {
+    await first.closeStore();
+    await second.closeStore();
+  }
 });
