@@ -229,16 +229,21 @@ function fromSandbox(text: string, sandbox: Sandbox): string {
 
 /**
  * Runs a block with bash in the sandbox, as if pasted into the shell that ran
- * the page's earlier blocks: the variables they exported are exported again.
+ * the page's earlier blocks: the variables they set are set again.
  */
 async function runBlock(
   sandbox: Sandbox,
   block: string,
   env: Record<string, string> = {},
 ) {
-  const state = `${sandbox.dir}/.docs-shell-exports`;
-  const script = `if [ -f '${state}' ]; then source '${state}'; fi\n` +
-    `trap 'export -p > "${state}"' EXIT\n${toSandbox(block, sandbox)}`;
+  const state = `${sandbox.dir}/.docs-shell-variables`;
+  // The shell's own variables are those it has before the state is read; every other one, and
+  // every exported one, is written back when the block ends (also when it fails).
+  const script = `__docs_own=" $(compgen -v | tr '\\n' ' ') "\n` +
+    `if [ -f '${state}' ]; then source '${state}'; fi\n` +
+    `trap '{ export -p; for __docs_v in $(compgen -v); do case "$__docs_own" in ` +
+    `*" $__docs_v "*|__docs_*) ;; *) declare -p "$__docs_v";; esac; done; } ` +
+    `> "${state}" 2>/dev/null' EXIT\n${toSandbox(block, sandbox)}`;
   const output = await new Deno.Command("bash", {
     args: ["-e", "-o", "pipefail", "-c", script],
     cwd: sandbox.dir,
@@ -296,6 +301,8 @@ function assertShows(out: string, shown: string[], where: string): void {
  * its text describes (an operator's existing database).
  */
 const FIXTURES: Record<string, (sandbox: Sandbox) => Promise<void>> = {
+  /** The shell of the README's quick start after its step 4 (server, API_KEY, TOKEN). */
+  "quick-start": runQuickStart,
   /** A database an older keygate left (schema version 5) in /var/lib/keygate, its server stopped. */
   "old-sqlite": async (sandbox) => {
     await stopServers(sandbox.dir);
@@ -338,6 +345,19 @@ const FIXTURES: Record<string, (sandbox: Sandbox) => Promise<void>> = {
     }
   },
 };
+
+/**
+ * The README quick start's steps 1 to 4, in a sandbox of their own: the
+ * shell that docs/api.md's examples continue, with the server running and
+ * `API_KEY` and `TOKEN` set.
+ */
+async function runQuickStart(sandbox: Sandbox): Promise<void> {
+  const steps = runnableBlocks(read("README.md"))[0].body;
+  const upToStep5 = steps.slice(0, steps.indexOf("\n# 5. "));
+  assert.match(upToStep5, /^TOKEN=\$\(curl/m, "the quick start's step 4 sets TOKEN");
+  const result = await runBlock(sandbox, upToStep5);
+  assert.equal(result.code, 0, `the quick start's steps 1 to 4 failed:\n${result.err}`);
+}
 
 /** The pages whose blocks run against PostgreSQL (`KEYGATE_STORE` on port 5432). */
 const POSTGRES_PAGES = ["docs/postgres.md"];
