@@ -202,3 +202,106 @@ Deno.test({
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+const BACKUP_SERVICE = readIniBlock("docs/deploy.md", "/etc/systemd/system/keygate-backup.service");
+const BACKUP_TIMER = readIniBlock("docs/deploy.md", "/etc/systemd/system/keygate-backup.timer");
+
+Deno.test({
+  name: "docs/deploy.md's backup service and timer pass systemd-analyze verify",
+  ignore: !IN_CI && !hasCommand("systemd-analyze"),
+  async fn() {
+    const dir = Deno.makeTempDirSync({ prefix: "keygate-unit-" });
+    try {
+      Deno.writeTextFileSync(`${dir}/keygate-backup.service`, BACKUP_SERVICE);
+      Deno.writeTextFileSync(`${dir}/keygate-backup.timer`, BACKUP_TIMER);
+      const output = await new Deno.Command("systemd-analyze", {
+        args: ["verify", `${dir}/keygate-backup.service`, `${dir}/keygate-backup.timer`],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(output.stdout) +
+        new TextDecoder().decode(output.stderr);
+      assert.equal(output.code, 0, text);
+      assert.equal(text.trim(), "", "no unknown key or bad value");
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  },
+});
+
+/** A command line of a unit as the program sees it: `$$` and `%%` unescaped. */
+function unescapeUnitCommand(line: string): string {
+  return line.replaceAll("$$", "$").replaceAll("%%", "%");
+}
+
+Deno.test("[server] the backup service's commands write a checked backup and delete old ones", async () => {
+  const settings = readServiceSettings(BACKUP_SERVICE);
+  const get = (key: string) => settings.find(([k]) => k === key)?.[1];
+  assert.equal(get("EnvironmentFile"), "/etc/keygate/keygate.env");
+  assert.equal(get("WorkingDirectory"), "/opt/keygate");
+  const script = /^\/bin\/sh -c '(.*)'$/.exec(unescapeUnitCommand(get("ExecStart")!))?.[1];
+  assert.ok(script, "ExecStart is /bin/sh -c '…'");
+  const dir = Deno.makeTempDirSync({ prefix: "keygate-unit-" });
+  const backups = `${dir}/backups`;
+  Deno.mkdirSync(backups);
+  try {
+    const envFile = readEnvironmentFile(readIniBlock("docs/deploy.md", "/etc/keygate/keygate.env"));
+    const env: Record<string, string> = {
+      HOME: Deno.env.get("HOME") ?? "/root",
+      PATH: `${dirname(Deno.execPath())}:/usr/bin:/bin`,
+      NO_COLOR: "1",
+      ...(Deno.env.get("DENO_DIR") ? { DENO_DIR: Deno.env.get("DENO_DIR")! } : {}),
+    };
+    for (const [key, value] of Object.entries(envFile)) {
+      env[key] = value.replaceAll("/var/lib/keygate", dir);
+    }
+    const add = await new Deno.Command(Deno.execPath(), {
+      args: ["task", "admin", "user", "add", "backup@example.org"],
+      cwd: ROOT,
+      clearEnv: true,
+      env,
+      stdin: "piped",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const writer = add.stdin.getWriter();
+    await writer.write(new TextEncoder().encode("backup s3cret\n"));
+    await writer.close();
+    assert.equal((await add.output()).code, 0);
+    // A backup from three weeks ago, with the -shm file its check left, which ExecStartPost deletes.
+    const weeksAgo = new Date(Date.now() - 21 * 86_400_000);
+    for (
+      const old of ["keygate-20200101T031700Z.sqlite3", "keygate-20200101T031700Z.sqlite3-shm"]
+    ) {
+      Deno.writeTextFileSync(`${backups}/${old}`, "");
+      Deno.utimeSync(`${backups}/${old}`, weeksAgo, weeksAgo);
+    }
+    const run = async (program: string, args: string[]) => {
+      const output = await new Deno.Command(program, {
+        args,
+        cwd: ROOT,
+        clearEnv: true,
+        env,
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(output.stdout) +
+        new TextDecoder().decode(output.stderr);
+      assert.equal(output.code, 0, text);
+      return text;
+    };
+    const inSandbox = (text: string) =>
+      text.replaceAll("/var/backups/keygate", backups)
+        .replaceAll("/usr/local/bin/deno", Deno.execPath());
+    const out = await run("/bin/sh", ["-c", inSandbox(script)]);
+    assert.match(out, /Wrote backup .*keygate-\d{8}T\d{6}Z\.sqlite3: 1 user\(s\), .*integrity ok/);
+    const [findProgram, ...findArgs] = inSandbox(unescapeUnitCommand(get("ExecStartPost")!))
+      .split(/\s+/);
+    await run(findProgram, findArgs);
+    const left = [...Deno.readDirSync(backups)].map((entry) => entry.name);
+    assert.ok(left.every((name) => !name.includes("2020")), `old backups deleted: ${left}`);
+    assert.ok(left.some((name) => /^keygate-\d{8}T\d{6}Z\.sqlite3$/.test(name)), `${left}`);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
