@@ -102,7 +102,11 @@ function freePort(): number {
  * production paths and ports moved into `dir`; resolves once `/healthz`
  * answered, then stops it with SIGTERM and returns its log.
  */
-async function startUnit(envFile: Record<string, string>, dir: string): Promise<string> {
+async function startUnit(
+  envFile: Record<string, string>,
+  dir: string,
+  options: { writesWorkDir?: boolean } = {},
+): Promise<string> {
   const settings = readServiceSettings(UNIT);
   const [program, ...args] = settings.find(([key]) => key === "ExecStart")![1].split(/\s+/);
   assert.equal(program, "/usr/local/bin/deno");
@@ -125,9 +129,17 @@ async function startUnit(envFile: Record<string, string>, dir: string): Promise<
   }
   env.KEYGATE_PORT = String(port);
   if (env.KEYGATE_METRICS_PORT !== undefined) env.KEYGATE_METRICS_PORT = String(freePort());
+  // /opt/keygate: a copy of the checkout (its files linked), read-only under ProtectSystem=strict.
+  const workDir = `${dir}/opt-keygate`;
+  Deno.mkdirSync(workDir);
+  for (const entry of Deno.readDirSync(ROOT)) {
+    if ([".git", "db", "dist"].includes(entry.name)) continue;
+    Deno.symlinkSync(`${ROOT}${entry.name}`, `${workDir}/${entry.name}`);
+  }
+  const shipped = [...Deno.readDirSync(workDir)].map((entry) => entry.name).sort();
   const child = new Deno.Command(Deno.execPath(), {
     args,
-    cwd: ROOT, // the checkout stands in for /opt/keygate
+    cwd: workDir,
     clearEnv: true,
     env,
     stdin: "null",
@@ -157,6 +169,13 @@ async function startUnit(envFile: Record<string, string>, dir: string): Promise<
   assert.ok(healthy, `the unit's ExecStart did not answer /healthz:\n${log}`);
   assert.equal(code, 0, `stopped by SIGTERM, it exits 0:\n${log}`);
   assert.match(log, /"msg":"stopped"/);
+  if (!options.writesWorkDir) {
+    assert.deepEqual(
+      [...Deno.readDirSync(workDir)].map((entry) => entry.name).sort(),
+      shipped,
+      "nothing written to the working directory (read-only under ProtectSystem=strict)",
+    );
+  }
   return log;
 }
 
@@ -188,6 +207,9 @@ Deno.test({
     const log = await startUnit(
       { ...envFile, KEYGATE_STORE: url, KEYGATE_HOSTNAME: "127.0.0.1" },
       dir,
+      // keygate still makes ./db on PostgreSQL (issue 29.5, fixed apart from the docs); once it
+      // does not, drop this so that the test holds it to the unit's read-only /opt/keygate.
+      { writesWorkDir: true },
     );
     assert.doesNotMatch(log, /keygate\.sqlite3/, "no SQLite file involved");
     const sql = postgres(url, { max: 1, onnotice: () => {} });
