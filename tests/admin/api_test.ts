@@ -165,8 +165,8 @@ Deno.test("[admin] GET /admin/v1/users searches and pages by e-mail", async () =
     "alice@y.org",
     "bob@x.org",
   ]);
-  assert.equal(page1.body.next, "bob@x.org");
-  const page2 = await t.call("GET", `/admin/v1/users?limit=2&after=${page1.body.next}`);
+  assert.equal(typeof page1.body.next, "string");
+  const page2 = await t.call("GET", `/admin/v1/users?limit=2&cursor=${page1.body.next}`);
   assert.deepEqual(page2.body.users.map((u: { email: string }) => u.email), ["carol@x.org"]);
   assert.equal(page2.body.next, null);
   const found = await t.call("GET", "/admin/v1/users?search=X.ORG");
@@ -418,14 +418,84 @@ Deno.test("[admin] GET /admin/v1/audit filters by actor, action, subject and tim
   const byTime = await t.call("GET", "/admin/v1/audit?action=user.added&from=2026-01-01T00:00:30Z");
   assert.equal(byTime.body.entries.length, 2);
   const page1 = await t.call("GET", "/admin/v1/audit?limit=2");
-  const page2 = await t.call("GET", `/admin/v1/audit?limit=2&before=${page1.body.next}`);
+  const page2 = await t.call("GET", `/admin/v1/audit?limit=2&cursor=${page1.body.next}`);
   const everything = await t.call("GET", "/admin/v1/audit?limit=200");
   assert.deepEqual(
     [...page1.body.entries, ...page2.body.entries].map((e: { id: number }) => e.id),
     everything.body.entries.slice(0, 4).map((e: { id: number }) => e.id),
   );
   assert.equal((await t.call("GET", "/admin/v1/audit?from=yesterday")).status, 400);
-  assert.equal((await t.call("GET", "/admin/v1/audit?before=0")).status, 400);
+  for (const cursor of ["0", "x!", page1.body.next + "A", btoa('["a",1]')]) {
+    const refused = await t.call("GET", `/admin/v1/audit?cursor=${encodeURIComponent(cursor)}`);
+    assert.equal(refused.status, 400, cursor);
+    assert.equal(refused.body.error.code, "invalid_request");
+  }
+  // Another list's cursor is refused too: its sort keys are not this list's.
+  const users = await t.call("GET", "/admin/v1/users?limit=1");
+  assert.equal((await t.call("GET", `/admin/v1/audit?cursor=${users.body.next}`)).status, 400);
+});
+
+Deno.test("[admin] every list pages the same way: limit, cursor and next", async () => {
+  await using t = await createAdminTest();
+  const ids: number[] = [];
+  for (const email of ["carol@x.org", "alice@y.org", "bob@x.org"]) {
+    const userId = await t.addUser(email);
+    ids.push(userId);
+    for (let i = 0; i < 2; i++) {
+      assert.equal(
+        (await t.call("POST", `/admin/v1/users/${userId}/keys`, { body: {} })).status,
+        201,
+      );
+    }
+  }
+  for (let i = 0; i < 5; i++) {
+    await t.store.recordLoginFailures([`client:192.0.2.${i}`], {
+      now: t.clock.now(),
+      audit: undefined,
+      next: () => ({
+        subject: `client:192.0.2.${i}`,
+        failures: 1,
+        lastFailureAt: t.clock.now(),
+        blockedUntil: i % 2 === 0 ? t.clock.now() + 60_000 : 0,
+        forgetAt: t.clock.now() + 3_600_000,
+      }),
+    });
+  }
+  const lists: [string, string][] = [
+    ["/admin/v1/users", "users"],
+    ["/admin/v1/keys", "keys"],
+    [`/admin/v1/users/${ids[0]}/keys`, "keys"],
+    [`/admin/v1/users/${ids[0]}/tokens`, "tokens"],
+    ["/admin/v1/throttle", "counters"],
+    ["/admin/v1/audit", "entries"],
+  ];
+  for (const [path, field] of lists) {
+    const whole = await t.call("GET", `${path}?limit=200`);
+    assert.equal(whole.status, 200, path);
+    assert.equal(whole.body.next, null, path);
+    const paged: unknown[] = [];
+    let page = await t.call("GET", `${path}?limit=1`);
+    for (let i = 0; i < 50; i++) {
+      assert.equal(page.status, 200, path);
+      assert.ok(page.body[field].length <= 1, `${path}: limit=1 gives at most one row`);
+      paged.push(...page.body[field]);
+      if (page.body.next === null) break;
+      page = await t.call("GET", `${path}?limit=1&cursor=${page.body.next}`);
+    }
+    assert.deepEqual(paged, whole.body[field], path);
+  }
+  // The reproduction: ?limit=1 on the key list gave every key with next: null.
+  const one = await t.call("GET", "/admin/v1/keys?limit=1");
+  assert.equal(one.body.keys.length, 1);
+  assert.equal(one.body.keys[0].email, "alice@y.org");
+  assert.notEqual(one.body.next, null);
+  const blocked = await t.call("GET", "/admin/v1/throttle?limit=3");
+  assert.deepEqual(blocked.body.counters.map((c: { blocked: boolean }) => c.blocked), [
+    true,
+    true,
+    true,
+  ]);
+  assert.equal((await t.call("GET", "/admin/v1/stats")).body.throttled_subjects, 3);
 });
 
 Deno.test("[admin] GET /admin/v1/stats counts rows, live tokens and the metric totals", async () => {
