@@ -37,6 +37,8 @@ export const AUDIT_ACTIONS = [
   "operator.created",
   "operator.revoked",
   "operator.login_failed",
+  // The janitor's audit retention (--audit-retention; actor `janitor`, subject `audit_log`).
+  "audit.pruned",
 ] as const;
 
 /** One of {@link AUDIT_ACTIONS}. */
