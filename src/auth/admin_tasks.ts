@@ -13,7 +13,9 @@ import type {
   LoginFailureQuery,
   Store,
 } from "../store/store.ts";
+import { findUnsafeCharacter } from "./account_rules.ts";
 import { toUserRef } from "./audit.ts";
+import { AuthError } from "./errors.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { toAccountSubject, toClientSubject } from "./throttle.ts";
 import { findUserOrFail } from "./users.ts";
@@ -73,6 +75,14 @@ export async function listThrottleCounters(
  * @throws {AuthError} `not_found` for an e-mail no user has.
  */
 export async function clearThrottle(deps: ChangeDeps, target: string): Promise<number> {
+  // The target becomes the audit row's subject: no invisible or bidirectional text there.
+  const unsafe = findUnsafeCharacter(target);
+  if (unsafe !== undefined) {
+    throw new AuthError(
+      "invalid_request",
+      `Invalid target: control, invisible and bidirectional characters are not allowed (found ${unsafe})`,
+    );
+  }
   let subject: string;
   let subjects: string[];
   if (target.includes("@")) {
