@@ -101,21 +101,35 @@ export function createAdminViewMethods(db: PgContext): AdminStore {
     },
 
     async searchLoginFailures(query) {
-      const { now, after } = query;
-      const rows = await db.read((sql) =>
-        sql<Row[]>`SELECT f.*, u.email FROM login_failures f
+      const { now, after, limit } = query;
+      // Counters ever blocked first, through their partial index in the page's order; then
+      // those never blocked, by subject (as on SQLite).
+      const rows = await db.read(async (sql) => {
+        const select = sql`SELECT f.*, u.email FROM login_failures f
           LEFT JOIN api_keys k ON f.subject ~ '^key:[0-9]{1,18}$'
             AND k.id = CASE WHEN f.subject ~ '^key:[0-9]{1,18}$'
               THEN substr(f.subject, 5)::bigint END
-          LEFT JOIN users u ON u.id = k.user_id
-          WHERE f.forget_at > ${now}
-            ${
-          after === undefined ? sql`` : sql`AND f.blocked_until <= ${after.blockedUntil}
-            AND (f.blocked_until < ${after.blockedUntil}
-              OR f.subject COLLATE "C" > ${after.subject})`
-        }
-          ORDER BY f.blocked_until DESC, f.subject COLLATE "C" LIMIT ${query.limit}`
-      );
+          LEFT JOIN users u ON u.id = k.user_id`;
+        const found = after !== undefined && after.blockedUntil === 0
+          ? []
+          : await sql<Row[]>`${select}
+            WHERE f.blocked_until > 0 AND f.forget_at > ${now}
+              ${
+            after === undefined ? sql`` : sql`AND f.blocked_until <= ${after.blockedUntil}
+              AND (f.blocked_until < ${after.blockedUntil}
+                OR f.subject COLLATE "C" > ${after.subject})`
+          }
+            ORDER BY f.blocked_until DESC, f.subject COLLATE "C" LIMIT ${limit}`;
+        if (found.length >= limit) return found;
+        const afterSubject = after !== undefined && after.blockedUntil === 0 ? after.subject : "";
+        return [
+          ...found,
+          ...await sql<Row[]>`${select}
+            WHERE f.blocked_until = 0 AND f.forget_at > ${now}
+              AND f.subject COLLATE "C" > ${afterSubject}
+            ORDER BY f.subject COLLATE "C" LIMIT ${limit - found.length}`,
+        ];
+      });
       return rows.map((row) => ({
         ...toLoginFailures(row),
         ...(row.email === null ? {} : { email: row.email as string }),
@@ -125,7 +139,7 @@ export function createAdminViewMethods(db: PgContext): AdminStore {
     async countBlockedSubjects(now) {
       const [{ n }] = await db.read((sql) =>
         sql<{ n: number }[]>`SELECT count(*)::int AS n FROM login_failures
-          WHERE blocked_until > ${now} AND forget_at > ${now}`
+          WHERE blocked_until > 0 AND blocked_until > ${now} AND forget_at > ${now}`
       );
       return n;
     },

@@ -174,7 +174,8 @@ CREATE INDEX audit_log_by_at ON audit_log (at, id);
 CREATE INDEX audit_log_by_actor ON audit_log (actor, at, id);
 CREATE INDEX audit_log_by_subject ON audit_log (subject, at, id);
 CREATE INDEX audit_log_by_action ON audit_log (action, at, id);
-CREATE INDEX login_failures_by_blocked ON login_failures (blocked_until DESC, subject COLLATE "C");
+CREATE INDEX login_failures_by_blocked ON login_failures (blocked_until DESC, subject COLLATE "C")
+WHERE blocked_until > 0;
 CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'DELETE' AND OLD.at < coalesce(

@@ -54,25 +54,29 @@ export function createAdminViewStore(conn: Connection): AdminStore {
     if (statement === undefined) keyPages.set(text, statement = sql(text));
     return statement;
   }
-  const failuresFirst = sql(
-    `SELECT f.*, u.email FROM login_failures f
+  // Counters ever blocked (blocked_until > 0) come first, through their partial index in
+  // the page's order; then those never blocked, by subject (the primary key).
+  const FAILURES = `SELECT f.*, u.email FROM login_failures f
      LEFT JOIN api_keys k
        ON f.subject GLOB 'key:[0-9]*' AND k.id = CAST(substr(f.subject, 5) AS INTEGER)
-     LEFT JOIN users u ON u.id = k.user_id
-     WHERE f.forget_at > :now
+     LEFT JOIN users u ON u.id = k.user_id`;
+  const blockedFirst = sql(
+    `${FAILURES} WHERE f.blocked_until > 0 AND f.forget_at > :now
      ORDER BY f.blocked_until DESC, f.subject LIMIT :limit`,
   );
-  const failuresAfter = sql(
-    `SELECT f.*, u.email FROM login_failures f
-     LEFT JOIN api_keys k
-       ON f.subject GLOB 'key:[0-9]*' AND k.id = CAST(substr(f.subject, 5) AS INTEGER)
-     LEFT JOIN users u ON u.id = k.user_id
-     WHERE f.forget_at > :now AND f.blocked_until <= :after_blocked
+  const blockedAfter = sql(
+    `${FAILURES} WHERE f.blocked_until > 0 AND f.forget_at > :now
+       AND f.blocked_until <= :after_blocked
        AND (f.blocked_until < :after_blocked OR f.subject > :after_subject)
      ORDER BY f.blocked_until DESC, f.subject LIMIT :limit`,
   );
+  const neverBlocked = sql(
+    `${FAILURES} WHERE f.blocked_until = 0 AND f.forget_at > :now AND f.subject > :after_subject
+     ORDER BY f.subject LIMIT :limit`,
+  );
   const blockedCount = sql(
-    "SELECT count(*) AS n FROM login_failures WHERE blocked_until > :now AND forget_at > :now",
+    `SELECT count(*) AS n FROM login_failures
+     WHERE blocked_until > 0 AND blocked_until > :now AND forget_at > :now`,
   );
 
   return {
@@ -144,14 +148,27 @@ export function createAdminViewStore(conn: Connection): AdminStore {
     },
     searchLoginFailures(query) {
       return conn.read(() => {
-        const rows = query.after === undefined
-          ? failuresFirst.all({ now: query.now, limit: query.limit })
-          : failuresAfter.all({
-            now: query.now,
-            after_blocked: query.after.blockedUntil,
-            after_subject: query.after.subject,
-            limit: query.limit,
-          });
+        const { now, after, limit } = query;
+        const rows = (after === undefined
+          ? blockedFirst.all({ now, limit })
+          : after.blockedUntil > 0
+          ? blockedAfter.all({
+            now,
+            after_blocked: after.blockedUntil,
+            after_subject: after.subject,
+            limit,
+          })
+          : []) as Row[];
+        if (rows.length < limit) {
+          const afterSubject = after !== undefined && after.blockedUntil === 0 ? after.subject : "";
+          rows.push(
+            ...neverBlocked.all({
+              now,
+              after_subject: afterSubject,
+              limit: limit - rows.length,
+            }) as Row[],
+          );
+        }
         return (rows as Row[]).map((row) => ({
           ...toLoginFailures(row),
           ...(row.email === null ? {} : { email: row.email as string }),
