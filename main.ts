@@ -310,6 +310,7 @@ async function run(
     logger,
     metrics,
     retentionSeconds: config.tokenRetentionSeconds,
+    auditRetentionSeconds: config.auditRetentionSeconds,
     // N instances on one PostgreSQL database: one sweeps at a time, holding a lease row.
     claimTurn: claimJanitorTurn(store),
   });

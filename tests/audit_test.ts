@@ -186,3 +186,24 @@ Deno.test("admin audit prints the log as a table or JSON, from --since", async (
   const none = await admin(app, ["audit", "--since", "2026-02-01T00:00:00Z"]);
   assert.equal(none.out, "(none)");
 });
+
+Deno.test("[e2e] a login whose e-mail hides an invisible character fails like an unknown user", async () => {
+  using app = await createTestApp();
+  const userId = await app.addUser(EMAIL, "first password");
+  const apiKey = await app.createKey(userId);
+  // The public API creates no user: the address is only looked up. A zero-width space, a
+  // bidirectional override or a no-break space makes it another address, which no user has.
+  for (const email of ["alice\u200b@example.org", "\u202ealice@example.org", "alice\u00a0@x"]) {
+    const response = await postToken(
+      app.handler,
+      jsonAuthRequest(email, "first password", apiKey),
+    );
+    await assertError(response, 401, "invalid_credentials");
+  }
+  const failed = (await app.store.listAudit()).filter((row) => row.action === "login.failed");
+  assert.deepEqual(failed.map((row) => row.subject), [
+    "user:unknown",
+    "user:unknown",
+    "user:unknown",
+  ]);
+});

@@ -36,9 +36,21 @@ Deno.test("readConfig() uses the documented defaults", () => {
     forwardAuthHeader: "either",
     unicodePaths: false,
     tokenRetentionSeconds: 7 * 86400,
+    auditRetentionSeconds: 0,
     shutdownTimeoutSeconds: 30,
     workers: 1,
   });
+});
+
+Deno.test("readConfig() reads --audit-retention as off or at least 30 days", () => {
+  assert.equal(read([]).auditRetentionSeconds, 0);
+  assert.equal(read(["--audit-retention", "off"]).auditRetentionSeconds, 0);
+  assert.equal(read(["--audit-retention", "90d"]).auditRetentionSeconds, 90 * 86400);
+  assert.equal(read(["--audit-retention", "30d"]).auditRetentionSeconds, 30 * 86400);
+  // 30m for 30d would empty the log of all but its last half hour: refused.
+  for (const value of ["30m", "29d", "0", "forever", ""]) {
+    assert.throws(() => read(["--audit-retention", value]), /audit-retention/, value);
+  }
 });
 
 Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {

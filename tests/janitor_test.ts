@@ -214,3 +214,41 @@ Deno.test("janitor: two servers' janitors on one SQLite file sweep at once, each
     await second.closeStore();
   }
 });
+
+Deno.test("janitor sweep() deletes audit rows past --audit-retention in batches and records it", async () => {
+  const { app } = await setup();
+  using _ = app;
+  const start = app.clock.now();
+  for (let i = 0; i < 7; i++) {
+    await app.store.appendAudit({
+      at: start + i * DAY,
+      actor: "cli:test",
+      action: "user.added",
+      subject: `user:${i}@example.org`,
+      detail: {},
+    });
+  }
+  const rows = await app.store.countRows("audit_log");
+  const { logger, lines } = createCapturingLogger();
+  const options = { store: app.store, clock: app.clock, logger, retentionSeconds: 7 * 86400 };
+  app.clock.set(start + 32 * DAY + HOUR);
+  // Off (the default): nothing goes.
+  await createJanitor(options).sweep();
+  assert.equal(await app.store.countRows("audit_log"), rows);
+  // 30 days, in batches of 2: the rows written before start + 2 d + 1 h go (days 0, 1, 2).
+  const janitor = createJanitor({ ...options, auditRetentionSeconds: 30 * 86400, batchRows: 2 });
+  await janitor.sweep();
+  const kept = (await app.store.listAudit()).map((row) => row.subject);
+  assert.ok(!kept.includes("user:2@example.org") && kept.includes("user:3@example.org"));
+  assert.equal(await app.store.countRows("audit_log"), rows - 3 + 1);
+  const [record] = (await app.store.listAudit()).filter((row) => row.action === "audit.pruned");
+  assert.equal(record.actor, "janitor");
+  assert.deepEqual(record.detail, {
+    deleted: 3,
+    before: new Date(start + 2 * DAY + HOUR).toISOString(),
+  });
+  assert.equal(JSON.parse(lines.at(-1)!).audit_deleted, 3);
+  // Nothing more to prune: no further record.
+  await janitor.sweep();
+  assert.equal((await app.store.listAudit()).filter((r) => r.action === "audit.pruned").length, 1);
+});

@@ -296,3 +296,20 @@ Deno.test("[server] the e-mail migration's warning is one log line with a count 
     db.cleanup();
   }
 });
+
+Deno.test("[server] --audit-retention under 30 days: one line, exit 2; 365d starts", async () => {
+  const bad = await start(["--port", "0", "--audit-retention", "30m"]);
+  assert.equal(bad.code, 2);
+  assertOneLine(
+    bad.err,
+    'keygate: Invalid --audit-retention "30m": expected off or a duration of 30d or more, ' +
+      'like "365d" (see --help)',
+  );
+  const db = tempDbPath();
+  try {
+    const server = await startServerProcess(db.path, ["--audit-retention", "365d"]);
+    assert.equal((await server.stop()).code, 0);
+  } finally {
+    db.cleanup();
+  }
+});

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { UNSAFE_CHARACTERS } from "../formats/printable.ts";
 import { toCanonicalEmail } from "../store/canonical_emails.ts";
 
 /** Longest e-mail address accepted (RFC 5321's path limit). */
@@ -17,17 +18,18 @@ export const MAX_PASSWORD_BYTES = 1024;
 
 const utf8 = new TextEncoder();
 
-// deno-lint-ignore no-control-regex
-const INVALID_EMAIL_CHARACTER = /[\s\x00-\x1f\x7f-\x9f]/;
-// deno-lint-ignore no-control-regex
-const CONTROL_CHARACTER = /[\x00-\x1f\x7f-\x9f]/;
-
 /**
- * Whether `text` holds a control character (C0, DEL or C1): refused in every
- * name and label keygate stores, since a terminal that prints one may act on it.
+ * The first character of `text` that no name, label or e-mail keygate stores may hold, as
+ * `U+202E`, or `undefined`: a control character (C0, DEL or C1), which a terminal that prints
+ * it may act on, or an invisible or bidirectional one (zero-width, bidi controls, any other
+ * format or default-ignorable character, a lone surrogate, a line or paragraph separator, white
+ * space but U+0020), which makes one name look like another in the console, the CLI's tables
+ * and the audit log (see `UNSAFE_CHARACTERS`, src/formats/printable.ts).
  */
-export function hasControlCharacter(text: string): boolean {
-  return CONTROL_CHARACTER.test(text);
+export function findUnsafeCharacter(text: string): string | undefined {
+  const found = text.match(new RegExp(UNSAFE_CHARACTERS.source, "u"));
+  if (found === null) return undefined;
+  return `U+${found[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
 }
 
 /**
@@ -49,12 +51,12 @@ export function isLoginEmailSized(email: string): boolean {
 
 /**
  * Whether an address may name a new account: {@link MIN_EMAIL_LENGTH} to
- * {@link MAX_EMAIL_LENGTH} characters, an `@`, no white space or control characters
- * (C0, DEL or C1).
+ * {@link MAX_EMAIL_LENGTH} characters, an `@`, no white space, and none of the characters
+ * {@link findUnsafeCharacter} finds.
  */
 export function isAccountEmail(email: string): boolean {
   return email.length >= MIN_EMAIL_LENGTH && email.length <= MAX_EMAIL_LENGTH &&
-    email.includes("@") && !INVALID_EMAIL_CHARACTER.test(email);
+    email.includes("@") && !/\s/.test(email) && findUnsafeCharacter(email) === undefined;
 }
 
 /** Whether a password is 1 to {@link MAX_PASSWORD_BYTES} bytes in UTF-8. */

@@ -6,8 +6,16 @@
  * @module
  */
 import type { CounterTotals } from "../platform/metrics.ts";
-import type { ApiKeyListing, LoginFailures, Store } from "../store/store.ts";
+import type {
+  ApiKeyListing,
+  KeyQuery,
+  LoginFailureListing,
+  LoginFailureQuery,
+  Store,
+} from "../store/store.ts";
+import { findUnsafeCharacter } from "./account_rules.ts";
 import { toUserRef } from "./audit.ts";
+import { AuthError } from "./errors.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { toAccountSubject, toClientSubject } from "./throttle.ts";
 import { findUserOrFail } from "./users.ts";
@@ -28,37 +36,35 @@ export async function revokeTokenById(deps: ChangeDeps, tokenId: number): Promis
 }
 
 /**
- * Every API key with its owner, by e-mail then id; with `unusedSeconds`,
- * only keys not revoked whose last use (or creation, if never used) is at
- * least that long before `now` (the CLI's `key list --unused`).
+ * A page of API keys with their owner, by e-mail then id (see `KeyQuery`); with
+ * `unusedSeconds`, only keys not revoked whose last use (or creation, if never used) is at
+ * least that long before `now` (the admin API's `?unused=`).
  */
-export async function listKeys(
+export function listKeys(
   store: Store,
-  options: { now: number; unusedSeconds?: number },
+  options: Omit<KeyQuery, "unusedSince"> & { now: number; unusedSeconds?: number },
 ): Promise<ApiKeyListing[]> {
-  const keys = await store.listApiKeys();
-  if (options.unusedSeconds === undefined) return keys;
-  const since = options.now - options.unusedSeconds * 1000;
-  return keys.filter((key) => key.revokedAt === null && (key.lastUsedAt ?? key.createdAt) <= since);
+  const { now: _, unusedSeconds, ...query } = options;
+  return store.searchApiKeys({
+    ...query,
+    unusedSince: unusedSeconds === undefined ? undefined : options.now - unusedSeconds * 1000,
+  });
 }
 
 /** A failed-login counter, with the API key it counts for when it is an account counter. */
-export interface ThrottleCounter extends LoginFailures {
-  /** For `key:<id>` counters: the key's owner. */
-  email?: string;
+export interface ThrottleCounter extends LoginFailureListing {
   /** Whether logins for the subject are refused now. */
   blocked: boolean;
 }
 
-/** The live failed-login counters at `now`, the longest-blocked first. */
-export async function listThrottleCounters(store: Store, now: number): Promise<ThrottleCounter[]> {
-  const owners = new Map(
-    (await store.listApiKeys()).map((key) => [toAccountSubject(key.id), key.email]),
-  );
-  return (await store.listLoginFailures(now)).map((row) => ({
+/** A page of the live failed-login counters at `query.now`, the longest-blocked first. */
+export async function listThrottleCounters(
+  store: Store,
+  query: LoginFailureQuery,
+): Promise<ThrottleCounter[]> {
+  return (await store.searchLoginFailures(query)).map((row) => ({
     ...row,
-    email: owners.get(row.subject),
-    blocked: row.blockedUntil > now,
+    blocked: row.blockedUntil > query.now,
   }));
 }
 
@@ -69,6 +75,14 @@ export async function listThrottleCounters(store: Store, now: number): Promise<T
  * @throws {AuthError} `not_found` for an e-mail no user has.
  */
 export async function clearThrottle(deps: ChangeDeps, target: string): Promise<number> {
+  // The target becomes the audit row's subject: no invisible or bidirectional text there.
+  const unsafe = findUnsafeCharacter(target);
+  if (unsafe !== undefined) {
+    throw new AuthError(
+      "invalid_request",
+      `Invalid target: control, invisible and bidirectional characters are not allowed (found ${unsafe})`,
+    );
+  }
   let subject: string;
   let subjects: string[];
   if (target.includes("@")) {
@@ -113,11 +127,12 @@ export interface StatsDeps {
 /** Reads the dashboard's figures: row counts, live tokens, blocked counters, metric totals. */
 export async function readAdminStats(deps: StatsDeps): Promise<AdminStats> {
   const { store, now } = deps;
-  const [users, apiKeys, liveTokens, failures, counters] = await Promise.all([
+  // Aggregates in the database: the work does not grow with the rows a page would list.
+  const [users, apiKeys, liveTokens, throttledSubjects, counters] = await Promise.all([
     store.countRows("users"),
     store.countRows("api_keys"),
     store.countLiveTokens(now),
-    store.listLoginFailures(now),
+    store.countBlockedSubjects(now),
     deps.readCounters(),
   ]);
   return {
@@ -125,7 +140,7 @@ export async function readAdminStats(deps: StatsDeps): Promise<AdminStats> {
     users,
     apiKeys,
     liveTokens,
-    throttledSubjects: failures.filter((row) => row.blockedUntil > now).length,
+    throttledSubjects,
     counters,
   };
 }

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { toPrintable } from "../formats/printable.ts";
 
 /** Every action the audit log records. */
 export const AUDIT_ACTIONS = [
@@ -37,6 +38,8 @@ export const AUDIT_ACTIONS = [
   "operator.created",
   "operator.revoked",
   "operator.login_failed",
+  // The janitor's audit retention (--audit-retention; actor `janitor`, subject `audit_log`).
+  "audit.pruned",
 ] as const;
 
 /** One of {@link AUDIT_ACTIONS}. */
@@ -45,7 +48,8 @@ export type AuditAction = typeof AUDIT_ACTIONS[number];
 /** The actor of an admin command: the operating-system user from `$USER` or `$LOGNAME`. */
 export function toCliActor(env: Readonly<Record<string, string | undefined>>): string {
   const name = env.SUDO_USER || env.USER || env.LOGNAME || "unknown";
-  return `cli:${name.slice(0, 64)}`;
+  // Escaped as stored, so that the audit log's actor cannot hide or reorder its text.
+  return `cli:${toPrintable(name.slice(0, 64), false)}`;
 }
 
 /** The actor of a change made through the admin API, and the subject naming an operator. */

@@ -10,6 +10,11 @@
  * CLI never wait long for the write lock. Rows are kept for the retention
  * period so that secure requests can still answer `token_expired` for a while.
  *
+ * With an audit retention (`--audit-retention`), each sweep then deletes the
+ * audit rows older than it, the oldest first, {@link JANITOR_BATCH_ROWS} per
+ * transaction, and records one `audit.pruned` entry saying how many and up to
+ * when, so that the log itself says where its history begins.
+ *
  * @module
  */
 import type { Clock } from "../platform/clock.ts";
@@ -32,6 +37,8 @@ export interface JanitorDeps {
   metrics?: Metrics;
   /** Rows that stopped working longer ago than this are deleted. */
   retentionSeconds: number;
+  /** Audit rows written longer ago than this are deleted; 0 or undefined: never. */
+  auditRetentionSeconds?: number;
   batchRows?: number;
   intervalMs?: number;
   /**
@@ -44,7 +51,10 @@ export interface JanitorDeps {
 
 /** A background sweeper; {@link Janitor.sweep} runs one sweep now. */
 export interface Janitor {
-  /** Deletes every row past retention, batch by batch; resolves to how many. */
+  /**
+   * Deletes every token row past retention, batch by batch, then every audit row past the
+   * audit retention; resolves to how many token rows.
+   */
   sweep(): Promise<number>;
   /** Sweeps now and then every interval until {@link Janitor.stop}. */
   start(): void;
@@ -75,13 +85,44 @@ export function createJanitor(deps: JanitorDeps): Janitor {
     return deleted;
   }
 
+  async function pruneAudit(): Promise<number> {
+    const retention = deps.auditRetentionSeconds ?? 0;
+    if (retention <= 0) return 0;
+    const before = clock.now() - retention * 1000;
+    let deleted = 0;
+    while (!stopped) {
+      const count = await store.deleteAuditBefore({ before, size: batchRows });
+      deleted += count;
+      if (count < batchRows) break;
+      await nextTask();
+    }
+    if (deleted > 0) {
+      await store.appendAudit({
+        at: clock.now(),
+        actor: "janitor",
+        action: "audit.pruned",
+        subject: "audit_log",
+        detail: { deleted, before: new Date(before).toISOString() },
+      });
+    }
+    return deleted;
+  }
+
+  async function sweepAll(): Promise<number> {
+    const deleted = await sweepRows();
+    if (deleted > 0) logger.info("janitor deleted token rows", { event: "janitor", deleted });
+    const pruned = await pruneAudit();
+    if (pruned > 0) {
+      logger.info("janitor deleted audit rows", { event: "janitor", audit_deleted: pruned });
+    }
+    return deleted;
+  }
+
   async function sweep(): Promise<number> {
     if (running !== undefined) return running;
-    running = sweepRows();
+    running = sweepAll();
     try {
-      const deleted = await running;
-      if (deleted > 0) logger.info("janitor deleted token rows", { event: "janitor", deleted });
-      return deleted;
+      return await running;
     } finally {
       running = undefined;
     }

@@ -7,7 +7,7 @@
  * @module
  */
 import type { ApiKey, Store, User } from "../store/store.ts";
-import { hasControlCharacter } from "./account_rules.ts";
+import { findUnsafeCharacter } from "./account_rules.ts";
 import { toKeyRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "./credentials.ts";
@@ -63,10 +63,11 @@ export async function createKey(
       `Label too long: at most ${MAX_KEY_LABEL_LENGTH} characters`,
     );
   }
-  if (hasControlCharacter(label)) {
+  const unsafe = findUnsafeCharacter(label);
+  if (unsafe !== undefined) {
     throw new AuthError(
       "invalid_request",
-      "Invalid label: control characters (such as escape or newline) are not allowed",
+      `Invalid label: control, invisible and bidirectional characters are not allowed (found ${unsafe})`,
     );
   }
   const now = deps.clock.now();

@@ -8,7 +8,12 @@
 import { formatDuration } from "../platform/duration.ts";
 import type { DeletedUser, Store, TokenRow, User } from "../store/store.ts";
 import { StoreConflict } from "../store/errors.ts";
-import { isAccountEmail, MAX_EMAIL_LENGTH, normalizeEmail } from "./account_rules.ts";
+import {
+  findUnsafeCharacter,
+  isAccountEmail,
+  MAX_EMAIL_LENGTH,
+  normalizeEmail,
+} from "./account_rules.ts";
 import { toUserRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { AuthError } from "./errors.ts";
@@ -25,6 +30,15 @@ export function describeTimeout(user: Pick<User, "tokenTimeoutSeconds">): string
  */
 export function toAccountEmail(text: string): string {
   const email = normalizeEmail(text);
+  const unsafe = findUnsafeCharacter(email);
+  if (unsafe !== undefined) {
+    throw new AuthError(
+      "invalid_request",
+      `Invalid e-mail "${
+        text.slice(0, 64)
+      }": control, invisible and bidirectional characters are not allowed (found ${unsafe})`,
+    );
+  }
   if (!isAccountEmail(email)) {
     throw new AuthError(
       "invalid_request",

@@ -46,6 +46,28 @@ export function parseDurationSetting(text: string): number {
   }
 }
 
+/** The shortest audit retention accepted: 30 days (docs/security.md, "The audit log"). */
+export const MIN_AUDIT_RETENTION_SECONDS = 30 * 86_400;
+
+/**
+ * `--audit-retention`: `off` (0: keep every row) or a duration of at least
+ * {@link MIN_AUDIT_RETENTION_SECONDS}, so that a slip such as `30m` for `30d` cannot empty the
+ * log of everything older than half an hour.
+ */
+export function parseAuditRetention(text: string): number {
+  if (text.trim() === "off") return 0;
+  let seconds: number;
+  try {
+    seconds = parseDuration(text.trim());
+  } catch {
+    seconds = 0;
+  }
+  if (seconds < MIN_AUDIT_RETENTION_SECONDS) {
+    throw new SyntaxError('expected off or a duration of 30d or more, like "365d"');
+  }
+  return seconds;
+}
+
 /**
  * A `--store` value, checked by the store's own parser and returned as
  * given; the parser's messages never contain the password.

@@ -10,6 +10,7 @@
 import type { ForwardAuthHeader } from "../http/context.ts";
 import type { LogLevel } from "../platform/logger.ts";
 import {
+  parseAuditRetention,
   parseBoolean,
   parseCacheSize,
   parseCidrList,
@@ -73,6 +74,8 @@ export interface Config {
   unicodePaths: boolean;
   /** How long expired and revoked token rows are kept before the janitor deletes them. */
   tokenRetentionSeconds: number;
+  /** How long audit log rows are kept before the janitor deletes them; 0: forever. */
+  auditRetentionSeconds: number;
   /** How long in-flight requests may take to finish after SIGTERM. */
   shutdownTimeoutSeconds: number;
   /** A file that holds the process id while the server runs. */
@@ -348,6 +351,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseDurationSetting,
     placeholder: "DURATION",
     description: "How long expired and revoked token rows are kept before deletion",
+  }),
+  setting({
+    key: "auditRetentionSeconds",
+    flag: "audit-retention",
+    env: "KEYGATE_AUDIT_RETENTION",
+    default: "off",
+    parse: parseAuditRetention,
+    placeholder: "DURATION",
+    description: "How long audit log rows are kept: off (forever) or at least 30d",
   }),
   setting({
     key: "shutdownTimeoutSeconds",

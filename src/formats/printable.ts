@@ -1,25 +1,42 @@
 /**
- * Stored text made safe for a terminal: control characters written as
- * `\u001b` escapes. Used by the admin CLI's output and the admin API's JSON.
+ * Stored text made safe to show: control, invisible and bidirectional
+ * characters written as `\u001b`-style escapes. Used by the admin CLI's
+ * output and the admin API's JSON; the web console does the same to every
+ * text it shows (console/dom.js, with the same character class).
  *
  * @module
  */
 
-// deno-lint-ignore no-control-regex
-const CONTROL = /[\x00-\x1f\x7f-\x9f]/g;
-// deno-lint-ignore no-control-regex
-const CONTROL_BUT_NEWLINE = /[\x00-\x09\x0b-\x1f\x7f-\x9f]/g;
+/**
+ * The characters no name, label or e-mail may hold (src/auth/account_rules.ts refuses them in
+ * new ones) and that stored rows show escaped: controls (C0, DEL, C1), format characters
+ * (zero-width spaces and joiners, bidirectional embeddings, overrides, isolates and marks, the
+ * byte order mark, U+061C), every other default-ignorable code point (variation selectors,
+ * Hangul fillers, tags), line and paragraph separators, lone surrogates, and every white space
+ * but the plain space U+0020 (no-break and typographic spaces, U+3000), which looks like it.
+ */
+export const UNSAFE_CHARACTERS =
+  /[\p{Cc}\p{Cf}\p{Cs}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}]|[^\S ]/gu;
+
+function toEscapes(character: string): string {
+  let escaped = "";
+  for (let i = 0; i < character.length; i++) {
+    escaped += `\\u${character.charCodeAt(i).toString(16).padStart(4, "0")}`;
+  }
+  return escaped;
+}
 
 /**
- * `text` with every control character (C0, DEL, C1) written as `\u001b` and
- * so on, so that a name, label or e-mail stored before such characters were
- * refused cannot move the cursor, retitle the terminal or fake a line.
- * `keepNewlines` keeps `\n` (a printer's own line breaks). Applied to JSON
- * text, the result is still JSON with the same value.
+ * `text` with every character of {@link UNSAFE_CHARACTERS} written as `\u001b`, `\u202e` and so
+ * on (one escape per UTF-16 unit), so that a name, label or e-mail stored before such
+ * characters were refused can neither move the cursor, retitle the terminal or fake a line, nor
+ * hide or reorder what an operator reads (`billing\u202etxt.exe`, `ann\u200b@example.org`).
+ * `keepNewlines` keeps `\n` (a printer's own line breaks). Applied to JSON text, the result is
+ * still JSON with the same value.
  */
 export function toPrintable(text: string, keepNewlines = true): string {
   return text.replace(
-    keepNewlines ? CONTROL_BUT_NEWLINE : CONTROL,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+    UNSAFE_CHARACTERS,
+    (c) => keepNewlines && c === "\n" ? c : toEscapes(c),
   );
 }

@@ -28,6 +28,7 @@ import type { AdminStore } from "./store_admin.ts";
 import type {
   ApiKey,
   ApiKeyListing,
+  AuditBatch,
   AuditedChange,
   AuditEntries,
   AuditEntry,
@@ -300,6 +301,13 @@ export interface RetentionStore {
   deleteEndedTokens(batch: TokenBatch): Promise<number>;
   /** Deletes every token row that stopped working at or before `cutoff`, audited (`token purge`). */
   purgeEndedTokens(cutoff: number, change: { audit: AuditOf<number> }): Promise<number>;
+  /**
+   * Deletes, in one short transaction, up to `batch.size` of the oldest audit rows written
+   * before `batch.before` (the audit retention, run by the janitor); resolves to how many.
+   * Not audited here: the janitor records one `audit.pruned` entry per sweep. The database
+   * still refuses any other delete of an audit row.
+   */
+  deleteAuditBefore(batch: AuditBatch): Promise<number>;
   /** Row count of a table, for listings, metrics and tests. */
   countRows(table: StoreTable): Promise<number>;
 }

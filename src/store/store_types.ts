@@ -221,5 +221,12 @@ export interface TokenBatch {
   cutoff: number;
 }
 
+/** One batch of `Store.deleteAuditBefore`. */
+export interface AuditBatch {
+  /** Rows written before this instant may go. */
+  before: number;
+  size: number;
+}
+
 /** Tables whose rows {@link Store.countRows} counts. */
 export type StoreTable = "users" | "api_keys" | "tokens" | "login_failures" | "audit_log";

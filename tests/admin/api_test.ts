@@ -165,8 +165,8 @@ Deno.test("[admin] GET /admin/v1/users searches and pages by e-mail", async () =
     "alice@y.org",
     "bob@x.org",
   ]);
-  assert.equal(page1.body.next, "bob@x.org");
-  const page2 = await t.call("GET", `/admin/v1/users?limit=2&after=${page1.body.next}`);
+  assert.equal(typeof page1.body.next, "string");
+  const page2 = await t.call("GET", `/admin/v1/users?limit=2&cursor=${page1.body.next}`);
   assert.deepEqual(page2.body.users.map((u: { email: string }) => u.email), ["carol@x.org"]);
   assert.equal(page2.body.next, null);
   const found = await t.call("GET", "/admin/v1/users?search=X.ORG");
@@ -418,14 +418,84 @@ Deno.test("[admin] GET /admin/v1/audit filters by actor, action, subject and tim
   const byTime = await t.call("GET", "/admin/v1/audit?action=user.added&from=2026-01-01T00:00:30Z");
   assert.equal(byTime.body.entries.length, 2);
   const page1 = await t.call("GET", "/admin/v1/audit?limit=2");
-  const page2 = await t.call("GET", `/admin/v1/audit?limit=2&before=${page1.body.next}`);
+  const page2 = await t.call("GET", `/admin/v1/audit?limit=2&cursor=${page1.body.next}`);
   const everything = await t.call("GET", "/admin/v1/audit?limit=200");
   assert.deepEqual(
     [...page1.body.entries, ...page2.body.entries].map((e: { id: number }) => e.id),
     everything.body.entries.slice(0, 4).map((e: { id: number }) => e.id),
   );
   assert.equal((await t.call("GET", "/admin/v1/audit?from=yesterday")).status, 400);
-  assert.equal((await t.call("GET", "/admin/v1/audit?before=0")).status, 400);
+  for (const cursor of ["0", "x!", page1.body.next + "A", btoa('["a",1]')]) {
+    const refused = await t.call("GET", `/admin/v1/audit?cursor=${encodeURIComponent(cursor)}`);
+    assert.equal(refused.status, 400, cursor);
+    assert.equal(refused.body.error.code, "invalid_request");
+  }
+  // Another list's cursor is refused too: its sort keys are not this list's.
+  const users = await t.call("GET", "/admin/v1/users?limit=1");
+  assert.equal((await t.call("GET", `/admin/v1/audit?cursor=${users.body.next}`)).status, 400);
+});
+
+Deno.test("[admin] every list pages the same way: limit, cursor and next", async () => {
+  await using t = await createAdminTest();
+  const ids: number[] = [];
+  for (const email of ["carol@x.org", "alice@y.org", "bob@x.org"]) {
+    const userId = await t.addUser(email);
+    ids.push(userId);
+    for (let i = 0; i < 2; i++) {
+      assert.equal(
+        (await t.call("POST", `/admin/v1/users/${userId}/keys`, { body: {} })).status,
+        201,
+      );
+    }
+  }
+  for (let i = 0; i < 5; i++) {
+    await t.store.recordLoginFailures([`client:192.0.2.${i}`], {
+      now: t.clock.now(),
+      audit: undefined,
+      next: () => ({
+        subject: `client:192.0.2.${i}`,
+        failures: 1,
+        lastFailureAt: t.clock.now(),
+        blockedUntil: i % 2 === 0 ? t.clock.now() + 60_000 : 0,
+        forgetAt: t.clock.now() + 3_600_000,
+      }),
+    });
+  }
+  const lists: [string, string][] = [
+    ["/admin/v1/users", "users"],
+    ["/admin/v1/keys", "keys"],
+    [`/admin/v1/users/${ids[0]}/keys`, "keys"],
+    [`/admin/v1/users/${ids[0]}/tokens`, "tokens"],
+    ["/admin/v1/throttle", "counters"],
+    ["/admin/v1/audit", "entries"],
+  ];
+  for (const [path, field] of lists) {
+    const whole = await t.call("GET", `${path}?limit=200`);
+    assert.equal(whole.status, 200, path);
+    assert.equal(whole.body.next, null, path);
+    const paged: unknown[] = [];
+    let page = await t.call("GET", `${path}?limit=1`);
+    for (let i = 0; i < 50; i++) {
+      assert.equal(page.status, 200, path);
+      assert.ok(page.body[field].length <= 1, `${path}: limit=1 gives at most one row`);
+      paged.push(...page.body[field]);
+      if (page.body.next === null) break;
+      page = await t.call("GET", `${path}?limit=1&cursor=${page.body.next}`);
+    }
+    assert.deepEqual(paged, whole.body[field], path);
+  }
+  // The reproduction: ?limit=1 on the key list gave every key with next: null.
+  const one = await t.call("GET", "/admin/v1/keys?limit=1");
+  assert.equal(one.body.keys.length, 1);
+  assert.equal(one.body.keys[0].email, "alice@y.org");
+  assert.notEqual(one.body.next, null);
+  const blocked = await t.call("GET", "/admin/v1/throttle?limit=3");
+  assert.deepEqual(blocked.body.counters.map((c: { blocked: boolean }) => c.blocked), [
+    true,
+    true,
+    true,
+  ]);
+  assert.equal((await t.call("GET", "/admin/v1/stats")).body.throttled_subjects, 3);
 });
 
 Deno.test("[admin] GET /admin/v1/stats counts rows, live tokens and the metric totals", async () => {
@@ -565,7 +635,7 @@ Deno.test("[admin] control characters: 400 for new labels and e-mails, escaped w
     const answer = await t.call("POST", `/admin/v1/users/${id}/keys`, { body: { label } });
     assert.equal(answer.status, 400, JSON.stringify(label));
     assert.equal(answer.body.error.code, "invalid_request");
-    assert.match(answer.body.error.message, /^Invalid label: control characters/);
+    assert.match(answer.body.error.message, /^Invalid label: control, invisible and bidirectional/);
   }
   assert.equal(await t.store.countRows("api_keys"), 0);
   const added = await t.call("POST", "/admin/v1/users", {
@@ -611,4 +681,114 @@ Deno.test("[admin] control characters: 400 for new labels and e-mails, escaped w
   assert.ok(text.includes(String.raw`old\u001b]0;x\u0007\u009b@example.org`), text);
   const [key] = JSON.parse(text).keys;
   assert.deepEqual([key.email, key.label], [email, label]);
+});
+
+Deno.test("[admin] invisible and bidirectional characters: 400 in e-mails, labels and targets; stored rows escaped", async () => {
+  await using t = await createAdminTest();
+  const id = await t.addUser("ann@example.org");
+  // The reproductions: both were 201.
+  const added = await t.call("POST", "/admin/v1/users", {
+    body: { email: "ann\u200b@example.org", password: "a good password" },
+  });
+  assert.equal(added.status, 400);
+  assert.equal(added.body.error.code, "invalid_request");
+  assert.match(added.body.error.message, /\(found U\+200B\)$/);
+  const labelled = await t.call("POST", `/admin/v1/users/${id}/keys`, {
+    body: { label: "billing\u202etxt.exe" },
+  });
+  assert.equal(labelled.status, 400);
+  assert.match(labelled.body.error.message, /\(found U\+202E\)$/);
+  // The whole class: zero-width, bidi controls and marks, other format and default-ignorable
+  // characters, lone surrogates, separators and look-alike spaces.
+  const refused = [
+    "\u200b",
+    "\u200c",
+    "\u200d",
+    "\u2060",
+    "\ufeff",
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u202d",
+    "\u202e",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+    "\u200e",
+    "\u200f",
+    "\u061c",
+    "\u00ad",
+    "\u180e",
+    "\u3164",
+    "\ufe0f",
+    "\u{e0041}",
+    "\ud800",
+    "\u2028",
+    "\u00a0",
+    "\u2000",
+    "\u200a",
+    "\u3000",
+    "\u202f",
+    "\t",
+  ];
+  for (const c of refused) {
+    const key = await t.call("POST", `/admin/v1/users/${id}/keys`, { body: { label: `a${c}b` } });
+    assert.equal(key.status, 400, JSON.stringify(c));
+    const user = await t.call("POST", "/admin/v1/users", {
+      body: { email: `x${c}y@example.org`, password: "a good password" },
+    });
+    assert.equal(user.status, 400, JSON.stringify(c));
+    const renamed = await t.call("PUT", `/admin/v1/users/${id}/email`, {
+      body: { email: `ann${c}@example.org` },
+    });
+    assert.equal(renamed.status, 400, JSON.stringify(c));
+  }
+  const cleared = await t.call("POST", "/admin/v1/throttle/clear", {
+    body: { target: "192.0.2.1\u202e" },
+  });
+  assert.equal(cleared.status, 400);
+  assert.equal(await t.store.countRows("api_keys"), 0);
+  assert.equal(await t.store.countRows("users"), 1);
+  // Plain spaces, accents and other scripts stay allowed.
+  for (const label of ["billing key", "clé de facturation", "請求キー", "ключ"]) {
+    const ok = await t.call("POST", `/admin/v1/users/${id}/keys`, { body: { label } });
+    assert.equal(ok.status, 201, label);
+    assert.equal(ok.body.key.label, label);
+  }
+
+  // Rows stored before the rule come back escaped, with the same value.
+  const email = "ann\u200b@example.org";
+  const label = "billing\u202etxt.exe";
+  const old = await t.store.insertUser(
+    { email, passwordHash: "x", tokenTimeoutSeconds: null },
+    {
+      now: t.clock.now(),
+      audit: { at: t.clock.now(), actor: "cli:x", action: "user.added", subject: `user:${email}` },
+    },
+  );
+  await t.store.insertApiKey({
+    userId: old.id,
+    keyHash: hashSecret("abcd1111-0000-4000-8000-000000000002"),
+    prefix: "abcd1111",
+    label,
+    expiresAt: null,
+    introspect: false,
+  }, { now: t.clock.now(), audit: undefined });
+  for (const path of ["/admin/v1/keys?limit=200", "/admin/v1/audit", "/admin/v1/users"]) {
+    const response = await t.admin(
+      new Request(`${ADMIN_BASE}${path}`, {
+        headers: { authorization: `Bearer ${t.writeToken}` },
+      }),
+      { remoteAddr: { hostname: "192.0.2.10" } },
+    );
+    assert.equal(response.status, 200, path);
+    const text = await response.text();
+    assert.doesNotMatch(text, /[\u200b\u202e]/, path);
+    assert.ok(text.includes(String.raw`ann\u200b@example.org`), path);
+    if (path.includes("keys")) {
+      assert.ok(text.includes(String.raw`billing\u202etxt.exe`), text);
+      assert.ok(JSON.parse(text).keys.some((k: { label: string }) => k.label === label));
+    }
+  }
 });

@@ -20,6 +20,7 @@ import { existsSync } from "node:fs";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { readAdminStats } from "../../src/auth/admin_tasks.ts";
 import { AUDIT_ACTIONS } from "../../src/auth/audit.ts";
+import { hashSecret } from "../../src/auth/credentials.ts";
 import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
 import { createStatsHistory } from "../../src/auth/stats_history.ts";
 import { createOperator } from "../../src/auth/operators.ts";
@@ -371,6 +372,50 @@ Deno.test({
         await page.getByRole("cell", { name: "admin:127.0.0.1" }).waitFor();
         await page.getByRole("heading", { name: "Clear counters" }).waitFor();
         await page.screenshot({ path: `${shots}/throttle.png` });
+      });
+
+      await t.step("stored invisible and bidirectional characters are shown escaped", async () => {
+        const user = await store.insertUser(
+          { email: "zed\u200b@example.org", passwordHash: "x", tokenTimeoutSeconds: null },
+          { now: clock.now(), audit: undefined },
+        );
+        await store.insertApiKey({
+          userId: user.id,
+          keyHash: hashSecret("console-rlo-key"),
+          prefix: "rlo12345",
+          label: "billing\u202etxt.exe",
+          expiresAt: null,
+          introspect: false,
+        }, { now: clock.now(), audit: undefined });
+        await page.goto(`${admin.origin}/#/users/${user.id}`);
+        await page.getByText(String.raw`billing\u202etxt.exe`).waitFor();
+        const text = await page.locator("main").innerText();
+        assert.doesNotMatch(text, /[\u200b\u202e]/);
+        assert.ok(text.includes(String.raw`zed\u200b@example.org`), text);
+        await page.goto(`${admin.origin}/#/keys`);
+        await page.getByText(String.raw`billing\u202etxt.exe`).waitFor();
+      });
+
+      await t.step("a list longer than a page goes on with Next page and back", async () => {
+        for (let i = 0; i < 26; i++) {
+          await store.insertUser(
+            {
+              email: `page${String(i).padStart(2, "0")}@example.org`,
+              passwordHash: "x",
+              tokenTimeoutSeconds: null,
+            },
+            { now: clock.now(), audit: undefined },
+          );
+        }
+        await page.goto(`${admin.origin}/#/users`);
+        await page.getByRole("link", { name: "Next page" }).click();
+        await page.waitForURL(/cursor=/);
+        await page.getByRole("link", { name: "First page" }).waitFor();
+        const second = await page.locator("tbody tr td:first-child").allInnerTexts();
+        assert.ok(second.length >= 1 && second.length <= 25, String(second));
+        assert.ok(second.every((email) => email > "page"), String(second));
+        await page.getByRole("link", { name: "First page" }).click();
+        await page.waitForURL(/#\/users$/);
       });
 
       await t.step("no page logged an error or a CSP violation (Chromium logs those)", () => {

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { AuditEntry, Store } from "../../src/store/store.ts";
+import { AUDIT_SCAN_ROWS } from "../../src/store/store_admin.ts";
 
 /** What the contract's `test` gives a test: the store, and plain SQL on its database. */
 export interface AdminContractStore {
@@ -199,35 +200,197 @@ export function registerAdminViewTests(test: AdminContractTest): void {
     );
   });
 
-  test("searchAudit() combines filters, pages newest first by id", async ({ store }) => {
+  test("searchApiKeys() pages by e-mail then id, filters by user and disuse", async ({ store, execSql }) => {
+    const carol = await addUser(store, "carol@x.org");
+    const alice = await addUser(store, "alice@x.org");
+    const ids: number[] = [];
+    for (
+      const [user, secret] of [[carol, "k1"], [alice, "k2"], [carol, "k3"], [alice, "k4"]] as const
+    ) {
+      const key = await store.insertApiKey(
+        { userId: user.id, keyHash: hashSecret(secret), prefix: secret, label: "" },
+        { now: T0, ...NO_AUDIT },
+      );
+      ids.push(key.id);
+    }
+    const order = [ids[1], ids[3], ids[0], ids[2]];
+    const all = await store.searchApiKeys({ limit: 10 });
+    assert.deepEqual(all.map((k) => k.id), order);
+    assert.equal(all[0].email, "alice@x.org");
+    const paged = [];
+    let after: { email: string; id: number } | undefined;
+    for (let i = 0; i < 5; i++) {
+      const page = await store.searchApiKeys({ limit: 1, after });
+      if (page.length === 0) break;
+      paged.push(page[0].id);
+      after = { email: page[0].email, id: page[0].id };
+    }
+    assert.deepEqual(paged, order);
+    assert.deepEqual(
+      (await store.searchApiKeys({ userId: carol.id, limit: 10 })).map((k) => k.id),
+      [ids[0], ids[2]],
+    );
+    await execSql(`UPDATE api_keys SET last_used_at = ${T0 + HOUR} WHERE id = ${ids[0]}`);
+    await execSql(`UPDATE api_keys SET revoked_at = ${T0} WHERE id = ${ids[1]}`);
+    assert.deepEqual(
+      (await store.searchApiKeys({ unusedSince: T0 + 1, limit: 10 })).map((k) => k.id),
+      [ids[3], ids[2]],
+    );
+  });
+
+  test("searchLoginFailures() pages the longest-blocked first, with a key's owner", async ({ store }) => {
+    const user = await addUser(store, "a@b.org");
+    const key = await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k1"), prefix: "k1", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    const counters = [
+      [`key:${key.id}`, T0 + 50],
+      ["client:192.0.2.1", 0],
+      ["client:192.0.2.2", T0 + 90],
+      ["client:192.0.2.3", 0],
+      ["key:999", T0 + 50],
+    ] as const;
+    for (const [subject, blockedUntil] of counters) {
+      await store.recordLoginFailures([subject], {
+        now: T0,
+        audit: undefined,
+        next: () => ({
+          subject,
+          failures: 1,
+          lastFailureAt: T0,
+          blockedUntil,
+          forgetAt: T0 + HOUR,
+        }),
+      });
+    }
+    const order = [
+      "client:192.0.2.2",
+      `key:${key.id}`,
+      "key:999",
+      "client:192.0.2.1",
+      "client:192.0.2.3",
+    ];
+    const all = await store.searchLoginFailures({ now: T0, limit: 10 });
+    assert.deepEqual(all.map((c) => c.subject), order);
+    assert.deepEqual(all.map((c) => c.email), [
+      undefined,
+      "a@b.org",
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    const paged = [];
+    let after: { blockedUntil: number; subject: string } | undefined;
+    for (let i = 0; i < 6; i++) {
+      const [row] = await store.searchLoginFailures({ now: T0, limit: 1, after });
+      if (row === undefined) break;
+      paged.push(row.subject);
+      after = { blockedUntil: row.blockedUntil, subject: row.subject };
+    }
+    assert.deepEqual(paged, order);
+    assert.equal(await store.countBlockedSubjects(T0), 3);
+    assert.equal(await store.countBlockedSubjects(T0 + 60), 1);
+    assert.deepEqual(await store.searchLoginFailures({ now: T0 + HOUR, limit: 10 }), []);
+  });
+
+  test("searchAuditPage() combines filters, pages newest first by time then id", async ({ store }) => {
     const rows: AuditEntry[] = [
       entry("user.added", "user:a@b.org", T0, "operator:ann"),
       entry("key.created", "api_key:1", T0 + 10, "operator:ann"),
       entry("user.added", "user:c@d.org", T0 + 20, "cli:root"),
       entry("key.revoked", "api_key:1", T0 + 30, "operator:bob"),
       entry("user.added", "user:e@f.org", T0 + 40, "operator:ann"),
+      // Written later, with an earlier time (another instance's clock): sorted by its time.
+      entry("user.added", "user:g@h.org", T0 + 15, "operator:ann"),
     ];
     for (const row of rows) await store.appendAudit(row);
     const all = await store.searchAudit({ limit: 10 });
-    assert.deepEqual(all.map((r) => r.at), [T0 + 40, T0 + 30, T0 + 20, T0 + 10, T0]);
+    assert.deepEqual(all.map((r) => r.at), [T0 + 40, T0 + 30, T0 + 20, T0 + 15, T0 + 10, T0]);
     assert.deepEqual(all[0], { id: all[0].id, ...rows[4] });
+    assert.equal((await store.searchAuditPage({ limit: 10 })).next, undefined);
     assert.deepEqual(
       (await store.searchAudit({ limit: 10, action: "user.added", actor: "operator:ann" }))
         .map((r) => r.subject),
-      ["user:e@f.org", "user:a@b.org"],
+      ["user:e@f.org", "user:g@h.org", "user:a@b.org"],
     );
     assert.deepEqual(
       (await store.searchAudit({ limit: 10, subject: "api_key:1" })).map((r) => r.action),
       ["key.revoked", "key.created"],
     );
     assert.deepEqual(
-      (await store.searchAudit({ limit: 10, from: T0 + 10, to: T0 + 30 })).map((r) => r.at),
-      [T0 + 20, T0 + 10],
+      (await store.searchAudit({ limit: 10, action: "key.revoked" })).map((r) => r.subject),
+      ["api_key:1"],
     );
-    const page1 = await store.searchAudit({ limit: 2 });
-    const page2 = await store.searchAudit({ limit: 2, beforeId: page1[1].id });
-    const page3 = await store.searchAudit({ limit: 2, beforeId: page2[1].id });
-    assert.deepEqual([...page1, ...page2, ...page3].map((r) => r.id), all.map((r) => r.id));
+    assert.deepEqual(
+      (await store.searchAudit({ limit: 10, from: T0 + 10, to: T0 + 30 })).map((r) => r.at),
+      [T0 + 20, T0 + 15, T0 + 10],
+    );
+    // Every combination pages without repeating or skipping a row.
+    const filters = [
+      {},
+      { actor: "operator:ann" },
+      { action: "user.added" },
+      { actor: "operator:ann", action: "user.added", from: T0 + 1 },
+      { to: T0 + 35 },
+    ];
+    for (const filter of filters) {
+      const whole = await store.searchAudit({ limit: 10, ...filter });
+      const paged = [];
+      let page = await store.searchAuditPage({ limit: 1, ...filter });
+      for (let i = 0; i < 10; i++) {
+        paged.push(...page.entries);
+        if (page.next === undefined) break;
+        page = await store.searchAuditPage({ limit: 1, ...filter, cursor: page.next });
+      }
+      assert.deepEqual(paged.map((r) => r.id), whole.map((r) => r.id), JSON.stringify(filter));
+      assert.ok(whole.length > 0, JSON.stringify(filter));
+    }
+    // A cursor and `to` together: the earlier bound holds.
+    const [, second] = all;
+    assert.deepEqual(
+      (await store.searchAudit({ limit: 10, to: T0 + 20, cursor: second })).map((r) => r.at),
+      [T0 + 15, T0 + 10, T0],
+    );
     assert.deepEqual(await store.searchAudit({ limit: 10, actor: "operator:nobody" }), []);
+  });
+
+  test("searchAuditPage() with two filters scans a bounded window and says where to go on", async ({ store, execSql }) => {
+    // AUDIT_SCAN_ROWS + 5 rows of one actor and action, then (older) the one that matches.
+    const values = Array.from(
+      { length: AUDIT_SCAN_ROWS + 5 },
+      (_, i) => `(${T0 + 10 + i}, 'operator:ann', 'user.added', 'user:x', '{}')`,
+    );
+    values.push(`(${T0}, 'operator:ann', 'user.disabled', 'user:y', '{}')`);
+    await execSql(
+      `INSERT INTO audit_log (at, actor, action, subject, detail) VALUES ${values.join(", ")}`,
+    );
+    const query = { actor: "operator:ann", action: "user.disabled", limit: 5 };
+    const first = await store.searchAuditPage(query);
+    assert.deepEqual(first.entries, [], "nothing in the first window");
+    assert.ok(first.next, "a continuation");
+    assert.equal(first.next.at, T0 + 10 + 5, "after the window's last scanned entry");
+    const second = await store.searchAuditPage({ ...query, cursor: first.next });
+    assert.deepEqual(second.entries.map((r) => r.subject), ["user:y"]);
+    assert.equal(second.next, undefined);
+    // Full pages go on from their last entry, as without a bound.
+    const full = await store.searchAuditPage({ ...query, action: "user.added", limit: 3 });
+    assert.deepEqual(
+      full.entries.map((r) => r.at),
+      [0, 1, 2].map((i) => T0 + 9 + AUDIT_SCAN_ROWS + 5 - i),
+    );
+    assert.deepEqual(full.next, { at: full.entries[2].at, id: full.entries[2].id });
+  });
+
+  test("deleteAuditBefore() deletes the oldest rows in batches; no other delete passes", async ({ store, execSql }) => {
+    for (let i = 0; i < 5; i++) await store.appendAudit(entry("user.added", `user:${i}`, T0 + i));
+    assert.equal(await store.deleteAuditBefore({ before: T0 + 3, size: 2 }), 2);
+    assert.equal(await store.deleteAuditBefore({ before: T0 + 3, size: 2 }), 1);
+    assert.equal(await store.deleteAuditBefore({ before: T0 + 3, size: 2 }), 0);
+    assert.deepEqual((await store.listAudit()).map((r) => r.subject), ["user:3", "user:4"]);
+    // The database itself still refuses any other delete, before and after a prune.
+    await assert.rejects(execSql("DELETE FROM audit_log"), /append-only/);
+    await assert.rejects(execSql(`DELETE FROM audit_log WHERE at < ${T0 + 100}`), /append-only/);
+    assert.equal(await store.countRows("audit_log"), 2);
   });
 }

@@ -127,14 +127,6 @@ export function toLimit(url: URL, fallback = 50, max = 200): number {
   return Number(text);
 }
 
-/** A row-id cursor from a query parameter; `undefined` when absent. */
-export function toCursorId(url: URL, name: string): number | undefined {
-  const text = url.searchParams.get(name);
-  if (text === null) return undefined;
-  if (!/^[1-9][0-9]{0,15}$/.test(text)) throw invalid(`Invalid "${name}": expected a row id`);
-  return Number(text);
-}
-
 /** An ISO 8601 time (or milliseconds since the epoch) from a query parameter or field. */
 export function toInstant(text: string, name: string): number {
   const ms = /^[0-9]{1,16}$/.test(text) ? Number(text) : Date.parse(text);

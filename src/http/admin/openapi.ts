@@ -60,6 +60,14 @@ const limit = query("limit", "Page size, 1 to 200 (default 50)", {
   minimum: 1,
   maximum: 200,
 });
+/** Every list is paged the same way: `limit`, and `cursor` from the previous page's `next`. */
+const paging = [
+  limit,
+  query("cursor", "The previous page's next (opaque); without it, the first page", {
+    type: "string",
+    pattern: "^[A-Za-z0-9_-]{1,1024}$",
+  }),
+];
 
 function read(op: Op): Record<string, unknown> {
   return {
@@ -114,8 +122,7 @@ export const ADMIN_OPENAPI = {
         ok: ["200", "UserPage"],
         params: [
           query("search", "Only e-mails containing this text"),
-          query("after", "The page cursor: the previous page's next"),
-          limit,
+          ...paging,
         ],
       }),
       post: write({ summary: "Add a user", body: "NewUser", ok: ["201", "UserDetail"] }),
@@ -164,9 +171,9 @@ export const ADMIN_OPENAPI = {
     },
     "/admin/v1/users/{id}/keys": {
       get: read({
-        summary: "A user's API keys with last use",
-        ok: ["200", "KeyList"],
-        params: user,
+        summary: "A user's API keys with last use, by id",
+        ok: ["200", "KeyPage"],
+        params: [...user, ...paging],
       }),
       post: write({
         summary: "Create an API key (shown once)",
@@ -182,8 +189,7 @@ export const ADMIN_OPENAPI = {
         params: [
           ...user,
           query("live", "true: only live tokens", { enum: ["true", "false"] }),
-          query("before", "The page cursor: the previous page's next", { type: "integer" }),
-          limit,
+          ...paging,
         ],
       }),
     },
@@ -197,13 +203,14 @@ export const ADMIN_OPENAPI = {
     },
     "/admin/v1/keys": {
       get: read({
-        summary: "Every API key with its owner and last use (never the keys)",
-        ok: ["200", "KeyList"],
+        summary: "Every API key with its owner and last use (never the keys), by e-mail then id",
+        ok: ["200", "KeyPage"],
         params: [
           query(
             "unused",
             'Only keys not revoked and not used for this long, such as "30d" (never used: since creation)',
           ),
+          ...paging,
         ],
       }),
     },
@@ -239,7 +246,11 @@ export const ADMIN_OPENAPI = {
       }),
     },
     "/admin/v1/throttle": {
-      get: read({ summary: "Live failed-login counters", ok: ["200", "ThrottleList"] }),
+      get: read({
+        summary: "Live failed-login counters, the longest-blocked first",
+        ok: ["200", "ThrottlePage"],
+        params: paging,
+      }),
     },
     "/admin/v1/throttle/clear": {
       post: write({
@@ -250,7 +261,9 @@ export const ADMIN_OPENAPI = {
     },
     "/admin/v1/audit": {
       get: read({
-        summary: "The audit log, newest first, filtered and paged",
+        summary: "The audit log, newest first (by time, then id), filtered and paged; a page " +
+          "with two or more of actor, action and subject may be short (even empty) and still " +
+          "have a next",
         ok: ["200", "AuditPage"],
         params: [
           query("actor", "Exact actor, such as operator:ann or cli:root"),
@@ -261,8 +274,7 @@ export const ADMIN_OPENAPI = {
           query("subject", "Exact subject, such as user:a@example.org or api_key:3"),
           query("from", "Entries at or after this time", time),
           query("to", "Entries before this time", time),
-          query("before", "The page cursor: the previous page's next", { type: "integer" }),
-          limit,
+          ...paging,
         ],
       }),
     },

@@ -69,7 +69,7 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
   UserPage: object({ users: { type: "array", items: ref("User") }, next: nullable(str) }),
   ApiKey: object(API_KEY, ["email"]),
   ApiKeyChange: object({ ...API_KEY, tokens_revoked: int }, ["email", "tokens_revoked"]),
-  KeyList: object({ keys: { type: "array", items: ref("ApiKey") } }),
+  KeyPage: object({ keys: { type: "array", items: ref("ApiKey") }, next: nullable(str) }),
   CreatedKey: object({
     key: ref("ApiKey"),
     api_key: { ...str, description: "The new key, shown this once" },
@@ -88,7 +88,7 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
     revoked_at: nullable(time),
     live: bool,
   }),
-  TokenPage: object({ tokens: { type: "array", items: ref("Token") }, next: nullable(int) }),
+  TokenPage: object({ tokens: { type: "array", items: ref("Token") }, next: nullable(str) }),
   TokenRevoked: object({ id: int, revoked: bool }),
   TokensRevoked: object({ tokens_revoked: int }),
   AuditEntry: object({
@@ -99,7 +99,7 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
     subject: str,
     detail: { type: "object", additionalProperties: { type: ["string", "number", "null"] } },
   }),
-  AuditPage: object({ entries: { type: "array", items: ref("AuditEntry") }, next: nullable(int) }),
+  AuditPage: object({ entries: { type: "array", items: ref("AuditEntry") }, next: nullable(str) }),
   ThrottleCounter: object({
     subject: str,
     email: nullable(str),
@@ -108,7 +108,10 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
     blocked_until: nullable(time),
     last_failure_at: time,
   }),
-  ThrottleList: object({ counters: { type: "array", items: ref("ThrottleCounter") } }),
+  ThrottlePage: object({
+    counters: { type: "array", items: ref("ThrottleCounter") },
+    next: nullable(str),
+  }),
   ThrottleCleared: object({ cleared: int }),
   Stats: object({
     at: time,

@@ -5,25 +5,16 @@
  *
  * @module
  */
-import type { AdminStore, AuditRecord, TokenListing } from "../store.ts";
+import type { AdminStore, ApiKeyListing, TokenListing } from "../store.ts";
+import { createAuditSearch } from "./audit_search.ts";
 import type { PgContext } from "./db.ts";
-import { type Row, toOperator, toTokenRow, toUser } from "../rows.ts";
+import { type Row, toApiKey, toLoginFailures, toOperator, toTokenRow, toUser } from "../rows.ts";
 import { tokenValid } from "./rows.ts";
-
-function toAuditRecord(row: Row): AuditRecord {
-  return {
-    id: row.id as number,
-    at: row.at as number,
-    actor: row.actor as string,
-    action: row.action as string,
-    subject: row.subject as string,
-    detail: row.detail as AuditRecord["detail"],
-  };
-}
 
 const NO_CURSOR = Number.MAX_SAFE_INTEGER;
 
 export function createAdminViewMethods(db: PgContext): AdminStore {
+  const searchAuditPage = createAuditSearch(db);
   return {
     insertOperator(operator, change) {
       // Operators are not read by the gate: no write here ends a token grant.
@@ -83,17 +74,79 @@ export function createAdminViewMethods(db: PgContext): AdminStore {
       return rows.map((row): TokenListing => ({ ...toTokenRow(row), live: row.live === true }));
     },
 
-    async searchAudit(query) {
+    async searchApiKeys(query) {
+      const { userId, unusedSince, after } = query;
       const rows = await db.read((sql) =>
-        sql<Row[]>`SELECT * FROM audit_log
-          WHERE id < ${query.beforeId ?? NO_CURSOR}
-            AND at >= ${query.from ?? 0} AND at < ${query.to ?? NO_CURSOR}
-            ${query.actor === undefined ? sql`` : sql`AND actor = ${query.actor}`}
-            ${query.action === undefined ? sql`` : sql`AND action = ${query.action}`}
-            ${query.subject === undefined ? sql`` : sql`AND subject = ${query.subject}`}
-          ORDER BY id DESC LIMIT ${query.limit}`
+        sql<Row[]>`SELECT k.*, u.email, u.disabled AS user_disabled FROM api_keys k
+          JOIN users u ON u.id = k.user_id
+          WHERE true
+            ${userId === undefined ? sql`` : sql`AND k.user_id = ${userId}`}
+            ${
+          unusedSince === undefined
+            ? sql``
+            : sql`AND k.revoked_at IS NULL AND coalesce(k.last_used_at, k.created_at) <= ${unusedSince}`
+        }
+            ${
+          after === undefined
+            ? sql``
+            : sql`AND (u.email COLLATE "C", k.id) > (${after.email}, ${after.id})`
+        }
+          ORDER BY u.email COLLATE "C", k.id LIMIT ${query.limit}`
       );
-      return rows.map(toAuditRecord);
+      return rows.map((row): ApiKeyListing => ({
+        ...toApiKey(row),
+        email: row.email as string,
+        userDisabled: row.user_disabled === 1,
+      }));
+    },
+
+    async searchLoginFailures(query) {
+      const { now, after, limit } = query;
+      // Counters ever blocked first, through their partial index in the page's order; then
+      // those never blocked, by subject (as on SQLite).
+      const rows = await db.read(async (sql) => {
+        const select = sql`SELECT f.*, u.email FROM login_failures f
+          LEFT JOIN api_keys k ON f.subject ~ '^key:[0-9]{1,18}$'
+            AND k.id = CASE WHEN f.subject ~ '^key:[0-9]{1,18}$'
+              THEN substr(f.subject, 5)::bigint END
+          LEFT JOIN users u ON u.id = k.user_id`;
+        const found = after !== undefined && after.blockedUntil === 0
+          ? []
+          : await sql<Row[]>`${select}
+            WHERE f.blocked_until > 0 AND f.forget_at > ${now}
+              ${
+            after === undefined ? sql`` : sql`AND f.blocked_until <= ${after.blockedUntil}
+              AND (f.blocked_until < ${after.blockedUntil}
+                OR f.subject COLLATE "C" > ${after.subject})`
+          }
+            ORDER BY f.blocked_until DESC, f.subject COLLATE "C" LIMIT ${limit}`;
+        if (found.length >= limit) return found;
+        const afterSubject = after !== undefined && after.blockedUntil === 0 ? after.subject : "";
+        return [
+          ...found,
+          ...await sql<Row[]>`${select}
+            WHERE f.blocked_until = 0 AND f.forget_at > ${now}
+              AND f.subject COLLATE "C" > ${afterSubject}
+            ORDER BY f.subject COLLATE "C" LIMIT ${limit - found.length}`,
+        ];
+      });
+      return rows.map((row) => ({
+        ...toLoginFailures(row),
+        ...(row.email === null ? {} : { email: row.email as string }),
+      }));
+    },
+
+    async countBlockedSubjects(now) {
+      const [{ n }] = await db.read((sql) =>
+        sql<{ n: number }[]>`SELECT count(*)::int AS n FROM login_failures
+          WHERE blocked_until > 0 AND blocked_until > ${now} AND forget_at > ${now}`
+      );
+      return n;
+    },
+
+    searchAuditPage,
+    async searchAudit(query) {
+      return (await searchAuditPage(query)).entries;
     },
   };
 }

@@ -68,6 +68,18 @@ export function createAuditRetentionMethods(db: PgContext): AuditStore & Retenti
     findTokenIdRange,
     deleteEndedTokens,
 
+    deleteAuditBefore(batch) {
+      return db.write(async (tx) => {
+        // The append-only trigger lets through only rows older than this (schema.ts, 4).
+        await tx`SELECT set_config('keygate.audit_prune_before', ${String(batch.before)}, true)`;
+        const rows = await tx`DELETE FROM audit_log WHERE id IN (
+            SELECT id FROM audit_log WHERE at < ${batch.before}
+            ORDER BY at, id LIMIT ${batch.size})
+          RETURNING id`;
+        return rows.length;
+      }, { endsGrants: () => false });
+    },
+
     async purgeEndedTokens(cutoff, change) {
       const range = await findTokenIdRange();
       let deleted = 0;

@@ -159,4 +159,31 @@ CREATE INDEX audit_log_by_subject ON audit_log (subject, id);
       return skipped > 0 ? describeSkippedEmails(skipped) : undefined;
     },
   },
+  {
+    version: 4,
+    name: "audit paging and retention",
+    // As SQLite's migration 7: every audit page reads through an index in its own order
+    // (src/store/postgres/audit_search.ts), as do the throttle's counters, and retention (--audit-retention) may delete
+    // rows older than the cutoff its transaction sets in keygate.audit_prune_before; any
+    // other delete, and every update, is still refused.
+    sql: `
+DROP INDEX audit_log_by_time;
+DROP INDEX audit_log_by_actor;
+DROP INDEX audit_log_by_subject;
+CREATE INDEX audit_log_by_at ON audit_log (at, id);
+CREATE INDEX audit_log_by_actor ON audit_log (actor, at, id);
+CREATE INDEX audit_log_by_subject ON audit_log (subject, at, id);
+CREATE INDEX audit_log_by_action ON audit_log (action, at, id);
+CREATE INDEX login_failures_by_blocked ON login_failures (blocked_until DESC, subject COLLATE "C")
+WHERE blocked_until > 0;
+CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' AND OLD.at < coalesce(
+    nullif(current_setting('keygate.audit_prune_before', true), '')::bigint, 0) THEN
+    RETURN OLD;
+  END IF;
+  RAISE EXCEPTION 'audit_log is append-only';
+END $$;
+`,
+  },
 ];

@@ -1,24 +1,14 @@
 /**
  * Operators of the admin API, and the paged listings it shows: users by
- * e-mail, a user's tokens, the audit log with filters.
+ * e-mail, a user's tokens, the audit log with filters (audit_search.ts).
  *
  * @module
  */
-import type { AdminStore, AuditRecord, TokenListing } from "../store.ts";
+import type { AdminStore, ApiKeyListing, KeyQuery, TokenListing } from "../store.ts";
+import { createAuditSearch } from "./audit_search.ts";
 import type { Connection, Row } from "./connection.ts";
-import { TOKEN_EXPIRES_AT, TOKEN_LIVE } from "./rules.ts";
-import { toOperator, toTokenRow, toUser } from "../rows.ts";
-
-function toAuditRecord(row: Row): AuditRecord {
-  return {
-    id: row.id as number,
-    at: row.at as number,
-    actor: row.actor as string,
-    action: row.action as string,
-    subject: row.subject as string,
-    detail: JSON.parse(row.detail as string),
-  };
-}
+import { KEY_COLUMNS, TOKEN_EXPIRES_AT, TOKEN_LIVE } from "./rules.ts";
+import { toApiKey, toLoginFailures, toOperator, toTokenRow, toUser } from "../rows.ts";
 
 export function createAdminViewStore(conn: Connection): AdminStore {
   const { sql } = conn;
@@ -46,13 +36,47 @@ export function createAdminViewStore(conn: Connection): AdminStore {
      WHERE t.user_id = :user_id AND t.id < :before AND (:live_only = 0 OR (${TOKEN_LIVE}))
      ORDER BY t.id DESC LIMIT :limit`,
   );
-  const auditPage = sql(
-    `SELECT * FROM audit_log
-     WHERE id < :before AND at >= :from AND at < :to
-       AND (:actor IS NULL OR actor = :actor)
-       AND (:action IS NULL OR action = :action)
-       AND (:subject IS NULL OR subject = :subject)
-     ORDER BY id DESC LIMIT :limit`,
+  const searchAuditPage = createAuditSearch(conn);
+  // One statement per combination of a key page's conditions, prepared on first use.
+  const keyPages = new Map<string, ReturnType<typeof sql>>();
+  function keyPage(query: KeyQuery) {
+    const where = [
+      query.userId === undefined ? "" : "k.user_id = :user_id",
+      query.unusedSince === undefined
+        ? ""
+        : "k.revoked_at IS NULL AND coalesce(k.last_used_at, k.created_at) <= :since",
+      query.after === undefined ? "" : "(u.email, k.id) > (:after_email, :after_id)",
+    ].filter((part) => part !== "");
+    const text = `SELECT ${KEY_COLUMNS}, u.email, u.disabled AS user_disabled FROM api_keys k
+      JOIN users u ON u.id = k.user_id ${where.length === 0 ? "" : "WHERE"} ${where.join(" AND ")}
+      ORDER BY u.email, k.id LIMIT :limit`;
+    let statement = keyPages.get(text);
+    if (statement === undefined) keyPages.set(text, statement = sql(text));
+    return statement;
+  }
+  // Counters ever blocked (blocked_until > 0) come first, through their partial index in
+  // the page's order; then those never blocked, by subject (the primary key).
+  const FAILURES = `SELECT f.*, u.email FROM login_failures f
+     LEFT JOIN api_keys k
+       ON f.subject GLOB 'key:[0-9]*' AND k.id = CAST(substr(f.subject, 5) AS INTEGER)
+     LEFT JOIN users u ON u.id = k.user_id`;
+  const blockedFirst = sql(
+    `${FAILURES} WHERE f.blocked_until > 0 AND f.forget_at > :now
+     ORDER BY f.blocked_until DESC, f.subject LIMIT :limit`,
+  );
+  const blockedAfter = sql(
+    `${FAILURES} WHERE f.blocked_until > 0 AND f.forget_at > :now
+       AND f.blocked_until <= :after_blocked
+       AND (f.blocked_until < :after_blocked OR f.subject > :after_subject)
+     ORDER BY f.blocked_until DESC, f.subject LIMIT :limit`,
+  );
+  const neverBlocked = sql(
+    `${FAILURES} WHERE f.blocked_until = 0 AND f.forget_at > :now AND f.subject > :after_subject
+     ORDER BY f.subject LIMIT :limit`,
+  );
+  const blockedCount = sql(
+    `SELECT count(*) AS n FROM login_failures
+     WHERE blocked_until > 0 AND blocked_until > :now AND forget_at > :now`,
   );
 
   return {
@@ -106,18 +130,57 @@ export function createAdminViewStore(conn: Connection): AdminStore {
         }) as Row[]).map((row): TokenListing => ({ ...toTokenRow(row), live: row.live === 1 }))
       );
     },
-    searchAudit(query) {
-      return conn.read(() =>
-        (auditPage.all({
-          before: query.beforeId ?? Number.MAX_SAFE_INTEGER,
-          from: query.from ?? 0,
-          to: query.to ?? Number.MAX_SAFE_INTEGER,
-          actor: query.actor ?? null,
-          action: query.action ?? null,
-          subject: query.subject ?? null,
-          limit: query.limit,
-        }) as Row[]).map(toAuditRecord)
-      );
+    searchApiKeys(query) {
+      return conn.read(() => {
+        const params: Record<string, number | string> = { limit: query.limit };
+        if (query.userId !== undefined) params.user_id = query.userId;
+        if (query.unusedSince !== undefined) params.since = query.unusedSince;
+        if (query.after !== undefined) {
+          params.after_email = query.after.email;
+          params.after_id = query.after.id;
+        }
+        return (keyPage(query).all(params) as Row[]).map((row): ApiKeyListing => ({
+          ...toApiKey(row),
+          email: row.email as string,
+          userDisabled: row.user_disabled === 1,
+        }));
+      });
+    },
+    searchLoginFailures(query) {
+      return conn.read(() => {
+        const { now, after, limit } = query;
+        const rows = (after === undefined
+          ? blockedFirst.all({ now, limit })
+          : after.blockedUntil > 0
+          ? blockedAfter.all({
+            now,
+            after_blocked: after.blockedUntil,
+            after_subject: after.subject,
+            limit,
+          })
+          : []) as Row[];
+        if (rows.length < limit) {
+          const afterSubject = after !== undefined && after.blockedUntil === 0 ? after.subject : "";
+          rows.push(
+            ...neverBlocked.all({
+              now,
+              after_subject: afterSubject,
+              limit: limit - rows.length,
+            }) as Row[],
+          );
+        }
+        return (rows as Row[]).map((row) => ({
+          ...toLoginFailures(row),
+          ...(row.email === null ? {} : { email: row.email as string }),
+        }));
+      });
+    },
+    countBlockedSubjects(now) {
+      return conn.read(() => (blockedCount.get({ now }) as { n: number }).n);
+    },
+    searchAuditPage,
+    async searchAudit(query) {
+      return (await searchAuditPage(query)).entries;
     },
   };
 }

@@ -163,6 +163,33 @@ CREATE INDEX audit_log_by_subject ON audit_log (subject, id);
       return skipped > 0 ? describeSkippedEmails(skipped) : undefined;
     },
   },
+  {
+    version: 7,
+    name: "audit paging and retention",
+    // Every audit page reads through an index in its own order, time then id, newest first
+    // (src/store/sqlite/audit_search.ts): one per filter column, one for time alone; the
+    // throttle's counters ever blocked are paged in theirs, the longest-blocked first (a
+    // partial index: the readiness probe's rows, never blocked, do not grow it).
+    // Retention (--audit-retention) deletes old rows only inside a transaction that first
+    // writes its cutoff to audit_prune, and only rows older than that cutoff; any other
+    // delete, and every update, is still refused.
+    sql: `
+DROP INDEX audit_log_by_time;
+DROP INDEX audit_log_by_actor;
+DROP INDEX audit_log_by_subject;
+CREATE INDEX audit_log_by_at ON audit_log (at, id);
+CREATE INDEX audit_log_by_actor ON audit_log (actor, at, id);
+CREATE INDEX audit_log_by_subject ON audit_log (subject, at, id);
+CREATE INDEX audit_log_by_action ON audit_log (action, at, id);
+CREATE INDEX login_failures_by_blocked ON login_failures (blocked_until DESC, subject)
+WHERE blocked_until > 0;
+CREATE TABLE audit_prune (before_at INTEGER NOT NULL) STRICT;
+DROP TRIGGER audit_log_no_delete;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+WHEN NOT EXISTS (SELECT 1 FROM audit_prune WHERE OLD.at < before_at)
+BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+`,
+  },
 ];
 
 /**

@@ -69,10 +69,19 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
 
 function createAuditAndLifecycle(
   conn: Connection,
-): LifecycleStore & AuditStore & Pick<RetentionStore, "countRows"> {
+): LifecycleStore & AuditStore & Pick<RetentionStore, "countRows" | "deleteAuditBefore"> {
   const { sql } = conn;
   const auditSince = sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
   const ping = sql("SELECT 1 AS ok");
+  // The delete trigger lets through only rows older than a cutoff written in the same
+  // transaction (migration 7).
+  const pruneOpen = sql("INSERT INTO audit_prune (before_at) VALUES (:before)", "keeps-grants");
+  const pruneRows = sql(
+    `DELETE FROM audit_log WHERE id IN (
+       SELECT id FROM audit_log WHERE at < :before ORDER BY at, id LIMIT :size)`,
+    "keeps-grants",
+  );
+  const pruneClose = sql("DELETE FROM audit_prune", "keeps-grants");
   const counts: Record<StoreTable, ReturnType<typeof sql>> = {
     users: sql("SELECT count(*) AS n FROM users"),
     api_keys: sql("SELECT count(*) AS n FROM api_keys"),
@@ -110,6 +119,14 @@ function createAuditAndLifecycle(
           detail: JSON.parse(row.detail as string),
         }))
       );
+    },
+    deleteAuditBefore(batch) {
+      return conn.write(() => {
+        pruneOpen.run({ before: batch.before });
+        const { changes } = pruneRows.run({ before: batch.before, size: batch.size });
+        pruneClose.run();
+        return Number(changes);
+      });
     },
     countRows(table) {
       return conn.read(() => (counts[table].get() as { n: number }).n);

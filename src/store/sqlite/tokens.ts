@@ -18,7 +18,9 @@ export const PURGE_BATCH_ROWS = 500;
 
 export function createTokenStore(
   conn: Connection,
-): Omit<TokenStore, "revokeTokensOfUser"> & Omit<RetentionStore, "countRows"> {
+):
+  & Omit<TokenStore, "revokeTokensOfUser">
+  & Omit<RetentionStore, "countRows" | "deleteAuditBefore"> {
   const { sql } = conn;
   // Keeps grants: a new token ends no other (the cap is applied separately).
   const tokenInsert = sql(

@@ -77,11 +77,11 @@ async function route() {
   replace(main, h("p", { class: "loading" }, "Loading…"));
   try {
     const user = /^\/users\/([0-9]+)$/.exec(path);
-    if (user) await renderUser(main, session, user[1]);
+    if (user) await renderUser(main, session, user[1], params);
     else if (path === "/users") await renderUsers(main, session, params);
     else if (path === "/keys") await renderKeys(main, session, params);
     else if (path === "/audit") await renderAudit(main, session, params);
-    else if (path === "/throttle") await renderThrottle(main, session);
+    else if (path === "/throttle") await renderThrottle(main, session, params);
     else await renderDashboard(main, session);
     main.focus({ preventScroll: true });
   } catch (error) {

@@ -22,11 +22,30 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/**
+ * Control, invisible and bidirectional characters: the same class as `UNSAFE_CHARACTERS` in
+ * src/formats/printable.ts (a test keeps them equal). New names, labels and e-mails cannot hold
+ * them; one stored before is shown as `\u202e` and so on, so that it cannot hide or reorder
+ * what an operator reads.
+ */
+const UNSAFE_CHARACTERS =
+  /[\p{Cc}\p{Cf}\p{Cs}\p{Default_Ignorable_Code_Point}\p{Zl}\p{Zp}]|[^\S ]/gu;
+
+/** `text` with every unsafe character written as `\u200b` (one escape per UTF-16 unit). */
+export function visible(text) {
+  return text.replace(
+    UNSAFE_CHARACTERS,
+    (c) =>
+      [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`)
+        .join(""),
+  );
+}
+
 function append(el, children) {
   for (const child of children) {
     if (child === undefined || child === null || child === false) continue;
     if (Array.isArray(child)) append(el, child);
-    else el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    else el.append(child instanceof Node ? child : document.createTextNode(visible(String(child))));
   }
 }
 
@@ -78,7 +97,7 @@ export function badge(text) {
 export function toast(message, kind = "ok") {
   const el = document.getElementById("toast");
   el.className = `toast toast-${kind} shown`;
-  el.textContent = message;
+  el.textContent = visible(String(message));
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => el.classList.remove("shown"), 5000);
 }

@@ -24,12 +24,12 @@ import {
   optionalBoolean,
   optionalString,
   readJsonObject,
-  toCursorId,
   toIso,
   toJson,
   toLimit,
   toRowId,
 } from "../admin_json.ts";
+import { readCursor, toPage } from "../cursor.ts";
 import { toKeyView, toTokenView } from "../views.ts";
 import { findUserParam } from "./users.ts";
 
@@ -50,6 +50,12 @@ function toSeconds(body: JsonObject, name: string, allowZero = false): number | 
   } catch (error) {
     throw new AuthError("invalid_request", `Invalid "${name}": ${(error as Error).message}`);
   }
+}
+
+/** A key list's cursor: the owner's e-mail and the key's id. */
+function toKeyCursor(url: URL): { email: string; id: number } | undefined {
+  const cursor = readCursor(url, ["string", "number"]);
+  return cursor && { email: cursor[0] as string, id: cursor[1] as number };
 }
 
 async function keyDetail(context: AdminContext, id: number) {
@@ -74,8 +80,15 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
         }
       }
       const now = deps.clock.now();
-      const keys = await listKeys(deps.store, { now, unusedSeconds });
-      return toJson({ keys: keys.map((key) => toKeyView(key, now)) });
+      const limit = toLimit(url);
+      const keys = await listKeys(deps.store, {
+        now,
+        unusedSeconds,
+        after: toKeyCursor(url),
+        limit: limit + 1,
+      });
+      const page = toPage(keys, limit, (key) => [key.email, key.id]);
+      return toJson({ keys: page.rows.map((key) => toKeyView(key, now)), next: page.next });
     },
   },
   {
@@ -85,8 +98,15 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
     async handle(_request, context) {
       const user = await findUserParam(context);
       const now = context.deps.clock.now();
-      const keys = await context.deps.store.listApiKeys(user.id);
-      return toJson({ keys: keys.map((key) => toKeyView(key, now)) });
+      const limit = toLimit(context.url);
+      const keys = await listKeys(context.deps.store, {
+        now,
+        userId: user.id,
+        after: toKeyCursor(context.url),
+        limit: limit + 1,
+      });
+      const page = toPage(keys, limit, (key) => [key.email, key.id]);
+      return toJson({ keys: page.rows.map((key) => toKeyView(key, now)), next: page.next });
     },
   },
   {
@@ -175,15 +195,12 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
       const limit = toLimit(url);
       const tokens = await context.deps.store.searchTokensOfUser(user.id, {
         now: context.deps.clock.now(),
-        beforeId: toCursorId(url, "before"),
+        beforeId: readCursor(url, ["number"])?.[0] as number | undefined,
         liveOnly: live === "true",
         limit: limit + 1,
       });
-      const page = tokens.slice(0, limit);
-      return toJson({
-        tokens: page.map(toTokenView),
-        next: tokens.length > limit ? page[page.length - 1].id : null,
-      });
+      const page = toPage(tokens, limit, (token) => [token.id]);
+      return toJson({ tokens: page.rows.map(toTokenView), next: page.next });
     },
   },
   {

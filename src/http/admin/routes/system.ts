@@ -12,11 +12,11 @@ import {
   allowFields,
   readJsonObject,
   requiredString,
-  toCursorId,
   toInstant,
   toJson,
   toLimit,
 } from "../admin_json.ts";
+import { readCursor, toCursorText, toPage } from "../cursor.ts";
 import { toAuditView, toOperatorView, toStatsView, toThrottleView } from "../views.ts";
 
 function toFilter(url: URL, name: string): string | undefined {
@@ -63,9 +63,16 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
     method: "GET",
     path: "/admin/v1/throttle",
     write: false,
-    async handle(_request, { deps }) {
-      const counters = await listThrottleCounters(deps.store, deps.clock.now());
-      return toJson({ counters: counters.map(toThrottleView) });
+    async handle(_request, { deps, url }) {
+      const limit = toLimit(url);
+      const cursor = readCursor(url, ["number", "string"]);
+      const counters = await listThrottleCounters(deps.store, {
+        now: deps.clock.now(),
+        after: cursor && { blockedUntil: cursor[0] as number, subject: cursor[1] as string },
+        limit: limit + 1,
+      });
+      const page = toPage(counters, limit, (row) => [row.blockedUntil, row.subject]);
+      return toJson({ counters: page.rows.map(toThrottleView), next: page.next });
     },
   },
   {
@@ -87,19 +94,19 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
       const limit = toLimit(url);
       const from = toFilter(url, "from");
       const to = toFilter(url, "to");
-      const rows = await deps.store.searchAudit({
+      const cursor = readCursor(url, ["number", "number"]);
+      const page = await deps.store.searchAuditPage({
         actor: toFilter(url, "actor"),
         action: toFilter(url, "action"),
         subject: toFilter(url, "subject"),
         from: from === undefined ? undefined : toInstant(from, "from"),
         to: to === undefined ? undefined : toInstant(to, "to"),
-        beforeId: toCursorId(url, "before"),
-        limit: limit + 1,
+        cursor: cursor && { at: cursor[0] as number, id: cursor[1] as number },
+        limit,
       });
-      const page = rows.slice(0, limit);
       return toJson({
-        entries: page.map(toAuditView),
-        next: rows.length > limit ? page[page.length - 1].id : null,
+        entries: page.entries.map(toAuditView),
+        next: page.next === undefined ? null : toCursorText([page.next.at, page.next.id]),
       });
     },
   },

@@ -30,6 +30,7 @@ import {
   toLimit,
   toRowId,
 } from "../admin_json.ts";
+import { readCursor, toPage } from "../cursor.ts";
 import { toUserView } from "../views.ts";
 
 /** The user a route's `:id` names. @throws {AuthError} `not_found`. */
@@ -80,16 +81,14 @@ export const USER_ROUTES: readonly AdminRoute[] = [
     write: false,
     async handle(_request, { deps, url }) {
       const limit = toLimit(url);
+      const cursor = readCursor(url, ["string"]);
       const users = await deps.store.searchUsers({
         search: url.searchParams.get("search")?.slice(0, 254) || undefined,
-        afterEmail: url.searchParams.get("after") ?? undefined,
+        afterEmail: cursor?.[0] as string | undefined,
         limit: limit + 1,
       });
-      const page = users.slice(0, limit);
-      return toJson({
-        users: page.map(toUserView),
-        next: users.length > limit ? page[page.length - 1].email : null,
-      });
+      const page = toPage(users, limit, (user) => [user.email]);
+      return toJson({ users: page.rows.map(toUserView), next: page.next });
     },
   },
   {

@@ -5,7 +5,7 @@
  */
 import { api, toQuery } from "../api.js";
 import { field, h, replace, when } from "../dom.js";
-import { table } from "./shared.js";
+import { pager, table } from "./shared.js";
 
 /**
  * The audit actions for the filter's list, as the server's OpenAPI document
@@ -91,9 +91,8 @@ export async function renderAudit(main, _session, params) {
   };
   const page = await api(
     "GET",
-    `/audit${toQuery({ ...query, before: params.get("before"), limit: 25 })}`,
+    `/audit${toQuery({ ...query, cursor: params.get("cursor"), limit: 25 })}`,
   );
-  const keep = Object.fromEntries([...params].filter(([name]) => name !== "before"));
   replace(
     results,
     table(
@@ -119,13 +118,10 @@ export async function renderAudit(main, _session, params) {
       ),
       "Newest first",
     ),
-    h(
-      "nav",
-      { class: "pager", "aria-label": "Pages" },
-      params.get("before") ? h("a", { href: `#/audit${toQuery(keep)}` }, "Newest") : null,
-      page.next
-        ? h("a", { href: `#/audit${toQuery({ ...keep, before: page.next })}` }, "Older")
-        : null,
-    ),
+    // With two or more filters a page may be short, even empty, and still go on.
+    page.entries.length === 0 && page.next
+      ? h("p", {}, "No match among the entries searched so far: the next page goes on.")
+      : null,
+    pager("/audit", params, page.next),
   );
 }

@@ -6,7 +6,7 @@
  */
 import { api, toQuery } from "../api.js";
 import { badge, field, h, replace, when } from "../dom.js";
-import { table } from "./shared.js";
+import { pager, table } from "./shared.js";
 
 const UNUSED = [["", "Any"], ["7d", "7 days"], ["30d", "30 days"], ["90d", "90 days"]];
 
@@ -30,7 +30,10 @@ export async function renderKeys(main, _session, params) {
   });
   const list = h("div");
   replace(main, h("h1", {}, "API keys"), filter, list);
-  const { keys } = await api("GET", `/keys${toQuery({ unused: params.get("unused") })}`);
+  const { keys, next } = await api(
+    "GET",
+    `/keys${toQuery({ unused: params.get("unused"), cursor: params.get("cursor"), limit: 50 })}`,
+  );
   replace(
     list,
     table(
@@ -58,5 +61,6 @@ export async function renderKeys(main, _session, params) {
         ? `Keys not revoked and not used for ${params.get("unused")}`
         : "Every key, by user",
     ),
+    pager("/keys", params, next),
   );
 }

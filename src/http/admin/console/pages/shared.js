@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { toQuery } from "../api.js";
 import { confirmDialog, h, toast } from "../dom.js";
 
 export function table(headers, rows, caption) {
@@ -20,6 +21,21 @@ export function table(headers, rows, caption) {
         rows.length ? rows : h("tr", {}, h("td", { colspan: headers.length }, "None")),
       ),
     ),
+  );
+}
+
+/**
+ * The links under a paged list: back to the first page (when on a later one) and on to the
+ * next (when the API gave a `next`). `name` is the page's query parameter for the cursor;
+ * every other parameter of `params` is kept.
+ */
+export function pager(route, params, next, name = "cursor") {
+  const keep = Object.fromEntries([...params].filter(([key]) => key !== name));
+  return h(
+    "nav",
+    { class: "pager", "aria-label": "Pages" },
+    params.get(name) ? h("a", { href: `#${route}${toQuery(keep)}` }, "First page") : null,
+    next ? h("a", { href: `#${route}${toQuery({ ...keep, [name]: next })}` }, "Next page") : null,
   );
 }
 

@@ -4,7 +4,7 @@
  * @module
  */
 import { api } from "../api.js";
-import { field, h, replace } from "../dom.js";
+import { field, h, replace, visible } from "../dom.js";
 
 export function renderSignIn(main, onToken) {
   const input = h("input", {
@@ -44,7 +44,7 @@ export function renderSignIn(main, onToken) {
       const me = await api("GET", "/me", undefined, input.value.trim());
       onToken(input.value.trim(), me);
     } catch (e) {
-      error.textContent = e.message;
+      error.textContent = visible(e.message);
       input.focus();
     }
   });

@@ -3,13 +3,16 @@
  *
  * @module
  */
-import { api } from "../api.js";
+import { api, toQuery } from "../api.js";
 import { field, h, replace, toast, when } from "../dom.js";
-import { change, failed, table } from "./shared.js";
+import { change, failed, pager, table } from "./shared.js";
 
-export async function renderThrottle(main, session) {
-  const { counters } = await api("GET", "/throttle");
-  const rerender = () => renderThrottle(main, session).catch(failed);
+export async function renderThrottle(main, session, params) {
+  const { counters, next } = await api(
+    "GET",
+    `/throttle${toQuery({ cursor: params.get("cursor"), limit: 50 })}`,
+  );
+  const rerender = () => renderThrottle(main, session, params).catch(failed);
   const target = h("input", { type: "text", name: "target", required: true });
   const form = h(
     "form",
@@ -52,6 +55,7 @@ export async function renderThrottle(main, session) {
       ),
       "Live failed-login counters",
     ),
+    pager("/throttle", params, next),
     session.canWrite ? form : null,
   );
 }

@@ -6,16 +6,16 @@
  */
 import { api, toQuery } from "../api.js";
 import { badge, duration, field, h, replace, showSecretOnce, toast, when } from "../dom.js";
-import { change, failed, table } from "./shared.js";
+import { change, failed, pager, table } from "./shared.js";
 import { userSettingsForms } from "./user_settings.js";
 
-export async function renderUser(main, session, id) {
-  const [user, { keys }, tokens] = await Promise.all([
+export async function renderUser(main, session, id, params = new URLSearchParams()) {
+  const [user, { keys, next: nextKeys }, tokens] = await Promise.all([
     api("GET", `/users/${id}`),
-    api("GET", `/users/${id}/keys`),
-    api("GET", `/users/${id}/tokens${toQuery({ limit: 50 })}`),
+    api("GET", `/users/${id}/keys${toQuery({ cursor: params.get("keys"), limit: 50 })}`),
+    api("GET", `/users/${id}/tokens${toQuery({ cursor: params.get("tokens"), limit: 50 })}`),
   ]);
-  const rerender = () => renderUser(main, session, id).catch(failed);
+  const rerender = () => renderUser(main, session, id, params).catch(failed);
   const w = session.canWrite;
 
   const userActions = w
@@ -275,13 +275,15 @@ export async function renderUser(main, session, id) {
       keyRows,
       "API keys, with last use",
     ),
+    pager(`/users/${id}`, params, nextKeys, "keys"),
     w ? newKeyForm(id, rerender) : null,
     h("h2", {}, "Tokens"),
     table(
       ["Id", "Key", "Issued", "Expires", "State", ...(w ? ["Actions"] : [])],
       tokenRows,
-      "Newest 50 tokens (never the tokens themselves)",
+      "Tokens, newest first, 50 a page (never the tokens themselves)",
     ),
+    pager(`/users/${id}`, params, tokens.next, "tokens"),
     w ? userSettingsForms(user, rerender) : null,
   );
 }

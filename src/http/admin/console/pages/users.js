@@ -5,7 +5,7 @@
  */
 import { api, toQuery } from "../api.js";
 import { badge, duration, field, h, replace, toast, when } from "../dom.js";
-import { change, table } from "./shared.js";
+import { change, pager, table } from "./shared.js";
 
 export async function renderUsers(main, session, params) {
   const search = h("input", { type: "search", name: "search", value: params.get("search") ?? "" });
@@ -22,10 +22,9 @@ export async function renderUsers(main, session, params) {
   });
   replace(main, h("h1", {}, "Users"), searchForm, list, session.canWrite ? newUserForm() : null);
 
-  const after = params.get("after") ?? undefined;
   const page = await api(
     "GET",
-    `/users${toQuery({ search: params.get("search"), after, limit: 25 })}`,
+    `/users${toQuery({ search: params.get("search"), cursor: params.get("cursor"), limit: 25 })}`,
   );
   replace(
     list,
@@ -47,20 +46,7 @@ export async function renderUsers(main, session, params) {
       ),
       "Users by e-mail",
     ),
-    h(
-      "nav",
-      { class: "pager", "aria-label": "Pages" },
-      after
-        ? h("a", { href: `#/users${toQuery({ search: params.get("search") })}` }, "First page")
-        : null,
-      page.next
-        ? h(
-          "a",
-          { href: `#/users${toQuery({ search: params.get("search"), after: page.next })}` },
-          "Next page",
-        )
-        : null,
-    ),
+    pager("/users", params, page.next),
   );
 }
 
