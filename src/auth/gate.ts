@@ -114,6 +114,34 @@ export function createGate(deps: GateDeps) {
     return admitKey(holder, target, now);
   }
 
+  /**
+   * Authenticates an OAuth client (RFC 6749 section 2.3.1): `clientId` is
+   * the API key's id and `secret` the key. The key is found by its digest as
+   * for {@link authenticateKey}; the id must then name that same key.
+   *
+   * @throws {AuthError} `invalid_api_key` for credentials that do not name a
+   * usable key, without saying which part was wrong.
+   */
+  function authenticateClient(
+    clientId: string,
+    secret: string,
+    target: GateTarget,
+  ): KeyHolder | Promise<KeyHolder> {
+    const apiKey = normalizeApiKey(secret);
+    const now = clock.now();
+    const holder = apiKey === undefined ? undefined : findKeyHolder(apiKey, now);
+    const check = (found: KeyHolder | undefined) => {
+      if (found === undefined || String(found.apiKeyId) !== clientId) {
+        throw new AuthError(
+          "invalid_api_key",
+          "Invalid client credentials: client_id is the key's id, client_secret the key",
+        );
+      }
+      return admitKey(found, target, now);
+    };
+    return holder instanceof Promise ? holder.then(check) : check(holder);
+  }
+
   /** The gate's verdict on a key's holder found (or not) at `now`. */
   function admitKey(holder: KeyHolder | undefined, target: GateTarget, now: number): KeyHolder {
     if (holder === undefined) {
@@ -167,7 +195,7 @@ export function createGate(deps: GateDeps) {
     return secure ? authenticateToken(request, target) : authenticateKey(request, target);
   }
 
-  return { authenticateKey, authenticateToken, authenticate };
+  return { authenticateKey, authenticateClient, authenticateToken, authenticate };
 }
 
 /** The gate's functions. */

@@ -16,6 +16,7 @@ import type { AppDeps, RequestContext } from "./context.ts";
 import type { Format } from "../formats/format.ts";
 import type { RequestPath } from "./paths.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
+import { type ClientAuthMethod, toOAuthErrorResponse } from "./oauth_client.ts";
 import { StoreError } from "../store/errors.ts";
 import { createGate, type Principal } from "../auth/gate.ts";
 import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
@@ -135,6 +136,7 @@ class HandlerContext implements RequestContext {
   apiKeyId?: number;
   /** Set by the secure router once the request is authenticated (declared: one object shape). */
   principal?: Principal;
+  oauthClientAuth?: ClientAuthMethod;
   #url?: URL;
   #query?: URLSearchParams;
   /** Set once `Host` has been read and checked. */
@@ -357,7 +359,9 @@ export function createHandler(deps: AppDeps): Handler {
           error: error.status === 500 ? String(error.cause) : error.code,
         });
       }
-      response = toErrorResponse(error, context.format);
+      response = context.oauthClientAuth === undefined
+        ? toErrorResponse(error, context.format)
+        : toOAuthErrorResponse(error, context.oauthClientAuth);
     }
     const headers = response.headers;
     for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);

@@ -15,6 +15,7 @@ import type { Routes } from "./route.ts";
 import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
 import type { Principal } from "../auth/gate.ts";
+import type { ClientAuthMethod } from "./oauth_client.ts";
 
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {
@@ -47,6 +48,12 @@ export interface RequestContext {
   forwardedFor?: string;
   /** Id of the API key the request was authenticated with, once known (logged; never the key). */
   apiKeyId?: number;
+  /**
+   * How the caller authenticated as an OAuth client (introspection,
+   * revocation), once it tried: its errors are then RFC 6749's JSON, not an
+   * `error_response`, with a Basic challenge on 401 for `client_secret_basic`.
+   */
+  oauthClientAuth?: ClientAuthMethod;
 }
 
 /** Context of a secure request, after authentication. */

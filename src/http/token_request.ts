@@ -84,12 +84,27 @@ function fromXml(document: Record<string, XmlElement[] | string | undefined>): s
   return tokens[0];
 }
 
+/** Whether a request's body is declared a form, the only body that may carry client credentials. */
+export function isFormBody(request: Request): boolean {
+  return request.headers.get("content-type")?.split(";", 1)[0].trim().toLowerCase() === FORM;
+}
+
+/** A token request as read: the token, and the form's fields when the body was a form. */
+export interface TokenRequest {
+  token: string;
+  /**
+   * The form's fields, for OAuth client credentials (`client_id`,
+   * `client_secret`); `undefined` for JSON, XML and a form of `token=` alone.
+   */
+  form?: URLSearchParams;
+}
+
 /**
  * Reads and parses a token request body (size cap and deadline as every body).
  *
  * @throws {HttpError} 400, 408, 413 or 415 as `readDocument`.
  */
-export async function readTokenRequest(request: Request): Promise<string> {
+export async function readTokenRequest(request: Request): Promise<TokenRequest> {
   const text = await readBody(request);
   if (text.trim() === "") throw new HttpError(400, "invalid_request", "Missing request body");
   const contentType = request.headers.get("content-type");
@@ -107,12 +122,15 @@ export async function readTokenRequest(request: Request): Promise<string> {
       }": expected ${FORM}, application/json, application/xml or text/xml`,
     );
   }
+  let token: string;
   try {
-    return parseTokenRequest(text, format);
+    token = parseTokenRequest(text, format);
   } catch (error) {
     if (error instanceof SyntaxError) {
       throw new HttpError(400, "invalid_request", `Cannot parse request body: ${error.message}`);
     }
     throw error;
   }
+  const plain = format !== "form" || PLAIN_FORM.test(text);
+  return plain ? { token } : { token, form: new URLSearchParams(text) };
 }

@@ -10,6 +10,12 @@
  *   keys only; `active` and the token's facts, or `active: false`.
  * - `POST /api/userservice/tokens/revoke` (RFC 7009): revokes a token issued
  *   with the caller's API key; always 200.
+ * - `GET /.well-known/oauth-authorization-server` (RFC 8414): the metadata
+ *   that names the two endpoints above and how clients authenticate to them.
+ *
+ * Introspection and revocation take the caller's key in `X-Api-Key` (or
+ * `api_key`), or as standard OAuth client credentials (`oauth_client.ts`);
+ * exactly one way per request.
  *
  * @module
  */
@@ -23,7 +29,16 @@ import { createRevocation } from "../../auth/revocation.ts";
 import { parseRequestPath, type RequestPath, splitRequestTarget } from "../paths.ts";
 import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
 import { findRoute, type Routes } from "../route.ts";
-import { readTokenRequest } from "../token_request.ts";
+import { isFormBody, readTokenRequest, type TokenRequest } from "../token_request.ts";
+import { findRequestApiKey } from "../../auth/api_key.ts";
+import type { KeyHolder } from "../../store/store.ts";
+import {
+  CLIENT_AUTH_METHODS,
+  type ClientCredentials,
+  hasBasicAuthorization,
+  parseFormCredentials,
+  readBasicCredentials,
+} from "../oauth_client.ts";
 
 /** Forward-auth endpoint for nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`. */
 export const VERIFY_PATH = "/api/userservice/verify";
@@ -31,6 +46,9 @@ export const VERIFY_PATH = "/api/userservice/verify";
 export const INTROSPECT_PATH = "/api/userservice/tokens/introspect";
 /** Token revocation (RFC 7009). */
 export const REVOKE_PATH = "/api/userservice/tokens/revoke";
+
+/** RFC 8414's metadata document, for off-the-shelf OAuth clients' discovery. */
+export const METADATA_PATH = "/.well-known/oauth-authorization-server";
 
 /** Root element of the introspection answer in XML (JSON has RFC 7662's bare object). */
 export const INTROSPECTION_ROOT = "token_introspection";
@@ -137,18 +155,90 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     return new Response(JSON.stringify(body), { headers: { "content-type": CONTENT_TYPES.json } });
   }
 
+  function moreThanOneWay(): HttpError {
+    return new HttpError(
+      400,
+      "invalid_request",
+      "The client authenticated in more than one way: send X-Api-Key, Basic credentials " +
+        "or client_id and client_secret, only one",
+    );
+  }
+
+  function authenticateClient(client: ClientCredentials, context: RequestContext) {
+    return gate.authenticateClient(client.id, client.secret, context);
+  }
+
+  /**
+   * The caller of introspection or revocation and its token request, the
+   * caller authenticated by its key (`X-Api-Key` or `api_key`), by
+   * `client_secret_basic`, or by `client_secret_post`: one of them.
+   */
+  async function readCaller(
+    request: Request,
+    context: RequestContext,
+  ): Promise<{ caller: KeyHolder; body: TokenRequest }> {
+    // From the first sign of OAuth client authentication, errors are RFC 6749's.
+    const isBasic = hasBasicAuthorization(request);
+    if (isBasic) context.oauthClientAuth = "client_secret_basic";
+    const keyGiven = findRequestApiKey(request, context.query) !== undefined;
+    if (isBasic && keyGiven) throw moreThanOneWay();
+    const basic = isBasic ? readBasicCredentials(request) : undefined;
+    // Credentials outside the body are checked before the body is read; so is a missing key,
+    // unless a form may carry client_secret_post.
+    let caller = basic !== undefined
+      ? await authenticateClient(basic, context)
+      : keyGiven || !isFormBody(request)
+      ? await gate.authenticateKey(request, context)
+      : undefined;
+    const body = await readTokenRequest(request);
+    if (body.form?.has("client_id") || body.form?.has("client_secret")) {
+      context.oauthClientAuth ??= "client_secret_post";
+      if (caller !== undefined) throw moreThanOneWay();
+      let posted: ClientCredentials | undefined;
+      try {
+        posted = parseFormCredentials(body.form);
+      } catch (error) {
+        if (!(error instanceof SyntaxError)) throw error;
+        throw new HttpError(400, "invalid_request", `Invalid client credentials: ${error.message}`);
+      }
+      caller = await authenticateClient(posted!, context);
+    }
+    // No credentials at all: the key check says what is missing.
+    caller ??= await gate.authenticateKey(request, context);
+    context.apiKeyId = caller.apiKeyId;
+    return { caller, body };
+  }
+
+  /** RFC 8414 metadata: the issuer is the origin the client asked (through a proxy, its Host). */
+  function metadata(context: RequestContext): Response {
+    const issuer = `${context.scheme}://${context.url.host}`;
+    const body = {
+      issuer,
+      introspection_endpoint: issuer + INTROSPECT_PATH,
+      introspection_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      revocation_endpoint: issuer + REVOKE_PATH,
+      revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      // keygate issues tokens through its own auth_request, not an OAuth grant.
+      response_types_supported: [],
+      grant_types_supported: [],
+    };
+    return new Response(JSON.stringify(body), { headers: { "content-type": CONTENT_TYPES.json } });
+  }
+
   const routes: Routes<RequestContext> = {
+    [METADATA_PATH]: {
+      GET: (_request, context) => metadata(context),
+      HEAD: (_request, context) => metadata(context),
+    },
     [INTROSPECT_PATH]: {
       async POST(request, context) {
-        const caller = await gate.authenticateKey(request, context);
-        context.apiKeyId = caller.apiKeyId;
+        const { caller, body: { token } } = await readCaller(request, context);
         if (!caller.introspect) {
           throw new AuthError(
             "forbidden",
             "This API key may not introspect tokens: ask for a resource-server key (--introspect)",
           );
         }
-        const token = await readTokenRequest(request);
         const now = clock.now();
         const status = isTokenShaped(token) ? await findTokenStatus(token, now) : undefined;
         if (status === undefined || !status.live || status.expiresAt <= now) {
@@ -166,9 +256,7 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     },
     [REVOKE_PATH]: {
       async POST(request, context) {
-        const caller = await gate.authenticateKey(request, context);
-        context.apiKeyId = caller.apiKeyId;
-        const token = await readTokenRequest(request);
+        const { caller, body: { token } } = await readCaller(request, context);
         const tokenId = await revocation.revokeTokenOfKey(token, {
           apiKeyId: caller.apiKeyId,
           email: caller.email,
