@@ -3,7 +3,8 @@
  * synchronous streaming standby. The primary crashes (`pg_ctl stop -m immediate`), the standby
  * is promoted (`pg_ctl promote`): both fail closed in the gap, serve again on their own soon
  * after the promotion, and refuse every token whose revocation they acknowledged before the
- * crash. Run by `deno task test:postgres` (skipped in the SQLite run: it starts two clusters).
+ * crash; the admin CLI on the same URL reaches the new primary. Run by `deno task test:postgres`
+ * (skipped in the SQLite run: it starts two clusters).
  */
 import assert from "node:assert/strict";
 import { jsonAuthRequest, TEST_STORE_NAME } from "./_helpers.ts";
@@ -217,6 +218,26 @@ Deno.test({
       await waitUntil(
         "the new revocation refused by the other instance",
         async () => await secure(servers[0], after) === 401,
+        performance.now(),
+        1000,
+      );
+      // The admin CLI, as an operator runs it with the same URL, reaches the new primary too.
+      const admin = await new Deno.Command(Deno.execPath(), {
+        args: ["task", "admin", "user", "disable", "f@example.org"],
+        env: { KEYGATE_STORE: store },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const adminOut = new TextDecoder().decode(admin.stdout);
+      const adminErr = new TextDecoder().decode(admin.stderr);
+      assert.equal(admin.code, 0, adminErr);
+      assert.ok(!(adminOut + adminErr).includes("hunter2"), "the password is never shown");
+      await waitUntil(
+        "the disabled user refused by both instances",
+        async () =>
+          (await Promise.all(servers.map((server) => secure(server, live))))
+            .every((status) => status === 401),
         performance.now(),
         1000,
       );
