@@ -263,4 +263,23 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "[pg failover] with no writable primary in the host list, the server stops in one line",
+  ignore,
+  async fn() {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: ["task", "start", "--behind-proxy", "on", "--port", "0"],
+      env: { KEYGATE_STORE: "postgres://kg:hunter2@127.0.0.1:1,127.0.0.1:2/keygate" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(output.code, 1);
+    assert.match(
+      new TextDecoder().decode(output.stderr),
+      /\nkeygate: Cannot open the store postgres:\/\/kg:\*\*\*@127\.0\.0\.1:1,127\.0\.0\.1:2\/keygate\?sslmode=disable&target_session_attrs=read-write: No server of the store URL is a writable primary\n$/,
+    );
+  },
+});
+
 Deno.test({ name: "[pg failover] stop the cluster", ignore, fn: () => primary!.stop() });
