@@ -33,6 +33,24 @@ export interface PostgresCluster {
   resume(): Promise<void>;
   /** Stops the server and deletes the directory. Idempotent. */
   stop(): Promise<void>;
+  /** Kills the server as a crash would (`pg_ctl stop -m immediate`), keeping the data. */
+  crash(): Promise<void>;
+  /**
+   * Starts a streaming standby of this server (`pg_basebackup -R`) on another free port. With
+   * `synchronous`, this server then waits for it on every commit (`synchronous_standby_names`),
+   * and the call returns once it does.
+   */
+  startStandby(options?: { synchronous?: boolean }): Promise<PostgresStandby>;
+}
+
+/** A streaming standby started by {@link PostgresCluster.startStandby}. */
+export interface PostgresStandby {
+  /** The TCP port on 127.0.0.1. */
+  port: number;
+  /** Promotes it to primary (`pg_ctl promote`), waiting until it accepts writes. */
+  promote(): Promise<void>;
+  /** Stops it and deletes its directory. Idempotent. */
+  stop(): Promise<void>;
 }
 
 const BIN_NAMES = ["initdb", "pg_ctl", "postgres"] as const;
@@ -205,6 +223,90 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
 
   await start();
   let counter = 0;
+
+  async function startStandby(synchronous: boolean): Promise<PostgresStandby> {
+    const standbyDir = await Deno.makeTempDir({ prefix: "keygate-pg-standby-" });
+    if (IS_ROOT) {
+      const { uid, gid } = postgresIds();
+      await Deno.chown(standbyDir, uid, gid);
+    }
+    const standbyData = `${standbyDir}/data`;
+    await startWatchdog(bin!, [standbyDir], standbyData);
+    // Not always beside the pg_ctl found first (a link to it elsewhere): beside its target.
+    const realBin = Deno.realPathSync(`${bin}/pg_ctl`).replace(/\/[^/]*$/, "");
+    await run(`${realBin}/pg_basebackup`, [
+      "--pgdata",
+      standbyData,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--username",
+      "keygate",
+      "--write-recovery-conf",
+      "--wal-method",
+      "stream",
+      "--checkpoint",
+      "fast",
+      "--no-sync",
+    ]);
+    // The copied settings name the primary's socket directory: this one has its own.
+    await Deno.writeTextFile(
+      `${standbyData}/postgresql.auto.conf`,
+      `unix_socket_directories = '${standbyDir}'\n`,
+      { append: true },
+    );
+    const standbyPort = freePort();
+    await run(`${bin}/pg_ctl`, [
+      "--pgdata",
+      standbyData,
+      "--log",
+      `${standbyDir}/server.log`,
+      "--wait",
+      "--timeout",
+      "30",
+      "-o",
+      `-p ${standbyPort}`,
+      "start",
+    ]);
+    let standbyStopped = false;
+    const standby: PostgresStandby = {
+      port: standbyPort,
+      async promote() {
+        await run(`${bin}/pg_ctl`, ["--pgdata", standbyData, "--wait", "promote"]);
+      },
+      async stop() {
+        if (standbyStopped) return;
+        standbyStopped = true;
+        try {
+          await run(`${bin}/pg_ctl`, [
+            "--pgdata",
+            standbyData,
+            "--wait",
+            "--mode",
+            "immediate",
+            "stop",
+          ]);
+        } catch {
+          // Already stopped.
+        }
+        await Deno.remove(standbyDir, { recursive: true });
+      },
+    };
+    globalThis.addEventListener("unload", () => {
+      if (standbyStopped) return;
+      standbyStopped = true;
+      runSync(`${bin}/pg_ctl`, ["--pgdata", standbyData, "--mode", "immediate", "stop"]);
+      try {
+        Deno.removeSync(standbyDir, { recursive: true });
+      } catch {
+        // Best effort.
+      }
+    });
+    if (synchronous) await waitForSynchronousStandby(cluster.urlOf("postgres"));
+    return standby;
+  }
+
   const cluster: PostgresCluster = {
     get port() {
       return port;
@@ -235,6 +337,10 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       }
       await Deno.remove(dir, { recursive: true });
     },
+    async crash() {
+      await run(`${bin}/pg_ctl`, ["--pgdata", data, "--wait", "--mode", "immediate", "stop"]);
+    },
+    startStandby: (standbyOptions = {}) => startStandby(standbyOptions.synchronous ?? false),
   };
   if (options.shared) return cluster;
   globalThis.addEventListener("unload", () => {
@@ -318,6 +424,26 @@ async function waitForPort(path: string): Promise<number> {
     }
   }
   throw new Error("The shared PostgreSQL cluster did not start within 60 s");
+}
+
+/**
+ * Makes the server at `url` wait for any standby on every commit, and waits until one is
+ * connected as synchronous.
+ */
+async function waitForSynchronousStandby(url: string): Promise<void> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await sql`ALTER SYSTEM SET synchronous_standby_names = '*'`;
+    await sql`SELECT pg_reload_conf()`;
+    for (let waited = 0;; waited += 20) {
+      const rows = await sql`SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'`;
+      if (rows.length > 0) return;
+      if (waited > 30_000) throw new Error("No synchronous standby within 30 s");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  } finally {
+    await sql.end();
+  }
 }
 
 function postgresIds(): { uid: number; gid: number } {

@@ -28,28 +28,43 @@ function storeFlag(location: string): string {
   return /^postgres(ql)?:\/\//.test(location) ? "--store" : "--db";
 }
 
+/** Options for {@link startServerProcess}. */
+export interface ServerProcessOptions {
+  /** Start it as a user does, `deno task start …`, instead of `deno run … main.ts …`. */
+  task?: boolean;
+  /** Pass the store in the environment (`KEYGATE_STORE` or `KEYGATE_DB`), not as a flag. */
+  storeInEnv?: boolean;
+}
+
 /** Starts `main.ts` on 127.0.0.1, port 0, and waits for its "listening" line. */
 export async function startServerProcess(
   dbPath: string,
   extraArgs: string[] = [],
+  options: ServerProcessOptions = {},
 ): Promise<ServerProcess> {
+  const store = options.storeInEnv ? [] : [storeFlag(dbPath), dbPath];
+  const env: Record<string, string> = options.storeInEnv
+    ? { [storeFlag(dbPath) === "--store" ? "KEYGATE_STORE" : "KEYGATE_DB"]: dbPath }
+    : {};
   const child = new Deno.Command(Deno.execPath(), {
     args: [
-      "run",
-      "--allow-net",
-      "--allow-read",
-      "--allow-write",
-      "--allow-env",
-      "--allow-ffi",
-      "--allow-sys",
-      "main.ts",
+      ...(options.task ? ["task", "start"] : [
+        "run",
+        "--allow-net",
+        "--allow-read",
+        "--allow-write",
+        "--allow-env",
+        "--allow-ffi",
+        "--allow-sys",
+        "main.ts",
+      ]),
       "--port",
       "0",
-      storeFlag(dbPath),
-      dbPath,
+      ...store,
       ...(extraArgs.includes("--hostname") ? [] : ["--hostname", "127.0.0.1"]),
       ...extraArgs,
     ],
+    env,
     stdout: "piped",
     stderr: "piped",
   }).spawn();

@@ -147,7 +147,8 @@ export const SETTINGS: readonly Setting[] = [
     env: "KEYGATE_STORE",
     parse: parseStoreSetting,
     placeholder: "URL",
-    description: "Store instead of --db: postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=…] " +
+    description:
+      "Store instead of --db: postgres://USER[:PASSWORD]@HOST[:PORT][,HOST2…]/DB[?sslmode=…] " +
       "(docs/postgres.md), sqlite:PATH or a path",
     secret: true,
   }),

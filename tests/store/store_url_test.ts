@@ -99,3 +99,70 @@ Deno.test("redactRaw() hides query values and the fragment, which may hold a pas
   );
   assert.equal(redactRaw("postgres://kg@db/auth#s3cret"), "postgres://kg@db/auth#***");
 });
+
+Deno.test("parseStoreUrl() reads libpq's multi-host form, defaulting to read-write", () => {
+  assert.deepEqual(
+    parseStoreUrl("postgres://kg:s3cret@db1.example:5433,db2.example,[::1]:6000/auth"),
+    {
+      kind: "postgres",
+      host: "db1.example",
+      port: 5433,
+      database: "auth",
+      user: "kg",
+      password: "s3cret",
+      sslmode: "require",
+      display: "postgres://kg:***@db1.example:5433,db2.example:5432,[::1]:6000/auth" +
+        "?sslmode=require&target_session_attrs=read-write",
+      hosts: [
+        { host: "db1.example", port: 5433 },
+        { host: "db2.example", port: 5432 },
+        { host: "[::1]", port: 6000 },
+      ],
+      targetSessionAttrs: "read-write",
+    },
+  );
+  const primary = parseStoreUrl(
+    "postgresql://kg@127.0.0.1:5432,localhost:5433/auth?target_session_attrs=primary",
+  );
+  assert.equal(primary.kind === "postgres" && primary.targetSessionAttrs, "primary");
+  // Every host on this machine: no TLS by default, as for one host.
+  assert.equal(primary.kind === "postgres" && primary.sslmode, "disable");
+  assert.equal(
+    primary.display,
+    "postgresql://kg@127.0.0.1:5432,localhost:5433/auth?sslmode=disable&target_session_attrs=primary",
+  );
+  // One host with target_session_attrs: checked like several; without it, nothing changes.
+  const one = parseStoreUrl("postgres://kg@db/auth?target_session_attrs=read-write");
+  assert.equal(one.kind === "postgres" && one.hosts, undefined);
+  assert.equal(one.kind === "postgres" && one.targetSessionAttrs, "read-write");
+  assert.equal(
+    one.display,
+    "postgres://kg@db/auth?sslmode=require&target_session_attrs=read-write",
+  );
+  assert.equal("targetSessionAttrs" in parseStoreUrl("postgres://kg@db/auth"), false);
+});
+
+Deno.test("parseStoreUrl() refuses a bad host list or target_session_attrs in one line", () => {
+  const cases: [string, RegExp][] = [
+    ["postgres://kg:hunter2@db1,,db2/auth", /each entry of the host list, not ""$/],
+    ["postgres://kg:hunter2@db1,db2:0/auth", /each entry of the host list, not "db2:0"$/],
+    ["postgres://kg:hunter2@db1,db2:99999/auth", /not "db2:99999"$/],
+    ["postgres://kg:hunter2@db1,db 2/auth", /not "db 2"$/],
+    ["postgres://kg:hunter2@db1,/auth", /not ""$/],
+    [
+      "postgres://kg:hunter2@db1,db2/auth?target_session_attrs=any",
+      /target_session_attrs "any" is not supported: expected read-write or primary/,
+    ],
+    ["postgres://kg:hunter2@db1,db2/auth?target_session_attrs=standby", /"standby" is not/],
+    ["postgres://kg:hunter2@db/auth?target_session_attrs=prefer-standby", /"prefer-standby"/],
+    ["postgres://kg:hunter2@db/auth?target_session_attrs=read-only", /"read-only" is not/],
+  ];
+  for (const [text, message] of cases) {
+    assert.throws(() => parseStoreUrl(text), (error: unknown) => {
+      assert.ok(error instanceof SyntaxError, text);
+      assert.match(error.message, message, text);
+      assert.doesNotMatch(error.message, /hunter2|\n/, text);
+      return true;
+    });
+  }
+});

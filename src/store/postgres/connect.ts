@@ -11,6 +11,7 @@
  */
 import postgres from "postgres";
 import type { PostgresLocation } from "../store_url.ts";
+import { createPrimarySocket } from "./primary_socket.ts";
 
 /** Options for {@link openPostgresClient}. */
 export interface PostgresClientOptions {
@@ -34,24 +35,51 @@ export interface PostgresClientOptions {
 /** PostgreSQL's `int8` type id. */
 const INT8 = 20;
 
+/**
+ * Seconds before a closed connection is opened again, after `failures` failed connections in a
+ * row. postgres.js's default grows to 10–20 s during an outage, which would hold a connection
+ * (the listener's, say) away from a database that came back or was failed over for that long:
+ * capped at a quarter of a second, so that keygate serves again at once.
+ */
+export function reconnectDelaySeconds(failures: number): number {
+  return Math.min(0.25, 0.01 * 2 ** failures);
+}
+
 /** Opens (lazily: the first query connects) a pool for `location`. */
 export function openPostgresClient(
   location: PostgresLocation,
   options: PostgresClientOptions = {},
 ): postgres.Sql {
+  const ssl = location.sslmode === "disable"
+    ? false
+    : location.sslmode === "require"
+    ? "require"
+    : "verify-full";
+  const connectTimeoutSeconds = options.connectTimeoutSeconds ?? 5;
+  const applicationName = options.applicationName ?? "keygate";
+  // Several hosts, or a target_session_attrs: keygate picks the server (see primary_socket.ts);
+  // the pool itself checks that the one it was given is no standby.
+  const choosing = location.hosts !== undefined || location.targetSessionAttrs !== undefined;
   return postgres({
     host: location.host.replace(/^\[(.*)\]$/, "$1"),
     port: location.port,
     database: location.database,
     username: location.user,
     password: location.password,
-    ssl: location.sslmode === "disable"
-      ? false
-      : location.sslmode === "require"
-      ? "require"
-      : "verify-full",
+    ssl,
+    ...(choosing
+      ? {
+        socket: createPrimarySocket(location, {
+          timeoutSeconds: connectTimeoutSeconds,
+          ssl,
+          applicationName,
+        }),
+        target_session_attrs: "primary",
+      }
+      : {}),
+    backoff: reconnectDelaySeconds,
     max: options.max ?? 10,
-    connect_timeout: options.connectTimeoutSeconds ?? 5,
+    connect_timeout: connectTimeoutSeconds,
     // Connections are long-lived; let them be recycled now and then like the default, but
     // never close idle ones: a secure request should not pay a connection set-up.
     idle_timeout: 0,
@@ -65,7 +93,7 @@ export function openPostgresClient(
     onnotice: () => {},
     ...(options.onnotify === undefined ? {} : { onnotify: options.onnotify }),
     ...(options.onclose === undefined ? {} : { onclose: options.onclose }),
-    connection: { application_name: options.applicationName ?? "keygate" },
+    connection: { application_name: applicationName },
     types: {
       bigint: {
         to: INT8,

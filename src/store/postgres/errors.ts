@@ -12,6 +12,7 @@
  * @module
  */
 import { StoreConflict, StoreError, StoreUnavailable } from "../errors.ts";
+import { NO_PRIMARY } from "./primary_socket.ts";
 
 /** Error codes of postgres.js and of Node's sockets that mean "cannot reach the server". */
 const CONNECTION_CODES = new Set([
@@ -27,6 +28,7 @@ const CONNECTION_CODES = new Set([
   "ENOTFOUND",
   "EAI_AGAIN",
   "EPIPE",
+  NO_PRIMARY, // no server of a multi-host URL is a writable primary (a failover under way)
 ]);
 
 /** SQLSTATEs after which a retry may succeed. */

@@ -87,7 +87,10 @@ export interface GrantEpochWatcherOptions {
   stalenessMs?: number;
   /** A monotonic clock in milliseconds. Default `performance.now`. */
   monotonicNow?: () => number;
-  /** Told when the listener connects or is lost, for logs. */
+  /**
+   * Told when the listener connects or is lost, for logs: once per change, not at every
+   * failed attempt to listen again (each poll makes one while the database is away).
+   */
   onListenerChange?: (listening: boolean, error?: unknown) => void;
   /**
    * Shared with the other stores of this process: {@link GrantEpochWatcher.advanceTo}
@@ -164,6 +167,8 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   let pollFailures = 0;
   let listening = false;
   let listenAttempt: Promise<void> | undefined;
+  /** What {@link GrantEpochWatcherOptions.onListenerChange} was last told. */
+  let reported: boolean | undefined;
   let polling: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
@@ -227,6 +232,12 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     Deno.unrefTimer(timer);
   }
 
+  function report(up: boolean, error?: unknown): void {
+    if (reported === up) return;
+    reported = up;
+    options.onListenerChange?.(up, error);
+  }
+
   function startListening(): Promise<void> {
     if (listenSql === undefined) return Promise.resolve();
     listenAttempt ??= (async () => {
@@ -236,11 +247,11 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
         listens++;
         // Notifications sent while we were not listening are lost: start afresh.
         dropAll();
-        options.onListenerChange?.(true);
+        report(true);
         await pollNow();
       } catch (error) {
         listening = false;
-        options.onListenerChange?.(false, error);
+        report(false, error);
       } finally {
         listenAttempt = undefined;
       }
@@ -261,7 +272,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       if (!listening) return;
       listening = false;
       dropAll();
-      options.onListenerChange?.(false);
+      report(false);
     },
   });
 
