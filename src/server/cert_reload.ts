@@ -191,7 +191,7 @@ async function swap(target: ReloadTarget, pair: Pem): Promise<string | undefined
     await target.retire(false).catch(() => {});
     return (error as Error).message;
   }
-  const stopped = stopAccepting(port, old);
+  const stopped = await stopAccepting(port, old);
   await target.retire(old.length > 0 && stopped === old.length);
   return undefined;
 }
