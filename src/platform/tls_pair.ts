@@ -24,17 +24,6 @@ export interface TlsPair {
 const BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/g;
 
 /**
- * Reads `certFile` and `keyFile` and checks them as a pair.
- *
- * @throws {Error} with a one-line message naming the file and what is wrong.
- */
-export async function readTlsPair(certFile: string, keyFile: string): Promise<TlsPair> {
-  const cert = await readText(certFile, "--cert");
-  const key = await readText(keyFile, "--key");
-  return checkTlsPair(cert, key, { certFile, keyFile });
-}
-
-/**
  * Checks PEM text as a pair (see the module).
  *
  * @throws {Error} with a one-line message saying what is wrong.
@@ -81,19 +70,6 @@ export function checkTlsPair(
     subject: leaf.subject.replaceAll("\n", ", "),
     fingerprint: leaf.fingerprint256,
   };
-}
-
-async function readText(path: string, flag: string): Promise<string> {
-  try {
-    return await Deno.readTextFile(path);
-  } catch (error) {
-    const reason = error instanceof Deno.errors.NotFound
-      ? "no such file"
-      : error instanceof Deno.errors.PermissionDenied
-      ? "permission denied"
-      : (error as Error).message;
-    throw new Error(`${flag} "${path}" cannot be read: ${reason}`);
-  }
 }
 
 /**
