@@ -274,6 +274,7 @@ async function run(
           hostname: config.adminHostname,
           port: config.adminPort,
           reusePort: canBindBeside(), // a certificate reload binds beside it
+          checkAddressFree: true,
           tls: adminTls,
           onListen({ hostname, port }, first) {
             if (!first) return;
@@ -391,6 +392,7 @@ async function run(
     logger.warn("checkpoint failed", { error: String(error) });
   }
   await store.closeStore();
+  certReload.close();
   logger.info("stopped");
   logger.flush();
   return 0;

@@ -214,3 +214,44 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "[server] a second keygate on the port is refused at start-up, though the listener binds with reusePort for reloads",
+  sanitizeResources: false,
+  async fn() {
+    using db = tempDbPath();
+    const server = await startServerProcess(db.path, ["--admin", "--admin-port", "0"]);
+    try {
+      for (
+        const [flag, origin] of [["--port", server.origin], ["--admin-port", server.adminOrigin!]]
+      ) {
+        const port = portOf(origin);
+        const second = await new Deno.Command(Deno.execPath(), {
+          args: [
+            "run",
+            "--allow-all",
+            "main.ts",
+            "--hostname",
+            "127.0.0.1",
+            "--db",
+            `${db.dir}/second.sqlite3`,
+            ...(flag === "--port" ? ["--port", String(port)] : ["--port", "0", "--admin"]),
+            ...(flag === "--admin-port" ? ["--admin-port", String(port)] : []),
+          ],
+          stdout: "null",
+          stderr: "piped",
+          signal: AbortSignal.timeout(15_000), // one that starts serving is killed, and fails
+        }).output();
+        assert.equal(second.code, 1);
+        assert.match(
+          new TextDecoder().decode(second.stderr),
+          new RegExp(`Cannot listen on 127\\.0\\.0\\.1:${port} \\(${flag} ${port}\\): .*in use`),
+        );
+      }
+    } finally {
+      const status = await server.stop();
+      assert.equal(status.code, 0, server.errors.join("\n"));
+    }
+  },
+});

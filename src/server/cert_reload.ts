@@ -60,8 +60,13 @@ export interface CertReloadOptions {
 export interface CertReloader {
   /** Reloads now (what SIGHUP and the interval call); resolves to the outcome. */
   reload(trigger: "sighup" | "file"): Promise<ReloadOutcome | undefined>;
-  /** Stops listening for SIGHUP and reading the files; waits for a running reload. */
+  /**
+   * Stops reading the files and reloading (a SIGHUP from now on is ignored rather than ending
+   * the process while it drains); waits for a running reload.
+   */
   stop(): Promise<void>;
+  /** Stops listening for SIGHUP (after {@link stop}, once the server has stopped). */
+  close(): void;
 }
 
 /** Starts listening for SIGHUP and, if set, reading the files every interval. */
@@ -155,7 +160,10 @@ export function startCertReload(options: CertReloadOptions): CertReloader {
     return next;
   }
 
-  const onSighup = () => void reload("sighup");
+  let stopped = false;
+  const onSighup = () => {
+    if (!stopped) void reload("sighup");
+  };
   let listening = false;
   try {
     Deno.addSignalListener("SIGHUP", onSighup);
@@ -170,9 +178,13 @@ export function startCertReload(options: CertReloadOptions): CertReloader {
   return {
     reload,
     async stop() {
+      stopped = true;
       clearInterval(timer);
-      if (listening) Deno.removeSignalListener("SIGHUP", onSighup);
       await running;
+    },
+    close() {
+      if (listening) Deno.removeSignalListener("SIGHUP", onSighup);
+      listening = false;
     },
   };
 }

@@ -112,6 +112,7 @@ export function startListener(deps: ListenerDeps): Listener {
     hostname: config.hostname,
     port: deps.port ?? config.port,
     reusePort: deps.reusePort ?? (tls !== undefined && canBindBeside()),
+    checkAddressFree: deps.reusePort === undefined,
     tls,
     onListen({ port }, first) {
       // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.

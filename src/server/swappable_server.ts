@@ -32,6 +32,11 @@ export interface SwappableServerOptions {
   port: number;
   /** Bind with `reusePort`, so that a swap can bind beside the serving listener. */
   reusePort: boolean;
+  /**
+   * Before the first bind, check that nothing else listens on the address: with `reusePort`,
+   * another process of the same user (a second keygate) would otherwise share it silently.
+   */
+  checkAddressFree?: boolean;
   /** PEM certificate and key; undefined: plain HTTP, which never swaps. */
   tls?: { cert: string; key: string };
   /** Called on every bind with the port it got; `first` is false for a swap's. */
@@ -108,6 +113,10 @@ export function startSwappableServer(
     return serving;
   }
 
+  if (options.checkAddressFree && options.reusePort && port !== 0) {
+    // Throws AddrInUse as Deno.serve would, for the caller's one-line explanation.
+    Deno.listen({ hostname: options.hostname, port }).close();
+  }
   let current = start(options.tls, true);
 
   async function stopAll(): Promise<void> {
