@@ -48,6 +48,9 @@ import {
   toStoreLocation,
 } from "./src/server/open_server_store.ts";
 import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
+import { canBindBeside, startSwappableServer } from "./src/server/swappable_server.ts";
+import { type ReloadTarget, startCertReload, toReloadTarget } from "./src/server/cert_reload.ts";
+import { createTlsMetrics } from "./src/platform/tls_metrics.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
 export interface ServeOptions {
@@ -160,9 +163,13 @@ async function run(
   let pool: WorkerPool | undefined;
   const postgresStore = findPostgresStore(store);
   if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
+  const tlsMetrics = createTlsMetrics();
   const metrics = createMetrics({
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
-    register: postgresStore === undefined ? undefined : storeMetrics.register,
+    register: (registry) => {
+      if (postgresStore !== undefined) storeMetrics.register(registry);
+      tlsMetrics.register(registry);
+    },
     gatherOthers: config.workers > 1 ? () => pool!.gatherMetrics() : undefined,
   });
   // With --workers, logins from every worker share this one pool (argon2's memory is bounded by
@@ -178,10 +185,13 @@ async function run(
   }
   const tlsPair = tls === undefined ? undefined : { cert: tls.cert, key: tls.key };
   let listener: Listener | undefined;
+  let apiPort = config.port;
   if (config.workers > 1) {
     pool = createWorkerPool({ config, tls: tlsPair, hasher, logger, sharedGrantCounter });
     try {
-      logListening(logger, config, await pool.start(), storeDisplay);
+      const bound = await pool.start();
+      apiPort = bound.port;
+      logListening(logger, config, bound, storeDisplay);
     } catch (error) {
       hasher.close();
       await store.closeStore();
@@ -259,13 +269,15 @@ async function run(
   const adminTls = config.admin ? tls ?? await loadTlsCredentials(config) : undefined;
   const adminServer = adminTls === undefined ? undefined : listen(
     () =>
-      Deno.serve(
+      startSwappableServer(
         {
           hostname: config.adminHostname,
           port: config.adminPort,
-          cert: adminTls.cert,
-          key: adminTls.key,
-          onListen({ hostname, port }) {
+          reusePort: canBindBeside(), // a certificate reload binds beside it
+          checkAddressFree: true,
+          tls: adminTls,
+          onListen({ hostname, port }, first) {
+            if (!first) return;
             logger.info(`admin API and console on https://${hostname}:${port}/`, {
               hostname,
               port,
@@ -315,6 +327,27 @@ async function run(
     claimTurn: claimJanitorTurn(store),
   });
   janitor.start();
+  // SIGHUP or changed --cert/--key files: every HTTPS listener swaps to the new pair.
+  const certReload = startCertReload({
+    files: config.certFile === undefined
+      ? undefined
+      : { certFile: config.certFile, keyFile: config.keyFile! },
+    serving: tlsPair ?? adminTls ?? { cert: "", key: "" },
+    targets: [
+      ...(tlsPair === undefined ? [] : [
+        pool === undefined ? toReloadTarget("api", listener!.server) : {
+          name: "api",
+          port: () => apiPort,
+          bind: pool.bindTls,
+          retire: pool.retireTls,
+        } satisfies ReloadTarget,
+      ]),
+      ...(adminServer === undefined ? [] : [toReloadTarget("admin", adminServer)]),
+    ],
+    intervalSeconds: config.certReloadIntervalSeconds,
+    logger,
+    metrics: tlsMetrics,
+  });
 
   let signalled!: () => void;
   const stopping = new Promise<void>((resolve) => signalled = resolve);
@@ -331,6 +364,7 @@ async function run(
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
   await Promise.race([listener?.server.finished ?? stopping, stopping]);
+  await certReload.stop();
   // From the signal on, in-flight requests have --shutdown-timeout to finish.
   let finished: boolean;
   if (pool !== undefined) finished = await pool.drain(config.shutdownTimeoutSeconds * 1000);
@@ -359,6 +393,7 @@ async function run(
     logger.warn("checkpoint failed", { error: String(error) });
   }
   await store.closeStore();
+  certReload.close();
   logger.info("stopped");
   logger.flush();
   return 0;
@@ -368,12 +403,12 @@ async function run(
  * Starts a listener; a failure (port in use, bad address, unusable TLS pair) closes
  * what was opened and becomes one {@link StartupError} line.
  */
-function listen(
-  start: () => Deno.HttpServer,
+function listen<T>(
+  start: () => T,
   where: Parameters<typeof explainListenError>[1],
   tls: { certFile?: string; keyFile?: string } | undefined,
   cleanup: () => void,
-): Deno.HttpServer {
+): T {
   try {
     return start();
   } catch (error) {

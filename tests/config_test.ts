@@ -20,6 +20,7 @@ Deno.test("readConfig() uses the documented defaults", () => {
     storeStalenessSeconds: 2,
     storeListen: true,
     grantCacheSize: 100_000,
+    certReloadIntervalSeconds: 60,
     defaultTimeoutSeconds: 36000,
     corsOrigins: ["*"],
     logLevel: "info",
@@ -51,6 +52,16 @@ Deno.test("readConfig() reads --audit-retention as off or at least 30 days", () 
   for (const value of ["30m", "29d", "0", "forever", ""]) {
     assert.throws(() => read(["--audit-retention", value]), /audit-retention/, value);
   }
+});
+
+Deno.test("readConfig() reads --cert-reload-interval as a duration or 0 (off)", () => {
+  assert.equal(read(["--cert-reload-interval", "5s"]).certReloadIntervalSeconds, 5);
+  assert.equal(read([], { KEYGATE_CERT_RELOAD_INTERVAL: "0" }).certReloadIntervalSeconds, 0);
+  assert.equal(read(["--cert-reload-interval", "off"]).certReloadIntervalSeconds, 0);
+  assert.throws(
+    () => read(["--cert-reload-interval", "-1"]),
+    /--cert-reload-interval.*expected 0 \(off\) or a positive whole number/,
+  );
 });
 
 Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {

@@ -68,6 +68,19 @@ export function parseAuditRetention(text: string): number {
   return seconds;
 }
 
+/** Parses an interval that may be off: `0` (or `off`) turns it off, else a duration in seconds. */
+export function parseOptionalInterval(text: string): number {
+  const word = text.trim().toLowerCase();
+  if (word === "0" || word === "off") return 0;
+  try {
+    return parseDuration(word);
+  } catch {
+    throw new SyntaxError(
+      'expected 0 (off) or a positive whole number and a unit s, m, h or d, like "1m"',
+    );
+  }
+}
+
 /**
  * A `--store` value, checked by the store's own parser and returned as
  * given; the parser's messages never contain the password.

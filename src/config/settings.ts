@@ -17,6 +17,7 @@ import {
   parseDurationSetting,
   parseForwardAuthHeader,
   parseLogLevel,
+  parseOptionalInterval,
   parseOrigins,
   parsePort,
   parseStoreSetting,
@@ -47,6 +48,8 @@ export interface Config {
   /** PEM files; both set or both undefined (then a self-signed pair is used). */
   certFile?: string;
   keyFile?: string;
+  /** How often --cert and --key are checked for a new pair, in seconds; 0: only on SIGHUP. */
+  certReloadIntervalSeconds: number;
   defaultTimeoutSeconds: number;
   /** `["*"]` or a list of exact origins such as `https://example.org`. */
   corsOrigins: string[];
@@ -196,6 +199,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseText,
     placeholder: "FILE",
     description: "TLS private key, PEM, with --cert",
+  }),
+  setting({
+    key: "certReloadIntervalSeconds",
+    flag: "cert-reload-interval",
+    env: "KEYGATE_CERT_RELOAD_INTERVAL",
+    default: "1m",
+    parse: parseOptionalInterval,
+    placeholder: "DURATION",
+    description: "How often --cert and --key are checked for a renewed pair; 0: only on SIGHUP",
   }),
   setting({
     key: "defaultTimeoutSeconds",

@@ -53,8 +53,10 @@ export async function loadTlsCredentials(options: TlsOptions): Promise<TlsCreden
   return { ...generated, selfSignedPath: certPath };
 }
 
-/** Generates an ECDSA P-256 certificate for `localhost` and `127.0.0.1`. */
-export async function generateSelfSigned(): Promise<{ cert: string; key: string }> {
+/** Generates an ECDSA P-256 certificate for `localhost` and `127.0.0.1`, valid `days`. */
+export async function generateSelfSigned(
+  days = SELF_SIGNED_DAYS,
+): Promise<{ cert: string; key: string }> {
   const algorithm = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
   const keys = await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"]);
   const now = Date.now();
@@ -65,7 +67,7 @@ export async function generateSelfSigned(): Promise<{ cert: string; key: string 
     ).join("").replace(/^[89a-f]/, "1"),
     name: "CN=localhost",
     notBefore: new Date(now - 60_000),
-    notAfter: new Date(now + SELF_SIGNED_DAYS * 86_400_000),
+    notAfter: new Date(now + days * 86_400_000),
     signingAlgorithm: algorithm,
     keys,
     extensions: [

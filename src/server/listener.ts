@@ -2,7 +2,9 @@
  * One request-serving listener: the handler over a store, and `Deno.serve`
  * on the configured address. The single-threaded server runs one in the main
  * thread; with `--workers N` each request worker runs one, all on one port
- * (`reusePort`: the kernel spreads connections among them).
+ * (`reusePort`: the kernel spreads connections among them). Over TLS it binds
+ * with `reusePort` even alone, where Deno allows it, so that a certificate
+ * reload can bind the new listener beside it (src/server/swappable_server.ts).
  *
  * @module
  */
@@ -17,6 +19,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { setListenerNoDelay } from "../platform/nodelay.ts";
 import type { Store } from "../store/store.ts";
+import { canBindBeside, startSwappableServer, type SwappableServer } from "./swappable_server.ts";
 
 /** What {@link startListener} serves with. */
 export interface ListenerDeps {
@@ -30,7 +33,7 @@ export interface ListenerDeps {
   secureRoutes?: Routes<SecureContext>;
   /** The port to bind (with --workers, the one the first worker got). Default: config.port. */
   port?: number;
-  /** Share the port with the other workers. */
+  /** Share the port with the other workers (default: over TLS, where Deno allows it). */
   reusePort?: boolean;
   /** Log the listening line (default; request workers leave it to the main thread). */
   announce?: boolean;
@@ -71,7 +74,8 @@ export function logListening(
 
 /** A started listener. */
 export interface Listener {
-  server: Deno.HttpServer<Deno.NetAddr>;
+  /** Shut down and awaited as a `Deno.HttpServer`; its certificate can change (a reload). */
+  server: SwappableServer;
   keyUsage: KeyUsageRecorder;
   /** Resolves once listening. */
   listening: Promise<Bound>;
@@ -104,14 +108,16 @@ export function startListener(deps: ListenerDeps): Listener {
   });
   let bound!: (address: Bound) => void;
   const listening = new Promise<Bound>((resolve) => bound = resolve);
-  const server = Deno.serve({
+  const server = startSwappableServer({
     hostname: config.hostname,
     port: deps.port ?? config.port,
-    reusePort: deps.reusePort,
-    ...(tls === undefined ? {} : { cert: tls.cert, key: tls.key }),
-    onListen({ port }) {
+    reusePort: deps.reusePort ?? (tls !== undefined && canBindBeside()),
+    checkAddressFree: deps.reusePort === undefined,
+    tls,
+    onListen({ port }, first) {
       // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
       const noDelay = setListenerNoDelay(port) > 0;
+      if (!first) return;
       bound({ port, noDelay });
       if (deps.announce !== false) {
         logListening(logger, config, { port, noDelay }, deps.storeDisplay);

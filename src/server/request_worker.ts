@@ -33,6 +33,10 @@ export type ToWorker =
   | { kind: "metrics"; id: number }
   | { kind: "drain"; deadlineMs: number }
   | { kind: "yield"; ms: number }
+  /** A certificate reload: bind a listener with the new pair beside the serving one. */
+  | { kind: "tls-bind"; id: number; tls: { cert: string; key: string } }
+  /** …then retire the replaced one (src/server/swappable_server.ts). */
+  | { kind: "tls-retire"; id: number; stoppedAccepting: boolean }
   | PasswordAnswer;
 
 /** Worker → main thread. */
@@ -41,6 +45,8 @@ export type FromWorker =
   | { kind: "start-failed"; message: string }
   | { kind: "metrics"; id: number; snapshot: MetricsSnapshot }
   | { kind: "drained"; finished: boolean }
+  /** The answer to a tls-bind or tls-retire; `error` when the new listener could not bind. */
+  | { kind: "tls-done"; id: number; error?: string }
   | PasswordRequest;
 
 /** Sleeps this thread, giving the CPU to the password workers (see the pool's starvation valve). */
@@ -112,6 +118,16 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
     scope.postMessage({ kind: "listening", ...await running.listening });
   }
 
+  function swapTls(message: Extract<ToWorker, { kind: "tls-bind" | "tls-retire" }>) {
+    if (running === undefined) return "the worker is not serving";
+    try {
+      if (message.kind === "tls-bind") running.server.bind(message.tls);
+      else running.server.retire(message.stoppedAccepting);
+    } catch (error) {
+      return String((error as Error)?.message ?? error);
+    }
+  }
+
   return async (message: ToWorker) => {
     switch (message.kind) {
       case "start":
@@ -126,6 +142,9 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
         return await stop?.(message.deadlineMs);
       case "yield":
         return sleepThread(message.ms);
+      case "tls-bind":
+      case "tls-retire":
+        return scope.postMessage({ kind: "tls-done", id: message.id, error: swapTls(message) });
       default:
         return hasher.receive(message);
     }

@@ -53,6 +53,13 @@ export interface WorkerPool {
   yieldCpu(ms: number): void;
   /** Stops every listener and waits for in-flight requests; false if the deadline passed first. */
   drain(deadlineMs: number): Promise<boolean>;
+  /**
+   * A certificate reload, first step: every worker binds a listener with `tls` beside its
+   * serving one (workers started later get `tls` too). Rejects with the first worker's error.
+   */
+  bindTls(tls: { cert: string; key: string }): Promise<void>;
+  /** …second step: every worker retires the listener the first step replaced. */
+  retireTls(stoppedAccepting: boolean): Promise<void>;
   /** Workers restarted after dying. */
   readonly restarts: number;
 }
@@ -64,6 +71,7 @@ interface Slot {
   listening: boolean;
   delayMs: number;
   metrics: Map<number, (snapshot: MetricsSnapshot | undefined) => void>;
+  tlsDone: Map<number, (error: string | undefined) => void>;
   drained?: (finished: boolean) => void;
 }
 
@@ -76,6 +84,7 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
   let draining = false;
   let restarts = 0;
   let nextMetricsId = 1;
+  let tls = options.tls;
 
   function spawn(index: number, delayMs: number): Promise<Bound> {
     const worker = new Worker(url, { type: "module", name: `request worker ${index}` });
@@ -86,6 +95,7 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
       listening: false,
       delayMs,
       metrics: new Map(),
+      tlsDone: new Map(),
     };
     slots[index] = slot;
     const passwords = servePasswordRequests(options.hasher, worker);
@@ -94,6 +104,7 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
         if (slots[index] !== slot) return; // already replaced
         passwords.abandon();
         for (const answer of slot.metrics.values()) answer(undefined);
+        for (const answer of slot.tlsDone.values()) answer(`request worker ${index} died`);
         slot.drained?.(false);
         worker.terminate();
         if (!slot.listening) {
@@ -131,6 +142,11 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
           }
           case "drained":
             return slot.drained?.(message.finished);
+          case "tls-done": {
+            const answer = slot.tlsDone.get(message.id);
+            slot.tlsDone.delete(message.id);
+            return answer?.(message.error);
+          }
           default:
             return passwords.receive(message);
         }
@@ -139,7 +155,7 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
         {
           kind: "start",
           config,
-          tls: options.tls,
+          tls,
           port,
           sharedGrantCounter: options.sharedGrantCounter,
         } satisfies ToWorker,
@@ -171,6 +187,29 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
 
   function send(slot: Slot, message: ToWorker) {
     slot.worker.postMessage(message);
+  }
+
+  /** Sends a tls-bind or tls-retire to every listening worker; rejects with the first error. */
+  async function swapTls(message: (id: number) => ToWorker): Promise<void> {
+    const errors = await Promise.all(
+      slots.map((slot) =>
+        new Promise<string | undefined>((resolve) => {
+          if (!slot.listening) return resolve(undefined);
+          const id = nextMetricsId++;
+          const timer = setTimeout(() => {
+            slot.tlsDone.delete(id);
+            resolve(`request worker ${slot.index} did not answer`);
+          }, METRICS_TIMEOUT_MS);
+          slot.tlsDone.set(id, (error) => {
+            clearTimeout(timer);
+            resolve(error);
+          });
+          send(slot, message(id));
+        })
+      ),
+    );
+    const error = errors.find((error) => error !== undefined);
+    if (error !== undefined) throw new Error(error);
   }
 
   return {
@@ -229,6 +268,12 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
       for (const slot of slots) slot.worker.terminate();
       return results.every(Boolean);
     },
+    async bindTls(next) {
+      tls = next;
+      await swapTls((id) => ({ kind: "tls-bind", id, tls: next }));
+    },
+    retireTls: (stoppedAccepting) =>
+      swapTls((id) => ({ kind: "tls-retire", id, stoppedAccepting })),
     get restarts() {
       return restarts;
     },
