@@ -65,10 +65,10 @@ Deno.test("admin throttle list and clear show and forget failed-login counters",
     const byEmail = await admin(db.path, ["throttle", "clear", "Alice@example.org"]);
     assert.equal(
       byEmail.out,
-      "Cleared the failed-login counters of 1 API key(s) of alice@example.org",
+      "Cleared 1 failed-login counter(s) of alice@example.org",
     );
     const address = await admin(db.path, ["throttle", "clear", "2001:db8::ffff"]);
-    assert.equal(address.out, "Cleared the failed-login counter of 2001:db8:0:0::/64");
+    assert.equal(address.out, "Cleared 1 failed-login counter(s) of 2001:db8:0:0::/64");
     const again = await admin(db.path, ["throttle", "clear", "192.0.2.1"]);
     assert.equal(again.out, "No failed-login counter for 192.0.2.1");
     assert.equal((await admin(db.path, ["throttle", "list"])).out, "(none)");
@@ -78,6 +78,54 @@ Deno.test("admin throttle list and clear show and forget failed-login counters",
       missing.err,
       "keygate admin: Missing TARGET (usage: deno task admin throttle clear TARGET)",
     );
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("admin throttle clear forgets an address's operator sign-in counter (admin:ADDRESS)", async () => {
+  const db = tempDbPath();
+  try {
+    const now = createFakeClock().now();
+    const store = openSqliteStore(db.path);
+    const fail = async (subject: string, times: number) => {
+      for (let i = 0; i < times; i++) {
+        await store.recordLoginFailures([subject], {
+          now,
+          next: (previous) => nextFailures(previous, subject, CLIENT_THROTTLE, now),
+          audit: undefined,
+        });
+      }
+    };
+    await fail("admin:127.0.0.1", 5);
+    await fail("client:127.0.0.1", 2);
+    await fail("admin:192.0.2.7", 1);
+    await store.closeStore();
+
+    // A bare address clears both of its counters, logins and operator sign-ins.
+    const both = await admin(db.path, ["throttle", "clear", "127.0.0.1"]);
+    assert.equal(both.code, 0, both.err);
+    assert.equal(both.out, "Cleared 2 failed-login counter(s) of 127.0.0.1");
+    // A subject as throttle list prints it clears that one counter.
+    const one = await admin(db.path, ["throttle", "clear", "admin:192.0.2.7"]);
+    assert.equal(one.out, "Cleared 1 failed-login counter(s) of admin:192.0.2.7");
+    const none = await admin(db.path, ["throttle", "clear", "client:192.0.2.7"]);
+    assert.equal(none.out, "No failed-login counter for client:192.0.2.7");
+    assert.equal((await admin(db.path, ["throttle", "list"])).out, "(none)");
+    const reopened = openSqliteStore(db.path);
+    try {
+      const audit = await reopened.searchAudit({ limit: 10, action: "throttle.cleared" });
+      assert.deepEqual(
+        audit.map((entry) => [entry.subject, entry.detail]).reverse(),
+        [
+          ["address:127.0.0.1", { counters: 2 }],
+          ["admin:192.0.2.7", { counters: 1 }],
+          ["client:192.0.2.7", { counters: 0 }],
+        ],
+      );
+    } finally {
+      await reopened.closeStore();
+    }
   } finally {
     db.cleanup();
   }

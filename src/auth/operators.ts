@@ -6,9 +6,15 @@
  *
  * Signing in: `Authorization: Bearer kgo_…`. A missing, unknown or revoked
  * token fails the same way (`invalid_token`), and every wrong token counts
- * against the client address's counter (throttle.ts) with its own, stricter
- * rule and is audited; while the address is blocked, the token is not even
- * looked up. A request without any credential is refused but not counted.
+ * against the client address's counter (throttle.ts, subject `admin:ADDRESS`)
+ * with its own, stricter rule and is audited. The token is verified before the
+ * counter is read: a valid token passes even while its address is blocked, so
+ * that wrong tokens from a shared address (every operator behind an SSH tunnel
+ * is 127.0.0.1) cannot lock the operators out. Blocking guesses does not
+ * protect the tokens (206 random bits are not guessed at any rate); it keeps a
+ * guessing client from filling the audit log. While the address is blocked, a
+ * wrong token gets 429 and is neither counted nor audited again. A request
+ * without any credential is refused but not counted.
  *
  * @module
  */
@@ -183,15 +189,18 @@ export function createOperatorAuth(deps: OperatorAuthDeps): OperatorAuth {
   return {
     async authenticate(authorization, client) {
       const subjects = { client: toOperatorClientSubject(client) };
-      await throttle.check(subjects);
       const match = /^Bearer +(\S+) *$/i.exec(authorization ?? "");
       const token = match?.[1] ?? "";
+      // The token first, so that a blocked address never locks out an operator whose token is
+      // valid (docs/security.md, "Operator sign-in"): one indexed look-up of its digest.
       const operator = isOperatorTokenShaped(token)
         ? await store.findOperatorByHash(hashSecret(token))
         : undefined;
       if (operator !== undefined && operator.revokedAt === null) return operator;
       // No credential, no guess: nothing to count or record.
       if (authorization === null || authorization === "") throw invalidOperatorToken("missing");
+      // A wrong token from a blocked address: 429, neither counted nor audited again.
+      await throttle.check(subjects);
       const detail = operator === undefined ? "unknown" : "revoked";
       await throttle.recordFailure(subjects, {
         at: clock.now(),
