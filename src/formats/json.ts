@@ -32,6 +32,27 @@ export function parseJson(text: string): unknown {
       );
     }
   }
+  return checkParsed(text, value);
+}
+
+/**
+ * Parses `text` as strict JSON only (no JSON5), refusing what {@link parseJson}
+ * refuses: repeated keys, lone surrogates and deep nesting. The admin API's bodies.
+ *
+ * @throws {SyntaxError} when it is not JSON, or when an object repeats a key.
+ */
+export function parseStrictJson(text: string): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new SyntaxError(`Cannot parse JSON: ${(error as Error).message}`);
+  }
+  return checkParsed(text, value);
+}
+
+/** `value`, parsed from `text`, unless a key repeats or a string is not well-formed. */
+function checkParsed(text: string, value: unknown): unknown {
   const duplicate = findDuplicateKey(text);
   if (duplicate !== undefined) {
     throw new SyntaxError(`Cannot parse JSON: duplicate key "${duplicate.slice(0, 64)}"`);

@@ -13,8 +13,11 @@
  * - Every response has a strict Content-Security-Policy (scripts and styles
  *   from this origin only, nothing inline), HSTS, nosniff, no-store,
  *   frame-ancestors 'none' and no referrer.
+ * - `Host` is checked as on the public listener (src/http/host.ts): 400
+ *   `invalid_host` for anything but a host name and port, before routing.
  * - This is the one catch of the listener: errors become `{"error": {code,
- *   message}}` with the status of src/http/errors.ts's one table.
+ *   message}}` with the status of src/http/errors.ts's one table; bad input
+ *   is a 4xx, and only a 5xx is logged as an error.
  *
  * @module
  */
@@ -22,6 +25,8 @@ import { toOperatorRef } from "../../auth/audit.ts";
 import { createOperatorAuth, requireWriteRole } from "../../auth/operators.ts";
 import type { ConnectionInfo, Handler } from "../app.ts";
 import { HttpError, toHttpError } from "../errors.ts";
+import { invalidHost, readHost } from "../host.ts";
+import { splitRequestTarget } from "../paths.ts";
 import { type AdminDeps, type AdminRoute, findAdminRoute } from "./admin_router.ts";
 import { toJsonError } from "./admin_json.ts";
 import { type ConsoleAssets, loadConsoleAssets } from "./console_assets.ts";
@@ -64,6 +69,23 @@ const SECURITY_HEADERS: readonly [string, string][] = [
   ["cross-origin-opener-policy", "same-origin"],
   ["cross-origin-resource-policy", "same-origin"],
 ];
+
+/**
+ * The request's URL from the checked `Host` (src/http/host.ts, the public
+ * listener's rule) and the target as sent, so that a `Host` such as
+ * `127.0.0.1/console/app.js?` cannot change the path that is routed.
+ *
+ * @throws {HttpError} 400 `invalid_host` for a malformed `Host`.
+ */
+function readAdminUrl(request: Request): URL {
+  const host = readHost(request);
+  const { rawPath, search } = splitRequestTarget(request.url);
+  try {
+    return new URL(`https://${host}${rawPath}${search}`);
+  } catch {
+    throw invalidHost();
+  }
+}
 
 /** Options for {@link createAdminHandler}; tests pass other assets. */
 export interface AdminHandlerOptions {
@@ -141,7 +163,7 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
     const client = info?.remoteAddr?.hostname ?? "unknown";
     let response: Response;
     try {
-      response = await route(request, new URL(request.url), client);
+      response = await route(request, readAdminUrl(request), client);
     } catch (thrown) {
       const error = toHttpError(thrown);
       if (error.status >= 500) {
