@@ -37,6 +37,9 @@ export const AUDIT_ACTIONS = [
   "operator.created",
   "operator.revoked",
   "operator.login_failed",
+  // What operators were refused or read in bulk (src/http/admin/admin_app.ts, read_meter.ts).
+  "operator.forbidden",
+  "operator.bulk_read",
 ] as const;
 
 /** One of {@link AUDIT_ACTIONS}. */

@@ -24,6 +24,7 @@ import type { Operator, OperatorRole, Store } from "../store/store.ts";
 import { toOperatorRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { generateToken, hashSecret } from "./credentials.ts";
+import type { BulkRead } from "./read_meter.ts";
 import { AuthError } from "./errors.ts";
 import { createThrottle, THROTTLE_RULES, type ThrottleRule, toClientNetwork } from "./throttle.ts";
 
@@ -90,8 +91,12 @@ export interface CreatedOperator {
 }
 
 /**
- * Creates an operator. @throws {AuthError} `invalid_request` for the name,
- * `conflict` when an operator that is not revoked has it.
+ * Creates an operator. A name is never used twice, also not after its
+ * operator was revoked: the audit log names operators (`operator:ann`), and
+ * one name must mean one operator there.
+ *
+ * @throws {AuthError} `invalid_request` for the name, `conflict` when an
+ * operator has it or had it.
  */
 export async function createOperator(
   deps: ChangeDeps,
@@ -99,8 +104,16 @@ export async function createOperator(
   role: OperatorRole,
 ): Promise<CreatedOperator> {
   const name = toOperatorName(nameText);
-  if ((await deps.store.listOperators()).some((op) => op.name === name && op.revokedAt === null)) {
+  const holder = (await deps.store.listOperators()).find((op) => op.name === name);
+  if (holder !== undefined && holder.revokedAt === null) {
     throw new AuthError("conflict", `Operator "${name}" already exists`);
+  }
+  if (holder !== undefined) {
+    throw new AuthError(
+      "conflict",
+      `Operator "${name}" was revoked: a name is never used again (the audit log names ` +
+        "operators by it), choose another",
+    );
   }
   const token = generateOperatorToken();
   const change = observeAudit(
@@ -222,9 +235,36 @@ function invalidOperatorToken(detail: string): AuthError {
   );
 }
 
-/** @throws {AuthError} `forbidden` unless the operator may change things. */
-export function requireWriteRole(operator: Operator): void {
-  if (operator.role !== "write") {
-    throw new AuthError("forbidden", `Operator "${operator.name}" may only read`);
-  }
+/**
+ * Lets a `write` operator through; refuses a `read` operator, audited as
+ * `operator.forbidden` with the route it called, so that probing for changes
+ * leaves a trace.
+ *
+ * @throws {AuthError} `forbidden` unless the operator may change things.
+ */
+export async function requireWriteRole(
+  deps: ChangeDeps,
+  operator: Operator,
+  route: string,
+): Promise<void> {
+  if (operator.role === "write") return;
+  await deps.store.appendAudit(
+    toAuditEntry(deps, "operator.forbidden", toOperatorRef(operator.name), { route }),
+  );
+  throw new AuthError("forbidden", `Operator "${operator.name}" may only read`);
+}
+
+/** Audits a bulk read by an operator (read_meter.ts) as `operator.bulk_read`. */
+export async function recordBulkRead(
+  deps: ChangeDeps,
+  operator: Operator,
+  read: BulkRead & { route: string },
+): Promise<void> {
+  await deps.store.appendAudit(
+    toAuditEntry(deps, "operator.bulk_read", toOperatorRef(operator.name), {
+      reads: read.pages,
+      since: new Date(read.since).toISOString(),
+      route: read.route,
+    }),
+  );
 }

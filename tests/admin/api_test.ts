@@ -110,7 +110,17 @@ Deno.test("[admin] a read-only operator reads but gets 403 on every change, whic
   }
   assert.equal(await t.store.countRows("users"), 1);
   assert.equal(await t.store.countRows("api_keys"), 0);
-  assert.equal(await t.store.countRows("audit_log"), auditBefore);
+  // Each refusal is audited, and nothing else is written.
+  assert.equal(await t.store.countRows("audit_log"), auditBefore + writes.length);
+  const refused = await t.store.searchAudit({ limit: 10, action: "operator.forbidden" });
+  assert.deepEqual(refused.map((entry) => [entry.actor, entry.detail.route]).reverse(), [
+    ["operator:viewer", "POST /admin/v1/users"],
+    ["operator:viewer", "POST /admin/v1/users/:id/keys"],
+    ["operator:viewer", "POST /admin/v1/users/:id/disable"],
+    ["operator:viewer", "POST /admin/v1/users/:id/tokens/revoke"],
+    ["operator:viewer", "PUT /admin/v1/users/:id/password"],
+    ["operator:viewer", "POST /admin/v1/throttle/clear"],
+  ]);
   assert.equal((await t.store.findUserById(userId))!.disabled, false);
 });
 

@@ -5,6 +5,7 @@
  * early answers to requests with a body.
  */
 import assert from "node:assert/strict";
+import { createOperator, revokeOperator } from "../../src/auth/operators.ts";
 import { startRawServer } from "../_raw_http.ts";
 import { createAdminTest } from "./_admin.ts";
 
@@ -67,4 +68,77 @@ Deno.test("[admin] a JSON body that repeats a key is 400 invalid_request, howeve
   });
   assert.equal(added.status, 400);
   assert.equal(await t.store.countRows("users"), 1);
+});
+
+Deno.test("[admin] every request is one info line naming the operator; bulk reads are audited", async () => {
+  await using t = await createAdminTest();
+  const userId = await t.addUser("ann@example.org");
+  t.logLines.length = 0;
+  assert.equal(
+    (await t.call("GET", "/admin/v1/users?limit=1", { token: t.readToken })).status,
+    200,
+  );
+  assert.equal((await t.call("GET", "/admin/v1/me", { token: null })).status, 401);
+  const forbidden = await t.call("POST", `/admin/v1/users/${userId}/disable`, {
+    token: t.readToken,
+  });
+  assert.equal(forbidden.status, 403);
+  const lines = t.logLines.map((line) => JSON.parse(line))
+    .filter((line) => line.event === "admin_request");
+  const [viewer] = (await t.store.listOperators()).filter((op) => op.name === "viewer");
+  assert.deepEqual(
+    lines.map((
+      line,
+    ) => [line.level, line.operator, line.operator_id, line.method, line.path, line.status]),
+    [
+      ["info", "viewer", viewer.id, "GET", "/admin/v1/users?limit=1", 200],
+      ["info", null, null, "GET", "/admin/v1/me", 401],
+      ["info", "viewer", viewer.id, "POST", `/admin/v1/users/${userId}/disable`, 403],
+    ],
+  );
+  assert.equal(lines[0].client, "192.0.2.10");
+  const text = t.logLines.join("\n");
+  assert.equal(text.includes(t.readToken), false, "never a token");
+  assert.equal(text.includes(t.readToken.slice(4)), false, "not even its random part");
+
+  // One audit entry per 20 data reads in an hour, not one per page; /me and /stats do not count.
+  const bulk = () => t.store.searchAudit({ limit: 10, action: "operator.bulk_read" });
+  for (let i = 0; i < 30; i++) await t.call("GET", "/admin/v1/me", { token: t.readToken });
+  for (let i = 1; i < 19; i++) {
+    await t.call("GET", i % 2 ? "/admin/v1/keys" : "/admin/v1/users", { token: t.readToken });
+  }
+  assert.deepEqual(await bulk(), []);
+  await t.call("GET", `/admin/v1/users/${userId}/tokens`, { token: t.readToken });
+  const [entry] = await bulk();
+  assert.equal(entry.actor, "operator:viewer");
+  assert.equal(entry.subject, "operator:viewer");
+  assert.deepEqual(entry.detail, {
+    reads: 20,
+    since: new Date(t.clock.now()).toISOString(),
+    route: "GET /admin/v1/users/:id/tokens",
+  });
+  for (let i = 0; i < 19; i++) await t.call("GET", "/admin/v1/audit", { token: t.readToken });
+  assert.equal((await bulk()).length, 1);
+  await t.call("GET", "/admin/v1/audit", { token: t.readToken });
+  assert.equal((await bulk()).length, 2);
+  // The writer's reads count separately.
+  await t.call("GET", "/admin/v1/users");
+  assert.equal((await bulk()).length, 2);
+});
+
+Deno.test("[admin] a revoked operator's name is never given to another operator", async () => {
+  await using t = await createAdminTest();
+  const cli = { store: t.store, clock: t.clock, actor: "cli:test" };
+  await revokeOperator(cli, "viewer");
+  await assert.rejects(createOperator(cli, "viewer", "write"), {
+    code: "conflict",
+    message: 'Operator "viewer" was revoked: a name is never used again (the audit log names ' +
+      "operators by it), choose another",
+  });
+  await assert.rejects(createOperator(cli, "Admin", "read"), {
+    code: "conflict",
+    message: 'Operator "admin" already exists',
+  });
+  assert.equal((await t.store.listOperators()).length, 2);
+  assert.equal((await createOperator(cli, "viewer2", "read")).operator.name, "viewer2");
 });
