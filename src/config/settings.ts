@@ -18,6 +18,7 @@ import {
   parseLogLevel,
   parseOrigins,
   parsePort,
+  parseStalenessSetting,
   parseStoreSetting,
   parseText,
   parseUpstreamUrl,
@@ -153,9 +154,10 @@ export const SETTINGS: readonly Setting[] = [
     flag: "store-staleness",
     env: "KEYGATE_STORE_STALENESS",
     default: "2s",
-    parse: parseDurationSetting,
+    parse: parseStalenessSetting,
     placeholder: "DURATION",
-    description: "PostgreSQL: secure requests get 503 once revocations are unconfirmed this long",
+    description: "PostgreSQL: secure requests get 503 once revocations are unconfirmed this " +
+      "long (at most 5m)",
   }),
   setting({
     key: "storeListen",
