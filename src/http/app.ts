@@ -23,7 +23,7 @@ import { redactTarget } from "../platform/logger.ts";
 import { createMetrics } from "../platform/metrics.ts";
 import { invalidHost, readHost } from "./host.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
-import { createPathParser, splitRequestTarget } from "./paths.ts";
+import { createPathParser, findSuffixFormat, splitRequestTarget } from "./paths.ts";
 import { CONTENT_TYPES } from "./respond.ts";
 import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./routes/secure.ts";
 import { createTokenRouter, TOKENS_PATH } from "./routes/tokens.ts";
@@ -292,6 +292,10 @@ export function createHandler(deps: AppDeps): Handler {
         : await route(request, context, target.path, target.secure);
     } catch (thrown) {
       const error = toHttpError(thrown);
+      // Refused before the path was read (Host, path): its suffix still decides, as for others.
+      if (context.target === undefined) {
+        context.format = findSuffixFormat(rawPath) ?? context.format;
+      }
       if (thrown instanceof StoreError) metrics.databaseError("request");
       if (routeLabel === TOKENS_PATH && request.method === "POST") {
         metrics.loginFailed(error.code);
