@@ -15,6 +15,7 @@ import {
 import type { AppDeps, RequestContext } from "./context.ts";
 import type { Format } from "../formats/format.ts";
 import type { RequestPath } from "./paths.ts";
+import { drainBody } from "./body.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
 import { StoreError } from "../store/errors.ts";
 import { createGate, type Principal } from "../auth/gate.ts";
@@ -325,6 +326,9 @@ export function createHandler(deps: AppDeps): Handler {
       }
       response = toErrorResponse(error, context.format);
     }
+    // A body refused unread (401 before the body was needed): read it first, or HTTP/2 clients
+    // get a stream reset instead of the answer. Nothing to do for a GET or a body already read.
+    if (request.body !== null && !request.bodyUsed) await drainBody(request);
     const headers = response.headers;
     for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
     headers.set("x-request-id", requestId);

@@ -32,6 +32,7 @@ import { createReadMeter } from "../../auth/read_meter.ts";
 import { redactTarget } from "../../platform/logger.ts";
 import type { Operator } from "../../store/store.ts";
 import type { ConnectionInfo, Handler } from "../app.ts";
+import { drainBody } from "../body.ts";
 import { HttpError, toHttpError } from "../errors.ts";
 import { invalidHost, readHost } from "../host.ts";
 import { splitRequestTarget } from "../paths.ts";
@@ -208,6 +209,8 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
       }
       response = toJsonError(error);
     }
+    // A body refused unread (401, 403, 404): read it first, or HTTP/2 clients get a stream reset.
+    await drainBody(request);
     for (const [name, value] of SECURITY_HEADERS) response.headers.set(name, value);
     response.headers.set("x-request-id", requestId);
     // Every request, read or refused, names its operator (never a token): who read what.
