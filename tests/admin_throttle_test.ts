@@ -9,7 +9,7 @@ import {
   toAccountSubject,
   toClientSubject,
 } from "../src/auth/throttle.ts";
-import { createFakeClock, tempDbPath } from "./_helpers.ts";
+import { createFakeClock, openTestStore, tempDbPath } from "./_helpers.ts";
 
 function admin(dbPath: string, args: string[]) {
   return runAdmin(dbPath, args, { password: "unused" });
@@ -129,4 +129,48 @@ Deno.test("admin throttle clear forgets an address's operator sign-in counter (a
   } finally {
     db.cleanup();
   }
+});
+
+/** `deno task admin ARGS` as a child process on the test backend's store at `location`. */
+async function adminTask(location: string, args: string[]) {
+  const where = /^postgres(ql)?:\/\//.test(location) ? "--store" : "--db";
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["task", "-q", "admin", ...args, where, location],
+    env: { USER: "ops" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes).trimEnd();
+  return { code: output.code, out: text(output.stdout), err: text(output.stderr) };
+}
+
+Deno.test("[cli] deno task admin throttle clear admin:ADDRESS and ADDRESS, as a process", async () => {
+  await using opened = await openTestStore();
+  const now = Date.now();
+  for (const [subject, times] of [["admin:127.0.0.1", 5], ["client:127.0.0.1", 1]] as const) {
+    for (let i = 0; i < times; i++) {
+      await opened.store.recordLoginFailures([subject], {
+        now,
+        next: (previous) => nextFailures(previous, subject, CLIENT_THROTTLE, now),
+        audit: undefined,
+      });
+    }
+  }
+  const listed = await adminTask(opened.path, ["throttle", "list", "--json"]);
+  assert.equal(listed.code, 0, listed.err);
+  assert.deepEqual(
+    JSON.parse(listed.out).map((row: { subject: string }) => row.subject).sort(),
+    ["admin:127.0.0.1", "client:127.0.0.1"],
+  );
+  const one = await adminTask(opened.path, ["throttle", "clear", "admin:127.0.0.1"]);
+  assert.equal(one.code, 0, one.err);
+  assert.equal(one.out, "Cleared 1 failed-login counter(s) of admin:127.0.0.1");
+  const rest = await adminTask(opened.path, ["throttle", "clear", "127.0.0.1"]);
+  assert.equal(rest.out, "Cleared 1 failed-login counter(s) of 127.0.0.1");
+  assert.deepEqual(await opened.store.listLoginFailures(now), []);
+  const audit = await opened.store.searchAudit({ limit: 2, action: "throttle.cleared" });
+  assert.deepEqual(audit.map((entry) => [entry.actor, entry.subject]), [
+    ["cli:ops", "address:127.0.0.1"],
+    ["cli:ops", "admin:127.0.0.1"],
+  ]);
 });
