@@ -324,6 +324,8 @@ Deno.test("readConfig() reads --store and KEYGATE_STORE; --db and --store togeth
     );
   }
   assert.throws(() => readConfig(["--store-staleness", "0s"], {}), ConfigError);
+  assert.throws(() => readConfig(["--store-staleness", "10000000d"], {}), ConfigError);
+  assert.equal(read(["--store", url, "--store-staleness", "5m"]).storeStalenessSeconds, 300);
   assert.ok(!formatHelp().includes("hunter2"));
 });
 

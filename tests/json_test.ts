@@ -83,3 +83,21 @@ Deno.test("findDuplicateKey() finds the one repeated key of any JSON object, and
     ),
   );
 });
+
+Deno.test("parseJson() reads U+2028 and U+2029 in JSON5 strings as they are, and warns nowhere", () => {
+  const warnings: unknown[] = [];
+  const warn = console.warn;
+  console.warn = (...args: unknown[]) => warnings.push(args);
+  try {
+    assert.deepEqual(parseJson("{'a': 'x\u2028y', b: \"\u2029\"}"), { a: "x\u2028y", b: "\u2029" });
+    // A backslash before one is a line continuation: nothing.
+    assert.deepEqual(parseJson("{'a': 'x\\\u2028y'}"), { a: "xy" });
+    // Outside strings it ends a // comment (a quote in the comment opens no string).
+    assert.deepEqual(parseJson("{// it's\u2028 a: 'q\u2028'}"), { a: "q\u2028" });
+    assert.deepEqual(parseJson("{/* ' */ a: '\u2029', \u2028b: 1}"), { a: "\u2029", b: 1 });
+    assert.throws(() => parseJson("{a: '\u2028', 'a': 2}"), /duplicate key "a"/);
+  } finally {
+    console.warn = warn;
+  }
+  assert.deepEqual(warnings, []);
+});

@@ -272,3 +272,38 @@ Deno.test("[server] --help lists the upstream options", async () => {
     assert.ok(help.includes(text), text);
   }
 });
+
+Deno.test("[server] a JSON5 body with U+2028 in a string: stdout and stderr hold only JSON log lines", async () => {
+  const db = tempDbPath();
+  try {
+    const server = await startServerProcess(db.path);
+    const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
+    const client = Deno.createHttpClient({ caCerts: [cert] });
+    try {
+      // Single quotes make it JSON5; the separators sit in a value and in a key.
+      const bodies = [
+        "{auth_request: {user: {email: 'a@example.org', password: 'x\u2028y\u2029'}, api_key: 'k'}}",
+        "{'auth_request\u2028': {}}",
+      ];
+      for (const body of bodies) {
+        const response = await fetch(`${server.origin}/api/userservice/tokens`, {
+          client,
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json" },
+          body,
+        });
+        await response.body?.cancel();
+        assert.ok(response.status === 400 || response.status === 401, String(response.status));
+      }
+    } finally {
+      client.close();
+      await server.stop();
+    }
+    assert.deepEqual(server.errors, [], "nothing on standard error");
+    for (const line of server.lines) {
+      assert.doesNotThrow(() => JSON.parse(line), `not a JSON log line: ${line}`);
+    }
+  } finally {
+    db.cleanup();
+  }
+});

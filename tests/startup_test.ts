@@ -21,12 +21,13 @@ const PERMISSIONS = [
   "--allow-sys",
 ];
 
-/** Runs main.ts with `args`; returns the exit code and both outputs. */
-async function start(args: string[]) {
+/** Runs main.ts with `args` (killed on `signal`); returns the exit code and both outputs. */
+async function start(args: string[], signal?: AbortSignal) {
   const output = await new Deno.Command(Deno.execPath(), {
     args: ["run", ...PERMISSIONS, "main.ts", "--hostname", "127.0.0.1", ...args],
     stdout: "piped",
     stderr: "piped",
+    signal,
   }).output();
   return {
     code: output.code,
@@ -309,6 +310,38 @@ Deno.test("[server] --audit-retention under 30 days: one line, exit 2; 365d star
   try {
     const server = await startServerProcess(db.path, ["--audit-retention", "365d"]);
     assert.equal((await server.stop()).code, 0);
+  } finally {
+    db.cleanup();
+  }
+});
+
+Deno.test("[server] --store-staleness over 5m: one line, exit 2 (failing closed stays on)", async () => {
+  const db = tempDbPath();
+  try {
+    // Killed after 20 s: a server that accepted the value would otherwise run on.
+    const signal = AbortSignal.timeout(20_000);
+    for (const value of ["10000000d", "301s", "6m"]) {
+      const result = await start(["--db", db.path, "--store-staleness", value], signal);
+      assert.equal(result.code, 2, value);
+      assertOneLine(
+        result.err,
+        `keygate: Invalid --store-staleness "${value}": expected 5m or less: longer, revoked ` +
+          "tokens would keep working on an instance that hears nothing from PostgreSQL (see --help)",
+      );
+    }
+    const env = await new Deno.Command(Deno.execPath(), {
+      args: ["run", ...PERMISSIONS, "main.ts", "--hostname", "127.0.0.1", "--db", db.path],
+      env: { KEYGATE_STORE_STALENESS: "2h" },
+      stdout: "null",
+      stderr: "piped",
+      signal,
+    }).output();
+    assert.equal(env.code, 2);
+    assert.match(
+      new TextDecoder().decode(env.stderr),
+      /^keygate: Invalid KEYGATE_STORE_STALENESS "2h"/,
+    );
+    assert.equal(existsSync(db.path), false, "no database was created");
   } finally {
     db.cleanup();
   }

@@ -17,7 +17,8 @@ import { findUnsafeCharacter } from "./account_rules.ts";
 import { toUserRef } from "./audit.ts";
 import { AuthError } from "./errors.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
-import { toAccountSubject, toClientSubject } from "./throttle.ts";
+import { toOperatorClientSubject } from "./operators.ts";
+import { toAccountSubject, toClientNetwork, toClientSubject } from "./throttle.ts";
 import { findUserOrFail } from "./users.ts";
 
 /** Revokes a token by id if it is not revoked yet; resolves to whether it was. */
@@ -68,13 +69,27 @@ export async function listThrottleCounters(
   }));
 }
 
+/** What {@link clearThrottle} forgot. */
+export interface ClearedCounters {
+  /** How many counters there were. */
+  cleared: number;
+  /** Whose: the user's e-mail, the address (IPv6: its /64), or the counter's subject. */
+  target: string;
+}
+
+/** How the subjects that a `throttle clear` target names begin, besides `key:`. */
+const ADDRESS_SUBJECT = /^(client|admin):(.+)$/;
+
 /**
- * Forgets the counters of a user's API keys (`target` is an e-mail) or of a
- * client address (IPv6: its /64); resolves to how many there were.
+ * Forgets failed-login counters. `target` is a user's e-mail (the counters of
+ * the user's API keys), a client address (IPv6: its /64; both of its counters,
+ * `client:` for logins and `admin:` for operator sign-ins), or one counter's
+ * subject as the counter list shows it (`client:ADDRESS`, `admin:ADDRESS`).
+ * Audited as `throttle.cleared`, also when there was nothing to clear.
  *
  * @throws {AuthError} `not_found` for an e-mail no user has.
  */
-export async function clearThrottle(deps: ChangeDeps, target: string): Promise<number> {
+export async function clearThrottle(deps: ChangeDeps, target: string): Promise<ClearedCounters> {
   // The target becomes the audit row's subject: no invisible or bidirectional text there.
   const unsafe = findUnsafeCharacter(target);
   if (unsafe !== undefined) {
@@ -84,14 +99,24 @@ export async function clearThrottle(deps: ChangeDeps, target: string): Promise<n
     );
   }
   let subject: string;
+  let shown: string;
   let subjects: string[];
-  if (target.includes("@")) {
+  const prefixed = ADDRESS_SUBJECT.exec(target.trim());
+  if (prefixed !== null) {
+    subject = prefixed[1] === "admin"
+      ? toOperatorClientSubject(prefixed[2])
+      : toClientSubject(prefixed[2]);
+    shown = subject;
+    subjects = [subject];
+  } else if (target.includes("@")) {
     const user = await findUserOrFail(deps.store, target);
     subject = toUserRef(user.email);
+    shown = user.email;
     subjects = (await deps.store.listApiKeys(user.id)).map((key) => toAccountSubject(key.id));
   } else {
-    subject = toClientSubject(target);
-    subjects = [subject];
+    shown = toClientNetwork(target.trim());
+    subject = `address:${shown}`.slice(0, 128);
+    subjects = [toClientSubject(target.trim()), toOperatorClientSubject(target.trim())];
   }
   const change = observeAudit(
     deps,
@@ -102,7 +127,7 @@ export async function clearThrottle(deps: ChangeDeps, target: string): Promise<n
     audit: change.audit,
   });
   change.notify();
-  return cleared;
+  return { cleared, target: shown };
 }
 
 /** The dashboard's figures at one instant. */

@@ -40,6 +40,9 @@ export const AUDIT_ACTIONS = [
   "operator.login_failed",
   // The janitor's audit retention (--audit-retention; actor `janitor`, subject `audit_log`).
   "audit.pruned",
+  // What operators were refused or read in bulk (src/http/admin/admin_app.ts, read_meter.ts).
+  "operator.forbidden",
+  "operator.bulk_read",
 ] as const;
 
 /** One of {@link AUDIT_ACTIONS}. */

@@ -6,9 +6,15 @@
  *
  * Signing in: `Authorization: Bearer kgo_…`. A missing, unknown or revoked
  * token fails the same way (`invalid_token`), and every wrong token counts
- * against the client address's counter (throttle.ts) with its own, stricter
- * rule and is audited; while the address is blocked, the token is not even
- * looked up. A request without any credential is refused but not counted.
+ * against the client address's counter (throttle.ts, subject `admin:ADDRESS`)
+ * with its own, stricter rule and is audited. The token is verified before the
+ * counter is read: a valid token passes even while its address is blocked, so
+ * that wrong tokens from a shared address (every operator behind an SSH tunnel
+ * is 127.0.0.1) cannot lock the operators out. Blocking guesses does not
+ * protect the tokens (206 random bits are not guessed at any rate); it keeps a
+ * guessing client from filling the audit log. While the address is blocked, a
+ * wrong token gets 429 and is neither counted nor audited again. A request
+ * without any credential is refused but not counted.
  *
  * @module
  */
@@ -18,6 +24,7 @@ import type { Operator, OperatorRole, Store } from "../store/store.ts";
 import { toOperatorRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { generateToken, hashSecret } from "./credentials.ts";
+import type { BulkRead } from "./read_meter.ts";
 import { AuthError } from "./errors.ts";
 import { createThrottle, THROTTLE_RULES, type ThrottleRule, toClientNetwork } from "./throttle.ts";
 
@@ -84,8 +91,12 @@ export interface CreatedOperator {
 }
 
 /**
- * Creates an operator. @throws {AuthError} `invalid_request` for the name,
- * `conflict` when an operator that is not revoked has it.
+ * Creates an operator. A name is never used twice, also not after its
+ * operator was revoked: the audit log names operators (`operator:ann`), and
+ * one name must mean one operator there.
+ *
+ * @throws {AuthError} `invalid_request` for the name, `conflict` when an
+ * operator has it or had it.
  */
 export async function createOperator(
   deps: ChangeDeps,
@@ -93,8 +104,16 @@ export async function createOperator(
   role: OperatorRole,
 ): Promise<CreatedOperator> {
   const name = toOperatorName(nameText);
-  if ((await deps.store.listOperators()).some((op) => op.name === name && op.revokedAt === null)) {
+  const holder = (await deps.store.listOperators()).find((op) => op.name === name);
+  if (holder !== undefined && holder.revokedAt === null) {
     throw new AuthError("conflict", `Operator "${name}" already exists`);
+  }
+  if (holder !== undefined) {
+    throw new AuthError(
+      "conflict",
+      `Operator "${name}" was revoked: a name is never used again (the audit log names ` +
+        "operators by it), choose another",
+    );
   }
   const token = generateOperatorToken();
   const change = observeAudit(
@@ -183,15 +202,18 @@ export function createOperatorAuth(deps: OperatorAuthDeps): OperatorAuth {
   return {
     async authenticate(authorization, client) {
       const subjects = { client: toOperatorClientSubject(client) };
-      await throttle.check(subjects);
       const match = /^Bearer +(\S+) *$/i.exec(authorization ?? "");
       const token = match?.[1] ?? "";
+      // The token first, so that a blocked address never locks out an operator whose token is
+      // valid (docs/security.md, "Operator sign-in"): one indexed look-up of its digest.
       const operator = isOperatorTokenShaped(token)
         ? await store.findOperatorByHash(hashSecret(token))
         : undefined;
       if (operator !== undefined && operator.revokedAt === null) return operator;
       // No credential, no guess: nothing to count or record.
       if (authorization === null || authorization === "") throw invalidOperatorToken("missing");
+      // A wrong token from a blocked address: 429, neither counted nor audited again.
+      await throttle.check(subjects);
       const detail = operator === undefined ? "unknown" : "revoked";
       await throttle.recordFailure(subjects, {
         at: clock.now(),
@@ -213,9 +235,36 @@ function invalidOperatorToken(detail: string): AuthError {
   );
 }
 
-/** @throws {AuthError} `forbidden` unless the operator may change things. */
-export function requireWriteRole(operator: Operator): void {
-  if (operator.role !== "write") {
-    throw new AuthError("forbidden", `Operator "${operator.name}" may only read`);
-  }
+/**
+ * Lets a `write` operator through; refuses a `read` operator, audited as
+ * `operator.forbidden` with the route it called, so that probing for changes
+ * leaves a trace.
+ *
+ * @throws {AuthError} `forbidden` unless the operator may change things.
+ */
+export async function requireWriteRole(
+  deps: ChangeDeps,
+  operator: Operator,
+  route: string,
+): Promise<void> {
+  if (operator.role === "write") return;
+  await deps.store.appendAudit(
+    toAuditEntry(deps, "operator.forbidden", toOperatorRef(operator.name), { route }),
+  );
+  throw new AuthError("forbidden", `Operator "${operator.name}" may only read`);
+}
+
+/** Audits a bulk read by an operator (read_meter.ts) as `operator.bulk_read`. */
+export async function recordBulkRead(
+  deps: ChangeDeps,
+  operator: Operator,
+  read: BulkRead & { route: string },
+): Promise<void> {
+  await deps.store.appendAudit(
+    toAuditEntry(deps, "operator.bulk_read", toOperatorRef(operator.name), {
+      reads: read.pages,
+      since: new Date(read.since).toISOString(),
+      route: read.route,
+    }),
+  );
 }

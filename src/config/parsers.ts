@@ -82,6 +82,25 @@ export function parseOptionalInterval(text: string): number {
 }
 
 /**
+ * The longest `--store-staleness`: 5 minutes. The bound is how long an
+ * instance that hears nothing from PostgreSQL keeps accepting tokens that may
+ * have been revoked; a bound of days would turn failing closed off.
+ */
+export const MAX_STORE_STALENESS_SECONDS = 300;
+
+/** Parses `--store-staleness`: a duration from 1 s to {@link MAX_STORE_STALENESS_SECONDS}. */
+export function parseStalenessSetting(text: string): number {
+  const seconds = parseDurationSetting(text);
+  if (seconds > MAX_STORE_STALENESS_SECONDS) {
+    throw new SyntaxError(
+      "expected 5m or less: longer, revoked tokens would keep working on an instance that " +
+        "hears nothing from PostgreSQL",
+    );
+  }
+  return seconds;
+}
+
+/**
  * A `--store` value, checked by the store's own parser and returned as
  * given; the parser's messages never contain the password.
  */

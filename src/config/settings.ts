@@ -20,6 +20,7 @@ import {
   parseOptionalInterval,
   parseOrigins,
   parsePort,
+  parseStalenessSetting,
   parseStoreSetting,
   parseText,
   parseUpstreamUrl,
@@ -160,9 +161,10 @@ export const SETTINGS: readonly Setting[] = [
     flag: "store-staleness",
     env: "KEYGATE_STORE_STALENESS",
     default: "2s",
-    parse: parseDurationSetting,
+    parse: parseStalenessSetting,
     placeholder: "DURATION",
-    description: "PostgreSQL: secure requests get 503 once revocations are unconfirmed this long",
+    description: "PostgreSQL: secure requests get 503 once revocations are unconfirmed this " +
+      "long (at most 5m)",
   }),
   setting({
     key: "storeListen",

@@ -25,13 +25,34 @@ export function parseJson(text: string): unknown {
     value = JSON.parse(text);
   } catch {
     try {
-      value = JSON5.parse(text);
+      value = JSON5.parse(escapeSeparators(text));
     } catch (error) {
       throw new SyntaxError(
         `Cannot parse JSON: ${(error as Error).message.replace(/^JSON5: /, "")}`,
       );
     }
   }
+  return checkParsed(text, value);
+}
+
+/**
+ * Parses `text` as strict JSON only (no JSON5), refusing what {@link parseJson}
+ * refuses: repeated keys, lone surrogates and deep nesting. The admin API's bodies.
+ *
+ * @throws {SyntaxError} when it is not JSON, or when an object repeats a key.
+ */
+export function parseStrictJson(text: string): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new SyntaxError(`Cannot parse JSON: ${(error as Error).message}`);
+  }
+  return checkParsed(text, value);
+}
+
+/** `value`, parsed from `text`, unless a key repeats or a string is not well-formed. */
+function checkParsed(text: string, value: unknown): unknown {
   const duplicate = findDuplicateKey(text);
   if (duplicate !== undefined) {
     throw new SyntaxError(`Cannot parse JSON: duplicate key "${duplicate.slice(0, 64)}"`);
@@ -72,7 +93,48 @@ function decodeString(literal: string): string {
       // JSON5's escapes: below.
     }
   }
-  return JSON5.parse<string>(literal);
+  return JSON5.parse<string>(escapeSeparators(literal));
+}
+
+const SEPARATORS = /[\u2028\u2029]/;
+
+/**
+ * `text` with each raw U+2028 and U+2029 inside a string literal written as its escape: the same
+ * document to JSON5, which would otherwise write a warning ("'\u2028' in strings is not valid
+ * ECMAScript") with `console.warn`, as plain text into the JSON log stream. json5 has no option
+ * to silence it, and replacing `console.warn` would be a global patch. Outside strings the
+ * characters are line terminators (also ending a `//` comment) and stay as they are, as does one
+ * after a backslash (a line continuation).
+ */
+function escapeSeparators(text: string): string {
+  if (!SEPARATORS.test(text)) return text;
+  let out = "";
+  let quote = "";
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote !== "") {
+      if (c === "\\") {
+        out += c + (text[i + 1] ?? "");
+        i++;
+        continue;
+      }
+      if (c === quote) quote = "";
+      out += c === "\u2028" ? "\\u2028" : c === "\u2029" ? "\\u2029" : c;
+    } else if (c === '"' || c === "'") {
+      quote = c;
+      out += c;
+    } else if (c === "/" && (text[i + 1] === "/" || text[i + 1] === "*")) {
+      // A comment, copied whole: a quote in it opens no string.
+      const line = text[i + 1] === "/";
+      const close = line ? lineEndAfter(text, i) : text.indexOf("*/", i + 2);
+      const stop = close === -1 ? text.length : line ? close : close + 2;
+      out += text.slice(i, stop);
+      i = stop - 1;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 /** What ends a JSON5 `//` comment (ECMAScript's line terminators): not only a line feed. */

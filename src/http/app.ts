@@ -15,6 +15,7 @@ import {
 import type { AppDeps, RequestContext } from "./context.ts";
 import type { Format } from "../formats/format.ts";
 import type { RequestPath } from "./paths.ts";
+import { drainBody } from "./body.ts";
 import { HttpError, toErrorResponse, toHttpError } from "./errors.ts";
 import { type ClientAuthMethod, toOAuthErrorResponse } from "./oauth_client.ts";
 import { StoreError } from "../store/errors.ts";
@@ -22,8 +23,9 @@ import { createGate, type Principal } from "../auth/gate.ts";
 import { createAddressMatcher, findForwardedClient } from "../platform/ip.ts";
 import { redactTarget } from "../platform/logger.ts";
 import { createMetrics } from "../platform/metrics.ts";
+import { invalidHost, readHost } from "./host.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
-import { createPathParser, splitRequestTarget } from "./paths.ts";
+import { createPathParser, findSuffixFormat, splitRequestTarget } from "./paths.ts";
 import { CONTENT_TYPES } from "./respond.ts";
 import { createSecureRouter, CURRENT_TOKEN_PATH, type SecureFallback } from "./routes/secure.ts";
 import { createTokenRouter, TOKENS_PATH } from "./routes/tokens.ts";
@@ -85,45 +87,6 @@ function toJsonResponse(body: Record<string, string>, status: number): Response 
     headers: { "content-type": CONTENT_TYPES.json },
   });
 }
-
-/**
- * A `Host` keygate accepts: a DNS name, IPv4 address or bracketed IPv6
- * address, and an optional port up to 65535. Anything else (`/`, `?`, `@`,
- * spaces, a bad port) is 400: `Deno.serve` pastes `Host` into `Request.url`
- * as it came, where such characters would change the path.
- */
-const HOST =
-  /^(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?\.?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/;
-
-function invalidHost(): HttpError {
-  return new HttpError(400, "invalid_host", "Invalid Host header: expected a host name and port");
-}
-
-/**
- * The `Host` keygate answered on (never the authority of an absolute-form
- * target), checked.
- *
- * @throws {HttpError} 400 `invalid_host` for a malformed `Host`.
- */
-function readHost(request: Request): string {
-  const hostHeader = request.headers.get("host");
-  // No Host (HTTP/1.0): Deno.serve fills in its own authority; nothing of the client's.
-  const host = hostHeader === null || hostHeader === ""
-    ? /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/.exec(request.url)?.[1] ?? ""
-    : hostHeader;
-  if (acceptedHosts.has(host)) return host;
-  const match = HOST.exec(host);
-  if (match === null || (match[1] !== undefined && Number(match[1]) > 65535)) throw invalidHost();
-  // The URL parser refuses more (an IPv4 octet over 255, a broken xn-- label): every route
-  // reads Host alike, whether or not it ever builds the request's URL.
-  if (!URL.canParse(`https://${host}/`)) throw invalidHost();
-  if (acceptedHosts.size >= 256) acceptedHosts.clear();
-  acceptedHosts.add(host);
-  return host;
-}
-
-/** Hosts {@link readHost} accepted lately: nearly every request names the same one or two. */
-const acceptedHosts = new Set<string>();
 
 /**
  * A request's context as the handler fills it in. Its URL and query are
@@ -332,6 +295,10 @@ export function createHandler(deps: AppDeps): Handler {
         : await route(request, context, target.path, target.secure);
     } catch (thrown) {
       const error = toHttpError(thrown);
+      // Refused before the path was read (Host, path): its suffix still decides, as for others.
+      if (context.target === undefined) {
+        context.format = findSuffixFormat(rawPath) ?? context.format;
+      }
       if (thrown instanceof StoreError) metrics.databaseError("request");
       if (routeLabel === TOKENS_PATH && request.method === "POST") {
         metrics.loginFailed(error.code);
@@ -363,6 +330,9 @@ export function createHandler(deps: AppDeps): Handler {
         ? toErrorResponse(error, context.format)
         : toOAuthErrorResponse(error, context.oauthClientAuth);
     }
+    // A body refused unread (401 before the body was needed): read it first, or HTTP/2 clients
+    // get a stream reset instead of the answer. Nothing to do for a GET or a body already read.
+    if (request.body !== null && !request.bodyUsed) await drainBody(request);
     const headers = response.headers;
     for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
     headers.set("x-request-id", requestId);

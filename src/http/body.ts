@@ -53,6 +53,41 @@ export async function readBody(request: Request, options: ReadBodyOptions = {}):
   return decodeUtf8(bytes);
 }
 
+/** How long {@link drainBody} waits for the rest of a body nobody read. */
+export const DRAIN_TIMEOUT_MS = 1_000;
+
+/**
+ * Reads and discards what is left of a request body that the answer did not
+ * need (a 401 or 403 before the body was read), up to `maxBytes` and for at
+ * most {@link DRAIN_TIMEOUT_MS}; a longer or slower body is cancelled.
+ *
+ * Over HTTP/2, `Deno.serve` ends a stream whose request body is still
+ * arriving when the answer is sent with a stream reset, and clients (curl)
+ * then report a framing error instead of the answer: reading the body first
+ * lets the answer arrive after the request has ended. Never throws.
+ */
+export async function drainBody(request: Request, maxBytes = MAX_BODY_BYTES): Promise<void> {
+  const body = request.body;
+  if (body === null || request.bodyUsed || body.locked) return;
+  const reader = body.getReader();
+  const declared = Number(request.headers.get("content-length") ?? "0");
+  let size = 0;
+  const drain = async () => {
+    if (declared > maxBytes) return;
+    while (size <= maxBytes) {
+      const result = await reader.read();
+      if (result.done) return;
+      size += result.value.byteLength;
+    }
+  };
+  try {
+    await withDeadline(drain(), DRAIN_TIMEOUT_MS, () => new Error("body not drained in time"));
+  } catch {
+    // A broken or slow body: cancelled below.
+  }
+  reader.cancel().catch(() => {});
+}
+
 /** Reads `body` chunk by chunk, refusing it once it passes `maxBytes`. */
 async function readCapped(
   body: ReadableStream<Uint8Array>,

@@ -142,6 +142,24 @@ export function parseRequestPath(rawPath: string, options: PathOptions = {}): Re
   return target;
 }
 
+/**
+ * The format a path's `.json`/`.xml` suffix names (rule 6), also for a path
+ * that the rule refuses: the last non-empty segment, decoded when it can be.
+ * A 400 for the path (or the `Host`) then answers in the format that a valid
+ * path with that suffix would get, as every other answer does.
+ */
+export function findSuffixFormat(rawPath: string): Format | undefined {
+  const end = rawPath.replace(/\/+$/, "");
+  const last = end.slice(end.lastIndexOf("/") + 1);
+  let name = last;
+  try {
+    if (last.includes("%")) name = decodeURIComponent(last);
+  } catch {
+    // Not decodable: read as sent.
+  }
+  return FORMAT_SUFFIX.exec(name)?.[1] as Format | undefined;
+}
+
 /** Paths longer than this are parsed every time rather than remembered. */
 const MAX_REMEMBERED_PATH = 256;
 

@@ -17,7 +17,7 @@ Deno.test("[admin] no operator token: 401 with a Bearer challenge, nothing count
   assert.deepEqual(await t.store.searchAudit({ limit: 10, action: "operator.login_failed" }), []);
 });
 
-Deno.test("[admin] a wrong token is 401, audited and counted; the 6th try is 429 even with the right token", async () => {
+Deno.test("[admin] a wrong token is 401, audited and counted; the 6th wrong one is 429, never the right one", async () => {
   await using t = await createAdminTest();
   const wrong = "kgo_" + "a".repeat(40);
   for (let i = 0; i < 5; i++) {
@@ -25,22 +25,55 @@ Deno.test("[admin] a wrong token is 401, audited and counted; the 6th try is 429
     assert.equal(answer.status, 401);
     assert.equal(answer.body.error.message.includes(wrong), false, "never echoes the token");
   }
-  const blocked = await t.call("GET", "/admin/v1/me");
+  const blocked = await t.call("GET", "/admin/v1/me", { token: wrong });
   assert.equal(blocked.status, 429);
   assert.equal(blocked.body.error.code, "too_many_attempts");
   assert.equal(blocked.headers.get("retry-after"), "1");
-  // Another address is not blocked.
-  assert.equal((await t.call("GET", "/admin/v1/me", { client: "192.0.2.99" })).status, 200);
-  const [counter] = await t.store.listLoginFailures(t.clock.now());
-  assert.equal(counter.subject, "admin:192.0.2.10");
-  assert.equal(counter.failures, 5);
-  const audit = await t.store.searchAudit({ limit: 10, action: "operator.login_failed" });
-  assert.equal(audit.length, 5);
-  assert.deepEqual(audit[0].detail, { reason: "unknown", client: "192.0.2.10" });
-  assert.equal(JSON.stringify(audit).includes(wrong), false);
-  // The block ends; the right token works again.
-  t.clock.advance(2000);
+  // A valid token is verified first: the address's block never locks out an operator.
   assert.equal((await t.call("GET", "/admin/v1/me")).status, 200);
+  assert.equal((await t.call("GET", "/admin/v1/me", { token: t.readToken })).status, 200);
+  // Another address is not blocked.
+  const elsewhere = await t.call("GET", "/admin/v1/me", { token: wrong, client: "192.0.2.99" });
+  assert.equal(elsewhere.status, 401);
+  const counters = await t.store.listLoginFailures(t.clock.now());
+  const counter = counters.find((row) => row.subject === "admin:192.0.2.10")!;
+  assert.equal(counter.failures, 5, "a guess while blocked is not counted again");
+  const audit = await t.store.searchAudit({ limit: 10, action: "operator.login_failed" });
+  assert.equal(audit.length, 6);
+  assert.equal(JSON.stringify(audit).includes(wrong), false);
+  // The block ends: a wrong token is 401 again.
+  t.clock.advance(2000);
+  assert.equal((await t.call("GET", "/admin/v1/me", { token: wrong })).status, 401);
+});
+
+Deno.test("[admin] POST /admin/v1/throttle/clear forgets admin:ADDRESS counters, audited", async () => {
+  await using t = await createAdminTest();
+  const wrong = "kgo_" + "c".repeat(40);
+  for (let i = 0; i < 5; i++) {
+    await t.call("GET", "/admin/v1/me", { token: wrong, client: "127.0.0.1" });
+  }
+  assert.equal(
+    (await t.call("GET", "/admin/v1/me", { token: wrong, client: "127.0.0.1" })).status,
+    429,
+  );
+  const bySubject = await t.call("POST", "/admin/v1/throttle/clear", {
+    body: { target: "admin:127.0.0.1" },
+  });
+  assert.deepEqual(bySubject.body, { cleared: 1 });
+  assert.equal(
+    (await t.call("GET", "/admin/v1/me", { token: wrong, client: "127.0.0.1" })).status,
+    401,
+  );
+  const byAddress = await t.call("POST", "/admin/v1/throttle/clear", {
+    body: { target: "127.0.0.1" },
+  });
+  assert.deepEqual(byAddress.body, { cleared: 1 });
+  assert.deepEqual(await t.store.listLoginFailures(t.clock.now()), []);
+  const audit = await t.store.searchAudit({ limit: 2, action: "throttle.cleared" });
+  assert.deepEqual(audit.map((entry) => [entry.actor, entry.subject]), [
+    ["operator:admin", "address:127.0.0.1"],
+    ["operator:admin", "admin:127.0.0.1"],
+  ]);
 });
 
 Deno.test("[admin] GET /admin/v1/me names the operator; a revoked operator gets 401", async () => {
@@ -77,7 +110,17 @@ Deno.test("[admin] a read-only operator reads but gets 403 on every change, whic
   }
   assert.equal(await t.store.countRows("users"), 1);
   assert.equal(await t.store.countRows("api_keys"), 0);
-  assert.equal(await t.store.countRows("audit_log"), auditBefore);
+  // Each refusal is audited, and nothing else is written.
+  assert.equal(await t.store.countRows("audit_log"), auditBefore + writes.length);
+  const refused = await t.store.searchAudit({ limit: 10, action: "operator.forbidden" });
+  assert.deepEqual(refused.map((entry) => [entry.actor, entry.detail.route]).reverse(), [
+    ["operator:viewer", "POST /admin/v1/users"],
+    ["operator:viewer", "POST /admin/v1/users/:id/keys"],
+    ["operator:viewer", "POST /admin/v1/users/:id/disable"],
+    ["operator:viewer", "POST /admin/v1/users/:id/tokens/revoke"],
+    ["operator:viewer", "PUT /admin/v1/users/:id/password"],
+    ["operator:viewer", "POST /admin/v1/throttle/clear"],
+  ]);
   assert.equal((await t.store.findUserById(userId))!.disabled, false);
 });
 

@@ -73,7 +73,7 @@ Deno.test("admin operator create prints the token once and stores only its diges
   }
 });
 
-Deno.test("admin operator revoke ends the token; the name can be used again", async () => {
+Deno.test("admin operator revoke ends the token; the name is never used again", async () => {
   const db = await newDatabase();
   try {
     const token = (await admin(db.path, ["operator", "create", "bob", "--role", "read"])).lastLine;
@@ -93,7 +93,15 @@ Deno.test("admin operator revoke ends the token; the name can be used again", as
     const badName = await admin(db.path, ["operator", "revoke", "a b"]);
     assert.equal(badName.code, 2);
     assert.match(badName.err, /^keygate admin: Invalid operator name "a b": expected 1 to 64/);
-    assert.equal((await admin(db.path, ["operator", "create", "bob", "--role", "write"])).code, 0);
+    const reused = await admin(db.path, ["operator", "create", "BOB", "--role", "write"]);
+    assert.equal(reused.code, 1);
+    assert.equal(
+      reused.err,
+      'keygate admin: Operator "bob" was revoked: a name is never used again (the audit log ' +
+        "names operators by it), choose another",
+    );
+    const listed = await admin(db.path, ["operator", "list", "--json"]);
+    assert.equal(JSON.parse(listed.out).length, 1, "nothing was created");
   } finally {
     db.cleanup();
   }

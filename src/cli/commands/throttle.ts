@@ -3,13 +3,9 @@
  *
  * @module
  */
-import { toUserRef } from "../../auth/audit.ts";
-import { type ChangeDeps, toAuditEntry } from "../../auth/changes.ts";
-import { toAccountSubject, toClientSubject } from "../../auth/throttle.ts";
-import type { Store } from "../../store/store.ts";
+import { clearThrottle } from "../../auth/admin_tasks.ts";
 import type { Command } from "../command.ts";
 import { printRows } from "../output.ts";
-import { findUser } from "../values.ts";
 
 /** The `throttle` commands. */
 export const THROTTLE_COMMANDS: readonly Command[] = [
@@ -38,45 +34,21 @@ export const THROTTLE_COMMANDS: readonly Command[] = [
   },
   {
     words: ["throttle", "clear"],
-    summary: "Forget the counters of a user's API keys, or of a client address",
+    summary: "Forget the counters of a user's API keys, of a client address, or one counter",
     arguments: [{
       name: "TARGET",
-      description: "A user's e-mail, or a client address (IPv6: its /64)",
+      description: "A user's e-mail, a client address (IPv6: its /64; its login and operator " +
+        "counters), or a subject as throttle list shows it (client:ADDRESS, admin:ADDRESS)",
     }],
     options: [],
     database: "existing",
-    async run({ store, args, io, changes }) {
-      const target = args.TARGET!;
-      if (target.includes("@")) {
-        const user = await findUser(store, target);
-        const subjects = (await store.listApiKeys(user.id)).map((key) => toAccountSubject(key.id));
-        const cleared = await clearCounters(store, changes, subjects, toUserRef(user.email));
-        io.stdout(`Cleared the failed-login counters of ${cleared} API key(s) of ${user.email}`);
-        return;
-      }
-      const subject = toClientSubject(target);
-      const cleared = await clearCounters(store, changes, [subject], subject);
+    async run({ args, io, changes }) {
+      const { cleared, target } = await clearThrottle(changes, args.TARGET!);
       io.stdout(
         cleared > 0
-          ? `Cleared the failed-login counter of ${subject.slice("client:".length)}`
-          : `No failed-login counter for ${subject.slice("client:".length)}`,
+          ? `Cleared ${cleared} failed-login counter(s) of ${target}`
+          : `No failed-login counter for ${target}`,
       );
     },
   },
 ];
-
-/** Forgets counters, audited as `throttle.cleared` on `auditSubject`; resolves to how many. */
-async function clearCounters(
-  store: Store,
-  changes: ChangeDeps,
-  subjects: string[],
-  auditSubject: string,
-): Promise<number> {
-  let entry;
-  const cleared = await store.clearLoginFailures(subjects, {
-    now: changes.clock.now(),
-    audit: (n) => entry = toAuditEntry(changes, "throttle.cleared", auditSubject, { counters: n }),
-  });
-  if (entry !== undefined) changes.noteChange?.(entry);
-  return cleared;
-}

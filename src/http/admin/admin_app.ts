@@ -13,15 +13,29 @@
  * - Every response has a strict Content-Security-Policy (scripts and styles
  *   from this origin only, nothing inline), HSTS, nosniff, no-store,
  *   frame-ancestors 'none' and no referrer.
+ * - `Host` is checked as on the public listener (src/http/host.ts): 400
+ *   `invalid_host` for anything but a host name and port, before routing.
+ * - Every request is logged at info level as one `admin_request` line naming
+ *   the operator (name and id), method, path, status and client; a `read`
+ *   operator's 403 is audited (`operator.forbidden`), and so is a bulk read
+ *   (`operator.bulk_read`, src/auth/read_meter.ts).
  * - This is the one catch of the listener: errors become `{"error": {code,
- *   message}}` with the status of src/http/errors.ts's one table.
+ *   message}}` with the status of src/http/errors.ts's one table; bad input
+ *   is a 4xx, and only a 5xx is logged as an error.
  *
  * @module
  */
 import { toOperatorRef } from "../../auth/audit.ts";
-import { createOperatorAuth, requireWriteRole } from "../../auth/operators.ts";
+import type { ChangeDeps } from "../../auth/changes.ts";
+import { createOperatorAuth, recordBulkRead, requireWriteRole } from "../../auth/operators.ts";
+import { createReadMeter } from "../../auth/read_meter.ts";
+import { redactTarget } from "../../platform/logger.ts";
+import type { Operator } from "../../store/store.ts";
 import type { ConnectionInfo, Handler } from "../app.ts";
+import { drainBody } from "../body.ts";
 import { HttpError, toHttpError } from "../errors.ts";
+import { invalidHost, readHost } from "../host.ts";
+import { splitRequestTarget } from "../paths.ts";
 import { type AdminDeps, type AdminRoute, findAdminRoute } from "./admin_router.ts";
 import { toJsonError } from "./admin_json.ts";
 import { type ConsoleAssets, loadConsoleAssets } from "./console_assets.ts";
@@ -41,6 +55,13 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
   ...USER_ROUTES,
   ...KEY_ROUTES,
 ];
+
+/** Reads that are not data (who am I, the dashboard's figures): not counted as bulk reads. */
+const UNMETERED_ROUTES: ReadonlySet<string> = new Set([
+  "/admin/v1/me",
+  "/admin/v1/stats",
+  "/admin/v1/stats/history",
+]);
 
 /** The console's policy: everything from this origin, nothing inline, no frames, no plugins. */
 export const ADMIN_CSP = [
@@ -65,6 +86,23 @@ const SECURITY_HEADERS: readonly [string, string][] = [
   ["cross-origin-resource-policy", "same-origin"],
 ];
 
+/**
+ * The request's URL from the checked `Host` (src/http/host.ts, the public
+ * listener's rule) and the target as sent, so that a `Host` such as
+ * `127.0.0.1/console/app.js?` cannot change the path that is routed.
+ *
+ * @throws {HttpError} 400 `invalid_host` for a malformed `Host`.
+ */
+function readAdminUrl(request: Request): URL {
+  const host = readHost(request);
+  const { rawPath, search } = splitRequestTarget(request.url);
+  try {
+    return new URL(`https://${host}${rawPath}${search}`);
+  } catch {
+    throw invalidHost();
+  }
+}
+
 /** Options for {@link createAdminHandler}; tests pass other assets. */
 export interface AdminHandlerOptions {
   assets?: ConsoleAssets;
@@ -78,9 +116,15 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
     rule: deps.operatorRule,
   });
   const assets = options.assets ?? loadConsoleAssets();
+  const meter = createReadMeter({ clock: deps.clock });
   const openapi = JSON.stringify(ADMIN_OPENAPI);
 
-  async function route(request: Request, url: URL, client: string): Promise<Response> {
+  /** What a request did, for its access log line. */
+  interface Seen {
+    operator?: Operator;
+  }
+
+  async function route(request: Request, url: URL, client: string, seen: Seen) {
     const path = url.pathname;
     const method = request.method;
     if (path === `${ADMIN_API_PREFIX}openapi.json`) {
@@ -95,28 +139,38 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
     }
     if (path.startsWith(ADMIN_API_PREFIX) || path === "/admin/v1") {
       const operator = await auth.authenticate(request.headers.get("authorization"), client);
+      seen.operator = operator;
       const match = findAdminRoute(ADMIN_ROUTES, method, path);
       if (match === undefined) throw new HttpError(404, "not_found", "No such admin API path");
-      if (match.route.write) requireWriteRole(operator);
-      return await match.route.handle(request, {
+      const routeName = `${match.route.method} ${match.route.path}`;
+      const changes: ChangeDeps = {
+        store: deps.store,
+        clock: deps.clock,
+        actor: toOperatorRef(operator.name),
+        noteChange: (entry) =>
+          deps.logger.info("admin change", {
+            event: "admin_change",
+            actor: entry.actor,
+            action: entry.action,
+            subject: entry.subject,
+            ...entry.detail,
+          }),
+      };
+      if (match.route.write) await requireWriteRole(changes, operator, routeName);
+      const response = await match.route.handle(request, {
         deps,
         operator,
         params: match.params,
         url,
-        changes: {
-          store: deps.store,
-          clock: deps.clock,
-          actor: toOperatorRef(operator.name),
-          noteChange: (entry) =>
-            deps.logger.info("admin change", {
-              event: "admin_change",
-              actor: entry.actor,
-              action: entry.action,
-              subject: entry.subject,
-              ...entry.detail,
-            }),
-        },
+        changes,
       });
+      if (!match.route.write && !UNMETERED_ROUTES.has(match.route.path) && response.ok) {
+        const bulk = meter.count(operator.id);
+        if (bulk !== undefined) {
+          await recordBulkRead(changes, operator, { ...bulk, route: routeName });
+        }
+      }
+      return response;
     }
     const asset = assets.find(path);
     if (asset === undefined) {
@@ -137,11 +191,13 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
   }
 
   return async function handleAdmin(request: Request, info?: ConnectionInfo): Promise<Response> {
+    const started = performance.now();
     const requestId = crypto.randomUUID().slice(0, 8);
     const client = info?.remoteAddr?.hostname ?? "unknown";
+    const seen: Seen = {};
     let response: Response;
     try {
-      response = await route(request, new URL(request.url), client);
+      response = await route(request, readAdminUrl(request), client, seen);
     } catch (thrown) {
       const error = toHttpError(thrown);
       if (error.status >= 500) {
@@ -153,8 +209,23 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
       }
       response = toJsonError(error);
     }
+    // A body refused unread (401, 403, 404): read it first, or HTTP/2 clients get a stream reset.
+    await drainBody(request);
     for (const [name, value] of SECURITY_HEADERS) response.headers.set(name, value);
     response.headers.set("x-request-id", requestId);
+    // Every request, read or refused, names its operator (never a token): who read what.
+    const { rawPath, search } = splitRequestTarget(request.url);
+    deps.logger.info("admin request", {
+      event: "admin_request",
+      request_id: requestId,
+      operator: seen.operator?.name ?? null,
+      operator_id: seen.operator?.id ?? null,
+      method: request.method.slice(0, 16),
+      path: redactTarget(rawPath.slice(0, 200), search.slice(0, 200)),
+      status: response.status,
+      duration_ms: Math.round((performance.now() - started) * 100) / 100,
+      client,
+    });
     return response;
   };
 }

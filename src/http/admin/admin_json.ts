@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { parseStrictJson } from "../../formats/json.ts";
 import { toPrintable } from "../../formats/printable.ts";
 import { readBody } from "../body.ts";
 import { HttpError } from "../errors.ts";
@@ -47,7 +48,8 @@ function invalid(message: string): HttpError {
  * Reads the body as a JSON object; an empty body is `{}`.
  *
  * @throws {HttpError} 415 for another media type, 400 for anything but an
- * object, 413 and 408 as {@link readBody}.
+ * object (or one that repeats a key or holds a lone surrogate), 413 and 408
+ * as {@link readBody}.
  */
 export async function readJsonObject(request: Request): Promise<JsonObject> {
   const type = request.headers.get("content-type");
@@ -62,9 +64,11 @@ export async function readJsonObject(request: Request): Promise<JsonObject> {
   }
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // Repeated keys are refused, as on the public API: never "the last one wins".
+    value = parseStrictJson(text);
   } catch (error) {
-    throw invalid(`Cannot parse request body: ${(error as Error).message}`);
+    const reason = (error as Error).message.replace(/^Cannot parse JSON: /, "");
+    throw invalid(`Cannot parse request body: ${reason}`);
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw invalid("Cannot parse request body: expected a JSON object");

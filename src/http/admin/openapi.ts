@@ -10,7 +10,7 @@ import { AUDIT_ACTIONS } from "../../auth/audit.ts";
 import { ADMIN_SCHEMAS, ref, type Schema, str, time } from "./openapi_schemas.ts";
 
 const ERRORS: Record<string, string> = {
-  "400": "Malformed request: a field, a parameter or the JSON body",
+  "400": "Malformed request: a field, a parameter, the JSON body (a repeated key) or the Host",
   "401": "Missing, unknown or revoked operator token",
   "403": "A read-only operator called a route that changes something",
   "404": "No such user, key or path",

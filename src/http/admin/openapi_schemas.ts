@@ -149,5 +149,11 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
     grace: { ...str, description: 'How long the old key keeps working: "24h" (default) or "0"' },
   }, ["grace"]),
   RevokeBefore: object({ before: time }, ["before"]),
-  ThrottleTarget: object({ target: { ...str, description: "An e-mail or a client address" } }),
+  ThrottleTarget: object({
+    target: {
+      ...str,
+      description: "An e-mail, a client address (both of its counters), or a counter's subject " +
+        "as listed (client:ADDRESS, admin:ADDRESS)",
+    },
+  }),
 };

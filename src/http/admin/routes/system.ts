@@ -82,7 +82,7 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
     async handle(request, { changes }) {
       const body = await readJsonObject(request);
       allowFields(body, ["target"]);
-      const cleared = await clearThrottle(changes, requiredString(body, "target", 254));
+      const { cleared } = await clearThrottle(changes, requiredString(body, "target", 254));
       return toJson({ cleared });
     },
   },

@@ -21,7 +21,8 @@ export async function renderThrottle(main, session, params) {
     field(
       "E-mail or client address",
       target,
-      "A user's e-mail clears the counters of all their keys.",
+      "A user's e-mail clears the counters of all their keys; an address both of its counters; " +
+        "a subject as listed (admin:127.0.0.1) that one.",
     ),
     h("div", { class: "actions" }, h("button", { type: "submit" }, "Clear")),
   );
