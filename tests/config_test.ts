@@ -37,8 +37,24 @@ Deno.test("readConfig() uses the documented defaults", () => {
     unicodePaths: false,
     tokenRetentionSeconds: 7 * 86400,
     shutdownTimeoutSeconds: 30,
+    loginQueueWaitSeconds: 5,
     workers: 1,
   });
+});
+
+Deno.test("readConfig() reads --login-queue-wait from 1s to a minute, and refuses anything else", () => {
+  assert.equal(read(["--login-queue-wait", "10s"]).loginQueueWaitSeconds, 10);
+  assert.equal(read([], { KEYGATE_LOGIN_QUEUE_WAIT: "1m" }).loginQueueWaitSeconds, 60);
+  for (const bad of ["0s", "61s", "2m", "5", "five", ""]) {
+    assert.throws(
+      () => readConfig([`--login-queue-wait=${bad}`], {}),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message ===
+          `Invalid --login-queue-wait "${bad}": expected a duration from 1s to 60s, like "5s"`,
+      bad,
+    );
+  }
 });
 
 Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {
