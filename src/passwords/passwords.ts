@@ -158,7 +158,10 @@ export const DEFAULT_MAX_WAIT_MS = 5000;
  */
 export const INITIAL_HASH_MS = 50;
 
-/** Weight of each new measured hash time in the moving average (about the last ten count). */
+/**
+ * Weight of each new measured hash time in the moving average (about the last ten count); the
+ * first measurement replaces {@link INITIAL_HASH_MS} outright.
+ */
 export const HASH_TIME_WEIGHT = 0.2;
 
 /**
@@ -206,6 +209,7 @@ export function createPasswordHasher(
   const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   const maxQueue = options.queue ?? maxQueueFor(size, maxWaitMs);
   let hashMs = options.initialHashMs ?? INITIAL_HASH_MS;
+  let measured = false;
   const workerUrl = options.workerUrl ?? new URL("./password_worker.ts", import.meta.url);
   const pool: PoolWorker[] = [];
   const waiting: Job[] = [];
@@ -226,7 +230,18 @@ export function createPasswordHasher(
       if (current === undefined || current.id !== event.data.id) return;
       member.jobs.shift();
       const now = performance.now();
-      if (member.warm) hashMs += HASH_TIME_WEIGHT * (now - member.since - hashMs);
+      // The worker's own timing when it sends one (so its first job, which also started it,
+      // counts); else the time since it began the job, from its second job on.
+      const took = event.data.ok && event.data.ms !== undefined
+        ? event.data.ms
+        : member.warm
+        ? now - member.since
+        : undefined;
+      if (took !== undefined) {
+        // The first measurement replaces the assumed time; later ones move the average.
+        hashMs = measured ? hashMs + HASH_TIME_WEIGHT * (took - hashMs) : took;
+        measured = true;
+      }
       member.warm = true;
       member.since = now;
       crashesInARow = 0;
