@@ -12,12 +12,14 @@
  * wait (jobs ahead of it and itself, × the measured time a hash takes, ÷ the
  * workers) stays within `maxWaitMs`, and refused at once beyond that with a
  * Retry-After computed from the queue: the time the jobs out are expected to
- * take, after which the queue is (nearly) empty. The time a hash takes is an exponentially weighted
- * moving average of the jobs' measured durations ({@link HASH_TIME_WEIGHT}),
- * so a slower machine, or workers starved of CPU, admit fewer. A job waiting
- * is a small record (its input and two callbacks), never a hash's memory: at
- * most one hash runs per worker. A hard cap on the jobs waiting
- * ({@link maxQueueFor}) protects memory whatever the estimate says.
+ * take, after which the queue is (nearly) empty. The time a hash takes is an
+ * exponentially weighted moving average of the measured ones
+ * ({@link HASH_TIME_WEIGHT}), so a slower machine, or workers starved of CPU,
+ * admit fewer. A job waiting is a small record (its input and two callbacks,
+ * about 3 KiB at most), never a hash's memory: at most one hash runs per
+ * worker. A hard cap on the jobs waiting ({@link maxQueueFor}) protects
+ * memory whatever the estimate says. An admitted job is never dropped for
+ * time: when hashes slow down after it was admitted, it waits longer.
  *
  * A busy worker is handed its next job before it finishes the current one
  * (up to {@link JOBS_PER_WORKER}), so it never idles while the main thread
@@ -74,7 +76,10 @@ export interface PasswordHasherOptions {
    * Default: {@link DEFAULT_MAX_WAIT_MS}.
    */
   maxWaitMs?: number;
-  /** Hard cap on the jobs waiting (handed ahead or queued, not computing). Default: {@link maxQueueFor}. */
+  /**
+   * Hard cap on the jobs waiting (handed ahead or queued, not computing).
+   * Default: {@link maxQueueFor}.
+   */
   queue?: number;
   /** The hash time assumed until the first ones are measured. Default: {@link INITIAL_HASH_MS}. */
   initialHashMs?: number;
@@ -165,8 +170,9 @@ export const INITIAL_HASH_MS = 50;
 export const HASH_TIME_WEIGHT = 0.2;
 
 /**
- * The fastest hash the hard cap allows for: argon2id over 19 MiB takes longer than this on any
- * CPU keygate runs on, so the cap never refuses a job that the time bound would admit.
+ * The fastest hash the hard cap allows for: a fifth of what argon2id over 19 MiB took on the
+ * reference machine, so the cap refuses only where hashes are far faster than measured anywhere,
+ * or the estimate has gone wrong.
  */
 export const MIN_HASH_MS = 10;
 
@@ -192,7 +198,7 @@ interface PoolWorker {
   worker: Worker;
   /** The jobs it holds, by id, in the order it computes them. */
   jobs: { id: number; job: Job }[];
-  /** When its current job began: handed to it idle, or its previous one answered (performance.now()). */
+  /** When its current job began (performance.now()): handed to it idle, or the last answered. */
   since: number;
   /** Whether it has answered a job: its first one's time includes starting the worker. */
   warm: boolean;
