@@ -389,11 +389,11 @@ Deno.test("createPasswordHasher() counts a real worker's first hash, timed on th
   }
 });
 
-Deno.test("maxQueueFor() caps the queue at what could end within the bound at 10 ms a hash", () => {
-  assert.equal(maxQueueFor(2, 5000), 1000);
-  assert.equal(maxQueueFor(1, 1000), 100);
+Deno.test("maxQueueFor() caps the queue at what could end within the bound at 5 ms a hash", () => {
+  assert.equal(maxQueueFor(2, 5000), 2000);
+  assert.equal(maxQueueFor(1, 1000), 200);
   assert.equal(maxQueueFor(4, 1), 4 * JOBS_PER_WORKER);
   const hasher = createPasswordHasher({ workers: 2, maxWaitMs: 5000 });
-  assert.deepEqual(hasher.readQueue(), { out: 0, hashMs: 50, maxWaitMs: 5000, maxQueue: 1000 });
+  assert.deepEqual(hasher.readQueue(), { out: 0, hashMs: 20, maxWaitMs: 5000, maxQueue: 2000 });
   hasher.close();
 });

@@ -158,10 +158,11 @@ function sleepThread(ms: number): void {
 export const DEFAULT_MAX_WAIT_MS = 5000;
 
 /**
- * The hash time assumed before any is measured: one argon2id hash with
- * {@link ARGON2_OPTIONS} took 45–55 ms on the 2-core reference machine.
+ * The hash time assumed before any is measured (a worker's first hash is): one argon2id hash with
+ * {@link ARGON2_OPTIONS} took 15–17 ms on the reference machine (58–65 hashes a second on one
+ * core, docs/performance.md), rounded up.
  */
-export const INITIAL_HASH_MS = 50;
+export const INITIAL_HASH_MS = 20;
 
 /**
  * Weight of each new measured hash time in the moving average (about the last ten count); the
@@ -170,15 +171,15 @@ export const INITIAL_HASH_MS = 50;
 export const HASH_TIME_WEIGHT = 0.2;
 
 /**
- * The fastest hash the hard cap allows for: a fifth of what argon2id over 19 MiB took on the
- * reference machine, so the cap refuses only where hashes are far faster than measured anywhere,
+ * The fastest hash the hard cap allows for: a third of what argon2id over 19 MiB took on the
+ * reference machine, so the cap refuses only where hashes are far faster than measured there,
  * or the estimate has gone wrong.
  */
-export const MIN_HASH_MS = 10;
+export const MIN_HASH_MS = 5;
 
 /**
  * The hard cap on jobs waiting for `workers` and a bound of `maxWaitMs`: as many as could finish
- * within the bound if each hash took {@link MIN_HASH_MS}; 1,000 with 2 workers and 5 s.
+ * within the bound if each hash took {@link MIN_HASH_MS}; 2,000 with 2 workers and 5 s.
  */
 export function maxQueueFor(workers: number, maxWaitMs: number): number {
   return Math.max(workers * JOBS_PER_WORKER, Math.ceil((workers * maxWaitMs) / MIN_HASH_MS));
