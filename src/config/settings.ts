@@ -371,7 +371,7 @@ export const SETTINGS: readonly Setting[] = [
     default: "5s",
     parse: parseLoginQueueWait,
     placeholder: "DURATION",
-    description: "Queue a login while its expected wait for a password check is within this",
+    description: "Queue logins while their expected wait for a hash is within this",
   }),
   setting({
     key: "workers",
