@@ -164,7 +164,15 @@ async function run(
   const postgresStore = findPostgresStore(store);
   if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
   const tlsMetrics = createTlsMetrics();
+  // With --workers, logins from every worker share this one pool (argon2's memory is bounded by
+  // its size, not multiplied by N), and its starvation valve makes the workers give up the CPU.
+  // Logins queue while their expected wait is within --login-queue-wait (for every worker alike).
+  const hasher = createPasswordHasher({
+    maxWaitMs: config.loginQueueWaitSeconds * 1000,
+    ...(config.workers > 1 ? { yieldCpu: (ms: number) => pool?.yieldCpu(ms) } : {}),
+  });
   const metrics = createMetrics({
+    readPasswordQueue: () => hasher.readQueue(),
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
     register: (registry) => {
       if (postgresStore !== undefined) storeMetrics.register(registry);
@@ -172,11 +180,6 @@ async function run(
     },
     gatherOthers: config.workers > 1 ? () => pool!.gatherMetrics() : undefined,
   });
-  // With --workers, logins from every worker share this one pool (argon2's memory is bounded by
-  // its size, not multiplied by N), and its starvation valve makes the workers give up the CPU.
-  const hasher = createPasswordHasher(
-    config.workers > 1 ? { yieldCpu: (ms) => pool?.yieldCpu(ms) } : {},
-  );
   if (config.upstream !== undefined) {
     logger.info(`forwarding authenticated requests to ${new URL(config.upstream).origin}`, {
       hide_credentials: config.hideCredentials,

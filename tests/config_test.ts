@@ -39,6 +39,7 @@ Deno.test("readConfig() uses the documented defaults", () => {
     tokenRetentionSeconds: 7 * 86400,
     auditRetentionSeconds: 0,
     shutdownTimeoutSeconds: 30,
+    loginQueueWaitSeconds: 5,
     workers: 1,
   });
 });
@@ -62,6 +63,21 @@ Deno.test("readConfig() reads --cert-reload-interval as a duration or 0 (off)", 
     () => read(["--cert-reload-interval", "-1"]),
     /--cert-reload-interval.*expected 0 \(off\) or a positive whole number/,
   );
+});
+
+Deno.test("readConfig() reads --login-queue-wait from 1s to a minute, and refuses anything else", () => {
+  assert.equal(read(["--login-queue-wait", "10s"]).loginQueueWaitSeconds, 10);
+  assert.equal(read([], { KEYGATE_LOGIN_QUEUE_WAIT: "1m" }).loginQueueWaitSeconds, 60);
+  for (const bad of ["0s", "61s", "2m", "5", "five", ""]) {
+    assert.throws(
+      () => readConfig([`--login-queue-wait=${bad}`], {}),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        error.message ===
+          `Invalid --login-queue-wait "${bad}": expected a duration from 1s to 60s, like "5s"`,
+      bad,
+    );
+  }
 });
 
 Deno.test("readConfig() reads --workers as a count or auto, and refuses anything else", () => {

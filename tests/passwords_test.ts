@@ -4,6 +4,7 @@ import {
   DUMMY_HASH,
   JOBS_PER_WORKER,
   MAX_CRASHES_IN_A_ROW,
+  maxQueueFor,
   PasswordCheckAborted,
   PasswordPoolBusy,
   STARVATION_RELIEF_MS,
@@ -56,7 +57,7 @@ Deno.test("createPasswordHasher() runs jobs on every worker at once and answers 
   }
 });
 
-Deno.test("createPasswordHasher() refuses beyond its queue with 503 and Retry-After, at once", async () => {
+Deno.test("createPasswordHasher() refuses beyond its hard cap on waiting jobs, at once", async () => {
   const hasher = createPasswordHasher({ workers: 1, queue: 1 });
   try {
     const running = hasher.hash("one");
@@ -286,3 +287,113 @@ async function writeWorker(source: string) {
   await Deno.writeTextFile(url, source);
   return { url, [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }) };
 }
+
+/** A stand-in worker that takes `ms` per job (as a hash would), answering "done". */
+function writeTimedWorker(ms: number) {
+  return writeWorker(
+    `self.onmessage = (e) => {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ${ms});
+      self.postMessage({ id: e.data.id, ok: true, value: "done" });
+    };`,
+  );
+}
+
+Deno.test("createPasswordHasher() queues jobs while their expected wait is within the bound, and refuses the rest with the queue's drain time", async () => {
+  await using timed = await writeTimedWorker(100);
+  // 100 ms a hash on one worker, a bound of 2 s: the job expected to end at 2 s is the last in.
+  const hasher = createPasswordHasher({
+    workers: 1,
+    maxWaitMs: 2000,
+    initialHashMs: 100,
+    workerUrl: timed.url,
+  });
+  try {
+    const started = performance.now();
+    const jobs = Array.from({ length: 25 }, (_, i) =>
+      hasher.hash(`p${i}`).then(
+        () => ({ ok: true, ms: performance.now() - started }),
+        (error) => ({ ok: false, error }),
+      ));
+    const results = await Promise.all(jobs);
+    const done = results.filter((result) => result.ok);
+    const refused = results.filter((result) => !result.ok);
+    assert.equal(done.length, 20);
+    assert.equal(refused.length, 5);
+    for (const result of refused) {
+      const error = (result as { error: PasswordPoolBusy }).error;
+      assert.ok(error instanceof PasswordPoolBusy);
+      assert.match(error.message, /Too many logins in progress/);
+      // 20 jobs out × 100 ms ÷ 1 worker: the queue is expected to be empty in 2 s.
+      assert.equal(error.retryAfterSeconds, 2);
+    }
+    // Each admitted job ended within the bound, counted from the worker's start (its first answer),
+    // give or take each job's messaging on a loaded machine.
+    const ends = done.map((result) => (result as { ms: number }).ms);
+    assert.ok(Math.max(...ends) - Math.min(...ends) < 2000 + 500, `${ends}`);
+    // Drained, the pool admits again.
+    assert.equal(await hasher.hash("again"), "done");
+  } finally {
+    hasher.close();
+  }
+});
+
+Deno.test("createPasswordHasher() estimates from measured hash times, and an idle worker always takes a job", async () => {
+  await using timed = await writeTimedWorker(100);
+  const hasher = createPasswordHasher({
+    workers: 1,
+    maxWaitMs: 1000,
+    initialHashMs: 10, // far too optimistic: measurement must correct it
+    workerUrl: timed.url,
+  });
+  try {
+    assert.equal(hasher.readQueue().hashMs, 10);
+    for (let i = 0; i < 4; i++) await hasher.hash("x"); // the first (the worker's start) not counted
+    const { hashMs, out } = hasher.readQueue();
+    assert.equal(out, 0);
+    // The first measured time replaced the seed, and every job took at least 100 ms.
+    assert.ok(hashMs >= 100, `measured ${hashMs}`);
+    // With at least 100 ms a hash, the bound of 1 s admits at most 10 jobs of a burst, where the
+    // seed of 10 ms would have admitted 100.
+    const burst = Array.from({ length: 100 }, () => hasher.hash("y").then(() => true, () => false));
+    const admitted = (await Promise.all(burst)).filter(Boolean).length;
+    assert.ok(admitted <= 10, `admitted ${admitted}`);
+  } finally {
+    hasher.close();
+  }
+  const slow = createPasswordHasher({
+    workers: 1,
+    maxWaitMs: 1000,
+    initialHashMs: 100_000, // hashes believed to take far longer than the bound
+    workerUrl: timed.url,
+  });
+  try {
+    const first = slow.hash("x"); // the idle worker takes it anyway
+    await assert.rejects(slow.hash("y"), (error: PasswordPoolBusy) => {
+      assert.equal(error.retryAfterSeconds, 100); // 1 job out × 100 s
+      return true;
+    });
+    assert.equal(await first, "done");
+  } finally {
+    slow.close();
+  }
+});
+
+Deno.test("createPasswordHasher() counts a real worker's first hash, timed on the worker", async () => {
+  const hasher = createPasswordHasher({ workers: 1, initialHashMs: 1_000_000 });
+  try {
+    await hasher.hash("x"); // also starts the worker, whose start the worker's timing leaves out
+    const { hashMs } = hasher.readQueue();
+    assert.ok(hashMs > 0 && hashMs < 1_000_000, `measured ${hashMs}`);
+  } finally {
+    hasher.close();
+  }
+});
+
+Deno.test("maxQueueFor() caps the queue at what could end within the bound at 5 ms a hash", () => {
+  assert.equal(maxQueueFor(2, 5000), 2000);
+  assert.equal(maxQueueFor(1, 1000), 200);
+  assert.equal(maxQueueFor(4, 1), 4 * JOBS_PER_WORKER);
+  const hasher = createPasswordHasher({ workers: 2, maxWaitMs: 5000 });
+  assert.deepEqual(hasher.readQueue(), { out: 0, hashMs: 20, maxWaitMs: 5000, maxQueue: 2000 });
+  hasher.close();
+});

@@ -40,6 +40,8 @@ export interface WrkOptions {
   threads: number;
   connections: number;
   duration: number;
+  /** wrk's own per-request timeout (its default: 2 s), for loads that queue longer. */
+  timeoutSeconds?: number;
 }
 
 const LUA_SCRIPT = new URL("./requests.lua", import.meta.url).pathname;
@@ -83,6 +85,7 @@ export async function runWrk(load: Load, options: WrkOptions, dir: string): Prom
     `-t${options.threads}`,
     `-c${options.connections}`,
     `-d${options.duration}s`,
+    ...(options.timeoutSeconds === undefined ? [] : [`--timeout`, `${options.timeoutSeconds}s`]),
     "--latency",
     "-s",
     script,

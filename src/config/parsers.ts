@@ -201,6 +201,25 @@ export function parseWorkers(text: string): number {
   return n;
 }
 
+/** The longest `--login-queue-wait`: a login held longer than a minute would meet client timeouts. */
+export const MAX_LOGIN_QUEUE_WAIT_SECONDS = 60;
+
+/** `--login-queue-wait`: a duration from 1 s to {@link MAX_LOGIN_QUEUE_WAIT_SECONDS}. */
+export function parseLoginQueueWait(text: string): number {
+  let seconds: number;
+  try {
+    seconds = parseDuration(text.trim());
+  } catch {
+    seconds = NaN;
+  }
+  if (!(seconds >= 1 && seconds <= MAX_LOGIN_QUEUE_WAIT_SECONDS)) {
+    throw new SyntaxError(
+      `expected a duration from 1s to ${MAX_LOGIN_QUEUE_WAIT_SECONDS}s, like "5s"`,
+    );
+  }
+  return seconds;
+}
+
 /** Most entries `--grant-cache-size` accepts (each costs a few hundred bytes). */
 export const MAX_GRANT_CACHE_SIZE = 10_000_000;
 

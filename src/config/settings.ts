@@ -16,6 +16,7 @@ import {
   parseCidrList,
   parseDurationSetting,
   parseForwardAuthHeader,
+  parseLoginQueueWait,
   parseLogLevel,
   parseOptionalInterval,
   parseOrigins,
@@ -84,6 +85,11 @@ export interface Config {
   shutdownTimeoutSeconds: number;
   /** A file that holds the process id while the server runs. */
   pidFile?: string;
+  /**
+   * The longest expected wait for a password check before a login gets 503 `service_busy`
+   * (src/passwords/passwords.ts), in seconds.
+   */
+  loginQueueWaitSeconds: number;
   /** Request-serving threads sharing the port (`--workers`; 1: serve on the main thread). */
   workers: number;
 }
@@ -384,6 +390,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseDurationSetting,
     placeholder: "DURATION",
     description: "How long in-flight requests may take to finish after SIGTERM",
+  }),
+  setting({
+    key: "loginQueueWaitSeconds",
+    flag: "login-queue-wait",
+    env: "KEYGATE_LOGIN_QUEUE_WAIT",
+    default: "5s",
+    parse: parseLoginQueueWait,
+    placeholder: "DURATION",
+    description: "Queue logins while their expected wait for a hash is within this",
   }),
   setting({
     key: "workers",

@@ -13,9 +13,12 @@ export type PasswordJob =
   | { id: number; op: "hash"; password: string }
   | { id: number; op: "verify"; passwordHash: string; password: string };
 
-/** A password worker's answer. */
+/**
+ * A password worker's answer; `ms` is the wall time the job took on the worker's thread (time
+ * the thread waited for a CPU included), which the pool's admission estimate is built from.
+ */
 export type PasswordResult =
-  | { id: number; ok: true; value: string | boolean }
+  | { id: number; ok: true; value: string | boolean; ms?: number }
   | { id: number; ok: false; error: string };
 
 /** The parts of a worker's global scope this module uses. */
@@ -68,10 +71,11 @@ if (typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope !==
     const job = event.data;
     let result: PasswordResult;
     try {
+      const started = performance.now();
       const value = job.op === "hash"
         ? hashArgon2(job.password)
         : verifyArgon2(job.passwordHash, job.password);
-      result = { id: job.id, ok: true, value };
+      result = { id: job.id, ok: true, value, ms: performance.now() - started };
     } catch (error) {
       result = { id: job.id, ok: false, error: String(error) };
     }

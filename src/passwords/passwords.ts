@@ -6,8 +6,20 @@
  * at a time under Deno, so keygate runs the synchronous ones in Web Workers:
  * one per CPU by default, each computing one hash at a time, which lets
  * logins use every core and never blocks the main thread that serves secure
- * requests. At most `queue` jobs wait for a worker; beyond that the answer is
- * 503 at once instead of a pile-up.
+ * requests.
+ *
+ * Admission is by time, not by count: a job is accepted while its expected
+ * wait (jobs ahead of it and itself, × the measured time a hash takes, ÷ the
+ * workers) stays within `maxWaitMs`, and refused at once beyond that with a
+ * Retry-After computed from the queue: the time the jobs out are expected to
+ * take, after which the queue is (nearly) empty. The time a hash takes is an
+ * exponentially weighted moving average of the measured ones
+ * ({@link HASH_TIME_WEIGHT}), so a slower machine, or workers starved of CPU,
+ * admit fewer. A job waiting is a small record (its input and two callbacks,
+ * about 3 KiB at most), never a hash's memory: at most one hash runs per
+ * worker. A hard cap on the jobs waiting ({@link maxQueueFor}) protects
+ * memory whatever the estimate says. An admitted job is never dropped for
+ * time: when hashes slow down after it was admitted, it waits longer.
  *
  * A busy worker is handed its next job before it finishes the current one
  * (up to {@link JOBS_PER_WORKER}), so it never idles while the main thread
@@ -43,12 +55,34 @@ export interface PasswordHasher {
   close(): void;
 }
 
+/** What the pool's admission sees, for metrics and tests. */
+export interface PasswordQueueState {
+  /** Jobs accepted and not yet answered (computing, handed ahead, queued). */
+  out: number;
+  /** The moving average of measured hash times, in ms. */
+  hashMs: number;
+  /** The bound on a job's expected wait, in ms. */
+  maxWaitMs: number;
+  /** The hard cap on jobs waiting (not computing). */
+  maxQueue: number;
+}
+
 /** Options for {@link createPasswordHasher}. */
 export interface PasswordHasherOptions {
   /** Workers, i.e. hashes computed at once. Default: the number of CPUs. */
   workers?: number;
-  /** Jobs allowed to wait for a worker; beyond this, 503. Default: 4 × workers. */
+  /**
+   * The longest expected wait (ms) for which a job is still accepted; beyond it, 503.
+   * Default: {@link DEFAULT_MAX_WAIT_MS}.
+   */
+  maxWaitMs?: number;
+  /**
+   * Hard cap on the jobs waiting (handed ahead or queued, not computing).
+   * Default: {@link maxQueueFor}.
+   */
   queue?: number;
+  /** The hash time assumed until the first ones are measured. Default: {@link INITIAL_HASH_MS}. */
+  initialHashMs?: number;
   /** The worker module. Default: src/password_worker.ts (tests swap in a broken one). */
   workerUrl?: URL;
   /** See {@link STARVED_AFTER_MS}. */
@@ -97,12 +131,17 @@ export class PasswordCheckAborted extends Error {
   }
 }
 
-/** The pool's queue is full: the caller should retry after `retryAfterSeconds`. */
+/**
+ * A job's expected wait exceeds the bound (or the queue is at its hard cap): the caller should
+ * retry after `retryAfterSeconds` (whole seconds, at least 1), when the queue is expected to
+ * have drained.
+ */
 export class PasswordPoolBusy extends Error {
-  readonly retryAfterSeconds = BUSY_RETRY_AFTER_SECONDS;
-  constructor() {
+  readonly retryAfterSeconds: number;
+  constructor(retryAfterSeconds: number) {
     super("Too many logins in progress: try again shortly");
     this.name = "PasswordPoolBusy";
+    this.retryAfterSeconds = Math.max(1, Math.ceil(retryAfterSeconds));
   }
 }
 
@@ -115,8 +154,36 @@ function sleepThread(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** Seconds a caller is told to wait when hashing is saturated. */
-export const BUSY_RETRY_AFTER_SECONDS = 1;
+/** The longest expected wait for a hash by default: five seconds (`--login-queue-wait`). */
+export const DEFAULT_MAX_WAIT_MS = 5000;
+
+/**
+ * The hash time assumed before any is measured (a worker's first hash is): one argon2id hash with
+ * {@link ARGON2_OPTIONS} took 15–17 ms on the reference machine (58–65 hashes a second on one
+ * core, docs/performance.md), rounded up.
+ */
+export const INITIAL_HASH_MS = 20;
+
+/**
+ * Weight of each new measured hash time in the moving average (about the last ten count); the
+ * first measurement replaces {@link INITIAL_HASH_MS} outright.
+ */
+export const HASH_TIME_WEIGHT = 0.2;
+
+/**
+ * The fastest hash the hard cap allows for: a third of what argon2id over 19 MiB took on the
+ * reference machine, so the cap refuses only where hashes are far faster than measured there,
+ * or the estimate has gone wrong.
+ */
+export const MIN_HASH_MS = 5;
+
+/**
+ * The hard cap on jobs waiting for `workers` and a bound of `maxWaitMs`: as many as could finish
+ * within the bound if each hash took {@link MIN_HASH_MS}; 2,000 with 2 workers and 5 s.
+ */
+export function maxQueueFor(workers: number, maxWaitMs: number): number {
+  return Math.max(workers * JOBS_PER_WORKER, Math.ceil((workers * maxWaitMs) / MIN_HASH_MS));
+}
 
 type JobInput =
   | { op: "hash"; password: string }
@@ -132,17 +199,24 @@ interface PoolWorker {
   worker: Worker;
   /** The jobs it holds, by id, in the order it computes them. */
   jobs: { id: number; job: Job }[];
-  /** When its first job was handed to it (performance.now()). */
+  /** When its current job began (performance.now()): handed to it idle, or the last answered. */
   since: number;
+  /** Whether it has answered a job: its first one's time includes starting the worker. */
+  warm: boolean;
 }
 
 /**
  * Creates a hasher whose argon2id work runs in a pool of workers, started on
  * first use.
  */
-export function createPasswordHasher(options: PasswordHasherOptions = {}): PasswordHasher {
+export function createPasswordHasher(
+  options: PasswordHasherOptions = {},
+): PasswordHasher & { readQueue(): PasswordQueueState } {
   const size = Math.max(1, options.workers ?? navigator.hardwareConcurrency ?? 1);
-  const maxQueue = options.queue ?? 4 * size;
+  const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+  const maxQueue = options.queue ?? maxQueueFor(size, maxWaitMs);
+  let hashMs = options.initialHashMs ?? INITIAL_HASH_MS;
+  let measured = false;
   const workerUrl = options.workerUrl ?? new URL("./password_worker.ts", import.meta.url);
   const pool: PoolWorker[] = [];
   const waiting: Job[] = [];
@@ -156,12 +230,27 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
       worker: new Worker(workerUrl, { type: "module" }),
       jobs: [],
       since: 0,
+      warm: false,
     };
     member.worker.onmessage = (event: MessageEvent<PasswordResult>) => {
       const current = member.jobs[0];
       if (current === undefined || current.id !== event.data.id) return;
       member.jobs.shift();
-      member.since = performance.now();
+      const now = performance.now();
+      // The worker's own timing when it sends one (so its first job, which also started it,
+      // counts); else the time since it began the job, from its second job on.
+      const took = event.data.ok && event.data.ms !== undefined
+        ? event.data.ms
+        : member.warm
+        ? now - member.since
+        : undefined;
+      if (took !== undefined) {
+        // The first measurement replaces the assumed time; later ones move the average.
+        hashMs = measured ? hashMs + HASH_TIME_WEIGHT * (took - hashMs) : took;
+        measured = true;
+      }
+      member.warm = true;
+      member.since = now;
       crashesInARow = 0;
       dispatchNext(member); // first, so the worker's next job is queued before it finishes this one
       if (event.data.ok) current.job.resolve(event.data.value);
@@ -225,11 +314,16 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
     }
   }
 
-  /** Jobs accepted and not yet computing: queued here or handed ahead to a busy worker. */
-  function countWaiting(): number {
-    let ahead = 0;
-    for (const member of pool) ahead += Math.max(0, member.jobs.length - 1);
-    return waiting.length + ahead;
+  /** Jobs accepted and not yet answered: computing, handed ahead to a busy worker, or queued. */
+  function countOut(): number {
+    let held = 0;
+    for (const member of pool) held += member.jobs.length;
+    return waiting.length + held;
+  }
+
+  /** How long a job accepted now is expected to take until answered, in ms. */
+  function expectWaitMs(): number {
+    return ((countOut() + 1) * hashMs) / size;
   }
 
   function run(input: JobInput, signal?: AbortSignal): Promise<string | boolean> {
@@ -240,8 +334,10 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
     return new Promise((resolve, reject) => {
       const job: Job = { input, resolve, reject };
       const idle = pool.find((member) => member.jobs.length === 0);
+      const expectedMs = expectWaitMs();
+      // An idle worker always takes the job, however slow hashes have been.
       if (idle !== undefined) dispatch(idle, job);
-      else if (countWaiting() < maxQueue) {
+      else if (expectedMs <= maxWaitMs && countOut() - size < maxQueue) {
         const roomy = pool.find((member) => member.jobs.length < JOBS_PER_WORKER);
         if (roomy !== undefined) dispatch(roomy, job);
         else {
@@ -254,14 +350,16 @@ export function createPasswordHasher(options: PasswordHasherOptions = {}): Passw
           }, { once: true });
         }
       } else {
-        reject(
-          new PasswordPoolBusy(),
-        );
+        // Retry once the jobs out now are expected to be done: the queue is then (nearly) empty.
+        reject(new PasswordPoolBusy((countOut() * hashMs) / size / 1000));
       }
     });
   }
 
   return {
+    readQueue() {
+      return { out: countOut(), hashMs, maxWaitMs, maxQueue };
+    },
     async hash(password) {
       return await run({ op: "hash", password }) as string;
     },

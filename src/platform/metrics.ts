@@ -38,6 +38,8 @@ export interface MetricsOptions {
   gatherOthers?: () => Promise<MetricsSnapshot[]>;
   /** Registers more metrics in this set's registry (the PostgreSQL store's, store_metrics.ts). */
   register?: (registry: Registry) => void;
+  /** The password pool's admission state, read at scrape time (the main thread's set only). */
+  readPasswordQueue?: () => { out: number; hashMs: number };
 }
 
 /** Seconds; from a fast secure request (sub-millisecond) to a queued password check. */
@@ -114,6 +116,25 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       databaseErrors.inc({ source: "live_tokens" });
       liveTokens.set(Number.NaN);
     }
+  }
+  const readPasswordQueue = options.readPasswordQueue;
+  if (readPasswordQueue !== undefined) {
+    new Gauge({
+      name: "keygate_login_queue_jobs",
+      help: "Password checks accepted and not yet answered (computing, or waiting for a worker)",
+      registers,
+      collect() {
+        this.set(readPasswordQueue().out);
+      },
+    });
+    new Gauge({
+      name: "keygate_password_hash_seconds",
+      help: "Moving average of one password hash's time: the login queue's wait estimate",
+      registers,
+      collect() {
+        this.set(readPasswordQueue().hashMs / 1000);
+      },
+    });
   }
   const issued = new Counter({
     name: "keygate_tokens_issued_total",

@@ -3,7 +3,9 @@
  * {@link PasswordHasher} posts each job to the main thread, which runs it on
  * the process's one pool (so N workers never multiply argon2's threads or
  * memory) and posts the answer back. A request's abort signal crosses too, so
- * a job whose client left is still dropped from the queue.
+ * a job whose client left is still dropped from the queue. Admission is the
+ * main thread's pool's, by the same expected-wait bound for every worker: a
+ * refusal crosses with the Retry-After that pool computed.
  *
  * @module
  */
@@ -22,7 +24,14 @@ export type PasswordRequest =
 /** Its answer, main thread → worker. */
 export type PasswordAnswer =
   | { kind: "password-result"; id: number; value: string | boolean }
-  | { kind: "password-error"; id: number; error: "aborted" | "busy" | "failed"; message: string };
+  | {
+    kind: "password-error";
+    id: number;
+    error: "aborted" | "busy" | "failed";
+    message: string;
+    /** With "busy": the pool's computed Retry-After. */
+    retryAfterSeconds?: number;
+  };
 
 /** Where messages go: a worker's `self`, or the main thread's `Worker`. */
 export interface MessagePort {
@@ -79,8 +88,9 @@ export function createRemoteHasher(port: MessagePort): PasswordHasher & {
       pending.delete(answer.id);
       if (answer.kind === "password-result") job.resolve(answer.value);
       else if (answer.error === "aborted") job.reject(new PasswordCheckAborted());
-      else if (answer.error === "busy") job.reject(new PasswordPoolBusy());
-      else job.reject(new Error(answer.message));
+      else if (answer.error === "busy") {
+        job.reject(new PasswordPoolBusy(answer.retryAfterSeconds ?? 1));
+      } else job.reject(new Error(answer.message));
     },
   };
 }
@@ -125,6 +135,9 @@ export function servePasswordRequests(hasher: PasswordHasher, worker: MessagePor
             id: request.id,
             error: kind,
             message: String(error?.message ?? error),
+            retryAfterSeconds: error instanceof PasswordPoolBusy
+              ? error.retryAfterSeconds
+              : undefined,
           } as PasswordAnswer);
         },
       );
