@@ -231,8 +231,13 @@ Deno.test({
       assert.ok(ok >= 10, `the bound admitted a queue's worth: ${summary(outcomes)}`);
       // Refused while the queue was full, a login is told to come back when it has drained: about
       // the bound's worth of hashes (more if hashes slowed down meanwhile), not a constant 1 s.
+      // Where the connections' handshakes pace the logins below the hashing rate (a quiet machine),
+      // the queue never reaches the bound and all 2,000 are admitted: then there is no refusal to
+      // look at here, and tests/passwords_test.ts pins the computed Retry-After.
       const retryAfters = outcomes.filter((o) => o.status === 503).map((o) => Number(o.retryAfter));
-      assert.ok(Math.max(...retryAfters) >= 2, `Retry-After up to ${Math.max(...retryAfters)}`);
+      if (retryAfters.length > 0) {
+        assert.ok(Math.max(...retryAfters) >= 2, `Retry-After up to ${Math.max(...retryAfters)}`);
+      }
       assert.ok(peak / 1024 <= boundMib, `peak RSS ${peak / 1024} MiB > ${boundMib} MiB`);
     } finally {
       client.close();
