@@ -13,6 +13,7 @@ import {
   parseBoolean,
   parseCacheSize,
   parseCidrList,
+  parseDatabasePath,
   parseDurationSetting,
   parseForwardAuthHeader,
   parseLogLevel,
@@ -46,6 +47,11 @@ export interface Config {
   /** PEM files; both set or both undefined (then a self-signed pair is used). */
   certFile?: string;
   keyFile?: string;
+  /**
+   * Where the self-signed pair is kept when there is no `--cert`/`--key`. Default: beside the
+   * SQLite database; on PostgreSQL (or `:memory:`) none: a new pair in memory at each start.
+   */
+  selfSignedDir?: string;
   defaultTimeoutSeconds: number;
   /** `["*"]` or a list of exact origins such as `https://example.org`. */
   corsOrigins: string[];
@@ -96,8 +102,6 @@ export interface Setting<K extends keyof Config = keyof Config> {
   /** The typed placeholder in `--help`: `N`, `PATH`, `DURATION`, `on|off`. */
   placeholder: string;
   description: string;
-  /** Never echo the value (a URL with a password); error messages name only the source. */
-  secret?: boolean;
 }
 
 function setting<K extends keyof Config>(row: Setting<K>): Setting {
@@ -134,7 +138,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: "db",
     env: "KEYGATE_DB",
     default: "db/keygate.sqlite3",
-    parse: parseText,
+    parse: parseDatabasePath,
     placeholder: "PATH",
     description: "SQLite database file, created with its directory if missing",
   }),
@@ -146,7 +150,6 @@ export const SETTINGS: readonly Setting[] = [
     placeholder: "URL",
     description: "Store instead of --db: postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=…] " +
       "(docs/postgres.md), sqlite:PATH or a path",
-    secret: true,
   }),
   setting({
     key: "storeStalenessSeconds",
@@ -192,6 +195,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseText,
     placeholder: "FILE",
     description: "TLS private key, PEM, with --cert",
+  }),
+  setting({
+    key: "selfSignedDir",
+    flag: "self-signed-dir",
+    env: "KEYGATE_SELF_SIGNED_DIR",
+    parse: parseText,
+    placeholder: "DIR",
+    description: "Without --cert: keep the self-signed pair here (default: beside the SQLite " +
+      "file; on PostgreSQL, a new one in memory at each start)",
   }),
   setting({
     key: "defaultTimeoutSeconds",
