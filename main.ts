@@ -20,7 +20,9 @@ import { formatHelp } from "./src/config/help.ts";
 import {
   explainDatabaseError,
   explainListenError,
+  explainSelfSignedError,
   prepareDatabasePath,
+  prepareSelfSignedDir,
   readTlsFiles,
   removePidFile,
   writePidFile,
@@ -39,18 +41,23 @@ import { createStoreMetrics } from "./src/platform/store_metrics.ts";
 import { createMetricsHandler } from "./src/http/metrics_handler.ts";
 import { createPasswordHasher } from "./src/passwords/passwords.ts";
 import { findPostgresStore, findSqliteMaintenance } from "./src/store/open_store.ts";
-import { parseStoreUrl } from "./src/store/store_url.ts";
-import { loadTlsCredentials, type TlsCredentials } from "./src/platform/tls.ts";
+import type { StoreLocation } from "./src/store/store_url.ts";
+import { explainPostgresOpenError } from "./src/store/postgres/explain_open.ts";
+import { loadSelfSigned, type TlsCredentials } from "./src/platform/tls.ts";
+import { claimPort, type PortClaim } from "./src/server/port_guard.ts";
+import { dirname } from "node:path";
 import { type Listener, logListening, startListener } from "./src/server/listener.ts";
 import {
   createSharedGrantCounter,
   openServerStore,
   toStoreLocation,
 } from "./src/server/open_server_store.ts";
-import { createWorkerPool, type WorkerPool } from "./src/server/worker_pool.ts";
 import { canBindBeside, startSwappableServer } from "./src/server/swappable_server.ts";
 import { type ReloadTarget, startCertReload, toReloadTarget } from "./src/server/cert_reload.ts";
 import { createTlsMetrics } from "./src/platform/tls_metrics.ts";
+import { createWorkerPool, type WorkerPool, WorkerStartError } from "./src/server/worker_pool.ts";
+import type { Config } from "./src/config/settings.ts";
+import type { Logger } from "./src/platform/logger.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
 export interface ServeOptions {
@@ -114,20 +121,26 @@ async function run(
       );
     }
   }
-  const parsedStore = parseStoreUrl(toStoreLocation(config));
+  const parsedStore = toStoreLocation(config);
   const storeDisplay = parsedStore.display;
-  // On PostgreSQL the --db directory still holds a self-signed certificate, when one is used.
-  prepareDatabasePath(parsedStore.kind === "sqlite" ? parsedStore.path : config.dbPath);
+  // Only a SQLite store's directory is made: on PostgreSQL nothing is written unless the
+  // operator named a place (--self-signed-dir, --pid-file).
+  if (parsedStore.kind === "sqlite") prepareDatabasePath(parsedStore.path);
   if (config.pidFile !== undefined) {
     writePidFile(config.pidFile);
     started.pidFile = config.pidFile;
   }
-  const tls: TlsCredentials | undefined = config.behindProxy
+  const logger = createLogger({ level: config.logLevel });
+  // Without --cert: the self-signed pair, for the public listener (unless behind a proxy, where
+  // it speaks plain HTTP) and the admin listener.
+  const selfSigned = config.certFile === undefined && (!config.behindProxy || config.admin)
+    ? await loadSelfSignedPair(config, parsedStore)
+    : undefined;
+  const tls: { cert: string; key: string } | undefined = config.behindProxy
     ? undefined
     : config.certFile !== undefined && config.keyFile !== undefined
     ? await readTlsFiles(config.certFile, config.keyFile)
-    : await loadTlsCredentials(config);
-  const logger = createLogger({ level: config.logLevel });
+    : selfSigned;
   // PostgreSQL reports its queries from the start; the gauges read it once metrics exist.
   const storeMetrics = createStoreMetrics();
   // On PostgreSQL, the main thread's store (admin API, janitor) and every request worker's share
@@ -149,17 +162,13 @@ async function run(
     });
   } catch (error) {
     if (parsedStore.kind === "sqlite") throw explainDatabaseError(error, parsedStore.path);
-    // One line, never the password: the URL redacted, the driver's reason after it.
-    const reason = error instanceof Error && error.cause instanceof Error
-      ? `${error.message} (${error.cause.message})`
-      : (error as Error).message;
-    throw new StartupError(`Cannot open the store ${storeDisplay}: ${reason}`, 1);
-  }
-  if (tls?.selfSignedPath !== undefined) {
-    logger.warn(
-      `using a self-signed certificate for localhost (${tls.selfSignedPath}); pass --cert and --key in production`,
+    // One line, never the password: the URL redacted, the driver's reason and a hint after it.
+    throw new StartupError(
+      `Cannot open the store ${storeDisplay}: ${explainPostgresOpenError(error, parsedStore, env)}`,
+      1,
     );
   }
+  if (selfSigned !== undefined) warnSelfSigned(logger, selfSigned);
   let pool: WorkerPool | undefined;
   const postgresStore = findPostgresStore(store);
   if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
@@ -189,21 +198,44 @@ async function run(
   const tlsPair = tls === undefined ? undefined : { cert: tls.cert, key: tls.key };
   let listener: Listener | undefined;
   let apiPort = config.port;
+  let portClaim: PortClaim | undefined;
   if (config.workers > 1) {
-    pool = createWorkerPool({ config, tls: tlsPair, hasher, logger, sharedGrantCounter });
+    const where = {
+      hostname: config.hostname,
+      port: config.port,
+      hostnameFlag: "--hostname",
+      portFlag: "--port",
+    };
     try {
+      // The workers share the port through SO_REUSEPORT, which another process could join:
+      // first make sure that no other process serves or is claiming this address.
+      portClaim = claimPort(config.hostname, config.port);
+      pool = createWorkerPool({
+        config,
+        port: portClaim.port,
+        tls: tlsPair,
+        hasher,
+        logger,
+        sharedGrantCounter,
+      });
       const bound = await pool.start();
       apiPort = bound.port;
       logListening(logger, config, bound, storeDisplay);
     } catch (error) {
+      portClaim?.release();
       hasher.close();
       await store.closeStore();
-      // A worker's error crosses as text: the port in use, say.
-      throw new StartupError(
-        `could not start ${config.workers} request workers on --port ${config.port}: ${
-          String((error as Error)?.message ?? error)
-        }`,
-        1,
+      if (error instanceof WorkerStartError && error.stage === "store") {
+        throw new StartupError(
+          `could not start ${config.workers} request workers: ${error.message}`,
+          1,
+        );
+      }
+      // The same one line as without --workers: the port in use, say.
+      throw explainListenError(
+        error instanceof WorkerStartError ? error.toOriginal() : error,
+        where,
+        config,
       );
     }
   } else {
@@ -260,7 +292,7 @@ async function run(
     });
   }
   // The admin API and web console: HTTPS with keygate's certificate (behind a proxy, where
-  // keygate has none, the self-signed one kept beside the database), never the API port.
+  // keygate has none, the self-signed pair: see loadSelfSignedPair), never the API port.
   const history = config.admin
     ? createStatsHistory({
       read: () =>
@@ -269,7 +301,7 @@ async function run(
       logger,
     })
     : undefined;
-  const adminTls = config.admin ? tls ?? await loadTlsCredentials(config) : undefined;
+  const adminTls = config.admin ? tls ?? selfSigned : undefined;
   const adminServer = adminTls === undefined ? undefined : listen(
     () =>
       startSwappableServer(
@@ -397,6 +429,7 @@ async function run(
   }
   await store.closeStore();
   certReload.close();
+  portClaim?.release();
   logger.info("stopped");
   logger.flush();
   return 0;
@@ -418,6 +451,39 @@ function listen<T>(
     cleanup();
     throw explainListenError(error, where, tls);
   }
+}
+
+/**
+ * The self-signed pair when there is no --cert/--key: kept in --self-signed-dir, else beside a
+ * SQLite database, else (PostgreSQL, :memory:) generated in memory for this process.
+ */
+async function loadSelfSignedPair(config: Config, store: StoreLocation): Promise<TlsCredentials> {
+  let dir: string | undefined;
+  let setting = "--self-signed-dir";
+  if (config.selfSignedDir !== undefined) {
+    dir = config.selfSignedDir;
+    prepareSelfSignedDir(dir, setting);
+  } else if (store.kind === "sqlite" && store.path !== ":memory:") {
+    dir = dirname(store.path); // made by prepareDatabasePath
+    setting = "the database's directory";
+  }
+  try {
+    return await loadSelfSigned(dir);
+  } catch (error) {
+    if (dir === undefined) throw error;
+    throw explainSelfSignedError(error, dir, setting);
+  }
+}
+
+function warnSelfSigned(logger: Logger, pair: TlsCredentials): void {
+  logger.warn(
+    pair.selfSignedPath === undefined
+      ? "using a self-signed certificate for localhost, made for this process and kept in " +
+        "memory only (--self-signed-dir keeps one); pass --cert and --key in production"
+      : `using a self-signed certificate for localhost (${pair.selfSignedPath}); ` +
+        "pass --cert and --key in production",
+    { sha256_fingerprint: pair.fingerprint },
+  );
 }
 
 /** Dispatches `admin …` to the admin CLI and everything else to the server. */

@@ -6,6 +6,7 @@ import { main } from "../src/cli/main.ts";
 import type { Clock } from "../src/platform/clock.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { afterExternalWrite, createFakeClock } from "./_helpers.ts";
+import { runTask } from "./_task.ts";
 
 const hasher = createPasswordHasher();
 
@@ -60,38 +61,18 @@ export interface AdminProcessRun {
 }
 
 /**
- * Runs `deno run src/cli/main.ts ARGS --db PATH` as a child process, as an operator does, with
- * `stdin` on its standard input and `USER=ops` (no `--db` when `dbPath` is undefined).
+ * Runs `deno task admin ARGS --db PATH` (`--store URL` for a `postgres://` location) as a child
+ * process in the repository, as an operator types it (deno.json's permissions, not the test's),
+ * with `stdin` on its standard input and `USER=ops` (no `--db` when `dbPath` is undefined).
  */
 export async function runAdminProcess(
   dbPath: string | undefined,
   args: string[],
   stdin = "",
+  env: Record<string, string> = {},
 ): Promise<AdminProcessRun> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-read",
-      "--allow-write",
-      "--allow-env",
-      "--allow-ffi",
-      "--allow-sys",
-      "src/cli/main.ts",
-      ...args,
-      ...(dbPath === undefined ? [] : ["--db", dbPath]),
-    ],
-    env: { USER: "ops" },
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(stdin));
-  await writer.close();
-  const output = await child.output();
-  return {
-    code: output.code,
-    out: new TextDecoder().decode(output.stdout),
-    err: new TextDecoder().decode(output.stderr),
-  };
+  const where = dbPath === undefined
+    ? []
+    : [/^postgres(ql)?:\/\//.test(dbPath) ? "--store" : "--db", dbPath];
+  return await runTask("admin", [...args, ...where], { stdin, env: { USER: "ops", ...env } });
 }

@@ -4,6 +4,7 @@
  */
 import { main as admin } from "../src/cli/main.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { REPO, withoutTaskLine } from "./_task.ts";
 
 export interface ServerProcess {
   /** `https://127.0.0.1:PORT` (or `http://` behind a proxy). */
@@ -28,43 +29,66 @@ function storeFlag(location: string): string {
   return /^postgres(ql)?:\/\//.test(location) ? "--store" : "--db";
 }
 
-/** Options for {@link startServerProcess}. */
+/** Options of {@link startServerProcess}. */
 export interface ServerProcessOptions {
-  /** Start it as a user does, `deno task start …`, instead of `deno run … main.ts …`. */
+  /**
+   * Run `deno task start ARGS` in the repository, as an operator types it (deno.json's flags),
+   * instead of `deno run` with the test's own permissions.
+   */
   task?: boolean;
   /** Pass the store in the environment (`KEYGATE_STORE` or `KEYGATE_DB`), not as a flag. */
   storeInEnv?: boolean;
+  /** Added to the environment. */
+  env?: Record<string, string>;
+  /** No `--port 0`: the arguments or the environment give the port. */
+  ownPort?: boolean;
+  /**
+   * The command before the server's arguments, program first (default: `deno run` with the
+   * test's permissions, or `deno task start` with `task`).
+   */
+  command?: string[];
+  /** The working directory (default: this process's; the repository with `task`). */
+  cwd?: string;
+  /** Wait for the admin listener too (implied by `--admin` in the arguments). */
+  admin?: boolean;
 }
 
-/** Starts `main.ts` on 127.0.0.1, port 0, and waits for its "listening" line. */
+/**
+ * Starts `main.ts` on 127.0.0.1, port 0, and waits for its "listening" line. An empty `dbPath`
+ * passes neither `--db` nor `--store` (the environment names the store).
+ */
 export async function startServerProcess(
   dbPath: string,
   extraArgs: string[] = [],
   options: ServerProcessOptions = {},
 ): Promise<ServerProcess> {
-  const store = options.storeInEnv ? [] : [storeFlag(dbPath), dbPath];
-  const env: Record<string, string> = options.storeInEnv
+  const storeEnv: Record<string, string> = options.storeInEnv && dbPath !== ""
     ? { [storeFlag(dbPath) === "--store" ? "KEYGATE_STORE" : "KEYGATE_DB"]: dbPath }
     : {};
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      ...(options.task ? ["task", "start"] : [
-        "run",
-        "--allow-net",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "--allow-ffi",
-        "--allow-sys",
-        "main.ts",
-      ]),
-      "--port",
-      "0",
-      ...store,
-      ...(extraArgs.includes("--hostname") ? [] : ["--hostname", "127.0.0.1"]),
-      ...extraArgs,
-    ],
-    env,
+  const serverArgs = [
+    ...(options.ownPort ? [] : ["--port", "0"]),
+    ...(dbPath === "" || options.storeInEnv ? [] : [storeFlag(dbPath), dbPath]),
+    ...(extraArgs.includes("--hostname") ? [] : ["--hostname", "127.0.0.1"]),
+    ...extraArgs,
+  ];
+  const [program, ...args] = options.command ?? [
+    Deno.execPath(),
+    ...(options.task ? ["task", "start"] : [
+      "run",
+      "--allow-net",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-ffi",
+      "--allow-sys",
+      "main.ts",
+    ]),
+  ];
+  const cwd = options.cwd ?? (options.task ? REPO : undefined);
+  const child = new Deno.Command(program, {
+    args: [...args, ...serverArgs],
+    ...(cwd === undefined ? {} : { cwd }),
+    env: { NO_COLOR: "1", ...storeEnv, ...options.env },
     stdout: "piped",
     stderr: "piped",
   }).spawn();
@@ -73,7 +97,7 @@ export async function startServerProcess(
   const stderrDone = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
     new WritableStream({
       write(chunk) {
-        errors.push(...chunk.split("\n").filter(Boolean));
+        errors.push(...withoutTaskLine(chunk, "start").split("\n").filter(Boolean));
       },
     }),
   );
@@ -83,7 +107,7 @@ export async function startServerProcess(
   let metricsUrl: string | undefined;
   let adminOrigin: string | undefined;
   const wantMetrics = extraArgs.includes("--metrics");
-  const wantAdmin = extraArgs.includes("--admin");
+  const wantAdmin = extraArgs.includes("--admin") || options.admin === true;
   while (
     origin === undefined || (wantMetrics && metricsUrl === undefined) ||
     (wantAdmin && adminOrigin === undefined)

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { runAdmin, runAdminProcess } from "./_admin.ts";
 import { main as adminMain } from "../src/cli/main.ts";
 import { hashSecret } from "../src/auth/credentials.ts";
@@ -333,4 +334,66 @@ Deno.test("admin --store and --db together are a usage error; the URL's password
   assert.match(err.join("\n"), /Give --store or --db, not both/);
   assert.match(err.join("\n"), /sslmode "prefer"/);
   assert.ok(!err.join("\n").includes("hunter2"));
+});
+
+Deno.test("admin: store settings say where they came from; a URL-like --db or --store is refused without its password (issue 29)", async () => {
+  const err: string[] = [];
+  const run = (args: string[], env: Record<string, string> = {}) =>
+    adminMain(args, {
+      env,
+      stdout: () => {},
+      stderr: (text) => err.push(text),
+      readPassword: () => Promise.resolve("pw"),
+    });
+  const url = "postgres://kg:hunter2@127.0.0.1:1/keygate";
+  const cases: [string[], Record<string, string>, string][] = [
+    [
+      ["user", "list", "--db", "x.sqlite3"],
+      { KEYGATE_STORE: url },
+      "Give --store or --db, not both (KEYGATE_STORE is set in the environment; " +
+      "--db is on the command line) (see deno task admin help)",
+    ],
+    [
+      ["user", "list", "--store", url],
+      { KEYGATE_DB: "x.sqlite3" },
+      "Give --store or --db, not both (--store is on the command line; " +
+      "KEYGATE_DB is set in the environment) (see deno task admin help)",
+    ],
+    [
+      ["user", "list", "--store", "postgres//kg:hunter2@127.0.0.1:1/keygate"],
+      {},
+      'Invalid --store "postgres//kg:***@127.0.0.1:1/keygate": it looks like a postgres:// URL ' +
+      'with its ":" missing; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, ' +
+      "sqlite:PATH or a file path",
+    ],
+    [
+      ["user", "add", "a@example.org"],
+      { KEYGATE_STORE: "postgress://kg:hunter2@db/keygate" },
+      'Invalid KEYGATE_STORE "postgress://kg:***@db/keygate": it is a URL (postgress://) of a ' +
+      "kind keygate does not know; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, " +
+      "sqlite:PATH or a file path",
+    ],
+    [
+      ["user", "add", "a@example.org"],
+      { KEYGATE_DB: url },
+      `Invalid KEYGATE_DB "postgres://kg:***@127.0.0.1:1/keygate": it is a store URL: give it ` +
+      "with --store (--db takes a file path)",
+    ],
+    [
+      ["user", "list", "--stor", url],
+      {},
+      'Unknown option "--stor" (see deno task admin help)',
+    ],
+  ];
+  for (const [args, env, message] of cases) {
+    err.length = 0;
+    assert.equal(await run(args, env), 2, args.join(" "));
+    assert.deepEqual(err, [`keygate admin: ${message}`]);
+  }
+  // A flag with its variable empty is no conflict: KEYGATE_STORE= deno task admin … --db FILE.
+  err.length = 0;
+  using db = tempDbPath();
+  assert.equal(await run(["user", "list", "--db", db.path], { KEYGATE_STORE: "" }), 1);
+  assert.match(err.join("\n"), /No database at/);
+  assert.ok(!existsSync("postgres"), "no directory named after a mistyped URL");
 });

@@ -196,7 +196,10 @@ Deno.test("readConfig() refuses bad values with a ConfigError", () => {
     [["--port", "x"], /^Invalid --port "x"/],
     [["--port"], /^Option --port needs a value$/],
     [["--port", "1", "--port", "2"], /^Option --port is given more than once$/],
-    [["--cert", "a.pem"], /--cert and --key go together \(only --cert is set\)/],
+    [
+      ["--cert", "a.pem"],
+      /--cert and --key go together \(only --cert is set, on the command line\)/,
+    ],
     [["--default-timeout", "10"], /^Invalid --default-timeout "10": expected a positive/],
     [["--cors-origins", "example.org"], /^Invalid --cors-origins "example.org": entry/],
     [["--log-level", "loud"], /^Invalid --log-level "loud": expected debug, info/],
@@ -293,7 +296,8 @@ Deno.test("readConfig() reads --admin, --admin-hostname and --admin-port, never 
   assert.throws(
     () => readConfig(["--admin", "on", "--admin-port", "8443"], {}),
     new ConfigError(
-      'Invalid --admin-port "8443": the admin listener never shares the public or the metrics port',
+      'Invalid --admin-port "8443": the admin listener never shares the public or the metrics ' +
+        "port (--admin-port is on the command line; --port is its default)",
     ),
   );
   assert.throws(
@@ -312,20 +316,40 @@ Deno.test("readConfig() reads --store and KEYGATE_STORE; --db and --store togeth
   assert.equal(config.store, url);
   assert.equal(config.storeStalenessSeconds, 5);
   assert.equal(read([], { KEYGATE_STORE: "sqlite:/var/lib/k.db" }).store, "sqlite:/var/lib/k.db");
+  // Wherever each came from, and saying where: a flag does not beat another setting's variable.
   for (
-    const [args, env] of [
-      [["--store", url, "--db", "k.sqlite3"], {}],
-      [["--store", url], { KEYGATE_DB: "k.sqlite3" }],
-      [[], { KEYGATE_STORE: url, KEYGATE_DB: "k.sqlite3" }],
-    ] as [string[], Record<string, string>][]
+    const [args, env, where] of [
+      [
+        ["--store", url, "--db", "k.sqlite3"],
+        {},
+        "--store is on the command line; --db is on the command line",
+      ],
+      [
+        ["--store", url],
+        { KEYGATE_DB: "k.sqlite3" },
+        "--store is on the command line; KEYGATE_DB is set in the environment",
+      ],
+      [
+        ["--db", "k.sqlite3"],
+        { KEYGATE_STORE: url },
+        "KEYGATE_STORE is set in the environment; --db is on the command line",
+      ],
+      [
+        [],
+        { KEYGATE_STORE: url, KEYGATE_DB: "k.sqlite3" },
+        "KEYGATE_STORE is set in the environment; KEYGATE_DB is set in the environment",
+      ],
+    ] as [string[], Record<string, string>, string][]
   ) {
     assert.throws(
       () => readConfig(args, env),
-      (error: Error) =>
-        error instanceof ConfigError &&
-        error.message === "Invalid store settings: give --store or --db, not both",
+      new ConfigError(`Invalid store settings: give --store or --db, not both (${where})`),
     );
   }
+  // An empty variable counts as unset: KEYGATE_STORE= beside --db is no conflict.
+  assert.equal(read(["--db", "k.sqlite3"], { KEYGATE_STORE: "" }).dbPath, "k.sqlite3");
+  // The systemd recipe: KEYGATE_STORE from an EnvironmentFile, an ExecStart without --db.
+  assert.equal(read(["--behind-proxy", "on", "--port", "8080"], { KEYGATE_STORE: url }).store, url);
   for (
     const [value, message] of [
       ["postgres://kg:hunter2@db/keygate?sslmode=prefer", /sslmode "prefer" is not one of/],
@@ -362,4 +386,106 @@ Deno.test("readConfig() reads --store-listen and --grant-cache-size, 0 meaning n
   }
   assert.match(formatHelp(), /--store-listen \[on\|off\]/);
   assert.match(formatHelp(), /--grant-cache-size N/);
+});
+
+Deno.test("readConfig(): every check of settings together says where each came from (issue 29)", () => {
+  const cases: [string[], Record<string, string>, string][] = [
+    [
+      ["--cert", "c.pem"],
+      {},
+      "Invalid TLS settings: --cert and --key go together (only --cert is set, on the command line)",
+    ],
+    [
+      [],
+      { KEYGATE_TLS_KEY: "k.pem" },
+      "Invalid TLS settings: --cert and --key go together " +
+      "(only --key is set, by KEYGATE_TLS_KEY in the environment)",
+    ],
+    [
+      ["--cert", "c.pem"],
+      { KEYGATE_TLS_KEY: "k.pem", KEYGATE_BEHIND_PROXY: "on" },
+      "Invalid TLS settings: --cert and --key do not apply with --behind-proxy " +
+      "(KEYGATE_BEHIND_PROXY is set in the environment; --cert is on the command line)",
+    ],
+    [
+      ["--cert", "c.pem", "--key", "k.pem"],
+      { KEYGATE_SELF_SIGNED_DIR: "/var/lib/keygate" },
+      "Invalid TLS settings: --self-signed-dir applies only without --cert and --key " +
+      "(KEYGATE_SELF_SIGNED_DIR is set in the environment; --cert is on the command line)",
+    ],
+    [
+      ["--metrics"],
+      { KEYGATE_METRICS_PORT: "8443" },
+      'Invalid --metrics-port "8443": metrics are never served on the public port ' +
+      "(KEYGATE_METRICS_PORT is set in the environment; --port is its default)",
+    ],
+    [
+      ["--admin", "--port", "9000"],
+      { KEYGATE_ADMIN_PORT: "9000" },
+      'Invalid --admin-port "9000": the admin listener never shares the public or the metrics ' +
+      "port (KEYGATE_ADMIN_PORT is set in the environment; --port is on the command line)",
+    ],
+    [
+      ["--behind-proxy"],
+      { KEYGATE_HOSTNAME: "0.0.0.0" },
+      'Invalid --hostname "0.0.0.0" with --behind-proxy: plain HTTP is served only on a ' +
+      "loopback or private address (KEYGATE_HOSTNAME is set in the environment; " +
+      "--behind-proxy is on the command line)",
+    ],
+    [
+      ["--behind-proxy", "--trusted-proxies", " , "],
+      {},
+      "Invalid --trusted-proxies: --behind-proxy needs at least one range " +
+      "(--trusted-proxies is on the command line, and empty)",
+    ],
+  ];
+  for (const [args, env, message] of cases) {
+    assert.throws(() => readConfig(args, env), new ConfigError(message));
+  }
+});
+
+Deno.test("readConfig(): --db is a file path; a URL there is refused without its password", () => {
+  for (
+    const [args, env, message] of [
+      [
+        ["--db", "postgres://kg:hunter2@db/keygate"],
+        {},
+        'Invalid --db "postgres://kg:***@db/keygate": it is a store URL: give it with --store ' +
+        "(--db takes a file path)",
+      ],
+      [
+        [],
+        { KEYGATE_DB: "postgres//kg:hunter2@db/keygate" },
+        'Invalid KEYGATE_DB "postgres//kg:***@db/keygate": it looks like a postgres:// URL ' +
+        'with its ":" missing; --db takes a file path (a URL goes in --store)',
+      ],
+      [
+        ["--store", "postgres//kg:hunter2@127.0.0.1:55432/keygate"],
+        {},
+        'Invalid --store "postgres//kg:***@127.0.0.1:55432/keygate": it looks like a ' +
+        'postgres:// URL with its ":" missing; expected ' +
+        "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, sqlite:PATH or a file path",
+      ],
+    ] as [string[], Record<string, string>, string][]
+  ) {
+    assert.throws(() => readConfig(args, env), new ConfigError(message));
+  }
+});
+
+Deno.test("readConfig(): a password in a mistyped flag or a stray argument is not echoed", () => {
+  for (
+    const [args, message] of [
+      [["--stor=postgres://kg:hunter2@db/k"], 'Unknown option "--stor=postgres://kg:***@db/k"'],
+      [["postgres://kg:hunter2@db/k"], 'Unexpected argument "postgres://kg:***@db/k"'],
+      [["--upstream", "http://u:hunter2@x.example"], /^Invalid --upstream "http:\/\/u:\*\*\*@/],
+    ] as [string[], string | RegExp][]
+  ) {
+    assert.throws(() => readConfig(args, {}), (error: Error) => {
+      assert.ok(error instanceof ConfigError);
+      if (typeof message === "string") assert.equal(error.message, message);
+      else assert.match(error.message, message);
+      assert.doesNotMatch(error.message, /hunter2/);
+      return true;
+    });
+  }
 });

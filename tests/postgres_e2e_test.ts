@@ -445,7 +445,8 @@ Deno.test({
     assert.equal(
       unreachable.err,
       "keygate: Cannot open the store postgres://kg:***@127.0.0.1:1/keygate?sslmode=disable: " +
-        "connect ECONNREFUSED 127.0.0.1:1\n",
+        "connect ECONNREFUSED 127.0.0.1:1; nothing accepts connections at 127.0.0.1:1: check " +
+        "that PostgreSQL runs and listens on that address and port (listen_addresses, port)\n",
     );
     const url = await cluster!.createDatabase("newer");
     const { default: postgres } = await import("postgres");

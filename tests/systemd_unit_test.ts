@@ -207,9 +207,6 @@ Deno.test({
     const log = await startUnit(
       { ...envFile, KEYGATE_STORE: url, KEYGATE_HOSTNAME: "127.0.0.1" },
       dir,
-      // keygate still makes ./db on PostgreSQL (issue 29.5, fixed apart from the docs); once it
-      // does not, drop this so that the test holds it to the unit's read-only /opt/keygate.
-      { writesWorkDir: true },
     );
     assert.doesNotMatch(log, /keygate\.sqlite3/, "no SQLite file involved");
     const sql = postgres(url, { max: 1, onnotice: () => {} });

@@ -23,7 +23,14 @@ import { createPasswordHasher } from "../passwords/passwords.ts";
 import { StoreError } from "../store/errors.ts";
 import { openStore } from "../store/open_store.ts";
 import { parseBoolean } from "../config/parsers.ts";
-import { parseStoreUrl } from "../store/store_url.ts";
+import {
+  checkDatabasePath,
+  parseStoreUrl,
+  redactCredentials,
+  type StoreLocation,
+} from "../store/store_url.ts";
+import { explainPostgresOpenError } from "../store/postgres/explain_open.ts";
+import { describeSource, showValue } from "../config/read_config.ts";
 import type { Store } from "../store/store.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { COMMANDS, GROUPS } from "./commands.ts";
@@ -116,18 +123,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     }
     const options = checkOptions(command, values);
     const commandArgs = checkArguments(command, words.slice(command.words.length));
-    const storeGiven = values.store ?? (io.env.KEYGATE_STORE || undefined);
-    if (storeGiven !== undefined && (values.db ?? io.env.KEYGATE_DB ?? "") !== "") {
-      throw new AdminError(`Give --store or --db, not both (see ${PROGRAM} help)`, 2);
-    }
-    let location;
-    try {
-      location = parseStoreUrl(
-        storeGiven ?? `sqlite:${values.db ?? io.env.KEYGATE_DB ?? DEFAULT_DB}`,
-      );
-    } catch (error) {
-      throw new AdminError(`Invalid --store: ${(error as Error).message}`, 2);
-    }
+    const { location, fromStore } = readLocation(values, io.env);
     if (location.kind === "postgres" && command.database === "path") {
       throw new AdminError(
         `"${command.words.join(" ")}" works on SQLite files only: on PostgreSQL use pg_restore`,
@@ -135,8 +131,19 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     }
     // The file of a SQLite store; a PostgreSQL URL shown without its password.
     const dbPath = location.kind === "sqlite" ? location.path : location.display;
-    if (location.kind === "sqlite") checkDatabase(command, dbPath);
-    const openAt = storeGiven ?? `sqlite:${dbPath}`;
+    if (location.kind === "sqlite") checkDatabase(command, dbPath, fromStore ? "store" : "db");
+    const openAt = async () => {
+      try {
+        return await openStore(location, openOptions);
+      } catch (error) {
+        if (location.kind !== "postgres") throw error;
+        throw new AdminError(
+          `Cannot open the store ${location.display}: ${
+            explainPostgresOpenError(error, location, io.env)
+          }`,
+        );
+      }
+    };
 
     const writeLog = overrides.audit ?? (options.log !== undefined ? io.stderr : undefined);
     const changeLog = writeLog === undefined
@@ -171,14 +178,14 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
       onMigrationWarning: (line: string) => io.stderr(`keygate admin: warning: ${line}`),
       postgres: { notifications },
     };
-    if (command.database !== "path") store = await openStore(openAt, openOptions);
+    if (command.database !== "path") store = await openAt();
     const context: CommandContext = {
       get store() {
         if (store === undefined) throw new Error("The store is not open yet");
         return store;
       },
       async openStore() {
-        store ??= await openStore(openAt, openOptions);
+        store ??= await openAt();
         return store;
       },
       get changes() {
@@ -211,6 +218,49 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
   } finally {
     await store?.closeStore();
     if (overrides.hasher === undefined) io.hasher.close();
+  }
+}
+
+/**
+ * The store from --store/KEYGATE_STORE or --db/KEYGATE_DB, as the server reads them: a flag
+ * overrides its own variable; --store and --db together are refused wherever each came from,
+ * saying where.
+ */
+function readLocation(
+  values: Record<string, string>,
+  env: AdminIO["env"],
+): { location: StoreLocation; fromStore: boolean } {
+  const pick = (flag: string, variable: string) =>
+    values[flag] !== undefined
+      ? { text: values[flag], name: `--${flag}`, source: "flag" as const }
+      : (env[variable] ?? "") !== ""
+      ? { text: env[variable]!, name: variable, source: "env" as const }
+      : undefined;
+  const store = pick("store", "KEYGATE_STORE");
+  const db = pick("db", "KEYGATE_DB");
+  if (store !== undefined && db !== undefined) {
+    throw new AdminError(
+      `Give --store or --db, not both (${
+        describeSource({ flag: "store", env: "KEYGATE_STORE" }, store.source)
+      }; ${describeSource({ flag: "db", env: "KEYGATE_DB" }, db.source)}) (see ${PROGRAM} help)`,
+      2,
+    );
+  }
+  const given = store ?? db;
+  try {
+    if (store !== undefined) {
+      return { location: parseStoreUrl(store.text.trim()), fromStore: true };
+    }
+    const path = (db?.text ?? DEFAULT_DB).trim();
+    if (path === "") throw new SyntaxError("expected a path");
+    checkDatabasePath(path);
+    return { location: { kind: "sqlite", path, display: path }, fromStore: false };
+  } catch (error) {
+    if (!(error instanceof SyntaxError)) throw error;
+    throw new AdminError(
+      `Invalid ${given!.name} "${showValue(given!.text)}": ${error.message}`,
+      2,
+    );
   }
 }
 
@@ -270,25 +320,34 @@ function checkArguments(command: Command, rest: string[]): Record<string, string
   return named;
 }
 
-/** A directory is never a database; most commands need the file to exist already. */
-function checkDatabase(command: Command, dbPath: string): void {
+/**
+ * A directory is never a database; most commands need the file to exist already. `setting`:
+ * which of --db and --store named the file.
+ */
+function checkDatabase(command: Command, dbPath: string, setting: "db" | "store"): void {
   if (dbPath === ":memory:") return;
   const exists = existsSync(dbPath);
   if (exists && statSync(dbPath).isDirectory()) {
-    throw new AdminError(`Invalid --db "${dbPath}": it is a directory, not a database file`, 2);
+    throw new AdminError(
+      `Invalid --${setting} "${dbPath}": it is a directory, not a database file`,
+      2,
+    );
   }
   if (command.database === "create" && !exists) {
     try {
       mkdirSync(dirname(dbPath), { recursive: true });
     } catch (error) {
       throw new AdminError(
-        `Cannot create the directory of --db "${dbPath}": ${oneLine((error as Error).message)}`,
+        `Cannot create the directory of --${setting} "${dbPath}": ${
+          oneLine((error as Error).message)
+        }`,
       );
     }
   }
   if (command.database === "existing" && !exists) {
     throw new AdminError(
-      `No database at "${dbPath}": check --db or KEYGATE_DB (nothing was created; ` +
+      `No database at "${dbPath}": check --${setting} or KEYGATE_${setting.toUpperCase()} ` +
+        "(nothing was created; " +
         `${PROGRAM} user add creates one)`,
     );
   }
@@ -310,8 +369,10 @@ function printable(write: (text: string) => void): (text: string) => void {
   return (text) => write(toPrintable(text));
 }
 
+/** An argument as a message shows it: without a password, at most 64 characters. */
 function clip(text: string): string {
-  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+  const shown = redactCredentials(text);
+  return shown.length > 64 ? `${shown.slice(0, 64)}…` : shown;
 }
 
 function oneLine(text: string): string {

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { redactCredentials } from "../store/store_url.ts";
 import { BOOLEAN_WORDS } from "./parsers.ts";
 
 /** One option a command accepts. */
@@ -101,6 +102,8 @@ function isBooleanWord(text: string): boolean {
   return (BOOLEAN_WORDS as readonly string[]).includes(text.toLowerCase());
 }
 
+/** An argument as a message shows it: without a password, at most 64 characters. */
 function clip(text: string): string {
-  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+  const shown = redactCredentials(text);
+  return shown.length > 64 ? `${shown.slice(0, 64)}…` : shown;
 }

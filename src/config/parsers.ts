@@ -9,7 +9,7 @@ import { parseDuration } from "../platform/duration.ts";
 import { isCidr } from "../platform/ip.ts";
 import type { ForwardAuthHeader } from "../http/context.ts";
 import type { LogLevel } from "../platform/logger.ts";
-import { parseStoreUrl } from "../store/store_url.ts";
+import { checkDatabasePath, parseStoreUrl } from "../store/store_url.ts";
 
 /** The words every boolean setting accepts, in flags and environment variables alike. */
 export const BOOLEAN_WORDS = ["on", "off", "true", "false", "1", "0"] as const;
@@ -107,6 +107,13 @@ export function parseStalenessSetting(text: string): number {
 export function parseStoreSetting(text: string): string {
   parseStoreUrl(text.trim());
   return text.trim();
+}
+
+/** A `--db` value: a file path, never a URL (a URL goes in `--store`). */
+export function parseDatabasePath(text: string): string {
+  const path = parseText(text);
+  checkDatabasePath(path);
+  return path;
 }
 
 /** Non-empty text, trimmed. */

@@ -161,12 +161,66 @@ async function readPem(flag: string, path: string): Promise<string> {
   try {
     return await Deno.readTextFile(path);
   } catch (error) {
+    const reason = describeFsError(error);
+    if (reason === "permission denied") {
+      // The setting is right; the file's owner or mode is not: exit 1, fix the environment.
+      throw new StartupError(
+        `Cannot read ${flag} "${path}": permission denied for ${describeUser()}; ` +
+          "make the file readable by the user keygate runs as (chown or chmod), " +
+          "or run keygate as a user that can read it",
+        1,
+      );
+    }
     throw new StartupError(
-      `Cannot read ${flag} "${path}": ${describeFsError(error)}; ` +
+      `Cannot read ${flag} "${path}": ${reason}; ` +
         `give the path of a PEM file (${flag === "--cert" ? "certificate chain" : "private key"})`,
       2,
     );
   }
+}
+
+/** This process's user, for messages: `uid 998` (or `user keygate (uid 998)` when known). */
+function describeUser(): string {
+  let uid: number | null = null;
+  let name: string | undefined;
+  try {
+    uid = Deno.uid();
+    name = Deno.env.get("USER") || Deno.env.get("LOGNAME") || undefined;
+  } catch {
+    // Without --allow-sys or --allow-env, less is known.
+  }
+  if (uid === null) return "this user";
+  return name === undefined ? `uid ${uid}` : `user ${name} (uid ${uid})`;
+}
+
+/**
+ * Creates the directory the self-signed pair is kept in (`--self-signed-dir`,
+ * or the SQLite database's), mode 0700 when new.
+ *
+ * @throws {StartupError} exit 1 when it cannot be made.
+ */
+export function prepareSelfSignedDir(dir: string, setting: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw new StartupError(
+      `Cannot create ${setting} "${dir}": ${describeFsError(error)}; ` +
+        "choose a writable directory or fix the permissions",
+      1,
+    );
+  }
+}
+
+/**
+ * Turns a failure to read or write the self-signed pair into one line naming
+ * where it is kept and the ways around it.
+ */
+export function explainSelfSignedError(error: unknown, dir: string, setting: string): StartupError {
+  return new StartupError(
+    `Cannot keep the self-signed certificate in ${setting} "${dir}": ${describeFsError(error)}; ` +
+      "make the directory writable, choose another --self-signed-dir, or give --cert and --key",
+    1,
+  );
 }
 
 function statOrUndefined(path: string) {

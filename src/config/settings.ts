@@ -14,6 +14,7 @@ import {
   parseBoolean,
   parseCacheSize,
   parseCidrList,
+  parseDatabasePath,
   parseDurationSetting,
   parseForwardAuthHeader,
   parseLoginQueueWait,
@@ -52,6 +53,11 @@ export interface Config {
   keyFile?: string;
   /** How often --cert and --key are checked for a new pair, in seconds; 0: only on SIGHUP. */
   certReloadIntervalSeconds: number;
+  /**
+   * Where the self-signed pair is kept when there is no `--cert`/`--key`. Default: beside the
+   * SQLite database; on PostgreSQL (or `:memory:`) none: a new pair in memory at each start.
+   */
+  selfSignedDir?: string;
   defaultTimeoutSeconds: number;
   /** `["*"]` or a list of exact origins such as `https://example.org`. */
   corsOrigins: string[];
@@ -109,8 +115,6 @@ export interface Setting<K extends keyof Config = keyof Config> {
   /** The typed placeholder in `--help`: `N`, `PATH`, `DURATION`, `on|off`. */
   placeholder: string;
   description: string;
-  /** Never echo the value (a URL with a password); error messages name only the source. */
-  secret?: boolean;
 }
 
 function setting<K extends keyof Config>(row: Setting<K>): Setting {
@@ -147,7 +151,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: "db",
     env: "KEYGATE_DB",
     default: "db/keygate.sqlite3",
-    parse: parseText,
+    parse: parseDatabasePath,
     placeholder: "PATH",
     description: "SQLite database file, created with its directory if missing",
   }),
@@ -160,7 +164,6 @@ export const SETTINGS: readonly Setting[] = [
     description:
       "Store instead of --db: postgres://USER[:PASSWORD]@HOST[:PORT][,HOST2…]/DB[?sslmode=…] " +
       "(docs/postgres.md), sqlite:PATH or a path",
-    secret: true,
   }),
   setting({
     key: "storeStalenessSeconds",
@@ -216,6 +219,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseOptionalInterval,
     placeholder: "DURATION",
     description: "How often --cert and --key are checked for a renewed pair; 0: only on SIGHUP",
+  }),
+  setting({
+    key: "selfSignedDir",
+    flag: "self-signed-dir",
+    env: "KEYGATE_SELF_SIGNED_DIR",
+    parse: parseText,
+    placeholder: "DIR",
+    description: "Without --cert: keep the self-signed pair here (default: beside the SQLite " +
+      "file; on PostgreSQL, a new one in memory at each start)",
   }),
   setting({
     key: "defaultTimeoutSeconds",

@@ -1,56 +1,67 @@
 /**
- * TLS credentials: the operator's certificate and key, or a self-signed pair
- * for `localhost` and `127.0.0.1`, generated once and kept beside the database.
+ * TLS credentials without `--cert` and `--key`: a self-signed pair for
+ * `localhost` and `127.0.0.1`, kept in a directory (beside the SQLite
+ * database, or `--self-signed-dir`) and reused until it expires, or, with no
+ * directory (a PostgreSQL store), generated in memory for this process alone:
+ * nothing is written unless the operator named a place for it.
  *
  * @module
  */
 import "reflect-metadata"; // @peculiar/x509's dependency injection needs it, and first.
 import * as x509 from "@peculiar/x509";
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 
 /** A certificate chain and private key, PEM-encoded. */
 export interface TlsCredentials {
   cert: string;
   key: string;
-  /** Set when keygate generated (or reused) its own self-signed certificate. */
+  /** The file of the self-signed certificate; absent when it lives in memory only. */
   selfSignedPath?: string;
-}
-
-/** Options for {@link loadTlsCredentials}. */
-export interface TlsOptions {
-  certFile?: string;
-  keyFile?: string;
-  /** The database path; a self-signed pair is kept in its directory. */
-  dbPath: string;
+  /** The self-signed certificate's SHA-256 fingerprint (colon-separated hex), to pin it. */
+  fingerprint: string;
 }
 
 const SELF_SIGNED_DAYS = 365;
 
 /**
- * Reads the configured certificate and key, or reuses or generates the
- * self-signed pair beside the database (regenerated once expired).
+ * The self-signed pair: reused from `dir` (`keygate-cert.pem`, `keygate-key.pem`, mode 0600)
+ * while it has more than a day left, else generated and written there; with no `dir`, generated
+ * in memory. `dir` must exist; errors of reading and writing pass through.
  */
-export async function loadTlsCredentials(options: TlsOptions): Promise<TlsCredentials> {
-  if (options.certFile !== undefined && options.keyFile !== undefined) {
-    return {
-      cert: await Deno.readTextFile(options.certFile),
-      key: await Deno.readTextFile(options.keyFile),
-    };
+export async function loadSelfSigned(dir: string | undefined): Promise<TlsCredentials> {
+  if (dir === undefined) {
+    const generated = await generateSelfSigned();
+    return { ...generated, fingerprint: await fingerprintOf(generated.cert) };
   }
-  const dir = dirname(options.dbPath);
   const certPath = join(dir, "keygate-cert.pem");
   const keyPath = join(dir, "keygate-key.pem");
   if (existsSync(certPath) && existsSync(keyPath)) {
     const cert = await Deno.readTextFile(certPath);
     if (new x509.X509Certificate(cert).notAfter.getTime() > Date.now() + 86_400_000) {
-      return { cert, key: await Deno.readTextFile(keyPath), selfSignedPath: certPath };
+      return {
+        cert,
+        key: await Deno.readTextFile(keyPath),
+        selfSignedPath: certPath,
+        fingerprint: await fingerprintOf(cert),
+      };
     }
   }
   const generated = await generateSelfSigned();
   await Deno.writeTextFile(keyPath, generated.key, { mode: 0o600 });
   await Deno.writeTextFile(certPath, generated.cert);
-  return { ...generated, selfSignedPath: certPath };
+  return {
+    ...generated,
+    selfSignedPath: certPath,
+    fingerprint: await fingerprintOf(generated.cert),
+  };
+}
+
+/** A PEM certificate's SHA-256 fingerprint, as `openssl x509 -fingerprint -sha256` shows it. */
+export async function fingerprintOf(pem: string): Promise<string> {
+  const der = new x509.X509Certificate(pem).rawData;
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", der));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, "0").toUpperCase()).join(":");
 }
 
 /** Generates an ECDSA P-256 certificate for `localhost` and `127.0.0.1`, valid `days`. */

@@ -13,10 +13,13 @@ export {
   type SharedGrantCounter,
 } from "../store/postgres/open_postgres_store.ts";
 import type { Store } from "../store/store.ts";
+import { parseStoreUrl, type StoreLocation } from "../store/store_url.ts";
 
 /** `--store` (a `postgres://` URL, `sqlite:PATH` or a path), or else the SQLite file of `--db`. */
-export function toStoreLocation(config: Config): string {
-  return config.store ?? `sqlite:${config.dbPath}`;
+export function toStoreLocation(config: Config): StoreLocation {
+  return config.store === undefined
+    ? { kind: "sqlite", path: config.dbPath, display: config.dbPath }
+    : parseStoreUrl(config.store);
 }
 
 /**

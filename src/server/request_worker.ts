@@ -42,7 +42,14 @@ export type ToWorker =
 /** Worker → main thread. */
 export type FromWorker =
   | { kind: "listening"; port: number; noDelay: boolean }
-  | { kind: "start-failed"; message: string }
+  | {
+    kind: "start-failed";
+    message: string;
+    /** The error's class (`AddrInUse`, say), so the main thread explains it as its own. */
+    name: string;
+    /** Opening the store or binding the port. */
+    stage: "store" | "listen";
+  }
   | { kind: "metrics"; id: number; snapshot: MetricsSnapshot }
   | { kind: "drained"; finished: boolean }
   /** The answer to a tls-bind or tls-retire; `error` when the new listener could not bind. */
@@ -66,6 +73,7 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
     // Every worker writes to the one standard output: whole lines, one PIPE_BUF at most per write.
     const logger = createLogger({ level: config.logLevel, atomicWriteBytes: 4096 });
     let store;
+    let stage: "store" | "listen" = "store";
     try {
       store = await openServerStore(config, {
         // A revocation through any worker (or the main thread) drops every worker's cache at once.
@@ -79,6 +87,7 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
             { event: "store_listener" },
           ),
       });
+      stage = "listen";
       running = startListener({
         config,
         tls: message.tls,
@@ -95,6 +104,8 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
       scope.postMessage({
         kind: "start-failed",
         message: String((error as Error)?.message ?? error),
+        name: String((error as Error)?.name ?? "Error"),
+        stage,
       });
       return;
     }

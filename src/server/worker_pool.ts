@@ -39,6 +39,8 @@ export interface WorkerPoolOptions {
    * open_server_store.ts): a revocation anywhere in the process drops every worker's cache.
    */
   sharedGrantCounter?: SharedGrantCounter;
+  /** The port to serve (claimed beforehand, see port_guard.ts). Default: `config.port`. */
+  port?: number;
   /** The worker module. Default: src/server/request_worker.ts (tests swap in one that dies). */
   workerUrl?: URL;
 }
@@ -75,12 +77,36 @@ interface Slot {
   drained?: (finished: boolean) => void;
 }
 
+/**
+ * A request worker could not start: its error's message and class, and whether opening the store
+ * or binding the port failed.
+ */
+export class WorkerStartError extends Error {
+  override name = "WorkerStartError";
+  constructor(
+    message: string,
+    /** The worker's error class, such as `AddrInUse`. */
+    readonly errorName: string,
+    readonly stage: "store" | "listen",
+  ) {
+    super(message);
+  }
+
+  /** The worker's error as the main thread would have had it: a `Deno.errors` class if one. */
+  toOriginal(): Error {
+    const Class = (Deno.errors as unknown as Record<string, ErrorConstructor | undefined>)[
+      this.errorName
+    ];
+    return Class === undefined ? new Error(this.message) : new Class(this.message);
+  }
+}
+
 /** Creates the pool; nothing runs until {@link WorkerPool.start}. */
 export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
   const { config, logger } = options;
   const url = options.workerUrl ?? new URL("./request_worker.ts", import.meta.url);
   const slots: Slot[] = [];
-  let port = config.port;
+  let port = options.port ?? config.port;
   let draining = false;
   let restarts = 0;
   let nextMetricsId = 1;
@@ -134,7 +160,7 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
             return resolve({ port: message.port, noDelay: message.noDelay });
           case "start-failed":
             worker.terminate();
-            return reject(new Error(message.message));
+            return reject(new WorkerStartError(message.message, message.name, message.stage));
           case "metrics": {
             const answer = slot.metrics.get(message.id);
             slot.metrics.delete(message.id);

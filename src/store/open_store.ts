@@ -32,9 +32,12 @@ export function parseStoreLocation(location: string): StoreLocation {
   return parseStoreUrl(location);
 }
 
-/** Opens the store at `location` (see the module documentation). */
-export async function openStore(location: string, options: OpenStoreOptions = {}): Promise<Store> {
-  const parsed = parseStoreLocation(location);
+/** Opens the store at `location`, a text or one already parsed (see the module documentation). */
+export async function openStore(
+  location: string | StoreLocation,
+  options: OpenStoreOptions = {},
+): Promise<Store> {
+  const parsed = typeof location === "string" ? parseStoreLocation(location) : location;
   const { onMigrationWarning } = options;
   if (parsed.kind === "postgres") {
     return await openPostgresStore(parsed, { onMigrationWarning, ...options.postgres });

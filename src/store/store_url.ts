@@ -72,29 +72,105 @@ const DEFAULT_PORT = 5432;
 /** Hosts for which a missing `sslmode` means `disable`: the connection never leaves the machine. */
 const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
 
+/** What a store setting may be, for the end of every refusal. */
+export const STORE_FORMS =
+  "expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, sqlite:PATH or a file path";
+
 /**
- * Parses a `--store` value. Throws `SyntaxError` with a message that never
- * contains the password.
+ * Parses a `--store` value: a URL keygate knows (`postgres://`,
+ * `postgresql://`, `sqlite:PATH`) or a plain file path, never anything in
+ * between: a text that looks like a URL but is not one of those (a scheme
+ * with a typo or without its `//`, `USER:PASSWORD@` in a path, a libpq
+ * `key=value` string, quotes an environment file passed through) is refused
+ * rather than taken for the name of a new, empty SQLite file.
+ *
+ * Throws `SyntaxError` whose message says what is wrong and never contains
+ * the password; the caller names the setting and shows the value through
+ * {@link redactCredentials}.
  */
 export function parseStoreUrl(text: string): StoreLocation {
-  if (text.trim() === "") throw new SyntaxError("Invalid store: expected a URL or a path");
+  if (text.trim() === "") throw new SyntaxError("expected a URL or a path");
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(text)?.[1]?.toLowerCase();
-  if (scheme === "postgres" || scheme === "postgresql") return parsePostgresUrl(text);
+  if (scheme === "postgres" || scheme === "postgresql") {
+    if (text.slice(scheme.length, scheme.length + 3) !== "://") {
+      throw new SyntaxError(
+        `"${scheme}:" must be followed by "//" (${scheme}://USER@HOST/DATABASE); ${STORE_FORMS}`,
+      );
+    }
+    return parsePostgresUrl(text);
+  }
   if (scheme === "sqlite") {
-    const path = text.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
-    if (path === "") throw new SyntaxError('Invalid store "sqlite:": expected sqlite:PATH');
+    const rest = text.slice("sqlite:".length);
+    if (rest === "") throw new SyntaxError("expected sqlite:PATH");
+    // sqlite:///abs/path is the absolute path; sqlite://NAME would read as a host, not a path.
+    if (rest.startsWith("//") && !rest.startsWith("///")) {
+      throw new SyntaxError(
+        "sqlite://NAME is not a path: write sqlite:PATH (relative) or sqlite:///PATH (absolute)",
+      );
+    }
+    const path = rest.replace(/^\/\/(?=\/)/, "");
+    const why = explainUrlLikePath(path);
+    if (why !== undefined) throw new SyntaxError(`the path after "sqlite:" ${why}`);
     return { kind: "sqlite", path, display: path };
   }
-  // A Windows drive letter aside, a scheme we do not know is a mistake, not a file name.
-  if (
-    scheme !== undefined && scheme.length > 1 &&
-    text.slice(scheme.length, scheme.length + 3) === "://"
-  ) {
-    throw new SyntaxError(
-      `Invalid store "${scheme}://…": expected postgres://, postgresql://, sqlite:PATH or a path`,
-    );
-  }
+  const why = explainUrlLikePath(text);
+  if (why !== undefined) throw new SyntaxError(`it ${why}; ${STORE_FORMS}`);
   return { kind: "sqlite", path: text, display: text };
+}
+
+/**
+ * Checks a `--db` value: a file path, never a URL (those go in `--store`).
+ * Throws `SyntaxError` saying why, without the password.
+ */
+export function checkDatabasePath(text: string): void {
+  if (/^(postgres|postgresql|sqlite):/i.test(text.trim())) {
+    throw new SyntaxError("it is a store URL: give it with --store (--db takes a file path)");
+  }
+  const why = explainUrlLikePath(text);
+  if (why !== undefined) {
+    throw new SyntaxError(`it ${why}; --db takes a file path (a URL goes in --store)`);
+  }
+}
+
+/** libpq's connection keywords, which make `host=db password=…` a connection string. */
+const LIBPQ_KEYWORDS =
+  /(^|\s)(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|options)\s*=/i;
+
+/**
+ * Why `path` cannot be a file path because it looks like (part of) a URL or a
+ * connection string, as a phrase after "it", or `undefined` for a plain path.
+ * A file name that really has a colon after its first two letters can be
+ * given as `./NAME`.
+ */
+export function explainUrlLikePath(path: string): string | undefined {
+  const text = path.trim();
+  if (/^(["'`]).*\1$/s.test(text)) {
+    return "is in quotes (an environment file may pass them through): remove them";
+  }
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(text)?.[1];
+  if (text.includes("://")) {
+    if (scheme === undefined) return 'has "://" in it, as a URL does';
+    return /^(postgres|postgresql|sqlite)$/i.test(scheme)
+      ? "is a URL, not a file path"
+      : `is a URL (${scheme.toLowerCase()}://) of a kind keygate does not know`;
+  }
+  const missingColon = /^(postgres|postgresql|sqlite)\/\//i.exec(text)?.[1];
+  if (missingColon !== undefined) {
+    return `looks like a ${missingColon.toLowerCase()}:// URL with its ":" missing`;
+  }
+  // One letter and a colon is a Windows drive (C:\...); more is a URL scheme.
+  if (scheme !== undefined && scheme.length > 1) {
+    return `starts with "${scheme}:", which is not a store keygate knows ` +
+      "(for a file name with a colon, write ./ before it)";
+  }
+  if (text.split("/").some((segment) => /:[^@]*@/.test(segment))) {
+    return "has USER:PASSWORD@ in it, as a URL does";
+  }
+  if (/@[^/:]*:\d+(\/|$)/.test(text)) return "has USER@HOST:PORT in it, as a URL does";
+  if (LIBPQ_KEYWORDS.test(text)) {
+    return "is a key=value connection string: keygate takes a postgres:// URL";
+  }
+  return undefined;
 }
 
 function parsePostgresUrl(text: string): PostgresLocation {
@@ -104,15 +180,14 @@ function parsePostgresUrl(text: string): PostgresLocation {
     // URL only parses the authority of "special" schemes; borrow http's grammar.
     url = new URL(hostList.firstOnly.replace(/^[a-z]+:/i, "http:"));
   } catch {
-    throw new SyntaxError(`Invalid store URL "${redactRaw(text)}": cannot parse it`);
+    throw new SyntaxError("cannot parse it as a URL");
   }
   const scheme = text.slice(0, text.indexOf(":")).toLowerCase();
-  const user = decode(url.username, "user name", text);
-  const password = url.password === "" ? undefined : decode(url.password, "password", text);
+  const user = decode(url.username, "user name");
+  const password = url.password === "" ? undefined : decode(url.password, "password");
   const host = url.hostname;
-  const database = decode(url.pathname.replace(/^\//, ""), "database name", text);
-  const shown = (detail: string) =>
-    new SyntaxError(`Invalid store URL "${redactRaw(text)}": ${detail}`);
+  const database = decode(url.pathname.replace(/^\//, ""), "database name");
+  const shown = (detail: string) => new SyntaxError(detail);
   if (host === "") throw shown("expected a host");
   if (user === "") throw shown("expected a user name (postgres://USER@HOST/DATABASE)");
   if (database === "" || database.includes("/")) {
@@ -207,13 +282,11 @@ function parseTargetSessionAttrs(
   );
 }
 
-function decode(part: string, what: string, text: string): string {
+function decode(part: string, what: string): string {
   try {
     return decodeURIComponent(part);
   } catch {
-    throw new SyntaxError(
-      `Invalid store URL "${redactRaw(text)}": bad percent-encoding in the ${what}`,
-    );
+    throw new SyntaxError(`bad percent-encoding in the ${what}`);
   }
 }
 
@@ -244,4 +317,28 @@ export function redactRaw(text: string): string {
   const query = rest.slice(question + 1).split("&")
     .map((pair) => `${pair.split("=", 1)[0]}=***`).join("&");
   return `${head}${rest.slice(0, question)}?${query}${fragment}`;
+}
+
+/**
+ * Any setting's value as it may be shown (in an error, a log line, a
+ * listing): a URL through {@link redactRaw}; in anything else, what follows
+ * the `:` of a `USER:PASSWORD@` up to the last `@` (a URL without its `://`,
+ * say) and the value of a `password=` become `***`. Over-redacts rather than
+ * show part of a password.
+ */
+export function redactCredentials(text: string): string {
+  let shown = text.includes("://") ? redactRaw(text) : hideUserinfo(text);
+  shown = shown.replace(/(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|"[^"]*"?|[^\s&]+)/gi, "$1***");
+  return shown;
+}
+
+function hideUserinfo(text: string): string {
+  const at = text.lastIndexOf("@");
+  if (at < 0) return text;
+  // Past a leading scheme and its slashes ("postgres:/", "postgres//"), the user name starts;
+  // a colon with no slash after it ("kg:hunter2@db") may already be the password's.
+  const start = /^[a-z][a-z0-9+.-]*(?::\/+|\/+)/i.exec(text)?.[0].length ?? 0;
+  const colon = text.indexOf(":", start);
+  if (colon < 0 || colon > at) return text;
+  return `${text.slice(0, colon)}:***${text.slice(at)}`;
 }

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { parseStoreUrl, redactRaw } from "../../src/store/store_url.ts";
+import {
+  checkDatabasePath,
+  parseStoreUrl,
+  redactCredentials,
+  redactRaw,
+} from "../../src/store/store_url.ts";
 
 Deno.test("parseStoreUrl() reads a full postgres:// URL", () => {
   assert.deepEqual(
@@ -60,10 +65,7 @@ Deno.test("parseStoreUrl() refuses bad URLs without showing the password", () =>
     ["postgres://kg:hunter2@db:99999/auth", /cannot parse it/],
     ["postgres://kg:hun/ter2@db/auth", /cannot parse it|expected/],
     ["postgres://kg:hunter2%zz@db/auth", /bad percent-encoding in the password/],
-    [
-      "mysql://kg:hunter2@db/auth",
-      /expected postgres:\/\/, postgresql:\/\/, sqlite:PATH or a path/,
-    ],
+    ["mysql://kg:hunter2@db/auth", /mysql:\/\/\) of a kind keygate does not know; expected/],
     ["", /expected a URL or a path/],
     ["sqlite:", /expected sqlite:PATH/],
     // libpq's query-string forms: the password in the query is hidden too.
@@ -165,4 +167,80 @@ Deno.test("parseStoreUrl() refuses a bad host list or target_session_attrs in on
       return true;
     });
   }
+});
+
+Deno.test("parseStoreUrl() takes a URL keygate knows or a plain path, and refuses what is between (issue 29)", () => {
+  // Each would otherwise be a new, empty SQLite file named after the text, password and all.
+  const refused: [string, RegExp][] = [
+    ["postgres//keygate:hunter2@127.0.0.1:55432/keygate", /postgres:\/\/ URL with its ":" missing/],
+    ["postgresql//keygate@db/keygate", /postgresql:\/\/ URL with its ":" missing/],
+    ["postgress://keygate:hunter2@db/keygate", /\(postgress:\/\/\) of a kind keygate does not/],
+    ["postgresql:/keygate:hunter2@db/keygate", /"postgresql:" must be followed by "\/\/"/],
+    ["postgres:keygate:hunter2@db/keygate", /"postgres:" must be followed by "\/\/"/],
+    ["mysql://kg:hunter2@db/auth", /\(mysql:\/\/\) of a kind/],
+    ["http://kg:hunter2@db/auth", /\(http:\/\/\) of a kind/],
+    ["/var/lib/kg:hunter2@db/keygate.sqlite3", /has USER:PASSWORD@ in it/],
+    ["kg:hunter2@db/keygate", /starts with "kg:"|has USER:PASSWORD@/],
+    ["keygate@db.internal:5432/keygate", /has USER@HOST:PORT in it/],
+    ["host=db user=kg password=hunter2 dbname=keygate", /key=value connection string/],
+    ['"postgres://kg:hunter2@db/keygate"', /in quotes/],
+    ["'postgres://kg:hunter2@db/keygate'", /in quotes/],
+    ["backup:2024.sqlite3", /starts with "backup:".*write \.\/ before it/],
+    ["sqlite://keygate.sqlite3", /sqlite:\/\/NAME is not a path/],
+    ["sqlite:postgres://kg:hunter2@db/keygate", /after "sqlite:" is a URL, not a file path/],
+    ["sqlite:/data/kg:hunter2@db/k.sqlite3", /after "sqlite:" has USER:PASSWORD@/],
+  ];
+  for (const [text, message] of refused) {
+    assert.throws(() => parseStoreUrl(text), (error: unknown) => {
+      assert.ok(error instanceof SyntaxError, text);
+      assert.match(error.message, message, text);
+      assert.doesNotMatch(error.message, /hunter2/, text);
+      assert.doesNotMatch(redactCredentials(text), /hunter2/, text);
+      assert.ok(!error.message.includes("\n"), "one line");
+      return true;
+    });
+  }
+  const paths: [string, string][] = [
+    ["./backup:2024.sqlite3", "./backup:2024.sqlite3"],
+    ["sqlite:./backup:2024.sqlite3", "./backup:2024.sqlite3"],
+    ["C:\\keygate\\keygate.sqlite3", "C:\\keygate\\keygate.sqlite3"],
+    [":memory:", ":memory:"],
+    ["/srv/alice@example.org/keygate.sqlite3", "/srv/alice@example.org/keygate.sqlite3"],
+    ["postgres/keygate.sqlite3", "postgres/keygate.sqlite3"],
+  ];
+  for (const [text, path] of paths) {
+    const location = parseStoreUrl(text);
+    assert.equal(location.kind, "sqlite", text);
+    assert.equal(location.kind === "sqlite" && location.path, path, text);
+  }
+});
+
+Deno.test("checkDatabasePath(): --db is a file path; a URL is sent to --store", () => {
+  for (const text of ["postgres://kg:hunter2@db/keygate", "sqlite:k.db", "POSTGRESQL://kg@db/k"]) {
+    assert.throws(() => checkDatabasePath(text), /it is a store URL: give it with --store/);
+  }
+  assert.throws(
+    () => checkDatabasePath("postgres//kg:hunter2@db/keygate"),
+    (error: Error) =>
+      /URL with its ":" missing; --db takes a file path/.test(error.message) &&
+      !error.message.includes("hunter2"),
+  );
+  checkDatabasePath("/var/lib/keygate/keygate.sqlite3");
+  checkDatabasePath(":memory:");
+});
+
+Deno.test("redactCredentials() hides a password in URLs, URL-like paths and key=value strings", () => {
+  const cases: [string, string][] = [
+    ["postgres://kg:hunter2@db/auth", "postgres://kg:***@db/auth"],
+    ["postgres//kg:hunter2@db:5432/auth", "postgres//kg:***@db:5432/auth"],
+    ["postgresql:/kg:hun@ter2@db/auth", "postgresql:/kg:***@db/auth"],
+    ["/data/kg:hunter2@db/k.sqlite3", "/data/kg:***@db/k.sqlite3"],
+    ["kg:hunter2@db", "kg:***@db"],
+    ["host=db password=hunter2 user=kg", "host=db password=*** user=kg"],
+    ["host=db password='hunter 2' user=kg", "host=db password=*** user=kg"],
+    ["--store=postgres://kg:hunter2@db/k", "--store=postgres://kg:***@db/k"],
+    ["db/keygate.sqlite3", "db/keygate.sqlite3"],
+    ["alice@example.org", "alice@example.org"],
+  ];
+  for (const [text, shown] of cases) assert.equal(redactCredentials(text), shown, text);
 });

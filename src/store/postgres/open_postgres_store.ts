@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type postgres from "postgres";
 import { StoreError, StoreUnavailable } from "../errors.ts";
 import type { Store } from "../store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../store_url.ts";
@@ -70,6 +71,11 @@ export interface PostgresStoreOptions {
    * learns of the write by notification or poll, like another process.
    */
   sharedGrantCounter?: SharedGrantCounter;
+  /**
+   * How long opening waits for the server's first answer once connected (TLS, authentication,
+   * one query). Default 10 s.
+   */
+  firstAnswerTimeoutMs?: number;
 }
 
 export { createSharedGrantCounter, type SharedGrantCounter };
@@ -110,6 +116,13 @@ export interface PostgresStore extends Store {
 /** How long opening waits for the first read of the grant epoch. */
 const OPEN_TIMEOUT_MS = 10_000;
 
+/**
+ * How long opening waits for the server's first answer (TLS, authentication, one query) once
+ * connected: a port that accepts connections but never speaks PostgreSQL must not hang a start.
+ * (Migrations come after, and may wait longer for another instance's.)
+ */
+const FIRST_ANSWER_TIMEOUT_MS = 10_000;
+
 /** Milliseconds `checkStoreReady` waits for its round trip. */
 const READY_TIMEOUT_MS = 2000;
 
@@ -132,6 +145,7 @@ export async function openPostgresStore(
     applicationName,
   });
   try {
+    await firstAnswer(sql, location, options.firstAnswerTimeoutMs ?? FIRST_ANSWER_TIMEOUT_MS);
     if (options.migrate ?? true) {
       const { warnings } = await migratePostgres(sql);
       for (const line of warnings) options.onMigrationWarning?.(line);
@@ -251,4 +265,35 @@ export async function openPostgresStore(
     ...createAuditRetentionMethods(db),
     ...createAdminViewMethods(db),
   };
+}
+
+/** One round trip, within `timeoutMs`; the driver's error passes through. */
+async function firstAnswer(
+  sql: postgres.Sql,
+  location: PostgresLocation,
+  timeoutMs: number,
+): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const query = sql`SELECT 1 AS ok`.then(() => {});
+  query.catch(() => {}); // may lose the race below: never an unhandled rejection
+  try {
+    await Promise.race([
+      query,
+      new Promise<never>((_, reject) =>
+        timer = setTimeout(
+          () =>
+            reject(
+              new StoreUnavailable(
+                `No answer from ${location.host}:${location.port} within ${
+                  timeoutMs / 1000
+                } s of connecting: check that a PostgreSQL server listens there`,
+              ),
+            ),
+          timeoutMs,
+        )
+      ),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
