@@ -281,6 +281,7 @@ async function run(
       () => {
         void listener?.server.shutdown();
         void pool?.drain(0);
+        portClaim?.release();
         hasher.close();
         store.closeStore();
       },
@@ -339,6 +340,7 @@ async function run(
     () => {
       void listener?.server.shutdown();
       void pool?.drain(0);
+      portClaim?.release();
       metricsServer?.shutdown();
       hasher.close();
       store.closeStore();

@@ -27,6 +27,11 @@ Deno.test("redactTarget() hides secret query values, encoded names too", () => {
     "/a?api_key=REDACTED&x=1&API_TOKEN=REDACTED",
   );
   assert.equal(redact("/a?api%5Fkey=K&token=T+U"), "/a?api_key=REDACTED&token=REDACTED");
+  // An OAuth client that wrongly puts its secret (an API key) in the URL.
+  assert.equal(
+    redact("/a?client_id=3&client_secret=S"),
+    "/a?client_id=3&client_secret=REDACTED",
+  );
   assert.equal(redact("/a"), "/a");
 });
 

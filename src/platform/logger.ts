@@ -211,8 +211,15 @@ export function createLogger(options: LoggerOptions): Logger {
 export const silentLogger: Logger = createLogger({ level: "off", write: () => {} });
 
 /** Query parameters whose values are secrets. */
-const SECRET_PARAMS = new Set(["api_key", "api_token", "access_token", "token", "password"]);
-const SECRET_VALUES = /([?&])(api_key|api_token|access_token|token|password)=[^&]*/gi;
+const SECRET_PARAMS = new Set([
+  "api_key",
+  "api_token",
+  "access_token",
+  "token",
+  "password",
+  "client_secret",
+]);
+const SECRET_VALUES = /([?&])(api_key|api_token|access_token|token|password|client_secret)=[^&]*/gi;
 
 /**
  * `path?query` (`search` is `""` or starts with `?`) with the values of

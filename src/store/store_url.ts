@@ -308,6 +308,15 @@ export function redactRaw(text: string): string {
     const colon = userinfo.indexOf(":");
     head += (colon < 0 ? userinfo : `${userinfo.slice(0, colon)}:***`) + "@";
     rest = text.slice(end + 1);
+  } else {
+    // No "@": "USER:PASSWORD" with its host forgotten reads like "HOST:PORT". Only digits up to
+    // the path can be a port; anything else after the first ":" may be a password.
+    const authorityEnd = rest.search(/[/?#]/);
+    const authority = authorityEnd < 0 ? rest : rest.slice(0, authorityEnd);
+    const colon = authority.indexOf(":");
+    if (colon >= 0 && !/^\d*$/.test(authority.slice(colon + 1))) {
+      rest = `${authority.slice(0, colon)}:***${authorityEnd < 0 ? "" : rest.slice(authorityEnd)}`;
+    }
   }
   const hash = rest.indexOf("#");
   const fragment = hash < 0 ? "" : "#***";

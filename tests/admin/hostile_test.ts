@@ -76,6 +76,9 @@ Deno.test("[admin] hostile methods, paths, queries and bodies never get a 5xx", 
         "?live=maybe",
         "?unused=1y",
         "?cursor=%FF",
+        "?cursor=WyJhXHUwMDAwIl0",
+        "?actor=%00",
+        "?search=%00",
       ),
       fc.constantFrom(...BODIES),
       fc.constantFrom("application/json", "text/plain", "application/json; charset=utf-16"),
@@ -112,5 +115,30 @@ Deno.test("[admin] hostile methods, paths, queries and bodies never get a 5xx", 
     ),
     { numRuns: 400 },
   );
+  assert.equal(t.logLines.some((line) => line.includes('"level":"error"')), false);
+});
+
+Deno.test("[admin] a NUL or other control character in a query value or a cursor is 400, not a database error", async () => {
+  await using t = await createAdminTest();
+  const cursor = (keys: unknown[]) =>
+    btoa(JSON.stringify(keys)).replaceAll("+", "-").replaceAll("/", "_").replaceAll("=", "");
+  const paths = [
+    `/admin/v1/users?cursor=${cursor(["a\u0000"])}`,
+    `/admin/v1/keys?cursor=${cursor(["a\u0000", 1])}`,
+    `/admin/v1/throttle?cursor=${cursor([0, "x\u0000"])}`,
+    "/admin/v1/audit?actor=%00",
+    "/admin/v1/audit?subject=user%3Aa%0Ab",
+    "/admin/v1/users?search=%00",
+    "/admin/v1/users?%00=1",
+  ];
+  for (const path of paths) {
+    const response = await t.admin(
+      new Request(ADMIN_BASE + path, { headers: { authorization: `Bearer ${t.readToken}` } }),
+      { remoteAddr: { hostname: "192.0.2.10" } },
+    );
+    assert.equal(response.status, 400, path);
+    assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+    assert.equal((await response.json()).error.code, "invalid_request", path);
+  }
   assert.equal(t.logLines.some((line) => line.includes('"level":"error"')), false);
 });

@@ -90,6 +90,14 @@ Deno.test("redactRaw() hides everything after the user name up to the last @", (
   assert.equal(redactRaw("db/keygate.sqlite3"), "db/keygate.sqlite3");
 });
 
+Deno.test("redactRaw() hides a password whose @HOST was forgotten, and keeps a port", () => {
+  assert.equal(redactRaw("postgres://kg:hunter2/keygate"), "postgres://kg:***/keygate");
+  assert.equal(redactRaw("postgres://kg:hunter2"), "postgres://kg:***");
+  assert.equal(redactRaw("postgres://kg:hunter2?sslmode=x"), "postgres://kg:***?sslmode=***");
+  assert.equal(redactRaw("postgres://db:5432/keygate"), "postgres://db:5432/keygate");
+  assert.equal(redactRaw("postgres://db:/keygate"), "postgres://db:/keygate");
+});
+
 Deno.test("redactRaw() hides query values and the fragment, which may hold a password", () => {
   assert.equal(
     redactRaw("postgres://db/auth?user=kg&password=s3cret&sslmode=require"),

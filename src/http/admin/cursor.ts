@@ -46,7 +46,9 @@ export function readCursor(url: URL, shape: CursorShape): (string | number)[] | 
   if (
     !Array.isArray(keys) || keys.length !== shape.length ||
     !keys.every((key, i) =>
-      shape[i] === "number" ? Number.isSafeInteger(key) : typeof key === "string"
+      shape[i] === "number"
+        ? Number.isSafeInteger(key)
+        : typeof key === "string" && !/[\x00-\x1f\x7f]/.test(key)
     )
   ) {
     throw invalidCursor();
