@@ -5,15 +5,9 @@
  * @module
  */
 import { existsSync } from "node:fs";
-import type {
-  AuditRecord,
-  AuditStore,
-  LifecycleStore,
-  RetentionStore,
-  Store,
-  StoreTable,
-} from "../store.ts";
+import type { AuditStore, LifecycleStore, RetentionStore, Store, StoreTable } from "../store.ts";
 import { createAdminViewStore } from "./admin_views.ts";
+import { toAuditRecord } from "./audit_search.ts";
 import { createApiKeyStore } from "./api_keys.ts";
 import {
   type Connection,
@@ -109,16 +103,7 @@ function createAuditAndLifecycle(
       await conn.write(() => undefined, entry);
     },
     listAudit(since = 0) {
-      return conn.read(() =>
-        (auditSince.all({ since }) as Row[]).map((row): AuditRecord => ({
-          id: row.id as number,
-          at: row.at as number,
-          actor: row.actor as string,
-          action: row.action as string,
-          subject: row.subject as string,
-          detail: JSON.parse(row.detail as string),
-        }))
-      );
+      return conn.read(() => (auditSince.all({ since }) as Row[]).map(toAuditRecord));
     },
     deleteAuditBefore(batch) {
       return conn.write(() => {
