@@ -40,3 +40,15 @@ export function toPrintable(text: string, keepNewlines = true): string {
     (c) => keepNewlines && c === "\n" ? c : toEscapes(c),
   );
 }
+
+/**
+ * Whether `text` holds a C0 control character or DEL (`\0`, `\n`, `\x1b`, …): what no query
+ * value, name or cursor key keygate reads may hold (PostgreSQL refuses a NUL in text outright).
+ */
+export function hasControlCharacter(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x20 || unit === 0x7f) return true;
+  }
+  return false;
+}

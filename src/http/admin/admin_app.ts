@@ -36,7 +36,7 @@ import { drainBody } from "../body.ts";
 import { HttpError, toHttpError } from "../errors.ts";
 import { invalidHost, readHost } from "../host.ts";
 import { splitRequestTarget } from "../paths.ts";
-import { toPrintable } from "../../formats/printable.ts";
+import { hasControlCharacter, toPrintable } from "../../formats/printable.ts";
 import { type AdminDeps, type AdminRoute, findAdminRoute } from "./admin_router.ts";
 import { toJsonError } from "./admin_json.ts";
 import { type ConsoleAssets, loadConsoleAssets } from "./console_assets.ts";
@@ -106,7 +106,7 @@ function readAdminUrl(request: Request): URL {
   // Every query value ends up in a statement or a log line: none of them holds a control
   // character (PostgreSQL refuses a NUL in text outright, which would otherwise be a 500).
   for (const [name, value] of url.searchParams) {
-    if (CONTROL.test(name) || CONTROL.test(value)) {
+    if (hasControlCharacter(name) || hasControlCharacter(value)) {
       throw new HttpError(
         400,
         "invalid_request",
@@ -118,9 +118,6 @@ function readAdminUrl(request: Request): URL {
   }
   return url;
 }
-
-/** C0 controls and DEL, as query values decode them (`%00`, `%0A`, …). */
-const CONTROL = /[\x00-\x1f\x7f]/;
 
 /** Options for {@link createAdminHandler}; tests pass other assets. */
 export interface AdminHandlerOptions {

@@ -7,6 +7,7 @@
  * @module
  */
 import { HttpError } from "../errors.ts";
+import { hasControlCharacter } from "../../formats/printable.ts";
 
 /** The types of a list's sort keys, in order. */
 export type CursorShape = readonly ("string" | "number")[];
@@ -48,7 +49,7 @@ export function readCursor(url: URL, shape: CursorShape): (string | number)[] | 
     !keys.every((key, i) =>
       shape[i] === "number"
         ? Number.isSafeInteger(key)
-        : typeof key === "string" && !/[\x00-\x1f\x7f]/.test(key)
+        : typeof key === "string" && !hasControlCharacter(key)
     )
   ) {
     throw invalidCursor();
