@@ -1,39 +1,10 @@
 import assert from "node:assert/strict";
-import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
-import {
-  assertError,
-  BASE,
-  createTestApp,
-  issueToken,
-  secureGet,
-  type TestApp,
-} from "./_helpers.ts";
+import { assertError, BASE, issueToken, secureGet, type TestApp } from "./_helpers.ts";
+import { setUpResourceServer } from "./_resource_server.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
 
-async function setup(timeoutSeconds: number | null = null) {
-  const app = await createTestApp();
-  const userId = await app.addUser("alice@example.org", "pw", timeoutSeconds);
-  const apiKey = await app.createKey(userId);
-  const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
-  const serverId = await app.addUser("billing@example.org", "pw");
-  const resourceKey = generateApiKey();
-  await app.store.insertApiKey({
-    userId: serverId,
-    keyHash: hashSecret(resourceKey),
-    prefix: toKeyPrefix(resourceKey),
-    label: "billing service",
-    introspect: true,
-  }, { now: app.clock.now(), audit: undefined });
-  return {
-    app,
-    userId,
-    apiKey,
-    token,
-    resourceKey,
-    keyId: (await app.store.listApiKeys(userId))[0].id,
-  };
-}
+const setup = setUpResourceServer;
 
 function introspect(
   app: TestApp,

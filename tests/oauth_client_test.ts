@@ -7,29 +7,17 @@
  */
 import assert from "node:assert/strict";
 import * as oauth from "openid-client";
-import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
-import { BASE, createTestApp, issueToken, secureGet, type TestApp } from "./_helpers.ts";
+import { generateApiKey } from "../src/auth/credentials.ts";
+import { BASE, secureGet, type TestApp } from "./_helpers.ts";
+import { setUpResourceServer } from "./_resource_server.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
 const REVOKE = `${BASE}/api/userservice/tokens/revoke`;
 
 async function setup() {
-  const app = await createTestApp();
-  const userId = await app.addUser("alice@example.org", "pw");
-  const apiKey = await app.createKey(userId);
-  const apiKeyId = String((await app.store.listApiKeys(userId))[0].id);
-  const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
-  const serverId = await app.addUser("billing@example.org", "pw");
-  const resourceKey = generateApiKey();
-  await app.store.insertApiKey({
-    userId: serverId,
-    keyHash: hashSecret(resourceKey),
-    prefix: toKeyPrefix(resourceKey),
-    label: "billing service",
-    introspect: true,
-  }, { now: app.clock.now(), audit: undefined });
-  const resourceKeyId = String((await app.store.listApiKeys(serverId))[0].id);
-  return { app, userId, apiKey, apiKeyId, token, resourceKey, resourceKeyId };
+  const set = await setUpResourceServer();
+  // Client ids are texts.
+  return { ...set, apiKeyId: String(set.keyId), resourceKeyId: String(set.resourceKeyId) };
 }
 
 /** openid-client configured by discovery, its requests answered by the handler in process. */
