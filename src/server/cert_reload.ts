@@ -56,8 +56,8 @@ export interface CertReloadOptions {
   metrics: TlsMetrics;
 }
 
-/** The running reloader. */
-export interface CertReloader {
+/** The running reloader; disposing it stops it ({@link CertReloader.stop}, then `close`). */
+export interface CertReloader extends AsyncDisposable {
   /** Reloads now (what SIGHUP and the interval call); resolves to the outcome. */
   reload(trigger: "sighup" | "file"): Promise<ReloadOutcome | undefined>;
   /**
@@ -65,7 +65,10 @@ export interface CertReloader {
    * the process while it drains); waits for a running reload.
    */
   stop(): Promise<void>;
-  /** Stops listening for SIGHUP (after {@link stop}, once the server has stopped). */
+  /**
+   * Stops listening for SIGHUP (after {@link stop}); the server's own SIGHUP listener
+   * (src/server/process.ts) keeps a later one from ending the process while it shuts down.
+   */
   close(): void;
 }
 
@@ -175,16 +178,24 @@ export function startCertReload(options: CertReloadOptions): CertReloader {
     ? setInterval(() => void reload("file"), options.intervalSeconds * 1000)
     : undefined;
 
+  function close() {
+    if (listening) Deno.removeSignalListener("SIGHUP", onSighup);
+    listening = false;
+  }
+
+  async function stop() {
+    stopped = true;
+    clearInterval(timer);
+    await running;
+  }
+
   return {
     reload,
-    async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await running;
-    },
-    close() {
-      if (listening) Deno.removeSignalListener("SIGHUP", onSighup);
-      listening = false;
+    stop,
+    close,
+    async [Symbol.asyncDispose]() {
+      await stop();
+      close();
     },
   };
 }

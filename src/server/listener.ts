@@ -1,41 +1,38 @@
 /**
- * One request-serving listener: the handler over a store, and `Deno.serve`
- * on the configured address. The single-threaded server runs one in the main
+ * The API's request-serving listener on one thread: the key-usage recorder,
+ * the handler composed by src/server/compose.ts, and `Deno.serve` on the
+ * configured address. The single-threaded server runs one in the main
  * thread; with `--workers N` each request worker runs one, all on one port
  * (`reusePort`: the kernel spreads connections among them). Over TLS it binds
  * with `reusePort` even alone, where Deno allows it, so that a certificate
  * reload can bind the new listener beside it (src/server/swappable_server.ts).
  *
+ * Disposing it stops accepting, lets the requests in flight finish within
+ * `--shutdown-timeout`, then writes the last key uses.
+ *
  * @module
  */
 import type { Config } from "../config/settings.ts";
-import { createKeyUsageRecorder, type KeyUsageRecorder } from "../auth/key_usage.ts";
+import { createKeyUsageRecorder } from "../auth/key_usage.ts";
 import { createHandler } from "../http/app.ts";
-import type { SecureContext } from "../http/context.ts";
-import type { Routes } from "../http/route.ts";
-import type { PasswordHasher } from "../passwords/passwords.ts";
 import { systemClock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
-import type { Metrics } from "../platform/metrics.ts";
 import { setListenerNoDelay } from "../platform/nodelay.ts";
-import type { Store } from "../store/store.ts";
+import { type ApiServices, composeHandlerDeps } from "./compose.ts";
 import { canBindBeside, startSwappableServer, type SwappableServer } from "./swappable_server.ts";
 
-/** What {@link startListener} serves with. */
-export interface ListenerDeps {
-  config: Config;
+/** Where and how {@link startApiListener} listens. */
+export interface ListenOptions {
   /** PEM certificate and key; undefined behind a proxy (plain HTTP). */
   tls?: { cert: string; key: string };
-  store: Store;
-  hasher: PasswordHasher;
-  logger: Logger;
-  metrics: Metrics;
-  secureRoutes?: Routes<SecureContext>;
   /** The port to bind (with --workers, the one the first worker got). Default: config.port. */
   port?: number;
   /** Share the port with the other workers (default: over TLS, where Deno allows it). */
   reusePort?: boolean;
-  /** Log the listening line (default; request workers leave it to the main thread). */
+  /**
+   * Log the listening line and a passed shutdown deadline (default; request workers leave both
+   * to the main thread).
+   */
   announce?: boolean;
   /** The store as the listening line shows it (a PostgreSQL URL without its password). */
   storeDisplay?: string;
@@ -72,58 +69,83 @@ export function logListening(
   }
 }
 
-/** A started listener. */
-export interface Listener {
+/** A started API listener; disposing it drains it within `--shutdown-timeout`. */
+export interface ApiListener extends AsyncDisposable {
   /** Shut down and awaited as a `Deno.HttpServer`; its certificate can change (a reload). */
   server: SwappableServer;
-  keyUsage: KeyUsageRecorder;
   /** Resolves once listening. */
   listening: Promise<Bound>;
+  /**
+   * Stops accepting and waits for the requests in flight at most `deadlineMs`, then writes the
+   * last key uses; resolves to whether they all finished. Later calls share the first one's.
+   */
+  drain(deadlineMs: number): Promise<boolean>;
 }
 
-/** Builds the handler and starts serving; key usage is recorded and flushed periodically. */
-export function startListener(deps: ListenerDeps): Listener {
-  const { config, tls, logger } = deps;
-  const keyUsage = createKeyUsageRecorder({ store: deps.store, clock: systemClock, logger });
-  const handler = createHandler({
-    store: deps.store,
-    hasher: deps.hasher,
-    clock: systemClock,
-    logger,
-    defaultTimeoutSeconds: config.defaultTimeoutSeconds,
-    corsOrigins: config.corsOrigins,
-    keyUsage,
-    secureRoutes: deps.secureRoutes,
-    upstream: config.upstream === undefined ? undefined : {
-      url: new URL(config.upstream),
-      timeoutMs: config.upstreamTimeoutSeconds * 1000,
-      hideCredentials: config.hideCredentials,
-    },
-    metrics: deps.metrics,
-    proxy: config.behindProxy ? { trustedProxies: config.trustedProxies } : undefined,
-    scheme: tls === undefined ? "http" : "https",
-    unicodePaths: config.unicodePaths,
-    forwardAuthHeader: config.forwardAuthHeader,
-    grantCacheSize: config.grantCacheSize,
-  });
+/**
+ * Starts the API on this thread: key usage recorded (and flushed periodically), the handler
+ * composed from `config` and `services`, and its listener (throws as `Deno.serve` does when it
+ * cannot bind, with nothing left running).
+ */
+export function startApiListener(
+  config: Config,
+  services: Omit<ApiServices, "keyUsage">,
+  options: ListenOptions = {},
+): ApiListener {
+  const { logger } = services;
+  const { tls } = options;
+  const keyUsage = createKeyUsageRecorder({ store: services.store, clock: systemClock, logger });
+  const handler = createHandler(composeHandlerDeps(config, { ...services, keyUsage }));
   let bound!: (address: Bound) => void;
   const listening = new Promise<Bound>((resolve) => bound = resolve);
   const server = startSwappableServer({
     hostname: config.hostname,
-    port: deps.port ?? config.port,
-    reusePort: deps.reusePort ?? (tls !== undefined && canBindBeside()),
-    checkAddressFree: deps.reusePort === undefined,
+    port: options.port ?? config.port,
+    reusePort: options.reusePort ?? (tls !== undefined && canBindBeside()),
+    checkAddressFree: options.reusePort === undefined,
     tls,
     onListen({ port }, first) {
       // Deno's TLS listener leaves Nagle's algorithm on: see src/platform/nodelay.ts.
       const noDelay = setListenerNoDelay(port) > 0;
       if (!first) return;
       bound({ port, noDelay });
-      if (deps.announce !== false) {
-        logListening(logger, config, { port, noDelay }, deps.storeDisplay);
+      if (options.announce !== false) {
+        logListening(logger, config, { port, noDelay }, options.storeDisplay);
       }
     },
   }, handler);
   keyUsage.start();
-  return { server, keyUsage, listening };
+  let drained: Promise<boolean> | undefined;
+  const drain = (deadlineMs: number) =>
+    drained ??= (async () => {
+      const finished = await stopWithin(server, deadlineMs);
+      await keyUsage.stop(); // writes the last uses before the store closes
+      return finished;
+    })();
+  return {
+    server,
+    listening,
+    drain,
+    async [Symbol.asyncDispose]() {
+      const finished = await drain(config.shutdownTimeoutSeconds * 1000);
+      if (!finished && options.announce !== false) warnDeadlinePassed(logger);
+    },
+  };
+}
+
+/** The line an operator sees when in-flight requests outlived `--shutdown-timeout`. */
+export function warnDeadlinePassed(logger: Logger): void {
+  logger.warn("shutdown deadline passed: closing with requests still in flight");
+}
+
+/** Stops accepting and waits for in-flight requests at most `deadlineMs`; false if they did not end. */
+async function stopWithin(server: SwappableServer, deadlineMs: number): Promise<boolean> {
+  void server.shutdown();
+  let deadline: ReturnType<typeof setTimeout> | undefined;
+  const finished = await Promise.race([
+    server.finished.then(() => true),
+    new Promise<false>((resolve) => deadline = setTimeout(() => resolve(false), deadlineMs)),
+  ]);
+  clearTimeout(deadline);
+  return finished;
 }

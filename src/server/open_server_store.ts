@@ -1,13 +1,20 @@
 /**
  * How the server opens its store: the main thread and every request worker
  * (`--workers`) open it through this one function, so that they always use
- * the same database, backend and options.
+ * the same database, backend and options; {@link openServingStore} hands it
+ * over as a part of the server's lifecycle, closed (and checkpointed) when
+ * disposed.
  *
  * @module
  */
+import { StartupError } from "../config/errors.ts";
+import { explainDatabaseError } from "../config/preflight.ts";
 import type { Config } from "../config/settings.ts";
-import { openStore, type OpenStoreOptions } from "../store/open_store.ts";
+import { explainPostgresOpenError } from "../store/postgres/explain_open.ts";
+import type { Logger } from "../platform/logger.ts";
+import { findSqliteMaintenance, openStore, type OpenStoreOptions } from "../store/open_store.ts";
 import type { PostgresStoreOptions } from "../store/postgres/open_postgres_store.ts";
+import type { SharedGrantCounter } from "../store/postgres/open_postgres_store.ts";
 export {
   createSharedGrantCounter,
   type SharedGrantCounter,
@@ -45,4 +52,86 @@ export function openServerStore(config: Config, hooks: ServerStoreHooks = {}): P
     },
     onMigrationWarning,
   });
+}
+
+/** The store as a part of the server's lifecycle: disposing it closes it. */
+export interface ServingStore extends AsyncDisposable {
+  store: Store;
+}
+
+/** How {@link openServingStore}'s store closes. */
+export interface ClosingOptions {
+  logger: Logger;
+  /**
+   * Checkpoint a SQLite store's WAL into the database before closing (the main thread, which
+   * closes last; request workers leave it to it).
+   */
+  checkpoint?: boolean;
+}
+
+/** Opens the configured store ({@link openServerStore}) as a {@link ServingStore}. */
+export async function openServingStore(
+  config: Config,
+  hooks: ServerStoreHooks,
+  closing: ClosingOptions,
+): Promise<ServingStore> {
+  const store = await openServerStore(config, hooks);
+  return {
+    store,
+    async [Symbol.asyncDispose]() {
+      if (closing.checkpoint) {
+        try {
+          findSqliteMaintenance(store)?.checkpointWal();
+        } catch (error) {
+          closing.logger.warn("checkpoint failed", { error: String(error) });
+        }
+      }
+      await store.closeStore();
+    },
+  };
+}
+
+/** What the main thread's store reports to. */
+export interface MainStoreOptions {
+  logger: Logger;
+  /** PostgreSQL's query timings. */
+  onOperation?: ServerStoreHooks["onOperation"];
+  sharedGrantCounter?: SharedGrantCounter;
+}
+
+/**
+ * Opens the main thread's store (the admin API, the janitor, and the API without --workers),
+ * checkpointed and closed when disposed; a failure to open is one {@link StartupError} line,
+ * never with a password.
+ */
+export async function openMainStore(
+  config: Config,
+  env: Record<string, string | undefined>,
+  options: MainStoreOptions,
+): Promise<ServingStore> {
+  const { logger } = options;
+  const location = toStoreLocation(config);
+  try {
+    return await openServingStore(config, {
+      sharedGrantCounter: options.sharedGrantCounter,
+      onOperation: options.onOperation,
+      onMigrationWarning: (line) => logger.warn(line, { event: "store_migration" }),
+      onListenerChange: (listening) =>
+        logger[listening ? "info" : "warn"](
+          listening
+            ? "listening for revocations"
+            : "revocation listener lost: polling until it is back",
+          { event: "store_listener", db: location.display },
+        ),
+    }, { logger, checkpoint: true });
+  } catch (error) {
+    if (location.kind === "sqlite") throw explainDatabaseError(error, location.path);
+    // One line, never the password: the URL redacted, the driver's reason and a hint after it.
+    throw new StartupError(
+      `Cannot open the store ${location.display}: ${
+        explainPostgresOpenError(error, location, env)
+      }`,
+      1,
+    );
+  }
 }

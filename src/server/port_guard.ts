@@ -25,9 +25,9 @@
  */
 
 /** A claimed address: the port (the one the kernel picked when 0 was asked for). */
-export interface PortClaim {
+export interface PortClaim extends Disposable {
   port: number;
-  /** Frees the lock (the process's end frees it too). */
+  /** Frees the lock (the process's end frees it too); what disposing it does. */
   release(): void;
 }
 
@@ -50,17 +50,15 @@ export function claimPort(hostname: string, port: number): PortClaim {
     throw error;
   }
   if (port === 0) lock = takeLock(hostname, bound);
-  return {
-    port: bound,
-    release() {
-      try {
-        lock?.close();
-      } catch {
-        // Already closed.
-      }
-      lock = undefined;
-    },
+  const release = () => {
+    try {
+      lock?.close();
+    } catch {
+      // Already closed.
+    }
+    lock = undefined;
   };
+  return { port: bound, release, [Symbol.dispose]: release };
 }
 
 /** The lock's name: one per address and port, in the abstract namespace (leading NUL). */

@@ -3,7 +3,10 @@
  * beside the others (`reusePort`), with its own database connection, grant
  * cache, key-usage recorder and metrics, and the main thread's password pool
  * (src/server/remote_hasher.ts). The main thread starts, supervises and
- * drains it through the messages below (src/server/worker_pool.ts).
+ * drains it through the messages below (src/server/worker_pool.ts). It opens
+ * its store and starts its listener as the main thread does, through the
+ * same functions (the handler's dependencies from src/server/compose.ts), on
+ * one `AsyncDisposableStack` that closes them in reverse order.
  *
  * Revocation stays exact across workers: each worker's grant cache watches
  * the database's change feed, which moves with every commit by any
@@ -15,8 +18,8 @@
 import type { Config } from "../config/settings.ts";
 import { createLogger } from "../platform/logger.ts";
 import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
-import { startListener } from "./listener.ts";
-import { openServerStore, type SharedGrantCounter } from "./open_server_store.ts";
+import { type ApiListener, startApiListener } from "./listener.ts";
+import { openServingStore, type SharedGrantCounter } from "./open_server_store.ts";
 import { createRemoteHasher, type PasswordAnswer, type PasswordRequest } from "./remote_hasher.ts";
 
 /** Main thread → worker. */
@@ -64,43 +67,43 @@ function sleepThread(ms: number): void {
 /** Serves until drained; every message from the main thread goes through here. */
 function runWorker(scope: { postMessage(message: FromWorker): void; close(): void }) {
   const hasher = createRemoteHasher(scope);
-  let running: ReturnType<typeof startListener> | undefined;
-  let stop: ((deadlineMs: number) => Promise<void>) | undefined;
   const metrics = createMetrics();
+  // What this worker has started, closed in reverse order when it drains (or fails to start).
+  const parts = new AsyncDisposableStack();
+  parts.defer(() => hasher.close());
+  let running: ApiListener | undefined;
+  let stop: ((deadlineMs: number) => Promise<void>) | undefined;
 
   async function start(message: Extract<ToWorker, { kind: "start" }>) {
     const { config } = message;
     // Every worker writes to the one standard output: whole lines, one PIPE_BUF at most per write.
     const logger = createLogger({ level: config.logLevel, atomicWriteBytes: 4096 });
-    let store;
+    parts.defer(() => logger.flush());
     let stage: "store" | "listen" = "store";
     try {
-      store = await openServerStore(config, {
-        // A revocation through any worker (or the main thread) drops every worker's cache at once.
-        sharedGrantCounter: message.sharedGrantCounter,
-        // On PostgreSQL each worker listens for revocations on a connection of its own.
-        onListenerChange: (listening) =>
-          logger[listening ? "info" : "warn"](
-            listening
-              ? "request worker listening for revocations"
-              : "request worker's revocation listener lost: polling until it is back",
-            { event: "store_listener" },
-          ),
-      });
+      const { store } = parts.use(
+        await openServingStore(config, {
+          // A revocation through any worker (or the main thread) drops every worker's cache at once.
+          sharedGrantCounter: message.sharedGrantCounter,
+          // On PostgreSQL each worker listens for revocations on a connection of its own.
+          onListenerChange: (listening) =>
+            logger[listening ? "info" : "warn"](
+              listening
+                ? "request worker listening for revocations"
+                : "request worker's revocation listener lost: polling until it is back",
+              { event: "store_listener" },
+            ),
+        }, { logger }),
+      );
       stage = "listen";
-      running = startListener({
-        config,
+      running = parts.use(startApiListener(config, { store, hasher, logger, metrics }, {
         tls: message.tls,
-        store,
-        hasher,
-        logger,
-        metrics,
         port: message.port,
         reusePort: true,
         announce: false,
-      });
+      }));
     } catch (error) {
-      await store?.closeStore();
+      await parts.disposeAsync();
       scope.postMessage({
         kind: "start-failed",
         message: String((error as Error)?.message ?? error),
@@ -109,24 +112,14 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
       });
       return;
     }
-    const { server, keyUsage } = running;
-    const openedStore = store;
+    const api = running;
     stop = async (deadlineMs) => {
-      void server.shutdown();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const finished = await Promise.race([
-        server.finished.then(() => true),
-        new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), deadlineMs)),
-      ]);
-      clearTimeout(timer);
-      await keyUsage.stop(); // writes the last uses before the connection closes
-      hasher.close();
-      await openedStore.closeStore();
-      logger.flush();
+      const finished = await api.drain(deadlineMs);
+      await parts.disposeAsync(); // the last key uses written, then the store closed
       scope.postMessage({ kind: "drained", finished });
       scope.close();
     };
-    scope.postMessage({ kind: "listening", ...await running.listening });
+    scope.postMessage({ kind: "listening", ...await api.listening });
   }
 
   function swapTls(message: Extract<ToWorker, { kind: "tls-bind" | "tls-retire" }>) {
