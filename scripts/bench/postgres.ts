@@ -18,44 +18,12 @@
 import postgres from "postgres";
 import { startPostgres } from "../../tests/_postgres.ts";
 import { listProcessTree, readTreeCpuSeconds } from "./proc.ts";
-import { findInvalidRun, formatRatio, formatRows, type Measured, type Row } from "./report.ts";
+import type { BenchContext, SectionReport } from "./context.ts";
+import { findInvalidRun, formatRatio, type Measured, type Row } from "./report.ts";
 import { formatRevocations, measureRevocations } from "./revocation.ts";
-import type { SeedEntry } from "./seed.ts";
 import { copySeedToPostgres } from "./seed_postgres.ts";
 import type { Server } from "./servers.ts";
 import type { Load, WrkOptions } from "./wrk.ts";
-
-/** What the section needs from the bench's driver. */
-export interface PostgresSectionContext {
-  work: string;
-  /** The servers' core (taskset list), or undefined when nothing is pinned. */
-  serverCore: string | undefined;
-  /** wrk's core: PostgreSQL's own for one issuance run (wrk spends next to nothing there). */
-  otherCore: string | undefined;
-  /** The SQLite database seeded through the store, copied into PostgreSQL. */
-  sqlitePath: string;
-  tokens: number;
-  /** Pairs files: the sampled tokens, and users with a key and no token (for logins). */
-  pairs: string;
-  issuerPairs: string;
-  sample: SeedEntry[];
-  /** The servers' certificate, PEM. */
-  cert: string;
-  /** Revocations per mode. */
-  revocations: number;
-  measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
-  alternate(label: string, runs: Record<string, () => Promise<Measured>>): Promise<
-    Record<string, Measured>
-  >;
-  /** Starts keygate on `store` (a SQLite path or a postgres:// URL), pinned to `cores`. */
-  startKeygate(name: string, store: string, cores: string | undefined, extra?: string[]): Promise<
-    Server
-  >;
-  hashRate(cores: string | undefined): Promise<number>;
-  settle(): Promise<unknown>;
-  log(message: string): void;
-  notes: string[];
-}
 
 const RATIO = "PostgreSQL/SQLite, same load";
 const TARGET = "target";
@@ -63,8 +31,9 @@ const NOTE = "note";
 /** The PostgreSQL settings the measurements run with (the test cluster's, with these over them). */
 const SETTINGS = { fsync: "on", full_page_writes: "on", shared_buffers: "256MB" };
 
-/** Runs the section; resolves to its Markdown (heading included). */
-export async function runPostgresSection(ctx: PostgresSectionContext): Promise<string> {
+/** Runs the section (with the shared keygate stopped: nothing else runs meanwhile). */
+export async function runPostgresSection(ctx: BenchContext): Promise<SectionReport> {
+  await ctx.stopBigKeygate();
   const needed = 2 * (ctx.revocations + 1) + 1;
   if (ctx.sample.length < needed) {
     throw new Error(`the PostgreSQL section needs --sample ${needed} or more (--revocations)`);
@@ -303,16 +272,18 @@ export async function runPostgresSection(ctx: PostgresSectionContext): Promise<s
           pinned ? `pinned to core ${ctx.serverCore} with keygate` : "not pinned"
         }; ${tokens} copied from the SQLite seed in ${copySeconds.toFixed(0)} s.`,
     );
-    return `### PostgreSQL beside SQLite
-
-keygate on SQLite and on PostgreSQL (${pgVersion}) with the same ${tokens}, pinned to the same core (but in the one row that says otherwise); "database" is the CPU of every PostgreSQL process per request, on top of keygate's.
-
-${formatRows(rows, [RATIO, TARGET, NOTE])}
-
-Revocation through instance A seen by instance B (two keygate processes on one database; from A's
+    return {
+      title: "PostgreSQL beside SQLite",
+      intro:
+        `keygate on SQLite and on PostgreSQL (${pgVersion}) with the same ${tokens}, pinned to the same core (but in the one row that says otherwise); "database" is the CPU of every PostgreSQL process per request, on top of keygate's.`,
+      rows,
+      columns: [RATIO, TARGET, NOTE],
+      after:
+        `Revocation through instance A seen by instance B (two keygate processes on one database; from A's
 204 to B's first 401, B asked one request at a time):
 
-${revocationLines.join("\n")}`;
+${revocationLines.join("\n")}`,
+    };
   } finally {
     for (const server of [...servers]) await server.stop().catch(() => {});
     await cluster.stop();

@@ -149,3 +149,69 @@ export async function writeResults(path: string, body: string): Promise<void> {
     : `# Performance\n\n${block}\n`;
   await Deno.writeTextFile(path, next);
 }
+
+/** One section of the report, as a section of the bench returns it. */
+export interface SectionRows {
+  title: string;
+  intro?: string;
+  rows: Row[];
+  columns: string[];
+  after?: string;
+}
+
+/** What the report's header says about the run. */
+export interface RunDescription {
+  /** The command that reproduces the run. */
+  command: string;
+  connections: number;
+  duration: number;
+  rounds: number;
+  taskset: boolean;
+}
+
+/**
+ * The whole report: the run and the machine, each section's heading, prose and rows, and the
+ * notes (each run with errors gets one), wrapped at 100 characters.
+ */
+export async function formatReport(
+  run: RunDescription,
+  sections: SectionRows[],
+  notes: string[],
+): Promise<string> {
+  const cpu = (await Deno.readTextFile("/proc/cpuinfo").catch(() => "")).match(
+    /model name\s*:\s*(.*)/,
+  )?.[1] ?? "unknown";
+  const wrkVersion = new TextDecoder().decode(
+    (await new Deno.Command("wrk", { args: ["--version"], stdout: "piped", stderr: "piped" })
+      .output()).stdout,
+  ).split("\n")[0];
+  const errors = sections.flatMap((section) => section.rows).filter((row) =>
+    findInvalidRun(row.result) !== undefined && row.result.errors > 0
+  ).map((row) => `${row.scenario} (${row.server}, ${row.load}): ${row.result.errors} errors.`);
+  const body = sections.map((section) =>
+    [
+      `### ${section.title}`,
+      section.intro,
+      formatRows(section.rows, section.columns),
+      section.after,
+    ].filter((part) => part !== undefined).join("\n\n")
+  ).join("\n\n");
+  return wrapMarkdown(
+    `Recorded by \`${run.command}\` on ${new Date().toISOString().slice(0, 10)}.
+
+- Machine: ${navigator.hardwareConcurrency} cores (${cpu}), ${
+      Math.round(Deno.systemMemoryInfo().total / 2 ** 30)
+    } GiB; Deno ${Deno.version.deno}, V8 ${Deno.version.v8}; ${wrkVersion}
+- Servers pinned to core 0${
+      run.taskset ? "" : " (taskset missing: nothing pinned)"
+    }, wrk (one thread) to core 1, except under "Using every core"; HTTPS, HTTP/1.1 keep-alive, ${run.connections} connections, ${run.duration} s per run; side-by-side rows are the median of ${run.rounds} alternating rounds
+- No ratio is printed where wrk was at ${
+      Math.round(GENERATOR_LIMIT * 100)
+    }% or more of its core (per wrk thread), or where a run had errors
+
+${body}
+
+${[...notes, ...errors].map((n) => `- ${n}`).join("\n")}
+`,
+  );
+}

@@ -1,0 +1,278 @@
+/**
+ * What every section of `deno task bench` measures with: the options, the
+ * work directory and certificate, the seeded databases, wrk runs with the
+ * server's CPU added (`measure`), alternating rounds (`alternate`), the
+ * servers under test, and the notes printed under the tables. The driver
+ * (scripts/bench.ts) makes one and hands it to each section in turn.
+ *
+ * @module
+ */
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { generateSelfSigned } from "../../src/platform/tls.ts";
+import type { Measured, SectionRows } from "./report.ts";
+import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./seed.ts";
+import { pinTo, type Server, startServer } from "./servers.ts";
+import { type Load, runWrk, type WrkOptions } from "./wrk.ts";
+
+/** The bench's options (see scripts/bench.ts for the flags). */
+export interface BenchOptions {
+  tokens: number;
+  duration: number;
+  connections: number;
+  sample: number;
+  /** Rounds of each side-by-side comparison (odd, for a median). */
+  rounds: number;
+  /** Revocations timed per mode in the PostgreSQL section. */
+  revocations: number;
+  /** Whether taskset can pin the servers and wrk. */
+  taskset: boolean;
+}
+
+/** One section's results: a heading, optional prose around its rows, and the rows. */
+export type SectionReport = SectionRows;
+
+export const SECURE_PATH = "/api/secure/userservice/tokens/current";
+
+/** What a section measures with. */
+export interface BenchContext extends Omit<BenchOptions, "sample"> {
+  /** `--sample`: how many of the tokens wrk's Lua spreads its requests over. */
+  sampleSize: number;
+  work: string;
+  /** The servers' certificate and key, PEM (also in `work`/cert.pem and key.pem). */
+  cert: string;
+  key: string;
+  /** The servers' core (taskset list), or undefined when nothing is pinned. */
+  serverCore: string | undefined;
+  /** wrk's core. */
+  otherCore: string | undefined;
+  /** The big SQLite database (`tokens` live tokens). */
+  sqlitePath: string;
+  /** The argon2id hash of every seeded user's password. */
+  passwordHash: string;
+  /** Pairs files: the sampled tokens, and users with a key and no token (for logins). */
+  pairs: string;
+  issuerPairs: string;
+  sample: SeedEntry[];
+  issuers: SeedEntry[];
+  /** Lines printed under the tables. */
+  notes: string[];
+  /** Results one section leaves for a later one (the secure path's rate, issuance on 1 core). */
+  shared: { secureLua?: Measured; issuance1Core?: Measured };
+  log(message: string): void;
+  measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
+  alternate(label: string, runs: Record<string, () => Promise<Measured>>): Promise<
+    Record<string, Measured>
+  >;
+  /** Starts keygate on `store` (a SQLite path or a postgres:// URL), pinned to `cores`. */
+  startKeygate(name: string, store: string, cores: string | undefined, extra?: string[]): Promise<
+    Server
+  >;
+  /**
+   * The keygate on the big database that the secure path, introspection and issuance share,
+   * started at the first call; {@link stopBigKeygate} stops it.
+   */
+  bigKeygate(): Promise<Server>;
+  stopBigKeygate(): Promise<void>;
+  /** `deno run` argv of a script under scripts/bench/ (pinned by the caller). */
+  denoRun(permissions: string[], script: string, args: string[]): string[];
+  /** Measured password hashes per second on `cores`. */
+  hashRate(cores: string | undefined): Promise<number>;
+  /** A pause between runs: logins a worker holds for wrk's last requests still finish. */
+  settle(): Promise<unknown>;
+  /** wrk's loads against keygate and the bare servers. */
+  lua(origin: string, pairs: string, mode: string, ...more: string[]): Load;
+  /** The secure GET of the first sampled token, with its secrets in the query or as Bearer. */
+  fixedQuery(origin: string): Load;
+  fixedBearer(origin: string): Load;
+}
+
+/** Makes the work directory and certificate, seeds the big database, and returns the context. */
+export async function createBenchContext(options: BenchOptions): Promise<BenchContext> {
+  const work = await Deno.makeTempDir({ prefix: "keygate-bench-" });
+  const { cert, key } = await generateSelfSigned();
+  await Deno.writeTextFile(`${work}/cert.pem`, cert);
+  await Deno.writeTextFile(`${work}/key.pem`, key);
+  const log = (message: string) => console.error(`bench: ${message}`);
+  const serverCore = options.taskset ? "0" : undefined;
+  const wrkCore = options.taskset ? "1" : undefined;
+  const notes: string[] = [];
+
+  log("hashing the shared password");
+  const hasher = createPasswordHasher();
+  const passwordHash = await hasher.hash(BENCH_PASSWORD);
+  hasher.close(); // its worker would keep the bench alive after the report
+  log(`seeding ${options.tokens.toLocaleString("en")} live tokens`);
+  const sqlitePath = `${work}/big.sqlite3`;
+  const big = await seedDatabase(sqlitePath, {
+    tokens: options.tokens,
+    sample: options.sample,
+    passwordHash,
+  });
+  const one = big.sample[0];
+
+  const denoRun = (permissions: string[], script: string, args: string[]) => [
+    Deno.execPath(),
+    "run",
+    ...permissions,
+    new URL(script, import.meta.url).pathname,
+    ...args,
+  ];
+  const startKeygate = (name: string, store: string, cores: string | undefined, extra = []) =>
+    startServer(work, name, pinTo(cores, keygateArgv(denoRun, work, store, extra)), LISTENING);
+  let big_: Promise<Server> | undefined;
+
+  const { sample: sampleSize, ...rest } = options;
+  const ctx: BenchContext = {
+    ...rest,
+    sampleSize,
+    work,
+    cert,
+    key,
+    serverCore,
+    otherCore: wrkCore,
+    sqlitePath,
+    passwordHash,
+    pairs: await writePairs(work, "big", big.sample),
+    issuerPairs: await writePairs(work, "issuers", big.issuers),
+    sample: big.sample,
+    issuers: big.issuers,
+    notes,
+    shared: {},
+    log,
+    async measure(server, load, more = {}) {
+      const before = server.readCpuSeconds();
+      const result = await runWrk(load, {
+        cores: wrkCore,
+        threads: 1,
+        connections: options.connections,
+        duration: options.duration,
+        ...more,
+      }, work);
+      const cpu = server.readCpuSeconds() - before;
+      return {
+        ...result,
+        cpuUsPerRequest: cpu * 1e6 / result.requests,
+        serverCores: cpu / result.seconds,
+      };
+    },
+    alternate: (label, runs) => alternate(ctx, label, runs),
+    startKeygate,
+    bigKeygate: () => big_ ??= startKeygate("keygate-big", sqlitePath, serverCore),
+    async stopBigKeygate() {
+      const server = big_;
+      big_ = undefined;
+      await (await server)?.stop();
+    },
+    denoRun,
+    hashRate: (cores) => hashRate(denoRun, cores, Math.min(options.duration, 5)),
+    settle: () => new Promise((resolve) => setTimeout(resolve, 1000)),
+    lua: (origin, pairs, mode, ...more) => ({
+      kind: "lua",
+      url: origin,
+      args: [pairs, mode, ...more],
+    }),
+    fixedQuery: (origin) => ({
+      kind: "fixed",
+      url: `${origin}${SECURE_PATH}?api_key=${one.apiKey}&api_token=${one.token}`,
+    }),
+    fixedBearer: (origin) => ({
+      kind: "fixed",
+      url: `${origin}${SECURE_PATH}`,
+      headers: { Authorization: `Bearer ${one.token}`, "X-Api-Key": one.apiKey },
+    }),
+  };
+  return ctx;
+}
+
+const LISTENING = /keygate listening on https:\/\/[^:]+:(\d+)\//;
+
+function keygateArgv(
+  denoRun: BenchContext["denoRun"],
+  work: string,
+  store: string,
+  extra: string[],
+): string[] {
+  return denoRun(
+    [
+      "--allow-net",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-ffi",
+      "--allow-sys",
+      "--unstable-net", // --workers: reusePort over TLS (Deno 2.9)
+    ],
+    "../../main.ts",
+    [
+      "--hostname",
+      "127.0.0.1",
+      "--port",
+      "0",
+      /^postgres(ql)?:\/\//.test(store) ? "--store" : "--db",
+      store,
+      "--cert",
+      `${work}/cert.pem`,
+      "--key",
+      `${work}/key.pem`,
+      "--log-level",
+      "info",
+      ...extra,
+    ],
+  );
+}
+
+/**
+ * Runs every measurement once per round, in turn, so that a slow spell of the machine falls on
+ * all alike; returns each one's median round by rate, and notes every round's rate.
+ */
+async function alternate(
+  ctx: BenchContext,
+  label: string,
+  runs: Record<string, () => Promise<Measured>>,
+): Promise<Record<string, Measured>> {
+  const all: Record<string, Measured[]> = {};
+  for (let round = 1; round <= ctx.rounds; round++) {
+    for (const [name, run] of Object.entries(runs)) {
+      ctx.log(`${label}, round ${round}/${ctx.rounds}: ${name}`);
+      (all[name] ??= []).push(await run());
+    }
+  }
+  const medians: Record<string, Measured> = {};
+  for (const [name, results] of Object.entries(all)) {
+    medians[name] = [...results].sort((a, b) => a.rps - b.rps)[results.length >> 1];
+    ctx.notes.push(
+      `${label}, ${name}: req/s by round ${results.map((r) => r.rps.toFixed(0)).join(", ")}; ` +
+        `wrk CPU ${results.map((r) => `${Math.round(r.generatorShare * 100)}%`).join(", ")}.`,
+    );
+  }
+  return medians;
+}
+
+/** Writes `entries` as wrk's Lua reads them: `api_key token email` per line. */
+export async function writePairs(
+  work: string,
+  name: string,
+  entries: SeedEntry[],
+): Promise<string> {
+  const path = `${work}/${name}.pairs`;
+  await Deno.writeTextFile(
+    path,
+    entries.map((e) => `${e.apiKey} ${e.token} ${e.email}`).join("\n") + "\n",
+  );
+  return path;
+}
+
+async function hashRate(
+  denoRun: BenchContext["denoRun"],
+  cores: string | undefined,
+  seconds: number,
+): Promise<number> {
+  const argv = pinTo(
+    cores,
+    denoRun(["--allow-read", "--allow-env", "--allow-ffi", "--allow-sys"], "./hash_rate.ts", [
+      String(seconds),
+    ]),
+  );
+  const output = await new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped" }).output();
+  return Number(/hashes_per_second ([\d.]+)/.exec(new TextDecoder().decode(output.stdout))?.[1]);
+}
