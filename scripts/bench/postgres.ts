@@ -31,6 +31,27 @@ const NOTE = "note";
 /** The PostgreSQL settings the measurements run with (the test cluster's, with these over them). */
 const SETTINGS = { fsync: "on", full_page_writes: "on", shared_buffers: "256MB" };
 
+/** What the section's measurements share: the cluster, the servers started, the rows. */
+interface PgBench {
+  ctx: BenchContext;
+  /** The bench database's URL. */
+  url: string;
+  /** The cluster's postmaster, whose process tree is PostgreSQL's CPU. */
+  postmaster: number;
+  /** Whether PostgreSQL is pinned to the servers' core. */
+  pinned: boolean;
+  servers: Server[];
+  rows: Row[];
+  start(name: string, store: string, extra?: string[]): Promise<Server>;
+  stop(...servers: Server[]): Promise<void>;
+  /** Runs wrk; for keygate on PostgreSQL, adds the CPU per request of the whole cluster. */
+  measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
+  fixed(server: Server): Load;
+  lua(server: Server, pairs: string, mode: string): Load;
+  /** Adds a SQLite row and a PostgreSQL row with their ratio. */
+  pair(scenario: string, load: string, lite: Measured, pg: Measured, target?: string): void;
+}
+
 /** Runs the section (with the shared keygate stopped: nothing else runs meanwhile). */
 export async function runPostgresSection(ctx: BenchContext): Promise<SectionReport> {
   await ctx.stopBigKeygate();
@@ -41,68 +62,104 @@ export async function runPostgresSection(ctx: BenchContext): Promise<SectionRepo
   ctx.log("starting a throwaway PostgreSQL cluster");
   const cluster = await startPostgres();
   const servers: Server[] = [];
-  const onPostgres = new Set<Server>();
-  const start = async (name: string, store: string, extra: string[] = []) => {
-    const server = await ctx.startKeygate(name, store, ctx.serverCore, extra);
-    servers.push(server);
-    if (store !== ctx.sqlitePath) onPostgres.add(server);
-    return server;
-  };
-  const stop = async (...stopping: Server[]) => {
-    for (const server of stopping) {
-      servers.splice(servers.indexOf(server), 1);
-      await server.stop();
-    }
-  };
   try {
-    const url = await cluster.createDatabase("bench");
-    ctx.log(`copying ${ctx.tokens.toLocaleString("en")} tokens into PostgreSQL`);
-    const copyStarted = performance.now();
-    await copySeedToPostgres(ctx.sqlitePath, url);
-    const copySeconds = (performance.now() - copyStarted) / 1000;
-    const admin = postgres(url, { max: 1, onnotice: () => {} });
-    try {
-      for (const [name, value] of Object.entries(SETTINGS)) {
-        await admin.unsafe(`ALTER SYSTEM SET ${name} = '${value}'`);
-      }
-    } finally {
-      await admin.end();
-    }
-    await cluster.pause();
-    await cluster.resume();
-    const postmaster = Number(
-      (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
-    );
-    const pinned = await pinTree(postmaster, ctx.serverCore);
+    const { url, copySeconds, postmaster, pinned } = await prepareDatabase(ctx, cluster);
     const pgVersion = await readVersion(url);
-    /** Runs wrk; for keygate on PostgreSQL, adds the CPU per request of the whole cluster. */
-    const measure = async (server: Server, load: Load, options: Partial<WrkOptions> = {}) => {
+    const bench = createPgBench(ctx, { url, postmaster, pinned, servers });
+    await measureIssuance(bench, await measureWarm(bench));
+    await measureMiss(bench);
+    const revocationLines = await measureRevocation(bench);
+    const tokens = `${ctx.tokens.toLocaleString("en")} tokens`;
+    const settings = Object.entries(SETTINGS).map(([k, v]) => `${k} = ${v}`).join(", ");
+    ctx.notes.push(
+      `PostgreSQL: ${pgVersion}, a throwaway cluster on 127.0.0.1 (TCP, no TLS), ${settings}, ` +
+        `otherwise defaults; ${
+          pinned ? `pinned to core ${ctx.serverCore} with keygate` : "not pinned"
+        }; ${tokens} copied from the SQLite seed in ${copySeconds.toFixed(0)} s.`,
+    );
+    return {
+      title: "PostgreSQL beside SQLite",
+      intro:
+        `keygate on SQLite and on PostgreSQL (${pgVersion}) with the same ${tokens}, pinned to the same core (but in the one row that says otherwise); "database" is the CPU of every PostgreSQL process per request, on top of keygate's.`,
+      rows: bench.rows,
+      columns: [RATIO, TARGET, NOTE],
+      after:
+        `Revocation through instance A seen by instance B (two keygate processes on one database; from A's
+204 to B's first 401, B asked one request at a time):
+
+${revocationLines.join("\n")}`,
+    };
+  } finally {
+    for (const server of [...servers]) await server.stop().catch(() => {});
+    await cluster.stop();
+  }
+}
+
+/** Creates the bench database, copies the seed into it, applies SETTINGS and pins the cluster. */
+async function prepareDatabase(
+  ctx: BenchContext,
+  cluster: Awaited<ReturnType<typeof startPostgres>>,
+): Promise<{ url: string; copySeconds: number; postmaster: number; pinned: boolean }> {
+  const url = await cluster.createDatabase("bench");
+  ctx.log(`copying ${ctx.tokens.toLocaleString("en")} tokens into PostgreSQL`);
+  const copyStarted = performance.now();
+  await copySeedToPostgres(ctx.sqlitePath, url);
+  const copySeconds = (performance.now() - copyStarted) / 1000;
+  const admin = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    for (const [name, value] of Object.entries(SETTINGS)) {
+      await admin.unsafe(`ALTER SYSTEM SET ${name} = '${value}'`);
+    }
+  } finally {
+    await admin.end();
+  }
+  await cluster.pause();
+  await cluster.resume();
+  const postmaster = Number(
+    (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
+  );
+  const pinned = await pinTree(postmaster, ctx.serverCore);
+  return { url, copySeconds, postmaster, pinned };
+}
+
+function createPgBench(
+  ctx: BenchContext,
+  db: { url: string; postmaster: number; pinned: boolean; servers: Server[] },
+): PgBench {
+  const { servers, postmaster } = db;
+  const onPostgres = new Set<Server>();
+  const rows: Row[] = [];
+  const one = ctx.sample[0];
+  return {
+    ctx,
+    ...db,
+    rows,
+    async start(name, store, extra = []) {
+      const server = await ctx.startKeygate(name, store, ctx.serverCore, extra);
+      servers.push(server);
+      if (store !== ctx.sqlitePath) onPostgres.add(server);
+      return server;
+    },
+    async stop(...stopping) {
+      for (const server of stopping) {
+        servers.splice(servers.indexOf(server), 1);
+        await server.stop();
+      }
+    },
+    async measure(server, load, options = {}) {
       if (!onPostgres.has(server)) return await ctx.measure(server, load, options);
       const before = readTreeCpuSeconds(postmaster);
       const result = await ctx.measure(server, load, options);
       const spent = readTreeCpuSeconds(postmaster) - before;
       return { ...result, dbCpuUsPerRequest: spent * 1e6 / result.requests };
-    };
-    const one = ctx.sample[0];
-    const fixed = (server: Server): Load => ({
+    },
+    fixed: (server) => ({
       kind: "fixed",
       url: `${server.origin}/api/secure/userservice/tokens/current?api_key=${one.apiKey}` +
         `&api_token=${one.token}`,
-    });
-    const lua = (server: Server, pairs: string, mode: string): Load => ({
-      kind: "lua",
-      url: server.origin,
-      args: [pairs, mode],
-    });
-    const sampleLoad = `Lua, ${ctx.sample.length.toLocaleString("en")} tokens`;
-    const rows: Row[] = [];
-    const pair = (
-      scenario: string,
-      load: string,
-      lite: Measured,
-      pg: Measured,
-      target?: string,
-    ) => {
+    }),
+    lua: (server, pairs, mode) => ({ kind: "lua", url: server.origin, args: [pairs, mode] }),
+    pair(scenario, load, lite, pg, target) {
       rows.push(
         { scenario, server: "keygate on SQLite", load, result: lite },
         {
@@ -116,178 +173,183 @@ export async function runPostgresSection(ctx: BenchContext): Promise<SectionRepo
           },
         },
       );
-    };
+    },
+  };
+}
 
-    // --- Warm cache ----------------------------------------------------------------------
-    const onSqlite = await start("keygate-sqlite", ctx.sqlitePath);
-    const pgServer = await start("keygate-pg", url);
-    ctx.log("warming up keygate on SQLite and on PostgreSQL");
-    for (const server of [onSqlite, pgServer]) {
-      await measure(server, lua(server, ctx.pairs, "query"), { duration: 2 });
-    }
-    const warm = await ctx.alternate("PostgreSQL beside SQLite, warm cache", {
-      "SQLite, fixed": () => measure(onSqlite, fixed(onSqlite)),
-      "PostgreSQL, fixed": () => measure(pgServer, fixed(pgServer)),
-      "SQLite, lua": () => measure(onSqlite, lua(onSqlite, ctx.pairs, "query")),
-      "PostgreSQL, lua": () => measure(pgServer, lua(pgServer, ctx.pairs, "query")),
-    });
-    const tokens = `${ctx.tokens.toLocaleString("en")} tokens`;
-    const warmTarget = (pg: Measured, lite: Measured) =>
-      findInvalidRun(pg, lite) === undefined
-        ? `≥ 0.90: ${pg.rps / lite.rps >= 0.9 ? "met" : "missed"}`
-        : "≥ 0.90";
-    for (const [suffix, load] of [["fixed", "fixed URL"], ["lua", sampleLoad]] as const) {
-      const lite = warm[`SQLite, ${suffix}`];
-      const pg = warm[`PostgreSQL, ${suffix}`];
-      pair(`secure GET, warm cache, ${tokens}`, load, lite, pg, warmTarget(pg, lite));
-    }
+const sampleLoad = (ctx: BenchContext) => `Lua, ${ctx.sample.length.toLocaleString("en")} tokens`;
+const tokensOf = (ctx: BenchContext) => `${ctx.tokens.toLocaleString("en")} tokens`;
 
-    // --- Issuance, one core ----------------------------------------------------------------
-    // The password-hash limit (PostgreSQL idle on the same core) is measured in every round
-    // beside the issuance runs, so that a slow spell of the machine falls on it too: one
-    // measurement before them made every ratio depend on that one moment. The third run moves
-    // PostgreSQL to the other core (wrk's, which issuance leaves idle), as on a host of its own:
-    // what is left on keygate's core is keygate's own work, so that run tells whether the
-    // database, rather than hashing, limits issuance.
-    const issue = async (server: Server) => {
-      await ctx.settle();
-      return await measure(server, lua(server, ctx.issuerPairs, "issue-json"), {
-        connections: 4,
-      });
-    };
-    const hashLimit = async (): Promise<Measured> => {
-      await ctx.settle(); // as before every issuance run: the last run's logins end first
-      const started = performance.now();
-      const rps = await ctx.hashRate(ctx.serverCore);
-      const seconds = (performance.now() - started) / 1000;
-      return {
-        rps,
-        p50: 0,
-        p99: 0,
-        requests: 0,
-        errors: 0,
-        seconds,
-        generatorShare: 0,
-        cpuUsPerRequest: 0,
-        serverCores: 0,
-      };
-    };
-    const apart = ctx.otherCore !== undefined && pinned;
-    const issuance = await ctx.alternate("PostgreSQL beside SQLite, issuance", {
-      "hash limit, hashes/s as req/s (no wrk)": hashLimit,
-      "SQLite, issue": () => issue(onSqlite),
-      "PostgreSQL, issue": () => issue(pgServer),
-      ...(apart
-        ? {
-          "PostgreSQL on the other core, issue": async () => {
-            if (!await pinTree(postmaster, ctx.otherCore)) {
-              throw new Error(`cannot pin PostgreSQL to core ${ctx.otherCore}`);
-            }
-            try {
-              return await issue(pgServer);
-            } finally {
-              await pinTree(postmaster, ctx.serverCore);
-            }
-          },
-        }
-        : {}),
-    });
-    const hashes = issuance["hash limit, hashes/s as req/s (no wrk)"].rps;
-    const issuers = [
-      ["SQLite", "keygate on SQLite"],
-      ["PostgreSQL", "keygate on PostgreSQL"],
-      ...(apart
-        ? [[
-          "PostgreSQL on the other core",
-          `keygate on PostgreSQL (PostgreSQL on core ${ctx.otherCore})`,
-        ]]
-        : []),
-    ];
-    for (const [name, server] of issuers) {
-      const result = issuance[`${name}, issue`];
-      const share = result.rps / hashes;
-      rows.push({
-        scenario: "token issuance, JSON, 1 core",
-        server,
-        load: "Lua, 4 connections",
-        result,
-        extra: {
-          [NOTE]: `${share.toFixed(2)} of ${hashes.toFixed(0)} hashes/s (the rounds' median limit)`,
-          [TARGET]: `≥ 0.85 of the hash limit: ${share >= 0.85 ? "met" : "missed"}`,
-        },
-      });
-    }
-    await stop(onSqlite, pgServer);
-
-    // --- Every request a cache miss --------------------------------------------------------
-    const noCache = ["--grant-cache-size", "0"];
-    const missSqlite = await start("keygate-sqlite-nocache", ctx.sqlitePath, noCache);
-    const missPostgres = await start("keygate-pg-nocache", url, noCache);
-    ctx.log("warming up keygate without a grant cache");
-    for (const server of [missSqlite, missPostgres]) {
-      await measure(server, lua(server, ctx.pairs, "query"), { duration: 2 });
-    }
-    const miss = await ctx.alternate("PostgreSQL beside SQLite, every request a miss", {
-      "SQLite, miss": () => measure(missSqlite, lua(missSqlite, ctx.pairs, "query")),
-      "PostgreSQL, miss": () => measure(missPostgres, lua(missPostgres, ctx.pairs, "query")),
-    });
-    pair(
-      `secure GET, every request a cache miss (--grant-cache-size 0), ${tokens}`,
-      sampleLoad,
-      miss["SQLite, miss"],
-      miss["PostgreSQL, miss"],
-    );
-    await stop(missSqlite, missPostgres);
-
-    // --- Revocation seen by the other instance ---------------------------------------------
-    const revocationLines: string[] = [];
-    const fresh = ctx.sample.slice(-2 * (ctx.revocations + 1)); // each token revoked once
-    for (
-      const [mode, extra, target, maxPauseMs] of [
-        ["notifications (LISTEN/NOTIFY)", [], 10, 50],
-        [
-          "listener off (`--store-listen off`, poll every 500 ms)",
-          ["--store-listen", "off"],
-          1000,
-          500,
-        ],
-      ] as const
-    ) {
-      const a = await start("keygate-pg-a", url, [...extra]);
-      const b = await start("keygate-pg-b", url, [...extra]);
-      ctx.log(`revocation from A seen by B, ${mode}: ${ctx.revocations} tokens`);
-      const entries = fresh.splice(0, ctx.revocations + 1);
-      // The first one only warms both up (connections, listener); it is not counted.
-      const common = { a: a.origin, b: b.origin, caCert: ctx.cert, maxPauseMs };
-      await measureRevocations({ ...common, entries: entries.slice(0, 1) });
-      const result = await measureRevocations({ ...common, entries: entries.slice(1) });
-      revocationLines.push(`- ${mode}: ${formatRevocations(result, target)}`);
-      await stop(a, b);
-    }
-
-    const settings = Object.entries(SETTINGS).map(([k, v]) => `${k} = ${v}`).join(", ");
-    ctx.notes.push(
-      `PostgreSQL: ${pgVersion}, a throwaway cluster on 127.0.0.1 (TCP, no TLS), ${settings}, ` +
-        `otherwise defaults; ${
-          pinned ? `pinned to core ${ctx.serverCore} with keygate` : "not pinned"
-        }; ${tokens} copied from the SQLite seed in ${copySeconds.toFixed(0)} s.`,
-    );
-    return {
-      title: "PostgreSQL beside SQLite",
-      intro:
-        `keygate on SQLite and on PostgreSQL (${pgVersion}) with the same ${tokens}, pinned to the same core (but in the one row that says otherwise); "database" is the CPU of every PostgreSQL process per request, on top of keygate's.`,
-      rows,
-      columns: [RATIO, TARGET, NOTE],
-      after:
-        `Revocation through instance A seen by instance B (two keygate processes on one database; from A's
-204 to B's first 401, B asked one request at a time):
-
-${revocationLines.join("\n")}`,
-    };
-  } finally {
-    for (const server of [...servers]) await server.stop().catch(() => {});
-    await cluster.stop();
+/** Secure GET with a warm cache, fixed URL and Lua, on both backends. */
+async function measureWarm(bench: PgBench): Promise<{ onSqlite: Server; pgServer: Server }> {
+  const { ctx, url, start, measure, fixed, lua } = bench;
+  // --- Warm cache ----------------------------------------------------------------------
+  const onSqlite = await start("keygate-sqlite", ctx.sqlitePath);
+  const pgServer = await start("keygate-pg", url);
+  ctx.log("warming up keygate on SQLite and on PostgreSQL");
+  for (const server of [onSqlite, pgServer]) {
+    await measure(server, lua(server, ctx.pairs, "query"), { duration: 2 });
   }
+  const warm = await ctx.alternate("PostgreSQL beside SQLite, warm cache", {
+    "SQLite, fixed": () => measure(onSqlite, fixed(onSqlite)),
+    "PostgreSQL, fixed": () => measure(pgServer, fixed(pgServer)),
+    "SQLite, lua": () => measure(onSqlite, lua(onSqlite, ctx.pairs, "query")),
+    "PostgreSQL, lua": () => measure(pgServer, lua(pgServer, ctx.pairs, "query")),
+  });
+  const tokens = tokensOf(ctx);
+  const warmTarget = (pg: Measured, lite: Measured) =>
+    findInvalidRun(pg, lite) === undefined
+      ? `≥ 0.90: ${pg.rps / lite.rps >= 0.9 ? "met" : "missed"}`
+      : "≥ 0.90";
+  for (const [suffix, load] of [["fixed", "fixed URL"], ["lua", sampleLoad(ctx)]] as const) {
+    const lite = warm[`SQLite, ${suffix}`];
+    const pg = warm[`PostgreSQL, ${suffix}`];
+    bench.pair(`secure GET, warm cache, ${tokens}`, load, lite, pg, warmTarget(pg, lite));
+  }
+  return { onSqlite, pgServer };
+}
+
+/**
+ * Token issuance on one core, on both backends (the servers of {@link measureWarm}, stopped
+ * after), against the password-hash limit.
+ */
+async function measureIssuance(
+  bench: PgBench,
+  { onSqlite, pgServer }: { onSqlite: Server; pgServer: Server },
+): Promise<void> {
+  const { ctx, measure, lua } = bench;
+  // --- Issuance, one core ----------------------------------------------------------------
+  // The password-hash limit (PostgreSQL idle on the same core) is measured in every round
+  // beside the issuance runs, so that a slow spell of the machine falls on it too: one
+  // measurement before them made every ratio depend on that one moment. The third run moves
+  // PostgreSQL to the other core (wrk's, which issuance leaves idle), as on a host of its own:
+  // what is left on keygate's core is keygate's own work, so that run tells whether the
+  // database, rather than hashing, limits issuance.
+  const issue = async (server: Server) => {
+    await ctx.settle();
+    return await measure(server, lua(server, ctx.issuerPairs, "issue-json"), {
+      connections: 4,
+    });
+  };
+  const hashLimit = async (): Promise<Measured> => {
+    await ctx.settle(); // as before every issuance run: the last run's logins end first
+    const started = performance.now();
+    const rps = await ctx.hashRate(ctx.serverCore);
+    const seconds = (performance.now() - started) / 1000;
+    return {
+      rps,
+      p50: 0,
+      p99: 0,
+      requests: 0,
+      errors: 0,
+      seconds,
+      generatorShare: 0,
+      cpuUsPerRequest: 0,
+      serverCores: 0,
+    };
+  };
+  const apart = ctx.otherCore !== undefined && bench.pinned;
+  const issuance = await ctx.alternate("PostgreSQL beside SQLite, issuance", {
+    "hash limit, hashes/s as req/s (no wrk)": hashLimit,
+    "SQLite, issue": () => issue(onSqlite),
+    "PostgreSQL, issue": () => issue(pgServer),
+    ...(apart
+      ? {
+        "PostgreSQL on the other core, issue": async () => {
+          if (!await pinTree(bench.postmaster, ctx.otherCore)) {
+            throw new Error(`cannot pin PostgreSQL to core ${ctx.otherCore}`);
+          }
+          try {
+            return await issue(pgServer);
+          } finally {
+            await pinTree(bench.postmaster, ctx.serverCore);
+          }
+        },
+      }
+      : {}),
+  });
+  const hashes = issuance["hash limit, hashes/s as req/s (no wrk)"].rps;
+  const issuers = [
+    ["SQLite", "keygate on SQLite"],
+    ["PostgreSQL", "keygate on PostgreSQL"],
+    ...(apart
+      ? [[
+        "PostgreSQL on the other core",
+        `keygate on PostgreSQL (PostgreSQL on core ${ctx.otherCore})`,
+      ]]
+      : []),
+  ];
+  for (const [name, server] of issuers) {
+    const result = issuance[`${name}, issue`];
+    const share = result.rps / hashes;
+    bench.rows.push({
+      scenario: "token issuance, JSON, 1 core",
+      server,
+      load: "Lua, 4 connections",
+      result,
+      extra: {
+        [NOTE]: `${share.toFixed(2)} of ${hashes.toFixed(0)} hashes/s (the rounds' median limit)`,
+        [TARGET]: `≥ 0.85 of the hash limit: ${share >= 0.85 ? "met" : "missed"}`,
+      },
+    });
+  }
+  await bench.stop(onSqlite, pgServer);
+}
+
+/** Secure GET with every request a cache miss (`--grant-cache-size 0`), on both backends. */
+async function measureMiss(bench: PgBench): Promise<void> {
+  const { ctx, url, start, measure, lua } = bench;
+  // --- Every request a cache miss --------------------------------------------------------
+  const noCache = ["--grant-cache-size", "0"];
+  const missSqlite = await start("keygate-sqlite-nocache", ctx.sqlitePath, noCache);
+  const missPostgres = await start("keygate-pg-nocache", url, noCache);
+  ctx.log("warming up keygate without a grant cache");
+  for (const server of [missSqlite, missPostgres]) {
+    await measure(server, lua(server, ctx.pairs, "query"), { duration: 2 });
+  }
+  const miss = await ctx.alternate("PostgreSQL beside SQLite, every request a miss", {
+    "SQLite, miss": () => measure(missSqlite, lua(missSqlite, ctx.pairs, "query")),
+    "PostgreSQL, miss": () => measure(missPostgres, lua(missPostgres, ctx.pairs, "query")),
+  });
+  bench.pair(
+    `secure GET, every request a cache miss (--grant-cache-size 0), ${tokensOf(ctx)}`,
+    sampleLoad(ctx),
+    miss["SQLite, miss"],
+    miss["PostgreSQL, miss"],
+  );
+  await bench.stop(missSqlite, missPostgres);
+}
+
+/** Revocation through instance A seen by instance B, with notifications and polling only. */
+async function measureRevocation(bench: PgBench): Promise<string[]> {
+  const { ctx, url, start } = bench;
+  // --- Revocation seen by the other instance ---------------------------------------------
+  const revocationLines: string[] = [];
+  const fresh = ctx.sample.slice(-2 * (ctx.revocations + 1)); // each token revoked once
+  for (
+    const [mode, extra, target, maxPauseMs] of [
+      ["notifications (LISTEN/NOTIFY)", [], 10, 50],
+      [
+        "listener off (`--store-listen off`, poll every 500 ms)",
+        ["--store-listen", "off"],
+        1000,
+        500,
+      ],
+    ] as const
+  ) {
+    const a = await start("keygate-pg-a", url, [...extra]);
+    const b = await start("keygate-pg-b", url, [...extra]);
+    ctx.log(`revocation from A seen by B, ${mode}: ${ctx.revocations} tokens`);
+    const entries = fresh.splice(0, ctx.revocations + 1);
+    // The first one only warms both up (connections, listener); it is not counted.
+    const common = { a: a.origin, b: b.origin, caCert: ctx.cert, maxPauseMs };
+    await measureRevocations({ ...common, entries: entries.slice(0, 1) });
+    const result = await measureRevocations({ ...common, entries: entries.slice(1) });
+    revocationLines.push(`- ${mode}: ${formatRevocations(result, target)}`);
+    await bench.stop(a, b);
+  }
+
+  return revocationLines;
 }
 
 /** Pins `pid` and every thread and child below it to `cores`; false when not possible. */

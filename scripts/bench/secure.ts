@@ -7,7 +7,7 @@
  * @module
  */
 import { type BenchContext, type SectionReport, writePairs } from "./context.ts";
-import { formatCpuRatio, formatRatio, type Row } from "./report.ts";
+import { formatCpuRatio, formatRatio, type Measured, type Row } from "./report.ts";
 import { seedDatabase } from "./seed.ts";
 import { pinTo, startServer } from "./servers.ts";
 
@@ -70,6 +70,29 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
   });
   const smallRss = keygateSmall.readRssMiB();
   await keygateSmall.stop(); // idle from here on; stopped so that it cannot disturb what follows
+  const rows = toRows(ctx, secure, {
+    bare: bare.readRssMiB(),
+    shaped: shaped.readRssMiB(),
+    keygate: keygate.readRssMiB(),
+    small: smallRss,
+  }, smallTokens);
+  await bare.stop();
+  await shaped.stop();
+  ctx.shared.secureLua = secure["keygate, lua query"];
+  return {
+    title: "Secure path against the ceiling",
+    rows,
+    columns: [RATIO_SAME, RATIO_CEILING, RATIO_CPU, RATIO_SHAPED],
+  };
+}
+
+/** The section's rows from the medians of its runs, with the servers' memory. */
+function toRows(
+  ctx: BenchContext,
+  secure: Record<string, Measured>,
+  rss: Record<"bare" | "shaped" | "keygate" | "small", number | undefined>,
+  smallTokens: number,
+): Row[] {
   const fixedLoad = "fixed URL";
   const luaLoad = `Lua, ${ctx.sampleSize.toLocaleString("en")} tokens`;
   const millionTokens = `${ctx.tokens.toLocaleString("en")} tokens`;
@@ -81,7 +104,7 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
       server: "bare Deno.serve",
       load: fixedLoad,
       result: ceiling,
-      rssMiB: bare.readRssMiB(),
+      rssMiB: rss.bare,
       extra: { [RATIO_CEILING]: "(the ceiling)" },
     },
     {
@@ -96,16 +119,13 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
       server: "bare Deno.serve",
       load: fixedLoad,
       result: asKeygate,
-      rssMiB: shaped.readRssMiB(),
+      rssMiB: rss.shaped,
       extra: {
         [RATIO_CEILING]: formatRatio(asKeygate, ceiling),
         [RATIO_CPU]: formatCpuRatio(ceiling, asKeygate),
       },
     },
   ];
-  await bare.stop();
-  await shaped.stop();
-  const keygateRss = keygate.readRssMiB();
   for (
     const [name, scenario, load, sameLoad] of [
       [
@@ -125,7 +145,7 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
       server: "keygate",
       load,
       result,
-      rssMiB: keygateRss,
+      rssMiB: rss.keygate,
       extra: {
         [RATIO_SAME]: formatRatio(result, sameLoad === "lua" ? secure["bare, lua"] : ceiling),
         [RATIO_CEILING]: formatRatio(result, ceiling),
@@ -140,7 +160,7 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
     server: "keygate",
     load: `Lua, ${smallTokens.toLocaleString("en")} tokens`,
     result: smallQuery,
-    rssMiB: smallRss,
+    rssMiB: rss.small,
     extra: {
       [RATIO_SAME]: formatRatio(smallQuery, secure["bare, lua"]),
       [RATIO_CEILING]: formatRatio(smallQuery, ceiling),
@@ -152,10 +172,5 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
       (secure["keygate, lua query"].rps / smallQuery.rps * 100).toFixed(0)
     }% of its rate with ${smallTokens.toLocaleString("en")} (medians).`,
   );
-  ctx.shared.secureLua = secure["keygate, lua query"];
-  return {
-    title: "Secure path against the ceiling",
-    rows,
-    columns: [RATIO_SAME, RATIO_CEILING, RATIO_CPU, RATIO_SHAPED],
-  };
+  return rows;
 }
