@@ -75,86 +75,19 @@ export interface CertReloader extends AsyncDisposable {
 /** Starts listening for SIGHUP and, if set, reading the files every interval. */
 export function startCertReload(options: CertReloadOptions): CertReloader {
   const { files, targets, logger, metrics } = options;
-  let serving: Pem = options.serving;
-  let servingExpiry = expiryOf(serving);
-  for (const target of targets) if (servingExpiry) metrics.setExpiry(target.name, servingExpiry);
-  /** The files last refused, so that the interval does not log them again. */
-  let refused: string | undefined;
+  const state: ReloadState = { serving: options.serving, servingExpiry: expiryOf(options.serving) };
+  for (const target of targets) {
+    if (state.servingExpiry) metrics.setExpiry(target.name, state.servingExpiry);
+  }
   let running: Promise<unknown> = Promise.resolve();
   let queued: Promise<ReloadOutcome | undefined> | undefined;
-
-  async function attempt(trigger: "sighup" | "file"): Promise<ReloadOutcome | undefined> {
-    if (files === undefined || targets.length === 0) {
-      logger.info(
-        "SIGHUP: nothing to reload (no --cert and --key: the self-signed certificate stays)",
-      );
-      return undefined;
-    }
-    const fields = { trigger, cert: files.certFile, key: files.keyFile };
-    let read: Pem | string;
-    try {
-      read = {
-        cert: await Deno.readTextFile(files.certFile),
-        key: await Deno.readTextFile(files.keyFile),
-      };
-    } catch (error) {
-      read = `${error instanceof Deno.errors.NotFound ? "a file is missing" : String(error)}`;
-    }
-    const seen = typeof read === "string" ? read : `${read.cert}\0${read.key}`;
-    if (typeof read !== "string" && read.cert === serving.cert && read.key === serving.key) {
-      if (trigger === "file") return undefined;
-      logger.info("certificate unchanged: --cert and --key hold the serving pair", fields);
-      metrics.countReload("unchanged");
-      return "unchanged";
-    }
-    if (trigger === "file" && seen === refused) return undefined;
-    let pair: TlsPair;
-    try {
-      if (typeof read === "string") throw new Error(`--cert or --key cannot be read: ${read}`);
-      pair = checkTlsPair(read.cert, read.key, files);
-      if (!canBindBeside()) {
-        throw new Error("a live listener can change its certificate only with --unstable-net");
-      }
-    } catch (error) {
-      refused = seen;
-      logger.warn(
-        `certificate reload refused: ${(error as Error).message}; still serving the old pair`,
-        { ...fields, serving_expires: servingExpiry?.toISOString() },
-      );
-      metrics.countReload("refused");
-      return "refused";
-    }
-    const failures: string[] = [];
-    for (const target of targets) {
-      const error = await swap(target, pair);
-      if (error === undefined) metrics.setExpiry(target.name, pair.notAfter);
-      else failures.push(`${target.name} listener: ${error}`);
-    }
-    refused = undefined;
-    if (failures.length > 0) {
-      logger.error(`certificate reload failed: ${failures.join("; ")}`, fields);
-      metrics.countReload("failed");
-      return "failed";
-    }
-    serving = pair;
-    servingExpiry = pair.notAfter;
-    logger.info("certificate reloaded", {
-      ...fields,
-      subject: pair.subject,
-      expires: pair.notAfter.toISOString(),
-      sha256: pair.fingerprint,
-      listeners: targets.map((target) => target.name).join(","),
-    });
-    metrics.countReload("reloaded");
-    return "reloaded";
-  }
 
   function reload(trigger: "sighup" | "file"): Promise<ReloadOutcome | undefined> {
     // One at a time; while one waits to start, another request joins it.
     if (queued !== undefined) return queued;
     const next = running.then(() => {
       queued = undefined;
-      return attempt(trigger);
+      return attempt(options, state, trigger);
     });
     queued = next;
     running = next.catch((error) =>
@@ -198,6 +131,89 @@ export function startCertReload(options: CertReloadOptions): CertReloader {
       close();
     },
   };
+}
+
+/** What a reloader remembers between attempts. */
+interface ReloadState {
+  /** The pair the targets serve now, and its expiry. */
+  serving: Pem;
+  servingExpiry?: Date;
+  /** The files last refused, so that the interval does not log them again. */
+  refused?: string;
+}
+
+/** One reload: read the files, check the pair, swap every target; the outcome or undefined. */
+async function attempt(
+  options: CertReloadOptions,
+  state: ReloadState,
+  trigger: "sighup" | "file",
+): Promise<ReloadOutcome | undefined> {
+  const { files, targets, logger, metrics } = options;
+  if (files === undefined || targets.length === 0) {
+    logger.info(
+      "SIGHUP: nothing to reload (no --cert and --key: the self-signed certificate stays)",
+    );
+    return undefined;
+  }
+  const fields = { trigger, cert: files.certFile, key: files.keyFile };
+  let read: Pem | string;
+  try {
+    read = {
+      cert: await Deno.readTextFile(files.certFile),
+      key: await Deno.readTextFile(files.keyFile),
+    };
+  } catch (error) {
+    read = `${error instanceof Deno.errors.NotFound ? "a file is missing" : String(error)}`;
+  }
+  const seen = typeof read === "string" ? read : `${read.cert}\0${read.key}`;
+  if (
+    typeof read !== "string" && read.cert === state.serving.cert && read.key === state.serving.key
+  ) {
+    if (trigger === "file") return undefined;
+    logger.info("certificate unchanged: --cert and --key hold the serving pair", fields);
+    metrics.countReload("unchanged");
+    return "unchanged";
+  }
+  if (trigger === "file" && seen === state.refused) return undefined;
+  let pair: TlsPair;
+  try {
+    if (typeof read === "string") throw new Error(`--cert or --key cannot be read: ${read}`);
+    pair = checkTlsPair(read.cert, read.key, files);
+    if (!canBindBeside()) {
+      throw new Error("a live listener can change its certificate only with --unstable-net");
+    }
+  } catch (error) {
+    state.refused = seen;
+    logger.warn(
+      `certificate reload refused: ${(error as Error).message}; still serving the old pair`,
+      { ...fields, serving_expires: state.servingExpiry?.toISOString() },
+    );
+    metrics.countReload("refused");
+    return "refused";
+  }
+  const failures: string[] = [];
+  for (const target of targets) {
+    const error = await swap(target, pair);
+    if (error === undefined) metrics.setExpiry(target.name, pair.notAfter);
+    else failures.push(`${target.name} listener: ${error}`);
+  }
+  state.refused = undefined;
+  if (failures.length > 0) {
+    logger.error(`certificate reload failed: ${failures.join("; ")}`, fields);
+    metrics.countReload("failed");
+    return "failed";
+  }
+  state.serving = pair;
+  state.servingExpiry = pair.notAfter;
+  logger.info("certificate reloaded", {
+    ...fields,
+    subject: pair.subject,
+    expires: pair.notAfter.toISOString(),
+    sha256: pair.fingerprint,
+    listeners: targets.map((target) => target.name).join(","),
+  });
+  metrics.countReload("reloaded");
+  return "reloaded";
 }
 
 /**
