@@ -208,28 +208,28 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const sumOf = (name: CacheName, field: keyof WatchedCache) =>
     [...watched.get(name) ?? []].reduce((sum, cache) => sum + cache[field], 0);
   // Read from the caches' own counters at scrape time (nothing is counted per request here).
-  const cacheLookups: Counter<"cache" | "result"> = new Counter({
+  new Counter({
     name: "keygate_cache_lookups_total",
     help: "Lookups of the in-memory caches in front of the store, by cache and hit or miss",
     labelNames: ["cache", "result"] as const,
     registers,
     collect() {
-      cacheLookups.reset();
+      this.reset();
       for (const cache of watched.keys()) {
-        cacheLookups.inc({ cache, result: "hit" }, sumOf(cache, "hits"));
-        cacheLookups.inc({ cache, result: "miss" }, sumOf(cache, "misses"));
+        this.inc({ cache, result: "hit" }, sumOf(cache, "hits"));
+        this.inc({ cache, result: "miss" }, sumOf(cache, "misses"));
       }
     },
   });
-  const cacheEvictions: Counter<"cache"> = new Counter({
+  new Counter({
     name: "keygate_cache_evictions_total",
     help: "Entries a cache's replacement policy evicted to stay within --grant-cache-size",
     labelNames: ["cache"] as const,
     registers,
     collect() {
-      cacheEvictions.reset();
+      this.reset();
       for (const cache of watched.keys()) {
-        cacheEvictions.inc({ cache }, sumOf(cache, "evictions"));
+        this.inc({ cache }, sumOf(cache, "evictions"));
       }
     },
   });
