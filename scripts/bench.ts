@@ -40,12 +40,20 @@ import {
   writeResults,
 } from "./bench/report.ts";
 import { runPostgresSection } from "./bench/postgres.ts";
+import { PRODUCTION_MIX_COLUMNS, runProductionMix } from "./bench/production_mix.ts";
 import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./bench/seed.ts";
 import { pinTo, type Server, startServer } from "./bench/servers.ts";
 import { type Load, runWrk, type WrkOptions, type WrkResult } from "./bench/wrk.ts";
 
 /** The sections `--only` can pick, in the order they run. */
-const SECTIONS = ["secure", "introspection", "issuance", "scaling", "postgres"] as const;
+const SECTIONS = [
+  "secure",
+  "introspection",
+  "issuance",
+  "scaling",
+  "postgres",
+  "production-mix",
+] as const;
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +
   `[--rounds N] [--revocations N] [--only ${SECTIONS.join(",")}] [--output FILE] [--no-write]`;
 const { values: flags } = parseArgs({
@@ -242,6 +250,7 @@ const secureRows: Row[] = [];
 const introspectionRows: Row[] = [];
 const otherRows: Row[] = [];
 const scalingRows: Row[] = [];
+const mixRows: Row[] = [];
 const notes: string[] = [];
 let postgresSection: string | undefined;
 const RATIO_SAME = "keygate/bare, same load";
@@ -764,6 +773,21 @@ try {
     });
   }
 
+  if (wants("production-mix")) {
+    const context = { work, serverCore: SERVER_CORE, otherCore: WRK_CORE, tokens: TOKENS, cert };
+    mixRows.push(
+      ...await runProductionMix({
+        ...context,
+        duration: DURATION,
+        passwordHash,
+        measure,
+        log,
+        notes,
+        startKeygate,
+      }),
+    );
+  }
+
   for (const row of [...secureRows, ...introspectionRows, ...otherRows, ...scalingRows]) {
     const invalid = findInvalidRun(row.result);
     if (invalid !== undefined && row.result.errors > 0) {
@@ -824,6 +848,8 @@ ${
       wants("scaling") &&
       `### Using every core\n\n${formatRows(scalingRows, [RSS_PER_WORKER, SCALING])}`,
       postgresSection,
+      wants("production-mix") &&
+      `### Production mix\n\n${formatRows(mixRows, PRODUCTION_MIX_COLUMNS)}`,
     ].filter((section) => typeof section === "string").join("\n\n")
   }
 
