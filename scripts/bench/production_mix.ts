@@ -10,8 +10,8 @@
  * - revocations of *other* users' grants at 0, 10, 100 and 1,000 per second through instance B,
  *   in turn a token revocation (`DELETE …/tokens/current`), a key rotation and a revoke-all of
  *   one user (the admin API), each on a user whose tokens A's load never uses;
- * - beside them, every {@link PROBE_EVERY_MS}, the delay from B's answer to a revocation to A's
- *   first 401 for that token (A asked one request at a time).
+ * - among those revocations, one to four a second are a probe's: the delay from B's answer to a
+ *   token's revocation to A's first 401 for it (A asked one request at a time).
  *
  * Each row reports A's throughput, p99, grant-cache hit ratio over the run (from A's /metrics)
  * and the share of the no-revocation row's rate, the revocations B achieved, the delays, and
@@ -65,8 +65,11 @@ export const REVOCATION_RATES = [0, 10, 100, 1000];
 const ZIPF_ALPHA = 1.0;
 /** Logins on A during every run. */
 const LOGINS_PER_SECOND = 2;
-/** How often a revocation-to-refusal delay is measured during a run. */
-const PROBE_EVERY_MS = 250;
+/**
+ * Revocations per second of the probe, which times revocation to refusal (each one counts in the
+ * row's rate: the revoker sends that many fewer); none in the no-revocation row.
+ */
+const probeRate = (rate: number) => rate === 0 ? 0 : rate <= 10 ? 1 : 4;
 /** Revocation requests in flight at most (the revoker falls behind rather than piling up). */
 const MAX_OUTSTANDING = 32;
 const SECURE = "/api/secure/userservice/tokens/current";
@@ -209,7 +212,7 @@ async function runBackend(
       const before = await readCacheCounters(client, metricsPort);
       const stop = { now: false };
       const revoker = revoke({
-        rate,
+        rate: rate - probeRate(rate),
         stop,
         client,
         b: b.origin,
@@ -218,7 +221,14 @@ async function runBackend(
         revocations: options.revocations,
       });
       const logins = logIn({ stop, client, a: a.origin, issuers: options.issuers });
-      const probe = probeDelays({ stop, client, a: a.origin, b: b.origin, probes: options.probes });
+      const probe = probeDelays({
+        stop,
+        client,
+        a: a.origin,
+        b: b.origin,
+        probes: rate === 0 ? [] : options.probes,
+        everyMs: 1000 / Math.max(1, probeRate(rate)),
+      });
       let result: Measured;
       try {
         result = await ctx.measure(a, load, { duration: ctx.duration });
@@ -239,8 +249,10 @@ async function runBackend(
         extra: {
           "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
           "of the no-revocation rate": rate === 0 ? "(the base)" : formatRatio(result, base),
-          "revocations through B": `${(revoked.done / ctx.duration).toFixed(0)}/s achieved ` +
-            `(${revoked.failed} failed); logins on A ${logged}`,
+          "revocations through B":
+            `${((revoked.done + delays.length) / ctx.duration).toFixed(0)}/s ` +
+            `achieved (${delays.length} of them the probe's, ${revoked.failed} failed); ` +
+            `logins on A ${logged}`,
           "revocation to refusal on A": delays.length === 0
             ? "–"
             : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
@@ -314,7 +326,7 @@ async function revoke(options: {
   revocations: Generator<{ victim: Victim; kind: string; token?: string }>;
 }): Promise<{ done: number; failed: number }> {
   let [done, failed, outstanding, sent] = [0, 0, 0, 0];
-  if (options.rate === 0) {
+  if (options.rate <= 0) {
     while (!options.stop.now) await sleep(50);
     return { done, failed };
   }
@@ -395,13 +407,14 @@ async function logIn(options: {
   return `${ok}/${all} answered 200`;
 }
 
-/** Every PROBE_EVERY_MS: a victim's token used on A, revoked through B, polled on A until 401. */
+/** Every `everyMs`: a victim's token used on A, revoked through B, polled on A until 401. */
 async function probeDelays(options: {
   stop: { now: boolean };
   client: Deno.HttpClient;
   a: string;
   b: string;
   probes: { apiKey: string; token: string }[];
+  everyMs: number;
 }): Promise<number[]> {
   const delays: number[] = [];
   const ask = async (url: string, method = "GET") => {
@@ -425,7 +438,7 @@ async function probeDelays(options: {
       }
       if (performance.now() - answered > 5000) throw new Error("A kept accepting a revoked token");
     }
-    await sleep(PROBE_EVERY_MS);
+    await sleep(options.everyMs);
   }
   return delays;
 }
