@@ -29,6 +29,7 @@ import { type BenchContext, createBenchContext, type SectionReport } from "./ben
 import { runIntrospectionSection } from "./bench/introspection.ts";
 import { runIssuanceSection } from "./bench/issuance.ts";
 import { runPostgresSection } from "./bench/postgres.ts";
+import { runProductionMixSection } from "./bench/production_mix.ts";
 import { formatReport, writeResults } from "./bench/report.ts";
 import { runScalingSection } from "./bench/scaling.ts";
 import { runSecureSection } from "./bench/secure.ts";
@@ -40,6 +41,7 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<SectionReport>> = 
   issuance: runIssuanceSection,
   scaling: runScalingSection,
   postgres: runPostgresSection,
+  "production-mix": runProductionMixSection,
 };
 const NAMES = Object.keys(SECTIONS);
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +

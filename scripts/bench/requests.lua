@@ -1,17 +1,23 @@
 -- wrk request generator for keygate's benchmark.
 -- Arguments (after --): PAIRS_FILE MODE [HEADER_NAME HEADER_VALUE]
 --   PAIRS_FILE: lines "api_key token email"
---   MODE: query | bearer | issue-json | issue-xml | introspect
+--   MODE: query | bearer | issue-json | issue-xml | introspect | zipf
+--   zipf: like query, but each request picks its entry by a Zipf-like popularity (HEADER_NAME is
+--   then the exponent, e.g. 1.0): the file's first line is the most popular
 --   introspect: POST token=<token> to the URL's path with the caller's credentials in
 --   HEADER_NAME: HEADER_VALUE (keygate's X-Api-Key, or the peer's Authorization: Basic)
 local entries = {}
 local mode = "query"
 local index = 0
 local callerHeader = {}
+local cdf = {}
+zipfAlpha = 1.0
 
 function init(args)
   mode = args[2] or "query"
-  if args[3] then
+  if mode == "zipf" then
+    zipfAlpha = tonumber(args[3] or "1.0")
+  elseif args[3] then
     callerHeader[args[3]] = args[4]
     callerHeader["Content-Type"] = "application/x-www-form-urlencoded"
     callerHeader["Accept"] = "application/json"
@@ -22,6 +28,25 @@ function init(args)
   end
   -- Each wrk thread starts at a different offset.
   index = math.random(#entries)
+  if mode == "zipf" then
+    local sum = 0
+    for rank = 1, #entries do
+      sum = sum + 1 / rank ^ zipfAlpha
+      cdf[rank] = sum
+    end
+    for rank = 1, #entries do cdf[rank] = cdf[rank] / sum end
+  end
+end
+
+-- The entry whose cumulative popularity first reaches a uniform draw (binary search).
+local function pickZipf()
+  local u = math.random()
+  local lo, hi = 1, #cdf
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if cdf[mid] < u then lo = mid + 1 else hi = mid end
+  end
+  return entries[lo]
 end
 
 local secure = "/api/secure/userservice/tokens/current"
@@ -30,7 +55,10 @@ local password = "bench password"
 function request()
   index = index % #entries + 1
   local e = entries[index]
-  if mode == "query" then
+  if mode == "zipf" then
+    e = pickZipf()
+    return wrk.format("GET", secure .. "?api_key=" .. e.key .. "&api_token=" .. e.token)
+  elseif mode == "query" then
     return wrk.format("GET", secure .. "?api_key=" .. e.key .. "&api_token=" .. e.token)
   elseif mode == "bearer" then
     return wrk.format("GET", secure, { ["Authorization"] = "Bearer " .. e.token, ["X-Api-Key"] = e.key })

@@ -40,7 +40,14 @@ export interface Seeded {
  */
 export async function seedDatabase(
   path: string,
-  options: { tokens: number; sample: number; issuers?: number; passwordHash: string },
+  options: {
+    tokens: number;
+    sample: number;
+    issuers?: number;
+    passwordHash: string;
+    /** Which tokens (numbered from 0 in seeding order) to sample, instead of every n-th. */
+    select?: (index: number) => boolean;
+  },
 ): Promise<Seeded> {
   const store = openSqliteStore(path);
   const now = Date.now();
@@ -77,7 +84,10 @@ export async function seedDatabase(
               expiresAt: now + 86_400_000,
               maxLiveTokens: MAX_LIVE_TOKENS,
             }, { audit: undefined });
-            if (made % every === 0 && sample.length < options.sample) {
+            const chosen = options.select === undefined
+              ? made % every === 0 && sample.length < options.sample
+              : options.select(made);
+            if (chosen) {
               sample.push({ apiKey, token, email });
             }
           }

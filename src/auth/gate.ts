@@ -36,7 +36,7 @@ export interface GateDeps {
   store: Store;
   clock: Clock;
   /** Counts secure requests allowed and denied (by reason). */
-  metrics?: Pick<Metrics, "secureRequest">;
+  metrics?: Pick<Metrics, "secureRequest"> & Partial<Pick<Metrics, "watchCache">>;
   /** Where each successful authentication is noted as a use of its key (last use). */
   keyUsage?: Pick<KeyUsageRecorder, "record">;
   /** Entries per cache (`--grant-cache-size`); 0: none, every lookup reads the store. */
@@ -90,8 +90,16 @@ export function toIdentityHeaders(identity: Identity): [string, string][] {
 /** Creates the gate over a store and a clock. */
 export function createGate(deps: GateDeps) {
   const { store, clock, metrics, keyUsage } = deps;
-  const findGrant = createGrantCache(store, deps.grantCacheSize);
-  const findKeyHolder = createKeyHolderCache(store, deps.grantCacheSize);
+  const findGrant = createGrantCache(
+    store,
+    deps.grantCacheSize,
+    (cache) => metrics?.watchCache?.("grant", cache),
+  );
+  const findKeyHolder = createKeyHolderCache(
+    store,
+    deps.grantCacheSize,
+    (cache) => metrics?.watchCache?.("key_holder", cache),
+  );
 
   function deny(code: "invalid_token" | "token_expired", message: string): AuthError {
     metrics?.secureRequest("denied", code);

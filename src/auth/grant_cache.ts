@@ -17,14 +17,18 @@
  *
  * @module
  */
+import { type BoundedCache, createBoundedCache } from "./bounded_cache.ts";
 import { hashSecret } from "./credentials.ts";
 import type { GrantEpoch, KeyHolder, Store, TokenGrant, TokenStatus } from "../store/store.ts";
 
 /**
- * Cached grants before the cache starts afresh (`--grant-cache-size`'s default); 0 turns the
- * caches off, and every lookup goes to the store.
+ * Entries per cache (`--grant-cache-size`'s default); beyond it the S3-FIFO policy of
+ * bounded_cache.ts evicts. 0 turns the caches off, and every lookup goes to the store.
  */
 export const MAX_CACHED_GRANTS = 100_000;
+
+/** Told of a cache once it is made (for its counters in /metrics). */
+export type CacheObserver = (cache: BoundedCache<string, unknown>) => void;
 
 /**
  * Finds a live grant for a (normalised) API key and token: synchronously on
@@ -50,9 +54,12 @@ function createExactCache<I, V>(
     /** Whether a kept value still holds at `now` (the time rules the epoch does not see). */
     holds(value: V, now: number): boolean;
     maxEntries: number;
+    observe?: CacheObserver;
   },
 ): (key: string, input: I, now: number) => V | undefined | Promise<V | undefined> {
-  const entries = new Map<string, V>();
+  // Off (size 0): a cache of one entry that is never filled, so that lookups still count.
+  const entries = createBoundedCache<string, V>({ maxEntries: Math.max(1, options.maxEntries) });
+  options.observe?.(entries as BoundedCache<string, unknown>);
   let seenEpoch: GrantEpoch | undefined;
 
   async function lookUp(key: string, input: I, now: number, epoch: GrantEpoch | undefined) {
@@ -65,8 +72,7 @@ function createExactCache<I, V>(
     // may have ended it, and the next lookup will see the epoch move.
     if (epoch === undefined || store.readGrantEpoch() !== epoch) return found;
     if (options.maxEntries <= 0) return found; // the cache is off
-    if (entries.size >= options.maxEntries) entries.clear();
-    entries.set(key, found);
+    entries.set(key, found); // evicts by the policy when full
     return found;
   }
 
@@ -78,7 +84,10 @@ function createExactCache<I, V>(
     }
     if (epoch !== undefined) {
       const cached = entries.get(key);
-      if (cached !== undefined && options.holds(cached, now)) return cached;
+      if (cached !== undefined) {
+        if (options.holds(cached, now)) return cached;
+        entries.delete(key); // expired meanwhile: read again below
+      }
     }
     return lookUp(key, input, now, epoch);
   };
@@ -88,6 +97,7 @@ function createExactCache<I, V>(
 export function createGrantCache(
   store: Pick<Store, "findTokenGrant" | "readGrantEpoch">,
   maxEntries = MAX_CACHED_GRANTS,
+  observe?: CacheObserver,
 ): GrantFinder {
   const find = createExactCache<{ apiKey: string; token: string }, TokenGrant>(store, {
     async read({ apiKey, token }, now) {
@@ -102,6 +112,7 @@ export function createGrantCache(
     keep: () => true,
     holds: (grant, now) => grant.keyExpiresAt === null || grant.keyExpiresAt > now,
     maxEntries,
+    observe,
   });
   return (apiKey, token, now) => find(apiKey + token, { apiKey, token }, now);
 }
@@ -125,6 +136,7 @@ export type TokenStatusFinder = (
 export function createTokenStatusCache(
   store: Pick<Store, "findTokenStatus" | "readGrantEpoch">,
   maxEntries = MAX_CACHED_GRANTS,
+  observe?: CacheObserver,
 ): TokenStatusFinder {
   const find = createExactCache<string, TokenStatus>(store, {
     async read(token, now) {
@@ -134,6 +146,7 @@ export function createTokenStatusCache(
     keep: (status) => status.live,
     holds: () => true,
     maxEntries,
+    observe,
   });
   return (token, now) => find(token, token, now);
 }
@@ -155,6 +168,7 @@ export type KeyHolderFinder = (
 export function createKeyHolderCache(
   store: Pick<Store, "findKeyHolder" | "findApiKeyById" | "readGrantEpoch">,
   maxEntries = MAX_CACHED_GRANTS,
+  observe?: CacheObserver,
 ): KeyHolderFinder {
   const find = createExactCache<string, { holder: KeyHolder; keyExpiresAt: number | null }>(
     store,
@@ -171,6 +185,7 @@ export function createKeyHolderCache(
       keep: () => true,
       holds: (entry, now) => entry.keyExpiresAt === null || entry.keyExpiresAt > now,
       maxEntries,
+      observe,
     },
   );
   return (apiKey, now) => {

@@ -18,6 +18,17 @@ import {
 } from "prom-client";
 import { createLatencyHistogram } from "./latency_histogram.ts";
 
+/** The in-memory caches in front of the store, as /metrics names them. */
+export type CacheName = "grant" | "key_holder" | "token_status";
+
+/** What /metrics reads of a cache at scrape time. */
+export interface WatchedCache {
+  readonly hits: number;
+  readonly misses: number;
+  readonly evictions: number;
+  readonly size: number;
+}
+
 /** One registry's metrics as data, to be summed with others' (another worker's). */
 export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
@@ -87,6 +98,8 @@ export interface Metrics {
   databaseError(source: string): void;
   /** Token rows deleted by the janitor. */
   tokensPurged(count: number): void;
+  /** Reports a cache's counters (hits, misses, evictions, entries) at every scrape from now on. */
+  watchCache(name: CacheName, cache: WatchedCache): void;
   /** The running totals of the counters above, for the admin console's charts. */
   readCounters(): Promise<CounterTotals>;
   /** The registry (summed with {@link MetricsOptions.gatherOthers}) in Prometheus text format. */
@@ -190,6 +203,60 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: "Expired and revoked token rows deleted by the janitor",
     registers,
   });
+  const watched = new Map<CacheName, Set<WatchedCache>>();
+  /** The sum of `field` over the caches watched under `name`. */
+  const sumOf = (name: CacheName, field: keyof WatchedCache) =>
+    [...watched.get(name) ?? []].reduce((sum, cache) => sum + cache[field], 0);
+  // Read from the caches' own counters at scrape time (nothing is counted per request here).
+  new Counter({
+    name: "keygate_cache_lookups_total",
+    help: "Lookups of the in-memory caches in front of the store, by cache and hit or miss",
+    labelNames: ["cache", "result"] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const cache of watched.keys()) {
+        this.inc({ cache, result: "hit" }, sumOf(cache, "hits"));
+        this.inc({ cache, result: "miss" }, sumOf(cache, "misses"));
+      }
+    },
+  });
+  new Counter({
+    name: "keygate_cache_evictions_total",
+    help: "Entries a cache's replacement policy evicted to stay within --grant-cache-size",
+    labelNames: ["cache"] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const cache of watched.keys()) {
+        this.inc({ cache }, sumOf(cache, "evictions"));
+      }
+    },
+  });
+  new Gauge({
+    name: "keygate_cache_entries",
+    help: "Entries held by a cache now (summed over request workers)",
+    labelNames: ["cache"] as const,
+    registers,
+    collect() {
+      for (const cache of watched.keys()) this.set({ cache }, sumOf(cache, "size"));
+    },
+  });
+  new Gauge({
+    name: "keygate_cache_hit_ratio",
+    help: "Hits over lookups since start (the mean over request workers; for a window, " +
+      "use rate() of keygate_cache_lookups_total)",
+    labelNames: ["cache"] as const,
+    registers,
+    aggregator: "average",
+    collect() {
+      for (const cache of watched.keys()) {
+        const hits = sumOf(cache, "hits");
+        const lookups = hits + sumOf(cache, "misses");
+        this.set({ cache }, lookups === 0 ? 0 : hits / lookups);
+      }
+    },
+  });
   options.register?.(registry);
   // Known label values start at zero, so rates work from the first scrape.
   for (const reason of ["ok", "invalid_token", "token_expired"]) {
@@ -207,6 +274,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       latency.observe(route, method, status, seconds),
     databaseError: (source) => databaseErrors.inc({ source }),
     tokensPurged: (count) => purged.inc(count),
+    watchCache(name, cache) {
+      let caches = watched.get(name);
+      if (caches === undefined) watched.set(name, caches = new Set());
+      caches.add(cache);
+    },
     readCounters: async () => {
       // Every worker's counters, as /metrics sums them: with --workers N the secure path runs in
       // the workers, so the main thread's own registry alone would show no secure traffic.

@@ -7,7 +7,8 @@
 import { StoreBlocked, StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { TokenStore } from "../store.ts";
 import { auditInsert, type PgContext, resolveAudit, toBumpedEpoch } from "./db.ts";
-import { type Row, toExpiryOrNull, toTokenFacts } from "../rows.ts";
+import { type Row, toTokenFacts } from "../rows.ts";
+import { createGrantReader } from "./grant_reads.ts";
 import { tokenValid } from "./rows.ts";
 import { raiseCutoff } from "./users.ts";
 
@@ -21,6 +22,7 @@ export function createTokenMethods(
   db: PgContext,
   deps: TokenMethodDeps,
 ): Omit<TokenStore, "listTokensOfUser"> {
+  const findGrant = createGrantReader(db);
   return {
     async insertToken(token, change) {
       const blockers = change.unlessBlocked?.subjects ?? [];
@@ -100,23 +102,14 @@ export function createTokenMethods(
       return written.id;
     },
 
-    async findTokenGrant({ tokenHash, keyHash, now }) {
+    findTokenGrant(lookup) {
       // Fail closed: while this instance cannot confirm the epoch, it answers nothing.
       if (!deps.isEpochConfirmed()) {
-        throw new StoreUnavailable("Cannot confirm the grant epoch: database unreachable");
+        return Promise.reject(
+          new StoreUnavailable("Cannot confirm the grant epoch: database unreachable"),
+        );
       }
-      const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
-            least(t.expires_at, coalesce(k.expires_at, t.expires_at)) AS expires_at,
-            k.expires_at AS key_expires_at
-          FROM tokens t
-          JOIN api_keys k ON k.id = t.api_key_id
-          JOIN users u ON u.id = t.user_id
-          WHERE t.token_hash = ${tokenHash} AND k.key_hash = ${keyHash}
-            AND ${tokenValid(sql, now)}`
-      );
-      if (row === undefined) return undefined;
-      return { ...toTokenFacts(row), keyExpiresAt: toExpiryOrNull(row.key_expires_at) };
+      return findGrant(lookup);
     },
 
     async findTokenStatus(tokenHash, now) {
