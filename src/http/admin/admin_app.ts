@@ -179,6 +179,7 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
         params: match.params,
         url,
         changes,
+        accounts: { ...changes, hasher: deps.hasher },
       });
       if (!match.route.write && !UNMETERED_ROUTES.has(match.route.path) && response.ok) {
         const bulk = meter.count(operator.id);

@@ -7,6 +7,7 @@
  * @module
  */
 import type { ChangeDeps } from "../../auth/changes.ts";
+import type { AccountDeps } from "../../auth/users.ts";
 import type { Clock } from "../../platform/clock.ts";
 import type { Logger } from "../../platform/logger.ts";
 import type { CounterTotals } from "../../platform/metrics.ts";
@@ -42,6 +43,8 @@ export interface AdminContext {
   url: URL;
   /** The domain's change dependencies: actor `operator:<name>`. */
   changes: ChangeDeps;
+  /** {@link changes} and the hasher, for changes that take a password. */
+  accounts: AccountDeps;
 }
 
 /** One route of the admin API. */

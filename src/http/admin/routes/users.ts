@@ -101,11 +101,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
       const email = requiredString(body, "email", 254);
       const password = toPassword(body);
       const tokenTimeoutSeconds = toTimeout(body);
-      if (await context.deps.store.findUserByEmail(email.toLowerCase())) {
-        throw new AuthError("conflict", `User "${email.toLowerCase()}" already exists`);
-      }
-      const passwordHash = await context.deps.hasher.hash(password);
-      const user = await addUser(context.changes, { email, passwordHash, tokenTimeoutSeconds });
+      const user = await addUser(context.accounts, { email, password, tokenTimeoutSeconds });
       return toJson(userDetail(context, user), 201);
     },
   },
@@ -161,8 +157,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
       allowFields(body, ["password"]);
-      const passwordHash = await context.deps.hasher.hash(toPassword(body));
-      const revoked = await changeUserPassword(context.changes, user, passwordHash);
+      const revoked = await changeUserPassword(context.accounts, user, toPassword(body));
       return toJson({ tokens_revoked: revoked });
     },
   },
