@@ -78,7 +78,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/users",
-    write: false,
+    caller: "operator",
     async handle(_request, { deps, url }) {
       const limit = toLimit(url);
       const cursor = readCursor(url, ["string"]);
@@ -94,7 +94,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const body = await readJsonObject(request);
       allowFields(body, ["email", "password", "token_timeout"]);
@@ -108,7 +108,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/users/:id",
-    write: false,
+    caller: "operator",
     async handle(_request, context) {
       return toJson(userDetail(context, await findUserParam(context)));
     },
@@ -116,7 +116,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "PUT",
     path: "/admin/v1/users/:id/token-timeout",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
@@ -131,7 +131,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "PUT",
     path: "/admin/v1/users/:id/email",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
@@ -143,7 +143,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "DELETE",
     path: "/admin/v1/users/:id",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const deleted = await deleteUser(context.changes, await findUserParam(context));
       return toJson({ api_keys_deleted: deleted.apiKeys, tokens_deleted: deleted.tokens });
@@ -152,7 +152,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "PUT",
     path: "/admin/v1/users/:id/password",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
@@ -164,7 +164,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users/:id/disable",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const revoked = await setUserDisabled(context.changes, await findUserParam(context), true);
       return toJson({
@@ -176,7 +176,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users/:id/enable",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       await setUserDisabled(context.changes, await findUserParam(context), false);
       return toJson({ ...userDetail(context, await findUserParam(context)), tokens_revoked: 0 });
@@ -185,7 +185,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users/:id/tokens/revoke",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
