@@ -1,6 +1,7 @@
 /**
- * Admin tasks the admin API offers beyond users and keys: revoking one token
- * by id, the failed-login counters (list, clear) and the dashboard's figures.
+ * Admin tasks beyond users and keys, for the admin API and the admin CLI alike:
+ * revoking one token by id, purging ended token rows, recording a database
+ * restore, the failed-login counters (list, clear) and the dashboard's figures.
  * Like users.ts and keys.ts, each change is one atomic, audited store call.
  *
  * @module
@@ -11,6 +12,7 @@ import type {
   KeyQuery,
   LoginFailureListing,
   LoginFailureQuery,
+  LoginFailures,
   Store,
 } from "../store/store.ts";
 import { findUnsafeCharacter } from "./account_rules.ts";
@@ -34,6 +36,47 @@ export async function revokeTokenById(deps: ChangeDeps, tokenId: number): Promis
   });
   change.notify();
   return revoked;
+}
+
+/**
+ * Deletes every token row that stopped working by now (`token purge`; the janitor does the
+ * same in batches), audited as `tokens.purged`; resolves to how many rows went.
+ */
+export async function purgeEndedTokens(deps: ChangeDeps): Promise<number> {
+  const change = observeAudit(
+    deps,
+    (n: number) => toAuditEntry(deps, "tokens.purged", "tokens", { deleted: n }),
+  );
+  const deleted = await deps.store.purgeEndedTokens(deps.clock.now(), { audit: change.audit });
+  change.notify();
+  return deleted;
+}
+
+/** What a restored database held, for its audit entry. */
+export interface RestoredDatabase {
+  /** The backup file it came from. */
+  from: string;
+  users: number;
+  apiKeys: number;
+  tokens: number;
+}
+
+/**
+ * Records in the (restored) database that it was restored from a backup (`db restore`),
+ * audited as `db.restored`.
+ */
+export async function recordDatabaseRestored(
+  deps: ChangeDeps,
+  restored: RestoredDatabase,
+): Promise<void> {
+  const entry = toAuditEntry(deps, "db.restored", "database", {
+    from: restored.from,
+    users: restored.users,
+    api_keys: restored.apiKeys,
+    tokens: restored.tokens,
+  });
+  await deps.store.appendAudit(entry);
+  deps.noteChange?.(entry);
 }
 
 /**
@@ -67,6 +110,21 @@ export async function listThrottleCounters(
     ...row,
     blocked: row.blockedUntil > query.now,
   }));
+}
+
+/** A live failed-login counter and, for an account counter (`key:<id>`), its key. */
+export interface CounterWithKey extends LoginFailures {
+  key?: ApiKeyListing;
+}
+
+/** Every live failed-login counter at `now`, the longest-blocked first, with its key if any. */
+export async function listAllThrottleCounters(
+  store: Store,
+  now: number,
+): Promise<CounterWithKey[]> {
+  const [keys, counters] = await Promise.all([store.listApiKeys(), store.listLoginFailures(now)]);
+  const bySubject = new Map(keys.map((key) => [toAccountSubject(key.id), key]));
+  return counters.map((row) => ({ ...row, key: bySubject.get(row.subject) }));
 }
 
 /** What {@link clearThrottle} forgot. */

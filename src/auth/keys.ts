@@ -6,11 +6,11 @@
  *
  * @module
  */
-import type { ApiKey, Store, User } from "../store/store.ts";
+import type { ApiKey, User } from "../store/store.ts";
 import { findUnsafeCharacter } from "./account_rules.ts";
 import { toKeyRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
-import { generateApiKey, hashSecret, normalizeApiKey, toKeyPrefix } from "./credentials.ts";
+import { generateApiKey, hashSecret, toKeyPrefix } from "./credentials.ts";
 import { AuthError } from "./errors.ts";
 import { toKeyStatus } from "./key_status.ts";
 
@@ -22,14 +22,6 @@ export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600;
 
 function toIsoOrNull(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
-}
-
-/** A key given whole (any letter case) or by its numeric id; `undefined` when there is none. */
-export async function findKeyByText(store: Store, keyOrId: string): Promise<ApiKey | undefined> {
-  const apiKey = normalizeApiKey(keyOrId.trim());
-  if (apiKey !== undefined) return await store.findApiKeyByHash(hashSecret(apiKey));
-  if (/^[1-9][0-9]{0,15}$/.test(keyOrId)) return await store.findApiKeyById(Number(keyOrId));
-  return undefined;
 }
 
 /** What {@link createKey} needs. */

@@ -1,17 +1,23 @@
 /**
  * Users: adding one, its token lifetime, its password, disabling and
  * enabling it, and revoking all its tokens. Each change is one atomic,
- * audited store call; changes that can end tokens report how many.
+ * audited store call; changes that can end tokens report how many. These are
+ * the use cases the admin CLI and the admin API both call: they take the
+ * plaintext password and the hasher, canonicalise the e-mail, check, hash,
+ * write and audit.
  *
  * @module
  */
+import type { PasswordHasher } from "../passwords/passwords.ts";
 import { formatDuration } from "../platform/duration.ts";
 import type { DeletedUser, Store, TokenRow, User } from "../store/store.ts";
 import { StoreConflict } from "../store/errors.ts";
 import {
   findUnsafeCharacter,
   isAccountEmail,
+  isPasswordSized,
   MAX_EMAIL_LENGTH,
+  MAX_PASSWORD_BYTES,
   normalizeEmail,
 } from "./account_rules.ts";
 import { toUserRef } from "./audit.ts";
@@ -72,18 +78,45 @@ export function describeExisting(email: string, existing: User): string {
     (existing.email === email ? "" : ` (as "${existing.email}", the same address in NFC)`);
 }
 
-/** What {@link addUser} needs; the password is hashed already. */
+/** What a change that hashes a password needs: {@link ChangeDeps} and the hasher. */
+export interface AccountDeps extends ChangeDeps {
+  hasher: Pick<PasswordHasher, "hash">;
+}
+
+/** What {@link addUser} needs: the password in plain text (only its hash is stored). */
 export interface NewAccount {
   email: string;
-  passwordHash: string;
+  password: string;
   tokenTimeoutSeconds: number | null;
 }
 
-/** Adds a user. @throws {AuthError} `invalid_request` for the e-mail, `conflict` when taken. */
-export async function addUser(deps: ChangeDeps, account: NewAccount): Promise<User> {
+/**
+ * A password a user may be given.
+ *
+ * @throws {AuthError} `invalid_request` unless it is 1 to {@link MAX_PASSWORD_BYTES} bytes.
+ */
+export function toAccountPassword(password: string): string {
+  if (!isPasswordSized(password)) {
+    throw new AuthError(
+      "invalid_request",
+      `Invalid password: expected 1 to ${MAX_PASSWORD_BYTES} bytes`,
+    );
+  }
+  return password;
+}
+
+/**
+ * Adds a user: canonicalises the e-mail, refuses a taken one (in any Unicode normal form)
+ * before any hashing, hashes the password and stores the user with its audit entry.
+ *
+ * @throws {AuthError} `invalid_request` for the e-mail or password, `conflict` when taken.
+ */
+export async function addUser(deps: AccountDeps, account: NewAccount): Promise<User> {
   const email = toAccountEmail(account.email);
+  const password = toAccountPassword(account.password);
   const existing = await findUserInAnyForm(deps.store, email);
   if (existing) throw new AuthError("conflict", describeExisting(email, existing));
+  const passwordHash = await deps.hasher.hash(password);
   const change = observeAudit(
     deps,
     (added: User) =>
@@ -91,10 +124,17 @@ export async function addUser(deps: ChangeDeps, account: NewAccount): Promise<Us
         timeout: describeTimeout(added),
       }),
   );
-  const user = await deps.store.insertUser({ ...account, email }, {
-    now: deps.clock.now(),
-    audit: change.audit,
-  });
+  let user: User;
+  try {
+    user = await deps.store.insertUser(
+      { email, passwordHash, tokenTimeoutSeconds: account.tokenTimeoutSeconds },
+      { now: deps.clock.now(), audit: change.audit },
+    );
+  } catch (error) {
+    // Added by someone else while the password was hashed.
+    if (!(error instanceof StoreConflict)) throw error;
+    throw new AuthError("conflict", `User "${email}" already exists`);
+  }
   change.notify();
   return user;
 }
@@ -120,12 +160,17 @@ export async function changeUserTimeout(
   change.notify();
 }
 
-/** Replaces a user's password hash, ending every token; resolves to how many live ones. */
+/**
+ * Replaces a user's password (hashed here), ending every token; resolves to how many live ones.
+ *
+ * @throws {AuthError} `invalid_request` for a password out of bounds.
+ */
 export async function changeUserPassword(
-  deps: ChangeDeps,
+  deps: AccountDeps,
   user: User,
-  passwordHash: string,
+  password: string,
 ): Promise<number> {
+  const passwordHash = await deps.hasher.hash(toAccountPassword(password));
   const change = observeAudit(
     deps,
     (n: number) =>

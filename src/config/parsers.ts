@@ -7,7 +7,6 @@
  */
 import { parseDuration } from "../platform/duration.ts";
 import { isCidr } from "../platform/ip.ts";
-import type { ForwardAuthHeader } from "../http/context.ts";
 import type { LogLevel } from "../platform/logger.ts";
 import { checkDatabasePath, parseStoreUrl } from "../store/store_url.ts";
 
@@ -178,16 +177,19 @@ function toList(text: string): string[] {
   return text.split(",").map((item) => item.trim()).filter(Boolean);
 }
 
-const FORWARD_AUTH_HEADERS: readonly ForwardAuthHeader[] = [
-  "x-original-uri",
-  "x-forwarded-uri",
-  "either",
-];
+/** The values of `--forward-auth-header`. */
+export const FORWARD_AUTH_HEADERS = ["x-original-uri", "x-forwarded-uri", "either"] as const;
+
+/**
+ * One of {@link FORWARD_AUTH_HEADERS}: the header a forward-auth request's original URI comes
+ * from (the HTTP edge's `ForwardAuthHeader`, src/http/context.ts, says what each means).
+ */
+export type ForwardAuthHeader = typeof FORWARD_AUTH_HEADERS[number];
 
 /** Parses which header names forward-auth's original request, in any letter case. */
 export function parseForwardAuthHeader(text: string): ForwardAuthHeader {
   const header = text.trim().toLowerCase() as ForwardAuthHeader;
-  if (!FORWARD_AUTH_HEADERS.includes(header)) {
+  if (!(FORWARD_AUTH_HEADERS as readonly string[]).includes(header)) {
     throw new SyntaxError("expected x-original-uri, x-forwarded-uri or either");
   }
   return header;

@@ -7,9 +7,9 @@
  *
  * @module
  */
-import type { ForwardAuthHeader } from "../http/context.ts";
 import type { LogLevel } from "../platform/logger.ts";
 import {
+  type ForwardAuthHeader,
   parseAuditRetention,
   parseBoolean,
   parseCacheSize,

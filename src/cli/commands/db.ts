@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { toAuditEntry } from "../../auth/changes.ts";
+import { recordDatabaseRestored } from "../../auth/admin_tasks.ts";
 import { findPostgresStore, findSqliteMaintenance } from "../../store/open_store.ts";
 import { inspectDatabaseFile, restoreDatabaseFile } from "../../store/sqlite/maintenance.ts";
 import type { SqliteMaintenance } from "../../store/sqlite/maintenance.ts";
@@ -109,15 +109,13 @@ export const DB_COMMANDS: readonly Command[] = [
       await restoreDatabaseFile(from, dbPath);
       const { counts } = inspected;
       // Opening the restored file applies pending migrations.
-      const store = await context.openStore();
-      const entry = toAuditEntry(context.changes, "db.restored", "database", {
+      await context.openStore();
+      await recordDatabaseRestored(context.changes, {
         from,
         users: counts.users,
-        api_keys: counts.api_keys,
+        apiKeys: counts.api_keys,
         tokens: counts.tokens,
       });
-      await store.appendAudit(entry);
-      context.changes.noteChange?.(entry);
       io.stdout(
         `Restored ${dbPath} from ${from}: ${counts.users} user(s), ${counts.api_keys} API ` +
           `key(s), ${counts.tokens} token row(s)`,

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { clearThrottle } from "../../auth/admin_tasks.ts";
+import { clearThrottle, listAllThrottleCounters } from "../../auth/admin_tasks.ts";
 import type { Command } from "../command.ts";
 import { printRows } from "../output.ts";
 
@@ -17,9 +17,8 @@ export const THROTTLE_COMMANDS: readonly Command[] = [
     database: "existing",
     async run({ store, options, io }) {
       const now = io.clock.now();
-      const keys = new Map((await store.listApiKeys()).map((key) => [`key:${key.id}`, key]));
-      const rows = (await store.listLoginFailures(now)).map((row) => {
-        const key = keys.get(row.subject);
+      const rows = (await listAllThrottleCounters(store, now)).map((row) => {
+        const key = row.key;
         return {
           subject: key ? `key ${key.id} (${key.prefix}…, ${key.email})` : row.subject,
           failures: row.failures,

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { toAuditEntry } from "../../auth/changes.ts";
+import { purgeEndedTokens } from "../../auth/admin_tasks.ts";
 import { listUserTokens, revokeUserTokens } from "../../auth/users.ts";
 import type { Command } from "../command.ts";
 import { AdminError } from "../io.ts";
@@ -68,12 +68,8 @@ export const TOKEN_COMMANDS: readonly Command[] = [
     arguments: [],
     options: [],
     database: "existing",
-    async run({ store, io, changes }) {
-      let entry;
-      const deleted = await store.purgeEndedTokens(io.clock.now(), {
-        audit: (n) => entry = toAuditEntry(changes, "tokens.purged", "tokens", { deleted: n }),
-      });
-      if (entry !== undefined) changes.noteChange?.(entry);
+    async run({ io, changes }) {
+      const deleted = await purgeEndedTokens(changes);
       io.stdout(`Deleted ${deleted} expired or revoked token row(s)`);
     },
   },

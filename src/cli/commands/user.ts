@@ -9,16 +9,13 @@ import {
   changeUserPassword,
   changeUserTimeout,
   deleteUser,
-  describeExisting,
   describeTimeout,
-  findUserInAnyForm,
   renameUser,
   setUserDisabled,
   toAccountEmail,
 } from "../../auth/users.ts";
 import { formatDuration } from "../../platform/duration.ts";
 import type { Command } from "../command.ts";
-import { AdminError } from "../io.ts";
 import { printRows } from "../output.ts";
 import { findUser, toDuration, toPassword } from "../values.ts";
 
@@ -45,16 +42,18 @@ export const USER_COMMANDS: readonly Command[] = [
     }],
     readsPassword: true,
     database: "create",
-    async run({ store, args, options, io, changes }) {
+    async run({ args, options, io, changes }) {
+      // A bad address or timeout is refused before the password is asked for.
       const email = toAccountEmail(args.EMAIL!);
       const timeout = options.timeout === undefined
         ? null
         : toDuration(options.timeout, "--timeout");
-      // Rows written before e-mails were stored in NFC are compared in NFC too.
-      const existing = await findUserInAnyForm(store, email);
-      if (existing) throw new AdminError(describeExisting(email, existing));
-      const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const user = await addUser(changes, { email, passwordHash, tokenTimeoutSeconds: timeout });
+      const password = toPassword(await io.readPassword());
+      const user = await addUser({ ...changes, hasher: io.hasher }, {
+        email,
+        password,
+        tokenTimeoutSeconds: timeout,
+      });
       io.stdout(`Added user ${user.email} (id ${user.id}, token timeout ${describeTimeout(user)})`);
     },
   },
@@ -120,8 +119,8 @@ export const USER_COMMANDS: readonly Command[] = [
     database: "existing",
     async run({ store, args, io, changes }) {
       const user = await findUser(store, args.EMAIL!);
-      const passwordHash = await io.hasher.hash(toPassword(await io.readPassword()));
-      const revoked = await changeUserPassword(changes, user, passwordHash);
+      const password = toPassword(await io.readPassword());
+      const revoked = await changeUserPassword({ ...changes, hasher: io.hasher }, user, password);
       io.stdout(`Password of ${user.email} changed; ${revoked} live token(s) revoked`);
     },
   },

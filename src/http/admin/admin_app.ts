@@ -13,15 +13,18 @@
  * - Every response has a strict Content-Security-Policy (scripts and styles
  *   from this origin only, nothing inline), HSTS, nosniff, no-store,
  *   frame-ancestors 'none' and no referrer.
- * - `Host` is checked as on the public listener (src/http/host.ts): 400
- *   `invalid_host` for anything but a host name and port, before routing.
+ * - It is the same pipeline as the public listener's (../pipeline.ts: request
+ *   ids, the one catch, security headers) with this listener's parts: `Host`
+ *   checked as there (../host.ts: 400 `invalid_host`), the same route table
+ *   (../route_table.ts) whose `caller` says operator or writer, and its own
+ *   renderer and access log.
  * - Every request is logged at info level as one `admin_request` line naming
  *   the operator (name and id), method, path, status and client; a `read`
  *   operator's 403 is audited (`operator.forbidden`), and so is a bulk read
  *   (`operator.bulk_read`, src/auth/read_meter.ts).
- * - This is the one catch of the listener: errors become `{"error": {code,
- *   message}}` with the status of src/http/errors.ts's one table; bad input
- *   is a 4xx, and only a 5xx is logged as an error.
+ * - Its renderer writes errors as `{"error": {code, message}}` with the status
+ *   of src/http/errors.ts's one table; bad input is a 4xx, and only a 5xx is
+ *   logged as an error.
  *
  * @module
  */
@@ -29,15 +32,16 @@ import { toOperatorRef } from "../../auth/audit.ts";
 import type { ChangeDeps } from "../../auth/changes.ts";
 import { createOperatorAuth, recordBulkRead, requireWriteRole } from "../../auth/operators.ts";
 import { createReadMeter } from "../../auth/read_meter.ts";
+import { hasControlCharacter, toPrintable } from "../../formats/printable.ts";
 import { redactTarget } from "../../platform/logger.ts";
 import type { Operator } from "../../store/store.ts";
-import type { ConnectionInfo, Handler } from "../app.ts";
-import { drainBody } from "../body.ts";
-import { HttpError, toHttpError } from "../errors.ts";
-import { invalidHost, readHost } from "../host.ts";
+import { HttpError } from "../errors.ts";
+import { createHostReader, type HostReader, invalidHost } from "../host.ts";
 import { splitRequestTarget } from "../paths.ts";
-import { hasControlCharacter, toPrintable } from "../../formats/printable.ts";
-import { type AdminDeps, type AdminRoute, findAdminRoute } from "./admin_router.ts";
+import { createListenerHandler, type Handler } from "../pipeline.ts";
+import { createRouteTable, isRouteMatch, methodNotAllowed } from "../route_table.ts";
+import { ADMIN_SECURITY_HEADERS } from "../security_headers.ts";
+import type { AdminDeps, AdminRoute } from "./admin_router.ts";
 import { toJsonError } from "./admin_json.ts";
 import { type ConsoleAssets, loadConsoleAssets } from "./console_assets.ts";
 import { ADMIN_OPENAPI } from "./openapi.ts";
@@ -46,9 +50,13 @@ import { SYSTEM_ROUTES } from "./routes/system.ts";
 import { USER_ROUTES } from "./routes/users.ts";
 
 export type { AdminDeps } from "./admin_router.ts";
+export { ADMIN_CSP } from "../security_headers.ts";
 
 /** Where the admin API lives. */
 export const ADMIN_API_PREFIX = "/admin/v1/";
+
+/** The admin API's document, public. */
+const OPENAPI_PATH = `${ADMIN_API_PREFIX}openapi.json`;
 
 /** Every route of the admin API. */
 export const ADMIN_ROUTES: readonly AdminRoute[] = [
@@ -64,37 +72,14 @@ const UNMETERED_ROUTES: ReadonlySet<string> = new Set([
   "/admin/v1/stats/history",
 ]);
 
-/** The console's policy: everything from this origin, nothing inline, no frames, no plugins. */
-export const ADMIN_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self'",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join("; ");
-
-const SECURITY_HEADERS: readonly [string, string][] = [
-  ["content-security-policy", ADMIN_CSP],
-  ["strict-transport-security", "max-age=31536000; includeSubDomains"],
-  ["x-content-type-options", "nosniff"],
-  ["cache-control", "no-store"],
-  ["referrer-policy", "no-referrer"],
-  ["x-frame-options", "DENY"],
-  ["cross-origin-opener-policy", "same-origin"],
-  ["cross-origin-resource-policy", "same-origin"],
-];
-
 /**
- * The request's URL from the checked `Host` (src/http/host.ts, the public
- * listener's rule) and the target as sent, so that a `Host` such as
- * `127.0.0.1/console/app.js?` cannot change the path that is routed.
+ * The request's URL from the checked `Host` (the public listener's rule) and
+ * the target as sent, so that a `Host` such as `127.0.0.1/console/app.js?`
+ * cannot change the path that is routed.
  *
  * @throws {HttpError} 400 `invalid_host` for a malformed `Host`.
  */
-function readAdminUrl(request: Request): URL {
+function readAdminUrl(request: Request, readHost: HostReader): URL {
   const host = readHost(request);
   const { rawPath, search } = splitRequestTarget(request.url);
   let url: URL;
@@ -119,9 +104,24 @@ function readAdminUrl(request: Request): URL {
   return url;
 }
 
+function refuseUnlessGet(method: string): void {
+  if (method !== "GET" && method !== "HEAD") {
+    throw new HttpError(405, "method_not_allowed", `Method ${method} is not allowed: use GET`, {
+      headers: { allow: "GET, HEAD" },
+    });
+  }
+}
+
 /** Options for {@link createAdminHandler}; tests pass other assets. */
 export interface AdminHandlerOptions {
   assets?: ConsoleAssets;
+}
+
+/** One admin request as the listener handles it: who asked, and which operator it was. */
+interface AdminRequest {
+  readonly requestId: string;
+  readonly client: string;
+  operator?: Operator;
 }
 
 /** Creates the admin listener's handler. */
@@ -134,60 +134,28 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
   const assets = options.assets ?? loadConsoleAssets();
   const meter = createReadMeter({ clock: deps.clock });
   const openapi = JSON.stringify(ADMIN_OPENAPI);
+  const table = createRouteTable(ADMIN_ROUTES, { headAsGet: true });
+  const readHost = createHostReader();
 
-  /** What a request did, for its access log line. */
-  interface Seen {
-    operator?: Operator;
+  /** The domain's change dependencies for changes made by `operator`. */
+  function toChanges(operator: Operator): ChangeDeps {
+    return {
+      store: deps.store,
+      clock: deps.clock,
+      actor: toOperatorRef(operator.name),
+      noteChange: (entry) =>
+        deps.logger.info("admin change", {
+          event: "admin_change",
+          actor: entry.actor,
+          action: entry.action,
+          subject: entry.subject,
+          ...entry.detail,
+        }),
+    };
   }
 
-  async function route(request: Request, url: URL, client: string, seen: Seen) {
-    const path = url.pathname;
-    const method = request.method;
-    if (path === `${ADMIN_API_PREFIX}openapi.json`) {
-      if (method !== "GET" && method !== "HEAD") {
-        throw new HttpError(405, "method_not_allowed", `Method ${method} is not allowed: use GET`, {
-          headers: { allow: "GET, HEAD" },
-        });
-      }
-      return new Response(openapi, {
-        headers: { "content-type": "application/json; charset=utf-8" },
-      });
-    }
-    if (path.startsWith(ADMIN_API_PREFIX) || path === "/admin/v1") {
-      const operator = await auth.authenticate(request.headers.get("authorization"), client);
-      seen.operator = operator;
-      const match = findAdminRoute(ADMIN_ROUTES, method, path);
-      if (match === undefined) throw new HttpError(404, "not_found", "No such admin API path");
-      const routeName = `${match.route.method} ${match.route.path}`;
-      const changes: ChangeDeps = {
-        store: deps.store,
-        clock: deps.clock,
-        actor: toOperatorRef(operator.name),
-        noteChange: (entry) =>
-          deps.logger.info("admin change", {
-            event: "admin_change",
-            actor: entry.actor,
-            action: entry.action,
-            subject: entry.subject,
-            ...entry.detail,
-          }),
-      };
-      if (match.route.write) await requireWriteRole(changes, operator, routeName);
-      const response = await match.route.handle(request, {
-        deps,
-        operator,
-        params: match.params,
-        url,
-        changes,
-      });
-      if (!match.route.write && !UNMETERED_ROUTES.has(match.route.path) && response.ok) {
-        const bulk = meter.count(operator.id);
-        if (bulk !== undefined) {
-          await recordBulkRead(changes, operator, { ...bulk, route: routeName });
-        }
-      }
-      return response;
-    }
+  /** A path outside the API: a file of the console. */
+  function serveAsset(path: string, method: string): Response {
     const asset = assets.find(path);
     if (asset === undefined) {
       throw new HttpError(
@@ -196,52 +164,81 @@ export function createAdminHandler(deps: AdminDeps, options: AdminHandlerOptions
         "Not found: the console is at /, the API at /admin/v1/",
       );
     }
-    if (method !== "GET" && method !== "HEAD") {
-      throw new HttpError(405, "method_not_allowed", `Method ${method} is not allowed: use GET`, {
-        headers: { allow: "GET, HEAD" },
-      });
-    }
+    refuseUnlessGet(method);
     return new Response(method === "HEAD" ? null : asset.body, {
       headers: { "content-type": asset.contentType },
     });
   }
 
-  return async function handleAdmin(request: Request, info?: ConnectionInfo): Promise<Response> {
-    const started = performance.now();
-    const requestId = crypto.randomUUID().slice(0, 8);
-    const client = info?.remoteAddr?.hostname ?? "unknown";
-    const seen: Seen = {};
-    let response: Response;
-    try {
-      response = await route(request, readAdminUrl(request), client, seen);
-    } catch (thrown) {
-      const error = toHttpError(thrown);
+  async function handle(request: Request, seen: AdminRequest): Promise<Response> {
+    const url = readAdminUrl(request, readHost);
+    const path = url.pathname;
+    const method = request.method;
+    if (path === OPENAPI_PATH) {
+      refuseUnlessGet(method);
+      return new Response(openapi, {
+        headers: { "content-type": "application/json; charset=utf-8" },
+      });
+    }
+    if (!path.startsWith(ADMIN_API_PREFIX) && path !== "/admin/v1") return serveAsset(path, method);
+    // Every other API path is for operators: who asks is known before whether the path exists.
+    const operator = await auth.authenticate(request.headers.get("authorization"), seen.client);
+    seen.operator = operator;
+    const found = table.match(method, path);
+    if (found === undefined) throw new HttpError(404, "not_found", "No such admin API path");
+    if (!isRouteMatch(found)) throw methodNotAllowed(method, found);
+    const { route, params } = found;
+    const routeName = `${route.method} ${route.path}`;
+    const changes = toChanges(operator);
+    if (route.caller === "writer") await requireWriteRole(changes, operator, routeName);
+    const response = await route.handle(request, {
+      deps,
+      operator,
+      params,
+      url,
+      changes,
+      accounts: { ...changes, hasher: deps.hasher },
+    });
+    if (route.caller === "operator" && !UNMETERED_ROUTES.has(route.path) && response.ok) {
+      const bulk = meter.count(operator.id);
+      if (bulk !== undefined) {
+        await recordBulkRead(changes, operator, { ...bulk, route: routeName });
+      }
+    }
+    return response;
+  }
+
+  return createListenerHandler<AdminRequest>({
+    begin: (_request, info, requestId) => ({
+      requestId,
+      client: info?.remoteAddr?.hostname ?? "unknown",
+    }),
+    handle,
+    render(error, _thrown, request, seen) {
       if (error.status >= 500) {
         deps.logger.error("admin request failed", {
-          request_id: requestId,
+          request_id: seen.requestId,
           method: request.method,
           error: String(error.cause ?? error),
         });
       }
-      response = toJsonError(error);
-    }
-    // A body refused unread (401, 403, 404): read it first, or HTTP/2 clients get a stream reset.
-    await drainBody(request);
-    for (const [name, value] of SECURITY_HEADERS) response.headers.set(name, value);
-    response.headers.set("x-request-id", requestId);
-    // Every request, read or refused, names its operator (never a token): who read what.
-    const { rawPath, search } = splitRequestTarget(request.url);
-    deps.logger.info("admin request", {
-      event: "admin_request",
-      request_id: requestId,
-      operator: seen.operator?.name ?? null,
-      operator_id: seen.operator?.id ?? null,
-      method: request.method.slice(0, 16),
-      path: redactTarget(rawPath.slice(0, 200), search.slice(0, 200)),
-      status: response.status,
-      duration_ms: Math.round((performance.now() - started) * 100) / 100,
-      client,
-    });
-    return response;
-  };
+      return toJsonError(error);
+    },
+    securityHeaders: ADMIN_SECURITY_HEADERS,
+    finish(request, seen, response, seconds) {
+      // Every request, read or refused, names its operator (never a token): who read what.
+      const { rawPath, search } = splitRequestTarget(request.url);
+      deps.logger.info("admin request", {
+        event: "admin_request",
+        request_id: seen.requestId,
+        operator: seen.operator?.name ?? null,
+        operator_id: seen.operator?.id ?? null,
+        method: request.method.slice(0, 16),
+        path: redactTarget(rawPath.slice(0, 200), search.slice(0, 200)),
+        status: response.status,
+        duration_ms: Math.round(seconds * 100_000) / 100,
+        client: seen.client,
+      });
+    },
+  });
 }

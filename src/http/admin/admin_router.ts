@@ -1,12 +1,14 @@
 /**
- * The admin API's routes: a method, a path pattern with `:name` segments,
- * whether it changes anything (write role), and a handler. Matching gives
- * the handler and its parameters, 405 with `Allow` for a known path and
- * another method, or `undefined`.
+ * What the admin API's routes are given: the listener's dependencies, and per
+ * request the operator, the path's parameters, the URL and the domain's change
+ * dependencies. Its routes are rows of the route table both listeners use
+ * (../route_table.ts): a method, a path pattern with `:name` segments, who may
+ * call it (`operator`, or `writer` for a change), and a handler.
  *
  * @module
  */
 import type { ChangeDeps } from "../../auth/changes.ts";
+import type { AccountDeps } from "../../auth/users.ts";
 import type { Clock } from "../../platform/clock.ts";
 import type { Logger } from "../../platform/logger.ts";
 import type { CounterTotals } from "../../platform/metrics.ts";
@@ -14,7 +16,7 @@ import type { PasswordHasher } from "../../passwords/passwords.ts";
 import type { StatsHistory } from "../../auth/stats_history.ts";
 import type { ThrottleRule } from "../../auth/throttle.ts";
 import type { Operator, Store } from "../../store/store.ts";
-import { HttpError } from "../errors.ts";
+import type { Route } from "../route_table.ts";
 
 /** What the admin listener's handler needs. */
 export interface AdminDeps {
@@ -42,69 +44,9 @@ export interface AdminContext {
   url: URL;
   /** The domain's change dependencies: actor `operator:<name>`. */
   changes: ChangeDeps;
+  /** {@link changes} and the hasher, for changes that take a password. */
+  accounts: AccountDeps;
 }
 
-/** One route of the admin API. */
-export interface AdminRoute {
-  method: "GET" | "POST" | "PUT" | "DELETE";
-  /** Such as `/admin/v1/users/:id/keys`. */
-  path: string;
-  /** Whether the route changes state, so that only a `write` operator may call it. */
-  write: boolean;
-  handle(request: Request, context: AdminContext): Promise<Response>;
-}
-
-/** A matched route and its parameters. */
-export interface RouteMatch {
-  route: AdminRoute;
-  params: Record<string, string>;
-}
-
-function matchPath(pattern: string, path: string): Record<string, string> | undefined {
-  const want = pattern.split("/");
-  const got = path.split("/");
-  if (want.length !== got.length) return undefined;
-  const params: Record<string, string> = {};
-  for (let i = 0; i < want.length; i++) {
-    if (want[i].startsWith(":")) {
-      if (got[i] === "") return undefined;
-      try {
-        params[want[i].slice(1)] = decodeURIComponent(got[i]);
-      } catch {
-        return undefined;
-      }
-    } else if (want[i] !== got[i]) {
-      return undefined;
-    }
-  }
-  return params;
-}
-
-/**
- * The route for `method` at `path`, or `undefined` when no route has that path.
- *
- * @throws {HttpError} 405 with `Allow` when the path exists with other methods.
- */
-export function findAdminRoute(
-  routes: readonly AdminRoute[],
-  method: string,
-  path: string,
-): RouteMatch | undefined {
-  const allowed: string[] = [];
-  for (const route of routes) {
-    const params = matchPath(route.path, path);
-    if (params === undefined) continue;
-    if (route.method === method || (method === "HEAD" && route.method === "GET")) {
-      return { route, params };
-    }
-    allowed.push(route.method);
-  }
-  if (allowed.length === 0) return undefined;
-  const allow = allowed.join(", ");
-  throw new HttpError(
-    405,
-    "method_not_allowed",
-    `Method ${method} is not allowed on this path: use ${allow}`,
-    { headers: { allow } },
-  );
-}
+/** One route of the admin API: for `operator` or `writer` callers. */
+export type AdminRoute = Route<AdminContext> & { caller: "operator" | "writer" };

@@ -19,7 +19,7 @@
  *
  * @module
  */
-import type { AppDeps, RequestContext } from "../context.ts";
+import type { ForwardAuthHeader, RequestContext } from "../context.ts";
 import { isTokenShaped } from "../../auth/credentials.ts";
 import { HttpError } from "../errors.ts";
 import { AuthError } from "../../auth/errors.ts";
@@ -28,10 +28,12 @@ import { createTokenStatusCache } from "../../auth/grant_cache.ts";
 import { createRevocation } from "../../auth/revocation.ts";
 import { parseRequestPath, type RequestPath, splitRequestTarget } from "../paths.ts";
 import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
-import { findRoute, type Routes } from "../route.ts";
+import type { Route } from "../route_table.ts";
 import { isFormBody, readTokenRequest, type TokenRequest } from "../token_request.ts";
 import { findRequestApiKey } from "../../auth/api_key.ts";
-import type { KeyHolder } from "../../store/store.ts";
+import type { KeyHolder, Store } from "../../store/store.ts";
+import type { Clock } from "../../platform/clock.ts";
+import type { Logger } from "../../platform/logger.ts";
 import {
   CLIENT_AUTH_METHODS,
   type ClientCredentials,
@@ -55,9 +57,26 @@ export const INTROSPECTION_ROOT = "token_introspection";
 
 const METHOD = /^[A-Za-z]{1,20}$/;
 
-/** Creates the router for the backend endpoints; `undefined` for any other path. */
-export function createBackendRouter(deps: AppDeps, gate: Gate) {
-  const { store, clock, logger } = deps;
+/** What the backend endpoints need. */
+export interface BackendRouteDeps {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** The listener's gate: forward-auth asks it about the original request. */
+  gate: Gate;
+  grantCacheSize?: number;
+  forwardAuthHeader?: ForwardAuthHeader;
+  unicodePaths?: boolean;
+}
+
+/**
+ * The backend endpoints' routes. Forward-auth takes every method (nginx's
+ * `auth_request` keeps the original one) and answers for the original
+ * request's credentials; introspection and revocation authenticate their
+ * caller themselves, since its credentials may be in the body.
+ */
+export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContext>[] {
+  const { store, clock, logger, gate } = deps;
   const revocation = createRevocation({ store, clock });
   // Resource servers introspect the same tokens again and again; exact like the grant cache.
   const findTokenStatus = createTokenStatusCache(store, deps.grantCacheSize);
@@ -225,65 +244,55 @@ export function createBackendRouter(deps: AppDeps, gate: Gate) {
     return new Response(JSON.stringify(body), { headers: { "content-type": CONTENT_TYPES.json } });
   }
 
-  const routes: Routes<RequestContext> = {
-    [METADATA_PATH]: {
-      GET: (_request, context) => metadata(context),
-      HEAD: (_request, context) => metadata(context),
-    },
-    [INTROSPECT_PATH]: {
-      async POST(request, context) {
-        const { caller, body: { token } } = await readCaller(request, context);
-        if (!caller.introspect) {
-          throw new AuthError(
-            "forbidden",
-            "This API key may not introspect tokens: ask for a resource-server key (--introspect)",
-          );
-        }
-        const now = clock.now();
-        const status = isTokenShaped(token) ? await findTokenStatus(token, now) : undefined;
-        if (status === undefined || !status.live || status.expiresAt <= now) {
-          return toIntrospection(context.format, { active: false });
-        }
-        return toIntrospection(context.format, {
-          active: true,
-          sub: String(status.userId),
-          email: status.email,
-          key_id: status.apiKeyId,
-          iat: Math.floor(status.issuedAt / 1000),
-          exp: Math.floor(status.expiresAt / 1000),
-        });
-      },
-    },
-    [REVOKE_PATH]: {
-      async POST(request, context) {
-        const { caller, body: { token } } = await readCaller(request, context);
-        const tokenId = await revocation.revokeTokenOfKey(token, {
-          apiKeyId: caller.apiKeyId,
-          email: caller.email,
-          clientAddress: context.clientAddress,
-        });
-        if (tokenId !== undefined) {
-          logger.info("token revoked", {
-            event: "token_revoked",
-            request_id: context.requestId,
-            user_id: caller.userId,
-            key_id: caller.apiKeyId,
-            client: context.clientAddress,
-          });
-        }
-        // RFC 7009 §2.2: 200 whether or not there was such a token.
-        return new Response(null, { status: 200 });
-      },
-    },
-  };
+  async function introspect(request: Request, context: RequestContext): Promise<Response> {
+    const { caller, body: { token } } = await readCaller(request, context);
+    if (!caller.introspect) {
+      throw new AuthError(
+        "forbidden",
+        "This API key may not introspect tokens: ask for a resource-server key (--introspect)",
+      );
+    }
+    const now = clock.now();
+    const status = isTokenShaped(token) ? await findTokenStatus(token, now) : undefined;
+    if (status === undefined || !status.live || status.expiresAt <= now) {
+      return toIntrospection(context.format, { active: false });
+    }
+    return toIntrospection(context.format, {
+      active: true,
+      sub: String(status.userId),
+      email: status.email,
+      key_id: status.apiKeyId,
+      iat: Math.floor(status.issuedAt / 1000),
+      exp: Math.floor(status.expiresAt / 1000),
+    });
+  }
 
-  return function routeBackend(
-    request: Request,
-    path: string,
-    context: RequestContext,
-  ): Response | Promise<Response> | undefined {
-    // nginx's auth_request sub-request keeps the original method, so every method is verified.
-    if (path === VERIFY_PATH) return verify(request, context);
-    return findRoute(routes, request.method, path)?.(request, context);
-  };
+  async function revoke(request: Request, context: RequestContext): Promise<Response> {
+    const { caller, body: { token } } = await readCaller(request, context);
+    const tokenId = await revocation.revokeTokenOfKey(token, {
+      apiKeyId: caller.apiKeyId,
+      email: caller.email,
+      clientAddress: context.clientAddress,
+    });
+    if (tokenId !== undefined) {
+      logger.info("token revoked", {
+        event: "token_revoked",
+        request_id: context.requestId,
+        user_id: caller.userId,
+        key_id: caller.apiKeyId,
+        client: context.clientAddress,
+      });
+    }
+    // RFC 7009 §2.2: 200 whether or not there was such a token.
+    return new Response(null, { status: 200 });
+  }
+
+  const answerMetadata = (_request: Request, context: RequestContext) => metadata(context);
+  return [
+    { method: "*", path: VERIFY_PATH, caller: "anyone", handle: verify },
+    { method: "GET", path: METADATA_PATH, caller: "anyone", handle: answerMetadata },
+    { method: "HEAD", path: METADATA_PATH, caller: "anyone", handle: answerMetadata },
+    { method: "POST", path: INTROSPECT_PATH, caller: "client", handle: introspect },
+    { method: "POST", path: REVOKE_PATH, caller: "client", handle: revoke },
+  ];
 }

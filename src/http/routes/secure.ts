@@ -1,40 +1,26 @@
 /**
- * Secure requests: any path with a `secure` segment. The router authenticates
- * once (API key + access token: two hashes, one indexed read, an expiry
- * check; the gate notes the key's use in memory, no write), then dispatches to a
- * handler that receives the principal.
+ * Secure routes: paths with a `secure` segment, for callers with an API key
+ * and an access token. The listener authenticates once, through the gate,
+ * before the table is read (app.ts); a handler receives the principal in its
+ * context. keygate's own secure endpoint is here; the application's
+ * (`secureRoutes`) join it in the same table.
  *
  * @module
  */
-import type { AppDeps, RequestContext, SecureContext } from "../context.ts";
-import { HttpError } from "../errors.ts";
-import { createGate, type Gate, type Principal } from "../../auth/gate.ts";
+import type { RequestContext, SecureContext } from "../context.ts";
 import { createRevocation } from "../../auth/revocation.ts";
+import type { Clock } from "../../platform/clock.ts";
+import type { Logger } from "../../platform/logger.ts";
+import type { Store } from "../../store/store.ts";
 import { parseRequestPath } from "../paths.ts";
 import { toResponse } from "../respond.ts";
-import { findRoute, type Routes } from "../route.ts";
+import type { RouteHandler, Routes } from "../route.ts";
+import type { Route } from "../route_table.ts";
 
 export type { Principal } from "../../auth/gate.ts";
 
 /** The built-in secure endpoint describing (GET) or revoking (DELETE) the caller's token. */
 export const CURRENT_TOKEN_PATH = "/api/secure/userservice/tokens/current";
-
-/**
- * Answers an authenticated secure request that no route matched (the
- * upstream proxy), or returns `undefined` to let it end in 404.
- */
-export type SecureFallback = (
-  request: Request,
-  path: string,
-  context: SecureContext,
-) => Promise<Response> | undefined;
-
-/** Options for {@link createSecureRouter}. */
-export interface SecureRouterOptions {
-  /** The gate to authenticate with; one over `deps` by default. */
-  gate?: Gate;
-  fallback?: SecureFallback;
-}
 
 /**
  * Checks the application's own secure routes: each path must be canonical
@@ -70,19 +56,30 @@ function toIsoTime(ms: number): string {
   return text;
 }
 
+/** What the secure routes need. */
+export interface SecureRouteDeps {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** The application's own secure endpoints (see `AppDeps.secureRoutes`). */
+  secureRoutes?: Routes<SecureContext>;
+}
+
 /**
- * Creates the secure router. It authenticates every request it is given,
- * then dispatches to keygate's own secure endpoints, the application's
- * `secureRoutes`, the fallback (the upstream proxy), or 404.
+ * The secure routes: keygate's token endpoint for its caller's own token
+ * (describe, revoke) and the application's `secureRoutes`, every one for
+ * callers with a token.
+ *
+ * @throws {TypeError} at start-up, for an application route that could never be reached or
+ * would shadow keygate's.
  */
-export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions = {}) {
+export function createSecureRoutes(deps: SecureRouteDeps): Route<RequestContext>[] {
   const { store, clock } = deps;
-  const gate = options.gate ?? createGate(deps);
   const revocation = createRevocation({ store, clock });
   const appRoutes = deps.secureRoutes ?? {};
   checkSecureRoutes(appRoutes, [CURRENT_TOKEN_PATH]);
 
-  const routes: Routes<SecureContext> = {
+  const own: Routes<SecureContext> = {
     [CURRENT_TOKEN_PATH]: {
       GET(_request, { format, principal }) {
         const expiresIn = Math.max(0, Math.floor((principal.expiresAt - clock.now()) / 1000));
@@ -109,35 +106,20 @@ export function createSecureRouter(deps: AppDeps, options: SecureRouterOptions =
       },
     },
   };
+  return [...toSecureRows(own), ...toSecureRows(appRoutes)];
+}
 
-  function dispatch(
-    request: Request,
-    path: string,
-    context: RequestContext,
-    principal: Principal,
-  ): Response | Promise<Response> {
-    context.apiKeyId = principal.apiKeyId;
-    // The request's own context gains its principal (no copy: it is per request).
-    const secureContext = context as SecureContext;
-    secureContext.principal = principal;
-    const handler = findRoute(routes, request.method, path) ??
-      findRoute(appRoutes, request.method, path);
-    if (handler) return handler(request, secureContext);
-    const forwarded = options.fallback?.(request, path, secureContext);
-    if (forwarded) return forwarded;
-    throw new HttpError(404, "not_found", "No secure endpoint at this path");
-  }
-
-  return function routeSecure(
-    request: Request,
-    path: string,
-    context: RequestContext,
-  ): Response | Promise<Response> {
-    const principal = gate.authenticateToken(request, context);
-    // A cache hit is answered synchronously; a miss waits for the store.
-    if (principal instanceof Promise) {
-      return principal.then((found) => dispatch(request, path, context, found));
-    }
-    return dispatch(request, path, context, principal);
-  };
+/**
+ * Rows for the table from routes by path and method. The listener runs a secure row's
+ * handler only once the gate has set the context's principal.
+ */
+function toSecureRows(routes: Routes<SecureContext>): Route<RequestContext>[] {
+  return Object.entries(routes).flatMap(([path, byMethod]) =>
+    Object.entries(byMethod).map(([method, handle]) => ({
+      method,
+      path,
+      caller: "token" as const,
+      handle: handle as RouteHandler<SecureContext> as RouteHandler<RequestContext>,
+    }))
+  );
 }

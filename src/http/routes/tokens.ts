@@ -1,28 +1,47 @@
 /**
  * `POST /api/userservice/tokens`: reads the `auth_request`, hands its
  * credentials to the login flow (src/auth/login.ts), and answers the new
- * access token in the negotiated format.
+ * access token in the negotiated format. Anyone may call it: the document's
+ * credentials are the login's to check. A failed login is counted and
+ * logged here (`login_failed`, with the reason for the server's log only).
  *
  * @module
  */
 import { findRequestApiKey } from "../../auth/api_key.ts";
+import type { KeyUsageRecorder } from "../../auth/key_usage.ts";
 import { createLogin, toCredentials } from "../../auth/login.ts";
-import { createThrottle } from "../../auth/throttle.ts";
+import { createThrottle, type ThrottleRules } from "../../auth/throttle.ts";
 import { parseAuthRequest } from "../../formats/auth_request.ts";
+import type { PasswordHasher } from "../../passwords/passwords.ts";
+import type { Clock } from "../../platform/clock.ts";
+import type { Logger } from "../../platform/logger.ts";
+import type { Metrics } from "../../platform/metrics.ts";
+import type { Store } from "../../store/store.ts";
 import { readDocument } from "../body.ts";
-import type { AppDeps, RequestContext } from "../context.ts";
+import type { RequestContext } from "../context.ts";
+import { toHttpError } from "../errors.ts";
 import { toResponse } from "../respond.ts";
-import { findRoute, type RouteHandler, type Routes } from "../route.ts";
+import type { Route } from "../route_table.ts";
 
 /** The path of the token endpoint. */
 export const TOKENS_PATH = "/api/userservice/tokens";
 
-/**
- * Creates the token router: returns a response for the token paths, or
- * `undefined` for any other path.
- */
-export function createTokenRouter(deps: AppDeps) {
-  const { store, clock } = deps;
+/** What the token endpoint needs. */
+export interface TokenRouteDeps {
+  store: Store;
+  hasher: PasswordHasher;
+  clock: Clock;
+  logger: Logger;
+  metrics: Pick<Metrics, "tokenIssued" | "loginFailed">;
+  defaultTimeoutSeconds: number;
+  throttleRules?: ThrottleRules;
+  bodyTimeoutMs?: number;
+  keyUsage?: Pick<KeyUsageRecorder, "record">;
+}
+
+/** The token endpoint's route. */
+export function createTokenRoutes(deps: TokenRouteDeps): Route<RequestContext>[] {
+  const { store, clock, logger, metrics } = deps;
   const login = createLogin({
     store,
     hasher: deps.hasher,
@@ -31,7 +50,7 @@ export function createTokenRouter(deps: AppDeps) {
     defaultTimeoutSeconds: deps.defaultTimeoutSeconds,
   });
 
-  const issue: RouteHandler<RequestContext> = async (request, context) => {
+  async function issue(request: Request, context: RequestContext): Promise<Response> {
     const body = await readDocument(request, parseAuthRequest, { timeoutMs: deps.bodyTimeoutMs });
     const credentials = toCredentials(body, findRequestApiKey(request, context.query));
     const issued = await login({
@@ -41,8 +60,8 @@ export function createTokenRouter(deps: AppDeps) {
     });
     context.apiKeyId = issued.apiKeyId;
     deps.keyUsage?.record(issued.apiKeyId, context.clientAddress);
-    deps.metrics?.tokenIssued();
-    deps.logger.info("token issued", {
+    metrics.tokenIssued();
+    logger.info("token issued", {
       event: "token_issued",
       request_id: context.requestId,
       user_id: issued.userId,
@@ -50,15 +69,25 @@ export function createTokenRouter(deps: AppDeps) {
       client: context.clientAddress,
     });
     return toResponse(context.format, "auth_response", { access_token: issued.token });
-  };
+  }
 
-  const routes: Routes<RequestContext> = { [TOKENS_PATH]: { POST: issue } };
+  async function issueOrLog(request: Request, context: RequestContext): Promise<Response> {
+    try {
+      return await issue(request, context);
+    } catch (thrown) {
+      const error = toHttpError(thrown);
+      metrics.loginFailed(error.code);
+      logger.warn("login failed", {
+        event: "login_failed",
+        request_id: context.requestId,
+        reason: error.code,
+        detail: typeof error.cause === "string" ? error.cause : undefined,
+        key_id: context.apiKeyId ?? null,
+        client: context.clientAddress,
+      });
+      throw thrown;
+    }
+  }
 
-  return function routeToken(
-    request: Request,
-    path: string,
-    context: RequestContext,
-  ): Response | Promise<Response> | undefined {
-    return findRoute(routes, request.method, path)?.(request, context);
-  };
+  return [{ method: "POST", path: TOKENS_PATH, caller: "anyone", handle: issueOrLog }];
 }

@@ -68,7 +68,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/keys",
-    write: false,
+    caller: "operator",
     async handle(_request, { deps, url }) {
       const unused = url.searchParams.get("unused");
       let unusedSeconds: number | undefined;
@@ -94,7 +94,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/users/:id/keys",
-    write: false,
+    caller: "operator",
     async handle(_request, context) {
       const user = await findUserParam(context);
       const now = context.deps.clock.now();
@@ -112,7 +112,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users/:id/keys",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
@@ -128,7 +128,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/keys/:id",
-    write: false,
+    caller: "operator",
     async handle(_request, context) {
       return toJson(await keyDetail(context, (await findKeyParam(context)).id));
     },
@@ -136,7 +136,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/keys/:id/rotate",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const old = await findKeyParam(context);
       const body = await readJsonObject(request);
@@ -154,7 +154,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/keys/:id/disable",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const key = await findKeyParam(context);
       await setKeyDisabled(context.changes, key, true);
@@ -164,7 +164,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/keys/:id/enable",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const key = await findKeyParam(context);
       await setKeyDisabled(context.changes, key, false);
@@ -174,7 +174,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/keys/:id/revoke",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const key = await findKeyParam(context);
       const revoked = await revokeKey(context.changes, key);
@@ -184,7 +184,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/users/:id/tokens",
-    write: false,
+    caller: "operator",
     async handle(_request, context) {
       const user = await findUserParam(context);
       const { url } = context;
@@ -206,7 +206,7 @@ export const KEY_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/tokens/:id/revoke",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const id = toRowId(context.params.id, "token");
       return toJson({ id, revoked: await revokeTokenById(context.changes, id) });

@@ -28,7 +28,7 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/me",
-    write: false,
+    caller: "operator",
     // deno-lint-ignore require-await
     async handle(_request, { operator }) {
       return toJson(toOperatorView(operator));
@@ -37,7 +37,7 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/stats",
-    write: false,
+    caller: "operator",
     async handle(_request, { deps }) {
       const stats = await readAdminStats({
         store: deps.store,
@@ -50,7 +50,7 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/stats/history",
-    write: false,
+    caller: "operator",
     // deno-lint-ignore require-await
     async handle(_request, { deps }) {
       return toJson({
@@ -62,7 +62,7 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/throttle",
-    write: false,
+    caller: "operator",
     async handle(_request, { deps, url }) {
       const limit = toLimit(url);
       const cursor = readCursor(url, ["number", "string"]);
@@ -78,7 +78,7 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/throttle/clear",
-    write: true,
+    caller: "writer",
     async handle(request, { changes }) {
       const body = await readJsonObject(request);
       allowFields(body, ["target"]);
@@ -89,7 +89,7 @@ export const SYSTEM_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/audit",
-    write: false,
+    caller: "operator",
     async handle(_request, { deps, url }) {
       const limit = toLimit(url);
       const from = toFilter(url, "from");

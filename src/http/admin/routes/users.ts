@@ -78,7 +78,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "GET",
     path: "/admin/v1/users",
-    write: false,
+    caller: "operator",
     async handle(_request, { deps, url }) {
       const limit = toLimit(url);
       const cursor = readCursor(url, ["string"]);
@@ -94,25 +94,21 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const body = await readJsonObject(request);
       allowFields(body, ["email", "password", "token_timeout"]);
       const email = requiredString(body, "email", 254);
       const password = toPassword(body);
       const tokenTimeoutSeconds = toTimeout(body);
-      if (await context.deps.store.findUserByEmail(email.toLowerCase())) {
-        throw new AuthError("conflict", `User "${email.toLowerCase()}" already exists`);
-      }
-      const passwordHash = await context.deps.hasher.hash(password);
-      const user = await addUser(context.changes, { email, passwordHash, tokenTimeoutSeconds });
+      const user = await addUser(context.accounts, { email, password, tokenTimeoutSeconds });
       return toJson(userDetail(context, user), 201);
     },
   },
   {
     method: "GET",
     path: "/admin/v1/users/:id",
-    write: false,
+    caller: "operator",
     async handle(_request, context) {
       return toJson(userDetail(context, await findUserParam(context)));
     },
@@ -120,7 +116,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "PUT",
     path: "/admin/v1/users/:id/token-timeout",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
@@ -135,7 +131,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "PUT",
     path: "/admin/v1/users/:id/email",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
@@ -147,7 +143,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "DELETE",
     path: "/admin/v1/users/:id",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const deleted = await deleteUser(context.changes, await findUserParam(context));
       return toJson({ api_keys_deleted: deleted.apiKeys, tokens_deleted: deleted.tokens });
@@ -156,20 +152,19 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "PUT",
     path: "/admin/v1/users/:id/password",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);
       allowFields(body, ["password"]);
-      const passwordHash = await context.deps.hasher.hash(toPassword(body));
-      const revoked = await changeUserPassword(context.changes, user, passwordHash);
+      const revoked = await changeUserPassword(context.accounts, user, toPassword(body));
       return toJson({ tokens_revoked: revoked });
     },
   },
   {
     method: "POST",
     path: "/admin/v1/users/:id/disable",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       const revoked = await setUserDisabled(context.changes, await findUserParam(context), true);
       return toJson({
@@ -181,7 +176,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users/:id/enable",
-    write: true,
+    caller: "writer",
     async handle(_request, context) {
       await setUserDisabled(context.changes, await findUserParam(context), false);
       return toJson({ ...userDetail(context, await findUserParam(context)), tokens_revoked: 0 });
@@ -190,7 +185,7 @@ export const USER_ROUTES: readonly AdminRoute[] = [
   {
     method: "POST",
     path: "/admin/v1/users/:id/tokens/revoke",
-    write: true,
+    caller: "writer",
     async handle(request, context) {
       const user = await findUserParam(context);
       const body = await readJsonObject(request);

@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import { AuthError } from "../../src/auth/errors.ts";
+import { createKey, revokeKey, rotateKey, setKeyDisabled } from "../../src/auth/keys.ts";
+import { openDomainFixture } from "./_domain.ts";
+
+Deno.test("createKey() stores only the key's digest and returns the key once, audited", async () => {
+  await using f = await openDomainFixture();
+  const user = await f.addUser("ann@example.org");
+  const { key, apiKey } = await createKey(f.deps, user, { label: "ci", introspect: true });
+  const found = (await f.test.store.findApiKeyByHash(hashSecret(apiKey)))!;
+  assert.equal(found.id, key.id);
+  assert.equal(found.userId, user.id);
+  assert.equal(found.label, "ci");
+  assert.equal(found.introspect, true);
+  assert.equal(apiKey.startsWith(found.prefix), true);
+  assert.deepEqual(f.noted.at(-1)?.action, "key.created");
+  assert.equal(JSON.stringify(await f.test.store.listAudit()).includes(apiKey), false);
+});
+
+Deno.test("createKey() refuses a label too long or with a control character", async () => {
+  await using f = await openDomainFixture();
+  const user = await f.addUser("ann@example.org");
+  for (const label of ["x".repeat(201), "a\u0007b"]) {
+    await assert.rejects(
+      () => createKey(f.deps, user, { label }),
+      (error: unknown) => error instanceof AuthError && error.code === "invalid_request",
+    );
+  }
+  assert.equal(await f.test.store.countRows("api_keys"), 0);
+});
+
+Deno.test("rotateKey() issues a successor; the old key works until the grace ends", async () => {
+  await using f = await openDomainFixture();
+  const user = await f.addUser("ann@example.org");
+  const { key: old, apiKey: oldKey } = await createKey(f.deps, user);
+  const rotated = await rotateKey(f.deps, old, 3600);
+  assert.equal(rotated.oldKeyUntil, f.clock.now() + 3600_000);
+  assert.notEqual(rotated.key.id, old.id);
+  assert.ok(await f.test.store.findKeyHolder(hashSecret(rotated.apiKey), f.clock.now()));
+  assert.ok(await f.test.store.findKeyHolder(hashSecret(oldKey), f.clock.now() + 3599_000));
+  assert.equal(
+    await f.test.store.findKeyHolder(hashSecret(oldKey), f.clock.now() + 3600_000),
+    undefined,
+  );
+  // A rotated key is not rotated twice.
+  const again = (await f.test.store.findApiKeyById(old.id))!;
+  await assert.rejects(() => rotateKey(f.deps, again, 60), AuthError);
+});
+
+Deno.test("setKeyDisabled() says whether it changed; revokeKey() ends tokens, once", async () => {
+  await using f = await openDomainFixture();
+  const user = await f.addUser("ann@example.org");
+  const key = await f.addKey(user);
+  assert.equal(await setKeyDisabled(f.deps, key, true), true);
+  const disabled = (await f.test.store.findApiKeyById(key.id))!;
+  assert.equal(await setKeyDisabled(f.deps, disabled, true), false);
+  assert.equal(await setKeyDisabled(f.deps, disabled, false), true);
+  await f.addToken(user, key);
+  assert.equal(await revokeKey(f.deps, key), 1);
+  const revoked = (await f.test.store.findApiKeyById(key.id))!;
+  assert.notEqual(revoked.revokedAt, null);
+  assert.equal(await revokeKey(f.deps, revoked), undefined);
+  await assert.rejects(
+    () => setKeyDisabled(f.deps, revoked, false),
+    (error: unknown) => error instanceof AuthError && error.code === "conflict",
+  );
+  assert.equal(await f.test.store.countLiveTokens(f.clock.now()), 0);
+});
