@@ -4,11 +4,14 @@
  * introspection, revocation and OAuth client tests start from.
  */
 import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
-import { createTestApp, issueToken } from "./_helpers.ts";
+import { createTestApp, issueToken, type TestAppOptions } from "./_helpers.ts";
 
 /** Sets up alice (timeout `timeoutSeconds`, or the default) and the resource server's key. */
-export async function setUpResourceServer(timeoutSeconds: number | null = null) {
-  const app = await createTestApp();
+export async function setUpResourceServer(
+  timeoutSeconds: number | null = null,
+  options: TestAppOptions = {},
+) {
+  const app = await createTestApp(options);
   const userId = await app.addUser("alice@example.org", "pw", timeoutSeconds);
   const apiKey = await app.createKey(userId);
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);

@@ -9,6 +9,7 @@ import {
   createFakeClock,
   openTestStore,
 } from "./_helpers.ts";
+import { setUpResourceServer } from "./_resource_server.ts";
 
 const SECURE = "https://keygate.test/api/secure/userservice/tokens/current";
 
@@ -52,4 +53,35 @@ Deno.test("createGate() reports its grant cache's hits, misses, evictions and en
   // A second scrape reads the same totals (they are not added twice).
   const again = await metrics.render();
   assert.ok(again.includes('keygate_cache_lookups_total{cache="grant",result="miss"} 3'));
+});
+
+Deno.test("the introspection endpoint's token-status cache reports its hits and misses in /metrics", async () => {
+  const metrics = createMetrics();
+  const { app, token, resourceKey } = await setUpResourceServer(null, { metrics });
+  using _ = app;
+  for (let i = 0; i < 3; i++) {
+    const response = await app.handler(
+      new Request("https://keygate.test/api/userservice/tokens/introspect", {
+        method: "POST",
+        body: `token=${token}`,
+        headers: {
+          "x-api-key": resourceKey,
+          "content-type": "application/x-www-form-urlencoded",
+          accept: "application/json",
+        },
+      }),
+    );
+    assert.equal(response.status, 200);
+    assert.equal((await response.json()).active, true);
+  }
+  const text = await metrics.render();
+  assert.ok(
+    text.includes('keygate_cache_lookups_total{cache="token_status",result="miss"} 1'),
+    text,
+  );
+  assert.ok(
+    text.includes('keygate_cache_lookups_total{cache="token_status",result="hit"} 2'),
+    text,
+  );
+  assert.ok(text.includes('keygate_cache_entries{cache="token_status"} 1'), text);
 });

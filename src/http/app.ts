@@ -55,7 +55,7 @@ export function createHandler(deps: AppDeps): Handler {
   const gate = createGate({ ...deps, metrics });
   const routes = [
     ...createTokenRoutes({ ...deps, metrics }),
-    ...createBackendRoutes({ ...deps, gate }),
+    ...createBackendRoutes({ ...deps, gate, metrics }),
     ...createSecureRoutes(deps),
   ];
   checkCallers(routes);

@@ -34,6 +34,7 @@ import { findRequestApiKey } from "../../auth/api_key.ts";
 import type { KeyHolder, Store } from "../../store/store.ts";
 import type { Clock } from "../../platform/clock.ts";
 import type { Logger } from "../../platform/logger.ts";
+import type { Metrics } from "../../platform/metrics.ts";
 import {
   CLIENT_AUTH_METHODS,
   type ClientCredentials,
@@ -65,6 +66,8 @@ export interface BackendRouteDeps {
   /** The listener's gate: forward-auth asks it about the original request. */
   gate: Gate;
   grantCacheSize?: number;
+  /** Where the token-status cache reports its hits, misses and evictions. */
+  metrics?: Partial<Pick<Metrics, "watchCache">>;
   forwardAuthHeader?: ForwardAuthHeader;
   unicodePaths?: boolean;
 }
@@ -79,7 +82,11 @@ export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContex
   const { store, clock, logger, gate } = deps;
   const revocation = createRevocation({ store, clock });
   // Resource servers introspect the same tokens again and again; exact like the grant cache.
-  const findTokenStatus = createTokenStatusCache(store, deps.grantCacheSize);
+  const findTokenStatus = createTokenStatusCache(
+    store,
+    deps.grantCacheSize,
+    (cache) => deps.metrics?.watchCache?.("token_status", cache),
+  );
 
   const trusted = deps.forwardAuthHeader ?? "either";
   const pathOptions = { allowUnicode: deps.unicodePaths ?? false };
