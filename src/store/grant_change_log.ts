@@ -7,12 +7,7 @@
  *
  * @module
  */
-import type {
-  GrantEpoch,
-  GrantInvalidations,
-  GrantScope,
-  GrantScopeKind,
-} from "./store_types.ts";
+import type { GrantEpoch, GrantInvalidations, GrantScope, GrantScopeKind } from "./store_types.ts";
 
 /** Scopes kept in memory for caches that have not caught up yet. */
 export const GRANT_LOG_CAPACITY = 4096;

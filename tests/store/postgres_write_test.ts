@@ -307,7 +307,16 @@ Deno.test({
       // This instance's view moved at once (its value is opaque: only equality means anything).
       assert.notDeepEqual(store.readGrantEpoch(), seen);
       await waitFor("notified", () => db.notified.length === 1);
-      assert.deepEqual(db.notified, [`${before + 1} token:3`]);
+      // The payload names the position and the scopes: the two tokens the cap ended.
+      const [first, second] = (await db.sql<{ id: number }[]>`
+        SELECT id FROM tokens WHERE revoked_at IS NOT NULL ORDER BY id`).map((row) =>
+        Number(row.id)
+      );
+      assert.deepEqual(db.notified, [`${before + 1} token:${first},token:${second}`]);
+      assert.deepEqual(
+        store.readGrantChanges(seen!),
+        [{ kind: "token", id: first }, { kind: "token", id: second }],
+      );
       const [{ live }] = await db.sql<{ live: number }[]>`
         SELECT count(*)::int AS live FROM tokens WHERE revoked_at IS NULL`;
       assert.equal(live, 1);

@@ -258,8 +258,8 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   /** What {@link GrantEpochWatcherOptions.onListenerChange} was last told. */
   let reported: boolean | undefined;
   let polling: Promise<void> | undefined;
-  /** Whether another poll must follow the one under way (asked for after it started). */
-  let again = false;
+  /** The poll that follows the one under way (asked for after it started). */
+  let queued: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
   let resolveReady!: () => void;
@@ -323,15 +323,15 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
 
   function pollNow(): Promise<void> {
     if (polling !== undefined) {
-      again = true;
-      return polling;
+      // The poll under way may have read before the change that asks: one more after it,
+      // shared by everyone who asks meanwhile (a flood of notifications costs one poll).
+      queued ??= polling.then(() => {
+        queued = undefined;
+        return closed ? undefined : pollNow();
+      });
+      return queued;
     }
-    polling = (async () => {
-      do {
-        again = false;
-        await poll();
-      } while (again && !closed);
-    })().finally(() => (polling = undefined));
+    polling = poll().finally(() => (polling = undefined));
     return polling;
   }
 
@@ -452,6 +452,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       closed = true;
       clearTimeout(timer);
       await polling;
+      await queued;
       await listenAttempt;
       listening = false;
       await listenSql?.end({ timeout: 0 });

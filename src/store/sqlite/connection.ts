@@ -407,7 +407,9 @@ function createConnection(
 
   function readHead(): RecordCursor {
     const row = recordHead.get() as { position: number; tag: number } | undefined;
-    return row === undefined ? { position: 0, tag: null } : { position: row.position, tag: row.tag };
+    return row === undefined
+      ? { position: 0, tag: null }
+      : { position: row.position, tag: row.tag };
   }
 
   let cursor = readHead();
@@ -420,7 +422,9 @@ function createConnection(
       subject: number | null;
       tag: number;
     }[];
-    const atCursor = rows.length > 0 && rows[0].position === cursor.position ? rows.shift() : undefined;
+    const atCursor = rows.length > 0 && rows[0].position === cursor.position
+      ? rows.shift()
+      : undefined;
     const truncated = rows.length > RECORD_READ_ROWS - 1;
     const last = rows.at(-1) ?? atCursor;
     const head = truncated || last === undefined
