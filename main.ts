@@ -182,6 +182,7 @@ async function run(
   });
   const metrics = createMetrics({
     readPasswordQueue: () => hasher.readQueue(),
+    readGrantInvalidations: () => store.readGrantInvalidations(),
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
     register: (registry) => {
       if (postgresStore !== undefined) storeMetrics.register(registry);

@@ -17,6 +17,7 @@ import { createLogger } from "../platform/logger.ts";
 import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
 import { startListener } from "./listener.ts";
 import { openServerStore, type SharedGrantCounter } from "./open_server_store.ts";
+import type { GrantInvalidations } from "../store/store.ts";
 import { createRemoteHasher, type PasswordAnswer, type PasswordRequest } from "./remote_hasher.ts";
 
 /** Main thread → worker. */
@@ -66,7 +67,9 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
   const hasher = createRemoteHasher(scope);
   let running: ReturnType<typeof startListener> | undefined;
   let stop: ((deadlineMs: number) => Promise<void>) | undefined;
-  const metrics = createMetrics();
+  /** The store's invalidation counts, once it is open. */
+  let readInvalidations: (() => GrantInvalidations) | undefined;
+  const metrics = createMetrics({ readGrantInvalidations: () => readInvalidations?.() });
 
   async function start(message: Extract<ToWorker, { kind: "start" }>) {
     const { config } = message;
@@ -87,6 +90,8 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
             { event: "store_listener" },
           ),
       });
+      const opened = store;
+      readInvalidations = () => opened.readGrantInvalidations();
       stage = "listen";
       running = startListener({
         config,
