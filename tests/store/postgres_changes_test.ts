@@ -10,7 +10,6 @@ import { createGrantCache, type GrantFinder } from "../../src/auth/grant_cache.t
 import { hashSecret } from "../../src/auth/credentials.ts";
 import {
   openPostgresStore,
-  type PostgresStore,
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
 import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
