@@ -402,7 +402,7 @@ function createConnection(
   let seenCommits: number | undefined;
   let seenDataVersion = -1;
   let seenGrantWrites = -1;
-  let seenSchema = -1;
+  let seenSchema: number;
   let dataVersionReads = 0;
 
   function readHead(): RecordCursor {
@@ -413,6 +413,7 @@ function createConnection(
   }
 
   let cursor = readHead();
+  seenSchema = (schemaVersion.get() as { schema_version: number }).schema_version;
 
   /** Reads the change record after the position seen, in one statement (one snapshot). */
   function learnFromRecord(): void {
@@ -455,7 +456,7 @@ function createConnection(
         // Another connection may have changed the schema (a migration): nothing cached from
         // the old one is trusted.
         const schema = (schemaVersion.get() as { schema_version: number }).schema_version;
-        if (seenSchema !== -1 && schema !== seenSchema) log.push(ALL);
+        if (schema !== seenSchema) log.push(ALL);
         seenSchema = schema;
         learnFromRecord();
       }
