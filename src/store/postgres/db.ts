@@ -200,8 +200,8 @@ export function endingClauses(
     )`,
     columns: tx`(SELECT epoch FROM bumped) AS epoch, (SELECT tag FROM bumped) AS tag,
       (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text || ' ' || coalesce((
-          SELECT string_agg(scope || coalesce(':' || subject::text, ''), ',')
-          FROM (SELECT scope, subject FROM changed LIMIT 16) AS first), ''))
+          SELECT string_agg(scope || coalesce(':' || subject::text, ''), ',' ORDER BY subject)
+          FROM (SELECT scope, subject FROM changed ORDER BY subject LIMIT 16) AS first), ''))
         FROM bumped WHERE ${options.notify})
         AS notified,
       CASE WHEN ${options.relax} AND NOT (${options.bump})

@@ -87,7 +87,7 @@ export function createTokenMethods(
               })`
               : tx``
           } ${ending.ctes}
-            SELECT (SELECT coalesce(jsonb_agg(id), '[]'::jsonb) FROM capped) AS capped,
+            SELECT (SELECT coalesce(jsonb_agg(id ORDER BY id), '[]'::jsonb) FROM capped) AS capped,
               ${ending.columns}`,
         ]);
         // Rolled back with the transaction, like anything the cap did.
