@@ -422,8 +422,9 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     changesSince: (since) => log.since(since),
     invalidations: () => log.counts(),
     learnOwn(change) {
-      for (const scope of change.scopes) log.push(scope);
+      // A poll prompted by our own notification may have read this position already.
       if (cursor === undefined || change.position > cursor.position) {
+        for (const scope of change.scopes) log.push(scope);
         learned.add(change.position);
       }
       if (ring !== undefined) {
