@@ -145,6 +145,7 @@ async function serveUntilStopped(
   const tlsMetrics = createTlsMetrics();
   const metrics = createMetrics({
     readPasswordQueue: () => hasher.readQueue(),
+    readGrantInvalidations: () => store.readGrantInvalidations(),
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
     register: (registry) => {
       if (postgresStore !== undefined) storeMetrics.register(registry);

@@ -168,3 +168,16 @@ Deno.test("createBoundedCache(lru) evicts the hot set under a scan", () => {
   for (let i = 0; i < 100; i++) cache.set(`scan${i}`, i);
   for (let i = 0; i < 5; i++) assert.equal(cache.get(`hot${i}`), undefined);
 });
+
+Deno.test("BoundedCache.peek() reads a value without counting a lookup or refreshing it (LRU)", () => {
+  const cache = createBoundedCache<string, number>({ maxEntries: 2, policy: "lru" });
+  cache.set("a", 1);
+  cache.set("b", 2);
+  assert.equal(cache.peek("a"), 1);
+  assert.equal(cache.peek("z"), undefined);
+  assert.equal(cache.hits + cache.misses, 0);
+  // "a" is still the least recently used: the next entry evicts it, not "b".
+  cache.set("c", 3);
+  assert.equal(cache.peek("a"), undefined);
+  assert.equal(cache.peek("b"), 2);
+});

@@ -152,3 +152,36 @@ Deno.test("[e2e] the API port does not serve /metrics", async () => {
   using _ = app;
   await assertError(await app.handler(new Request(`${BASE}/metrics`)), 401, "invalid_api_key");
 });
+
+Deno.test("createMetrics() counts grant invalidations by scope, the four scopes from the start", async () => {
+  let totals: Record<"token" | "key" | "user" | "all", number> | undefined;
+  const metrics = createMetrics({ readGrantInvalidations: () => totals });
+  const before = await metrics.render();
+  for (const scope of ["token", "key", "user", "all"]) {
+    assert.equal(sample(before, `keygate_grant_invalidations_total{scope="${scope}"}`), 0);
+  }
+  totals = { token: 3, key: 1, user: 0, all: 1 };
+  const text = await metrics.render();
+  assert.equal(sample(text, 'keygate_grant_invalidations_total{scope="token"}'), 3);
+  assert.equal(sample(text, 'keygate_grant_invalidations_total{scope="key"}'), 1);
+  assert.equal(sample(text, 'keygate_grant_invalidations_total{scope="all"}'), 1);
+  totals = { token: 5, key: 1, user: 2, all: 1 };
+  const later = await metrics.render();
+  assert.equal(sample(later, 'keygate_grant_invalidations_total{scope="token"}'), 5);
+  assert.equal(sample(later, 'keygate_grant_invalidations_total{scope="user"}'), 2);
+  assert.doesNotMatch(later, /keygate_grant_invalidations_total\{[^}]*(id|subject)=/);
+});
+
+Deno.test("[e2e] /metrics counts a revocation's invalidation by its scope", async () => {
+  await using app = await createTestApp();
+  const metrics = createMetrics({
+    readGrantInvalidations: () => app.store.readGrantInvalidations(),
+  });
+  const userId = await app.addUser("inv@example.org", "pw");
+  const series = 'keygate_grant_invalidations_total{scope="user"}';
+  app.store.readGrantEpoch();
+  const before = sample(await metrics.render(), series)!;
+  await app.store.revokeTokensOfUser(userId, { now: Date.now(), audit: undefined });
+  app.store.readGrantEpoch(); // the next request's check
+  assert.equal(sample(await metrics.render(), series)! - before, 1);
+});

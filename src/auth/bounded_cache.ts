@@ -37,6 +37,8 @@ export interface CacheCounters {
 export interface BoundedCache<K, V> extends Readonly<CacheCounters> {
   /** The value under `key` (counted as a hit or a miss), or undefined. */
   get(key: K): V | undefined;
+  /** The value under `key` without counting a lookup or touching the policy's state. */
+  peek(key: K): V | undefined;
   /** Stores `value` under `key`, evicting by the policy when the cache is full. */
   set(key: K, value: V): void;
   /** Removes `key`; true when it was there. Never calls `onEvict`. */
@@ -142,6 +144,10 @@ abstract class Base<K, V> implements BoundedCache<K, V> {
   abstract set(key: K, value: V): void;
   protected abstract listOf(node: Node<K, V>): List<K, V>;
   protected abstract clearLists(): void;
+
+  peek(key: K): V | undefined {
+    return this.index.get(key)?.value;
+  }
 
   delete(key: K): boolean {
     const node = this.index.get(key);

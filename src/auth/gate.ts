@@ -203,7 +203,12 @@ export function createGate(deps: GateDeps) {
     return secure ? authenticateToken(request, target) : authenticateKey(request, target);
   }
 
-  return { authenticateKey, authenticateClient, authenticateToken, authenticate };
+  /** The caches' statistics (hits, misses, entries evicted by scope), for tests and metrics. */
+  function readCacheStats() {
+    return { grants: findGrant.stats(), keyHolders: findKeyHolder.stats() };
+  }
+
+  return { authenticateKey, authenticateClient, authenticateToken, authenticate, readCacheStats };
 }
 
 /** The gate's functions. */

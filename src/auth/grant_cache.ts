@@ -1,25 +1,44 @@
 /**
- * An in-process cache of validated token grants for the secure path, exact
- * even when another process (the admin CLI, another instance) writes.
+ * In-process caches of validated grants for the secure path (grants, token statuses, key
+ * holders), exact even when another process (the admin CLI, another instance) writes, and
+ * targeted: a change evicts the entries it touches, not everything.
  *
- * Before each lookup it reads the store's grant change feed
- * ({@link Store.readGrantEpoch}, synchronous and cheap): when the epoch has
- * moved since the last lookup, something that may end a grant has been
- * committed, and the cache empties itself. A grant read on a miss is cached
- * only if the epoch did not move while it was read. When the store cannot
- * confirm freshness (`undefined`), nothing is served from memory: every
- * request goes to the store, which fails closed while it cannot answer.
+ * Every grant-ending write records its scope (one token, one API key, one user, or all) in the
+ * database, in its own transaction; the store learns those scopes (from the change record,
+ * from its own commits, from sibling workers) and numbers them ({@link Store.readGrantEpoch}).
+ * Before each lookup a cache reads that position (synchronous and cheap); when it moved, it
+ * asks {@link Store.readGrantChanges} what changed and evicts exactly the entries whose token,
+ * key or user a scope names, through three secondary indexes (`all`, or a position too old for
+ * the store to say: everything). A value read on a miss is kept only if no change touching its
+ * token, key or user (or all) was learned while it was read. When the store cannot confirm
+ * freshness (`undefined`), nothing is served from memory: every request goes to the store,
+ * which fails closed while it cannot answer.
  *
- * A hit is synchronous and costs the epoch read, one map lookup and the key
- * expiry check; it saves two SHA-256 digests and the three-table join. Time
- * rules stay with the caller (token expiry) or are re-checked here (key
- * expiry). Only valid grants are cached, so unknown tokens cannot fill it.
+ * What proves the exactness on each failure (docs/architecture.md argues it case by case):
+ * - **a lost notification** (PostgreSQL): notifications only prompt a poll, and the poll reads
+ *   the change record from the position seen, so nothing learned depends on one arriving;
+ * - **a reconnect**: the listener's reconnect polls; the record covers what was missed;
+ * - **a restored backup, a hand-made epoch bump, a pruned record, a schema change**: the store
+ *   cannot account for every position since the one seen, learns `all`, and the caches empty.
+ *
+ * A hit is synchronous and costs the position read, one map lookup and the key expiry check;
+ * it saves two SHA-256 digests and the three-table join. Time rules stay with the caller (token
+ * expiry) or are re-checked here (key expiry). Only valid grants are cached, so unknown tokens
+ * cannot fill it.
  *
  * @module
  */
 import { type BoundedCache, createBoundedCache } from "./bounded_cache.ts";
 import { hashSecret } from "./credentials.ts";
-import type { GrantEpoch, KeyHolder, Store, TokenGrant, TokenStatus } from "../store/store.ts";
+import type {
+  GrantEpoch,
+  GrantInvalidations,
+  GrantScope,
+  KeyHolder,
+  Store,
+  TokenGrant,
+  TokenStatus,
+} from "../store/store.ts";
 
 /**
  * Entries per cache (`--grant-cache-size`'s default); beyond it the S3-FIFO policy of
@@ -27,75 +46,226 @@ import type { GrantEpoch, KeyHolder, Store, TokenGrant, TokenStatus } from "../s
  */
 export const MAX_CACHED_GRANTS = 100_000;
 
+/** The grants an entry depends on: its token (if any), its key and its user. */
+export interface EntrySubjects {
+  tokenId?: number;
+  apiKeyId: number;
+  userId: number;
+}
+
 /** Told of a cache once it is made (for its counters in /metrics). */
 export type CacheObserver = (cache: BoundedCache<string, unknown>) => void;
+
+/** What a cache did, for tests and metrics. */
+export interface CacheStats {
+  /** Entries now. */
+  size: number;
+  /** Lookups answered from memory. */
+  hits: number;
+  /** Lookups that went to the store. */
+  misses: number;
+  /** Entries evicted by an invalidation, by the scope that evicted them. */
+  invalidated: GrantInvalidations;
+  /** Entries dropped to make room. */
+  evicted: number;
+  /** Values read on a miss and not kept, because a change touching them was learned meanwhile. */
+  notKept: number;
+}
+
+/** A cache's lookup, with its statistics. */
+export interface CacheInspection {
+  stats(): CacheStats;
+}
 
 /**
  * Finds a live grant for a (normalised) API key and token: synchronously on
  * a cache hit, through the store on a miss.
  */
-export type GrantFinder = (
-  apiKey: string,
-  token: string,
-  now: number,
-) => TokenGrant | undefined | Promise<TokenGrant | undefined>;
+export type GrantFinder =
+  & ((
+    apiKey: string,
+    token: string,
+    now: number,
+  ) => TokenGrant | undefined | Promise<TokenGrant | undefined>)
+  & CacheInspection;
+
+type SubjectKind = "token" | "key" | "user";
+
+/** Whether `scope` touches an entry with these subjects. */
+function touches(scope: GrantScope, subjects: EntrySubjects): boolean {
+  switch (scope.kind) {
+    case "all":
+      return true;
+    case "token":
+      return subjects.tokenId === scope.id;
+    case "key":
+      return subjects.apiKeyId === scope.id;
+    case "user":
+      return subjects.userId === scope.id;
+  }
+}
 
 /**
- * The exactness both caches share: before each lookup the store's grant epoch is read, and a
- * move empties the cache; a value read on a miss is kept only if `keep` says so and the epoch
- * did not move while it was read; with no confirmed epoch nothing is served from memory.
+ * The exactness the three caches share: before each lookup the store's position is read and
+ * the scopes learned since are evicted; a value read on a miss is kept only if `keep` says so
+ * and no change touching it was learned while it was read; with no confirmed position nothing
+ * is served from memory.
  */
 function createExactCache<I, V>(
-  store: Pick<Store, "readGrantEpoch">,
+  store: Pick<Store, "readGrantEpoch" | "readGrantChanges">,
   options: {
     read(input: I, now: number): Promise<V | undefined>;
     /** Whether a value read may be kept (only values that something must end are). */
     keep(value: V): boolean;
-    /** Whether a kept value still holds at `now` (the time rules the epoch does not see). */
+    /** Whether a kept value still holds at `now` (the time rules the record does not see). */
     holds(value: V, now: number): boolean;
+    /** The grants a value depends on. */
+    subjects(value: V): EntrySubjects;
     maxEntries: number;
     observe?: CacheObserver;
   },
-): (key: string, input: I, now: number) => V | undefined | Promise<V | undefined> {
+): ((key: string, input: I, now: number) => V | undefined | Promise<V | undefined>) & {
+  stats(): CacheStats;
+} {
+  const indexes: Record<SubjectKind, Map<number, Set<string>>> = {
+    token: new Map(),
+    key: new Map(),
+    user: new Map(),
+  };
   // Off (size 0): a cache of one entry that is never filled, so that lookups still count.
-  const entries = createBoundedCache<string, V>({ maxEntries: Math.max(1, options.maxEntries) });
+  const entries = createBoundedCache<string, V>({
+    maxEntries: Math.max(1, options.maxEntries),
+    // Evicted by the policy to make room: the secondary indexes follow.
+    onEvict(key, value) {
+      evicted++;
+      unindex(key, value);
+    },
+  });
   options.observe?.(entries as BoundedCache<string, unknown>);
-  let seenEpoch: GrantEpoch | undefined;
+  /** The store's position whose changes have been applied; `undefined` before the first. */
+  let seen: GrantEpoch | undefined;
+  let hits = 0;
+  let misses = 0;
+  let evicted = 0;
+  let notKept = 0;
+  const invalidated: GrantInvalidations = { token: 0, key: 0, user: 0, all: 0 };
 
-  async function lookUp(key: string, input: I, now: number, epoch: GrantEpoch | undefined) {
+  function indexOne(kind: SubjectKind, id: number | undefined, key: string): void {
+    if (id === undefined) return;
+    let keys = indexes[kind].get(id);
+    if (keys === undefined) indexes[kind].set(id, keys = new Set());
+    keys.add(key);
+  }
+
+  function unindexOne(kind: SubjectKind, id: number | undefined, key: string): void {
+    if (id === undefined) return;
+    const keys = indexes[kind].get(id);
+    if (keys === undefined) return;
+    keys.delete(key);
+    if (keys.size === 0) indexes[kind].delete(id);
+  }
+
+  function index(key: string, value: V): void {
+    const subjects = options.subjects(value);
+    indexOne("token", subjects.tokenId, key);
+    indexOne("key", subjects.apiKeyId, key);
+    indexOne("user", subjects.userId, key);
+  }
+
+  function unindex(key: string, value: V): void {
+    const subjects = options.subjects(value);
+    unindexOne("token", subjects.tokenId, key);
+    unindexOne("key", subjects.apiKeyId, key);
+    unindexOne("user", subjects.userId, key);
+  }
+
+  function remove(key: string): boolean {
+    const value = entries.peek(key);
+    if (value === undefined) return false;
+    entries.delete(key);
+    unindex(key, value);
+    return true;
+  }
+
+  function invalidate(scope: GrantScope): void {
+    if (scope.kind === "all") {
+      invalidated.all += entries.size;
+      entries.clear();
+      for (const map of Object.values(indexes)) map.clear();
+      return;
+    }
+    const keys = indexes[scope.kind].get(scope.id);
+    if (keys === undefined) return;
+    for (const key of [...keys]) if (remove(key)) invalidated[scope.kind]++;
+  }
+
+  /** Applies the scopes learned up to `epoch`. */
+  function catchUp(epoch: GrantEpoch): void {
+    if (seen === epoch) return;
+    if (seen !== undefined) {
+      const changes = store.readGrantChanges(seen);
+      if (changes === undefined) invalidate({ kind: "all" });
+      else for (const scope of changes) invalidate(scope);
+    }
+    seen = epoch;
+  }
+
+  async function lookUp(key: string, input: I, now: number, started: GrantEpoch | undefined) {
+    misses++;
     const found = await options.read(input, now);
     if (found === undefined || !options.keep(found)) {
-      entries.delete(key);
+      remove(key);
       return found;
     }
-    // Cache only what was read while the epoch stood still: a change committed meanwhile
-    // may have ended it, and the next lookup will see the epoch move.
-    if (epoch === undefined || store.readGrantEpoch() !== epoch) return found;
-    if (options.maxEntries <= 0) return found; // the cache is off
-    entries.set(key, found); // evicts by the policy when full
+    if (started === undefined || options.maxEntries <= 0) return found;
+    const epoch = store.readGrantEpoch();
+    if (epoch === undefined) return found;
+    catchUp(epoch);
+    // Keep only what was read while nothing relevant moved: a change to its token, key or user
+    // learned meanwhile may have ended it (or committed just before the read, unseen by it).
+    if (epoch !== started) {
+      const changes = store.readGrantChanges(started);
+      const subjects = options.subjects(found);
+      if (changes === undefined || changes.some((scope) => touches(scope, subjects))) {
+        notKept++;
+        remove(key);
+        return found;
+      }
+    }
+    remove(key);
+    entries.set(key, found);
+    index(key, found);
     return found;
   }
 
-  return function find(key, input, now) {
+  function find(key: string, input: I, now: number) {
     const epoch = store.readGrantEpoch();
-    if (epoch !== seenEpoch) {
-      entries.clear();
-      seenEpoch = epoch;
-    }
     if (epoch !== undefined) {
+      catchUp(epoch);
       const cached = entries.get(key);
-      if (cached !== undefined) {
-        if (options.holds(cached, now)) return cached;
-        entries.delete(key); // expired meanwhile: read again below
+      if (cached !== undefined && options.holds(cached, now)) {
+        hits++;
+        return cached;
       }
     }
     return lookUp(key, input, now, epoch);
-  };
+  }
+
+  return Object.assign(find, {
+    stats: (): CacheStats => ({
+      size: entries.size,
+      hits,
+      misses,
+      invalidated: { ...invalidated },
+      evicted,
+      notKept,
+    }),
+  });
 }
 
 /** A cache in front of {@link Store.findTokenGrant}. */
 export function createGrantCache(
-  store: Pick<Store, "findTokenGrant" | "readGrantEpoch">,
+  store: Pick<Store, "findTokenGrant" | "readGrantEpoch" | "readGrantChanges">,
   maxEntries = MAX_CACHED_GRANTS,
   observe?: CacheObserver,
 ): GrantFinder {
@@ -111,30 +281,37 @@ export function createGrantCache(
     },
     keep: () => true,
     holds: (grant, now) => grant.keyExpiresAt === null || grant.keyExpiresAt > now,
+    subjects: (grant) => grant,
     maxEntries,
     observe,
   });
-  return (apiKey, token, now) => find(apiKey + token, { apiKey, token }, now);
+  return Object.assign(
+    (apiKey: string, token: string, now: number) => find(apiKey + token, { apiKey, token }, now),
+    { stats: find.stats },
+  );
 }
 
 /**
  * Finds a token's status for introspection: synchronously on a cache hit,
  * through the store on a miss.
  */
-export type TokenStatusFinder = (
-  token: string,
-  now: number,
-) => TokenStatus | undefined | Promise<TokenStatus | undefined>;
+export type TokenStatusFinder =
+  & ((
+    token: string,
+    now: number,
+  ) => TokenStatus | undefined | Promise<TokenStatus | undefined>)
+  & CacheInspection;
 
 /**
  * A cache in front of {@link Store.findTokenStatus}, exact like the grant
  * cache: only live tokens are kept (so unknown or ended tokens cannot fill
- * it), anything that may end one moves the epoch and empties it, and expiry
- * (the token's, capped by its key's) stays the caller's check. A hit saves a
- * SHA-256 digest and the three-table join of every repeated introspection.
+ * it), anything that may end one is recorded with its token, key or user and
+ * evicts it, and expiry (the token's, capped by its key's) stays the caller's
+ * check. A hit saves a SHA-256 digest and the three-table join of every
+ * repeated introspection.
  */
 export function createTokenStatusCache(
-  store: Pick<Store, "findTokenStatus" | "readGrantEpoch">,
+  store: Pick<Store, "findTokenStatus" | "readGrantEpoch" | "readGrantChanges">,
   maxEntries = MAX_CACHED_GRANTS,
   observe?: CacheObserver,
 ): TokenStatusFinder {
@@ -145,28 +322,36 @@ export function createTokenStatusCache(
     },
     keep: (status) => status.live,
     holds: () => true,
+    subjects: (status) => status,
     maxEntries,
     observe,
   });
-  return (token, now) => find(token, token, now);
+  return Object.assign((token: string, now: number) => find(token, token, now), {
+    stats: find.stats,
+  });
 }
 
 /** Finds the holder of a usable API key: synchronously on a cache hit, through the store on a miss. */
-export type KeyHolderFinder = (
-  apiKey: string,
-  now: number,
-) => KeyHolder | undefined | Promise<KeyHolder | undefined>;
+export type KeyHolderFinder =
+  & ((
+    apiKey: string,
+    now: number,
+  ) => KeyHolder | undefined | Promise<KeyHolder | undefined>)
+  & CacheInspection;
 
 /**
  * A cache in front of {@link Store.findKeyHolder}, for requests authenticated
  * by API key alone (introspection, revocation, forward-auth of public paths).
  * Exact like the grant cache: revoking, disabling or rotating a key, or
- * disabling its user, moves the epoch and empties it; only usable keys are
- * kept (unknown keys cannot fill it), with their expiry, read on the miss
- * and checked on every hit. A hit saves a SHA-256 digest and the join.
+ * changing its user, is recorded with the key or the user and evicts it; only
+ * usable keys are kept (unknown keys cannot fill it), with their expiry, read
+ * on the miss and checked on every hit. A hit saves a SHA-256 digest and the join.
  */
 export function createKeyHolderCache(
-  store: Pick<Store, "findKeyHolder" | "findApiKeyById" | "readGrantEpoch">,
+  store: Pick<
+    Store,
+    "findKeyHolder" | "findApiKeyById" | "readGrantEpoch" | "readGrantChanges"
+  >,
   maxEntries = MAX_CACHED_GRANTS,
   observe?: CacheObserver,
 ): KeyHolderFinder {
@@ -176,20 +361,24 @@ export function createKeyHolderCache(
       async read(apiKey, now) {
         const holder = await store.findKeyHolder(hashSecret(apiKey), now);
         if (holder === undefined) return undefined;
-        // The holder does not carry the key's expiry; a write between the two reads moves the
-        // epoch, and then nothing read here is kept.
+        // The holder does not carry the key's expiry; a change to the key between the two
+        // reads is recorded with its id, and then nothing read here is kept.
         const key = await store.findApiKeyById(holder.apiKeyId);
         if (key === undefined) return undefined;
         return { holder: Object.freeze(holder), keyExpiresAt: key.expiresAt };
       },
       keep: () => true,
       holds: (entry, now) => entry.keyExpiresAt === null || entry.keyExpiresAt > now,
+      subjects: (entry) => entry.holder,
       maxEntries,
       observe,
     },
   );
-  return (apiKey, now) => {
-    const found = find(apiKey, apiKey, now);
-    return found instanceof Promise ? found.then((entry) => entry?.holder) : found?.holder;
-  };
+  return Object.assign(
+    (apiKey: string, now: number) => {
+      const found = find(apiKey, apiKey, now);
+      return found instanceof Promise ? found.then((entry) => entry?.holder) : found?.holder;
+    },
+    { stats: find.stats },
+  );
 }

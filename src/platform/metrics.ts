@@ -51,7 +51,17 @@ export interface MetricsOptions {
   register?: (registry: Registry) => void;
   /** The password pool's admission state, read at scrape time (the main thread's set only). */
   readPasswordQueue?: () => { out: number; hashMs: number };
+  /**
+   * Grant changes this process's store has learned and applied to its caches so far, by scope
+   * (`Store.readGrantInvalidations`), read at scrape time; `undefined` before the store opened.
+   */
+  readGrantInvalidations?: () => Record<GrantScopeLabel, number> | undefined;
 }
+
+/** The scopes of grant invalidations: one token, one API key, one user, or everything. */
+export type GrantScopeLabel = "token" | "key" | "user" | "all";
+
+const GRANT_SCOPES: readonly GrantScopeLabel[] = ["token", "key", "user", "all"];
 
 /** Seconds; from a fast secure request (sub-millisecond) to a queued password check. */
 const LATENCY_BUCKETS = [
@@ -148,6 +158,26 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         this.set(readPasswordQueue().hashMs / 1000);
       },
     });
+  }
+  const readInvalidations = options.readGrantInvalidations;
+  if (readInvalidations !== undefined) {
+    const counted: Record<GrantScopeLabel, number> = { token: 0, key: 0, user: 0, all: 0 };
+    const invalidations: Counter<"scope"> = new Counter({
+      name: "keygate_grant_invalidations_total",
+      help: "Grant-ending changes applied to the caches, by scope (token, key, user, or all: " +
+        "everything emptied)",
+      labelNames: ["scope"] as const,
+      registers,
+      collect() {
+        const totals = readInvalidations();
+        for (const scope of GRANT_SCOPES) {
+          const total = totals?.[scope] ?? counted[scope];
+          if (total > counted[scope]) invalidations.inc({ scope }, total - counted[scope]);
+          counted[scope] = total;
+        }
+      },
+    });
+    for (const scope of GRANT_SCOPES) invalidations.inc({ scope }, 0);
   }
   const issued = new Counter({
     name: "keygate_tokens_issued_total",

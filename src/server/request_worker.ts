@@ -20,6 +20,7 @@ import { createLogger } from "../platform/logger.ts";
 import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
 import { type ApiListener, startApiListener } from "./listener.ts";
 import { openServingStore, type SharedGrantCounter } from "./open_server_store.ts";
+import type { GrantInvalidations } from "../store/store.ts";
 import { createRemoteHasher, type PasswordAnswer, type PasswordRequest } from "./remote_hasher.ts";
 
 /** Main thread → worker. */
@@ -67,12 +68,14 @@ function sleepThread(ms: number): void {
 /** Serves until drained; every message from the main thread goes through here. */
 function runWorker(scope: { postMessage(message: FromWorker): void; close(): void }) {
   const hasher = createRemoteHasher(scope);
-  const metrics = createMetrics();
   // What this worker has started, closed in reverse order when it drains (or fails to start).
   const parts = new AsyncDisposableStack();
   parts.defer(() => hasher.close());
   let running: ApiListener | undefined;
   let stop: ((deadlineMs: number) => Promise<void>) | undefined;
+  /** The store's invalidation counts, once it is open. */
+  let readInvalidations: (() => GrantInvalidations) | undefined;
+  const metrics = createMetrics({ readGrantInvalidations: () => readInvalidations?.() });
 
   async function start(message: Extract<ToWorker, { kind: "start" }>) {
     const { config } = message;
@@ -95,6 +98,7 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
             ),
         }, { logger }),
       );
+      readInvalidations = () => store.readGrantInvalidations();
       stage = "listen";
       running = parts.use(startApiListener(config, { store, hasher, logger, metrics }, {
         tls: message.tls,

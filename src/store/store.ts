@@ -36,7 +36,9 @@ import type {
   AuditRecord,
   DeletedUser,
   GrantEpoch,
+  GrantInvalidations,
   GrantLookup,
+  GrantScope,
   KeyHolder,
   KeyUsage,
   LoginFailures,
@@ -234,17 +236,20 @@ export interface TokenStore {
 export interface GrantFeedStore {
   /**
    * The current {@link GrantEpoch}, synchronously: the grant cache calls it before every
-   * lookup, empties itself when it moved, and caches a grant only if it did not move while
-   * the grant was read. Cheap (a load from memory) and exact: once a change that may end a
-   * grant has committed anywhere, the next call differs (a networked backend: once notified
-   * or polled, within its staleness bound).
+   * lookup and, when it moved, asks {@link readGrantChanges} what changed and evicts exactly
+   * the entries those scopes touch; a value read on a miss is kept only if no change touching
+   * it was learned while it was read. Cheap (a load from memory when nothing moved) and exact:
+   * once a change that may end a grant has committed anywhere, the next call differs and the
+   * change's scope is known (a networked backend: once notified or polled, within its
+   * staleness bound). A grant-ending write records its scope in the database, in the write's
+   * transaction (the change record, docs/architecture.md).
    *
    * Exact within one process: the stores of one process (`--workers`: one per request worker,
    * one for the main thread) see each other's committed changes on their very next call, as
    * soon as the writing call resolved. SQLite needs nothing for this (its shared WAL index
-   * moves); the PostgreSQL store is given a counter the process's stores share (its
-   * `sharedGrantCounter` option), increments it after each grant-ending commit, before the
-   * write resolves, and folds it into the value returned here.
+   * moves, and the change record is read); the PostgreSQL store is given a ring of recent
+   * scopes the process's stores share (its `sharedGrantCounter` option), appends its own
+   * committed changes to it before the write resolves, and reads it here.
    *
    * `undefined` when the backend cannot confirm right now that it has seen every such
    * change (notifications and polls silent past its staleness bound). The cache then serves
@@ -252,6 +257,14 @@ export interface GrantFeedStore {
    * `StoreUnavailable` (503, fail closed) while the database cannot answer.
    */
   readGrantEpoch(): GrantEpoch | undefined;
+  /**
+   * The scopes of the changes learned after `since` (an earlier {@link readGrantEpoch}), up to
+   * the current one, oldest first; `undefined` when the store can no longer say (`since` is
+   * older than what it keeps in memory): the caller then drops everything.
+   */
+  readGrantChanges(since: GrantEpoch): readonly GrantScope[] | undefined;
+  /** How many changes this store has learned of, by scope (for metrics). */
+  readGrantInvalidations(): GrantInvalidations;
 }
 
 /** Login failures (the throttle's counters). Part of {@link Store}. */

@@ -186,11 +186,28 @@ export interface AuditedChange<T> {
 }
 
 /**
- * A position in the grant change feed: it moves whenever a change that may
- * end or alter a token grant has been committed, by this process or any
- * other. Only equality is meaningful.
+ * A position in this store's grant change feed: it moves whenever the store has learned of a
+ * change that may end or alter a token grant, committed by this process or any other, and
+ * {@link GrantFeedStore.readGrantChanges} says what changed since an earlier one. It is local to
+ * the store object (not the database's position), and never goes back.
  */
 export type GrantEpoch = number;
+
+/** What a grant-ending change touches: one token, one API key, one user, or everything. */
+export type GrantScopeKind = "token" | "key" | "user" | "all";
+
+/**
+ * The scope of one recorded change: grants of this token id, API key id or user id may have
+ * ended or changed; `all`: any grant may have (a schema change, or a change this store cannot
+ * account for: a gap in the change record, a restored backup, a listener that cannot be
+ * reconciled).
+ */
+export type GrantScope =
+  | { readonly kind: "token" | "key" | "user"; readonly id: number }
+  | { readonly kind: "all" };
+
+/** Changes a store has learned of, by scope. */
+export type GrantInvalidations = Record<GrantScopeKind, number>;
 
 /** A token row for listings: ids and times, never the digest. */
 export interface TokenRow {

@@ -113,6 +113,7 @@ Deno.test({
       let lookups = 0;
       const cache = createGrantCache({
         readGrantEpoch: () => db.b.readGrantEpoch(),
+        readGrantChanges: (since) => db.b.readGrantChanges(since),
         findTokenGrant: ({ now }) => {
           lookups++;
           return db.b.findTokenGrant({ ...db.lookup, now });

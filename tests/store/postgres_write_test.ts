@@ -7,7 +7,7 @@ import type postgres from "postgres";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreBlocked, StoreConflict } from "../../src/store/errors.ts";
-import { endingClauses, finishWrite, toBumpedEpoch } from "../../src/store/postgres/db.ts";
+import { endingClauses, finishWrite, toOwnChange } from "../../src/store/postgres/db.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { GRANT_CHANNEL } from "../../src/store/postgres/grant_epoch.ts";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
@@ -40,12 +40,22 @@ async function setUp() {
       const [row] = await sql<{ epoch: number }[]>`SELECT epoch FROM grant_epoch WHERE id = 1`;
       return row.epoch;
     },
-    /** Runs `finishWrite` in a transaction; resolves to its result and the commit setting. */
+    /**
+     * Runs `finishWrite` in a transaction (`bump`: recording token 3's scope); resolves to the
+     * position it bumped to and the commit setting.
+     */
     finish(
-      ...args: Parameters<typeof finishWrite> extends [unknown, ...infer Rest] ? Rest : never
+      entries: Parameters<typeof finishWrite>[1],
+      options: { bump: boolean; notify: boolean; relax: boolean },
     ) {
       return sql.begin(async (tx: postgres.TransactionSql) => {
-        const epoch = await finishWrite(tx, ...args);
+        const own = await finishWrite(tx, entries, {
+          scopes: options.bump ? [{ kind: "token", id: 3 }] : [],
+          notify: options.notify,
+          relax: options.relax,
+          keep: 100,
+        });
+        const epoch = own?.position;
         const [{ setting }] = await tx<{ setting: string }[]>`
           SELECT current_setting('synchronous_commit') AS setting`;
         return { epoch, setting };
@@ -115,12 +125,12 @@ Deno.test({
       assert.deepEqual(bumped, { epoch: before + 1, setting: "on" });
       assert.equal(await db.epoch(), before + 1);
       await waitFor("notified", () => db.notified.length === 1);
-      assert.deepEqual(db.notified, [String(before + 1)]);
+      assert.deepEqual(db.notified, [`${before + 1} token:3`]);
       // Without notifications (an engine without NOTIFY): bumped, but nobody told.
       const quiet = await db.finish([], { bump: true, notify: false, relax: false });
       assert.deepEqual(quiet, { epoch: before + 2, setting: "on" });
       await new Promise((resolve) => setTimeout(resolve, 50));
-      assert.deepEqual(db.notified, [String(before + 1)]);
+      assert.deepEqual(db.notified, [`${before + 1} token:3`]);
       const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM audit_log`;
       assert.equal(n, 1);
     } finally {
@@ -222,18 +232,21 @@ Deno.test({
             bump: tx`(SELECT v FROM flag)`,
             notify: true,
             relax: true,
+            changes: tx`SELECT 'token'::text, 3::bigint`,
+            keep: 100,
           });
           const [row] = await tx`WITH flag AS (SELECT ${flag}::boolean AS v) ${ending.ctes}
             SELECT ${ending.columns}`;
           const [{ setting }] = await tx<{ setting: string }[]>`
             SELECT current_setting('synchronous_commit') AS setting`;
-          return { epoch: toBumpedEpoch(row, flag), setting };
+          const scopes = flag ? [{ kind: "token" as const, id: 3 }] : [];
+          return { epoch: toOwnChange(row, scopes)?.position, setting };
         });
       assert.deepEqual(await run(false), { epoch: undefined, setting: "off" });
       assert.equal(await db.epoch(), before);
       assert.deepEqual(await run(true), { epoch: before + 1, setting: "on" });
       await waitFor("notified", () => db.notified.length === 1);
-      assert.deepEqual(db.notified, [String(before + 1)]);
+      assert.deepEqual(db.notified, [`${before + 1} token:3`]);
     } finally {
       await db.close();
     }
@@ -294,7 +307,16 @@ Deno.test({
       // This instance's view moved at once (its value is opaque: only equality means anything).
       assert.notDeepEqual(store.readGrantEpoch(), seen);
       await waitFor("notified", () => db.notified.length === 1);
-      assert.deepEqual(db.notified, [String(before + 1)]);
+      // The payload names the position and the scopes: the two tokens the cap ended.
+      const [first, second] = (await db.sql<{ id: number }[]>`
+        SELECT id FROM tokens WHERE revoked_at IS NOT NULL ORDER BY id`).map((row) =>
+        Number(row.id)
+      );
+      assert.deepEqual(db.notified, [`${before + 1} token:${first},token:${second}`]);
+      assert.deepEqual(
+        store.readGrantChanges(seen!),
+        [{ kind: "token", id: first }, { kind: "token", id: second }],
+      );
       const [{ live }] = await db.sql<{ live: number }[]>`
         SELECT count(*)::int AS live FROM tokens WHERE revoked_at IS NULL`;
       assert.equal(live, 1);

@@ -25,7 +25,7 @@ export function createAdminViewMethods(db: PgContext): AdminStore {
             ${change.now})
           RETURNING *`;
         return toOperator(row);
-      }, { audit: change.audit, endsGrants: () => false });
+      }, { audit: change.audit, ends: () => [] });
     },
 
     async findOperatorByHash(tokenHash) {
@@ -47,7 +47,7 @@ export function createAdminViewMethods(db: PgContext): AdminStore {
         const rows = await tx`UPDATE operators SET revoked_at = ${change.now}
           WHERE id = ${id} AND revoked_at IS NULL`;
         return rows.count === 1;
-      }, { audit: change.audit, endsGrants: () => false });
+      }, { audit: change.audit, ends: () => [] });
     },
 
     async searchUsers(query) {

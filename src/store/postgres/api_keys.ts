@@ -44,7 +44,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyStore {
     insertApiKey(key, change) {
       return db.write((tx) => insertKeyRow(tx, key, change.now), {
         audit: change.audit,
-        endsGrants: () => false,
+        ends: () => [],
       });
     },
 
@@ -101,7 +101,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyStore {
         return { changed: revoked.length + tokens.length > 0, ended: tokens.length };
       }, {
         audit: (result) => resolveAudit(change.audit, result.ended),
-        endsGrants: (result) => result.changed,
+        ends: (result) => result.changed ? [{ kind: "key", id }] : [],
       });
       return ended;
     },
@@ -113,7 +113,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyStore {
         }
           WHERE id = ${id} AND revoked_at IS NULL RETURNING id`;
         return rows.length === 1;
-      }, { audit: change.audit, endsGrants: (changed) => changed });
+      }, { audit: change.audit, ends: (changed) => changed ? [{ kind: "key", id }] : [] });
     },
 
     rotateApiKey(oldKeyId, change) {
@@ -129,7 +129,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyStore {
           throw new StoreConflict(`API key ${oldKeyId} was rotated or revoked meanwhile`);
         }
         return successor;
-      }, { audit: change.audit, endsGrants: () => true });
+      }, { audit: change.audit, ends: () => [{ kind: "key", id: oldKeyId }] });
     },
 
     async recordKeyUsage(usages) {
@@ -155,7 +155,7 @@ export function createApiKeyMethods(db: PgContext): ApiKeyStore {
           FROM jsonb_to_recordset(${rows})
             AS u(id bigint, at bigint, address text, count bigint)
           WHERE k.id = u.id`;
-      }, { endsGrants: () => false, relaxed: () => true });
+      }, { ends: () => [], relaxed: () => true });
     },
   };
 }

@@ -21,8 +21,8 @@ const TABLES: readonly StoreTable[] = [
 ];
 
 export function createAuditRetentionMethods(db: PgContext): AuditStore & RetentionStore {
-  function deleteEndedTokens(batch: { afterId: number; size: number; cutoff: number }) {
-    return db.write(async (tx) => {
+  async function deleteEndedTokens(batch: { afterId: number; size: number; cutoff: number }) {
+    const ids = await db.write(async (tx) => {
       const rows = await tx`DELETE FROM tokens WHERE id IN (
           SELECT t.id FROM tokens t
           JOIN api_keys k ON k.id = t.api_key_id
@@ -30,12 +30,13 @@ export function createAuditRetentionMethods(db: PgContext): AuditStore & Retenti
           WHERE t.id > ${batch.afterId} AND t.id <= ${batch.afterId + batch.size}
             AND ${tx.unsafe(TOKEN_ENDED_AT)} <= ${batch.cutoff})
         RETURNING id`;
-      return rows.length;
+      return rows.map((row) => Number(row.id));
     }, {
       // A cached grant of an expired token answers token_expired; once its row is gone it
       // must answer invalid_token, as on SQLite.
-      endsGrants: (deleted) => deleted > 0,
+      ends: (deleted) => deleted.map((id) => ({ kind: "token", id })),
     });
+    return ids.length;
   }
 
   async function findTokenIdRange() {
@@ -48,7 +49,7 @@ export function createAuditRetentionMethods(db: PgContext): AuditStore & Retenti
 
   return {
     async appendAudit(entry) {
-      await db.write(() => Promise.resolve(), { audit: entry, endsGrants: () => false });
+      await db.write(() => Promise.resolve(), { audit: entry, ends: () => [] });
     },
 
     async listAudit(since = 0) {
@@ -77,7 +78,7 @@ export function createAuditRetentionMethods(db: PgContext): AuditStore & Retenti
             ORDER BY at, id LIMIT ${batch.size})
           RETURNING id`;
         return rows.length;
-      }, { endsGrants: () => false });
+      }, { ends: () => [] });
     },
 
     async purgeEndedTokens(cutoff, change) {
@@ -90,7 +91,7 @@ export function createAuditRetentionMethods(db: PgContext): AuditStore & Retenti
       }
       await db.write(() => Promise.resolve(deleted), {
         audit: change.audit,
-        endsGrants: () => false,
+        ends: () => [],
       });
       return deleted;
     },

@@ -7,7 +7,7 @@
  */
 import type postgres from "postgres";
 import { StoreBlocked, StoreConflict, StoreError } from "../errors.ts";
-import type { AuditEntry, AuditOf } from "../store.ts";
+import type { AuditEntry, AuditOf, GrantScope } from "../store.ts";
 import { listAuditEntries } from "../audit_entries.ts";
 import { guard } from "./errors.ts";
 import { GRANT_CHANNEL, type GrantEpochWatcher } from "./grant_epoch.ts";
@@ -17,11 +17,11 @@ export interface WriteOptions<T> {
   /** Audit rows, appended in the write's transaction. */
   audit?: AuditOf<T>;
   /**
-   * Whether the write (given its result) may have ended or changed a token
-   * grant: then it bumps the grant epoch and notifies, in its transaction,
-   * and commits synchronously whatever the durability.
+   * The grants the write (given its result) may have ended or changed, by scope: when there
+   * are any, it bumps the grant epoch, records them in the change record at the new position
+   * and notifies, in its transaction, and commits synchronously whatever the durability.
    */
-  endsGrants: (result: T) => boolean;
+  ends: (result: T) => readonly GrantScope[];
   /**
    * Whether the write (given its result) may commit without waiting for the
    * WAL flush (`synchronous_commit = off`) under durability `"grants"`:
@@ -35,8 +35,15 @@ export interface WriteOptions<T> {
  * {@link auditInsert} and the context's {@link PgContext.endingClauses}), one statement fewer.
  */
 export interface SelfEndingWrite<T> {
-  /** The epoch the write's last statement bumped, if it did (see {@link toBumpedEpoch}). */
-  bumpedEpoch: (result: T) => number | undefined;
+  /** What the write's last statement recorded, if it bumped the epoch (see {@link toOwnChange}). */
+  recorded: (result: T) => OwnChange | undefined;
+}
+
+/** A change this store committed: the position it bumped the epoch to, its tag, its scopes. */
+export interface OwnChange {
+  position: number;
+  tag: number;
+  scopes: readonly GrantScope[];
 }
 
 /** The shared context of the store's table groups. */
@@ -55,7 +62,7 @@ export interface PgContext {
    */
   endingClauses(
     tx: postgres.TransactionSql,
-    options: { bump: SqlCondition; relaxed: SqlCondition },
+    options: { bump: SqlCondition; relaxed: SqlCondition; changes: SqlRows },
   ): ReturnType<typeof endingClauses>;
   /** Reads and writes under way now (each holds at most one pooled connection). */
   readInFlight(): number;
@@ -98,6 +105,8 @@ export interface PgContextOptions {
   notify: boolean;
   /** `"grants"`: only grant-ending writes wait for the WAL flush; `"full"`: every write does. */
   durability: "full" | "grants";
+  /** Positions of the change record kept (see {@link CHANGE_RECORD_POSITIONS}). */
+  recordPositions?: number;
   isClosed: () => boolean;
   onOperation?: OperationObserver;
 }
@@ -109,6 +118,28 @@ export function resolveAudit<T>(audit: AuditOf<T> | undefined, result: T): reado
 
 /** SQL text or a bound value that PostgreSQL reads as a boolean. */
 export type SqlCondition = postgres.PendingQuery<postgres.Row[]> | boolean;
+
+/** A query whose rows are a change's scopes: `(scope text, subject bigint)`. */
+export type SqlRows = postgres.PendingQuery<postgres.Row[]>;
+
+/**
+ * Positions of the change record kept by default (each a grant-ending transaction): an instance
+ * that has not read the record since more were written drops its caches.
+ */
+export const CHANGE_RECORD_POSITIONS = 10_000;
+
+/** A random tag per position: 52 bits, exact as a JavaScript number. */
+const RANDOM_TAG = "floor(random() * 4503599627370496)::bigint";
+
+/** The rows of `scopes` as {@link SqlRows}. */
+export function toScopeRows(tx: postgres.TransactionSql, scopes: readonly GrantScope[]): SqlRows {
+  const rows = scopes.map((scope) => ({
+    scope: scope.kind,
+    subject: scope.kind === "all" ? null : scope.id,
+  }));
+  return tx`SELECT scope, subject FROM jsonb_to_recordset(${tx.json(rows)})
+    AS c(scope text, subject bigint)`;
+}
 
 /**
  * The `INSERT INTO audit_log` of a write's `entries`, for a CTE of its statement. With `tokenIdOf`
@@ -135,22 +166,43 @@ export function auditInsert(
 }
 
 /**
- * How a write's last statement ends its transaction: the grant epoch bumped when `bump` holds
- * (with a notification unless `notify` is false), or else, when `relax` holds, a commit that skips
- * the WAL flush (`synchronous_commit = off` for this transaction only; never with a bump: a
- * grant-ending commit always waits). `ctes` follows the statement's other CTEs (it starts with a
- * comma); `columns` are its result's `epoch` (the new epoch, or null), `notified` and `relaxed`.
+ * How a write's last statement ends its transaction: when `bump` holds, the grant epoch bumped
+ * (the row's lock, held to the commit, orders positions as commits), the rows of `changes`
+ * recorded in the change record at the new position with one random tag, the record pruned to
+ * its last `keep` positions, and (unless `notify` is false) a notification whose payload, the
+ * position and the first scopes, is only ever a prompt to read the record; or else, when `relax`
+ * holds, a commit that skips the WAL flush (`synchronous_commit = off` for this transaction only;
+ * never with a bump: a grant-ending commit always waits). `ctes` follows the statement's other
+ * CTEs (it starts with a comma); `columns` are its result's `epoch` (the new epoch, or null),
+ * `tag`, `notified` and `relaxed`.
  */
 export function endingClauses(
   tx: postgres.TransactionSql,
-  options: { bump: SqlCondition; notify: boolean; relax: SqlCondition },
+  options: {
+    bump: SqlCondition;
+    notify: boolean;
+    relax: SqlCondition;
+    changes: SqlRows;
+    keep: number;
+  },
 ): { ctes: postgres.PendingQuery<postgres.Row[]>; columns: postgres.PendingQuery<postgres.Row[]> } {
   return {
     ctes: tx`, bumped AS (
-      UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1 AND ${options.bump} RETURNING epoch
+      UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1 AND ${options.bump}
+      RETURNING epoch, ${tx.unsafe(RANDOM_TAG)} AS tag
+    ), changed AS (
+      SELECT scope, subject FROM (${options.changes}) AS c (scope, subject)
+    ), recorded AS (
+      INSERT INTO grant_changes (position, scope, subject, tag)
+      SELECT b.epoch, c.scope, c.subject, b.tag FROM bumped b CROSS JOIN changed c
+    ), pruned AS (
+      DELETE FROM grant_changes WHERE position <= (SELECT epoch FROM bumped) - ${options.keep}
     )`,
-    columns: tx`(SELECT epoch FROM bumped) AS epoch,
-      (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text) FROM bumped WHERE ${options.notify})
+    columns: tx`(SELECT epoch FROM bumped) AS epoch, (SELECT tag FROM bumped) AS tag,
+      (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text || ' ' || coalesce((
+          SELECT string_agg(scope || coalesce(':' || subject::text, ''), ',' ORDER BY subject)
+          FROM (SELECT scope, subject FROM changed ORDER BY subject LIMIT 16) AS first), ''))
+        FROM bumped WHERE ${options.notify})
         AS notified,
       CASE WHEN ${options.relax} AND NOT (${options.bump})
         THEN set_config('synchronous_commit', 'off', true) END
@@ -159,38 +211,46 @@ export function endingClauses(
 }
 
 /**
- * The epoch a write's last statement bumped (see {@link endingClauses}), if it did.
- * @throws {Error} when it was to bump (`bumped`) and no epoch came back: the grant_epoch row is
- * missing, and a grant-ending write must not commit unannounced.
+ * What a write's last statement recorded (see {@link endingClauses}), if it bumped the epoch:
+ * `scopes` are what it recorded (none: it was not to bump).
+ * @throws {Error} when it was to bump and no epoch came back: the grant_epoch row is missing,
+ * and a grant-ending write must not commit unannounced.
  */
-export function toBumpedEpoch(
-  row: { epoch?: unknown } | undefined,
-  bumped: boolean,
-): number | undefined {
+export function toOwnChange(
+  row: { epoch?: unknown; tag?: unknown } | undefined,
+  scopes: readonly GrantScope[],
+): OwnChange | undefined {
   const epoch = row?.epoch === null || row?.epoch === undefined ? undefined : Number(row.epoch);
-  if (bumped && epoch === undefined) throw new Error("The grant_epoch row is missing");
-  return epoch;
+  if (scopes.length > 0 && epoch === undefined) throw new Error("The grant_epoch row is missing");
+  if (epoch === undefined || scopes.length === 0) return undefined;
+  return { position: epoch, tag: Number(row!.tag), scopes };
 }
 
 /**
  * Ends a write's transaction in one statement: appends its audit rows and ends it as
- * {@link endingClauses} says. Returns the new epoch when it bumped.
+ * {@link endingClauses} says, recording `scopes` (a bump when there are any).
  */
 export async function finishWrite(
   tx: postgres.TransactionSql,
   entries: readonly AuditEntry[],
-  options: { bump: boolean; notify: boolean; relax: boolean },
-): Promise<number | undefined> {
-  const ending = endingClauses(tx, options);
+  options: { scopes: readonly GrantScope[]; notify: boolean; relax: boolean; keep: number },
+): Promise<OwnChange | undefined> {
+  const { scopes } = options;
+  const ending = endingClauses(tx, {
+    ...options,
+    bump: scopes.length > 0,
+    changes: toScopeRows(tx, scopes),
+  });
   // A data-modifying CTE runs whether or not the outer query reads it.
-  const [row] = await tx<{ epoch: number | null }[]>`
+  const [row] = await tx<{ epoch: number | null; tag: number | null }[]>`
     WITH appended AS (${auditInsert(tx, entries)}) ${ending.ctes}
     SELECT ${ending.columns}`;
-  return toBumpedEpoch(row, options.bump);
+  return toOwnChange(row, scopes);
 }
 
 export function createPgContext(options: PgContextOptions): PgContext {
   const { sql, watcher, notify, durability } = options;
+  const keep = options.recordPositions ?? CHANGE_RECORD_POSITIONS;
 
   let inFlight = 0;
   let writeFailure: string | undefined;
@@ -230,8 +290,14 @@ export function createPgContext(options: PgContextOptions): PgContext {
       }
       return writeFailure;
     },
-    endingClauses(tx, { bump, relaxed }) {
-      return endingClauses(tx, { bump, notify, relax: durability === "grants" && relaxed });
+    endingClauses(tx, { bump, relaxed, changes }) {
+      return endingClauses(tx, {
+        bump,
+        notify,
+        relax: durability === "grants" && relaxed,
+        changes,
+        keep,
+      });
     },
     read(fn) {
       checkOpen();
@@ -239,21 +305,21 @@ export function createPgContext(options: PgContextOptions): PgContext {
     },
     async write(fn, writeOptions) {
       checkOpen();
-      let epoch: number | undefined;
+      let own: OwnChange | undefined;
       let result: Awaited<ReturnType<typeof fn>>;
       try {
         result = await measured("write", () =>
           sql.begin(async (tx) => {
             const value = await fn(tx);
-            if ("bumpedEpoch" in writeOptions) {
-              epoch = writeOptions.bumpedEpoch(value);
+            if ("recorded" in writeOptions) {
+              own = writeOptions.recorded(value);
               return value;
             }
-            const bump = writeOptions.endsGrants(value);
-            epoch = await finishWrite(tx, resolveAudit(writeOptions.audit, value), {
-              bump,
+            own = await finishWrite(tx, resolveAudit(writeOptions.audit, value), {
+              scopes: writeOptions.ends(value),
               notify,
               relax: durability === "grants" && writeOptions.relaxed?.(value) === true,
+              keep,
             });
             return value;
           })) as Awaited<ReturnType<typeof fn>>;
@@ -262,9 +328,10 @@ export function createPgContext(options: PgContextOptions): PgContext {
         writeFailure = lastingWriteFailure(error) ?? writeFailure;
         throw error;
       }
-      // Our own cache drops at once, without waiting for our own notification, and so do those
-      // of the process's other stores (the shared counter), before the caller answers anyone.
-      if (epoch !== undefined) watcher.advanceTo(epoch);
+      // Our own caches evict what it touched at once, without waiting for a notification or a
+      // poll, and so do those of the process's other stores (the shared ring), before the
+      // caller answers anyone.
+      if (own !== undefined) watcher.learnOwn(own);
       return result;
     },
   };

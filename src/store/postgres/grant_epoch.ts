@@ -1,40 +1,48 @@
 /**
- * The grant epoch as seen by one instance: how it learns, within bounds,
- * that another instance ended a grant.
+ * The grant change record as seen by one instance: how it learns, exactly and within bounds,
+ * which grants another instance ended.
  *
- * The database holds one counter (`grant_epoch`), bumped in the same
- * transaction as every write that can end a grant, which also calls
- * `pg_notify('keygate_grants', epoch)`. Each instance:
+ * The database holds a counter (`grant_epoch`) and a change record (`grant_changes`). Every
+ * write that can end a grant bumps the counter in its last statement (the row's lock orders
+ * positions as commits, without gaps) and records its scopes (one token, one API key, one user,
+ * or everything) at the new position, with one random tag, in the same transaction, then calls
+ * `pg_notify('keygate_grants', …)`. Each instance:
  *
- * - listens on its own connection: a notification moves the epoch at once
- *   (milliseconds). Notifications are at-most-once (none arrive while the
- *   connection is down), so every (re)connect of the listener drops the
- *   whole cache and re-reads the epoch;
- * - polls the epoch every `pollMs` (default 500 ms), on the listener's
- *   connection (over the pool without one), so a lost notification, a dead listener or an engine without LISTEN
- *   (CockroachDB) still bounds how late a revocation is seen;
- * - is *confirmed* up to the start of its last successful poll. When that is
- *   older than `stalenessMs` (default 2 s), {@link GrantEpochWatcher.read}
- *   returns `undefined`: the instance cannot confirm that its cache is
- *   current and must not answer from it (the secure path fails closed, 503).
+ * - **polls** the record every `pollMs` (default 500 ms), on the listener's connection (over
+ *   the pool without one): in one statement, the counter, the tag at the position it has seen,
+ *   and the rows after it. The poll is the only thing that moves the position seen. Rows are
+ *   learned as scopes ({@link GrantChangeLog}); whatever the record cannot account for (the
+ *   counter went back, the tag at the position seen changed: a restored backup; a position
+ *   without rows: a hand-made bump, or rows pruned before this instance read them) is learned
+ *   as `all`, which empties the caches (grant_change_log.ts);
+ * - **listens** on its own connection: a notification, whatever its payload says (any role
+ *   with CONNECT can send one), only makes the poll run now. So a lost notification costs time,
+ *   never exactness, and a spoofed or malformed one costs a poll, never a delay; a (re)connected
+ *   listener needs no drop either, only a poll;
+ * - **learns its own commits at once**: a write applies its scopes before it resolves (and so
+ *   before the response is sent), and appends them to a ring of scopes shared by the stores of
+ *   its process ({@link SharedGrantCounter}), which every {@link GrantEpochWatcher.read} reads:
+ *   a sibling worker's revocation is evicted on the very next request. The poll later meets the
+ *   same positions and skips them (they were learned);
+ * - is *confirmed* up to the start of its last successful poll. When that is older than
+ *   `stalenessMs` (default 2 s), {@link GrantEpochWatcher.read} returns `undefined`: the
+ *   instance cannot confirm that its cache is current and must not answer from it (the secure
+ *   path fails closed, 503).
  *
- * {@link GrantEpochWatcher.read} is synchronous and cheap: the secure path
- * calls it on every request. It returns a local *version*, not the database
- * counter: it moves whenever the cache must be dropped (the database epoch
- * moved, or the listener reconnected). A cache stores an entry only if the
- * version did not move while the entry was read from the database.
- *
- * Exact within one process: notifications and polls bound how late an
- * instance sees *another process's* revocation, but the request workers of
- * one process (`--workers N`, each with its own store) share a
- * {@link SharedGrantCounter}. A store's grant-ending write increments it
- * (after its commit, before the write resolves) and every
- * {@link GrantEpochWatcher.read} compares it with the value it last saw, so a
- * sibling worker's revocation drops this cache on the very next request.
+ * {@link GrantEpochWatcher.read} is synchronous and cheap (one atomic load and a clock read):
+ * the secure path calls it on every request. It returns the local position of the log.
  *
  * @module
  */
 import type postgres from "postgres";
+import {
+  ALL,
+  createGrantChangeLog,
+  type RecordCursor,
+  type RecordRow,
+  toRecordedScopes,
+} from "../grant_change_log.ts";
+import type { GrantEpoch, GrantInvalidations, GrantScope } from "../store_types.ts";
 
 /** The notification channel. */
 export const GRANT_CHANNEL = "keygate_grants";
@@ -45,33 +53,107 @@ export const DEFAULT_POLL_MS = 500;
 /** Default bound after which an unconfirmed epoch fails the secure path closed. */
 export const DEFAULT_STALENESS_MS = 2000;
 
+/** Rows of the change record one poll reads; an instance further behind drops its caches. */
+const POLL_ROWS = 10_000;
+
 /**
- * Bumps the epoch inside a write's transaction, and (unless `notify` is
- * false, for engines without NOTIFY) queues a notification that PostgreSQL
- * delivers when, and only if, the transaction commits. Returns the new epoch.
+ * Records `scopes` as one change, as a write's last statement does (db.ts): bumps the epoch
+ * inside a transaction, records the scopes at the new position and (unless `notify` is false,
+ * for engines without NOTIFY) queues a notification that PostgreSQL delivers when, and only
+ * if, the transaction commits. Returns the new position. For tools and tests.
  */
 export async function bumpGrantEpoch(
   tx: postgres.TransactionSql,
   notify = true,
+  scopes: readonly GrantScope[] = [ALL],
 ): Promise<number> {
+  const rows = scopes.map((scope) => ({
+    scope: scope.kind,
+    subject: scope.kind === "all" ? null : scope.id,
+  }));
   const [row] = await tx<{ epoch: number }[]>`
-    UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch`;
+    WITH bumped AS (
+      UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1
+      RETURNING epoch, floor(random() * 4503599627370496)::bigint AS tag
+    ), recorded AS (
+      INSERT INTO grant_changes (position, scope, subject, tag)
+      SELECT b.epoch, c.scope, c.subject, b.tag FROM bumped b
+      CROSS JOIN jsonb_to_recordset(${tx.json(rows)}) AS c(scope text, subject bigint)
+    )
+    SELECT epoch FROM bumped`;
   if (row === undefined) throw new Error("The grant_epoch row is missing");
   if (notify) await tx`SELECT pg_notify(${GRANT_CHANNEL}, ${String(row.epoch)})`;
   return Number(row.epoch);
 }
 
-/**
- * A process-wide count of the grant-ending writes committed by the stores
- * of one process: one 32-bit cell of a `SharedArrayBuffer`, created once by
- * the main thread and handed to every request worker. Only change matters
- * (it wraps around after 2^32 writes).
- */
-export type SharedGrantCounter = Int32Array<SharedArrayBuffer>;
+/** Entries of a {@link SharedGrantCounter}'s ring. */
+const RING_ENTRIES = 1024;
 
-/** A new {@link SharedGrantCounter}, at 0. */
+/** Scope kinds as numbers in the ring. */
+const KINDS = ["token", "key", "user", "all"] as const;
+
+/**
+ * The scopes committed by the stores of one process, for each other (`--workers`): a ring of
+ * the last {@link RING_ENTRIES} in `SharedArrayBuffer`s, created once by the main thread and
+ * handed to every request worker. A writer reserves a sequence number (`head`), then writes
+ * its entry between two stamps; a reader accepts an entry only if both stamps carry its
+ * sequence number, and learns `all` for one it cannot read (being written, or overwritten
+ * because it fell behind): never a wrong scope, at worst an emptied cache.
+ */
+export interface SharedGrantCounter {
+  readonly head: Int32Array<SharedArrayBuffer>;
+  readonly before: Int32Array<SharedArrayBuffer>;
+  readonly after: Int32Array<SharedArrayBuffer>;
+  readonly kinds: Int32Array<SharedArrayBuffer>;
+  readonly subjects: Float64Array<SharedArrayBuffer>;
+  readonly positions: Float64Array<SharedArrayBuffer>;
+}
+
+/** A new, empty {@link SharedGrantCounter}. */
 export function createSharedGrantCounter(): SharedGrantCounter {
-  return new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+  const ints = (length: number) =>
+    new Int32Array(new SharedArrayBuffer(length * Int32Array.BYTES_PER_ELEMENT));
+  const floats = (length: number) =>
+    new Float64Array(new SharedArrayBuffer(length * Float64Array.BYTES_PER_ELEMENT));
+  const before = ints(RING_ENTRIES).fill(-1);
+  const after = ints(RING_ENTRIES).fill(-1);
+  return {
+    head: ints(1),
+    before,
+    after,
+    kinds: ints(RING_ENTRIES),
+    subjects: floats(RING_ENTRIES),
+    positions: floats(RING_ENTRIES),
+  };
+}
+
+function slotOf(sequence: number): number {
+  return ((sequence % RING_ENTRIES) + RING_ENTRIES) % RING_ENTRIES;
+}
+
+/** Appends one committed scope (at database position `position`) to the ring. */
+function publish(ring: SharedGrantCounter, scope: GrantScope, position: number): void {
+  const sequence = (Atomics.add(ring.head, 0, 1) + 1) | 0;
+  const slot = slotOf(sequence);
+  Atomics.store(ring.before, slot, sequence);
+  ring.kinds[slot] = KINDS.indexOf(scope.kind);
+  ring.subjects[slot] = scope.kind === "all" ? 0 : scope.id;
+  ring.positions[slot] = position;
+  Atomics.store(ring.after, slot, sequence);
+}
+
+/** The entry with this sequence number, or `undefined` if it cannot be read now. */
+function readEntry(
+  ring: SharedGrantCounter,
+  sequence: number,
+): { scope: GrantScope; position: number } | undefined {
+  const slot = slotOf(sequence);
+  if (Atomics.load(ring.after, slot) !== sequence) return undefined;
+  const kind = KINDS[ring.kinds[slot]];
+  const id = ring.subjects[slot];
+  const position = ring.positions[slot];
+  if (Atomics.load(ring.before, slot) !== sequence || kind === undefined) return undefined;
+  return { scope: kind === "all" ? ALL : { kind, id }, position };
 }
 
 /** Options for {@link createGrantEpochWatcher}. */
@@ -93,8 +175,8 @@ export interface GrantEpochWatcherOptions {
    */
   onListenerChange?: (listening: boolean, error?: unknown) => void;
   /**
-   * Shared with the other stores of this process: {@link GrantEpochWatcher.advanceTo}
-   * increments it, and a change to it moves the version {@link GrantEpochWatcher.read} returns.
+   * Shared with the other stores of this process: {@link GrantEpochWatcher.learnOwn} appends
+   * to it, and {@link GrantEpochWatcher.read} learns what the others appended.
    */
   sharedCounter?: SharedGrantCounter;
 }
@@ -111,32 +193,35 @@ export interface GrantEpochStats {
   lagMs: number;
   /** Whether the listener connection is up. */
   listening: boolean;
-  /** The newest database epoch seen. */
+  /** The newest database position the poll has read. */
   epoch: number;
 }
 
-/** One instance's view of the grant epoch. */
+/** One instance's view of the grant change record. */
 export interface GrantEpochWatcher {
   /**
-   * A version that moves whenever cached grants must be dropped, or
-   * `undefined` when the epoch has not been confirmed within the staleness
-   * bound.
+   * The local position of the changes learned (see `Store.readGrantEpoch`), or `undefined`
+   * when the record has not been confirmed within the staleness bound.
    */
-  read(): number | undefined;
+  read(): GrantEpoch | undefined;
+  /** See `Store.readGrantChanges`. */
+  changesSince(since: GrantEpoch): readonly GrantScope[] | undefined;
+  /** Changes learned, by scope. */
+  invalidations(): GrantInvalidations;
   /**
-   * Records an epoch this instance's own write committed, so its cache drops at once, and
-   * counts the write on the shared counter, so the caches of this process's other stores do.
+   * Learns a change this instance's own write committed, so its caches evict it at once, and
+   * shares it with this process's other stores. The position seen does not move: the poll
+   * reads the record, meets this position and skips what it already learned.
    */
-  advanceTo(epoch: number): void;
-  /** Polls now; resolves when the poll ended (successfully or not). */
+  learnOwn(change: { position: number; scopes: readonly GrantScope[] }): void;
+  /** Polls now (or once more after a poll under way); resolves when that poll ended. */
   pollNow(): Promise<void>;
   /**
-   * Reads the epoch afresh (after any poll already under way, which may
-   * have started before a change to be seen); for tools and tests that know
-   * another process has just written.
+   * Reads the record afresh (after any poll already under way, which may have started before
+   * a change to be seen); for tools and tests that know another process has just written.
    */
   refresh(): Promise<void>;
-  /** Resolves once the epoch has been confirmed at least once (the first poll). */
+  /** Resolves once the record has been confirmed at least once (the first poll). */
   ready(): Promise<void>;
   stats(): GrantEpochStats;
   /** Stops polling and listening. */
@@ -149,17 +234,20 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
   const stalenessMs = options.stalenessMs ?? DEFAULT_STALENESS_MS;
   const now = options.monotonicNow ?? (() => performance.now());
-  const shared = options.sharedCounter;
+  const ring = options.sharedCounter;
   for (const [name, value] of [["pollMs", pollMs], ["stalenessMs", stalenessMs]] as const) {
     if (!Number.isFinite(value) || value <= 0) {
       throw new RangeError(`Invalid ${name} "${value}": expected a positive number`);
     }
   }
 
-  let epoch = 0;
-  let version = 0;
-  /** The shared counter's value when {@link GrantEpochWatcher.read} last looked. */
-  let sharedSeen = shared === undefined ? 0 : Atomics.load(shared, 0);
+  const log = createGrantChangeLog();
+  /** Where the poll stands in the record; `undefined` before the first poll. */
+  let cursor: RecordCursor | undefined;
+  /** Positions learned from this process's own commits, ahead of the poll. */
+  const learned = new Set<number>();
+  /** The ring's head when {@link GrantEpochWatcher.read} last looked. */
+  let ringSeen = ring === undefined ? 0 : Atomics.load(ring.head, 0);
   /** Monotonic time at which the last successful poll started; -Infinity before the first. */
   let confirmedAt = -Infinity;
   let notifications = 0;
@@ -170,45 +258,60 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   /** What {@link GrantEpochWatcherOptions.onListenerChange} was last told. */
   let reported: boolean | undefined;
   let polling: Promise<void> | undefined;
+  /** The poll that follows the one under way (asked for after it started). */
+  let queued: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
   let resolveReady!: () => void;
   const readyPromise = new Promise<void>((resolve) => (resolveReady = resolve));
 
-  function moveTo(seen: number): void {
-    if (seen > epoch) {
-      epoch = seen;
-      version++;
-    }
-  }
-
-  /**
-   * What a poll read, which is the database's current counter: a higher one
-   * moves as {@link moveTo}; a lower one means the counter was set back (a
-   * restore of an older dump), so the cache drops and later bumps from the
-   * lower value count again. (A poll that started before a notification
-   * arrived may read one lower too: that only drops the cache once more.)
-   */
-  function confirm(seen: number): void {
-    if (seen < epoch) {
-      epoch = seen;
-      version++;
-    } else moveTo(seen);
-  }
-
-  function dropAll(): void {
-    version++;
-  }
-
   async function poll(): Promise<void> {
     const startedAt = now();
+    const from = cursor?.position ?? 0;
     try {
-      // Through the listener's own connection when there is one: a pool busy with requests
-      // then cannot delay the confirmation past the staleness bound.
-      const [row] = await (listenSql ?? sql)<{ epoch: number }[]>`
-        SELECT epoch FROM grant_epoch WHERE id = 1`;
+      // One statement, so one snapshot: the counter, the tag at the position seen, the rows
+      // after it. Through the listener's own connection when there is one: a pool busy with
+      // requests then cannot delay the confirmation past the staleness bound.
+      const [row] = await (listenSql ?? sql)<{
+        head: string;
+        head_tag: string | null;
+        cursor_tag: string | null;
+        rows: [number, string, number | null][];
+      }[]>`
+        SELECT e.epoch AS head,
+          (SELECT tag FROM grant_changes WHERE position = e.epoch LIMIT 1) AS head_tag,
+          (SELECT tag FROM grant_changes WHERE position = ${from} LIMIT 1) AS cursor_tag,
+          coalesce((SELECT jsonb_agg(jsonb_build_array(position, scope, subject) ORDER BY position)
+            FROM (SELECT position, scope, subject FROM grant_changes
+              WHERE position > ${from} AND position <= e.epoch
+              ORDER BY position LIMIT ${POLL_ROWS + 1}) AS r), '[]') AS rows
+        FROM grant_epoch e WHERE e.id = 1`;
       if (row === undefined) throw new Error("The grant_epoch row is missing");
-      confirm(Number(row.epoch));
+      const head = { position: Number(row.head), tag: toTag(row.head_tag) };
+      if (cursor === undefined) cursor = head; // the caches start empty
+      else {
+        const rows: RecordRow[] = row.rows.map(([position, scope, subject]) => ({
+          position,
+          scope,
+          subject,
+        }));
+        const truncated = rows.length > POLL_ROWS;
+        const read = toRecordedScopes(cursor, {
+          head,
+          tagAtCursor: toTag(row.cursor_tag),
+          rows,
+          truncated,
+        });
+        if (!read.exact) log.push(ALL);
+        else {
+          // Positions learned from this process's own commits are not learned twice.
+          read.scopes.forEach((scope, i) => {
+            if (!learned.has(rows[i].position)) log.push(scope);
+          });
+        }
+        cursor = read.cursor;
+        for (const position of learned) if (position <= cursor.position) learned.delete(position);
+      }
       confirmedAt = Math.max(confirmedAt, startedAt);
       resolveReady();
     } catch {
@@ -219,7 +322,16 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   }
 
   function pollNow(): Promise<void> {
-    polling ??= poll().finally(() => (polling = undefined));
+    if (polling !== undefined) {
+      // The poll under way may have read before the change that asks: one more after it,
+      // shared by everyone who asks meanwhile (a flood of notifications costs one poll).
+      queued ??= polling.then(() => {
+        queued = undefined;
+        return closed ? undefined : pollNow();
+      });
+      return queued;
+    }
+    polling = poll().finally(() => (polling = undefined));
     return polling;
   }
 
@@ -245,9 +357,8 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
         await listenSql.unsafe(`LISTEN ${GRANT_CHANNEL}`);
         listening = true;
         listens++;
-        // Notifications sent while we were not listening are lost: start afresh.
-        dropAll();
         report(true);
+        // Notifications sent while we were not listening are lost: the record has them.
         await pollNow();
       } catch (error) {
         listening = false;
@@ -260,24 +371,39 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   }
 
   const listenSql = options.openListener?.({
-    onnotify(channel, payload) {
+    onnotify(channel) {
       if (channel !== GRANT_CHANNEL) return;
       notifications++;
-      const seen = Number(payload);
-      // A payload we cannot read still says something changed.
-      if (Number.isSafeInteger(seen)) moveTo(seen);
-      else dropAll();
+      // A prompt, never a fact: whatever the payload says, only the record is believed.
+      void pollNow();
     },
     onclose() {
       if (!listening) return;
       listening = false;
-      dropAll();
       report(false);
     },
   });
 
-  // Listen first, then poll: the epoch first confirmed is then one no notification can have
-  // overtaken, and the listener's connecting does not drop a cache that is already in use.
+  /** Learns what this process's other stores committed (see {@link SharedGrantCounter}). */
+  function readRing(shared: SharedGrantCounter, head: number): void {
+    const behind = (head - ringSeen) | 0;
+    if (behind < 0 || behind > RING_ENTRIES) log.push(ALL);
+    else {
+      for (let i = 1; i <= behind; i++) {
+        const entry = readEntry(shared, (ringSeen + i) | 0);
+        if (entry === undefined) {
+          log.push(ALL);
+          break;
+        }
+        log.push(entry.scope);
+        if (cursor === undefined || entry.position > cursor.position) learned.add(entry.position);
+      }
+    }
+    ringSeen = head;
+  }
+
+  // Listen first, then poll: the position first confirmed is then one no notification can
+  // have overtaken.
   void (async () => {
     await startListening();
     if (!listening) await pollNow();
@@ -286,23 +412,32 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
 
   return {
     read() {
-      // One atomic load, no allocation: a sibling store's committed revocation moves the version.
-      if (shared !== undefined) {
-        const seen = Atomics.load(shared, 0);
-        if (seen !== sharedSeen) {
-          sharedSeen = seen;
-          version++;
-        }
+      if (ring !== undefined) {
+        // One atomic load when nothing moved.
+        const head = Atomics.load(ring.head, 0);
+        if (head !== ringSeen) readRing(ring, head);
       }
-      return now() - confirmedAt <= stalenessMs ? version : undefined;
+      return now() - confirmedAt <= stalenessMs ? log.position() : undefined;
     },
-    advanceTo(committed) {
-      moveTo(committed);
-      if (shared !== undefined) Atomics.add(shared, 0, 1);
+    changesSince: (since) => log.since(since),
+    invalidations: () => log.counts(),
+    learnOwn(change) {
+      // A poll prompted by our own notification may have read this position already.
+      if (cursor === undefined || change.position > cursor.position) {
+        for (const scope of change.scopes) log.push(scope);
+        learned.add(change.position);
+      }
+      if (ring !== undefined) {
+        const expected = (Atomics.load(ring.head, 0) + change.scopes.length) | 0;
+        const caughtUp = Atomics.load(ring.head, 0) === ringSeen;
+        for (const scope of change.scopes) publish(ring, scope, change.position);
+        // Our own entries are learned already; when another store's came in between, the
+        // next read learns ours again with them (an eviction repeated, nothing missed).
+        if (caughtUp && Atomics.load(ring.head, 0) === expected) ringSeen = expected;
+      }
     },
     pollNow,
     async refresh() {
-      await polling;
       await pollNow();
     },
     ready: () => readyPromise,
@@ -312,17 +447,23 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       pollFailures,
       lagMs: Math.max(0, now() - confirmedAt),
       listening,
-      epoch,
+      epoch: cursor?.position ?? 0,
     }),
     async close() {
       closed = true;
       clearTimeout(timer);
       await polling;
+      await queued;
       await listenAttempt;
       listening = false;
       await listenSql?.end({ timeout: 0 });
     },
   };
+}
+
+/** A tag as PostgreSQL returns a bigint (text), as a number. */
+function toTag(value: string | number | null): number | null {
+  return value === null ? null : Number(value);
 }
 
 /**

@@ -20,7 +20,7 @@ export function claimLease(
       WHERE leases.holder = excluded.holder OR leases.expires_at <= ${lease.now}
       RETURNING holder`;
     return rows.length === 1;
-  }, { endsGrants: () => false, relaxed: () => true });
+  }, { ends: () => [], relaxed: () => true });
 }
 
 /** Gives lease `name` up if `holder` holds it (at shutdown), so another instance takes over at once. */
@@ -30,5 +30,5 @@ export async function releaseLease(
 ): Promise<void> {
   await db.write(async (tx) => {
     await tx`DELETE FROM leases WHERE name = ${lease.name} AND holder = ${lease.holder}`;
-  }, { endsGrants: () => false });
+  }, { ends: () => [] });
 }

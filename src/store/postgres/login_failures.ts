@@ -76,7 +76,7 @@ export function createLoginFailureMethods(db: PgContext): LoginFailureStore {
             SELECT subject FROM login_failures WHERE forget_at <= ${change.now}
             LIMIT 100 FOR UPDATE SKIP LOCKED)`;
         return subjects.map((subject) => bySubject.get(subject)!);
-      }, { audit: change.audit, endsGrants: () => false, relaxed: () => true });
+      }, { audit: change.audit, ends: () => [], relaxed: () => true });
     },
 
     async listLoginFailures(now) {
@@ -93,7 +93,7 @@ export function createLoginFailureMethods(db: PgContext): LoginFailureStore {
         const rows = await tx`DELETE FROM login_failures
           WHERE subject IN ${tx(subjects as string[])} RETURNING subject`;
         return rows.length;
-      }, { audit: change.audit, endsGrants: () => false, relaxed: () => true });
+      }, { audit: change.audit, ends: () => [], relaxed: () => true });
     },
   };
 }

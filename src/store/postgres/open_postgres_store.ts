@@ -52,6 +52,11 @@ export interface PostgresStoreOptions {
    * without them (CockroachDB): the poll alone then bounds the delay.
    */
   notifications?: boolean;
+  /**
+   * Positions of the grant change record kept (default 10,000, each one grant-ending write):
+   * an instance that has not polled since more were written drops its caches.
+   */
+  changeRecordPositions?: number;
   /** Apply pending migrations (default true); when false, refuse any schema but the newest. */
   migrate?: boolean;
   /** Hears the one-line warnings of the migrations this opening applies (never addresses). */
@@ -63,12 +68,12 @@ export interface PostgresStoreOptions {
   /** Told of every read and write that ended, for the query-latency metric. */
   onOperation?: OperationObserver;
   /**
-   * The counter this process's stores share (`--workers N`: the main thread's and every
-   * request worker's; see {@link createSharedGrantCounter}). Each grant-ending write
-   * increments it after its commit, before it resolves, and any change to it moves every
-   * sharing store's `readGrantEpoch()`: a revocation through one worker is then refused by
-   * every worker on the next request, notifications or not. Without it, a sibling store
-   * learns of the write by notification or poll, like another process.
+   * The ring of committed scopes this process's stores share (`--workers N`: the main
+   * thread's and every request worker's; see {@link createSharedGrantCounter}). Each
+   * grant-ending write appends its scopes after its commit, before it resolves, and every
+   * sharing store's `readGrantEpoch()` learns them: a revocation through one worker is then
+   * refused by every worker on the next request, notifications or not. Without it, a sibling
+   * store learns of the write by notification or poll, like another process.
    */
   sharedGrantCounter?: SharedGrantCounter;
   /**
@@ -209,6 +214,7 @@ export async function openPostgresStore(
     watcher,
     notify,
     durability: options.durability ?? "full",
+    recordPositions: options.changeRecordPositions,
     isClosed: () => closed,
     onOperation: options.onOperation,
   });
@@ -247,6 +253,8 @@ export async function openPostgresStore(
     },
 
     readGrantEpoch: () => watcher.read(),
+    readGrantChanges: (since) => watcher.changesSince(since),
+    readGrantInvalidations: () => watcher.invalidations(),
     readGrantEpochStats: () => watcher.stats(),
     refreshGrantEpoch: () => watcher.refresh(),
     readPostgresStats: () => ({

@@ -186,4 +186,27 @@ BEGIN
 END $$;
 `,
   },
+  {
+    version: 5,
+    name: "grant change record",
+    // What each grant-ending change touched (one token, one API key, one user, or everything),
+    // written by the change's own last statement at the position it bumped the grant epoch to
+    // (src/store/postgres/db.ts). The epoch row's lock makes positions commit-ordered and
+    // gap-free: a position without rows was bumped by hand and counts as `all`. `tag` (one random
+    // value per position) tells a row from one a restored backup put at the same position.
+    // Instances read the rows after the position they have seen (grant_epoch.ts); writes prune
+    // the record to a bounded size. This migration's own `all` makes every instance drop its caches.
+    sql: `
+CREATE TABLE grant_changes (
+  position bigint NOT NULL,
+  scope text NOT NULL CHECK (scope IN ('token', 'key', 'user', 'all')),
+  subject bigint,
+  tag bigint NOT NULL
+);
+CREATE INDEX grant_changes_by_position ON grant_changes (position);
+UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1;
+INSERT INTO grant_changes (position, scope, subject, tag)
+SELECT epoch, 'all', NULL, floor(random() * 4503599627370496)::bigint FROM grant_epoch WHERE id = 1;
+`,
+  },
 ];

@@ -6,7 +6,7 @@
  */
 import { StoreBlocked, StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { TokenStore } from "../store.ts";
-import { auditInsert, type PgContext, resolveAudit, toBumpedEpoch } from "./db.ts";
+import { auditInsert, type PgContext, resolveAudit, toOwnChange } from "./db.ts";
 import { type Row, toTokenFacts } from "../rows.ts";
 import { createGrantReader } from "./grant_reads.ts";
 import { tokenValid } from "./rows.ts";
@@ -35,6 +35,7 @@ export function createTokenMethods(
         const ending = db.endingClauses(tx, {
           bump: tx`EXISTS (SELECT 1 FROM capped)`,
           relaxed: true,
+          changes: tx`SELECT 'token'::text, id FROM capped`,
         });
         const [[stored], [ended]] = await Promise.all([
           // One login per key at a time (the key row's lock, taken first: the gate below is
@@ -73,7 +74,7 @@ export function createTokenMethods(
           // (the token just inserted among them: a statement of its own sees it), clears the
           // key's failed-login counter, and ends the transaction: an epoch bump when the cap
           // ended a grant, else a commit that need not wait for the WAL flush.
-          tx<{ capped: number; epoch: number | null }[]>`
+          tx<{ capped: number[]; epoch: number | null; tag: number | null }[]>`
             WITH capped AS (
               UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
                 SELECT id FROM tokens
@@ -88,7 +89,8 @@ export function createTokenMethods(
               })`
               : tx``
           } ${ending.ctes}
-            SELECT (SELECT count(*) FROM capped)::int AS capped, ${ending.columns}`,
+            SELECT (SELECT coalesce(jsonb_agg(id ORDER BY id), '[]'::jsonb) FROM capped) AS capped,
+              ${ending.columns}`,
         ]);
         // Rolled back with the transaction, like anything the cap did.
         if (stored?.blocked_until != null) throw new StoreBlocked(stored.blocked_until);
@@ -97,8 +99,9 @@ export function createTokenMethods(
           throw new StoreConflict("The user is gone, or changed while the login was checked");
         }
         // Never a grant-ending commit without its bump (and so never a relaxed one).
-        return { id: Number(stored.id), epoch: toBumpedEpoch(ended, ended.capped > 0) };
-      }, { bumpedEpoch: (result) => result.epoch });
+        const scopes = ended.capped.map((id) => ({ kind: "token" as const, id: Number(id) }));
+        return { id: Number(stored.id), own: toOwnChange(ended, scopes) };
+      }, { recorded: (result) => result.own });
       return written.id;
     },
 
@@ -131,7 +134,10 @@ export function createTokenMethods(
         const rows = await tx`UPDATE tokens SET revoked_at = ${change.now}
           WHERE id = ${tokenId} AND revoked_at IS NULL RETURNING id`;
         return rows.length === 1;
-      }, { audit: change.audit, endsGrants: (revoked) => revoked });
+      }, {
+        audit: change.audit,
+        ends: (revoked) => revoked ? [{ kind: "token", id: tokenId }] : [],
+      });
     },
 
     revokeTokenOfKey(tokenHash, change) {
@@ -141,13 +147,16 @@ export function createTokenMethods(
             AND revoked_at IS NULL
           RETURNING id`;
         return row?.id;
-      }, { audit: change.audit, endsGrants: (id) => id !== undefined });
+      }, {
+        audit: change.audit,
+        ends: (id) => id === undefined ? [] : [{ kind: "token", id }],
+      });
     },
 
     revokeTokensOfUser(userId, change) {
       return db.write((tx) => raiseCutoff(tx, userId, change.now, change.before), {
         audit: change.audit,
-        endsGrants: () => true,
+        ends: () => [{ kind: "user", id: userId }],
       });
     },
 

@@ -20,7 +20,7 @@ export function createUserRemovalMethods(
         audit: change.audit,
         // Cached grants carry the e-mail (X-Keygate-Email): drop them, so every instance shows
         // the new one on its next request.
-        endsGrants: () => true,
+        ends: () => [{ kind: "user", id: userId }],
       });
     },
 
@@ -36,7 +36,7 @@ export function createUserRemovalMethods(
         const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
         await tx`DELETE FROM users WHERE id = ${userId}`;
         return { apiKeys: keys.length, tokens: tokens.length };
-      }, { audit: change.audit, endsGrants: () => true });
+      }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
 
     async listTokensOfUser(userId) {

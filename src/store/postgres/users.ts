@@ -114,7 +114,7 @@ export function createUserMethods(
             ${change.now}, ${change.now})
           RETURNING *`;
         return toUser(row);
-      }, { audit: change.audit, endsGrants: () => false });
+      }, { audit: change.audit, ends: () => [] });
     },
 
     async updateUserTimeout(userId, change) {
@@ -122,7 +122,7 @@ export function createUserMethods(
         await tx`UPDATE users SET token_timeout_seconds = ${change.tokenTimeoutSeconds},
           updated_at = ${change.now} WHERE id = ${userId}`;
         // Counted as a grant change, as on SQLite (the contract pins it): it changes the user row.
-      }, { audit: change.audit, endsGrants: () => true });
+      }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
 
     updateUserPassword(userId, change) {
@@ -130,7 +130,7 @@ export function createUserMethods(
         await tx`UPDATE users SET password_hash = ${change.passwordHash}, updated_at = ${change.now}
           WHERE id = ${userId}`;
         return await raiseCutoff(tx, userId, change.now);
-      }, { audit: change.audit, endsGrants: () => true });
+      }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
 
     updateUserDisabled(userId, change) {
@@ -138,7 +138,8 @@ export function createUserMethods(
         await tx`UPDATE users SET disabled = ${change.disabled ? 1 : 0}, updated_at = ${change.now}
           WHERE id = ${userId}`;
         return change.disabled ? await raiseCutoff(tx, userId, change.now) : 0;
-      }, { audit: change.audit, endsGrants: () => change.disabled });
+        // Enabling ends nothing, but is recorded as on SQLite (its trigger sees the column).
+      }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
   };
 }

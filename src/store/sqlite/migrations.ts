@@ -190,6 +190,43 @@ WHEN NOT EXISTS (SELECT 1 FROM audit_prune WHERE OLD.at < before_at)
 BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 `,
   },
+  {
+    version: 8,
+    name: "grant change record",
+    // What each grant-ending change touched, written by triggers in the change's own
+    // transaction, whoever makes it (keygate, the admin CLI, a hand-made SQL statement): one
+    // row per token, key or user row updated in a column a grant depends on, or deleted.
+    // Positions are commit-ordered (one writer at a time) and gap-free (AUTOINCREMENT's
+    // counter rolls back with its transaction); `tag` tells a row from one a restored backup
+    // put at the same position. Stores read the rows after the position they have seen and
+    // evict only what they touch (src/store/sqlite/connection.ts); the record is pruned to a
+    // bounded size. The first row, `all`, makes every running store drop its caches.
+    sql: `
+CREATE TABLE grant_changes (
+  position INTEGER PRIMARY KEY AUTOINCREMENT,
+  scope TEXT NOT NULL CHECK (scope IN ('token', 'key', 'user', 'all')),
+  subject INTEGER,
+  tag INTEGER NOT NULL
+) STRICT;
+CREATE TRIGGER grant_changes_token_update
+AFTER UPDATE OF token_hash, user_id, api_key_id, issued_at, expires_at, revoked_at ON tokens
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES ('token', OLD.id, random() >> 12); END;
+CREATE TRIGGER grant_changes_token_delete AFTER DELETE ON tokens
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES ('token', OLD.id, random() >> 12); END;
+CREATE TRIGGER grant_changes_key_update
+AFTER UPDATE OF key_hash, user_id, introspect, revoked_at, expires_at, disabled_at, replaced_by
+ON api_keys
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES ('key', OLD.id, random() >> 12); END;
+CREATE TRIGGER grant_changes_key_delete AFTER DELETE ON api_keys
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES ('key', OLD.id, random() >> 12); END;
+CREATE TRIGGER grant_changes_user_update
+AFTER UPDATE OF email, password_hash, token_timeout_seconds, disabled, tokens_valid_from ON users
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES ('user', OLD.id, random() >> 12); END;
+CREATE TRIGGER grant_changes_user_delete AFTER DELETE ON users
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES ('user', OLD.id, random() >> 12); END;
+INSERT INTO grant_changes (scope, subject, tag) VALUES ('all', NULL, random() >> 12);
+`,
+  },
 ];
 
 /**

@@ -57,6 +57,8 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     ...createAuditAndLifecycle(conn),
     ...createAdminViewStore(conn),
     readGrantEpoch: conn.readGrantEpoch,
+    readGrantChanges: conn.readGrantChanges,
+    readGrantInvalidations: conn.readGrantInvalidations,
     sqlite: createSqliteMaintenance(conn),
   };
 }
