@@ -110,6 +110,7 @@ function createClearingCache<K, V>(maxEntries: number): BoundedCache<K, V> {
       else counters.hits++;
       return value;
     },
+    peek: (key) => map.get(key),
     set(key, value) {
       if (map.size >= maxEntries) {
         counters.evictions += map.size;
