@@ -394,6 +394,13 @@ Deno.test("maxQueueFor() caps the queue at what could end within the bound at 5 
   assert.equal(maxQueueFor(1, 1000), 200);
   assert.equal(maxQueueFor(4, 1), 4 * JOBS_PER_WORKER);
   const hasher = createPasswordHasher({ workers: 2, maxWaitMs: 5000 });
-  assert.deepEqual(hasher.readQueue(), { out: 0, hashMs: 20, maxWaitMs: 5000, maxQueue: 2000 });
+  assert.deepEqual(hasher.readQueue(), {
+    out: 0,
+    hashMs: 20,
+    cpuMs: 20,
+    wallMs: 20,
+    maxWaitMs: 5000,
+    maxQueue: 2000,
+  });
   hasher.close();
 });

@@ -51,6 +51,7 @@ export interface MessagePort {
 export function createRemoteHasher(port: MessagePort): PasswordHasher & {
   /** Call with every {@link PasswordAnswer} the worker receives. */
   receive(answer: PasswordAnswer): void;
+  findRefusal(): number | undefined;
 } {
   let nextId = 1;
   let closed = false;
