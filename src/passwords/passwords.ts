@@ -28,9 +28,10 @@
  * The decision for a check asked now is also published in shared memory
  * (admission_board.ts), so that the login flow, here and in every request
  * worker, refuses before it reads anything from the database
- * ({@link PasswordHasher.findRefusal}). A job waiting is a small record (its input and two callbacks,
- * about 3 KiB at most), never a hash's memory: at most one hash runs per
- * worker. A hard cap on the jobs waiting ({@link maxQueueFor}) protects
+ * ({@link PasswordHasher.findRefusal}).
+ *
+ * A job waiting is a small record (its input and two callbacks, about 3 KiB
+ * at most), never a hash's memory: at most one hash runs per worker. A hard cap on the jobs waiting ({@link maxQueueFor}) protects
  * memory whatever the estimate says. An admitted job is never dropped for
  * time: when hashes slow down after it was admitted, it waits longer.
  *
