@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  CONTENTION_CAP,
   createPasswordHasher,
   DUMMY_HASH,
   JOBS_PER_WORKER,
@@ -389,11 +390,71 @@ Deno.test("createPasswordHasher() counts a real worker's first hash, timed on th
   }
 });
 
+Deno.test("createPasswordHasher() counts a hash's wall time only up to CONTENTION_CAP × its CPU time, and Retry-After all of it", async () => {
+  // A stand-in worker whose jobs report 1 s of wall time for 100 ms of CPU: a starved worker.
+  await using starved = await writeWorker(
+    `self.onmessage = (e) => self.postMessage({
+      id: e.data.id, ok: true, value: "done", ms: 1000, cpuMs: 100,
+    });`,
+  );
+  const hasher = createPasswordHasher({ workers: 1, maxWaitMs: 1000, workerUrl: starved.url });
+  try {
+    await hasher.hash("x");
+    const state = hasher.readQueue();
+    assert.equal(state.cpuMs, 100);
+    assert.equal(state.wallMs, 1000);
+    assert.equal(state.hashMs, CONTENTION_CAP * 100);
+    // 200 ms a hash for admission: the idle worker takes one, then 4 more fit within 1 s (5 × 200
+    // ms), where the wall time (1 s) would have admitted none beyond the idle worker's.
+    const jobs = Array.from({ length: 8 }, () => hasher.hash("y").then(() => "ok", (e) => e));
+    assert.equal(hasher.findRefusal(), 5, "refused with the wall time: 5 jobs out × 1 s");
+    const results = await Promise.all(jobs);
+    assert.equal(results.filter((r) => r === "ok").length, 5);
+    for (const refused of results.filter((r) => r !== "ok")) {
+      assert.ok(refused instanceof PasswordPoolBusy);
+      assert.equal(refused.retryAfterSeconds, 5);
+    }
+  } finally {
+    hasher.close();
+  }
+  // A worker slowed less than CONTENTION_CAP: admission follows its wall time exactly.
+  await using busy = await writeWorker(
+    `self.onmessage = (e) => self.postMessage({
+      id: e.data.id, ok: true, value: "done", ms: 150, cpuMs: 100,
+    });`,
+  );
+  const slowed = createPasswordHasher({ workers: 1, workerUrl: busy.url });
+  try {
+    await slowed.hash("x");
+    assert.equal(slowed.readQueue().hashMs, 150);
+  } finally {
+    slowed.close();
+  }
+});
+
+Deno.test("a real password worker reports its hash's CPU time, at most its wall time", async () => {
+  const hasher = createPasswordHasher({ workers: 1 });
+  try {
+    await hasher.hash("x");
+    const { cpuMs, wallMs } = hasher.readQueue();
+    assert.ok(cpuMs > 0 && cpuMs <= wallMs + 1, `CPU ${cpuMs} ms, wall ${wallMs} ms`);
+  } finally {
+    hasher.close();
+  }
+});
+
 Deno.test("maxQueueFor() caps the queue at what could end within the bound at 5 ms a hash", () => {
   assert.equal(maxQueueFor(2, 5000), 2000);
   assert.equal(maxQueueFor(1, 1000), 200);
   assert.equal(maxQueueFor(4, 1), 4 * JOBS_PER_WORKER);
   const hasher = createPasswordHasher({ workers: 2, maxWaitMs: 5000 });
-  assert.deepEqual(hasher.readQueue(), { out: 0, hashMs: 20, maxWaitMs: 5000, maxQueue: 2000 });
+  assert.deepEqual(hasher.readQueue(), {
+    out: 0,
+    hashMs: 20,
+    cpuMs: 20,
+    wallMs: 20,
+    maxWaitMs: 5000,
+    maxQueue: 2000,
+  });
   hasher.close();
 });

@@ -11,6 +11,12 @@
  * Failed logins are throttled per API key and per client address
  * (throttle.ts): while throttled, `too_many_attempts` before any password check.
  *
+ * While the password pool would refuse the check (its expected wait is beyond
+ * the bound), a login is refused first, with `service_busy` and the pool's
+ * Retry-After, before it reads anything: the same answer after the same
+ * (next to no) work for a known user and an unknown one, and a refusal storm
+ * costs the database nothing.
+ *
  * @module
  */
 import { type Clock, MAX_TIME_MS } from "../platform/clock.ts";
@@ -18,6 +24,7 @@ import {
   PasswordCheckAborted,
   type PasswordHasher,
   PasswordPoolBusy,
+  POOL_BUSY_MESSAGE,
 } from "../passwords/passwords.ts";
 import type { ApiKey, Store, User } from "../store/store.ts";
 import {
@@ -119,7 +126,7 @@ function findCredentialFailure(
 /** What {@link createLogin} needs. */
 export interface LoginDeps {
   store: Store;
-  hasher: Pick<PasswordHasher, "verify">;
+  hasher: Pick<PasswordHasher, "verify" | "findRefusal">;
   clock: Clock;
   throttle: Throttle;
   /** Token lifetime for users without their own timeout. */
@@ -166,12 +173,21 @@ async function verifyPassword(
   }
 }
 
+/** `service_busy` now, before any read, when the password pool would refuse the check. */
+function refuseIfBusy(hasher: Pick<PasswordHasher, "findRefusal">): void {
+  const retryAfterSeconds = hasher.findRefusal?.();
+  if (retryAfterSeconds !== undefined) {
+    throw new AuthError("service_busy", POOL_BUSY_MESSAGE, { retryAfterSeconds });
+  }
+}
+
 /** Creates the login flow. */
 export function createLogin(deps: LoginDeps): (attempt: LoginAttempt) => Promise<Login> {
   const { store, hasher, clock, throttle } = deps;
 
   return async function login(attempt) {
     const { credentials, clientAddress } = attempt;
+    refuseIfBusy(hasher);
     // The token's issue time is when the user row is read, before the slow
     // password check: a cutoff written while the check runs (password change,
     // revoke-all, disable) then covers the token this request produces.

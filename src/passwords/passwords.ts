@@ -14,10 +14,24 @@
  * Retry-After computed from the queue: the time the jobs out are expected to
  * take, after which the queue is (nearly) empty. The time a hash takes is an
  * exponentially weighted moving average of the measured ones
- * ({@link HASH_TIME_WEIGHT}), so a slower machine, or workers starved of CPU,
- * admit fewer. A job waiting is a small record (its input and two callbacks,
- * about 3 KiB at most), never a hash's memory: at most one hash runs per
- * worker. A hard cap on the jobs waiting ({@link maxQueueFor}) protects
+ * ({@link HASH_TIME_WEIGHT}), so a slower machine, or a busy one, admits
+ * fewer. Two times are measured on the worker's thread: the hash's wall time
+ * and, where the worker can read it, its CPU time. Admission counts the wall
+ * time, but at most {@link CONTENTION_CAP} × the CPU time: the workers run in
+ * the idle class, so a storm of requests (a client re-sending every refused
+ * login at once) stretches their wall time without bound, and an estimate
+ * following it refuses more, which brings more re-sent logins: a feedback
+ * loop that left 5 of 50,000 logins answered (docs/performance.md, "Login
+ * bursts"). The Retry-After counts the whole wall time: it says when the
+ * queue is expected to have drained as hashes run now.
+ *
+ * The decision for a check asked now is also published in shared memory
+ * (admission_board.ts), so that the login flow, here and in every request
+ * worker, refuses before it reads anything from the database
+ * ({@link PasswordHasher.findRefusal}).
+ *
+ * A job waiting is a small record (its input and two callbacks, about 3 KiB
+ * at most), never a hash's memory: at most one hash runs per worker. A hard cap on the jobs waiting ({@link maxQueueFor}) protects
  * memory whatever the estimate says. An admitted job is never dropped for
  * time: when hashes slow down after it was admitted, it waits longer.
  *
@@ -29,6 +43,7 @@
  *
  * @module
  */
+import { createAdmissionBoard } from "./admission_board.ts";
 import type { PasswordJob, PasswordResult } from "./password_worker.ts";
 
 export { ARGON2_OPTIONS } from "./argon2.ts";
@@ -53,14 +68,29 @@ export interface PasswordHasher {
   ): Promise<boolean>;
   /** Stops the workers; pending and later calls reject. */
   close(): void;
+  /**
+   * The Retry-After (whole seconds, at least 1) a verification asked now would be refused with,
+   * or `undefined` while it would be admitted: for refusing a login before any other work. The
+   * verification itself is still admitted or refused on its own when it is asked.
+   */
+  findRefusal?(): number | undefined;
+  /** The pool's admission board (admission_board.ts), for request workers to read. */
+  readonly admissionBuffer?: SharedArrayBuffer;
 }
 
 /** What the pool's admission sees, for metrics and tests. */
 export interface PasswordQueueState {
   /** Jobs accepted and not yet answered (computing, handed ahead, queued). */
   out: number;
-  /** The moving average of measured hash times, in ms. */
+  /**
+   * The hash time admission counts, in ms: the wall time's average, at most
+   * {@link CONTENTION_CAP} × the CPU time's.
+   */
   hashMs: number;
+  /** The moving average of hashes' CPU time, in ms (wall time where the worker cannot read it). */
+  cpuMs: number;
+  /** The moving average of hashes' wall time on their worker's thread, in ms (Retry-After). */
+  wallMs: number;
   /** The bound on a job's expected wait, in ms. */
   maxWaitMs: number;
   /** The hard cap on jobs waiting (not computing). */
@@ -131,6 +161,9 @@ export class PasswordCheckAborted extends Error {
   }
 }
 
+/** The message of a refusal, the same whichever way it is refused. */
+export const POOL_BUSY_MESSAGE = "Too many logins in progress: try again shortly";
+
 /**
  * A job's expected wait exceeds the bound (or the queue is at its hard cap): the caller should
  * retry after `retryAfterSeconds` (whole seconds, at least 1), when the queue is expected to
@@ -139,7 +172,7 @@ export class PasswordCheckAborted extends Error {
 export class PasswordPoolBusy extends Error {
   readonly retryAfterSeconds: number;
   constructor(retryAfterSeconds: number) {
-    super("Too many logins in progress: try again shortly");
+    super(POOL_BUSY_MESSAGE);
     this.name = "PasswordPoolBusy";
     this.retryAfterSeconds = Math.max(1, Math.ceil(retryAfterSeconds));
   }
@@ -169,6 +202,18 @@ export const INITIAL_HASH_MS = 20;
  * first measurement replaces {@link INITIAL_HASH_MS} outright.
  */
 export const HASH_TIME_WEIGHT = 0.2;
+
+/**
+ * How far the hash time admission counts may exceed the CPU time: 2×. Beyond it the workers are
+ * starved of CPU, by other processes or by this one's own requests, and the extra is counted no
+ * more. Two, because a burst of 100 logins held in the queue on one core at 16–21 ms of CPU a hash
+ * (the reference machine, and the quiet shared one of docs/performance.md) then stays within the
+ * default bound of 5 s however the wall time swells (2 × 21 ms × 100 is 4.2 s): a client
+ * re-sending at once finds every login admitted rather than a storm of refusals. Where hashes take
+ * up to 2× their CPU time (a busy host), admission follows the wall time exactly; beyond that it
+ * admits more than the wall time says, and an admitted login may wait longer than the bound.
+ */
+export const CONTENTION_CAP = 2;
 
 /**
  * The fastest hash the hard cap allows for: a third of what argon2id over 19 MiB took on the
@@ -211,12 +256,20 @@ interface PoolWorker {
  */
 export function createPasswordHasher(
   options: PasswordHasherOptions = {},
-): PasswordHasher & { readQueue(): PasswordQueueState } {
+): PasswordHasher & {
+  readQueue(): PasswordQueueState;
+  findRefusal(): number | undefined;
+  readonly admissionBuffer: SharedArrayBuffer;
+} {
   const size = Math.max(1, options.workers ?? navigator.hardwareConcurrency ?? 1);
   const maxWaitMs = options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   const maxQueue = options.queue ?? maxQueueFor(size, maxWaitMs);
-  let hashMs = options.initialHashMs ?? INITIAL_HASH_MS;
+  let cpuMs = options.initialHashMs ?? INITIAL_HASH_MS;
+  let wallMs = cpuMs;
+  /** The hash time admission counts (see CONTENTION_CAP). */
+  const admittedHashMs = () => Math.max(cpuMs, Math.min(wallMs, CONTENTION_CAP * cpuMs));
   let measured = false;
+  const board = createAdmissionBoard();
   const workerUrl = options.workerUrl ?? new URL("./password_worker.ts", import.meta.url);
   const pool: PoolWorker[] = [];
   const waiting: Job[] = [];
@@ -246,13 +299,16 @@ export function createPasswordHasher(
         : undefined;
       if (took !== undefined) {
         // The first measurement replaces the assumed time; later ones move the average.
-        hashMs = measured ? hashMs + HASH_TIME_WEIGHT * (took - hashMs) : took;
+        const cpu = event.data.ok && event.data.cpuMs !== undefined ? event.data.cpuMs : took;
+        cpuMs = measured ? cpuMs + HASH_TIME_WEIGHT * (cpu - cpuMs) : cpu;
+        wallMs = measured ? wallMs + HASH_TIME_WEIGHT * (took - wallMs) : took;
         measured = true;
       }
       member.warm = true;
       member.since = now;
       crashesInARow = 0;
       dispatchNext(member); // first, so the worker's next job is queued before it finishes this one
+      publish();
       if (event.data.ok) current.job.resolve(event.data.value);
       else current.job.reject(new Error(`Password worker failed: ${event.data.error}`));
     };
@@ -269,10 +325,12 @@ export function createPasswordHasher(
       if (++crashesInARow >= MAX_CRASHES_IN_A_ROW) {
         broken = error;
         for (const job of waiting.splice(0)) job.reject(error);
+        publish();
         return;
       }
       pool[index] = spawn();
       dispatchNext(pool[index]);
+      publish();
     };
     return member;
   }
@@ -321,9 +379,26 @@ export function createPasswordHasher(
     return waiting.length + held;
   }
 
-  /** How long a job accepted now is expected to take until answered, in ms. */
-  function expectWaitMs(): number {
-    return ((countOut() + 1) * hashMs) / size;
+  /**
+   * The Retry-After (seconds, before rounding) a job asked now would be refused with, or
+   * `undefined` when it would be admitted: an idle worker always takes it, however slow hashes
+   * have been; else it waits while its expected wait (the jobs out and itself, × the hash time
+   * admission counts, ÷ the workers) is within the bound and the queue under its hard cap.
+   */
+  function findRetryAfter(): number | undefined {
+    if (pool.length < size || pool.some((member) => member.jobs.length === 0)) return undefined;
+    const out = countOut();
+    const hashMs = admittedHashMs();
+    if (((out + 1) * hashMs) / size <= maxWaitMs && out - size < maxQueue) return undefined;
+    // Retry once the jobs out now are expected to be done, as hashes run now: the queue is then
+    // (nearly) empty.
+    return (out * Math.max(hashMs, wallMs)) / size / 1000;
+  }
+
+  /** Writes the decision for the next job to the board (after every change of the queue). */
+  function publish(): void {
+    const seconds = broken === undefined && !closed ? findRetryAfter() : undefined;
+    board.publish(seconds === undefined ? undefined : Math.max(1, Math.ceil(seconds)));
   }
 
   function run(input: JobInput, signal?: AbortSignal): Promise<string | boolean> {
@@ -332,34 +407,35 @@ export function createPasswordHasher(
     if (signal?.aborted) return Promise.reject(aborted());
     if (pool.length === 0) { for (let i = 0; i < size; i++) pool.push(spawn()); }
     return new Promise((resolve, reject) => {
+      const retryAfter = findRetryAfter();
+      if (retryAfter !== undefined) return reject(new PasswordPoolBusy(retryAfter));
       const job: Job = { input, resolve, reject };
       const idle = pool.find((member) => member.jobs.length === 0);
-      const expectedMs = expectWaitMs();
-      // An idle worker always takes the job, however slow hashes have been.
-      if (idle !== undefined) dispatch(idle, job);
-      else if (expectedMs <= maxWaitMs && countOut() - size < maxQueue) {
-        const roomy = pool.find((member) => member.jobs.length < JOBS_PER_WORKER);
-        if (roomy !== undefined) dispatch(roomy, job);
-        else {
-          waiting.push(job);
-          signal?.addEventListener("abort", () => {
-            const index = waiting.indexOf(job);
-            if (index === -1) return; // already handed to a worker: it runs to the end
-            waiting.splice(index, 1);
-            reject(aborted());
-          }, { once: true });
-        }
-      } else {
-        // Retry once the jobs out now are expected to be done: the queue is then (nearly) empty.
-        reject(new PasswordPoolBusy((countOut() * hashMs) / size / 1000));
+      const roomy = idle ?? pool.find((member) => member.jobs.length < JOBS_PER_WORKER);
+      if (roomy !== undefined) dispatch(roomy, job);
+      else {
+        waiting.push(job);
+        signal?.addEventListener("abort", () => {
+          const index = waiting.indexOf(job);
+          if (index === -1) return; // already handed to a worker: it runs to the end
+          waiting.splice(index, 1);
+          publish();
+          reject(aborted());
+        }, { once: true });
       }
+      publish();
     });
   }
 
   return {
     readQueue() {
-      return { out: countOut(), hashMs, maxWaitMs, maxQueue };
+      return { out: countOut(), hashMs: admittedHashMs(), cpuMs, wallMs, maxWaitMs, maxQueue };
     },
+    findRefusal() {
+      const seconds = findRetryAfter();
+      return seconds === undefined ? undefined : Math.max(1, Math.ceil(seconds));
+    },
+    admissionBuffer: board.buffer,
     async hash(password) {
       return await run({ op: "hash", password }) as string;
     },
@@ -383,6 +459,7 @@ export function createPasswordHasher(
       }
       for (const job of waiting.splice(0)) job.reject(new Error("Password hasher is closed"));
       pool.length = 0;
+      publish();
     },
   };
 }

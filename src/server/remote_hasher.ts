@@ -7,8 +7,15 @@
  * main thread's pool's, by the same expected-wait bound for every worker: a
  * refusal crosses with the Retry-After that pool computed.
  *
+ * The pool's decision for the next check also reaches the worker in shared
+ * memory (src/passwords/admission_board.ts, sent once when the worker is
+ * wired up), so the worker's login flow refuses a login the pool would refuse
+ * without a message to the main thread and before its database read
+ * ({@link PasswordHasher.findRefusal}).
+ *
  * @module
  */
+import { createAdmissionReader } from "../passwords/admission_board.ts";
 import {
   PasswordCheckAborted,
   type PasswordHasher,
@@ -23,6 +30,8 @@ export type PasswordRequest =
 
 /** Its answer, main thread → worker. */
 export type PasswordAnswer =
+  /** Sent once, first: the pool's admission board. */
+  | { kind: "password-admission"; buffer: SharedArrayBuffer }
   | { kind: "password-result"; id: number; value: string | boolean }
   | {
     kind: "password-error";
@@ -42,9 +51,11 @@ export interface MessagePort {
 export function createRemoteHasher(port: MessagePort): PasswordHasher & {
   /** Call with every {@link PasswordAnswer} the worker receives. */
   receive(answer: PasswordAnswer): void;
+  findRefusal(): number | undefined;
 } {
   let nextId = 1;
   let closed = false;
+  let readAdmission: (() => number | undefined) | undefined;
   const pending = new Map<
     number,
     { resolve(value: string | boolean): void; reject(e: Error): void }
@@ -77,12 +88,19 @@ export function createRemoteHasher(port: MessagePort): PasswordHasher & {
     async verify(passwordHash, password, signal) {
       return await run({ op: "verify", passwordHash, password }, signal) as boolean;
     },
+    findRefusal() {
+      return closed ? undefined : readAdmission?.();
+    },
     close() {
       closed = true;
       for (const job of pending.values()) job.reject(new Error("Password hasher is closed"));
       pending.clear();
     },
     receive(answer) {
+      if (answer.kind === "password-admission") {
+        readAdmission = createAdmissionReader(answer.buffer);
+        return;
+      }
       const job = pending.get(answer.id);
       if (job === undefined) return;
       pending.delete(answer.id);
@@ -104,6 +122,12 @@ export function servePasswordRequests(hasher: PasswordHasher, worker: MessagePor
   abandon(): void;
 } {
   const running = new Map<number, AbortController>();
+  if (hasher.admissionBuffer !== undefined) {
+    // Shared memory crosses to the worker as itself, not a copy.
+    worker.postMessage(
+      { kind: "password-admission", buffer: hasher.admissionBuffer } as PasswordAnswer,
+    );
+  }
   return {
     receive(request) {
       if (request.kind === "password-abort") {
