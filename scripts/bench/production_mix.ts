@@ -6,7 +6,7 @@
  * - `tokens` live tokens (1,000,000 by default), of which the first tenth (up to 100,000: all the
  *   tokens of the first users) are in use, with a Zipf-like popularity (exponent
  *   {@link ZIPF_ALPHA}; wrk's requests.lua `zipf` mode) against instance A;
- * - logins at a steady {@link LOGINS_PER_SECOND} on A (users with a key and no token);
+ * - logins at a steady `LOGINS_PER_SECOND` (mix_traffic.ts) on A (users with a key and no token);
  * - revocations of *other* users' grants at 0, 10, 100 and 1,000 per second through instance B,
  *   in turn a token revocation (`DELETE …/tokens/current`), a key rotation and a revoke-all of
  *   one user (the admin API), each on a user whose tokens A's load never uses;
@@ -20,13 +20,13 @@
  *
  * @module
  */
-import postgres from "postgres";
 import { startPostgres } from "../../tests/_postgres.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { percentile } from "./revocation.ts";
-import { seedDatabase, type SeedEntry } from "./seed.ts";
-import { copySeedToPostgres } from "./seed_postgres.ts";
+import { listRevocations, logIn, probeDelays, type Revocation, revoke } from "./mix_traffic.ts";
+import { copyMixToPostgres, seedMix, ZIPF_ALPHA } from "./mix_seed.ts";
+import type { SeedEntry } from "./seed.ts";
 import type { Server } from "./servers.ts";
 import type { Load, WrkOptions } from "./wrk.ts";
 
@@ -62,43 +62,11 @@ export const PRODUCTION_MIX_COLUMNS = [
 
 /** Revocations per second through the other instance, one row each. */
 export const REVOCATION_RATES = [0, 10, 100, 1000];
-/** The popularity's exponent: the k-th most used token gets a share ∝ 1/k^α. */
-const ZIPF_ALPHA = 1.0;
-/** Logins on A during every run. */
-const LOGINS_PER_SECOND = 2;
 /**
  * Revocations per second of the probe, which times revocation to refusal (each one counts in the
  * row's rate: the revoker sends that many fewer); none in the no-revocation row.
  */
 const probeRate = (rate: number) => rate === 0 ? 0 : rate <= 10 ? 1 : 4;
-/** Revocation requests in flight at most (the revoker falls behind rather than piling up). */
-const MAX_OUTSTANDING = 32;
-const SECURE = "/api/secure/userservice/tokens/current";
-
-/** A seeded user whose grants A's load never uses: its key, some of its tokens, its ids. */
-interface Victim {
-  apiKey: string;
-  tokens: string[];
-  userId: number;
-  keyId: number;
-}
-
-/** Tokens of each victim user sampled (of its 100). */
-const VICTIM_TOKENS = 10;
-
-/**
- * The grant-ending writes of the mix, one user after another: some of its tokens revoked one by
- * one, then its key rotated, then all its tokens revoked.
- */
-function* listRevocations(
-  users: Victim[],
-): Generator<{ victim: Victim; kind: string; token?: string }> {
-  for (const victim of users) {
-    for (const token of victim.tokens) yield { victim, kind: "token", token };
-    yield { victim, kind: "rotate" };
-    yield { victim, kind: "user" };
-  }
-}
 
 /** The "Production mix" section of `deno task bench`, on both backends. */
 export async function runProductionMixSection(ctx: BenchContext): Promise<SectionReport> {
@@ -111,76 +79,30 @@ export async function runProductionMixSection(ctx: BenchContext): Promise<Sectio
 
 /** Runs the section on both backends; resolves to its rows (notes go to `ctx.notes`). */
 export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]> {
-  const inUse = Math.min(100_000, Math.floor(ctx.tokens / 10));
-  const perUser = 100; // seed.ts: one user and one key per 100 tokens (the live-token cap)
-  ctx.log(`production mix: seeding ${ctx.tokens.toLocaleString("en")} tokens`);
-  const started = performance.now();
-  const dbPath = `${ctx.work}/mix.sqlite3`;
-  // In use: every token of the first users. Victims: some tokens of every other user.
-  const seeded = await seedDatabase(dbPath, {
-    tokens: ctx.tokens,
-    sample: 0,
-    passwordHash: ctx.passwordHash,
-    select: (i) => i < inUse || i % perUser < VICTIM_TOKENS,
-  });
-  const seedSeconds = (performance.now() - started) / 1000;
-  const hot = seeded.sample.slice(0, inUse);
-  // Sorted by popularity as the Lua script reads them: a shuffled order, so that the hot
-  // tokens are spread over users and keys.
-  for (let i = hot.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [hot[i], hot[j]] = [hot[j], hot[i]];
-  }
-  const pairs = `${ctx.work}/mix.pairs`;
-  await Deno.writeTextFile(pairs, hot.map((e) => `${e.apiKey} ${e.token} ${e.email}`).join("\n"));
-  // Users are numbered from 1 in seeding order, each with one key of the same number.
-  const victims: Victim[] = [];
-  seeded.sample.slice(inUse).forEach((entry, i) => {
-    if (i % VICTIM_TOKENS === 0) {
-      const userId = inUse / perUser + i / VICTIM_TOKENS + 1;
-      victims.push({ apiKey: entry.apiKey, tokens: [], userId, keyId: userId });
-    }
-    victims.at(-1)!.tokens.push(entry.token);
-  });
-  ctx.notes.push(
-    `Production mix: ${ctx.tokens.toLocaleString("en")} tokens seeded through the store in ` +
-      `${seedSeconds.toFixed(0)} s; ${inUse.toLocaleString("en")} in use, Zipf α ${ZIPF_ALPHA}.`,
-  );
-
+  const seed = await seedMix(ctx);
   const rows: Row[] = [];
   const cluster = await startPostgres();
   try {
-    const url = await cluster.createDatabase("mix");
-    ctx.log("production mix: copying into PostgreSQL");
-    await copySeedToPostgres(dbPath, url);
-    const admin = postgres(url, { max: 1, onnotice: () => {} });
-    try {
-      await admin.unsafe("ALTER SYSTEM SET fsync = 'on'");
-      await admin.unsafe("ALTER SYSTEM SET full_page_writes = 'on'");
-    } finally {
-      await admin.end();
-    }
-    await cluster.pause();
-    await cluster.resume();
+    const url = await copyMixToPostgres(ctx, cluster, seed.dbPath);
     // Each backend gets its own half of the victims (a revocation is never repeated), and the
     // probe every tenth of them.
     for (
       const [backend, store, half] of [
-        ["SQLite, two processes on one file", dbPath, 0],
+        ["SQLite, two processes on one file", seed.dbPath, 0],
         ["PostgreSQL, two instances", url, 1],
       ] as const
     ) {
-      const mine = victims.filter((_, i) => i % 2 === half);
+      const mine = seed.victims.filter((_, i) => i % 2 === half);
       rows.push(
         ...await runBackend(ctx, {
           backend,
           store,
-          pairs,
+          pairs: seed.pairs,
           revocations: listRevocations(mine.filter((_, i) => i % 10 !== 0)),
           probes: mine.filter((_, i) => i % 10 === 0).flatMap((v) =>
             v.tokens.map((token) => ({ apiKey: v.apiKey, token }))
           ),
-          issuers: seeded.issuers,
+          issuers: seed.issuers,
         }),
       );
     }
@@ -190,13 +112,29 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
   return rows;
 }
 
+/** What one backend's rows run against: A under load, B taking the revocations. */
+interface MixRun {
+  backend: string;
+  a: Server;
+  b: Server;
+  client: Deno.HttpClient;
+  /** A's metrics port, B's admin origin and a write operator's token there. */
+  metricsPort: number;
+  adminOrigin: string;
+  operator: string;
+  load: Load;
+  revocations: Generator<Revocation>;
+  probes: { apiKey: string; token: string }[];
+  issuers: SeedEntry[];
+}
+
 async function runBackend(
   ctx: ProductionMixContext,
   options: {
     backend: string;
     store: string;
     pairs: string;
-    revocations: Generator<{ victim: Victim; kind: string; token?: string }>;
+    revocations: Generator<Revocation>;
     probes: { apiKey: string; token: string }[];
     issuers: SeedEntry[];
   },
@@ -209,73 +147,91 @@ async function runBackend(
   const b = await ctx.startKeygate(`mix-b`, options.store, ctx.otherCore, [
     ...["--admin", "on", "--admin-port", String(adminPort)],
   ]);
-  const client = Deno.createHttpClient({ caCerts: [ctx.cert] });
-  const adminOrigin = `https://127.0.0.1:${adminPort}`;
-  const load: Load = { kind: "lua", url: a.origin, args: [options.pairs, "zipf", `${ZIPF_ALPHA}`] };
+  const run: MixRun = {
+    ...options,
+    a,
+    b,
+    client: Deno.createHttpClient({ caCerts: [ctx.cert] }),
+    metricsPort,
+    adminOrigin: `https://127.0.0.1:${adminPort}`,
+    operator,
+    load: { kind: "lua", url: a.origin, args: [options.pairs, "zipf", `${ZIPF_ALPHA}`] },
+  };
   const rows: Row[] = [];
   try {
     ctx.log(`production mix, ${options.backend}: warming up`);
-    await ctx.measure(a, load, { duration: 3 });
+    await ctx.measure(a, run.load, { duration: 3 });
     let base: Measured | undefined;
     for (const rate of REVOCATION_RATES) {
-      ctx.log(`production mix, ${options.backend}: ${rate} revocations/s through B`);
-      const before = await readCacheCounters(client, metricsPort);
-      const stop = { now: false };
-      const revoker = revoke({
-        rate: rate - probeRate(rate),
-        stop,
-        client,
-        b: b.origin,
-        adminOrigin,
-        operator,
-        revocations: options.revocations,
-      });
-      const logins = logIn({ stop, client, a: a.origin, issuers: options.issuers });
-      const probe = probeDelays({
-        stop,
-        client,
-        a: a.origin,
-        b: b.origin,
-        probes: rate === 0 ? [] : options.probes,
-        everyMs: 1000 / Math.max(1, probeRate(rate)),
-      });
-      let result: Measured;
-      try {
-        result = await ctx.measure(a, load, { duration: ctx.duration });
-      } finally {
-        stop.now = true;
-      }
-      const [revoked, logged, delays] = [await revoker, await logins, await probe];
-      const after = await readCacheCounters(client, metricsPort);
-      const hits = after.hits - before.hits;
-      const lookups = hits + after.misses - before.misses;
-      base ??= result;
-      const ms = (n: number | undefined) => n === undefined ? "–" : `${n.toFixed(1)} ms`;
-      rows.push({
-        scenario: `production mix, ${rate} revocations/s of other grants through B`,
-        server: `keygate on ${options.backend}`,
-        load: `Lua, ${ZIPF_ALPHA === 1 ? "Zipf" : `Zipf α ${ZIPF_ALPHA}`} over the tokens in use`,
-        result,
-        extra: {
-          "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
-          "of the no-revocation rate": rate === 0 ? "(the base)" : formatRatio(result, base),
-          "revocations through B":
-            `${((revoked.done + delays.length) / ctx.duration).toFixed(0)}/s ` +
-            `achieved (${delays.length} of them the probe's, ${revoked.failed} failed); ` +
-            `logins on A ${logged}`,
-          "revocation to refusal on A": delays.length === 0
-            ? "–"
-            : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
-              `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`,
-        },
-      });
+      const row = await measureRate(ctx, run, rate, base);
+      base ??= row.result;
+      rows.push(row);
     }
   } finally {
-    client.close();
+    run.client.close();
     await a.stop();
     await b.stop();
   }
   return rows;
+}
+
+/** One row: A measured while B takes `rate` revocations a second, logins and the probe run. */
+async function measureRate(
+  ctx: ProductionMixContext,
+  run: MixRun,
+  rate: number,
+  base: Measured | undefined,
+): Promise<Row> {
+  ctx.log(`production mix, ${run.backend}: ${rate} revocations/s through B`);
+  const { client, a, b } = run;
+  const before = await readCacheCounters(client, run.metricsPort);
+  const stop = { now: false };
+  const revoker = revoke({
+    rate: rate - probeRate(rate),
+    stop,
+    client,
+    b: b.origin,
+    adminOrigin: run.adminOrigin,
+    operator: run.operator,
+    revocations: run.revocations,
+  });
+  const logins = logIn({ stop, client, a: a.origin, issuers: run.issuers });
+  const probe = probeDelays({
+    stop,
+    client,
+    a: a.origin,
+    b: b.origin,
+    probes: rate === 0 ? [] : run.probes,
+    everyMs: 1000 / Math.max(1, probeRate(rate)),
+  });
+  let result: Measured;
+  try {
+    result = await ctx.measure(a, run.load, { duration: ctx.duration });
+  } finally {
+    stop.now = true;
+  }
+  const [revoked, logged, delays] = [await revoker, await logins, await probe];
+  const after = await readCacheCounters(client, run.metricsPort);
+  const hits = after.hits - before.hits;
+  const lookups = hits + after.misses - before.misses;
+  const ms = (n: number | undefined) => n === undefined ? "–" : `${n.toFixed(1)} ms`;
+  return {
+    scenario: `production mix, ${rate} revocations/s of other grants through B`,
+    server: `keygate on ${run.backend}`,
+    load: `Lua, ${ZIPF_ALPHA === 1 ? "Zipf" : `Zipf α ${ZIPF_ALPHA}`} over the tokens in use`,
+    result,
+    extra: {
+      "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
+      "of the no-revocation rate": rate === 0 ? "(the base)" : formatRatio(result, base ?? result),
+      "revocations through B": `${((revoked.done + delays.length) / ctx.duration).toFixed(0)}/s ` +
+        `achieved (${delays.length} of them the probe's, ${revoked.failed} failed); ` +
+        `logins on A ${logged}`,
+      "revocation to refusal on A": delays.length === 0
+        ? "–"
+        : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
+          `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`,
+    },
+  };
 }
 
 /** A free TCP port on 127.0.0.1 (closed again at once; the server takes it next). */
@@ -324,133 +280,3 @@ async function readCacheCounters(client: Deno.HttpClient, port: number) {
     );
   return { hits: value("hit"), misses: value("miss") };
 }
-
-/** Ends other users' grants through B at `rate` per second until told to stop. */
-async function revoke(options: {
-  rate: number;
-  stop: { now: boolean };
-  client: Deno.HttpClient;
-  b: string;
-  adminOrigin: string;
-  operator: string;
-  revocations: Generator<{ victim: Victim; kind: string; token?: string }>;
-}): Promise<{ done: number; failed: number }> {
-  let [done, failed, outstanding, sent] = [0, 0, 0, 0];
-  if (options.rate <= 0) {
-    while (!options.stop.now) await sleep(50);
-    return { done, failed };
-  }
-  const admin = {
-    Authorization: `Bearer ${options.operator}`,
-    "Content-Type": "application/json",
-  };
-  const one = async ({ victim, kind, token }: { victim: Victim; kind: string; token?: string }) => {
-    const response = kind === "token"
-      ? await fetch(`${options.b}${SECURE}?api_key=${victim.apiKey}&api_token=${token}`, {
-        method: "DELETE",
-        client: options.client,
-      })
-      : kind === "rotate"
-      ? await fetch(`${options.adminOrigin}/admin/v1/keys/${victim.keyId}/rotate`, {
-        method: "POST",
-        headers: admin,
-        body: JSON.stringify({ grace: "1h" }),
-        client: options.client,
-      })
-      : await fetch(`${options.adminOrigin}/admin/v1/users/${victim.userId}/tokens/revoke`, {
-        method: "POST",
-        headers: admin,
-        body: "{}",
-        client: options.client,
-      });
-    await response.arrayBuffer();
-    if (response.ok) done++;
-    else failed++;
-  };
-  const started = performance.now();
-  const running = new Set<Promise<void>>();
-  while (!options.stop.now) {
-    const due = Math.floor((performance.now() - started) / 1000 * options.rate);
-    while (sent < due && outstanding < MAX_OUTSTANDING) {
-      const next = options.revocations.next();
-      if (next.done) break;
-      const job = one(next.value).catch(() => void failed++).finally(() => {
-        outstanding--;
-        running.delete(job);
-      });
-      running.add(job);
-      outstanding++;
-      sent++;
-    }
-    await sleep(Math.max(1, 1000 / options.rate / 2));
-  }
-  await Promise.all(running);
-  return { done, failed };
-}
-
-/** Logs in at a steady rate on A (users with a key and no token: no cap ends a grant). */
-async function logIn(options: {
-  stop: { now: boolean };
-  client: Deno.HttpClient;
-  a: string;
-  issuers: SeedEntry[];
-}): Promise<string> {
-  let [ok, all] = [0, 0];
-  while (!options.stop.now) {
-    const victim = options.issuers[all % options.issuers.length];
-    const response = await fetch(`${options.a}/api/userservice/tokens`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({
-        auth_request: {
-          user: { email: victim.email, password: "bench password" },
-          api_key: victim.apiKey,
-        },
-      }),
-      client: options.client,
-    }).catch(() => undefined);
-    await response?.arrayBuffer();
-    all++;
-    if (response?.status === 200) ok++;
-    await sleep(1000 / LOGINS_PER_SECOND);
-  }
-  return `${ok}/${all} answered 200`;
-}
-
-/** Every `everyMs`: a victim's token used on A, revoked through B, polled on A until 401. */
-async function probeDelays(options: {
-  stop: { now: boolean };
-  client: Deno.HttpClient;
-  a: string;
-  b: string;
-  probes: { apiKey: string; token: string }[];
-  everyMs: number;
-}): Promise<number[]> {
-  const delays: number[] = [];
-  const ask = async (url: string, method = "GET") => {
-    const response = await fetch(url, { method, client: options.client });
-    await response.arrayBuffer();
-    return response.status;
-  };
-  while (!options.stop.now) {
-    const probe = options.probes.pop();
-    if (probe === undefined) break;
-    const path = `${SECURE}?api_key=${probe.apiKey}&api_token=${probe.token}`;
-    if (await ask(options.a + path) !== 200) continue; // ended by a revoke-all already
-    await ask(options.a + path); // now in A's cache
-    if (await ask(options.b + path, "DELETE") !== 204) continue;
-    const answered = performance.now();
-    for (;;) {
-      const status = await ask(options.a + path);
-      if (status === 401) {
-        delays.push(performance.now() - answered);
-        break;
-      }
-      if (performance.now() - answered > 5000) throw new Error("A kept accepting a revoked token");
-    }
-    await sleep(options.everyMs);
-  }
-  return delays;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

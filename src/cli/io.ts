@@ -60,3 +60,8 @@ export async function readPasswordFromStdin(): Promise<string> {
   }
   return new TextDecoder().decode(new Uint8Array(bytes));
 }
+
+/** A message on one line: every run of white space one space. */
+export function oneLine(text: string): string {
+  return text.replace(/\s+/g, " ").trim();
+}

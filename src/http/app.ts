@@ -25,12 +25,8 @@ import { HandlerContext } from "./request_context.ts";
 import { createRequestLog } from "./request_log.ts";
 import { createRouteTable } from "./route_table.ts";
 import { API_SECURITY_HEADERS } from "./security_headers.ts";
-import {
-  createBackendRoutes,
-  INTROSPECT_PATH,
-  REVOKE_PATH,
-  VERIFY_PATH,
-} from "./routes/backend.ts";
+import { createBackendRoutes, INTROSPECT_PATH, REVOKE_PATH } from "./routes/backend.ts";
+import { VERIFY_PATH } from "./routes/forward_auth.ts";
 import { createSecureRoutes, CURRENT_TOKEN_PATH } from "./routes/secure.ts";
 import { createTokenRoutes, TOKENS_PATH } from "./routes/tokens.ts";
 import { createUpstreamProxy } from "./upstream.ts";

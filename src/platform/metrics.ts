@@ -16,18 +16,8 @@ import {
   type MetricValue,
   Registry,
 } from "prom-client";
+import { type CacheName, registerCacheMetrics, type WatchedCache } from "./cache_metrics.ts";
 import { createLatencyHistogram } from "./latency_histogram.ts";
-
-/** The in-memory caches in front of the store, as /metrics names them. */
-export type CacheName = "grant" | "key_holder" | "token_status";
-
-/** What /metrics reads of a cache at scrape time. */
-export interface WatchedCache {
-  readonly hits: number;
-  readonly misses: number;
-  readonly evictions: number;
-  readonly size: number;
-}
 
 /** One registry's metrics as data, to be summed with others' (another worker's). */
 export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
@@ -124,61 +114,113 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   const registers = [registry];
   // Registered first, so it renders first, as before.
-  const countLiveTokens = options.countLiveTokens;
+  const { countLiveTokens, readPasswordQueue, readGrantInvalidations } = options;
   const liveTokens = countLiveTokens === undefined ? undefined : new Gauge({
     name: "keygate_live_tokens",
     help: "Tokens neither expired nor revoked, counted at scrape time",
     registers,
   });
+  if (readPasswordQueue !== undefined) registerPasswordQueue(registers, readPasswordQueue);
+  if (readGrantInvalidations !== undefined) {
+    registerGrantInvalidations(registers, readGrantInvalidations);
+  }
+  const counters = registerRequestMetrics(registry);
+  const watchCache = registerCacheMetrics(registers);
+  options.register?.(registry);
+  // Known label values start at zero, so rates work from the first scrape.
+  for (const reason of ["ok", "invalid_token", "token_expired"]) {
+    counters.secure.counter.labels({ outcome: reason === "ok" ? "allowed" : "denied", reason });
+  }
+  counters.loginFailures.labels({ reason: "invalid_credentials" });
+  counters.databaseErrors.labels({ source: "request" });
+
   /** Counts live tokens before a scrape renders, so that a failure is counted in that scrape. */
   async function countTokensNow(): Promise<void> {
     if (liveTokens === undefined || countLiveTokens === undefined) return;
     try {
       liveTokens.set(await countLiveTokens());
     } catch {
-      databaseErrors.inc({ source: "live_tokens" });
+      counters.databaseErrors.inc({ source: "live_tokens" });
       liveTokens.set(Number.NaN);
     }
   }
-  const readPasswordQueue = options.readPasswordQueue;
-  if (readPasswordQueue !== undefined) {
-    new Gauge({
-      name: "keygate_login_queue_jobs",
-      help: "Password checks accepted and not yet answered (computing, or waiting for a worker)",
-      registers,
-      collect() {
-        this.set(readPasswordQueue().out);
-      },
-    });
-    new Gauge({
-      name: "keygate_password_hash_seconds",
-      help: "Moving average of one password hash's time: the login queue's wait estimate",
-      registers,
-      collect() {
-        this.set(readPasswordQueue().hashMs / 1000);
-      },
-    });
-  }
-  const readInvalidations = options.readGrantInvalidations;
-  if (readInvalidations !== undefined) {
-    const counted: Record<GrantScopeLabel, number> = { token: 0, key: 0, user: 0, all: 0 };
-    const invalidations: Counter<"scope"> = new Counter({
-      name: "keygate_grant_invalidations_total",
-      help: "Grant-ending changes applied to the caches, by scope (token, key, user, or all: " +
-        "everything emptied)",
-      labelNames: ["scope"] as const,
-      registers,
-      collect() {
-        const totals = readInvalidations();
-        for (const scope of GRANT_SCOPES) {
-          const total = totals?.[scope] ?? counted[scope];
-          if (total > counted[scope]) invalidations.inc({ scope }, total - counted[scope]);
-          counted[scope] = total;
-        }
-      },
-    });
-    for (const scope of GRANT_SCOPES) invalidations.inc({ scope }, 0);
-  }
+  const readOwn = async () => await registry.getMetricsAsJSON() as MetricsSnapshot;
+
+  return {
+    tokenIssued: () => counters.issued.inc(),
+    loginFailed: (reason) => counters.loginFailures.inc({ reason }),
+    throttled: (route) => counters.throttled.inc({ route }),
+    secureRequest: counters.secure.count,
+    observeRequest: ({ route, method, status }, seconds) =>
+      counters.latency.observe(route, method, status, seconds),
+    databaseError: (source) => counters.databaseErrors.inc({ source }),
+    tokensPurged: (count) => counters.purged.inc(count),
+    watchCache,
+    // Every worker's counters, as /metrics sums them: with --workers N the secure path runs in
+    // the workers, so the main thread's own registry alone would show no secure traffic.
+    readCounters: async () =>
+      toCounterTotals([await readOwn(), ...(await options.gatherOthers?.() ?? [])]),
+    render: async () => {
+      await countTokensNow();
+      if (options.gatherOthers === undefined) return registry.metrics();
+      const others = await options.gatherOthers();
+      return AggregatorRegistry.aggregate([await readOwn(), ...others]).metrics();
+    },
+    readSnapshot: readOwn,
+    contentType: registry.contentType,
+  };
+}
+
+/** The password pool's admission state as two gauges read at scrape time. */
+function registerPasswordQueue(
+  registers: Registry[],
+  readPasswordQueue: NonNullable<MetricsOptions["readPasswordQueue"]>,
+): void {
+  new Gauge({
+    name: "keygate_login_queue_jobs",
+    help: "Password checks accepted and not yet answered (computing, or waiting for a worker)",
+    registers,
+    collect() {
+      this.set(readPasswordQueue().out);
+    },
+  });
+  new Gauge({
+    name: "keygate_password_hash_seconds",
+    help: "Moving average of one password hash's time: the login queue's wait estimate",
+    registers,
+    collect() {
+      this.set(readPasswordQueue().hashMs / 1000);
+    },
+  });
+}
+
+/** The store's grant invalidations by scope, as a counter that follows the store's totals. */
+function registerGrantInvalidations(
+  registers: Registry[],
+  readInvalidations: NonNullable<MetricsOptions["readGrantInvalidations"]>,
+): void {
+  const counted: Record<GrantScopeLabel, number> = { token: 0, key: 0, user: 0, all: 0 };
+  const invalidations: Counter<"scope"> = new Counter({
+    name: "keygate_grant_invalidations_total",
+    help: "Grant-ending changes applied to the caches, by scope (token, key, user, or all: " +
+      "everything emptied)",
+    labelNames: ["scope"] as const,
+    registers,
+    collect() {
+      const totals = readInvalidations();
+      for (const scope of GRANT_SCOPES) {
+        const total = totals?.[scope] ?? counted[scope];
+        if (total > counted[scope]) invalidations.inc({ scope }, total - counted[scope]);
+        counted[scope] = total;
+      }
+    },
+  });
+  for (const scope of GRANT_SCOPES) invalidations.inc({ scope }, 0);
+}
+
+/** The counters and the histogram the request path and the janitor update. */
+function registerRequestMetrics(registry: Registry) {
+  const registers = [registry];
   const issued = new Counter({
     name: "keygate_tokens_issued_total",
     help: "Access tokens issued",
@@ -196,27 +238,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ["route"] as const,
     registers,
   });
-  /** Secure requests counted since the last read, added to the counter when it is read. */
-  const pendingSecure = new Map<SecureOutcome, Map<string, number>>();
-  const secure: Counter<"outcome" | "reason"> = new Counter({
-    name: "keygate_secure_requests_total",
-    help: "Secure requests allowed or denied, by reason",
-    labelNames: ["outcome", "reason"] as const,
-    registers,
-    // Counted in plain maps on every secure request (prom-client's inc() converts and hashes its
-    // labels each time), and handed over whenever the counter is read.
-    collect() {
-      for (const [outcome, byReason] of pendingSecure) {
-        for (const [reason, count] of byReason) secure.inc({ outcome, reason }, count);
-      }
-      pendingSecure.clear();
-    },
-  });
-  function countSecure(outcome: SecureOutcome, reason: string): void {
-    let byReason = pendingSecure.get(outcome);
-    if (byReason === undefined) pendingSecure.set(outcome, byReason = new Map());
-    byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
-  }
+  const secure = registerSecureCounter(registers);
   const latency = createLatencyHistogram(registry, {
     name: "keygate_http_request_duration_seconds",
     help: "Time from request to response, by route pattern, method and status",
@@ -233,110 +255,49 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: "Expired and revoked token rows deleted by the janitor",
     registers,
   });
-  const watched = new Map<CacheName, Set<WatchedCache>>();
-  /** The sum of `field` over the caches watched under `name`. */
-  const sumOf = (name: CacheName, field: keyof WatchedCache) =>
-    [...watched.get(name) ?? []].reduce((sum, cache) => sum + cache[field], 0);
-  // Read from the caches' own counters at scrape time (nothing is counted per request here).
-  new Counter({
-    name: "keygate_cache_lookups_total",
-    help: "Lookups of the in-memory caches in front of the store, by cache and hit or miss",
-    labelNames: ["cache", "result"] as const,
-    registers,
-    collect() {
-      this.reset();
-      for (const cache of watched.keys()) {
-        this.inc({ cache, result: "hit" }, sumOf(cache, "hits"));
-        this.inc({ cache, result: "miss" }, sumOf(cache, "misses"));
-      }
-    },
-  });
-  new Counter({
-    name: "keygate_cache_evictions_total",
-    help: "Entries a cache's replacement policy evicted to stay within --grant-cache-size",
-    labelNames: ["cache"] as const,
-    registers,
-    collect() {
-      this.reset();
-      for (const cache of watched.keys()) {
-        this.inc({ cache }, sumOf(cache, "evictions"));
-      }
-    },
-  });
-  new Gauge({
-    name: "keygate_cache_entries",
-    help: "Entries held by a cache now (summed over request workers)",
-    labelNames: ["cache"] as const,
-    registers,
-    collect() {
-      for (const cache of watched.keys()) this.set({ cache }, sumOf(cache, "size"));
-    },
-  });
-  new Gauge({
-    name: "keygate_cache_hit_ratio",
-    help: "Hits over lookups since start (the mean over request workers; for a window, " +
-      "use rate() of keygate_cache_lookups_total)",
-    labelNames: ["cache"] as const,
-    registers,
-    aggregator: "average",
-    collect() {
-      for (const cache of watched.keys()) {
-        const hits = sumOf(cache, "hits");
-        const lookups = hits + sumOf(cache, "misses");
-        this.set({ cache }, lookups === 0 ? 0 : hits / lookups);
-      }
-    },
-  });
-  options.register?.(registry);
-  // Known label values start at zero, so rates work from the first scrape.
-  for (const reason of ["ok", "invalid_token", "token_expired"]) {
-    secure.labels({ outcome: reason === "ok" ? "allowed" : "denied", reason });
-  }
-  loginFailures.labels({ reason: "invalid_credentials" });
-  databaseErrors.labels({ source: "request" });
+  return { issued, loginFailures, throttled, secure, latency, databaseErrors, purged };
+}
 
+/**
+ * Secure requests by outcome and reason: counted in plain maps on every secure request
+ * (prom-client's inc() converts and hashes its labels each time), and handed over to the
+ * counter whenever it is read.
+ */
+function registerSecureCounter(registers: Registry[]) {
+  /** Secure requests counted since the last read, added to the counter when it is read. */
+  const pending = new Map<SecureOutcome, Map<string, number>>();
+  const counter: Counter<"outcome" | "reason"> = new Counter({
+    name: "keygate_secure_requests_total",
+    help: "Secure requests allowed or denied, by reason",
+    labelNames: ["outcome", "reason"] as const,
+    registers,
+    collect() {
+      for (const [outcome, byReason] of pending) {
+        for (const [reason, count] of byReason) counter.inc({ outcome, reason }, count);
+      }
+      pending.clear();
+    },
+  });
+  function count(outcome: SecureOutcome, reason: string): void {
+    let byReason = pending.get(outcome);
+    if (byReason === undefined) pending.set(outcome, byReason = new Map());
+    byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
+  }
+  return { counter, count };
+}
+
+/** The counters' totals over every snapshot (this set's and the workers'). */
+function toCounterTotals(snapshots: MetricsSnapshot[]): CounterTotals {
+  const total = (name: string, outcome?: SecureOutcome) =>
+    snapshots.flat().filter((metric) => metric.name === name)
+      .flatMap((metric) => metric.values)
+      .filter((value) => outcome === undefined || value.labels.outcome === outcome)
+      .reduce((sum, { value }) => sum + value, 0);
   return {
-    tokenIssued: () => issued.inc(),
-    loginFailed: (reason) => loginFailures.inc({ reason }),
-    throttled: (route) => throttled.inc({ route }),
-    secureRequest: countSecure,
-    observeRequest: ({ route, method, status }, seconds) =>
-      latency.observe(route, method, status, seconds),
-    databaseError: (source) => databaseErrors.inc({ source }),
-    tokensPurged: (count) => purged.inc(count),
-    watchCache(name, cache) {
-      let caches = watched.get(name);
-      if (caches === undefined) watched.set(name, caches = new Set());
-      caches.add(cache);
-    },
-    readCounters: async () => {
-      // Every worker's counters, as /metrics sums them: with --workers N the secure path runs in
-      // the workers, so the main thread's own registry alone would show no secure traffic.
-      const snapshots = [
-        await registry.getMetricsAsJSON() as MetricsSnapshot,
-        ...(await options.gatherOthers?.() ?? []),
-      ];
-      const total = (name: string, outcome?: SecureOutcome) =>
-        snapshots.flat().filter((metric) => metric.name === name)
-          .flatMap((metric) => metric.values)
-          .filter((value) => outcome === undefined || value.labels.outcome === outcome)
-          .reduce((sum, { value }) => sum + value, 0);
-      return {
-        tokensIssued: total("keygate_tokens_issued_total"),
-        loginFailures: total("keygate_login_failures_total"),
-        throttled: total("keygate_throttled_requests_total"),
-        secureAllowed: total("keygate_secure_requests_total", "allowed"),
-        secureDenied: total("keygate_secure_requests_total", "denied"),
-      };
-    },
-    render: async () => {
-      await countTokensNow();
-      if (options.gatherOthers === undefined) return registry.metrics();
-      const others = await options.gatherOthers();
-      const own = await registry.getMetricsAsJSON() as MetricsSnapshot;
-      return AggregatorRegistry.aggregate([own, ...others]).metrics();
-    },
-    readSnapshot: async () => await registry.getMetricsAsJSON() as MetricsSnapshot,
-    contentType: registry.contentType,
+    tokensIssued: total("keygate_tokens_issued_total"),
+    loginFailures: total("keygate_login_failures_total"),
+    throttled: total("keygate_throttled_requests_total"),
+    secureAllowed: total("keygate_secure_requests_total", "allowed"),
+    secureDenied: total("keygate_secure_requests_total", "denied"),
   };
 }

@@ -18,7 +18,8 @@ import type { ApiServices } from "./compose.ts";
 import { logListening, startApiListener, warnDeadlinePassed } from "./listener.ts";
 import type { SharedGrantCounter } from "./open_server_store.ts";
 import { claimPort } from "./port_guard.ts";
-import { createWorkerPool, WorkerStartError } from "./worker_pool.ts";
+import { createWorkerPool } from "./worker_pool.ts";
+import { WorkerStartError } from "./worker_spawn.ts";
 
 /** What the API's start needs besides the configuration. */
 export interface ApiStart {

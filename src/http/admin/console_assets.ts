@@ -39,6 +39,7 @@ export const CONSOLE_FILES: readonly [string, string][] = [
   ["/console/pages/dashboard.js", "pages/dashboard.js"],
   ["/console/pages/users.js", "pages/users.js"],
   ["/console/pages/user.js", "pages/user.js"],
+  ["/console/pages/user_keys.js", "pages/user_keys.js"],
   ["/console/pages/user_settings.js", "pages/user_settings.js"],
   ["/console/pages/keys.js", "pages/keys.js"],
   ["/console/pages/audit.js", "pages/audit.js"],

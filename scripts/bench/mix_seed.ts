@@ -1,0 +1,95 @@
+/**
+ * The production mix's data (scripts/bench/production_mix.ts): tokens seeded into a SQLite file,
+ * the tenth in use written for wrk's Lua script in a shuffled popularity order, the other users
+ * sampled as the victims whose grants the mix ends, and the same data copied into PostgreSQL.
+ *
+ * @module
+ */
+import postgres from "postgres";
+import type { PostgresCluster } from "../../tests/_postgres.ts";
+import { type Victim, VICTIM_TOKENS } from "./mix_traffic.ts";
+import { seedDatabase, type SeedEntry } from "./seed.ts";
+import { copySeedToPostgres } from "./seed_postgres.ts";
+
+/** The popularity's exponent: the k-th most used token gets a share ∝ 1/k^α. */
+export const ZIPF_ALPHA = 1.0;
+
+/** What seeding needs from the section's context. */
+export interface MixSeedContext {
+  work: string;
+  tokens: number;
+  passwordHash: string;
+  log(message: string): void;
+  notes: string[];
+}
+
+/** The seeded SQLite file, wrk's token list and the users whose grants the mix ends. */
+export interface MixSeed {
+  dbPath: string;
+  /** The tokens in use, one `apiKey token email` a line, in popularity order. */
+  pairs: string;
+  victims: Victim[];
+  /** Users with a key and no token, for the logins. */
+  issuers: SeedEntry[];
+}
+
+/** Seeds `ctx.tokens` tokens: every token of the first users in use, some of every other's. */
+export async function seedMix(ctx: MixSeedContext): Promise<MixSeed> {
+  const inUse = Math.min(100_000, Math.floor(ctx.tokens / 10));
+  const perUser = 100; // seed.ts: one user and one key per 100 tokens (the live-token cap)
+  ctx.log(`production mix: seeding ${ctx.tokens.toLocaleString("en")} tokens`);
+  const started = performance.now();
+  const dbPath = `${ctx.work}/mix.sqlite3`;
+  // In use: every token of the first users. Victims: some tokens of every other user.
+  const seeded = await seedDatabase(dbPath, {
+    tokens: ctx.tokens,
+    sample: 0,
+    passwordHash: ctx.passwordHash,
+    select: (i) => i < inUse || i % perUser < VICTIM_TOKENS,
+  });
+  const seedSeconds = (performance.now() - started) / 1000;
+  const hot = seeded.sample.slice(0, inUse);
+  // Sorted by popularity as the Lua script reads them: a shuffled order, so that the hot
+  // tokens are spread over users and keys.
+  for (let i = hot.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [hot[i], hot[j]] = [hot[j], hot[i]];
+  }
+  const pairs = `${ctx.work}/mix.pairs`;
+  await Deno.writeTextFile(pairs, hot.map((e) => `${e.apiKey} ${e.token} ${e.email}`).join("\n"));
+  // Users are numbered from 1 in seeding order, each with one key of the same number.
+  const victims: Victim[] = [];
+  seeded.sample.slice(inUse).forEach((entry, i) => {
+    if (i % VICTIM_TOKENS === 0) {
+      const userId = inUse / perUser + i / VICTIM_TOKENS + 1;
+      victims.push({ apiKey: entry.apiKey, tokens: [], userId, keyId: userId });
+    }
+    victims.at(-1)!.tokens.push(entry.token);
+  });
+  ctx.notes.push(
+    `Production mix: ${ctx.tokens.toLocaleString("en")} tokens seeded through the store in ` +
+      `${seedSeconds.toFixed(0)} s; ${inUse.toLocaleString("en")} in use, Zipf α ${ZIPF_ALPHA}.`,
+  );
+  return { dbPath, pairs, victims, issuers: seeded.issuers };
+}
+
+/** Copies the seed into a new database of `cluster`, durable as in production; its URL. */
+export async function copyMixToPostgres(
+  ctx: MixSeedContext,
+  cluster: PostgresCluster,
+  dbPath: string,
+): Promise<string> {
+  const url = await cluster.createDatabase("mix");
+  ctx.log("production mix: copying into PostgreSQL");
+  await copySeedToPostgres(dbPath, url);
+  const admin = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe("ALTER SYSTEM SET fsync = 'on'");
+    await admin.unsafe("ALTER SYSTEM SET full_page_writes = 'on'");
+  } finally {
+    await admin.end();
+  }
+  await cluster.pause();
+  await cluster.resume();
+  return url;
+}

@@ -1,0 +1,196 @@
+/**
+ * The production mix's traffic besides wrk's load (scripts/bench/production_mix.ts): the
+ * revoker that ends other users' grants through instance B at a steady rate, the steady logins
+ * on A, and the probe that times a revocation on B to A's first refusal. All run in the bench's
+ * own process until told to stop.
+ *
+ * @module
+ */
+import type { SeedEntry } from "./seed.ts";
+
+/** Logins on A during every run. */
+export const LOGINS_PER_SECOND = 2;
+/** Revocation requests in flight at most (the revoker falls behind rather than piling up). */
+const MAX_OUTSTANDING = 32;
+const SECURE = "/api/secure/userservice/tokens/current";
+
+/** A seeded user whose grants A's load never uses: its key, some of its tokens, its ids. */
+export interface Victim {
+  apiKey: string;
+  tokens: string[];
+  userId: number;
+  keyId: number;
+}
+
+/** One grant-ending write: a token's revocation, a key rotation or a user's revoke-all. */
+export interface Revocation {
+  victim: Victim;
+  kind: "token" | "rotate" | "user";
+  token?: string;
+}
+
+/** Tokens of each victim user sampled (of its 100). */
+export const VICTIM_TOKENS = 10;
+
+/**
+ * The grant-ending writes of the mix, one user after another: some of its tokens revoked one by
+ * one, then its key rotated, then all its tokens revoked.
+ */
+export function* listRevocations(
+  users: Victim[],
+): Generator<Revocation> {
+  for (const victim of users) {
+    for (const token of victim.tokens) yield { victim, kind: "token", token };
+    yield { victim, kind: "rotate" };
+    yield { victim, kind: "user" };
+  }
+}
+
+/** Ends other users' grants through B at `rate` per second until told to stop. */
+export async function revoke(
+  options: RevokerOptions & {
+    rate: number;
+    stop: { now: boolean };
+    revocations: Generator<Revocation>;
+  },
+): Promise<{ done: number; failed: number }> {
+  let [done, failed, outstanding, sent] = [0, 0, 0, 0];
+  if (options.rate <= 0) {
+    while (!options.stop.now) await sleep(50);
+    return { done, failed };
+  }
+  const one = async (revocation: Revocation) => {
+    const response = await sendRevocation(options, revocation);
+    await response.arrayBuffer();
+    if (response.ok) done++;
+    else failed++;
+  };
+  const started = performance.now();
+  const running = new Set<Promise<void>>();
+  while (!options.stop.now) {
+    const due = Math.floor((performance.now() - started) / 1000 * options.rate);
+    while (sent < due && outstanding < MAX_OUTSTANDING) {
+      const next = options.revocations.next();
+      if (next.done) break;
+      const job = one(next.value).catch(() => void failed++).finally(() => {
+        outstanding--;
+        running.delete(job);
+      });
+      running.add(job);
+      outstanding++;
+      sent++;
+    }
+    await sleep(Math.max(1, 1000 / options.rate / 2));
+  }
+  await Promise.all(running);
+  return { done, failed };
+}
+
+/** Where and as whom the revoker sends. */
+interface RevokerOptions {
+  client: Deno.HttpClient;
+  /** Instance B's API origin, and its admin listener's. */
+  b: string;
+  adminOrigin: string;
+  /** A write operator's token for the admin API. */
+  operator: string;
+}
+
+/** One grant-ending write through B: a token's own DELETE, or the admin API's rotate/revoke-all. */
+function sendRevocation(
+  options: RevokerOptions,
+  { victim, kind, token }: Revocation,
+): Promise<Response> {
+  const admin = {
+    Authorization: `Bearer ${options.operator}`,
+    "Content-Type": "application/json",
+  };
+  switch (kind) {
+    case "token":
+      return fetch(`${options.b}${SECURE}?api_key=${victim.apiKey}&api_token=${token}`, {
+        method: "DELETE",
+        client: options.client,
+      });
+    case "rotate":
+      return fetch(`${options.adminOrigin}/admin/v1/keys/${victim.keyId}/rotate`, {
+        method: "POST",
+        headers: admin,
+        body: JSON.stringify({ grace: "1h" }),
+        client: options.client,
+      });
+    case "user":
+      return fetch(`${options.adminOrigin}/admin/v1/users/${victim.userId}/tokens/revoke`, {
+        method: "POST",
+        headers: admin,
+        body: "{}",
+        client: options.client,
+      });
+  }
+}
+
+/** Logs in at a steady rate on A (users with a key and no token: no cap ends a grant). */
+export async function logIn(options: {
+  stop: { now: boolean };
+  client: Deno.HttpClient;
+  a: string;
+  issuers: SeedEntry[];
+}): Promise<string> {
+  let [ok, all] = [0, 0];
+  while (!options.stop.now) {
+    const victim = options.issuers[all % options.issuers.length];
+    const response = await fetch(`${options.a}/api/userservice/tokens`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({
+        auth_request: {
+          user: { email: victim.email, password: "bench password" },
+          api_key: victim.apiKey,
+        },
+      }),
+      client: options.client,
+    }).catch(() => undefined);
+    await response?.arrayBuffer();
+    all++;
+    if (response?.status === 200) ok++;
+    await sleep(1000 / LOGINS_PER_SECOND);
+  }
+  return `${ok}/${all} answered 200`;
+}
+
+/** Every `everyMs`: a victim's token used on A, revoked through B, polled on A until 401. */
+export async function probeDelays(options: {
+  stop: { now: boolean };
+  client: Deno.HttpClient;
+  a: string;
+  b: string;
+  probes: { apiKey: string; token: string }[];
+  everyMs: number;
+}): Promise<number[]> {
+  const delays: number[] = [];
+  const ask = async (url: string, method = "GET") => {
+    const response = await fetch(url, { method, client: options.client });
+    await response.arrayBuffer();
+    return response.status;
+  };
+  while (!options.stop.now) {
+    const probe = options.probes.pop();
+    if (probe === undefined) break;
+    const path = `${SECURE}?api_key=${probe.apiKey}&api_token=${probe.token}`;
+    if (await ask(options.a + path) !== 200) continue; // ended by a revoke-all already
+    await ask(options.a + path); // now in A's cache
+    if (await ask(options.b + path, "DELETE") !== 204) continue;
+    const answered = performance.now();
+    for (;;) {
+      const status = await ask(options.a + path);
+      if (status === 401) {
+        delays.push(performance.now() - answered);
+        break;
+      }
+      if (performance.now() - answered > 5000) throw new Error("A kept accepting a revoked token");
+    }
+    await sleep(options.everyMs);
+  }
+  return delays;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
