@@ -28,9 +28,17 @@ import {
   parseUpstreamUrl,
   parseWorkers,
 } from "./parsers.ts";
+import {
+  parseDomains,
+  parseMailFrom,
+  parsePortalMode,
+  parsePortalOrigin,
+  parseSmtpUrl,
+  type PortalConfig,
+} from "./portal_settings.ts";
 
 /** The validated server configuration. */
-export interface Config {
+export interface Config extends PortalConfig {
   hostname: string;
   port: number;
   dbPath: string;
@@ -125,6 +133,64 @@ function setting<K extends keyof Config>(row: Setting<K>): Setting {
 export function isBooleanSetting(row: Setting): boolean {
   return row.parse === parseBoolean;
 }
+
+/** The developer portal's group (docs/portal.md, src/config/portal_settings.ts). */
+const PORTAL_SETTINGS: readonly Setting[] = [
+  setting({
+    key: "portal",
+    flag: "portal",
+    env: "KEYGATE_PORTAL",
+    default: "off",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Serve the developer portal (/portal/, /api/portal/v1/) on the API listener; " +
+      "needs --smtp-url and --mail-from",
+  }),
+  setting({
+    key: "portalMode",
+    flag: "portal-mode",
+    env: "KEYGATE_PORTAL_MODE",
+    default: "open",
+    parse: parsePortalMode,
+    placeholder: "open|domains|approval|invite",
+    description: "Who may open an account: anyone, --portal-domains only, anyone once an " +
+      "operator approves, or only whom an operator invites",
+  }),
+  setting({
+    key: "portalDomains",
+    flag: "portal-domains",
+    env: "KEYGATE_PORTAL_DOMAINS",
+    parse: parseDomains,
+    placeholder: "DOMAIN,…",
+    description: "With --portal-mode domains: the e-mail domains that may sign up",
+  }),
+  setting({
+    key: "smtpUrl",
+    flag: "smtp-url",
+    env: "KEYGATE_SMTP_URL",
+    parse: parseSmtpUrl,
+    placeholder: "URL",
+    description: "The portal's mail server: smtp://[USER:PASSWORD@]HOST[:PORT] (STARTTLS " +
+      "required) or smtps://… (TLS)",
+  }),
+  setting({
+    key: "mailFrom",
+    flag: "mail-from",
+    env: "KEYGATE_MAIL_FROM",
+    parse: parseMailFrom,
+    placeholder: "ADDRESS",
+    description: "The From address of the portal's mail",
+  }),
+  setting({
+    key: "portalOrigin",
+    flag: "portal-origin",
+    env: "KEYGATE_PORTAL_ORIGIN",
+    parse: parsePortalOrigin,
+    placeholder: "URL",
+    description: "The portal's public origin (https://HOST[:PORT]): links in mail, and the " +
+      "only Origin its changes accept; default: the request's own",
+  }),
+];
 
 /** Every server setting, in `--help` order. */
 export const SETTINGS: readonly Setting[] = [
@@ -429,4 +495,5 @@ export const SETTINGS: readonly Setting[] = [
     placeholder: "PATH",
     description: "Write the process id to this file while serving, for kill $(cat PATH)",
   }),
+  ...PORTAL_SETTINGS,
 ];
