@@ -125,7 +125,10 @@ export function startMailer(options: MailerOptions): Mailer {
     }
     running = drain().catch((error) => {
       logger.warn("mail outbox unreadable", {
-        error: redactCredentials(error instanceof Error ? error.message : String(error)).slice(0, 200),
+        error: redactCredentials(error instanceof Error ? error.message : String(error)).slice(
+          0,
+          200,
+        ),
       });
     }).finally(() => {
       running = undefined;

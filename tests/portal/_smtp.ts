@@ -24,7 +24,11 @@ export interface TestSmtp extends AsyncDisposable {
   url: string;
   received: ReceivedMail[];
   /** Resolves to the first message to `to` whose subject includes `subject`, after `skip` such. */
-  waitFor(to: string, subject: string, options?: { timeoutMs?: number; skip?: number }): Promise<ReceivedMail>;
+  waitFor(
+    to: string,
+    subject: string,
+    options?: { timeoutMs?: number; skip?: number },
+  ): Promise<ReceivedMail>;
 }
 
 function parse(raw: string, from: string, to: string[]): ReceivedMail {
@@ -34,7 +38,10 @@ function parse(raw: string, from: string, to: string[]): ReceivedMail {
     new RegExp(`^${name}:\\s*(.*)$`, "im").exec(head)?.[1].trim() ?? "";
   let body = raw.slice(split + 4);
   if (/quoted-printable/i.test(header("Content-Transfer-Encoding"))) {
-    body = body.replace(/=\r\n/g, "").replace(/=([0-9A-F]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16)));
+    body = body.replace(/=\r\n/g, "").replace(
+      /=([0-9A-F]{2})/g,
+      (_, hex) => String.fromCharCode(parseInt(hex, 16)),
+    );
   }
   return { from, to, raw, subject: header("Subject"), messageId: header("Message-ID"), body };
 }
@@ -54,7 +61,9 @@ export async function startTestSmtp(
     disabledCommands: [],
     logger: false,
     onAuth(auth, _session, callback) {
-      if (auth.username === "user" && auth.password === "secret") return callback(null, { user: "user" });
+      if (auth.username === "user" && auth.password === "secret") {
+        return callback(null, { user: "user" });
+      }
       callback(new Error("Invalid login"));
     },
     onData(stream, session, callback) {
