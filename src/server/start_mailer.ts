@@ -3,7 +3,7 @@
  * change in its own transaction, src/store/store_portal.ts) through SMTP with npm `nodemailer`.
  *
  * Delivery is at least once and never a different message: a message is claimed (its attempt
- * counted, held for {@link MAIL_LEASE_MS}), sent, then marked sent; a failed send is retried
+ * counted, held for {@link MAIL_LEASE_MS}, longer than a send may take), sent, then marked sent; a failed send is retried
  * with a doubling delay (1 s, 2 s, … up to 10 min, {@link MAX_MAIL_ATTEMPTS} in all), and a
  * crash between the commit and the send leaves the message queued for the next start. A
  * retry sends the stored message (the same code) with the same Message-ID. A crash after the
@@ -23,7 +23,7 @@ import { redactCredentials } from "../store/store_url.ts";
 /** How often the outbox is read. */
 export const MAIL_POLL_MS = 1000;
 /** How long a claimed message is held before another attempt may claim it. */
-export const MAIL_LEASE_MS = 60_000;
+export const MAIL_LEASE_MS = 20_000;
 /** Sends tried before a message is given up. */
 export const MAX_MAIL_ATTEMPTS = 12;
 /** The longest delay between two attempts. */
@@ -66,9 +66,10 @@ export function startMailer(options: MailerOptions): Mailer {
       ? undefined
       : { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) },
     tls: options.ca === undefined ? undefined : { ca: options.ca },
-    connectionTimeout: 10_000,
-    greetingTimeout: 10_000,
-    socketTimeout: 30_000,
+    // Within the lease together: a send that outlives it could be sent twice.
+    connectionTimeout: 5_000,
+    greetingTimeout: 5_000,
+    socketTimeout: 8_000,
   });
   const domain = options.from.slice(options.from.lastIndexOf("@") + 1);
   let stopped = false;

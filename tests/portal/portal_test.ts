@@ -64,7 +64,12 @@ Deno.test("[e2e] portal: sign up, verify by mail, sign in, key, token, forgot, r
   );
 
   const token = await issueToken(rig.app.handler, email, PASSWORD, created.api_key);
-  response = await secureGet(rig.app.handler, "/api/secure/userservice/tokens/current", created.api_key, token);
+  response = await secureGet(
+    rig.app.handler,
+    "/api/secure/userservice/tokens/current",
+    created.api_key,
+    token,
+  );
   assert.equal(response.status, 200);
   await response.body?.cancel();
 
@@ -82,7 +87,12 @@ Deno.test("[e2e] portal: sign up, verify by mail, sign in, key, token, forgot, r
   assert.deepEqual(await json(response), { status: "password_changed", tokens_revoked: 1 });
   await rig.smtp.waitFor(email, "password was changed");
 
-  response = await secureGet(rig.app.handler, "/api/secure/userservice/tokens/current", created.api_key, token);
+  response = await secureGet(
+    rig.app.handler,
+    "/api/secure/userservice/tokens/current",
+    created.api_key,
+    token,
+  );
   assert.equal(response.status, 401, "the old token is refused");
   await response.body?.cancel();
   response = await browser.call("GET", "/keys");
