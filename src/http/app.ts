@@ -77,7 +77,13 @@ export function createHandler(deps: AppDeps): Handler {
   const log = createRequestLog({ logger, metrics, routeLabels: ROUTE_LABELS });
   const listenerScheme = deps.scheme ?? "https";
   const portal = deps.portal &&
-    createPortalHandler({ ...deps.portal, store, clock: deps.clock, hasher: deps.hasher });
+    createPortalHandler({
+      ...deps.portal,
+      store,
+      clock: deps.clock,
+      hasher: deps.hasher,
+      logger,
+    });
 
   function handle(request: Request, context: HandlerContext): Response | Promise<Response> {
     context.host = readHost(request);

@@ -7,7 +7,8 @@
  * account and one without, after the same work. Sign-up always hashes the password and writes
  * once (a new account, or a notice to the address that already has one); sign-in verifies
  * against a dummy hash when there is no usable account; forgot-password counts the request
- * (the throttle's write) for every address and queues a code only for an active account. What
+ * (the throttle's write) for every address, answers, and then (`defer`) queues a code only
+ * for an active account. What
  * differs is in the mailbox, which only the address's owner reads.
  *
  * @module
@@ -61,6 +62,11 @@ export interface PortalAccountDeps {
   mode: SignUpMode;
   /** `domains` mode: the domains that may sign up. */
   domains?: readonly string[];
+  /**
+   * Runs work whose cost depends on whether an account exists after the answer is sent
+   * (forgot-password's code and mail), so that the answer's timing cannot tell. Default: now.
+   */
+  defer?(task: () => Promise<void>): void;
 }
 
 /** The request's facts the use cases read. */
@@ -384,16 +390,20 @@ export async function requestPasswordReset(
   if (email === "") throw new AuthError("invalid_request", "Invalid e-mail: expected an address");
   await deps.throttle.check("mail", client.address, email);
   await deps.throttle.count("mail", client.address, email);
-  const found = await findAccount(deps.store, email);
-  if (!isActive(found)) return;
-  const code = generateCode();
-  const now = deps.clock.now();
-  await deps.store.replacePortalCode(found.user.id, {
-    now,
-    code: { purpose: "reset", codeHash: hashCode(email, code), expiresAt: now + RESET_CODE_MS },
-    mail: toResetMail(client.links, email, code),
-    audit: entry(deps, anonymous(client), "portal.reset_requested", toUserRef(email)),
-  });
+  const queueCode = async () => {
+    const found = await findAccount(deps.store, email);
+    if (!isActive(found)) return;
+    const code = generateCode();
+    const now = deps.clock.now();
+    await deps.store.replacePortalCode(found.user.id, {
+      now,
+      code: { purpose: "reset", codeHash: hashCode(email, code), expiresAt: now + RESET_CODE_MS },
+      mail: toResetMail(client.links, email, code),
+      audit: entry(deps, anonymous(client), "portal.reset_requested", toUserRef(email)),
+    });
+  };
+  if (deps.defer === undefined) await queueCode();
+  else deps.defer(queueCode);
 }
 
 /**

@@ -34,6 +34,7 @@ import {
   revokeOwnToken,
   rotateOwnKey,
 } from "../../auth/portal/own_keys.ts";
+import type { Logger } from "../../platform/logger.ts";
 import type { User } from "../../store/store.ts";
 import {
   allowFields,
@@ -74,6 +75,8 @@ export interface PortalDeps extends PortalAccountDeps {
   /** Told after a change queued mail in this process (the mailer reads the outbox now). */
   onMailQueued?: () => void;
   assets?: PortalAssets;
+  /** Where a failed deferred task (forgot-password's code) is logged. */
+  logger?: Logger;
 }
 
 type PortalHandler = (request: Request, call: PortalCall) => Promise<Response> | Response;
@@ -117,6 +120,19 @@ const ACCEPTED = {
 export function createPortalHandler(deps: PortalDeps) {
   const assets = deps.assets ?? loadPortalAssets();
   const mailed = () => deps.onMailQueued?.();
+  // After the answer: forgot-password's account-dependent work (see `defer`, accounts.ts).
+  const accountDeps: PortalAccountDeps = {
+    ...deps,
+    defer(task) {
+      setTimeout(() => {
+        task().then(mailed, (error) => {
+          deps.logger?.error("portal task failed", {
+            error: error instanceof Error ? error.message.slice(0, 200) : String(error),
+          });
+        });
+      }, 0);
+    },
+  };
 
   async function readChange(
     request: Request,
@@ -247,7 +263,7 @@ export function createPortalHandler(deps: PortalDeps) {
       caller: "anyone",
       async handle(request, call) {
         const body = await readChange(request, call, ["email"]);
-        await requestPasswordReset(deps, call.client, {
+        await requestPasswordReset(accountDeps, call.client, {
           email: requiredString(body, "email", 254),
         });
         mailed();
