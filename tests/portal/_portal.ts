@@ -15,6 +15,7 @@ import { startMailer } from "../../src/server/start_mailer.ts";
 import { BASE, createTestApp, type TestApp, testCertificate } from "../_helpers.ts";
 import { startTestSmtp, type TestSmtp } from "./_smtp.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
+import { systemClock } from "../../src/platform/clock.ts";
 import { createHandler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 
@@ -80,7 +81,8 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
   });
   const mailer = startMailer({
     store: app.store,
-    clock: app.clock,
+    // Real time: the CLI (another process) queues mail at real times, the app at its fake ones.
+    clock: systemClock,
     logger: silentLogger,
     smtpUrl: smtp.url,
     from: "portal@keygate.test",

@@ -6,8 +6,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { approveAccount } from "../../src/auth/portal/accounts.ts";
-import { issueToken, secureGet } from "../_helpers.ts";
+import { afterExternalWrite, issueToken, secureGet } from "../_helpers.ts";
+import { runAdminProcess } from "../_admin.ts";
 import { readCode } from "./_smtp.ts";
 import { ORIGIN, startPortalRig } from "./_portal.ts";
 
@@ -177,13 +177,22 @@ Deno.test("[e2e] portal: approval mode waits for an operator, invite mode takes 
     response = await rig.api("POST", "/signin", { email, password: PASSWORD });
     assert.equal(response.status, 401);
     await response.body?.cancel();
-    const user = (await rig.app.store.findUserByEmail(email))!;
-    await approveAccount(
-      { store: rig.app.store, clock: rig.app.clock, actor: "cli:ops" },
-      user,
-      { origin: ORIGIN },
-    );
+    // The operator approves through the admin CLI, as a process.
+    const run = await runAdminProcess(rig.app.dbPath, [
+      "portal",
+      "approve",
+      email.toUpperCase(),
+      "--origin",
+      ORIGIN,
+    ]);
+    assert.equal(run.code, 0, run.err);
+    assert.match(run.out, /Approved wait@example\.org/);
+    await afterExternalWrite(rig.app.dbPath);
+    const again = await runAdminProcess(rig.app.dbPath, ["portal", "approve", email]);
+    assert.equal(again.code, 1);
+    assert.match(again.err, /the account is active/);
     await rig.smtp.waitFor(email, "approved");
+    assert.ok((await rig.app.store.listAudit()).some((r) => r.action === "portal.approved"));
     await rig.browser().signIn(email, PASSWORD);
   }
   {
