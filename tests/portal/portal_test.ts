@@ -128,7 +128,7 @@ Deno.test("[e2e] portal: every mail goes out once, with its stored code", async 
 Deno.test("[e2e] portal: sign-up, sign-in and forgot answer alike for known and unknown e-mails", async () => {
   await using rig = await startPortalRig();
   const known = "known@example.org";
-  let response = await rig.api("POST", "/signup", { email: known, password: PASSWORD });
+  const response = await rig.api("POST", "/signup", { email: known, password: PASSWORD });
   await response.body?.cancel();
   const code = readCode(await rig.smtp.waitFor(known, "Verify"));
   (await rig.api("POST", "/verify", { email: known, code })).body?.cancel();
@@ -177,7 +177,7 @@ Deno.test("[e2e] portal: approval mode waits for an operator, invite mode takes 
     response = await rig.api("POST", "/signin", { email, password: PASSWORD });
     assert.equal(response.status, 401);
     await response.body?.cancel();
-    // The operator approves through the admin CLI, as a process.
+    // The operator approves through the admin CLI, as a process (docs/portal.md).
     const run = await runAdminProcess(rig.app.dbPath, [
       "portal",
       "approve",

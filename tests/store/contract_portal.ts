@@ -98,7 +98,11 @@ export function registerPortalTests(test: ContractTest): void {
       ...NO_AUDIT,
     });
     const code = (await store.findPortalCode(user.id, "reset", T0 + 3))!;
-    assert.deepEqual(code.codeHash, new Uint8Array(hashSecret("r2")), "a new code ends the older ones");
+    assert.deepEqual(
+      code.codeHash,
+      new Uint8Array(hashSecret("r2")),
+      "a new code ends the older ones",
+    );
     const ended = await store.usePortalCode(code.id, {
       now: T0 + 10,
       passwordHash: "$argon2id$new",
