@@ -42,6 +42,7 @@ import { holdPidFile, listenForStop } from "./src/server/process.ts";
 import { startAdminListener, startMetricsListener } from "./src/server/side_listeners.ts";
 import { type ServedApi, startApi } from "./src/server/start_api.ts";
 import { startJanitor } from "./src/server/start_janitor.ts";
+import { startMailer } from "./src/server/start_mailer.ts";
 import { toReloadTarget } from "./src/server/cert_reload.ts";
 import { findPostgresStore } from "./src/store/open_store.ts";
 
@@ -161,9 +162,20 @@ async function serveUntilStopped(
     ? undefined
     : parts.use(startAdminListener(config, certificates.admin, { store, hasher, logger, metrics }));
   parts.use(startJanitor(config, { store, logger, metrics }));
+  // The portal's outbox: sent from the main thread; stops after the API, so a change's mail
+  // queued during the drain is still tried (or waits in the outbox for the next start).
+  const mailer = config.portal
+    ? parts.use(startMailer({
+      store,
+      clock: systemClock,
+      logger,
+      smtpUrl: config.smtpUrl!,
+      from: config.mailFrom!,
+    }))
+    : undefined;
   const api = late.api = parts.use(
     await startApi(config, {
-      services: { store, hasher, logger, metrics, secureRoutes: options.secureRoutes },
+      services: { store, hasher, logger, metrics, secureRoutes: options.secureRoutes, mailer },
       tls: certificates.api,
       storeDisplay: location.display,
       sharedGrantCounter,

@@ -41,6 +41,8 @@ Deno.test("readConfig() uses the documented defaults", () => {
     shutdownTimeoutSeconds: 30,
     loginQueueWaitSeconds: 5,
     workers: 1,
+    portal: false,
+    portalMode: "open",
   });
 });
 
@@ -159,9 +161,16 @@ Deno.test("readConfig() reads every boolean setting the same way: bare, words, e
     "admin",
     "behind-proxy",
     "unicode-paths",
+    "portal",
   ]);
   for (const setting of booleans) {
     const key = setting.key as "metrics";
+    // --portal on needs its mail settings.
+    const mail = setting.flag === "portal"
+      ? { KEYGATE_SMTP_URL: "smtp://mail.test", KEYGATE_MAIL_FROM: "keys@example.org" }
+      : {};
+    const read = (args: string[], env: Record<string, string> = {}) =>
+      readConfig(args, { ...mail, ...env }) as Config;
     assert.equal(read([`--${setting.flag}`])[key], true, `bare --${setting.flag}`);
     for (const [word, value] of [["on", true], ["off", false], ["true", true], ["0", false]]) {
       assert.equal(
@@ -173,6 +182,43 @@ Deno.test("readConfig() reads every boolean setting the same way: bare, words, e
       assert.equal(read([], { [setting.env]: String(word) })[key], value, setting.env);
     }
   }
+});
+
+Deno.test("readConfig() checks the portal's settings and never shows the SMTP password", () => {
+  assert.throws(
+    () => readConfig(["--portal", "on"], {}),
+    new ConfigError(
+      "Invalid portal settings: --portal on needs --smtp-url and --mail-from " +
+        "(--portal is on the command line)",
+    ),
+  );
+  assert.throws(
+    () => readConfig(["--portal-mode", "domains"], {}),
+    /--portal-mode domains needs --portal-domains/,
+  );
+  assert.throws(
+    () => readConfig(["--smtp-url", "http://u:hunter2@mail.test"], {}),
+    (error: Error) => error instanceof ConfigError && !error.message.includes("hunter2"),
+  );
+  assert.throws(() => readConfig(["--portal-mode", "everyone"], {}), /expected one of open/);
+  assert.throws(() => readConfig(["--mail-from", "a b@c"], {}), /expected one e-mail address/);
+  const config = readConfig([
+    "--portal",
+    "--portal-mode",
+    "domains",
+    "--portal-domains",
+    "Example.org, example.com",
+    "--smtp-url",
+    "smtps://u:p%40ss@mail.test:465",
+    "--mail-from",
+    "keys@example.org",
+    "--portal-origin",
+    "https://keys.example.org/",
+  ], {}) as Config;
+  assert.deepEqual(
+    [config.portal, config.portalMode, config.portalDomains, config.portalOrigin],
+    [true, "domains", ["example.org", "example.com"], "https://keys.example.org"],
+  );
 });
 
 Deno.test("readConfig() errors name the source: the flag or the environment variable", () => {

@@ -43,6 +43,19 @@ export const AUDIT_ACTIONS = [
   // What operators were refused or read in bulk (src/http/admin/admin_app.ts, read_meter.ts).
   "operator.forbidden",
   "operator.bulk_read",
+  // The developer portal (src/auth/portal/; actor `portal:<client address>` before sign-in,
+  // `portal:user:<id>` after).
+  "portal.signed_up",
+  "portal.sign_up_repeated",
+  "portal.verified",
+  "portal.code_failed",
+  "portal.approved",
+  "portal.signed_in",
+  "portal.sign_in_failed",
+  "portal.signed_out",
+  "portal.reset_requested",
+  "portal.password_reset",
+  "portal.password_changed",
 ] as const;
 
 /** One of {@link AUDIT_ACTIONS}. */

@@ -8,6 +8,7 @@ import { AUDIT_COMMANDS } from "./commands/audit.ts";
 import { DB_COMMANDS } from "./commands/db.ts";
 import { KEY_COMMANDS } from "./commands/key.ts";
 import { OPERATOR_COMMANDS } from "./commands/operator.ts";
+import { PORTAL_COMMANDS } from "./commands/portal.ts";
 import { THROTTLE_COMMANDS } from "./commands/throttle.ts";
 import { TOKEN_COMMANDS } from "./commands/token.ts";
 import { USER_COMMANDS } from "./commands/user.ts";
@@ -27,6 +28,7 @@ export const GROUPS: readonly CommandGroup[] = [
   { name: "throttle", title: "Login throttle", commands: THROTTLE_COMMANDS },
   { name: "audit", title: "Audit", commands: AUDIT_COMMANDS },
   { name: "operator", title: "Operators of the admin API", commands: OPERATOR_COMMANDS },
+  { name: "portal", title: "Developer portal", commands: PORTAL_COMMANDS },
   { name: "db", title: "Database", commands: DB_COMMANDS },
 ];
 

@@ -6,9 +6,10 @@
  */
 import type { LogLevel } from "../platform/logger.ts";
 import type { ForwardAuthHeader } from "./parsers.ts";
+import type { PortalConfig } from "./portal_settings.ts";
 
 /** The validated server configuration. */
-export interface Config {
+export interface Config extends PortalConfig {
   hostname: string;
   port: number;
   dbPath: string;

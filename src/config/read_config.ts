@@ -128,6 +128,18 @@ function checkTogether(config: Config, from: (key: keyof Config) => Source | und
         `(${whence(from, "store")}; ${whence(from, "dbPath")})`,
     );
   }
+  if (config.portal && (config.smtpUrl === undefined || config.mailFrom === undefined)) {
+    throw new ConfigError(
+      "Invalid portal settings: --portal on needs --smtp-url and --mail-from " +
+        `(${whence(from, "portal")})`,
+    );
+  }
+  if (config.portalMode === "domains" && config.portalDomains === undefined) {
+    throw new ConfigError(
+      "Invalid portal settings: --portal-mode domains needs --portal-domains " +
+        `(${whence(from, "portalMode")})`,
+    );
+  }
   if ((config.certFile === undefined) !== (config.keyFile === undefined)) {
     const set = rowOf(config.certFile === undefined ? "keyFile" : "certFile");
     const by = from(set.key) === "env" ? `by ${set.env} in the environment` : "on the command line";

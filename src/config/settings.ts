@@ -6,7 +6,7 @@
  * from it.
  *
  * The rows are defined by group in `settings/` (server, edge, TLS, store, auth,
- * observability); this module assembles them into one table in `--help`
+ * observability, portal); this module assembles them into one table in `--help`
  * order. A new setting (such as `--store URL` / `KEYGATE_STORE`) is one new
  * row in its group, one new {@link Config} property and its place in
  * `HELP_ORDER`; `deno check` refuses a property left out of the order.
@@ -18,6 +18,7 @@ import type { Setting } from "./setting.ts";
 import { AUTH_SETTINGS } from "./settings/auth.ts";
 import { EDGE_SETTINGS } from "./settings/edge.ts";
 import { OBSERVABILITY_SETTINGS } from "./settings/observability.ts";
+import { PORTAL_SETTINGS } from "./settings/portal.ts";
 import { SERVER_SETTINGS } from "./settings/server.ts";
 import { STORE_SETTINGS } from "./settings/store.ts";
 import { TLS_SETTINGS } from "./settings/tls.ts";
@@ -60,6 +61,12 @@ const HELP_ORDER = [
   "loginQueueWaitSeconds",
   "workers",
   "pidFile",
+  "portal",
+  "portalMode",
+  "portalDomains",
+  "smtpUrl",
+  "mailFrom",
+  "portalOrigin",
 ] as const satisfies readonly (keyof Config)[];
 
 /** Compiles only while every {@link Config} property has its place in `HELP_ORDER`. */
@@ -74,6 +81,7 @@ export const SETTINGS: readonly Setting[] = inHelpOrder([
   ...STORE_SETTINGS,
   ...AUTH_SETTINGS,
   ...OBSERVABILITY_SETTINGS,
+  ...PORTAL_SETTINGS,
 ]);
 
 function inHelpOrder(rows: readonly Setting[]): Setting[] {

@@ -30,6 +30,8 @@ import { VERIFY_PATH } from "./routes/forward_auth.ts";
 import { createSecureRoutes, CURRENT_TOKEN_PATH } from "./routes/secure.ts";
 import { createTokenRoutes, TOKENS_PATH } from "./routes/tokens.ts";
 import { createUpstreamProxy } from "./upstream.ts";
+import { toJsonError } from "./admin/admin_json.ts";
+import { createPortalHandler, isPortalPath } from "./portal/portal_app.ts";
 
 export type { ConnectionInfo, Handler } from "./pipeline.ts";
 
@@ -70,9 +72,23 @@ export function createHandler(deps: AppDeps): Handler {
   });
   const log = createRequestLog({ logger, metrics, routeLabels: ROUTE_LABELS });
   const listenerScheme = deps.scheme ?? "https";
+  const portal = deps.portal &&
+    createPortalHandler({
+      ...deps.portal,
+      store,
+      clock: deps.clock,
+      hasher: deps.hasher,
+      logger,
+    });
 
   function handle(request: Request, context: HandlerContext): Response | Promise<Response> {
     context.host = readHost(request);
+    if (portal !== undefined && isPortalPath(context.rawPath)) {
+      // Pages and JSON, whatever Accept says; proxy mode's checks as for every other path.
+      context.portal = true;
+      if (acceptProxied) acceptProxied(request, context);
+      return portal(request, context);
+    }
     const target = readPath(context.rawPath);
     context.target = target;
     const format = target.format ?? context.accepted;
@@ -113,6 +129,7 @@ export function createHandler(deps: AppDeps): Handler {
         context.format = findSuffixFormat(context.rawPath) ?? context.format;
       }
       log.failed(error, thrown, context);
+      if (context.portal) return toJsonError(error);
       return context.oauthClientAuth === undefined
         ? toErrorResponse(error, context.format)
         : toOAuthErrorResponse(error, context.oauthClientAuth);

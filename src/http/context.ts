@@ -16,6 +16,7 @@ import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
 import type { Principal } from "../auth/gate.ts";
 import type { ClientAuthMethod } from "./oauth_client.ts";
+import type { PortalDeps } from "./portal/portal_app.ts";
 
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {
@@ -117,6 +118,8 @@ export interface AppDeps {
   grantCacheSize?: number;
   /** Set in proxy mode: plain HTTP behind a TLS-terminating proxy. */
   proxy?: ProxyOptions;
+  /** The developer portal (`--portal on`), served under `/portal/` and `/api/portal/v1/`. */
+  portal?: Omit<PortalDeps, "store" | "clock" | "hasher">;
 }
 
 /**

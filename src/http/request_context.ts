@@ -49,6 +49,8 @@ export class HandlerContext implements RequestContext {
   oauthClientAuth?: ClientAuthMethod;
   /** Set once `Host` has been read and checked. */
   host?: string;
+  /** A request of the developer portal (its errors are JSON: portal/portal_app.ts). */
+  portal = false;
   #url?: URL;
   #query?: URLSearchParams;
 

@@ -19,6 +19,7 @@ import { systemClock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { Store } from "../store/store.ts";
+import { createPortalThrottle } from "../auth/portal/portal_throttle.ts";
 
 /** What one thread has opened to serve the API with. */
 export interface ApiServices {
@@ -29,6 +30,8 @@ export interface ApiServices {
   keyUsage: KeyUsageRecorder;
   /** An embedding application's own secure endpoints (main thread only: see main.ts). */
   secureRoutes?: Routes<SecureContext>;
+  /** The portal's mailer (main thread only; request workers' mail waits for its next poll). */
+  mailer?: { wake(): void };
 }
 
 /** The API handler's dependencies, from the configuration and this thread's services. */
@@ -54,6 +57,15 @@ export function composeHandlerDeps(config: Config, services: ApiServices): AppDe
     unicodePaths: config.unicodePaths,
     forwardAuthHeader: config.forwardAuthHeader,
     grantCacheSize: config.grantCacheSize,
+    portal: config.portal
+      ? {
+        throttle: createPortalThrottle({ store: services.store, clock: systemClock }),
+        mode: config.portalMode,
+        domains: config.portalDomains,
+        origin: config.portalOrigin,
+        onMailQueued: services.mailer?.wake,
+      }
+      : undefined,
   };
 }
 

@@ -25,6 +25,7 @@ import {
 } from "./grant_epoch.ts";
 import { claimLease, releaseLease } from "./leases.ts";
 import { createLoginFailureMethods } from "./login_failures.ts";
+import { createPortalMethods } from "./portal.ts";
 import { migratePostgres, readSchemaVersion, SchemaTooNew } from "./migrate.ts";
 import { POSTGRES_MIGRATIONS } from "./schema.ts";
 import { createTokenMethods } from "./tokens.ts";
@@ -272,6 +273,7 @@ export async function openPostgresStore(
     ...createLoginFailureMethods(db),
     ...createAuditRetentionMethods(db),
     ...createAdminViewMethods(db),
+    ...createPortalMethods(db),
   };
 }
 

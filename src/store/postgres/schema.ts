@@ -20,6 +20,7 @@ import {
   planCanonicalEmails,
   type StoredEmail,
 } from "../canonical_emails.ts";
+import { PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
 
 /** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface PostgresMigration {
@@ -208,5 +209,11 @@ UPDATE grant_epoch SET epoch = epoch + 1 WHERE id = 1;
 INSERT INTO grant_changes (position, scope, subject, tag)
 SELECT epoch, 'all', NULL, floor(random() * 4503599627370496)::bigint FROM grant_epoch WHERE id = 1;
 `,
+  },
+  {
+    // The developer portal (portal_schema.ts).
+    version: 6,
+    name: "portal",
+    sql: PORTAL_SCHEMA_SQL,
   },
 ];

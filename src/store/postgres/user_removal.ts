@@ -34,6 +34,11 @@ export function createUserRemovalMethods(
         await tx`DELETE FROM login_failures WHERE subject IN (
             SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
         const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
+        // The portal's rows hold no foreign key (a restored older dump must be able to drop
+        // users: docs/postgres.md), so they go here.
+        await tx`DELETE FROM portal_accounts WHERE user_id = ${userId}`;
+        await tx`DELETE FROM portal_codes WHERE user_id = ${userId}`;
+        await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
         await tx`DELETE FROM users WHERE id = ${userId}`;
         return { apiKeys: keys.length, tokens: tokens.length };
       }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });

@@ -18,6 +18,7 @@ import {
   planCanonicalEmails,
   type StoredEmail,
 } from "../canonical_emails.ts";
+import { PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
 
 /** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface Migration {
@@ -226,6 +227,12 @@ CREATE TRIGGER grant_changes_user_delete AFTER DELETE ON users
 BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES ('user', OLD.id, random() >> 12); END;
 INSERT INTO grant_changes (scope, subject, tag) VALUES ('all', NULL, random() >> 12);
 `,
+  },
+  {
+    // The developer portal (portal_schema.ts).
+    version: 9,
+    name: "portal",
+    sql: PORTAL_SCHEMA_SQL,
   },
 ];
 

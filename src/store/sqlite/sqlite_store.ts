@@ -16,6 +16,7 @@ import {
   type SqliteStoreOptions,
 } from "./connection.ts";
 import { createLoginFailureStore } from "./login_failures.ts";
+import { createPortalStore } from "./portal.ts";
 import { createSqliteMaintenance, type SqliteMaintenance } from "./maintenance.ts";
 import { createTokenStore } from "./tokens.ts";
 import { createUserStore } from "./users.ts";
@@ -56,6 +57,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     ...loginFailures,
     ...createAuditAndLifecycle(conn),
     ...createAdminViewStore(conn),
+    ...createPortalStore(conn),
     readGrantEpoch: conn.readGrantEpoch,
     readGrantChanges: conn.readGrantChanges,
     readGrantInvalidations: conn.readGrantInvalidations,

@@ -1,0 +1,124 @@
+/**
+ * The portal's part of `deno task timing` (issue 25, "no enumeration"): for sign-up, sign-in
+ * and forgot-password, interleaved requests for an e-mail with an active account and for one
+ * without, through the real handler over a real store; prints each case's median and the gap.
+ * Fails (1) when a gap is 5 ms or more, or when the two answers differ in status or body.
+ *
+ * @module
+ */
+import { createPortalThrottle } from "../src/auth/portal/portal_throttle.ts";
+import { createHandler } from "../src/http/app.ts";
+import { createPasswordHasher } from "../src/passwords/passwords.ts";
+import { systemClock } from "../src/platform/clock.ts";
+import { silentLogger } from "../src/platform/logger.ts";
+import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+
+const OPEN = { threshold: 1e9, baseDelayMs: 1, maxDelayMs: 1, windowMs: 2 };
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/** Runs the measurement; resolves to the exit code. */
+export async function measurePortalTiming(requests: number, maxGapMs: number): Promise<number> {
+  const dir = Deno.makeTempDirSync({ prefix: "keygate-portal-timing-" });
+  const store = openSqliteStore(`${dir}/keygate.sqlite3`);
+  const hasher = createPasswordHasher();
+  try {
+    const clock = systemClock;
+    const known = "known@example.org";
+    const password = "the right passphrase";
+    const user = await store.insertPortalUser(
+      { email: known, passwordHash: await hasher.hash(password), tokenTimeoutSeconds: null },
+      {
+        now: clock.now(),
+        state: "active",
+        mail: { recipient: known, subject: "-", text: "-" },
+        audit: undefined,
+      },
+    );
+    if (user.disabled) throw new Error("expected an active account");
+    const handler = createHandler({
+      store,
+      hasher,
+      clock,
+      logger: silentLogger,
+      defaultTimeoutSeconds: 3600,
+      portal: {
+        throttle: createPortalThrottle({
+          store,
+          clock,
+          rules: { signIn: OPEN, mail: OPEN, client: OPEN },
+        }),
+        mode: "open",
+      },
+    });
+    let fresh = 0;
+    const bodies: Record<string, (email: string) => unknown> = {
+      signup: (email) => ({ email, password: "a new passphrase 1" }),
+      signin: (email) => ({ email, password: "a wrong passphrase" }),
+      forgot: (email) => ({ email }),
+    };
+    const send = async (path: string, email: string) => {
+      const started = performance.now();
+      const response = await handler(
+        new Request(`https://keygate.test/api/portal/v1/${path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(bodies[path](email)),
+        }),
+        { remoteAddr: { hostname: "192.0.2.1" } },
+      );
+      const text = await response.text();
+      return { ms: performance.now() - started, answer: `${response.status} ${text}` };
+    };
+    // An unknown address stays unknown: sign-up would make it known, so each is new.
+    const unknown = (path: string) =>
+      path === "signup" ? `nobody-${fresh++}@example.org` : "nobody@example.org";
+
+    for (let i = 0; i < 5; i++) {
+      for (const path of Object.keys(bodies)) {
+        await send(path, known);
+        await send(path, unknown(path));
+      }
+    }
+    let failed = false;
+    console.log("portal case          requests  median ms");
+    for (const path of Object.keys(bodies)) {
+      const times = { known: [] as number[], unknown: [] as number[] };
+      const answers = new Set<string>();
+      for (let i = 0; i < requests; i++) {
+        const order = crypto.getRandomValues(new Uint8Array(1))[0] & 1
+          ? ["known", "unknown"] as const
+          : ["unknown", "known"] as const;
+        for (const which of order) {
+          const { ms, answer } = await send(path, which === "known" ? known : unknown(path));
+          times[which].push(ms);
+          answers.add(answer);
+        }
+      }
+      for (const which of ["known", "unknown"] as const) {
+        console.log(
+          `${`${path} ${which}`.padEnd(20)}${String(requests).padStart(9)}${
+            median(times[which]).toFixed(2).padStart(11)
+          }`,
+        );
+      }
+      const gap = Math.abs(median(times.known) - median(times.unknown));
+      const same = answers.size === 1;
+      console.log(
+        `median gap, ${path}: ${gap.toFixed(3)} ms (limit ${maxGapMs} ms); answers ` +
+          `${same ? "identical" : `DIFFER: ${[...answers].join(" | ")}`}: ` +
+          `${gap < maxGapMs && same ? "ok" : "FAILED"}`,
+      );
+      if (!(gap < maxGapMs && same)) failed = true;
+    }
+    return failed ? 1 : 0;
+  } finally {
+    hasher.close();
+    await store.closeStore();
+    Deno.removeSync(dir, { recursive: true });
+  }
+}

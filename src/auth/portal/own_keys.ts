@@ -1,0 +1,159 @@
+/**
+ * What a signed-in portal user does with their own API keys and tokens, and their own
+ * password: thin checks of ownership over the use cases every edge calls (../keys.ts,
+ * ../users.ts), audited with the actor `portal:user:<id>`. A key is returned once, when made;
+ * it is never mailed.
+ *
+ * @module
+ */
+import type { PasswordHasher } from "../../passwords/passwords.ts";
+import type { ApiKeyListing, User } from "../../store/store.ts";
+import { type ChangeDeps } from "../changes.ts";
+import { AuthError } from "../errors.ts";
+import { type CreatedKey, createKey, revokeKey, type RotatedKey, rotateKey } from "../keys.ts";
+import { toKeyStatus } from "../key_status.ts";
+import { changeUserPassword, listUserTokens, type TokenState } from "../users.ts";
+import { toPortalPassword } from "./accounts.ts";
+
+/** Keys a portal user may hold that are not revoked. */
+export const MAX_OWN_KEYS = 20;
+/** How long a rotated key keeps working beside its successor, unless the user says less. */
+export const OWN_ROTATION_GRACE_SECONDS = 24 * 3600;
+
+/** One of the user's keys as the portal shows it (never the key itself). */
+export interface OwnKey {
+  id: number;
+  prefix: string;
+  label: string;
+  status: string;
+  createdAt: number;
+  expiresAt: number | null;
+  lastUsedAt: number | null;
+  replacedBy: number | null;
+}
+
+function toOwnKey(key: ApiKeyListing, now: number): OwnKey {
+  return {
+    id: key.id,
+    prefix: key.prefix,
+    label: key.label,
+    status: toKeyStatus(key, now),
+    createdAt: key.createdAt,
+    expiresAt: key.expiresAt,
+    lastUsedAt: key.lastUsedAt,
+    replacedBy: key.replacedBy,
+  };
+}
+
+/** The user's keys, revoked ones included, newest first. */
+export async function listOwnKeys(deps: ChangeDeps, user: User): Promise<OwnKey[]> {
+  const now = deps.clock.now();
+  return (await deps.store.listApiKeys(user.id)).filter((key) => !key.introspect)
+    .map((key) => toOwnKey(key, now)).sort((a, b) => b.id - a.id);
+}
+
+/** @throws {AuthError} `not_found` unless the key is the user's (another's is "not found" too). */
+async function findOwnKey(deps: ChangeDeps, user: User, keyId: number) {
+  const key = Number.isSafeInteger(keyId) && keyId > 0
+    ? await deps.store.findApiKeyById(keyId)
+    : undefined;
+  if (key === undefined || key.userId !== user.id || key.introspect) {
+    throw new AuthError("not_found", `No API key ${String(keyId).slice(0, 20)} of yours`);
+  }
+  return key;
+}
+
+/**
+ * Creates a key; the result holds the key itself, to be shown once.
+ * @throws {AuthError} `conflict` past {@link MAX_OWN_KEYS}, `invalid_request` for the label.
+ */
+export async function createOwnKey(
+  deps: ChangeDeps,
+  user: User,
+  label: string,
+): Promise<CreatedKey> {
+  const live = (await deps.store.listApiKeys(user.id)).filter((key) => key.revokedAt === null);
+  if (live.length >= MAX_OWN_KEYS) {
+    throw new AuthError("conflict", `At most ${MAX_OWN_KEYS} keys: revoke one first`);
+  }
+  return await createKey(deps, user, { label });
+}
+
+/** Rotates one of the user's keys: the old one works `graceSeconds` longer (at most a day). */
+export async function rotateOwnKey(
+  deps: ChangeDeps,
+  user: User,
+  keyId: number,
+  graceSeconds = OWN_ROTATION_GRACE_SECONDS,
+): Promise<RotatedKey> {
+  const key = await findOwnKey(deps, user, keyId);
+  const grace = Math.max(0, Math.min(OWN_ROTATION_GRACE_SECONDS, Math.floor(graceSeconds)));
+  return await rotateKey(deps, key, grace);
+}
+
+/** Revokes one of the user's keys and its tokens; resolves to how many tokens ended. */
+export async function revokeOwnKey(deps: ChangeDeps, user: User, keyId: number): Promise<number> {
+  const key = await findOwnKey(deps, user, keyId);
+  return await revokeKey(deps, key) ?? 0;
+}
+
+/** The user's tokens (never the tokens themselves), newest first. */
+export async function listOwnTokens(
+  deps: ChangeDeps,
+  user: User,
+): Promise<
+  { id: number; apiKeyId: number; issuedAt: number; expiresAt: number; state: TokenState }[]
+> {
+  return (await listUserTokens(deps.store, user, deps.clock.now())).slice(0, 200).map((token) => ({
+    id: token.id,
+    apiKeyId: token.apiKeyId,
+    issuedAt: token.issuedAt,
+    expiresAt: token.expiresAt,
+    state: token.state,
+  }));
+}
+
+/** Revokes one of the user's tokens; resolves to whether it was live. */
+export async function revokeOwnToken(
+  deps: ChangeDeps,
+  user: User,
+  tokenId: number,
+): Promise<boolean> {
+  const token = Number.isSafeInteger(tokenId)
+    ? (await deps.store.listTokensOfUser(user.id)).find((row) => row.id === tokenId)
+    : undefined;
+  if (token === undefined) {
+    throw new AuthError("not_found", `No token ${String(tokenId).slice(0, 20)} of yours`);
+  }
+  return await deps.store.revokeToken(token.id, {
+    now: deps.clock.now(),
+    audit: (done: boolean) =>
+      done
+        ? {
+          at: deps.clock.now(),
+          actor: deps.actor,
+          action: "token.revoked",
+          subject: `token:${token.id}`,
+          detail: { user: user.email },
+        }
+        : undefined,
+  });
+}
+
+/**
+ * Changes the user's password after checking the current one: every token ends.
+ * @throws {AuthError} `invalid_credentials` for a wrong current password, `invalid_request`
+ * for the new one.
+ */
+export async function changeOwnPassword(
+  deps: ChangeDeps & { hasher: Pick<PasswordHasher, "hash" | "verify"> },
+  user: User,
+  input: { current: unknown; password: unknown },
+): Promise<number> {
+  const password = toPortalPassword(input.password, user.email);
+  const current = typeof input.current === "string" ? input.current : "";
+  if (!await deps.hasher.verify(user.passwordHash, current || " ")) {
+    throw new AuthError("invalid_credentials", "The current password is wrong");
+  }
+  return await changeUserPassword(deps, user, password);
+}

@@ -1,0 +1,74 @@
+/**
+ * Settings of the developer portal (docs/portal.md; the parsers and the
+ * `PortalConfig` part of the configuration are in ../portal_settings.ts).
+ * Each row is placed in the `--help` order by `SETTINGS` in ../settings.ts.
+ *
+ * @module
+ */
+import { type Setting, setting } from "../setting.ts";
+import { parseBoolean } from "../parsers.ts";
+import {
+  parseDomains,
+  parseMailFrom,
+  parsePortalMode,
+  parsePortalOrigin,
+  parseSmtpUrl,
+} from "../portal_settings.ts";
+
+/** The developer portal's group (docs/portal.md, src/config/portal_settings.ts). */
+export const PORTAL_SETTINGS: readonly Setting[] = [
+  setting({
+    key: "portal",
+    flag: "portal",
+    env: "KEYGATE_PORTAL",
+    default: "off",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Serve the developer portal (/portal/, /api/portal/v1/) on the API listener; " +
+      "needs --smtp-url and --mail-from",
+  }),
+  setting({
+    key: "portalMode",
+    flag: "portal-mode",
+    env: "KEYGATE_PORTAL_MODE",
+    default: "open",
+    parse: parsePortalMode,
+    placeholder: "open|domains|approval|invite",
+    description: "Who may open an account: anyone, --portal-domains only, anyone once an " +
+      "operator approves, or only whom an operator invites",
+  }),
+  setting({
+    key: "portalDomains",
+    flag: "portal-domains",
+    env: "KEYGATE_PORTAL_DOMAINS",
+    parse: parseDomains,
+    placeholder: "DOMAIN,…",
+    description: "With --portal-mode domains: the e-mail domains that may sign up",
+  }),
+  setting({
+    key: "smtpUrl",
+    flag: "smtp-url",
+    env: "KEYGATE_SMTP_URL",
+    parse: parseSmtpUrl,
+    placeholder: "URL",
+    description: "The portal's mail server: smtp://[USER:PASSWORD@]HOST[:PORT] (STARTTLS " +
+      "required) or smtps://… (TLS)",
+  }),
+  setting({
+    key: "mailFrom",
+    flag: "mail-from",
+    env: "KEYGATE_MAIL_FROM",
+    parse: parseMailFrom,
+    placeholder: "ADDRESS",
+    description: "The From address of the portal's mail",
+  }),
+  setting({
+    key: "portalOrigin",
+    flag: "portal-origin",
+    env: "KEYGATE_PORTAL_ORIGIN",
+    parse: parsePortalOrigin,
+    placeholder: "URL",
+    description: "The portal's public origin (https://HOST[:PORT]): links in mail, and the " +
+      "only Origin its changes accept; default: the request's own",
+  }),
+];

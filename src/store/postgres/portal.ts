@@ -1,0 +1,214 @@
+/**
+ * The developer portal's tables on PostgreSQL (portal_schema.ts): accounts, one-time codes,
+ * sessions and the mail outbox, with the same rules as on SQLite (sqlite/portal.ts). A write
+ * that enables a user or replaces its password records the user's grant change.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import { StoreConflict } from "../errors.ts";
+import type {
+  GrantScope,
+  NewMail,
+  OutboxMail,
+  PortalAccountState,
+  PortalCode,
+  PortalCodePurpose,
+  PortalStore,
+} from "../store.ts";
+import { type Row, toUser } from "../rows.ts";
+import type { PgContext } from "./db.ts";
+import { raiseCutoff } from "./users.ts";
+
+function toPortalCode(row: Row): PortalCode {
+  return {
+    id: Number(row.id),
+    userId: Number(row.user_id),
+    purpose: row.purpose as PortalCodePurpose,
+    codeHash: new Uint8Array(row.code_hash as Uint8Array),
+    createdAt: Number(row.created_at),
+    expiresAt: Number(row.expires_at),
+    attempts: Number(row.attempts),
+    usedAt: row.used_at === null ? null : Number(row.used_at),
+  };
+}
+
+function toOutboxMail(row: Row): OutboxMail {
+  return {
+    id: Number(row.id),
+    recipient: row.recipient as string,
+    subject: row.subject as string,
+    text: row.body as string,
+    createdAt: Number(row.created_at),
+    attempts: Number(row.attempts),
+  };
+}
+
+async function queue(tx: postgres.TransactionSql, mail: NewMail, now: number): Promise<void> {
+  await tx`INSERT INTO mail_outbox (recipient, subject, body, created_at, next_attempt_at)
+    VALUES (${mail.recipient}, ${mail.subject}, ${mail.text}, ${now}, ${now})`;
+}
+
+async function setState(
+  tx: postgres.TransactionSql,
+  userId: number,
+  state: PortalAccountState,
+  now: number,
+): Promise<void> {
+  await tx`UPDATE portal_accounts SET state = ${state}, updated_at = ${now}
+    WHERE user_id = ${userId}`;
+  if (state === "active") {
+    await tx`UPDATE users SET disabled = 0, updated_at = ${now} WHERE id = ${userId} AND disabled = 1`;
+  }
+}
+
+const NONE: readonly GrantScope[] = [];
+
+export function createPortalMethods(db: PgContext): PortalStore {
+  const userScope = (userId: number): readonly GrantScope[] => [{ kind: "user", id: userId }];
+  return {
+    async findPortalAccount(userId) {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM portal_accounts WHERE user_id = ${userId}`
+      );
+      return row && {
+        userId: Number(row.user_id),
+        state: row.state as PortalAccountState,
+        createdAt: Number(row.created_at),
+      };
+    },
+    insertPortalUser(user, { now, audit, state, code, mail }) {
+      return db.write(async (tx) => {
+        const [row] = await tx<Row[]>`
+          INSERT INTO users (email, password_hash, token_timeout_seconds, disabled, created_at,
+            updated_at)
+          VALUES (${user.email}, ${user.passwordHash}, ${user.tokenTimeoutSeconds},
+            ${state === "active" ? 0 : 1}, ${now}, ${now})
+          RETURNING *`;
+        const added = toUser(row);
+        await tx`INSERT INTO portal_accounts (user_id, state, created_at, updated_at)
+          VALUES (${added.id}, ${state}, ${now}, ${now})`;
+        if (code !== undefined) {
+          await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at)
+            VALUES (${added.id}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt})`;
+        }
+        await queue(tx, mail, now);
+        return added;
+      }, { audit, ends: () => NONE });
+    },
+    async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
+      await db.write(async (tx) => {
+        await tx`UPDATE portal_codes SET used_at = ${now}
+          WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL`;
+        await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at)
+          VALUES (${userId}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt})`;
+        if (passwordHash !== undefined) {
+          await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
+            WHERE id = ${userId}`;
+        }
+        await queue(tx, mail, now);
+      }, { audit, ends: () => passwordHash === undefined ? NONE : userScope(userId) });
+    },
+    async insertMail(mail, { now, audit }) {
+      await db.write((tx) => queue(tx, mail, now), { audit, ends: () => NONE });
+    },
+    async findPortalCode(userId, purpose, now) {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM portal_codes WHERE user_id = ${userId} AND purpose = ${purpose}
+          AND used_at IS NULL AND expires_at > ${now} ORDER BY id DESC LIMIT 1`
+      );
+      return row && toPortalCode(row);
+    },
+    recordPortalCodeAttempt(codeId, { audit }) {
+      return db.write(async (tx) => {
+        const [row] = await tx<Row[]>`UPDATE portal_codes SET attempts = attempts + 1
+          WHERE id = ${codeId} RETURNING attempts`;
+        return row === undefined ? 0 : Number(row.attempts);
+      }, { audit, ends: () => NONE });
+    },
+    usePortalCode(codeId, { now, audit, state, passwordHash, mail }) {
+      let userId = 0;
+      return db.write(async (tx) => {
+        const [used] = await tx<Row[]>`UPDATE portal_codes SET used_at = ${now}
+          WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id`;
+        if (used === undefined) throw new StoreConflict("The code was used meanwhile");
+        userId = Number(used.user_id);
+        if (state !== undefined) await setState(tx, userId, state, now);
+        let ended = 0;
+        if (passwordHash !== undefined) {
+          await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
+            WHERE id = ${userId}`;
+          ended = await raiseCutoff(tx, userId, now);
+          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
+        }
+        if (mail !== undefined) await queue(tx, mail, now);
+        return ended;
+      }, {
+        audit,
+        ends: () => state === "active" || passwordHash !== undefined ? userScope(userId) : NONE,
+      });
+    },
+    async updatePortalState(userId, { now, audit, state, mail }) {
+      await db.write(async (tx) => {
+        await setState(tx, userId, state, now);
+        if (mail !== undefined) await queue(tx, mail, now);
+      }, { audit, ends: () => state === "active" ? userScope(userId) : NONE });
+    },
+    async insertPortalSession(idHash, { now, audit, userId, expiresAt }) {
+      await db.write(async (tx) => {
+        await tx`DELETE FROM portal_sessions WHERE id_hash IN (
+          SELECT id_hash FROM portal_sessions WHERE expires_at <= ${now} LIMIT 100)`;
+        await tx`INSERT INTO portal_sessions (id_hash, user_id, created_at, expires_at)
+          VALUES (${idHash}, ${userId}, ${now}, ${expiresAt})`;
+      }, { audit, ends: () => NONE });
+    },
+    async findPortalSession(idHash, now) {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM portal_sessions WHERE id_hash = ${idHash}
+          AND expires_at > ${now}`
+      );
+      return row && {
+        userId: Number(row.user_id),
+        createdAt: Number(row.created_at),
+        expiresAt: Number(row.expires_at),
+      };
+    },
+    deletePortalSession(idHash, { audit }) {
+      return db.write(async (tx) => {
+        const rows = await tx`DELETE FROM portal_sessions WHERE id_hash = ${idHash} RETURNING 1`;
+        return rows.length === 1;
+      }, { audit, ends: () => NONE });
+    },
+    claimMail(now, { limit, leaseMs }) {
+      return db.write(async (tx) => {
+        // SKIP LOCKED: two instances sending at once claim different messages.
+        const rows = await tx<Row[]>`
+          UPDATE mail_outbox SET attempts = attempts + 1, next_attempt_at = ${now + leaseMs}
+          WHERE id IN (
+            SELECT id FROM mail_outbox WHERE next_attempt_at IS NOT NULL
+              AND next_attempt_at <= ${now}
+            ORDER BY next_attempt_at, id LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+          RETURNING *`;
+        return rows.map(toOutboxMail).sort((a, b) => a.id - b.id);
+      }, { ends: () => NONE });
+    },
+    async markMailSent(id, now) {
+      await db.write(async (tx) => {
+        await tx`UPDATE mail_outbox SET sent_at = ${now}, next_attempt_at = NULL, body = '',
+          last_error = NULL WHERE id = ${id}`;
+      }, { ends: () => NONE });
+    },
+    async markMailFailed(id, { nextAttemptAt, error }) {
+      await db.write(async (tx) => {
+        await tx`UPDATE mail_outbox SET next_attempt_at = ${nextAttemptAt},
+          last_error = ${error.slice(0, 500)} WHERE id = ${id}`;
+      }, { ends: () => NONE });
+    },
+    async countQueuedMail() {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT count(*) AS n FROM mail_outbox WHERE next_attempt_at IS NOT NULL`
+      );
+      return Number(row.n);
+    },
+  };
+}

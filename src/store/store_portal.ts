@@ -1,0 +1,146 @@
+/**
+ * The developer portal's part of the store contract (`PortalStore`, part of `Store` in
+ * store.ts) and its row types: portal accounts and their states, one-time codes (stored as
+ * digests, with an expiry and an attempt count), portal sessions (stored as digests) and the
+ * mail outbox, which every change that mails is written with, in its own transaction.
+ *
+ * @module
+ */
+import type { AuditedChange, NewUser, User } from "./store_types.ts";
+
+/** Where a portal account stands: only `active` accounts may sign in or hold keys. */
+export type PortalAccountState = "pending_verification" | "pending_approval" | "active";
+
+/** What a one-time code is for. */
+export type PortalCodePurpose = "verify" | "reset";
+
+/** A user's portal account row (users an operator added have none). */
+export interface PortalAccount {
+  userId: number;
+  state: PortalAccountState;
+  createdAt: number;
+}
+
+/** A one-time code to store: its digest only. */
+export interface NewPortalCode {
+  purpose: PortalCodePurpose;
+  /** SHA-256 of the code, bound to its user (see src/auth/portal/codes.ts). */
+  codeHash: Uint8Array;
+  expiresAt: number;
+}
+
+/** A stored one-time code. */
+export interface PortalCode extends NewPortalCode {
+  id: number;
+  userId: number;
+  createdAt: number;
+  /** Wrong codes tried against it; the domain refuses it past its limit. */
+  attempts: number;
+  usedAt: number | null;
+}
+
+/** A message to queue in the outbox. */
+export interface NewMail {
+  recipient: string;
+  subject: string;
+  /** Plain-text body; cleared once the message is sent. */
+  text: string;
+}
+
+/** A queued message the mailer claimed, with its id (its Message-ID is derived from it). */
+export interface OutboxMail extends NewMail {
+  id: number;
+  createdAt: number;
+  /** Sends tried so far, this one included. */
+  attempts: number;
+}
+
+/** A portal session, found by its id's digest. */
+export interface PortalSession {
+  userId: number;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** What a spent code changes, beside marking it used (see {@link PortalStore.usePortalCode}). */
+export interface CodeUse {
+  /** The account's new state; `active` also enables the user. */
+  state?: PortalAccountState;
+  /** A new password hash: moves the user's cutoff (every token ends) and ends portal sessions. */
+  passwordHash?: string;
+  /** A message queued in the same transaction. */
+  mail?: NewMail;
+}
+
+/** The portal's accounts, codes, sessions and outbox. Part of `Store`. */
+export interface PortalStore {
+  findPortalAccount(userId: number): Promise<PortalAccount | undefined>;
+  /**
+   * Adds a user (disabled until its account is `active`) with its portal account, its
+   * first code and its mail, in one transaction.
+   * @throws {StoreConflict} when the e-mail is taken (nothing written).
+   */
+  insertPortalUser(
+    user: NewUser,
+    change: AuditedChange<User> & {
+      state: PortalAccountState;
+      code?: NewPortalCode;
+      mail: NewMail;
+    },
+  ): Promise<User>;
+  /**
+   * Ends the user's unused codes of the same purpose, stores `code` and queues `mail`, in one
+   * transaction; with `passwordHash` (a sign-up repeated while unverified), replaces the hash.
+   */
+  replacePortalCode(
+    userId: number,
+    change: AuditedChange<void> & { code: NewPortalCode; mail: NewMail; passwordHash?: string },
+  ): Promise<void>;
+  /** Queues a message on its own (a notice), with its audit entries. */
+  insertMail(mail: NewMail, change: AuditedChange<void>): Promise<void>;
+  /** The user's newest code of `purpose` that is unused and unexpired at `now`. */
+  findPortalCode(
+    userId: number,
+    purpose: PortalCodePurpose,
+    now: number,
+  ): Promise<PortalCode | undefined>;
+  /** Counts a wrong code against a code; resolves to its attempts now. */
+  recordPortalCodeAttempt(codeId: number, change: AuditedChange<number>): Promise<number>;
+  /**
+   * Spends a code and makes its change ({@link CodeUse}) in one transaction; resolves to how
+   * many live tokens a new password ended.
+   * @throws {StoreConflict} when the code was used meanwhile (nothing written).
+   */
+  usePortalCode(codeId: number, change: AuditedChange<number> & CodeUse): Promise<number>;
+  /** Sets an account's state (an operator's approval); `active` also enables the user. */
+  updatePortalState(
+    userId: number,
+    change: AuditedChange<void> & { state: PortalAccountState; mail?: NewMail },
+  ): Promise<void>;
+  /** Stores a session by its id's digest; deletes the expired ones at `now`. */
+  insertPortalSession(
+    idHash: Uint8Array,
+    change: AuditedChange<void> & { userId: number; expiresAt: number },
+  ): Promise<void>;
+  /** The session with this digest, unexpired at `now`. */
+  findPortalSession(idHash: Uint8Array, now: number): Promise<PortalSession | undefined>;
+  /** Ends one session (sign-out); resolves to whether it existed. */
+  deletePortalSession(idHash: Uint8Array, change: AuditedChange<boolean>): Promise<boolean>;
+  /**
+   * Claims up to `limit` queued messages due at `now` for sending: counts the attempt and
+   * holds each until `now + leaseMs` (another sender, or this one after a crash, then retries).
+   */
+  claimMail(now: number, options: { limit: number; leaseMs: number }): Promise<OutboxMail[]>;
+  /** Marks a message sent and clears its body. */
+  markMailSent(id: number, now: number): Promise<void>;
+  /**
+   * A send failed: retry at `nextAttemptAt`, or never (`null`: given up); `error` is kept
+   * for operators (without credentials).
+   */
+  markMailFailed(
+    id: number,
+    failure: { now: number; nextAttemptAt: number | null; error: string },
+  ): Promise<void>;
+  /** Queued messages not yet sent nor given up (for metrics and tests). */
+  countQueuedMail(): Promise<number>;
+}

@@ -1,0 +1,137 @@
+/**
+ * The portal's test rig: the real handler with the portal on, over the test store, a real
+ * SMTP server and the real mailer, and a small client that keeps the session cookie and the
+ * CSRF token as a browser page would.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  createPortalThrottle,
+  type PortalThrottleRules,
+} from "../../src/auth/portal/portal_throttle.ts";
+import type { SignUpMode } from "../../src/auth/portal/accounts.ts";
+import { startMailer } from "../../src/server/start_mailer.ts";
+import { BASE, createTestApp, type TestApp, testCertificate } from "../_helpers.ts";
+import { startTestSmtp, type TestSmtp } from "./_smtp.ts";
+import { silentLogger } from "../../src/platform/logger.ts";
+import { systemClock } from "../../src/platform/clock.ts";
+import { createHandler } from "../../src/http/app.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+
+const hasher = createPasswordHasher();
+
+export const ORIGIN = BASE;
+
+/** The rig. */
+export interface PortalRig extends AsyncDisposable {
+  app: TestApp;
+  smtp: TestSmtp;
+  /** A JSON request to the portal's API (`/api/portal/v1` + `path`). */
+  api(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<Response>;
+  /** A client with its own cookie jar. */
+  browser(): PortalBrowser;
+}
+
+/** A client that keeps the session cookie and CSRF token. */
+export interface PortalBrowser {
+  cookie?: string;
+  csrf?: string;
+  call(method: string, path: string, body?: unknown): Promise<Response>;
+  signIn(email: string, password: string): Promise<void>;
+}
+
+/** Options of {@link startPortalRig}. */
+export interface PortalRigOptions {
+  mode?: SignUpMode;
+  domains?: string[];
+  throttleRules?: PortalThrottleRules;
+}
+
+/** Starts the rig. */
+export async function startPortalRig(options: PortalRigOptions = {}): Promise<PortalRig> {
+  const tls = await testCertificate();
+  const smtp = await startTestSmtp(tls);
+  let wake = () => {};
+  const app = await createTestApp().catch(async (error) => {
+    await smtp[Symbol.asyncDispose]();
+    throw error;
+  });
+  const handler = createHandler({
+    store: app.store,
+    hasher,
+    clock: app.clock,
+    logger: silentLogger,
+    defaultTimeoutSeconds: 36000,
+    portal: {
+      throttle: createPortalThrottle({
+        store: app.store,
+        clock: app.clock,
+        rules: options.throttleRules,
+      }),
+      mode: options.mode ?? "open",
+      domains: options.domains,
+      onMailQueued: () => wake(),
+    },
+  });
+  const mailer = startMailer({
+    store: app.store,
+    // Real time: the CLI (another process) queues mail at real times, the app at its fake ones.
+    clock: systemClock,
+    logger: silentLogger,
+    smtpUrl: smtp.url,
+    from: "portal@keygate.test",
+    ca: tls.cert,
+    pollMs: 100,
+  });
+  wake = mailer.wake;
+
+  function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    return handler(
+      new Request(`${BASE}/api/portal/v1${path}`, {
+        method,
+        headers: {
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          origin: ORIGIN,
+          ...headers,
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }),
+    );
+  }
+
+  return {
+    app: { ...app, handler },
+    smtp,
+    api,
+    browser() {
+      const browser: PortalBrowser = {
+        async call(method, path, body) {
+          const response = await api(method, path, body, {
+            ...(browser.cookie ? { cookie: browser.cookie } : {}),
+            ...(browser.csrf ? { "x-csrf-token": browser.csrf } : {}),
+          });
+          const set = response.headers.get("set-cookie");
+          if (set !== null) browser.cookie = set.split(";")[0];
+          return response;
+        },
+        async signIn(email, password) {
+          const response = await browser.call("POST", "/signin", { email, password });
+          assert.equal(response.status, 200, await response.clone().text());
+          browser.csrf = (await response.json()).csrf_token;
+        },
+      };
+      return browser;
+    },
+    async [Symbol.asyncDispose]() {
+      await mailer[Symbol.asyncDispose]();
+      await smtp[Symbol.asyncDispose]();
+      await app[Symbol.asyncDispose]();
+    },
+  };
+}

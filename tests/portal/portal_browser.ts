@@ -1,0 +1,173 @@
+/**
+ * The developer portal in headless Chromium (Debian's `chromium`, driven by playwright-core),
+ * over the real handler on real TLS, a real SMTP server and the real mailer: a developer signs
+ * up, reads the mail, verifies through the link's page (which needs a click: a POST), signs in,
+ * creates a key (shown once), gets a token from POST /api/userservice/tokens with it, makes a
+ * secure request, forgets the password, reads the mail, sets a new password, and the old
+ * token is refused. No page may log an error or a Content-Security-Policy violation.
+ *
+ * Screenshots go to a temporary folder; with KEYGATE_SCREENSHOTS=docs/images they replace
+ * the ones in the docs.
+ *
+ * Not a `_test.ts` file: playwright-core needs --allow-all, so portal_browser_test.ts runs
+ * this file in a `deno test --allow-all` process of its own.
+ */
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { chromium, type Page } from "playwright-core";
+import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
+import { createHandler } from "../../src/http/app.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { systemClock } from "../../src/platform/clock.ts";
+import { silentLogger } from "../../src/platform/logger.ts";
+import { startMailer } from "../../src/server/start_mailer.ts";
+import { openTestStore, startTlsServer, testCertificate } from "../_helpers.ts";
+import { readCode, startTestSmtp } from "./_smtp.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+
+function watchErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on("console", (message) => {
+    // A refused sign-in before verification is an expected 401 the page shows.
+    if (message.type() === "error" && !/status of 40[13]/.test(message.text())) {
+      errors.push(message.text());
+    }
+  });
+  page.on("pageerror", (error) => errors.push(String(error)));
+  return errors;
+}
+
+Deno.test({
+  name: "[portal] a developer signs up, verifies, makes a key and a token, resets the password",
+  ignore: !existsSync(CHROMIUM) && Deno.env.get("CI") !== "true",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const shots = Deno.env.get("KEYGATE_SCREENSHOTS") ??
+      await Deno.makeTempDir({ prefix: "keygate-portal-shots-" });
+    await Deno.mkdir(shots, { recursive: true });
+    const tls = await testCertificate();
+    await using opened = await openTestStore();
+    const store = opened.store;
+    const clock = systemClock;
+    await using smtp = await startTestSmtp(tls);
+    const hasher = createPasswordHasher({ workers: 1 });
+    let wake = () => {};
+    await using api = await startTlsServer(createHandler({
+      store,
+      clock,
+      logger: silentLogger,
+      hasher,
+      defaultTimeoutSeconds: 36000,
+      portal: {
+        throttle: createPortalThrottle({ store, clock }),
+        mode: "open",
+        onMailQueued: () => wake(),
+      },
+    }));
+    await using mailer = startMailer({
+      store,
+      clock,
+      logger: silentLogger,
+      smtpUrl: smtp.url,
+      from: "portal@keygate.test",
+      ca: tls.cert,
+      pollMs: 200,
+    });
+    wake = mailer.wake;
+    const profile = await Deno.makeTempDir({ prefix: "keygate-chromium-" });
+    const context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"],
+      ignoreHTTPSErrors: true,
+      viewport: { width: 1100, height: 760 },
+    });
+    try {
+      const page = await context.newPage();
+      const errors = watchErrors(page);
+      const email = "dev@example.org";
+      const password = "correct horse battery";
+
+      // Sign up.
+      await page.goto(`${api.origin}/portal/#signup`);
+      await page.fill("#sign-up #email", email);
+      await page.fill("#sign-up #password", password);
+      await page.screenshot({ path: `${shots}/portal-sign-up.png` });
+      await page.click("#sign-up-submit");
+      await page.waitForSelector("#sign-up-status:has-text('on its way')");
+
+      // Read the mail; open its link: the page asks for a click (a POST) before it verifies.
+      const mail = await smtp.waitFor(email, "Verify");
+      const link = /https:\/\/\S+\/portal\/verify\?\S+/.exec(mail.body)![0];
+      assert.ok(link.startsWith(api.origin), link);
+      await page.goto(link);
+      assert.equal(await page.inputValue("#verify #code"), readCode(mail));
+      assert.equal((await store.findUserByEmail(email))?.disabled, true, "not verified by a GET");
+      await page.screenshot({ path: `${shots}/portal-verify.png` });
+      await page.click("#verify-submit");
+      await page.waitForSelector("#verify-status:has-text('verified')");
+
+      // Sign in, create a key.
+      await page.goto(`${api.origin}/portal/`);
+      await page.fill("#sign-in #email", email);
+      await page.fill("#sign-in #password", password);
+      await page.click("#sign-in-submit");
+      await page.waitForSelector("#create-key");
+      await page.fill("#create-key #label", "billing service");
+      await page.click("#create-key-submit");
+      const apiKey = (await page.textContent("#new-key-value"))!.trim();
+      assert.match(apiKey, /^[0-9a-f-]{36}$/);
+      await page.waitForSelector("#keys tr:has-text('billing service')");
+      await page.screenshot({ path: `${shots}/portal-keys.png` });
+
+      // A token with that key, and a secure request.
+      const login = await fetch(`${api.origin}/api/userservice/tokens`, {
+        method: "POST",
+        client: api.client,
+        headers: { "content-type": "application/json", accept: "application/json" },
+        body: JSON.stringify({ auth_request: { user: { email, password }, api_key: apiKey } }),
+      });
+      assert.equal(login.status, 200, await login.clone().text());
+      const token = (await login.json()).auth_response.access_token;
+      const secure = (t: string) =>
+        fetch(`${api.origin}/api/secure/userservice/tokens/current?api_key=${apiKey}`, {
+          client: api.client,
+          headers: { authorization: `Bearer ${t}`, accept: "application/json" },
+        });
+      let response = await secure(token);
+      assert.equal(response.status, 200, await response.clone().text());
+      await response.body?.cancel();
+
+      // Sign out, forgot password, the code from the mail, a new password.
+      await page.click("#sign-out");
+      await page.waitForSelector("#sign-in");
+      await page.click("a[href='#forgot']");
+      await page.fill("#forgot #email", email);
+      await page.click("#forgot-submit");
+      await page.waitForSelector("#reset");
+      const reset = await smtp.waitFor(email, "Reset");
+      await page.fill("#reset #code", readCode(reset));
+      await page.fill("#reset #password", "a brand new passphrase");
+      await page.screenshot({ path: `${shots}/portal-reset.png` });
+      await page.click("#reset-submit");
+      await page.waitForSelector("#reset-status:has-text('every access token ended')");
+      await smtp.waitFor(email, "password was changed");
+
+      response = await secure(token);
+      assert.equal(response.status, 401, "the old token is refused");
+      await response.body?.cancel();
+      assert.deepEqual(errors, []);
+      assert.equal(
+        smtp.received.some((m) => m.raw.includes(apiKey)),
+        false,
+        "a key is never mailed",
+      );
+    } finally {
+      await context.close();
+      await Deno.remove(profile, { recursive: true });
+      hasher.close();
+    }
+  },
+});

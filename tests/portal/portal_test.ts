@@ -1,0 +1,347 @@
+/**
+ * The developer portal end to end over the real handler, the test store (both backends),
+ * a real SMTP server and the real mailer: the whole path, the modes, CSRF and sessions, and
+ * hostile input.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { afterExternalWrite, issueToken, secureGet } from "../_helpers.ts";
+import { runAdminProcess } from "../_admin.ts";
+import { readCode } from "./_smtp.ts";
+import { ORIGIN, startPortalRig } from "./_portal.ts";
+
+const PASSWORD = "correct horse battery";
+const NEW_PASSWORD = "another long secret 42";
+
+async function json(response: Response) {
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  return await response.json();
+}
+
+Deno.test("[e2e] portal: sign up, verify by mail, sign in, key, token, forgot, reset ends the token", async () => {
+  await using rig = await startPortalRig();
+  const email = "dev@example.org";
+  let response = await rig.api("POST", "/signup", { email, password: PASSWORD });
+  assert.equal(response.status, 202);
+  assert.equal((await json(response)).status, "accepted");
+  const user = await rig.app.store.findUserByEmail(email);
+  assert.equal(user?.disabled, true, "unusable until verified");
+  assert.equal((await rig.app.store.findPortalAccount(user!.id))?.state, "pending_verification");
+
+  const mail = await rig.smtp.waitFor(email, "Verify");
+  const code = readCode(mail);
+  assert.match(mail.body, /\/portal\/verify\?email=dev%40example\.org&code=/);
+  const browser = rig.browser();
+  response = await browser.call("POST", "/signin", { email, password: PASSWORD });
+  assert.equal(response.status, 401, "no sign-in before verification");
+  await response.body?.cancel();
+
+  response = await rig.api("POST", "/verify", { email, code: "AAAAA-BBBBB" });
+  assert.equal(response.status, 400);
+  assert.equal((await json(response)).error.code, "invalid_request");
+  response = await rig.api("POST", "/verify", { email, code: code.toLowerCase() });
+  assert.equal(response.status, 200);
+  assert.deepEqual(await json(response), { state: "active" });
+  response = await rig.api("POST", "/verify", { email, code });
+  assert.equal(response.status, 400, "a code works once");
+  await response.body?.cancel();
+
+  await browser.signIn(email, PASSWORD);
+  assert.match(
+    browser.cookie!,
+    /^__Host-keygate_portal=[A-Za-z0-9_-]{43}$/,
+  );
+  response = await browser.call("POST", "/keys", { label: "my app" });
+  assert.equal(response.status, 201);
+  const created = await json(response);
+  assert.equal(created.key.label, "my app");
+  assert.match(created.api_key, /^[0-9a-f-]{36}$/);
+  assert.equal(
+    rig.smtp.received.some((m) => m.raw.includes(created.api_key)),
+    false,
+    "never mailed",
+  );
+
+  const token = await issueToken(rig.app.handler, email, PASSWORD, created.api_key);
+  response = await secureGet(
+    rig.app.handler,
+    "/api/secure/userservice/tokens/current",
+    created.api_key,
+    token,
+  );
+  assert.equal(response.status, 200);
+  await response.body?.cancel();
+
+  response = await browser.call("GET", "/tokens");
+  const tokens = (await json(response)).tokens;
+  assert.equal(tokens.length, 1);
+  assert.equal(tokens[0].state, "live");
+
+  response = await rig.api("POST", "/forgot", { email });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const reset = readCode(await rig.smtp.waitFor(email, "Reset"));
+  response = await rig.api("POST", "/reset", { email, code: reset, password: NEW_PASSWORD });
+  assert.equal(response.status, 200);
+  assert.deepEqual(await json(response), { status: "password_changed", tokens_revoked: 1 });
+  await rig.smtp.waitFor(email, "password was changed");
+
+  response = await secureGet(
+    rig.app.handler,
+    "/api/secure/userservice/tokens/current",
+    created.api_key,
+    token,
+  );
+  assert.equal(response.status, 401, "the old token is refused");
+  await response.body?.cancel();
+  response = await browser.call("GET", "/keys");
+  assert.equal(response.status, 401, "the reset ended the portal session");
+  await response.body?.cancel();
+  const actions = (await rig.app.store.listAudit()).map((r) => r.action);
+  for (
+    const action of [
+      "portal.signed_up",
+      "portal.code_failed",
+      "portal.verified",
+      "portal.signed_in",
+      "key.created",
+      "portal.reset_requested",
+      "portal.password_reset",
+    ]
+  ) assert.ok(actions.includes(action), action);
+});
+
+Deno.test("[e2e] portal: every mail goes out once, with its stored code", async () => {
+  await using rig = await startPortalRig();
+  const response = await rig.api("POST", "/signup", {
+    email: "once@example.org",
+    password: PASSWORD,
+  });
+  await response.body?.cancel();
+  await rig.smtp.waitFor("once@example.org", "Verify");
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(rig.smtp.received.length, 1);
+  assert.equal(await rig.app.store.countQueuedMail(), 0);
+});
+
+Deno.test("[e2e] portal: sign-up, sign-in and forgot answer alike for known and unknown e-mails", async () => {
+  await using rig = await startPortalRig();
+  const known = "known@example.org";
+  const response = await rig.api("POST", "/signup", { email: known, password: PASSWORD });
+  await response.body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(known, "Verify"));
+  (await rig.api("POST", "/verify", { email: known, code })).body?.cancel();
+
+  async function answer(method: string, path: string, body: unknown) {
+    const r = await rig.api(method, path, body);
+    const headers = [...r.headers].filter(([name]) => !["date", "x-request-id"].includes(name));
+    return { status: r.status, headers, body: await r.text() };
+  }
+  for (
+    const [path, body] of [
+      ["/signup", (email: string) => ({ email, password: PASSWORD })],
+      ["/signin", (email: string) => ({ email, password: "wrong password!" })],
+      ["/forgot", (email: string) => ({ email })],
+    ] as const
+  ) {
+    const a = await answer("POST", path, body(known));
+    const b = await answer("POST", path, body("nobody@example.org"));
+    assert.deepEqual(a, b, path);
+    assert.ok(a.status === 202 || a.status === 401, `${path}: ${a.status}`);
+  }
+  // The known address learns by mail that someone tried to sign up.
+  await rig.smtp.waitFor(known, "already have an account");
+});
+
+Deno.test("[e2e] portal: domains mode takes the listed domains only", async () => {
+  await using rig = await startPortalRig({ mode: "domains", domains: ["example.org"] });
+  let response = await rig.api("POST", "/signup", { email: "a@other.org", password: PASSWORD });
+  assert.equal(response.status, 403);
+  assert.equal((await json(response)).error.code, "forbidden");
+  assert.equal(await rig.app.store.findUserByEmail("a@other.org"), undefined);
+  response = await rig.api("POST", "/signup", { email: "a@example.org", password: PASSWORD });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  await rig.smtp.waitFor("a@example.org", "Verify");
+});
+
+Deno.test("[e2e] portal: approval mode waits for an operator, invite mode takes no sign-up", async () => {
+  {
+    await using rig = await startPortalRig({ mode: "approval" });
+    const email = "wait@example.org";
+    (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+    const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+    let response = await rig.api("POST", "/verify", { email, code });
+    assert.deepEqual(await json(response), { state: "pending_approval" });
+    response = await rig.api("POST", "/signin", { email, password: PASSWORD });
+    assert.equal(response.status, 401);
+    await response.body?.cancel();
+    // The operator approves through the admin CLI, as a process (docs/portal.md).
+    const run = await runAdminProcess(rig.app.dbPath, [
+      "portal",
+      "approve",
+      email.toUpperCase(),
+      "--origin",
+      ORIGIN,
+    ]);
+    assert.equal(run.code, 0, run.err);
+    assert.match(run.out, /Approved wait@example\.org/);
+    await afterExternalWrite(rig.app.dbPath);
+    const again = await runAdminProcess(rig.app.dbPath, ["portal", "approve", email]);
+    assert.equal(again.code, 1);
+    assert.match(again.err, /the account is active/);
+    await rig.smtp.waitFor(email, "approved");
+    assert.ok((await rig.app.store.listAudit()).some((r) => r.action === "portal.approved"));
+    await rig.browser().signIn(email, PASSWORD);
+  }
+  {
+    await using rig = await startPortalRig({ mode: "invite" });
+    const response = await rig.api("POST", "/signup", {
+      email: "x@example.org",
+      password: PASSWORD,
+    });
+    assert.equal(response.status, 403);
+    assert.equal((await json(response)).error.code, "forbidden");
+  }
+});
+
+Deno.test("[e2e] portal: changes need the session's CSRF token and the portal's Origin", async () => {
+  await using rig = await startPortalRig();
+  const email = "csrf@example.org";
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  const browser = rig.browser();
+  await browser.signIn(email, PASSWORD);
+  const cookie = browser.cookie!;
+  let response = await rig.api("POST", "/keys", { label: "x" }, { cookie });
+  assert.equal(response.status, 403);
+  assert.equal((await json(response)).error.code, "csrf_failed");
+  response = await rig.api("POST", "/keys", { label: "x" }, {
+    cookie,
+    "x-csrf-token": browser.csrf!,
+    origin: "https://evil.example",
+  });
+  assert.equal(response.status, 403);
+  await response.body?.cancel();
+  response = await rig.app.handler(
+    new Request(`${ORIGIN}/api/portal/v1/keys`, {
+      method: "POST",
+      headers: {
+        cookie,
+        "x-csrf-token": browser.csrf!,
+        "content-type": "application/x-www-form-urlencoded",
+      },
+      body: "label=x",
+    }),
+  );
+  assert.equal(response.status, 415);
+  await response.body?.cancel();
+  assert.equal((await rig.app.store.listApiKeys()).length, 0, "no key made");
+  response = await browser.call("POST", "/signout", {});
+  assert.equal(response.status, 204);
+  assert.match(response.headers.get("set-cookie")!, /Max-Age=0/);
+  response = await rig.api("GET", "/keys", undefined, { cookie });
+  assert.equal(response.status, 401, "signed out");
+  await response.body?.cancel();
+});
+
+Deno.test("[e2e] portal: sessions expire", async () => {
+  await using rig = await startPortalRig();
+  const email = "expire@example.org";
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  const browser = rig.browser();
+  await browser.signIn(email, PASSWORD);
+  let response = await browser.call("GET", "/session");
+  assert.equal((await json(response)).email, email);
+  rig.app.clock.advance(8 * 3_600_000);
+  response = await browser.call("GET", "/session");
+  assert.equal(response.status, 401);
+  assert.equal((await json(response)).error.code, "not_signed_in");
+});
+
+Deno.test("[e2e] portal: hostile input gets 4xx JSON", async () => {
+  await using rig = await startPortalRig();
+  const cases: [Request, number][] = [
+    [
+      new Request(`${ORIGIN}/api/portal/v1/signup`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{",
+      }),
+      400,
+    ],
+    [
+      new Request(`${ORIGIN}/api/portal/v1/signup`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"email":"a@b.org","password":"x","admin":true}',
+      }),
+      400,
+    ],
+    [
+      new Request(`${ORIGIN}/api/portal/v1/signup`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"email":"a@b.org","password":"password123"}',
+      }),
+      400,
+    ],
+    [
+      new Request(`${ORIGIN}/api/portal/v1/signup`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "a\u202e@b.org", password: PASSWORD }),
+      }),
+      400,
+    ],
+    [
+      new Request(`${ORIGIN}/api/portal/v1/signin`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"email":1,"password":2}',
+      }),
+      400,
+    ],
+    [new Request(`${ORIGIN}/api/portal/v1/nothing`), 404],
+    [new Request(`${ORIGIN}/api/portal/v1/signup`), 405],
+    [
+      new Request(`${ORIGIN}/api/portal/v1/keys/abc`, {
+        method: "DELETE",
+        headers: { cookie: "__Host-keygate_portal=x" },
+      }),
+      401,
+    ],
+    [
+      new Request(`${ORIGIN}/api/portal/v1/signup`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "x".repeat(20_000),
+      }),
+      413,
+    ],
+  ];
+  for (const [request, status] of cases) {
+    const response = await rig.app.handler(request);
+    assert.equal(response.status, status, `${request.method} ${request.url}`);
+    const body = await json(response);
+    assert.equal(typeof body.error.code, "string");
+  }
+  assert.equal(await rig.app.store.countRows("users"), 0);
+});
+
+Deno.test("[e2e] GET /portal/ serves the page with a strict policy", async () => {
+  await using rig = await startPortalRig();
+  for (const path of ["/portal/", "/portal/verify?email=a%40b.org&code=X", "/portal/portal.js"]) {
+    const response = await rig.app.handler(
+      new Request(`${ORIGIN}${path}`, { headers: { accept: "text/html" } }),
+    );
+    assert.equal(response.status, 200, path);
+    assert.match(response.headers.get("content-security-policy")!, /script-src 'self'/);
+    assert.equal(response.headers.get("referrer-policy"), "no-referrer");
+    await response.body?.cancel();
+  }
+});

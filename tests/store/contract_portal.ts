@@ -1,0 +1,178 @@
+/**
+ * The store contract's portal tests: accounts and their states, one-time codes, sessions and
+ * the mail outbox written in the same transaction as the change that causes it.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import { StoreConflict } from "../../src/store/errors.ts";
+import type { Store } from "../../src/store/store.ts";
+import { type ContractTest, HOUR, issue, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
+
+const MAIL = { recipient: "new@b.org", subject: "Verify", text: "Your code: ABCD-EFGH" };
+
+async function signUp(store: Store, email = "new@b.org") {
+  return await store.insertPortalUser(
+    { email, passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+    {
+      now: T0,
+      state: "pending_verification",
+      code: { purpose: "verify", codeHash: hashSecret("c1"), expiresAt: T0 + HOUR },
+      mail: MAIL,
+      audit: {
+        at: T0,
+        actor: "portal",
+        action: "portal.signed_up",
+        subject: `user:${email}`,
+        detail: {},
+      },
+    },
+  );
+}
+
+/** Registers the portal tests with the contract's `test`. */
+export function registerPortalTests(test: ContractTest): void {
+  test("insertPortalUser() adds a disabled user, its account, code, mail and audit row", async ({ store }) => {
+    const user = await signUp(store);
+    assert.equal(user.disabled, true);
+    assert.deepEqual(await store.findPortalAccount(user.id), {
+      userId: user.id,
+      state: "pending_verification",
+      createdAt: T0,
+    });
+    const code = await store.findPortalCode(user.id, "verify", T0);
+    assert.deepEqual(code?.codeHash, new Uint8Array(hashSecret("c1")));
+    assert.equal(code?.attempts, 0);
+    assert.equal(await store.findPortalCode(user.id, "verify", T0 + HOUR), undefined);
+    assert.equal(await store.countQueuedMail(), 1);
+    assert.equal(
+      (await store.listAudit()).filter((r) => r.action === "portal.signed_up").length,
+      1,
+    );
+    await assert.rejects(signUp(store), StoreConflict);
+    assert.equal(await store.countQueuedMail(), 1, "a refused sign-up queues nothing");
+  });
+
+  test("usePortalCode() spends a code once, activates the account and enables the user", async ({ store }) => {
+    const user = await signUp(store);
+    const code = (await store.findPortalCode(user.id, "verify", T0))!;
+    assert.equal(await store.recordPortalCodeAttempt(code.id, { now: T0, ...NO_AUDIT }), 1);
+    assert.equal(
+      await store.usePortalCode(code.id, { now: T0 + 1, state: "active", ...NO_AUDIT }),
+      0,
+    );
+    assert.equal((await store.findPortalAccount(user.id))?.state, "active");
+    assert.equal((await store.findUserById(user.id))?.disabled, false);
+    assert.equal(await store.findPortalCode(user.id, "verify", T0 + 2), undefined);
+    await assert.rejects(
+      store.usePortalCode(code.id, { now: T0 + 2, state: "active", ...NO_AUDIT }),
+      StoreConflict,
+    );
+  });
+
+  test("usePortalCode() with a password ends every token and portal session, and mails", async ({ store }) => {
+    const user = await signUp(store);
+    await store.updatePortalState(user.id, { now: T0, state: "active", ...NO_AUDIT });
+    const key = await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k1"), prefix: "k1", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    await issue(store, { userId: user.id, apiKeyId: key.id }, "t1");
+    await store.insertPortalSession(hashSecret("s1"), {
+      now: T0,
+      userId: user.id,
+      expiresAt: T0 + HOUR,
+      ...NO_AUDIT,
+    });
+    await store.replacePortalCode(user.id, {
+      now: T0 + 1,
+      code: { purpose: "reset", codeHash: hashSecret("r1"), expiresAt: T0 + HOUR },
+      mail: MAIL,
+      ...NO_AUDIT,
+    });
+    await store.replacePortalCode(user.id, {
+      now: T0 + 2,
+      code: { purpose: "reset", codeHash: hashSecret("r2"), expiresAt: T0 + HOUR },
+      mail: MAIL,
+      ...NO_AUDIT,
+    });
+    const code = (await store.findPortalCode(user.id, "reset", T0 + 3))!;
+    assert.deepEqual(
+      code.codeHash,
+      new Uint8Array(hashSecret("r2")),
+      "a new code ends the older ones",
+    );
+    const ended = await store.usePortalCode(code.id, {
+      now: T0 + 10,
+      passwordHash: "$argon2id$new",
+      mail: MAIL,
+      ...NO_AUDIT,
+    });
+    assert.equal(ended, 1);
+    assert.equal((await store.findUserById(user.id))?.passwordHash, "$argon2id$new");
+    assert.equal(
+      await store.findTokenGrant({
+        tokenHash: hashSecret("t1"),
+        keyHash: hashSecret("k1"),
+        now: T0 + 11,
+      }),
+      undefined,
+    );
+    assert.equal(await store.findPortalSession(hashSecret("s1"), T0 + 11), undefined);
+    assert.equal(await store.countQueuedMail(), 4);
+  });
+
+  test("portal sessions expire, end on sign-out and go with their user", async ({ store }) => {
+    const user = await signUp(store);
+    const session = { now: T0, userId: user.id, expiresAt: T0 + HOUR, ...NO_AUDIT };
+    await store.insertPortalSession(hashSecret("s1"), session);
+    await store.insertPortalSession(hashSecret("s2"), session);
+    assert.deepEqual(await store.findPortalSession(hashSecret("s1"), T0 + 1), {
+      userId: user.id,
+      createdAt: T0,
+      expiresAt: T0 + HOUR,
+    });
+    assert.equal(await store.findPortalSession(hashSecret("s1"), T0 + HOUR), undefined);
+    assert.equal(await store.deletePortalSession(hashSecret("s1"), { now: T0, ...NO_AUDIT }), true);
+    assert.equal(
+      await store.deletePortalSession(hashSecret("s1"), { now: T0, ...NO_AUDIT }),
+      false,
+    );
+    await store.deleteUser(user.id, { now: T0, ...NO_AUDIT });
+    assert.equal(await store.findPortalSession(hashSecret("s2"), T0 + 1), undefined);
+    assert.equal(await store.findPortalAccount(user.id), undefined);
+  });
+
+  test("claimMail() leases due messages; sent ones are cleared, failed ones wait", async ({ store }) => {
+    await store.insertMail(MAIL, { now: T0, ...NO_AUDIT });
+    await store.insertMail({ ...MAIL, subject: "Second" }, { now: T0 + 1, ...NO_AUDIT });
+    assert.deepEqual(await store.claimMail(T0 - 1, { limit: 10, leaseMs: 1000 }), []);
+    const claimed = await store.claimMail(T0 + 1, { limit: 10, leaseMs: 1000 });
+    assert.deepEqual(claimed.map((m) => [m.subject, m.text, m.attempts]), [
+      ["Verify", MAIL.text, 1],
+      ["Second", MAIL.text, 1],
+    ]);
+    assert.deepEqual(await store.claimMail(T0 + 2, { limit: 10, leaseMs: 1000 }), [], "leased");
+    await store.markMailSent(claimed[0].id, T0 + 3);
+    await store.markMailFailed(claimed[1].id, {
+      now: T0 + 3,
+      nextAttemptAt: T0 + 5000,
+      error: "x",
+    });
+    assert.equal(await store.countQueuedMail(), 1);
+    assert.deepEqual(await store.claimMail(T0 + 4999, { limit: 10, leaseMs: 1000 }), []);
+    const retried = await store.claimMail(T0 + 5000, { limit: 10, leaseMs: 1000 });
+    assert.deepEqual(retried.map((m) => [m.id, m.text, m.attempts]), [[
+      claimed[1].id,
+      MAIL.text,
+      2,
+    ]]);
+    await store.markMailFailed(claimed[1].id, {
+      now: T0 + 3,
+      nextAttemptAt: null,
+      error: "gave up",
+    });
+    assert.equal(await store.countQueuedMail(), 0);
+  });
+}
