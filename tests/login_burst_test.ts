@@ -233,7 +233,7 @@ Deno.test({
       // the bound's worth of hashes (more if hashes slowed down meanwhile), not a constant 1 s.
       // Where the connections' handshakes pace the logins below the hashing rate (a quiet machine),
       // the queue never reaches the bound and all 2,000 are admitted: then there is no refusal to
-      // look at here, and tests/passwords_test.ts pins the computed Retry-After.
+      // look at here, and tests/passwords/passwords_test.ts pins the computed Retry-After.
       const retryAfters = outcomes.filter((o) => o.status === 503).map((o) => Number(o.retryAfter));
       if (retryAfters.length > 0) {
         assert.ok(Math.max(...retryAfters) >= 2, `Retry-After up to ${Math.max(...retryAfters)}`);
