@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
-import type { UpstreamOptions } from "../src/http/context.ts";
-import { toSafeErrorText, toUpstreamPathOf, toUpstreamQuery } from "../src/http/upstream.ts";
+import type { UpstreamOptions } from "../../../src/http/context.ts";
+import { toSafeErrorText, toUpstreamPathOf, toUpstreamQuery } from "../../../src/http/upstream.ts";
 import {
   assertError,
   BASE,
@@ -11,7 +11,7 @@ import {
   startTlsServer,
   type TestApp,
   testCertificate,
-} from "./_helpers.ts";
+} from "../../_helpers.ts";
 
 /** What the test upstream saw of one request. */
 interface Seen {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { assertError, BASE, createTestApp, issueToken, secureGet } from "./_helpers.ts";
+import { assertError, BASE, createTestApp, issueToken, secureGet } from "../../_helpers.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 

@@ -3,10 +3,10 @@ import {
   createDonationLedger,
   createDonationRoutes,
   DONATIONS_PATH,
-} from "../examples/donations/donations.ts";
-import { createHandler } from "../src/http/app.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+} from "../../../examples/donations/donations.ts";
+import { createHandler } from "../../../src/http/app.ts";
+import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
+import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
 import {
   assertError,
   BASE,
@@ -14,8 +14,8 @@ import {
   createTestApp,
   issueToken,
   startTlsServer,
-} from "./_helpers.ts";
-import { silentLogger } from "../src/platform/logger.ts";
+} from "../../_helpers.ts";
+import { silentLogger } from "../../../src/platform/logger.ts";
 
 async function setup() {
   const ledger = createDonationLedger();

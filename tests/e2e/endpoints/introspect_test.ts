@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { assertError, BASE, issueToken, secureGet, type TestApp } from "./_helpers.ts";
-import { setUpResourceServer } from "./_resource_server.ts";
+import { assertError, BASE, issueToken, secureGet, type TestApp } from "../../_helpers.ts";
+import { setUpResourceServer } from "../../_resource_server.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
 

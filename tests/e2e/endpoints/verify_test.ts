@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { assertError, BASE, createTestApp, issueToken } from "./_helpers.ts";
+import { assertError, BASE, createTestApp, issueToken } from "../../_helpers.ts";
 
 const VERIFY = `${BASE}/api/userservice/verify`;
 

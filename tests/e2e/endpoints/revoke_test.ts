@@ -6,7 +6,7 @@ import {
   issueToken,
   secureGet,
   type TestApp,
-} from "./_helpers.ts";
+} from "../../_helpers.ts";
 
 const REVOKE = `${BASE}/api/userservice/tokens/revoke`;
 const CURRENT = "/api/secure/userservice/tokens/current";
