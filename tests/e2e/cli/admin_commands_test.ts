@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { runAdmin, runAdminProcess } from "./_admin.ts";
-import { main as adminMain } from "../src/cli/main.ts";
-import { hashSecret } from "../src/auth/credentials.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { addTestToken, createFakeClock, tempDbPath, withSqliteStore } from "./_helpers.ts";
+import { runAdmin, runAdminProcess } from "../../_admin.ts";
+import { main as adminMain } from "../../../src/cli/main.ts";
+import { hashSecret } from "../../../src/auth/credentials.ts";
+import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
+import { addTestToken, createFakeClock, tempDbPath, withSqliteStore } from "../../_helpers.ts";
 
 const hasher = createPasswordHasher();
 

@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
-import { runAdmin } from "./_admin.ts";
-import { hashSecret } from "../src/auth/credentials.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import { runAdmin } from "../../_admin.ts";
+import { hashSecret } from "../../../src/auth/credentials.ts";
+import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
 import {
   ACCOUNT_THROTTLE,
   CLIENT_THROTTLE,
   nextFailures,
   toAccountSubject,
   toClientSubject,
-} from "../src/auth/throttle.ts";
-import { createFakeClock, openTestStore, tempDbPath } from "./_helpers.ts";
+} from "../../../src/auth/throttle.ts";
+import { createFakeClock, openTestStore, tempDbPath } from "../../_helpers.ts";
 
 function admin(dbPath: string, args: string[]) {
   return runAdmin(dbPath, args, { password: "unused" });

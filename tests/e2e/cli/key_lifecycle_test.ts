@@ -3,9 +3,9 @@
  * that the real handler reads, with one injected clock for both.
  */
 import assert from "node:assert/strict";
-import { runAdmin } from "./_admin.ts";
-import { hashSecret } from "../src/auth/credentials.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
+import { runAdmin } from "../../_admin.ts";
+import { hashSecret } from "../../../src/auth/credentials.ts";
+import { createPasswordHasher, type PasswordHasher } from "../../../src/passwords/passwords.ts";
 import {
   assertError,
   BASE,
@@ -15,7 +15,7 @@ import {
   postToken,
   secureGet,
   type TestApp,
-} from "./_helpers.ts";
+} from "../../_helpers.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const EMAIL = "alice@example.org";
@@ -136,7 +136,7 @@ Deno.test("[e2e] key rotate: both keys work during the grace period, only the ne
     rotated.out,
     new RegExp(
       `Rotated API key 1 to 2; key 1 and its tokens work until ${
-        new Date(rotatedAt + HOUR).toISOString().replaceAll(".", "\\.")
+        new Date(rotatedAt + HOUR).toISOString().replaceAll("../..", "\\.")
       }`,
     ),
   );

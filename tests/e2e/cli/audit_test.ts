@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { runAdmin } from "./_admin.ts";
-import { AUDIT_ACTIONS } from "../src/auth/audit.ts";
+import { runAdmin } from "../../_admin.ts";
+import { AUDIT_ACTIONS } from "../../../src/auth/audit.ts";
 import {
   assertError,
   BASE,
@@ -9,7 +9,7 @@ import {
   jsonAuthRequest,
   postToken,
   type TestApp,
-} from "./_helpers.ts";
+} from "../../_helpers.ts";
 
 const EMAIL = "alice@example.org";
 

@@ -4,13 +4,13 @@
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { hashSecret } from "../src/auth/credentials.ts";
-import { VERSION } from "../src/config/version.ts";
-import { describeSkippedEmails } from "../src/store/canonical_emails.ts";
-import { writePreNfcDatabase } from "./_pre_nfc_db.ts";
-import { addTestToken, querySqlAt, tempDbPath, withSqliteStore } from "./_helpers.ts";
+import { hashSecret } from "../../../src/auth/credentials.ts";
+import { VERSION } from "../../../src/config/version.ts";
+import { describeSkippedEmails } from "../../../src/store/canonical_emails.ts";
+import { writePreNfcDatabase } from "../../_pre_nfc_db.ts";
+import { addTestToken, querySqlAt, tempDbPath, withSqliteStore } from "../../_helpers.ts";
 // The CLI as a child process: `cli(dbPath, args, stdin)`.
-import { type AdminProcessRun as Run, runAdminProcess as cli } from "./_admin.ts";
+import { type AdminProcessRun as Run, runAdminProcess as cli } from "../../_admin.ts";
 
 function assertFails(result: Run, code: 1 | 2, line: string | RegExp): void {
   assert.equal(result.code, code, result.err);
