@@ -24,7 +24,7 @@ Deno.test("[e2e] GET /readyz reports the database, and 503 once it is closed", a
 
 Deno.test({
   name: "[e2e] GET /readyz answers 503 once the database file is deleted",
-  ignore: TEST_STORE_NAME !== "sqlite", // a file to delete; tests/postgres_e2e_test.ts stops a server
+  ignore: TEST_STORE_NAME !== "sqlite", // a file to delete; tests/e2e/postgres/service_test.ts stops a server
   async fn() {
     using app = await createTestApp();
     assert.equal((await app.handler(new Request(`${BASE}/readyz`))).status, 200);

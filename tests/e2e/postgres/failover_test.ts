@@ -7,11 +7,11 @@
  * (skipped in the SQLite run: it starts two clusters).
  */
 import assert from "node:assert/strict";
-import { jsonAuthRequest, TEST_STORE_NAME } from "./_helpers.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.ts";
-import { addUserWithKey, type ServerProcess, startServerProcess } from "./_server.ts";
-import { openPostgresClient } from "../src/store/postgres/connect.ts";
-import { parseStoreUrl, type PostgresLocation } from "../src/store/store_url.ts";
+import { jsonAuthRequest, TEST_STORE_NAME } from "../../_helpers.ts";
+import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../../_postgres.ts";
+import { addUserWithKey, type ServerProcess, startServerProcess } from "../../_server.ts";
+import { openPostgresClient } from "../../../src/store/postgres/connect.ts";
+import { parseStoreUrl, type PostgresLocation } from "../../../src/store/store_url.ts";
 
 const ignore = POSTGRES_SKIP !== false || TEST_STORE_NAME !== "postgres";
 const primary: PostgresCluster | undefined = ignore ? undefined : await startPostgres();

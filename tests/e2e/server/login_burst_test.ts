@@ -23,10 +23,10 @@
  * `KEYGATE_TEST_STORE=postgres`); the two-instance test on PostgreSQL only.
  */
 import assert from "node:assert/strict";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { tempDbPath, TEST_STORE_NAME, testCertificate } from "./_helpers.ts";
-import { POSTGRES_SKIP, sharedPostgres } from "./_postgres.ts";
-import { addUserWithKey, type ServerProcess, startServerProcess } from "./_server.ts";
+import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
+import { tempDbPath, TEST_STORE_NAME, testCertificate } from "../../_helpers.ts";
+import { POSTGRES_SKIP, sharedPostgres } from "../../_postgres.ts";
+import { addUserWithKey, type ServerProcess, startServerProcess } from "../../_server.ts";
 
 const EMAIL = "burst@example.org";
 const PASSWORD = "burst test pw";

@@ -5,7 +5,7 @@
  * have) is not installed: `apt-get install -y nginx-light`.
  */
 import assert from "node:assert/strict";
-import { createTestApp, issueToken, startTlsServer, testCertificate } from "./_helpers.ts";
+import { createTestApp, issueToken, startTlsServer, testCertificate } from "../../_helpers.ts";
 
 function findNginx(): string | undefined {
   for (const candidate of ["nginx", "/usr/sbin/nginx", "/usr/local/sbin/nginx"]) {

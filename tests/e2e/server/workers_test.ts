@@ -8,15 +8,15 @@
  * draws at start) tells which worker answered.
  */
 import assert from "node:assert/strict";
-import type { Config } from "../src/config/settings.ts";
-import { readConfig } from "../src/config/read_config.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { createWorkerPool } from "../src/server/worker_pool.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
-import { runAdmin } from "./_admin.ts";
-import { createCapturingLogger, tempDbPath, testCertificate } from "./_helpers.ts";
-import { addUserWithKey, startServerProcess } from "./_server.ts";
-import { POSTGRES_SKIP, sharedPostgres } from "./_postgres.ts";
+import type { Config } from "../../../src/config/settings.ts";
+import { readConfig } from "../../../src/config/read_config.ts";
+import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
+import { createWorkerPool } from "../../../src/server/worker_pool.ts";
+import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
+import { runAdmin } from "../../_admin.ts";
+import { createCapturingLogger, tempDbPath, testCertificate } from "../../_helpers.ts";
+import { addUserWithKey, startServerProcess } from "../../_server.ts";
+import { POSTGRES_SKIP, sharedPostgres } from "../../_postgres.ts";
 
 const PASSWORD = "workers test pw";
 const CURRENT = "/api/secure/userservice/tokens/current";
@@ -286,7 +286,7 @@ Deno.test("a request worker that dies is logged and restarted, and the port is s
     tls: { cert, key },
     hasher,
     logger,
-    workerUrl: new URL("./_dying_worker.ts", import.meta.url),
+    workerUrl: new URL("../../_dying_worker.ts", import.meta.url),
   });
   try {
     const { port } = await pool.start();

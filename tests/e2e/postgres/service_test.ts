@@ -4,14 +4,14 @@
  * logins count once, and an outage fails closed and recovers.
  */
 import assert from "node:assert/strict";
-import { GRANT_CHANNEL } from "../src/store/postgres/grant_epoch.ts";
-import type { Handler } from "../src/http/app.ts";
-import { ACCOUNT_THROTTLE } from "../src/auth/throttle.ts";
+import { GRANT_CHANNEL } from "../../../src/store/postgres/grant_epoch.ts";
+import type { Handler } from "../../../src/http/app.ts";
+import { ACCOUNT_THROTTLE } from "../../../src/auth/throttle.ts";
 import {
   openPostgresStore,
   type PostgresStore,
   type PostgresStoreOptions,
-} from "../src/store/postgres/open_postgres_store.ts";
+} from "../../../src/store/postgres/open_postgres_store.ts";
 import {
   assertError,
   BASE,
@@ -20,12 +20,12 @@ import {
   jsonAuthRequest,
   secureGet,
   type TestApp,
-} from "./_helpers.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.ts";
-import { addUserWithKey, startServerProcess } from "./_server.ts";
-import { migratePostgres } from "../src/store/postgres/migrate.ts";
-import { POSTGRES_MIGRATIONS } from "../src/store/postgres/schema.ts";
-import { runAdmin } from "./_admin.ts";
+} from "../../_helpers.ts";
+import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../../_postgres.ts";
+import { addUserWithKey, startServerProcess } from "../../_server.ts";
+import { migratePostgres } from "../../../src/store/postgres/migrate.ts";
+import { POSTGRES_MIGRATIONS } from "../../../src/store/postgres/schema.ts";
+import { runAdmin } from "../../_admin.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

@@ -5,10 +5,10 @@
  * processes on a fixed port; the refusal reads as the one without --workers.
  */
 import assert from "node:assert/strict";
-import { claimPort, lockName } from "../src/server/port_guard.ts";
-import { tempDbPath } from "./_helpers.ts";
-import { addUserWithKey, type ServerProcess, startServerProcess } from "./_server.ts";
-import { runTask } from "./_task.ts";
+import { claimPort, lockName } from "../../../src/server/port_guard.ts";
+import { tempDbPath } from "../../_helpers.ts";
+import { addUserWithKey, type ServerProcess, startServerProcess } from "../../_server.ts";
+import { runTask } from "../../_task.ts";
 
 const PASSWORD = "port guard pw";
 

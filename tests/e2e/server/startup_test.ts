@@ -5,12 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { VERSION } from "../src/config/version.ts";
-import { generateSelfSigned } from "../src/platform/tls.ts";
-import { describeSkippedEmails } from "../src/store/canonical_emails.ts";
-import { writePreNfcDatabase } from "./_pre_nfc_db.ts";
-import { addUserWithKey, startServerProcess } from "./_server.ts";
-import { tempDbPath } from "./_helpers.ts";
+import { VERSION } from "../../../src/config/version.ts";
+import { generateSelfSigned } from "../../../src/platform/tls.ts";
+import { describeSkippedEmails } from "../../../src/store/canonical_emails.ts";
+import { writePreNfcDatabase } from "../../_pre_nfc_db.ts";
+import { addUserWithKey, startServerProcess } from "../../_server.ts";
+import { tempDbPath } from "../../_helpers.ts";
 
 const PERMISSIONS = [
   "--allow-net",
