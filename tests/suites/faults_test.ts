@@ -5,16 +5,16 @@
  * while a writer holds the lock, and recovers without a restart.
  */
 import assert from "node:assert/strict";
-import { startServerProcess } from "./_server.ts";
+import { startServerProcess } from "../_server.ts";
 import { DatabaseSync } from "node:sqlite";
-import { createHandler, type Handler } from "../src/http/app.ts";
-import { toHttpError } from "../src/http/errors.ts";
-import { silentLogger } from "../src/platform/logger.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { StoreUnavailable } from "../src/store/errors.ts";
-import type { Store } from "../src/store/store.ts";
-import { isDatabaseUnavailable, toStoreError } from "../src/store/sqlite/errors.ts";
-import { openSqliteStore, type SqliteStoreOptions } from "../src/store/sqlite/sqlite_store.ts";
+import { createHandler, type Handler } from "../../src/http/app.ts";
+import { toHttpError } from "../../src/http/errors.ts";
+import { silentLogger } from "../../src/platform/logger.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { StoreUnavailable } from "../../src/store/errors.ts";
+import type { Store } from "../../src/store/store.ts";
+import { isDatabaseUnavailable, toStoreError } from "../../src/store/sqlite/errors.ts";
+import { openSqliteStore, type SqliteStoreOptions } from "../../src/store/sqlite/sqlite_store.ts";
 import {
   addApiKey,
   addTestUser,
@@ -24,7 +24,7 @@ import {
   postToken,
   secureGet,
   tempDbPath,
-} from "./_helpers.ts";
+} from "../_helpers.ts";
 
 const PASSWORD = "correct horse";
 const CURRENT = "/api/secure/userservice/tokens/current";

@@ -14,14 +14,14 @@ import { basename, dirname, join } from "node:path";
 import { existsSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import postgres from "postgres";
-import { migratePostgres } from "../src/store/postgres/migrate.ts";
-import { POSTGRES_MIGRATIONS } from "../src/store/postgres/schema.ts";
-import { migrate, MIGRATIONS } from "../src/store/sqlite/migrations.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
-import { type DocBlock, readDocBlocks, readShellMark } from "./_doc_blocks.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "./_postgres.ts";
+import { migratePostgres } from "../../src/store/postgres/migrate.ts";
+import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
+import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
+import { type DocBlock, readDocBlocks, readShellMark } from "../_doc_blocks.ts";
+import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
 
-const ROOT = new URL("../", import.meta.url).pathname;
+const ROOT = new URL("../../", import.meta.url).pathname;
 const DOCS = [
   "README.md",
   "CHANGELOG.md",
@@ -482,7 +482,7 @@ async function checkQuickStart(dir: string, output: string): Promise<void> {
 }
 
 Deno.test("[docs] CHANGELOG's newest version is the one --version prints", async () => {
-  const { VERSION } = await import("../src/config/version.ts");
+  const { VERSION } = await import("../../src/config/version.ts");
   const newest = /^## \[(\d+\.\d+\.\d+)\]/m.exec(read("CHANGELOG.md"))?.[1];
   assert.equal(newest, VERSION);
 });

@@ -6,7 +6,7 @@ import {
   jsonAuthRequest,
   postToken,
   secureGet,
-} from "./_helpers.ts";
+} from "../_helpers.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const UTC_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

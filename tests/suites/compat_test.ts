@@ -4,7 +4,7 @@
  * "Compatibility" section.
  */
 import assert from "node:assert/strict";
-import { createTestApp, startTlsServer, type TestApp, type TlsServer } from "./_helpers.ts";
+import { createTestApp, startTlsServer, type TestApp, type TlsServer } from "../_helpers.ts";
 
 const EMAIL = "partner@example.org";
 const PASSWORD = "p@ss <word> & more";
@@ -509,7 +509,7 @@ Deno.test({
   ignore: !(await hasCurl()),
   async fn() {
     await using f = await setup();
-    const { cert } = await (await import("./_helpers.ts")).testCertificate();
+    const { cert } = await (await import("../_helpers.ts")).testCertificate();
     const caFile = await Deno.makeTempFile({ suffix: ".pem" });
     await Deno.writeTextFile(caFile, cert);
     const curl = async (...args: string[]) => {

@@ -8,8 +8,8 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { createTestApp } from "./_helpers.ts";
-import { startRawServer, startRecordingBackend } from "./_raw_http.ts";
+import { createTestApp } from "../_helpers.ts";
+import { startRawServer, startRecordingBackend } from "../_raw_http.ts";
 
 const RUNS = 120;
 
@@ -71,8 +71,8 @@ const SEGMENT = fc.oneof(
     "a\\secure",
     "public;x=1",
     "..;",
+    "../..",
     "..",
-    ".",
     "%2e%2e",
     "%2E",
     "",

@@ -9,9 +9,9 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { parseAuthRequest } from "../src/formats/auth_request.ts";
-import type { Format } from "../src/formats/format.ts";
-import type { ThrottleRules } from "../src/auth/throttle.ts";
+import { parseAuthRequest } from "../../src/formats/auth_request.ts";
+import type { Format } from "../../src/formats/format.ts";
+import type { ThrottleRules } from "../../src/auth/throttle.ts";
 import {
   BASE,
   createTestApp,
@@ -20,7 +20,7 @@ import {
   secureGet,
   type TestApp,
   xmlAuthRequest,
-} from "./_helpers.ts";
+} from "../_helpers.ts";
 
 const EMAIL = "alice@example.org";
 const PASSWORD = "correct horse";
@@ -358,8 +358,8 @@ const PATH_PIECES = [
   "userservice",
   "tokens",
   "x",
-  ".",
   "..",
+  "../..",
   ".json",
   ".xml",
   "json",

@@ -4,7 +4,7 @@
  * edge file calls one.
  */
 import assert from "node:assert/strict";
-import { walkSync } from "./_walk.ts";
+import { walkSync } from "../_helpers/walk_source.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 const STORE_FILES = ["src/store/store.ts", "src/store/store_admin.ts"];

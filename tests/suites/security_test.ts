@@ -5,10 +5,10 @@
  * routing, raw bytes on the wire where `fetch` would normalise them.
  */
 import assert from "node:assert/strict";
-import { main as admin } from "../src/cli/main.ts";
-import type { ForwardAuthHeader } from "../src/http/context.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import { main as admin } from "../../src/cli/main.ts";
+import type { ForwardAuthHeader } from "../../src/http/context.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import {
   assertError,
   BASE,
@@ -19,8 +19,8 @@ import {
   postToken,
   tempDbPath,
   xmlAuthRequest,
-} from "./_helpers.ts";
-import { startRawServer, startRecordingBackend } from "./_raw_http.ts";
+} from "../_helpers.ts";
+import { startRawServer, startRecordingBackend } from "../_raw_http.ts";
 
 const VERIFY = `${BASE}/api/userservice/verify`;
 const JSON_ACCEPT = { accept: "application/json" };

@@ -7,13 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { createHandler } from "../src/http/app.ts";
-import type { AppDeps } from "../src/http/context.ts";
-import { generateApiKey, hashSecret } from "../src/auth/credentials.ts";
-import { createPasswordHasher, type PasswordHasher } from "../src/passwords/passwords.ts";
-import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
-import type { ThrottleRules } from "../src/auth/throttle.ts";
-import { MAX_LIVE_TOKENS } from "../src/auth/login.ts";
+import { createHandler } from "../../src/http/app.ts";
+import type { AppDeps } from "../../src/http/context.ts";
+import { generateApiKey, hashSecret } from "../../src/auth/credentials.ts";
+import { createPasswordHasher, type PasswordHasher } from "../../src/passwords/passwords.ts";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
+import type { ThrottleRules } from "../../src/auth/throttle.ts";
+import { MAX_LIVE_TOKENS } from "../../src/auth/login.ts";
 import {
   assertError,
   BASE,
@@ -25,7 +25,7 @@ import {
   secureGet,
   tempDbPath,
   xmlAuthRequest,
-} from "./_helpers.ts";
+} from "../_helpers.ts";
 
 const EMAIL = "alice@example.org";
 const PASSWORD = "correct horse";
@@ -336,7 +336,7 @@ Deno.test("[hostile 5] bounded hashing: a full queue gives 503 service_busy at o
     hasher: createPasswordHasher({
       workers: 1,
       queue: 1,
-      workerUrl: new URL("./_slow_password_worker.ts", import.meta.url),
+      workerUrl: new URL("../_slow_password_worker.ts", import.meta.url),
     }),
   });
   using _ = t;

@@ -4,17 +4,17 @@
  * answer gets 503 with Retry-After, never a stale 200.
  */
 import assert from "node:assert/strict";
-import { createHandler } from "../src/http/app.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { StoreUnavailable } from "../src/store/errors.ts";
-import type { GrantEpoch, Store } from "../src/store/store.ts";
+import { createHandler } from "../../src/http/app.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { StoreUnavailable } from "../../src/store/errors.ts";
+import type { GrantEpoch, Store } from "../../src/store/store.ts";
 import {
   assertError,
   createCapturingLogger,
   createTestApp,
   issueToken,
   secureGet,
-} from "./_helpers.ts";
+} from "../_helpers.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const hasher = createPasswordHasher();
