@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
-import { ADMIN_BASE, createAdminTest } from "./_admin.ts";
+import { ADMIN_BASE, createAdminTest } from "../_helpers/admin_api.ts";
 
 Deno.test("[admin] no operator token: 401 with a Bearer challenge, nothing counted", async () => {
   await using t = await createAdminTest();

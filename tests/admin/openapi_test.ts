@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { ADMIN_ROUTES } from "../../src/http/admin/admin_app.ts";
 import { ADMIN_OPENAPI } from "../../src/http/admin/openapi.ts";
-import { ADMIN_BASE, assertDocumented, createAdminTest } from "./_admin.ts";
+import { ADMIN_BASE, assertDocumented, createAdminTest } from "../_helpers/admin_api.ts";
 
 Deno.test("ADMIN_OPENAPI is a valid OpenAPI 3.1 document", async () => {
   const result = await new Validator().validate(structuredClone(ADMIN_OPENAPI));

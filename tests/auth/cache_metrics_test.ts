@@ -2,14 +2,9 @@ import assert from "node:assert/strict";
 import { generateToken } from "../../src/auth/credentials.ts";
 import { createGate } from "../../src/auth/gate.ts";
 import { createMetrics } from "../../src/platform/metrics.ts";
-import {
-  addApiKey,
-  addTestToken,
-  addTestUser,
-  createFakeClock,
-  openTestStore,
-} from "../_helpers.ts";
-import { setUpResourceServer } from "../_resource_server.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { addApiKey, addTestToken, addTestUser, openTestStore } from "../_helpers/store.ts";
+import { setUpResourceServer } from "../_helpers/resource_server.ts";
 
 const SECURE = "https://keygate.test/api/secure/userservice/tokens/current";
 

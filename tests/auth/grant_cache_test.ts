@@ -7,7 +7,8 @@ import {
 } from "../../src/auth/grant_cache.ts";
 import type { GrantEpoch, Store, TokenGrant } from "../../src/store/store.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
-import { openTempStore, tempDbPath } from "../_helpers.ts";
+import { openTempStore } from "../_helpers/store.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
 
 const KEY = "0f8fad5b-d9cb-469f-a165-70867728950e";
 const TOKEN = "a".repeat(40);

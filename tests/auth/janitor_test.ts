@@ -3,18 +3,12 @@ import assert from "node:assert/strict";
 import { createJanitor } from "../../src/auth/janitor.ts";
 import { createMetrics } from "../../src/platform/metrics.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
-import {
-  addApiKey,
-  addTestToken,
-  addTestUser,
-  assertError,
-  createCapturingLogger,
-  createFakeClock,
-  createTestApp,
-  issueToken,
-  secureGet,
-  tempDbPath,
-} from "../_helpers.ts";
+import { createCapturingLogger } from "../_helpers/capturing_logger.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { assertError, issueToken, secureGet } from "../_helpers/requests.ts";
+import { addApiKey, addTestToken, addTestUser } from "../_helpers/store.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
 
 const HOUR = 3600_000;
 const DAY = 24 * HOUR;

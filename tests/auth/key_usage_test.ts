@@ -1,18 +1,14 @@
 import assert from "node:assert/strict";
-import { runAdmin } from "../_admin.ts";
+import { runAdmin } from "../_helpers/admin_cli.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
 import type { KeyUsage, Store } from "../../src/store/store.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
-import {
-  BASE,
-  createCapturingLogger,
-  createFakeClock,
-  createTestApp,
-  issueToken,
-  tempDbPath,
-  type TestApp,
-} from "../_helpers.ts";
+import { createCapturingLogger } from "../_helpers/capturing_logger.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { BASE, issueToken } from "../_helpers/requests.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { createTestApp, type TestApp } from "../_helpers/test_app.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const DAY = 86_400_000;

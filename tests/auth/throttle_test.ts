@@ -13,14 +13,10 @@ import {
   toClientNetwork,
   toClientSubject,
 } from "../../src/auth/throttle.ts";
-import {
-  assertError,
-  BASE,
-  createFakeClock,
-  createTestApp,
-  jsonAuthRequest,
-  tempDbPath,
-} from "../_helpers.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { assertError, BASE, jsonAuthRequest } from "../_helpers/requests.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
 
 const PASSWORD = "correct horse";
 

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { assertError, BASE, createTestApp, issueToken, TEST_STORE_NAME } from "../_helpers.ts";
-import { startRawServer } from "../_raw_http.ts";
+import { assertError, BASE, issueToken } from "../_helpers/requests.ts";
+import { TEST_STORE_NAME } from "../_helpers/store.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
+import { startRawServer } from "../_helpers/raw_http.ts";
 
 Deno.test("[e2e] GET /healthz answers without an API key", async () => {
   using app = await createTestApp();
@@ -121,7 +123,7 @@ Deno.test("[e2e] request log lines are JSON and never hold a secret", async () =
   using app = await createTestApp();
   const userId = await app.addUser("a@b.org", "canary-password-1");
   const apiKey = await app.createKey(userId);
-  const { issueToken, secureGet } = await import("../_helpers.ts");
+  const { issueToken, secureGet } = await import("../_helpers/requests.ts");
   const token = await issueToken(app.handler, "a@b.org", "canary-password-1", apiKey);
   await secureGet(app.handler, "/api/secure/userservice/tokens/current", apiKey, token);
   await app.handler(new Request(`${BASE}/x?api_key=${apiKey}&api_token=${token}&other=1`));

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { readBody, readDocument } from "../../src/http/body.ts";
 import { HttpError } from "../../src/http/errors.ts";
-import { createTestApp, testCertificate } from "../_helpers.ts";
-import { startRawServer } from "../_raw_http.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
+import { testCertificate } from "../_helpers/tls_server.ts";
+import { startRawServer } from "../_helpers/raw_http.ts";
 
 const post = (body: BodyInit | null, headers: Record<string, string> = {}) =>
   new Request("https://k.test/", { method: "POST", body, headers });

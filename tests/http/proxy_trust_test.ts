@@ -7,7 +7,8 @@ import {
   isCidr,
   isLoopbackOrPrivate,
 } from "../../src/platform/ip.ts";
-import { assertError, BASE, createTestApp, issueToken, jsonAuthRequest } from "../_helpers.ts";
+import { assertError, BASE, issueToken, jsonAuthRequest } from "../_helpers/requests.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const PROXY = { trustedProxies: ["127.0.0.1/32", "::1/128", "10.1.0.0/16"] };

@@ -4,12 +4,12 @@ import { createMetricsHandler } from "../../src/http/metrics_handler.ts";
 import {
   assertError,
   BASE,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   postToken,
   secureGet,
-} from "../_helpers.ts";
+} from "../_helpers/requests.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { listTcpSockets, setListenerNoDelay } from "../../src/platform/nodelay.ts";
-import { testCertificate } from "../_helpers.ts";
+import { testCertificate } from "../_helpers/tls_server.ts";
 
 const linuxOnly = { ignore: Deno.build.os !== "linux" };
 

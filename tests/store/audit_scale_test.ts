@@ -13,8 +13,9 @@ import type { AuditQuery } from "../../src/store/store.ts";
 import { toAuditSql } from "../../src/store/sqlite/audit_search.ts";
 import { createOperator } from "../../src/auth/operators.ts";
 import { systemClock } from "../../src/platform/clock.ts";
-import { openTestStore, querySqlAt, TEST_STORE_NAME, testCertificate } from "../_helpers.ts";
-import { startServerProcess } from "../_server.ts";
+import { openTestStore, querySqlAt, TEST_STORE_NAME } from "../_helpers/store.ts";
+import { testCertificate } from "../_helpers/tls_server.ts";
+import { startServerProcess } from "../_helpers/server_process.ts";
 
 const ROWS = 1_000_000;
 const T0 = Date.parse("2026-01-01T00:00:00Z");

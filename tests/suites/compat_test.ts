@@ -4,7 +4,8 @@
  * "Compatibility" section.
  */
 import assert from "node:assert/strict";
-import { createTestApp, startTlsServer, type TestApp, type TlsServer } from "../_helpers.ts";
+import { createTestApp, type TestApp } from "../_helpers/test_app.ts";
+import { startTlsServer, type TlsServer } from "../_helpers/tls_server.ts";
 
 const EMAIL = "partner@example.org";
 const PASSWORD = "p@ss <word> & more";
@@ -509,7 +510,7 @@ Deno.test({
   ignore: !(await hasCurl()),
   async fn() {
     await using f = await setup();
-    const { cert } = await (await import("../_helpers.ts")).testCertificate();
+    const { cert } = await (await import("../_helpers/tls_server.ts")).testCertificate();
     const caFile = await Deno.makeTempFile({ suffix: ".pem" });
     await Deno.writeTextFile(caFile, cert);
     const curl = async (...args: string[]) => {

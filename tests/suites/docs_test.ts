@@ -7,7 +7,7 @@
  * order, as a newcomer would paste it, with the outputs it shows checked;
  * docs/postgres.md's against a throwaway PostgreSQL cluster. Every other
  * `sh` block names the test that runs it or says why none does
- * (tests/_doc_blocks.ts).
+ * (tests/_helpers/doc_blocks.ts).
  */
 import assert from "node:assert/strict";
 import { basename, dirname, join } from "node:path";
@@ -18,8 +18,12 @@ import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
 import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
-import { type DocBlock, readDocBlocks, readShellMark } from "../_doc_blocks.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+import { type DocBlock, readDocBlocks, readShellMark } from "../_helpers/doc_blocks.ts";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../_helpers/postgres_cluster.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const DOCS = [

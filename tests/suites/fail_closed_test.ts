@@ -8,13 +8,9 @@ import { createHandler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { StoreUnavailable } from "../../src/store/errors.ts";
 import type { GrantEpoch, Store } from "../../src/store/store.ts";
-import {
-  assertError,
-  createCapturingLogger,
-  createTestApp,
-  issueToken,
-  secureGet,
-} from "../_helpers.ts";
+import { createCapturingLogger } from "../_helpers/capturing_logger.ts";
+import { assertError, issueToken, secureGet } from "../_helpers/requests.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const hasher = createPasswordHasher();

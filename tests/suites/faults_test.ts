@@ -5,7 +5,7 @@
  * while a writer holds the lock, and recovers without a restart.
  */
 import assert from "node:assert/strict";
-import { startServerProcess } from "../_server.ts";
+import { startServerProcess } from "../_helpers/server_process.ts";
 import { DatabaseSync } from "node:sqlite";
 import { createHandler, type Handler } from "../../src/http/app.ts";
 import { toHttpError } from "../../src/http/errors.ts";
@@ -15,16 +15,10 @@ import { StoreUnavailable } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
 import { isDatabaseUnavailable, toStoreError } from "../../src/store/sqlite/errors.ts";
 import { openSqliteStore, type SqliteStoreOptions } from "../../src/store/sqlite/sqlite_store.ts";
-import {
-  addApiKey,
-  addTestUser,
-  assertError,
-  createFakeClock,
-  jsonAuthRequest,
-  postToken,
-  secureGet,
-  tempDbPath,
-} from "../_helpers.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { assertError, jsonAuthRequest, postToken, secureGet } from "../_helpers/requests.ts";
+import { addApiKey, addTestUser } from "../_helpers/store.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
 
 const PASSWORD = "correct horse";
 const CURRENT = "/api/secure/userservice/tokens/current";

@@ -14,13 +14,12 @@ import type { Format } from "../../src/formats/format.ts";
 import type { ThrottleRules } from "../../src/auth/throttle.ts";
 import {
   BASE,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   secureGet,
-  type TestApp,
   xmlAuthRequest,
-} from "../_helpers.ts";
+} from "../_helpers/requests.ts";
+import { createTestApp, type TestApp } from "../_helpers/test_app.ts";
 
 const EMAIL = "alice@example.org";
 const PASSWORD = "correct horse";

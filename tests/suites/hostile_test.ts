@@ -14,18 +14,18 @@ import { createPasswordHasher, type PasswordHasher } from "../../src/passwords/p
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import type { ThrottleRules } from "../../src/auth/throttle.ts";
 import { MAX_LIVE_TOKENS } from "../../src/auth/login.ts";
+import { createCapturingLogger } from "../_helpers/capturing_logger.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
 import {
   assertError,
   BASE,
-  createCapturingLogger,
-  createFakeClock,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   secureGet,
-  tempDbPath,
   xmlAuthRequest,
-} from "../_helpers.ts";
+} from "../_helpers/requests.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
 
 const EMAIL = "alice@example.org";
 const PASSWORD = "correct horse";
@@ -336,7 +336,7 @@ Deno.test("[hostile 5] bounded hashing: a full queue gives 503 service_busy at o
     hasher: createPasswordHasher({
       workers: 1,
       queue: 1,
-      workerUrl: new URL("../_slow_password_worker.ts", import.meta.url),
+      workerUrl: new URL("../_helpers/slow_password_worker.ts", import.meta.url),
     }),
   });
   using _ = t;

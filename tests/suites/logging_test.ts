@@ -1,12 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  BASE,
-  createTestApp,
-  issueToken,
-  jsonAuthRequest,
-  postToken,
-  secureGet,
-} from "../_helpers.ts";
+import { BASE, issueToken, jsonAuthRequest, postToken, secureGet } from "../_helpers/requests.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const UTC_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

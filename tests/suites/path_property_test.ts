@@ -8,8 +8,8 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { createTestApp } from "../_helpers.ts";
-import { startRawServer, startRecordingBackend } from "../_raw_http.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
+import { startRawServer, startRecordingBackend } from "../_helpers/raw_http.ts";
 
 const RUNS = 120;
 

@@ -9,18 +9,18 @@ import { main as admin } from "../../src/cli/main.ts";
 import type { ForwardAuthHeader } from "../../src/http/context.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
 import {
   assertError,
   BASE,
-  createFakeClock,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   postToken,
-  tempDbPath,
   xmlAuthRequest,
-} from "../_helpers.ts";
-import { startRawServer, startRecordingBackend } from "../_raw_http.ts";
+} from "../_helpers/requests.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
+import { startRawServer, startRecordingBackend } from "../_helpers/raw_http.ts";
 
 const VERIFY = `${BASE}/api/userservice/verify`;
 const JSON_ACCEPT = { accept: "application/json" };

@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { runAdmin, runAdminProcess } from "../../_admin.ts";
+import { runAdmin, runAdminProcess } from "../../_helpers/admin_cli.ts";
 import { main as adminMain } from "../../../src/cli/main.ts";
 import { hashSecret } from "../../../src/auth/credentials.ts";
 import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
-import { addTestToken, createFakeClock, tempDbPath, withSqliteStore } from "../../_helpers.ts";
+import { createFakeClock } from "../../_helpers/fake_clock.ts";
+import { addTestToken } from "../../_helpers/store.ts";
+import { tempDbPath, withSqliteStore } from "../../_helpers/temp_db.ts";
 
 const hasher = createPasswordHasher();
 

@@ -1,15 +1,14 @@
 import assert from "node:assert/strict";
-import { runAdmin } from "../../_admin.ts";
+import { runAdmin } from "../../_helpers/admin_cli.ts";
 import { AUDIT_ACTIONS } from "../../../src/auth/audit.ts";
 import {
   assertError,
   BASE,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   postToken,
-  type TestApp,
-} from "../../_helpers.ts";
+} from "../../_helpers/requests.ts";
+import { createTestApp, type TestApp } from "../../_helpers/test_app.ts";
 
 const EMAIL = "alice@example.org";
 

@@ -7,10 +7,11 @@ import { existsSync } from "node:fs";
 import { hashSecret } from "../../../src/auth/credentials.ts";
 import { VERSION } from "../../../src/config/version.ts";
 import { describeSkippedEmails } from "../../../src/store/canonical_emails.ts";
-import { writePreNfcDatabase } from "../../_pre_nfc_db.ts";
-import { addTestToken, querySqlAt, tempDbPath, withSqliteStore } from "../../_helpers.ts";
+import { writePreNfcDatabase } from "../../_helpers/pre_nfc_db.ts";
+import { addTestToken, querySqlAt } from "../../_helpers/store.ts";
+import { tempDbPath, withSqliteStore } from "../../_helpers/temp_db.ts";
 // The CLI as a child process: `cli(dbPath, args, stdin)`.
-import { type AdminProcessRun as Run, runAdminProcess as cli } from "../../_admin.ts";
+import { type AdminProcessRun as Run, runAdminProcess as cli } from "../../_helpers/admin_cli.ts";
 
 function assertFails(result: Run, code: 1 | 2, line: string | RegExp): void {
   assert.equal(result.code, code, result.err);

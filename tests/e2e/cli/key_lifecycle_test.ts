@@ -3,19 +3,18 @@
  * that the real handler reads, with one injected clock for both.
  */
 import assert from "node:assert/strict";
-import { runAdmin } from "../../_admin.ts";
+import { runAdmin } from "../../_helpers/admin_cli.ts";
 import { hashSecret } from "../../../src/auth/credentials.ts";
 import { createPasswordHasher, type PasswordHasher } from "../../../src/passwords/passwords.ts";
 import {
   assertError,
   BASE,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   postToken,
   secureGet,
-  type TestApp,
-} from "../../_helpers.ts";
+} from "../../_helpers/requests.ts";
+import { createTestApp, type TestApp } from "../../_helpers/test_app.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const EMAIL = "alice@example.org";

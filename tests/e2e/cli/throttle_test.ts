@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { runAdmin } from "../../_admin.ts";
+import { runAdmin } from "../../_helpers/admin_cli.ts";
 import { hashSecret } from "../../../src/auth/credentials.ts";
 import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
 import {
@@ -9,7 +9,9 @@ import {
   toAccountSubject,
   toClientSubject,
 } from "../../../src/auth/throttle.ts";
-import { createFakeClock, openTestStore, tempDbPath } from "../../_helpers.ts";
+import { createFakeClock } from "../../_helpers/fake_clock.ts";
+import { openTestStore } from "../../_helpers/store.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
 
 function admin(dbPath: string, args: string[]) {
   return runAdmin(dbPath, args, { password: "unused" });

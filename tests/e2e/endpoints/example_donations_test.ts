@@ -7,14 +7,10 @@ import {
 import { createHandler } from "../../../src/http/app.ts";
 import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
 import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
-import {
-  assertError,
-  BASE,
-  createFakeClock,
-  createTestApp,
-  issueToken,
-  startTlsServer,
-} from "../../_helpers.ts";
+import { createFakeClock } from "../../_helpers/fake_clock.ts";
+import { assertError, BASE, issueToken } from "../../_helpers/requests.ts";
+import { createTestApp } from "../../_helpers/test_app.ts";
+import { startTlsServer } from "../../_helpers/tls_server.ts";
 import { silentLogger } from "../../../src/platform/logger.ts";
 
 async function setup() {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import { assertError, BASE, issueToken, secureGet, type TestApp } from "../../_helpers.ts";
-import { setUpResourceServer } from "../../_resource_server.ts";
+import { assertError, BASE, issueToken, secureGet } from "../../_helpers/requests.ts";
+import { type TestApp } from "../../_helpers/test_app.ts";
+import { setUpResourceServer } from "../../_helpers/resource_server.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
 

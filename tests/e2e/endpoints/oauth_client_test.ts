@@ -8,8 +8,9 @@
 import assert from "node:assert/strict";
 import * as oauth from "openid-client";
 import { generateApiKey } from "../../../src/auth/credentials.ts";
-import { BASE, secureGet, type TestApp } from "../../_helpers.ts";
-import { setUpResourceServer } from "../../_resource_server.ts";
+import { BASE, secureGet } from "../../_helpers/requests.ts";
+import { type TestApp } from "../../_helpers/test_app.ts";
+import { setUpResourceServer } from "../../_helpers/resource_server.ts";
 
 const INTROSPECT = `${BASE}/api/userservice/tokens/introspect`;
 const REVOKE = `${BASE}/api/userservice/tokens/revoke`;

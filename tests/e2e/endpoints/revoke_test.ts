@@ -1,12 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  assertError,
-  BASE,
-  createTestApp,
-  issueToken,
-  secureGet,
-  type TestApp,
-} from "../../_helpers.ts";
+import { assertError, BASE, issueToken, secureGet } from "../../_helpers/requests.ts";
+import { createTestApp, type TestApp } from "../../_helpers/test_app.ts";
 
 const REVOKE = `${BASE}/api/userservice/tokens/revoke`;
 const CURRENT = "/api/secure/userservice/tokens/current";

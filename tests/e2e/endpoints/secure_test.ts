@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { assertError, BASE, createTestApp, issueToken, secureGet } from "../../_helpers.ts";
+import { assertError, BASE, issueToken, secureGet } from "../../_helpers/requests.ts";
+import { createTestApp } from "../../_helpers/test_app.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 

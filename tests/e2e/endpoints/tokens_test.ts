@@ -2,13 +2,13 @@ import assert from "node:assert/strict";
 import { changeUserTimeout } from "../../../src/auth/users.ts";
 import {
   assertError,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   postToken,
   secureGet,
   xmlAuthRequest,
-} from "../../_helpers.ts";
+} from "../../_helpers/requests.ts";
+import { createTestApp } from "../../_helpers/test_app.ts";
 
 const TOKEN_XML =
   /^<\?xml version="1\.0" encoding="UTF-8" standalone="yes"\?><auth_response><access_token>([a-z0-9]{40})<\/access_token><\/auth_response>$/;
@@ -199,7 +199,7 @@ Deno.test("[e2e] POST /api/userservice/tokens uses the user's own timeout, else 
   using _ = app;
   const shortId = await app.addUser("short@example.org", "pw", 2);
   const shortKey = await app.createKey(shortId);
-  const { issueToken } = await import("../../_helpers.ts");
+  const { issueToken } = await import("../../_helpers/requests.ts");
   const short = await issueToken(app.handler, "short@example.org", "pw", shortKey);
   const long = await issueToken(app.handler, "alice@example.org", "correct horse", apiKey);
   const info = async (key: string, token: string) =>

@@ -2,16 +2,9 @@ import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
 import type { UpstreamOptions } from "../../../src/http/context.ts";
 import { toSafeErrorText, toUpstreamPathOf, toUpstreamQuery } from "../../../src/http/upstream.ts";
-import {
-  assertError,
-  BASE,
-  createTestApp,
-  issueToken,
-  jsonAuthRequest,
-  startTlsServer,
-  type TestApp,
-  testCertificate,
-} from "../../_helpers.ts";
+import { assertError, BASE, issueToken, jsonAuthRequest } from "../../_helpers/requests.ts";
+import { createTestApp, type TestApp } from "../../_helpers/test_app.ts";
+import { startTlsServer, testCertificate } from "../../_helpers/tls_server.ts";
 
 /** What the test upstream saw of one request. */
 interface Seen {

@@ -7,9 +7,18 @@
  * (skipped in the SQLite run: it starts two clusters).
  */
 import assert from "node:assert/strict";
-import { jsonAuthRequest, TEST_STORE_NAME } from "../../_helpers.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../../_postgres.ts";
-import { addUserWithKey, type ServerProcess, startServerProcess } from "../../_server.ts";
+import { jsonAuthRequest } from "../../_helpers/requests.ts";
+import { TEST_STORE_NAME } from "../../_helpers/store.ts";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../../_helpers/postgres_cluster.ts";
+import {
+  addUserWithKey,
+  type ServerProcess,
+  startServerProcess,
+} from "../../_helpers/server_process.ts";
 import { openPostgresClient } from "../../../src/store/postgres/connect.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../../src/store/store_url.ts";
 

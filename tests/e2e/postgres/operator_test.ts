@@ -8,9 +8,13 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../../_postgres.ts";
-import { type ServerProcess, startServerProcess } from "../../_server.ts";
-import { REPO, runTask, taskAsDenoRun, type TaskRun } from "../../_task.ts";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../../_helpers/postgres_cluster.ts";
+import { type ServerProcess, startServerProcess } from "../../_helpers/server_process.ts";
+import { REPO, runTask, taskAsDenoRun, type TaskRun } from "../../_helpers/task.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

@@ -15,17 +15,20 @@ import {
 import {
   assertError,
   BASE,
-  createTestApp,
   issueToken,
   jsonAuthRequest,
   secureGet,
-  type TestApp,
-} from "../../_helpers.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../../_postgres.ts";
-import { addUserWithKey, startServerProcess } from "../../_server.ts";
+} from "../../_helpers/requests.ts";
+import { createTestApp, type TestApp } from "../../_helpers/test_app.ts";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../../_helpers/postgres_cluster.ts";
+import { addUserWithKey, startServerProcess } from "../../_helpers/server_process.ts";
 import { migratePostgres } from "../../../src/store/postgres/migrate.ts";
 import { POSTGRES_MIGRATIONS } from "../../../src/store/postgres/schema.ts";
-import { runAdmin } from "../../_admin.ts";
+import { runAdmin } from "../../_helpers/admin_cli.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

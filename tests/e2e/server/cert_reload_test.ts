@@ -5,10 +5,11 @@
  * or garbage pair is refused with one log line and changes nothing.
  */
 import assert from "node:assert/strict";
-import { tempDbPath, TEST_STORE_NAME } from "../../_helpers.ts";
-import { POSTGRES_SKIP, sharedPostgres } from "../../_postgres.ts";
-import { type ServerProcess, startServerProcess } from "../../_server.ts";
-import { makePairs, type Pair, servedPair, startKeepAliveLoad } from "../../_tls_load.ts";
+import { TEST_STORE_NAME } from "../../_helpers/store.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
+import { POSTGRES_SKIP, sharedPostgres } from "../../_helpers/postgres_cluster.ts";
+import { type ServerProcess, startServerProcess } from "../../_helpers/server_process.ts";
+import { makePairs, type Pair, servedPair, startKeepAliveLoad } from "../../_helpers/tls_load.ts";
 
 const SWAPS = 10;
 

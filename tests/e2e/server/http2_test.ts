@@ -6,8 +6,8 @@
  * repeated.
  */
 import assert from "node:assert/strict";
-import { createAdminTest } from "../../admin/_admin.ts";
-import { testCertificate } from "../../_helpers.ts";
+import { createAdminTest } from "../../_helpers/admin_api.ts";
+import { testCertificate } from "../../_helpers/tls_server.ts";
 
 const REPEAT = 25;
 

@@ -24,9 +24,15 @@
  */
 import assert from "node:assert/strict";
 import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
-import { tempDbPath, TEST_STORE_NAME, testCertificate } from "../../_helpers.ts";
-import { POSTGRES_SKIP, sharedPostgres } from "../../_postgres.ts";
-import { addUserWithKey, type ServerProcess, startServerProcess } from "../../_server.ts";
+import { TEST_STORE_NAME } from "../../_helpers/store.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
+import { testCertificate } from "../../_helpers/tls_server.ts";
+import { POSTGRES_SKIP, sharedPostgres } from "../../_helpers/postgres_cluster.ts";
+import {
+  addUserWithKey,
+  type ServerProcess,
+  startServerProcess,
+} from "../../_helpers/server_process.ts";
 
 const EMAIL = "burst@example.org";
 const PASSWORD = "burst test pw";

@@ -5,7 +5,9 @@
  * have) is not installed: `apt-get install -y nginx-light`.
  */
 import assert from "node:assert/strict";
-import { createTestApp, issueToken, startTlsServer, testCertificate } from "../../_helpers.ts";
+import { issueToken } from "../../_helpers/requests.ts";
+import { createTestApp } from "../../_helpers/test_app.ts";
+import { startTlsServer, testCertificate } from "../../_helpers/tls_server.ts";
 
 function findNginx(): string | undefined {
   for (const candidate of ["nginx", "/usr/sbin/nginx", "/usr/local/sbin/nginx"]) {

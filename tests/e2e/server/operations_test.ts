@@ -3,8 +3,8 @@
  * the shutdown deadline, the metrics listener and proxy mode.
  */
 import assert from "node:assert/strict";
-import { tempDbPath } from "../../_helpers.ts";
-import { addUserWithKey, startServerProcess } from "../../_server.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
+import { addUserWithKey, startServerProcess } from "../../_helpers/server_process.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 const EMAIL = "ops@example.org";

@@ -6,9 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { claimPort, lockName } from "../../../src/server/port_guard.ts";
-import { tempDbPath } from "../../_helpers.ts";
-import { addUserWithKey, type ServerProcess, startServerProcess } from "../../_server.ts";
-import { runTask } from "../../_task.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
+import {
+  addUserWithKey,
+  type ServerProcess,
+  startServerProcess,
+} from "../../_helpers/server_process.ts";
+import { runTask } from "../../_helpers/task.ts";
 
 const PASSWORD = "port guard pw";
 

@@ -4,7 +4,7 @@
  * (`apt-get install -y caddy`).
  */
 import assert from "node:assert/strict";
-import { tempDbPath } from "../../_helpers.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
 import {
   exerciseThroughProxy,
   findFreePort,
@@ -12,8 +12,8 @@ import {
   readDeployBlock,
   waitForPort,
   writeCertificate,
-} from "../../_proxy.ts";
-import { addUserWithKey, startServerProcess } from "../../_server.ts";
+} from "../../_helpers/reverse_proxy.ts";
+import { addUserWithKey, startServerProcess } from "../../_helpers/server_process.ts";
 
 Deno.test({
   name: "[server] Caddy from docs/deploy.md terminates TLS in front of keygate --behind-proxy",

@@ -3,11 +3,11 @@
  * a restart, graceful SIGTERM, and no plain secrets in the database file.
  */
 import assert from "node:assert/strict";
-import { startServerProcess } from "../../_server.ts";
+import { startServerProcess } from "../../_helpers/server_process.ts";
 import { main as admin } from "../../../src/cli/main.ts";
 import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
 import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
-import { tempDbPath } from "../../_helpers.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
 
 const hasher = createPasswordHasher();
 

@@ -8,9 +8,9 @@ import { existsSync } from "node:fs";
 import { VERSION } from "../../../src/config/version.ts";
 import { generateSelfSigned } from "../../../src/platform/tls.ts";
 import { describeSkippedEmails } from "../../../src/store/canonical_emails.ts";
-import { writePreNfcDatabase } from "../../_pre_nfc_db.ts";
-import { addUserWithKey, startServerProcess } from "../../_server.ts";
-import { tempDbPath } from "../../_helpers.ts";
+import { writePreNfcDatabase } from "../../_helpers/pre_nfc_db.ts";
+import { addUserWithKey, startServerProcess } from "../../_helpers/server_process.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
 
 const PERMISSIONS = [
   "--allow-net",

@@ -9,9 +9,9 @@
 import assert from "node:assert/strict";
 import { dirname } from "node:path";
 import postgres from "postgres";
-import { readDocBlocks } from "../../_doc_blocks.ts";
-import { POSTGRES_SKIP, startPostgres } from "../../_postgres.ts";
-import { hasCommand } from "../../_proxy.ts";
+import { readDocBlocks } from "../../_helpers/doc_blocks.ts";
+import { POSTGRES_SKIP, startPostgres } from "../../_helpers/postgres_cluster.ts";
+import { hasCommand } from "../../_helpers/reverse_proxy.ts";
 
 const ROOT = new URL("../../../", import.meta.url).pathname;
 const IN_CI = (Deno.env.get("CI") ?? "") !== "" && Deno.env.get("CI") !== "false";

@@ -4,7 +4,8 @@
  * Skipped when `openssl` is not installed.
  */
 import assert from "node:assert/strict";
-import { createTestApp, startTlsServer } from "../../_helpers.ts";
+import { createTestApp } from "../../_helpers/test_app.ts";
+import { startTlsServer } from "../../_helpers/tls_server.ts";
 
 function hasOpenssl(): boolean {
   try {

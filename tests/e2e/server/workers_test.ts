@@ -13,10 +13,12 @@ import { readConfig } from "../../../src/config/read_config.ts";
 import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
 import { createWorkerPool } from "../../../src/server/worker_pool.ts";
 import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
-import { runAdmin } from "../../_admin.ts";
-import { createCapturingLogger, tempDbPath, testCertificate } from "../../_helpers.ts";
-import { addUserWithKey, startServerProcess } from "../../_server.ts";
-import { POSTGRES_SKIP, sharedPostgres } from "../../_postgres.ts";
+import { runAdmin } from "../../_helpers/admin_cli.ts";
+import { createCapturingLogger } from "../../_helpers/capturing_logger.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
+import { testCertificate } from "../../_helpers/tls_server.ts";
+import { addUserWithKey, startServerProcess } from "../../_helpers/server_process.ts";
+import { POSTGRES_SKIP, sharedPostgres } from "../../_helpers/postgres_cluster.ts";
 
 const PASSWORD = "workers test pw";
 const CURRENT = "/api/secure/userservice/tokens/current";
@@ -286,7 +288,7 @@ Deno.test("a request worker that dies is logged and restarted, and the port is s
     tls: { cert, key },
     hasher,
     logger,
-    workerUrl: new URL("../../_dying_worker.ts", import.meta.url),
+    workerUrl: new URL("../../_helpers/dying_worker.ts", import.meta.url),
   });
   try {
     const { port } = await pool.start();

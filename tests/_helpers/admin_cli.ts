@@ -2,11 +2,12 @@
  * The admin CLI run in-process for tests: on a database file, with a fake
  * clock, a password on "standard input", and its output captured.
  */
-import { main } from "../src/cli/main.ts";
-import type { Clock } from "../src/platform/clock.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { afterExternalWrite, createFakeClock } from "./_helpers.ts";
-import { runTask } from "./_task.ts";
+import { main } from "../../src/cli/main.ts";
+import type { Clock } from "../../src/platform/clock.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { afterExternalWrite } from "../_helpers/store.ts";
+import { runTask } from "./task.ts";
 
 const hasher = createPasswordHasher();
 

@@ -5,7 +5,7 @@
  * clean reconnect), written over raw TLS so that no client retries hide a
  * lost request.
  */
-import { generateSelfSigned } from "../src/platform/tls.ts";
+import { generateSelfSigned } from "../../src/platform/tls.ts";
 
 /** A certificate and key, with the file contents a test writes. */
 export interface Pair {

@@ -5,8 +5,8 @@
  * TLS (or plain TCP), as a client on the internet would send them; and a
  * backend that records what reaches it.
  */
-import type { Handler } from "../src/http/app.ts";
-import { testCertificate } from "./_helpers.ts";
+import type { Handler } from "../../src/http/app.ts";
+import { testCertificate } from "../_helpers/tls_server.ts";
 
 /** A real backend that records every request it receives. */
 export function startRecordingBackend() {

@@ -3,7 +3,7 @@
  * docs/deploy.md in front of a real keygate in proxy mode.
  */
 import assert from "node:assert/strict";
-import { generateSelfSigned } from "../src/platform/tls.ts";
+import { generateSelfSigned } from "../../src/platform/tls.ts";
 
 /** Whether `command` is on PATH. */
 export function hasCommand(command: string): boolean {
@@ -17,7 +17,7 @@ export function hasCommand(command: string): boolean {
 
 /** The first fenced block of `language` in docs/deploy.md. */
 export function readDeployBlock(language: string): string {
-  const text = Deno.readTextFileSync(new URL("../docs/deploy.md", import.meta.url));
+  const text = Deno.readTextFileSync(new URL("../../docs/deploy.md", import.meta.url));
   const match = new RegExp("```" + language + "\\n([\\s\\S]*?)```").exec(text);
   assert.ok(match, `docs/deploy.md has a ${language} block`);
   return match[1];

@@ -3,7 +3,7 @@
  * this process) throws an uncaught error shortly after it starts serving; its
  * replacement and the other workers are ordinary request workers.
  */
-import "../src/server/request_worker.ts";
+import "../../src/server/request_worker.ts";
 
 const marker = Deno.env.get("KEYGATE_TEST_DIE_ONCE");
 let first = false;

@@ -3,8 +3,8 @@
  * one does, so that a test can fill the pool's queue before any job ends
  * (however slowly the store lets its requests reach the pool).
  */
-import { hashArgon2, verifyArgon2 } from "../src/passwords/argon2.ts";
-import type { PasswordJob, PasswordResult } from "../src/passwords/password_worker.ts";
+import { hashArgon2, verifyArgon2 } from "../../src/passwords/argon2.ts";
+import type { PasswordJob, PasswordResult } from "../../src/passwords/password_worker.ts";
 
 const scope = globalThis as unknown as {
   onmessage: ((event: MessageEvent<PasswordJob>) => void) | null;

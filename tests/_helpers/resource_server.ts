@@ -3,8 +3,9 @@
  * (billing@example.org) holding a resource-server key (`--introspect`): what
  * introspection, revocation and OAuth client tests start from.
  */
-import { generateApiKey, hashSecret, toKeyPrefix } from "../src/auth/credentials.ts";
-import { createTestApp, issueToken, type TestAppOptions } from "./_helpers.ts";
+import { generateApiKey, hashSecret, toKeyPrefix } from "../../src/auth/credentials.ts";
+import { issueToken } from "../_helpers/requests.ts";
+import { createTestApp, type TestAppOptions } from "../_helpers/test_app.ts";
 
 /** Sets up alice (timeout `timeoutSeconds`, or the default) and the resource server's key. */
 export async function setUpResourceServer(

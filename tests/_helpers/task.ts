@@ -6,7 +6,7 @@
  */
 
 /** The repository's root, where deno.json is. */
-export const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+export const REPO = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 /** What a task printed, and its exit code. */
 export interface TaskRun {

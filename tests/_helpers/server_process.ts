@@ -2,9 +2,9 @@
  * The real server as a child process on port 0, for process-level tests:
  * its log lines, its URLs and a SIGTERM stop.
  */
-import { main as admin } from "../src/cli/main.ts";
-import { createPasswordHasher } from "../src/passwords/passwords.ts";
-import { REPO, withoutTaskLine } from "./_task.ts";
+import { main as admin } from "../../src/cli/main.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { REPO, withoutTaskLine } from "./task.ts";
 
 export interface ServerProcess {
   /** `https://127.0.0.1:PORT` (or `http://` behind a proxy). */
