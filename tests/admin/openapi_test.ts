@@ -2,7 +2,7 @@
  * The admin API's OpenAPI 3.1 document: valid by the OpenAPI schema
  * (@seriousme/openapi-schema-validator), served as is, one operation per
  * route and one route per operation, and strict enough that the response
- * check every admin API test runs (_admin.ts) refuses a wrong body.
+ * check every admin API test runs (tests/_helpers/admin_api.ts) refuses a wrong body.
  */
 import assert from "node:assert/strict";
 import { Validator } from "@seriousme/openapi-schema-validator";
