@@ -1,6 +1,6 @@
 /**
- * The hostile-input suite of issue 4 (items 1-5 here, 6-12 in hostile_service_test.ts): one case per item, each through
- * the real handler over a real store, asserting the status, the error body in
+ * The hostile-input suite of issue 4 (items 1-5 here, 6-12 in hostile_service_test.ts): one case
+ * per item, each through the real handler over a real store, asserting the status, the error body in
  * the caller's format, and that stored data did not change (row counts, the
  * existing token still valid). Items 4, 7 and 9 have deeper suites in
  * throttle_test.ts, faults_test.ts and tls_test.ts.
