@@ -17,9 +17,9 @@ import { createHandler, type Handler } from "../../src/http/app.ts";
 import { createMetrics, type Metrics } from "../../src/platform/metrics.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import type { Store } from "../../src/store/store.ts";
-import { createCapturingLogger } from "../_helpers/capturing_logger.ts";
-import { createFakeClock, type FakeClock } from "../_helpers/fake_clock.ts";
-import { openTestStore } from "../_helpers/store.ts";
+import { createCapturingLogger } from "./capturing_logger.ts";
+import { createFakeClock, type FakeClock } from "./fake_clock.ts";
+import { openTestStore } from "./store.ts";
 
 export const ADMIN_BASE = "https://127.0.0.1:9444";
 const API_BASE = "https://keygate.test";

@@ -5,8 +5,8 @@
 import { main } from "../../src/cli/main.ts";
 import type { Clock } from "../../src/platform/clock.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
-import { createFakeClock } from "../_helpers/fake_clock.ts";
-import { afterExternalWrite } from "../_helpers/store.ts";
+import { createFakeClock } from "./fake_clock.ts";
+import { afterExternalWrite } from "./store.ts";
 import { runTask } from "./task.ts";
 
 const hasher = createPasswordHasher();

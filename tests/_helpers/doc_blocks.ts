@@ -5,7 +5,7 @@
  * A shell block's info string says what a test does with it (GitHub reads
  * only the first word, `sh`, and highlights the block as shell):
  *
- * - `sh runnable`: tests/suites/docs_test.ts runs it, in page order, in a sandbox
+ * - `sh runnable`: tests/suites/docs_examples_test.ts runs it, in page order, in a sandbox
  *   clone (`sh runnable fixture=NAME` prepares the sandbox first);
  * - `sh tested-by: tests/FILE_test.ts`: that test runs it;
  * - `sh not-run: REASON`: no test runs it, for the reason given.
@@ -65,4 +65,11 @@ export function readShellMark(info: string): ShellMark {
   const notRun = /^not-run: (.{10,})$/.exec(rest);
   if (notRun) return { kind: "not-run", reason: notRun[1] };
   return { kind: "unmarked" };
+}
+
+/** The `sh runnable` blocks of a page, in order. */
+export function runnableBlocks(text: string): DocBlock[] {
+  return readDocBlocks(text).filter((block) =>
+    block.language === "sh" && readShellMark(block.info).kind === "runnable"
+  );
 }

@@ -6,7 +6,7 @@
  * backend that records what reaches it.
  */
 import type { Handler } from "../../src/http/app.ts";
-import { testCertificate } from "../_helpers/tls_server.ts";
+import { testCertificate } from "./tls_server.ts";
 
 /** A real backend that records every request it receives. */
 export function startRecordingBackend() {

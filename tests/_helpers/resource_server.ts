@@ -4,8 +4,8 @@
  * introspection, revocation and OAuth client tests start from.
  */
 import { generateApiKey, hashSecret, toKeyPrefix } from "../../src/auth/credentials.ts";
-import { issueToken } from "../_helpers/requests.ts";
-import { createTestApp, type TestAppOptions } from "../_helpers/test_app.ts";
+import { issueToken } from "./requests.ts";
+import { createTestApp, type TestAppOptions } from "./test_app.ts";
 
 /** Sets up alice (timeout `timeoutSeconds`, or the default) and the resource server's key. */
 export async function setUpResourceServer(
