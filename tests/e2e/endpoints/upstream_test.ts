@@ -1,4 +1,4 @@
-/** `--upstream` forwarding: a secure request without credentials and with the caller's identity, paths. */
+/** `--upstream` forwarding: secure requests without credentials, with the identity; paths. */
 import assert from "node:assert/strict";
 import { assertError, BASE } from "../../_helpers/requests.ts";
 import { CLIENT, setup, startUpstream } from "../../_helpers/upstream_server.ts";

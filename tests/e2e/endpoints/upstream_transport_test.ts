@@ -1,4 +1,4 @@
-/** `--upstream` transport: streaming, 502 and 504, encodings, real TLS, TRACE, a trusted proxy's chain. */
+/** `--upstream` transport: streaming, 502/504, encodings, real TLS, TRACE, a proxy chain. */
 import assert from "node:assert/strict";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { assertError, BASE, jsonAuthRequest } from "../../_helpers/requests.ts";
