@@ -235,3 +235,8 @@ export async function assertStillAnswers(app: TestApp, apiKey: string) {
   assert.equal(valid.status, 200);
   await valid.body?.cancel();
 }
+
+/** Escapes text for an XML element's content. */
+export function escapeXml(value: string): string {
+  return value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}

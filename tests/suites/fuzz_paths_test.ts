@@ -13,10 +13,6 @@ import type { Format } from "../../src/formats/format.ts";
 import { BASE } from "../_helpers/requests.ts";
 import { settings, setup, statuses } from "../_helpers/fuzz_requests.ts";
 
-function escapeXml(value: string): string {
-  return value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-}
-
 /** Pieces of request paths: separators, dots, suffixes, escapes, secure spellings, non-ASCII. */
 const PATH_PIECES = [
   "/",

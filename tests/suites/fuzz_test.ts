@@ -16,6 +16,7 @@ import {
   check,
   contentType,
   EMAIL,
+  escapeXml,
   mutate,
   mutation,
   PASSWORD,
