@@ -4,7 +4,7 @@
  * src/auth/login.ts over the PostgreSQL store, with a password check that always passes).
  *
  * Not a rate: it runs `--logins` logins one after another on a throwaway cluster
- * (tests/_postgres.ts, with `pg_stat_statements` loaded) and reports the cluster's CPU
+ * (tests/_helpers/postgres_cluster.ts, with `pg_stat_statements` loaded) and reports the cluster's CPU
  * (every process, from /proc) and pg_stat_statements' counts and execution time per login,
  * which a busy machine disturbs far less than a rate. The users are `--users` (each with one
  * key), logged into round-robin, after `--warmup` logins that are not counted (they fill the
@@ -16,7 +16,7 @@
  */
 import { parseArgs } from "node:util";
 import postgres from "postgres";
-import { startPostgres } from "../../tests/_postgres.ts";
+import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import { listProcessTree, readProcessCpuSeconds } from "./proc.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { createLogin } from "../../src/auth/login.ts";

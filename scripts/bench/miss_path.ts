@@ -14,7 +14,7 @@ import { hashSecret } from "../../src/auth/credentials.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import type { Store } from "../../src/store/store.ts";
-import { startPostgres } from "../../tests/_postgres.ts";
+import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import { seedDatabase } from "./seed.ts";
 import { copySeedToPostgres } from "./seed_postgres.ts";
 

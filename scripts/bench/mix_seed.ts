@@ -6,7 +6,7 @@
  * @module
  */
 import postgres from "postgres";
-import type { PostgresCluster } from "../../tests/_postgres.ts";
+import type { PostgresCluster } from "../../tests/_helpers/postgres_cluster.ts";
 import { type Victim, VICTIM_TOKENS } from "./mix_traffic.ts";
 import { seedDatabase, type SeedEntry } from "./seed.ts";
 import { copySeedToPostgres } from "./seed_postgres.ts";

@@ -8,7 +8,7 @@
  *   `--store-listen off` (poll only): p50, p99, max;
  * - issuance (JSON, one core) on both, as a fraction of the measured password-hash limit.
  *
- * PostgreSQL is a throwaway cluster (tests/_postgres.ts: initdb and pg_ctl in a temp dir, on
+ * PostgreSQL is a throwaway cluster (tests/_helpers/postgres_cluster.ts: initdb and pg_ctl in a temp dir, on
  * 127.0.0.1), with fsync and full-page writes back on for the measurements, pinned to the
  * servers' core; its CPU (every process of the cluster, from /proc) is reported per request
  * beside keygate's.
@@ -16,7 +16,7 @@
  * @module
  */
 import postgres from "postgres";
-import { startPostgres } from "../../tests/_postgres.ts";
+import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import { listProcessTree, readTreeCpuSeconds } from "./proc.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
 import { findInvalidRun, formatRatio, type Measured, type Row } from "./report.ts";

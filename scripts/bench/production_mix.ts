@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { startPostgres } from "../../tests/_postgres.ts";
+import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { percentile } from "./revocation.ts";

@@ -13,7 +13,7 @@
  */
 import { parseArgs } from "node:util";
 import postgres from "postgres";
-import { startPostgres } from "../../tests/_postgres.ts";
+import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { generateApiKey, generateToken, hashSecret } from "../../src/auth/credentials.ts";
 import { toKeyPrefix } from "../../src/auth/credentials.ts";

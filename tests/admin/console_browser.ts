@@ -30,7 +30,8 @@ import { createLogger } from "../../src/platform/logger.ts";
 import { createMetrics } from "../../src/platform/metrics.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
-import { openTestStore, startTlsServer } from "../_helpers.ts";
+import { openTestStore } from "../_helpers/store.ts";
+import { startTlsServer } from "../_helpers/tls_server.ts";
 
 /** Debian's Chromium; .ci/run installs it. */
 const CHROMIUM = "/usr/bin/chromium";

@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import { createOperator } from "../../src/auth/operators.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
-import { tempDbPath } from "../_helpers.ts";
-import { startServerProcess } from "../_server.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { startServerProcess } from "../_helpers/server_process.ts";
 
 /** The blocks marked `sh tested-by:` this file after the heading `## Endpoints`, in order. */
 function endpointExamples(markdown: string): string[] {

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { ADMIN_BASE, createAdminTest } from "./_admin.ts";
+import { ADMIN_BASE, createAdminTest } from "../_helpers/admin_api.ts";
 
 const SEGMENTS = [
   "admin",

@@ -2,13 +2,13 @@
  * The admin API's OpenAPI 3.1 document: valid by the OpenAPI schema
  * (@seriousme/openapi-schema-validator), served as is, one operation per
  * route and one route per operation, and strict enough that the response
- * check every admin API test runs (_admin.ts) refuses a wrong body.
+ * check every admin API test runs (tests/_helpers/admin_api.ts) refuses a wrong body.
  */
 import assert from "node:assert/strict";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { ADMIN_ROUTES } from "../../src/http/admin/admin_app.ts";
 import { ADMIN_OPENAPI } from "../../src/http/admin/openapi.ts";
-import { ADMIN_BASE, assertDocumented, createAdminTest } from "./_admin.ts";
+import { ADMIN_BASE, assertDocumented, createAdminTest } from "../_helpers/admin_api.ts";
 
 Deno.test("ADMIN_OPENAPI is a valid OpenAPI 3.1 document", async () => {
   const result = await new Validator().validate(structuredClone(ADMIN_OPENAPI));

@@ -7,8 +7,9 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { createOperatorAuth } from "../../src/auth/operators.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
-import { runAdmin } from "../_admin.ts";
-import { createFakeClock, tempDbPath } from "../_helpers.ts";
+import { runAdmin } from "../_helpers/admin_cli.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
 
 /** A new, empty database file. */
 async function newDatabase() {

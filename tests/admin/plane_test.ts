@@ -6,8 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { createOperator, revokeOperator } from "../../src/auth/operators.ts";
-import { startRawServer } from "../_raw_http.ts";
-import { createAdminTest } from "./_admin.ts";
+import { startRawServer } from "../_helpers/raw_http.ts";
+import { createAdminTest } from "../_helpers/admin_api.ts";
 
 Deno.test("[admin] a malformed Host is 400 invalid_host before routing, never a 500 or a file", async () => {
   await using t = await createAdminTest();

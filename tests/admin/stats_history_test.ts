@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import type { AdminStats } from "../../src/auth/admin_tasks.ts";
 import { createStatsHistory } from "../../src/auth/stats_history.ts";
-import { createCapturingLogger, createFakeClock } from "../_helpers.ts";
+import { createCapturingLogger } from "../_helpers/capturing_logger.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
 
 function stats(at: number, users: number): AdminStats {
   return {

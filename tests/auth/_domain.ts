@@ -10,7 +10,8 @@ import { createKey } from "../../src/auth/keys.ts";
 import { type AccountDeps, addUser } from "../../src/auth/users.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import type { ApiKey, AuditEntry, User } from "../../src/store/store.ts";
-import { createFakeClock, type FakeClock, openTestStore, type TestStore } from "../_helpers.ts";
+import { createFakeClock, type FakeClock } from "../_helpers/fake_clock.ts";
+import { openTestStore, type TestStore } from "../_helpers/store.ts";
 
 /** One argon2id worker for every domain test of the process. */
 const hasher = createPasswordHasher({ workers: 1 });

@@ -12,7 +12,9 @@ import {
 } from "../../src/auth/portal/portal_throttle.ts";
 import type { SignUpMode } from "../../src/auth/portal/accounts.ts";
 import { startMailer } from "../../src/server/start_mailer.ts";
-import { BASE, createTestApp, type TestApp, testCertificate } from "../_helpers.ts";
+import { BASE } from "../_helpers/requests.ts";
+import { createTestApp, type TestApp } from "../_helpers/test_app.ts";
+import { testCertificate } from "../_helpers/tls_server.ts";
 import { startTestSmtp, type TestSmtp } from "./_smtp.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { systemClock } from "../../src/platform/clock.ts";

@@ -7,8 +7,9 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { openTestStore, testCertificate } from "../_helpers.ts";
-import { startServerProcess } from "../_server.ts";
+import { openTestStore } from "../_helpers/store.ts";
+import { testCertificate } from "../_helpers/tls_server.ts";
+import { startServerProcess } from "../_helpers/server_process.ts";
 import { readCode, startTestSmtp } from "./_smtp.ts";
 
 function freePort(): number {

@@ -21,7 +21,8 @@ import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { startMailer } from "../../src/server/start_mailer.ts";
-import { openTestStore, startTlsServer, testCertificate } from "../_helpers.ts";
+import { openTestStore } from "../_helpers/store.ts";
+import { startTlsServer, testCertificate } from "../_helpers/tls_server.ts";
 import { readCode, startTestSmtp } from "./_smtp.ts";
 
 const CHROMIUM = "/usr/bin/chromium";

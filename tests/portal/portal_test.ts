@@ -6,8 +6,9 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { afterExternalWrite, issueToken, secureGet } from "../_helpers.ts";
-import { runAdminProcess } from "../_admin.ts";
+import { afterExternalWrite } from "../_helpers/store.ts";
+import { issueToken, secureGet } from "../_helpers/requests.ts";
+import { runAdminProcess } from "../_helpers/admin_cli.ts";
 import { readCode } from "./_smtp.ts";
 import { ORIGIN, startPortalRig } from "./_portal.ts";
 

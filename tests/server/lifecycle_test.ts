@@ -9,8 +9,9 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { serve } from "../../main.ts";
 import { generateSelfSigned } from "../../src/platform/tls.ts";
-import { tempDbPath, testCertificate } from "../_helpers.ts";
-import { addUserWithKey, startServerProcess } from "../_server.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { testCertificate } from "../_helpers/tls_server.ts";
+import { addUserWithKey, startServerProcess } from "../_helpers/server_process.ts";
 
 /**
  * Files under `dir` this process holds open (Linux; elsewhere none can be seen). Read by `ls`,

@@ -3,7 +3,7 @@
  * driver error an operator meets first, with what to check or change, and
  * never the password. The end-to-end cases (TLS refused, a password missing
  * or wrong, a missing database, nothing listening) run against a real
- * cluster in tests/postgres_operator_test.ts.
+ * cluster in tests/e2e/postgres/operator_test.ts.
  */
 import assert from "node:assert/strict";
 import { StoreUnavailable } from "../../src/store/errors.ts";

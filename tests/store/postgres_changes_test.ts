@@ -12,7 +12,11 @@ import {
   openPostgresStore,
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../_helpers/postgres_cluster.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

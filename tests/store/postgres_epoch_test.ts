@@ -12,7 +12,11 @@ import {
 } from "../../src/store/postgres/grant_epoch.ts";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../_helpers/postgres_cluster.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

@@ -13,7 +13,11 @@ import {
 } from "../../src/store/postgres/open_postgres_store.ts";
 import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
 import type { LoginFailures } from "../../src/store/store.ts";
-import { POSTGRES_SKIP, type PostgresCluster, startPostgres } from "../_postgres.ts";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../_helpers/postgres_cluster.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

@@ -4,7 +4,7 @@
  */
 import postgres from "postgres";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
-import { POSTGRES_SKIP, sharedPostgres } from "../_postgres.ts";
+import { POSTGRES_SKIP, sharedPostgres } from "../_helpers/postgres_cluster.ts";
 import { runStoreContract } from "./contract.ts";
 
 if (POSTGRES_SKIP) {

@@ -7,7 +7,8 @@ import { DatabaseSync } from "node:sqlite";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
-import { openTempStore, tempDbPath } from "../_helpers.ts";
+import { openTempStore } from "../_helpers/store.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
 import { assertCanonicalEmailsMigrated, PRE_NFC_EMAILS } from "./_contract_fixtures.ts";
 import { runStoreContract } from "./contract.ts";
 

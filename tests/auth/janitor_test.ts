@@ -1,0 +1,248 @@
+import type { TokenBatch } from "../../src/store/store.ts";
+import assert from "node:assert/strict";
+import { createJanitor } from "../../src/auth/janitor.ts";
+import { createMetrics } from "../../src/platform/metrics.ts";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
+import { createCapturingLogger } from "../_helpers/capturing_logger.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { assertError, issueToken, secureGet } from "../_helpers/requests.ts";
+import { addApiKey, addTestToken, addTestUser } from "../_helpers/store.ts";
+import { tempDbPath } from "../_helpers/temp_db.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
+
+const HOUR = 3600_000;
+const DAY = 24 * HOUR;
+const CURRENT = "/api/secure/userservice/tokens/current";
+
+/** A user whose tokens live one hour, and an API key. */
+async function setup() {
+  const app = await createTestApp();
+  const userId = await app.addUser("j@example.org", "pw", 3600);
+  const apiKey = await app.createKey(userId);
+  return { app, userId, apiKey };
+}
+
+Deno.test("janitor sweep() deletes only expired and revoked rows past retention", async () => {
+  const { app, apiKey } = await setup();
+  using _ = app;
+  const { logger, lines } = createCapturingLogger();
+  const metrics = createMetrics();
+  const janitor = createJanitor({
+    store: app.store,
+    clock: app.clock,
+    logger,
+    metrics,
+    retentionSeconds: 7 * 86400,
+  });
+  // t0: A will expire; B will be revoked at t0 + 30 min.
+  const a = await issueToken(app.handler, "j@example.org", "pw", apiKey);
+  const b = await issueToken(app.handler, "j@example.org", "pw", apiKey);
+  app.clock.advance(HOUR / 2);
+  const revoke = await app.handler(
+    new Request(`https://keygate.test${CURRENT}?api_key=${apiKey}&api_token=${b}`, {
+      method: "DELETE",
+    }),
+  );
+  assert.equal(revoke.status, 204);
+  // Six days later, A expired six days ago and still says so.
+  app.clock.advance(6 * DAY);
+  assert.equal(await janitor.sweep(), 0);
+  assert.equal(await app.store.countRows("tokens"), 2);
+  await assertError(await secureGet(app.handler, CURRENT, apiKey, a), 401, "token_expired");
+
+  // Seven days after A expired (t0 + 1 h + 7 d): A goes, B (revoked at t0 + 30 min) too, C stays.
+  app.clock.set(Date.parse("2026-01-01T00:00:00Z") + HOUR + 7 * DAY);
+  const c = await issueToken(app.handler, "j@example.org", "pw", apiKey);
+  assert.equal(await janitor.sweep(), 2);
+  assert.equal(await app.store.countRows("tokens"), 1);
+  assert.equal((await secureGet(app.handler, CURRENT, apiKey, c)).status, 200);
+  await assertError(await secureGet(app.handler, CURRENT, apiKey, a), 401, "invalid_token");
+  assert.deepEqual(JSON.parse(lines.at(-1)!).deleted, 2);
+  assert.match(await metrics.render(), /^keygate_tokens_purged_total 2$/m);
+});
+
+Deno.test("janitor sweep() works in batches of row ids and reaches every row", async () => {
+  const { app, userId } = await setup();
+  using _ = app;
+  const keyId = (await app.store.listApiKeys())[0].id;
+  const start = app.clock.now();
+  // 23 rows: even ids expired 29 days ago, odd ids live.
+  for (let i = 1; i <= 23; i++) {
+    const hash = new Uint8Array(32);
+    hash[0] = i;
+    const expired = i % 2 === 0;
+    await app.store.insertToken({
+      tokenHash: hash,
+      userId,
+      apiKeyId: keyId,
+      issuedAt: expired ? start - 30 * DAY : start,
+      expiresAt: expired ? start - 29 * DAY : start + HOUR,
+      maxLiveTokens: 1000,
+    }, { audit: undefined });
+  }
+  // Two live ones revoked: 23 two days ago (past retention), 21 just now (within it).
+  assert.ok(await app.store.revokeToken(23, { now: start - 2 * DAY, audit: undefined }));
+  assert.ok(await app.store.revokeToken(21, { now: start, audit: undefined }));
+  const ranges: number[] = [];
+  const deleteEndedTokens = app.store.deleteEndedTokens;
+  const store = {
+    ...app.store,
+    deleteEndedTokens(batch: TokenBatch) {
+      ranges.push(batch.afterId);
+      return deleteEndedTokens(batch);
+    },
+  };
+  const janitor = createJanitor({
+    store,
+    clock: app.clock,
+    logger: createCapturingLogger().logger,
+    retentionSeconds: 86400,
+    batchRows: 5,
+  });
+  assert.equal(await janitor.sweep(), 12);
+  assert.deepEqual(ranges, [0, 5, 10, 15, 20]);
+  assert.equal(await app.store.countRows("tokens"), 11);
+  assert.equal(await app.store.countLiveTokens(app.clock.now()), 10);
+  assert.equal(await janitor.sweep(), 0);
+});
+
+Deno.test("janitor start() sweeps at once and stop() ends it", async () => {
+  const { app, userId } = await setup();
+  using _ = app;
+  const keyId = (await app.store.listApiKeys())[0].id;
+  await app.store.insertToken({
+    tokenHash: new Uint8Array(32).fill(7),
+    userId,
+    apiKeyId: keyId,
+    issuedAt: app.clock.now() - 10 * DAY,
+    expiresAt: app.clock.now() - 9 * DAY,
+    maxLiveTokens: 100,
+  }, { audit: undefined });
+  const { logger, lines } = createCapturingLogger();
+  const janitor = createJanitor({
+    store: app.store,
+    clock: app.clock,
+    logger,
+    retentionSeconds: 86400,
+  });
+  const logged = new Promise<void>((resolve) => {
+    const push = lines.push.bind(lines);
+    lines.push = (...items: string[]) => {
+      const n = push(...items);
+      resolve();
+      return n;
+    };
+  });
+  janitor.start();
+  await logged;
+  await janitor.stop();
+  assert.equal(await app.store.countRows("tokens"), 0);
+  assert.equal(JSON.parse(lines[0]).event, "janitor");
+});
+
+Deno.test("janitor start() sweeps only while claimTurn() says it is this instance's turn", async () => {
+  const { app } = await setup();
+  using _ = app;
+  const ranges: string[] = [];
+  const store = {
+    ...app.store,
+    findTokenIdRange: () => {
+      ranges.push("swept");
+      return app.store.findTokenIdRange();
+    },
+  };
+  const turns = [false, true];
+  const asked: number[] = [];
+  const janitor = createJanitor({
+    store,
+    clock: app.clock,
+    logger: createCapturingLogger().logger,
+    retentionSeconds: 60,
+    intervalMs: 5,
+    claimTurn: (now) => {
+      asked.push(now);
+      return Promise.resolve(turns.shift() ?? false);
+    },
+  });
+  janitor.start();
+  while (asked.length < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+  await janitor.stop();
+  assert.deepEqual(ranges, ["swept"], "one sweep: the turn it was given");
+  assert.equal(asked[0], app.clock.now());
+});
+
+Deno.test("janitor: two servers' janitors on one SQLite file sweep at once, each row deleted once", async () => {
+  // docs/deploy.md supports two servers on one file; SQLite has no lease, so both may sweep.
+  using db = tempDbPath();
+  const first = openSqliteStore(db.path);
+  const second = openSqliteStore(db.path);
+  try {
+    const now = Date.parse("2026-01-01T00:00:00Z");
+    const userId = await addTestUser(first, "j@example.org", { now });
+    await addApiKey(first, userId, now);
+    for (let i = 0; i < 500; i++) {
+      await addTestToken(first, {
+        userId,
+        apiKeyId: 1,
+        issuedAt: now,
+        expiresAt: now + HOUR,
+        secret: `t${String(i).padStart(39, "0")}`,
+      });
+    }
+    await addTestToken(first, {
+      userId,
+      apiKeyId: 1,
+      issuedAt: now,
+      expiresAt: now + 30 * DAY,
+      secret: "live".padEnd(40, "x"),
+    });
+    const clock = createFakeClock(now + HOUR + 8 * DAY);
+    const { logger } = createCapturingLogger();
+    const janitorOf = (store: typeof first) =>
+      createJanitor({ store, clock, logger, retentionSeconds: 7 * 86400, batchRows: 50 });
+    const deleted = await Promise.all([janitorOf(first).sweep(), janitorOf(second).sweep()]);
+    assert.equal(deleted[0] + deleted[1], 500, `deleted ${deleted.join(" + ")}`);
+    assert.equal(await first.countRows("tokens"), 1, "the live token stays");
+  } finally {
+    await first.closeStore();
+    await second.closeStore();
+  }
+});
+
+Deno.test("janitor sweep() deletes audit rows past --audit-retention in batches and records it", async () => {
+  const { app } = await setup();
+  using _ = app;
+  const start = app.clock.now();
+  for (let i = 0; i < 7; i++) {
+    await app.store.appendAudit({
+      at: start + i * DAY,
+      actor: "cli:test",
+      action: "user.added",
+      subject: `user:${i}@example.org`,
+      detail: {},
+    });
+  }
+  const rows = await app.store.countRows("audit_log");
+  const { logger, lines } = createCapturingLogger();
+  const options = { store: app.store, clock: app.clock, logger, retentionSeconds: 7 * 86400 };
+  app.clock.set(start + 32 * DAY + HOUR);
+  // Off (the default): nothing goes.
+  await createJanitor(options).sweep();
+  assert.equal(await app.store.countRows("audit_log"), rows);
+  // 30 days, in batches of 2: the rows written before start + 2 d + 1 h go (days 0, 1, 2).
+  const janitor = createJanitor({ ...options, auditRetentionSeconds: 30 * 86400, batchRows: 2 });
+  await janitor.sweep();
+  const kept = (await app.store.listAudit()).map((row) => row.subject);
+  assert.ok(!kept.includes("user:2@example.org") && kept.includes("user:3@example.org"));
+  assert.equal(await app.store.countRows("audit_log"), rows - 3 + 1);
+  const [record] = (await app.store.listAudit()).filter((row) => row.action === "audit.pruned");
+  assert.equal(record.actor, "janitor");
+  assert.deepEqual(record.detail, {
+    deleted: 3,
+    before: new Date(start + 2 * DAY + HOUR).toISOString(),
+  });
+  assert.equal(JSON.parse(lines.at(-1)!).audit_deleted, 3);
+  // Nothing more to prune: no further record.
+  await janitor.sweep();
+  assert.equal((await app.store.listAudit()).filter((r) => r.action === "audit.pruned").length, 1);
+});

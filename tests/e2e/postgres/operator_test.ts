@@ -1,0 +1,456 @@
+/**
+ * The PostgreSQL operator's path as an operator types it (issue 29):
+ * `deno task admin …` and `deno task start --store …` as child processes,
+ * with deno.json's own flags, against a throwaway cluster. Each refusal is
+ * one line, names where the setting came from, says what to do and never
+ * shows a password; nothing is written to ./db/ (or the working directory)
+ * when the store is PostgreSQL.
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import {
+  POSTGRES_SKIP,
+  type PostgresCluster,
+  startPostgres,
+} from "../../_helpers/postgres_cluster.ts";
+import { type ServerProcess, startServerProcess } from "../../_helpers/server_process.ts";
+import { REPO, runTask, taskAsDenoRun, type TaskRun } from "../../_helpers/task.ts";
+
+const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const ignore = cluster === undefined;
+const PASSWORD = "correct horse battery";
+const CURRENT = "/api/secure/userservice/tokens/current";
+/** Requests as the proxy in front of a --behind-proxy server sends them. */
+const PROXIED = { "x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.9" };
+
+/** `deno task admin ARGS --store URL`, which must succeed. */
+async function admin(url: string, args: string[], stdin = ""): Promise<TaskRun> {
+  const run = await runTask("admin", [...args, "--store", url], { stdin });
+  assert.equal(run.code, 0, `admin ${args.join(" ")}: ${run.err}`);
+  return run;
+}
+
+/** Asserts one line on standard error, exactly `line` or matching it. */
+function assertOneLine(run: TaskRun, line: string | RegExp): void {
+  assert.ok(run.err.endsWith("\n") && run.err.split("\n").length === 2, `one line: ${run.err}`);
+  if (typeof line === "string") assert.equal(run.err, `${line}\n`);
+  else assert.match(run.err.trimEnd(), line);
+  assert.doesNotMatch(run.err, /^\s+at |Uncaught|Stack backtrace/m);
+}
+
+/** The repository's ./db/: its entries and their modification times (or absent). */
+function snapshotDb(): string {
+  try {
+    return [...Deno.readDirSync(`${REPO}/db`)]
+      .map((entry) => `${entry.name} ${Deno.statSync(`${REPO}/db/${entry.name}`).mtime?.getTime()}`)
+      .sort().join("\n");
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return "(absent)";
+    throw error;
+  }
+}
+
+async function login(origin: string, apiKey: string): Promise<Response> {
+  return await fetch(`${origin}/api/userservice/tokens`, {
+    method: "POST",
+    headers: { ...PROXIED, "content-type": "application/json", accept: "application/json" },
+    body: JSON.stringify({
+      auth_request: { user: { email: "alice@example.org", password: PASSWORD }, api_key: apiKey },
+    }),
+  });
+}
+
+Deno.test({
+  name:
+    "[pg task] deno task admin … --store URL as typed: db migrate, user add, key create, user list, operator create, token revoke-all",
+  ignore,
+  sanitizeResources: false, // the server's pipes close after its exit, at the end of the test
+  async fn() {
+    const url = await cluster!.createDatabase("task_admin");
+    const before = snapshotDb();
+    assert.match((await admin(url, ["db", "migrate"])).out, /Schema is up to date/);
+    assert.match(
+      (await admin(url, ["user", "add", "alice@example.org"], `${PASSWORD}\n`)).out,
+      /^Added user alice@example\.org \(id 1/,
+    );
+    const apiKey = (await admin(url, ["key", "create", "alice@example.org"])).out.trim()
+      .split("\n").at(-1)!;
+    assert.match((await admin(url, ["user", "list"])).out, /1\s+alice@example\.org\s+default/);
+    const operator = await admin(url, ["operator", "create", "ann", "--role", "write"]);
+    assert.match(operator.out, /ann/);
+
+    // The server on the same database, as typed: the CLI's password and key log in.
+    const server = await startServerProcess(url, ["--behind-proxy"], { task: true });
+    try {
+      const health = await fetch(`${server.origin}/healthz`);
+      assert.equal(health.status, 200);
+      await health.body?.cancel();
+      const issued = await login(server.origin, apiKey);
+      assert.equal(issued.status, 200);
+      const token = (await issued.json()).auth_response.access_token;
+      const headers = { ...PROXIED, "x-api-key": apiKey, authorization: `Bearer ${token}` };
+      const before = await fetch(`${server.origin}${CURRENT}`, { headers });
+      assert.equal(before.status, 200);
+      await before.body?.cancel();
+      // revoke-all from another process reaches the server (notification, else the poll).
+      assert.match((await admin(url, ["token", "revoke-all", "alice@example.org"])).out, /1/);
+      let status = 0;
+      for (let waited = 0; waited < 2000 && status !== 401; waited += 20) {
+        const after = await fetch(`${server.origin}${CURRENT}`, { headers });
+        status = after.status;
+        await after.body?.cancel();
+        if (status !== 401) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.equal(status, 401, "the revoked token is refused");
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+
+    // What the commands stored.
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const users = await sql`SELECT email, tokens_valid_from FROM users`;
+      assert.equal(users.length, 1);
+      assert.equal(users[0].email, "alice@example.org");
+      assert.ok(Number(users[0].tokens_valid_from) > 0, "revoke-all set the cutoff");
+      const keys = await sql`SELECT count(*)::int AS n FROM api_keys WHERE revoked_at IS NULL`;
+      assert.equal(keys[0].n, 1);
+      const operators = await sql`SELECT name, role FROM operators WHERE revoked_at IS NULL`;
+      assert.deepEqual([...operators].map((row) => [row.name, row.role]), [["ann", "write"]]);
+      const actions = (await sql`SELECT action FROM audit_log ORDER BY id`).map((r) => r.action);
+      for (
+        const action of [
+          "user.added",
+          "key.created",
+          "operator.created",
+          "token.issued",
+          "tokens.revoked",
+        ]
+      ) {
+        assert.ok(actions.includes(action), `${action} in ${actions}`);
+      }
+    } finally {
+      await sql.end();
+    }
+    assert.equal(snapshotDb(), before, "nothing written to ./db/");
+  },
+});
+
+Deno.test({
+  name:
+    "[pg task] deno task start --store URL serves HTTPS with a self-signed pair in memory, writing nothing to ./db/",
+  ignore,
+  sanitizeResources: false,
+  async fn() {
+    const url = await cluster!.createDatabase("task_start");
+    const before = snapshotDb();
+    const server = await startServerProcess(url, [], { task: true });
+    try {
+      const warning = server.lines.find((line) => line.includes("self-signed"))!;
+      assert.match(JSON.parse(warning).msg, /kept in memory only/);
+      const fingerprint: string = JSON.parse(warning).sha256_fingerprint;
+      assert.match(fingerprint, /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/);
+      const listening = JSON.parse(server.lines.find((l) => l.includes("keygate listening"))!);
+      assert.equal(listening.db, url);
+      const port = new URL(server.origin).port;
+      // The certificate is served as logged (openssl, when installed, reads its fingerprint).
+      const curl = await new Deno.Command("curl", {
+        args: ["-sk", `https://127.0.0.1:${port}/healthz`],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.equal(new TextDecoder().decode(curl.stdout), '{"status":"ok"}');
+      const openssl = await new Deno.Command("sh", {
+        args: [
+          "-c",
+          `command -v openssl >/dev/null || exit 3; openssl s_client -connect 127.0.0.1:${port} ` +
+          "</dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256",
+        ],
+        stdout: "piped",
+      }).output();
+      if (openssl.code !== 3) {
+        assert.equal(new TextDecoder().decode(openssl.stdout).trim().split("=")[1], fingerprint);
+      }
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+    assert.equal(snapshotDb(), before, "nothing written to ./db/");
+  },
+});
+
+/**
+ * The command that runs the server as `user` would without CAP_DAC_OVERRIDE: as root, setpriv
+ * drops the capabilities that let root write anywhere, so that a directory's mode 0555 binds.
+ */
+function withoutOverride(argv: string[]): string[] | undefined {
+  if (Deno.uid() !== 0) return argv;
+  const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((path) => {
+    try {
+      return Deno.statSync(path).isFile;
+    } catch {
+      return false;
+    }
+  });
+  if (setpriv === undefined) return undefined;
+  const caps = "-dac_override,-dac_read_search,-fowner";
+  return [setpriv, `--inh-caps=${caps}`, `--bounding-set=${caps}`, ...argv];
+}
+
+Deno.test({
+  name:
+    "[pg task] the N-instance recipe: KEYGATE_STORE from an environment file, no --db, a read-only working directory: starts, writes nothing there",
+  ignore,
+  sanitizeResources: false,
+  async fn() {
+    const url = await cluster!.createDatabase("recipe");
+    const cwd = await Deno.makeTempDir({ prefix: "keygate-readonly-" });
+    try {
+      // docs/postgres.md's /etc/keygate/keygate.env, on this machine.
+      const envFile = [
+        `KEYGATE_STORE=${url}`,
+        "KEYGATE_BEHIND_PROXY=on",
+        "KEYGATE_HOSTNAME=127.0.0.1",
+        "KEYGATE_PORT=0",
+        "KEYGATE_TRUSTED_PROXIES=127.0.0.1/32",
+        "KEYGATE_ADMIN=on",
+        "KEYGATE_ADMIN_PORT=0",
+      ].join("\n");
+      const env = Object.fromEntries(
+        envFile.split("\n").map((line) => {
+          const at = line.indexOf("=");
+          return [line.slice(0, at), line.slice(at + 1)];
+        }),
+      );
+      await Deno.chmod(cwd, 0o555);
+      // The start task's own flags, from a directory that is not the repository (as the
+      // compiled binary under systemd, whose working directory is /).
+      const command = withoutOverride([Deno.execPath(), ...taskAsDenoRun("start")]);
+      const probe = withoutOverride(["sh", "-c", "touch probe"]);
+      if (command !== undefined && probe !== undefined) {
+        const [program, ...args] = probe;
+        const touched = await new Deno.Command(program, { args, cwd, stderr: "null" }).output();
+        assert.equal(touched.success, false, "the working directory is read-only to the server");
+      }
+      const server: ServerProcess = await startServerProcess("", [], {
+        command: command ?? [Deno.execPath(), ...taskAsDenoRun("start")],
+        cwd,
+        env,
+        ownPort: true,
+        admin: true,
+      });
+      try {
+        const listening = JSON.parse(server.lines.find((l) => l.includes("keygate listening"))!);
+        assert.equal(listening.db, url);
+        assert.match(server.adminOrigin!, /^https:\/\/127\.0\.0\.1:\d+$/);
+        const warning = server.lines.find((line) => line.includes("self-signed"))!;
+        assert.match(JSON.parse(warning).msg, /kept in memory only/);
+        const health = await fetch(`${server.origin}/healthz`);
+        assert.equal(health.status, 200);
+        await health.body?.cancel();
+      } finally {
+        assert.equal((await server.stop()).code, 0);
+      }
+      assert.deepEqual([...Deno.readDirSync(cwd)], [], "nothing created in the working directory");
+    } finally {
+      await Deno.chmod(cwd, 0o755);
+      await Deno.remove(cwd, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[pg task] a store setting that looks like a URL but is not one: refused in one line, exit 2, no password, nothing created",
+  ignore,
+  async fn() {
+    const port = cluster!.port;
+    const before = snapshotDb();
+    const typo = `postgres//keygate:kg-pass@127.0.0.1:${port}/keygate`;
+    const shown = `postgres//keygate:***@127.0.0.1:${port}/keygate`;
+    const expected = 'it looks like a postgres:// URL with its ":" missing; expected ' +
+      "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, sqlite:PATH or a file path";
+    const runs: [TaskRun, string][] = [
+      [
+        await runTask("start", ["--port", "0", "--store", typo]),
+        `keygate: Invalid --store "${shown}": ${expected} (see --help)`,
+      ],
+      [
+        await runTask("start", ["--port", "0"], { env: { KEYGATE_STORE: typo } }),
+        `keygate: Invalid KEYGATE_STORE "${shown}": ${expected} (see --help)`,
+      ],
+      [
+        await runTask("admin", ["user", "list", "--store", typo]),
+        `keygate admin: Invalid --store "${shown}": ${expected}`,
+      ],
+      [
+        await runTask("admin", ["user", "add", "a@example.org"], {
+          env: { KEYGATE_STORE: `postgress://keygate:kg-pass@127.0.0.1:${port}/keygate` },
+          stdin: `${PASSWORD}\n`,
+        }),
+        `keygate admin: Invalid KEYGATE_STORE "postgress://keygate:***@127.0.0.1:${port}/keygate": ` +
+        "it is a URL (postgress://) of a kind keygate does not know; expected " +
+        "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, sqlite:PATH or a file path",
+      ],
+      [
+        await runTask("start", ["--port", "0", "--db", `postgres://keygate:kg-pass@h/keygate`]),
+        'keygate: Invalid --db "postgres://keygate:***@h/keygate": it is a store URL: give it ' +
+        "with --store (--db takes a file path) (see --help)",
+      ],
+    ];
+    for (const [run, line] of runs) {
+      assert.equal(run.code, 2, run.err);
+      assertOneLine(run, line);
+      assert.doesNotMatch(run.out + run.err, /kg-pass/);
+    }
+    assert.equal(snapshotDb(), before, "nothing written to ./db/");
+    for (const name of ["postgres", "postgres:", "postgress:"]) {
+      assert.throws(() => Deno.statSync(`${REPO}/${name}`), Deno.errors.NotFound, name);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[pg task] KEYGATE_STORE in the environment and --db on the command line: refused, saying where each came from",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("conflict");
+    const env = { KEYGATE_STORE: url };
+    const start = await runTask("start", ["--port", "0", "--db", "db/other.sqlite3"], { env });
+    assert.equal(start.code, 2);
+    assertOneLine(
+      start,
+      "keygate: Invalid store settings: give --store or --db, not both (KEYGATE_STORE is set " +
+        "in the environment; --db is on the command line) (see --help)",
+    );
+    const cli = await runTask("admin", ["user", "list", "--db", "db/other.sqlite3"], { env });
+    assert.equal(cli.code, 2);
+    assertOneLine(
+      cli,
+      "keygate admin: Give --store or --db, not both (KEYGATE_STORE is set in the environment; " +
+        "--db is on the command line) (see deno task admin help)",
+    );
+    // The variable alone (the recipe's EnvironmentFile and an ExecStart without --db) works.
+    const list = await runTask("admin", ["db", "migrate"], { env });
+    assert.equal(list.code, 0, list.err);
+  },
+});
+
+Deno.test({
+  name:
+    "[pg task] a server without TLS and sslmode=require (explicit, or the default for a non-loopback host): the error says so and how to set sslmode",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("tls");
+    const required = url.replace("sslmode=disable", "sslmode=require");
+    const hint = "Client network socket disconnected before secure TLS connection was " +
+      "established; the server does not accept TLS, which sslmode=require asks for (without " +
+      "sslmode in the URL: require for any host but localhost): turn ssl on in the server's " +
+      "postgresql.conf, or add ?sslmode=disable to the URL if the network between is private";
+    const cli = await runTask("admin", ["user", "list", "--store", required]);
+    assert.equal(cli.code, 1);
+    assertOneLine(cli, `keygate admin: Cannot open the store ${required}: ${hint}`);
+    const start = await runTask("start", ["--port", "0", "--store", required]);
+    assert.equal(start.code, 1);
+    assertOneLine(start, `keygate: Cannot open the store ${required}: ${hint}`);
+    // No sslmode and a host that is not one of localhost, 127.0.0.1, [::1]: this cluster
+    // through its IPv4-mapped IPv6 address (when this system has IPv6 sockets at all).
+    let mapped = true;
+    try {
+      (await Deno.connect({ hostname: "::ffff:127.0.0.1", port: cluster!.port })).close();
+    } catch {
+      mapped = false;
+    }
+    if (mapped) {
+      const remote = url.replace("127.0.0.1", "[::ffff:127.0.0.1]").replace("?sslmode=disable", "");
+      const shown = `${remote.replace("[::ffff:127.0.0.1]", "[::ffff:7f00:1]")}?sslmode=require`;
+      const run = await runTask("admin", ["user", "list", "--store", remote]);
+      assert.equal(run.code, 1);
+      assertOneLine(run, `keygate admin: Cannot open the store ${shown}: ${hint}`);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[pg task] password authentication: the error says whether the URL or PGPASSWORD gave the password; PGPASSWORD works",
+  ignore,
+  async fn() {
+    const url = await cluster!.createDatabase("pw");
+    const database = new URL(url.replace("postgres:", "http:")).pathname.slice(1);
+    const secret = "pw-Zq8vT3";
+    // A role that must give a password over TCP (the cluster trusts everyone else).
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      await sql.unsafe(`CREATE ROLE pwuser LOGIN PASSWORD '${secret}'`);
+      await sql.unsafe(`ALTER DATABASE ${database} OWNER TO pwuser`);
+      const hba = `${cluster!.dir}/data/pg_hba.conf`;
+      const lines = await Deno.readTextFile(hba);
+      await Deno.writeTextFile(hba, `host all pwuser 127.0.0.1/32 scram-sha-256\n${lines}`);
+      await sql`SELECT pg_reload_conf()`;
+    } finally {
+      await sql.end();
+    }
+    const store = `postgres://pwuser@127.0.0.1:${cluster!.port}/${database}`;
+    const shown = `${store}?sslmode=disable`;
+    const failed = 'password authentication failed for user "pwuser"';
+    const cases: [string, Record<string, string>, string][] = [
+      [
+        store,
+        { PGPASSWORD: "" },
+        `${failed}; the URL has no password and PGPASSWORD is not set: put the password in ` +
+        "the URL (postgres://USER:PASSWORD@HOST/DATABASE, percent-encoded) or in PGPASSWORD",
+      ],
+      [
+        store,
+        { PGPASSWORD: "wrong-Kx7" },
+        `${failed}; the URL has no password, so PGPASSWORD's was used: check PGPASSWORD`,
+      ],
+      [
+        store.replace("pwuser@", "pwuser:wrong-Kx7@"),
+        { PGPASSWORD: "" },
+        `${failed}; check the password in the URL (percent-encode @, : and / in it)`,
+      ],
+    ];
+    for (const [at, env, reason] of cases) {
+      const run = await runTask("admin", ["user", "list", "--store", at], { env });
+      assert.equal(run.code, 1, run.err);
+      const display = at.includes(":wrong-Kx7@") ? shown.replace("pwuser@", "pwuser:***@") : shown;
+      assertOneLine(run, `keygate admin: Cannot open the store ${display}: ${reason}`);
+      assert.doesNotMatch(run.err, /wrong-Kx7|pw-Zq8vT3/);
+    }
+    const ok = await runTask("admin", ["db", "migrate", "--store", store], {
+      env: { PGPASSWORD: secret },
+    });
+    assert.equal(ok.code, 0, ok.err);
+  },
+});
+
+Deno.test({
+  name: "[pg task] a missing database and a port where nothing listens: the reason and what to do",
+  ignore,
+  async fn() {
+    const missing = cluster!.urlOf("nosuchdb");
+    const run = await runTask("admin", ["user", "list", "--store", missing]);
+    assert.equal(run.code, 1);
+    assertOneLine(
+      run,
+      `keygate admin: Cannot open the store ${missing}: database "nosuchdb" does not exist; ` +
+        "create the database first: createdb --owner keygate nosuchdb",
+    );
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (listener.addr as Deno.NetAddr).port;
+    listener.close();
+    const nobody = `postgres://keygate@127.0.0.1:${port}/keygate?sslmode=disable`;
+    const start = await runTask("start", ["--port", "0", "--store", nobody]);
+    assert.equal(start.code, 1);
+    assertOneLine(
+      start,
+      `keygate: Cannot open the store ${nobody}: connect ECONNREFUSED 127.0.0.1:${port}; ` +
+        `nothing accepts connections at 127.0.0.1:${port}: check that PostgreSQL runs and ` +
+        "listens on that address and port (listen_addresses, port)",
+    );
+  },
+});
+
+Deno.test({ name: "[pg task] stop the cluster", ignore, fn: () => cluster!.stop() });
