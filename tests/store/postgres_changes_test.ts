@@ -212,6 +212,30 @@ Deno.test({
 
 Deno.test({
   name:
+    "[pg changes] a restore that recreates the record at the very position and tag seen still empties the caches",
+  ignore,
+  async fn() {
+    await using db = await twoInstances({ b: { pollMs: 60_000, stalenessMs: 120_000 } });
+    assert.ok(await cached(db.cache, 0));
+    assert.ok(await cached(db.cache, 1));
+    // A dump taken before token 0 was issued, restored with --clean while B runs: the token is
+    // gone, the record's tables are new, and the head's position and tag are as B saw them.
+    await db.raw.begin(async (tx) => {
+      await tx`CREATE TABLE grant_changes_restored (LIKE grant_changes INCLUDING ALL)`;
+      await tx`INSERT INTO grant_changes_restored SELECT * FROM grant_changes`;
+      await tx`DROP TABLE grant_changes`;
+      await tx`ALTER TABLE grant_changes_restored RENAME TO grant_changes`;
+      await tx`DELETE FROM tokens WHERE id = ${db.tokenIds[0]}`;
+    });
+    await db.b.refreshGrantEpoch();
+    assert.equal(await db.cache(KEY, TOKENS[0], NOW + 1000), undefined, "a restored-away token");
+    assert.equal(await cached(db.cache, 1), false, "everything was evicted");
+    assert.equal(db.b.readGrantInvalidations().all, 1);
+  },
+});
+
+Deno.test({
+  name:
     "[pg changes] an instance partitioned longer than the record keeps empties its caches; within it, only what changed",
   ignore,
   async fn() {

@@ -258,6 +258,8 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   /** What {@link GrantEpochWatcherOptions.onListenerChange} was last told. */
   let reported: boolean | undefined;
   let polling: Promise<void> | undefined;
+  /** The change record's table as the last poll saw it (its oid): a restore makes a new one. */
+  let identity: string | undefined;
   /** The poll that follows the one under way (asked for after it started). */
   let queued: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -277,8 +279,11 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
         head_tag: string | null;
         cursor_tag: string | null;
         rows: [number, string, number | null][];
+        identity: string;
       }[]>`
         SELECT e.epoch AS head,
+          -- A restore (pg_restore --clean, or a new database) recreates the table: a new oid.
+          (SELECT 'grant_changes'::regclass::oid::text) AS identity,
           (SELECT tag FROM grant_changes WHERE position = e.epoch LIMIT 1) AS head_tag,
           (SELECT tag FROM grant_changes WHERE position = ${from} LIMIT 1) AS cursor_tag,
           coalesce((SELECT jsonb_agg(jsonb_build_array(position, scope, subject) ORDER BY position)
@@ -288,8 +293,16 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
         FROM grant_epoch e WHERE e.id = 1`;
       if (row === undefined) throw new Error("The grant_epoch row is missing");
       const head = { position: Number(row.head), tag: toTag(row.head_tag) };
+      const recreated = identity !== undefined && row.identity !== identity;
+      identity = row.identity;
       if (cursor === undefined) cursor = head; // the caches start empty
-      else {
+      else if (recreated) {
+        // Restored from a backup, even to the very position and tag seen: what the caches hold
+        // may be gone from the database, and no row of the record says so. Drop everything.
+        log.push(ALL);
+        cursor = head;
+        learned.clear();
+      } else {
         const rows: RecordRow[] = row.rows.map(([position, scope, subject]) => ({
           position,
           scope,
