@@ -71,12 +71,31 @@ export function createTokenRoutes(deps: TokenRouteDeps): Route<RequestContext>[]
     return toResponse(context.format, "auth_response", { access_token: issued.token });
   }
 
+  /**
+   * Refusals of a full password queue come in storms (clients that re-send at once): one line a
+   * second says how many there were, instead of one line each (the metric still counts each).
+   */
+  let busySince = -Infinity;
+  let busyUnlogged = 0;
+
   async function issueOrLog(request: Request, context: RequestContext): Promise<Response> {
     try {
       return await issue(request, context);
     } catch (thrown) {
       const error = toHttpError(thrown);
       metrics.loginFailed(error.code);
+      if (error.code === "service_busy") {
+        const now = performance.now();
+        if (now - busySince < 1000) {
+          busyUnlogged++;
+          throw thrown;
+        }
+        busySince = now;
+      }
+      const suppressed = error.code === "service_busy" && busyUnlogged > 0
+        ? busyUnlogged
+        : undefined;
+      if (suppressed !== undefined) busyUnlogged = 0;
       logger.warn("login failed", {
         event: "login_failed",
         request_id: context.requestId,
@@ -84,6 +103,8 @@ export function createTokenRoutes(deps: TokenRouteDeps): Route<RequestContext>[]
         detail: typeof error.cause === "string" ? error.cause : undefined,
         key_id: context.apiKeyId ?? null,
         client: context.clientAddress,
+        // service_busy: refusals in the second before this one that were not logged each.
+        also_refused: suppressed,
       });
       throw thrown;
     }

@@ -80,7 +80,7 @@ async function createBusyablePool(holdMs: number) {
 }
 
 Deno.test("[e2e] POST /api/userservice/tokens refuses before any store read while the password pool would refuse, alike for a known and an unknown user", async () => {
-  await using busyable = await createBusyablePool(1500);
+  await using busyable = await createBusyablePool(5000);
   const { pool } = busyable;
   const wrapped: { counter?: ReturnType<typeof countCalls> } = {};
   await using app = await createTestApp({
@@ -187,4 +187,36 @@ Deno.test("a request worker's login flow refuses from the pool's shared decision
     remote.close();
     main.abandon();
   }
+});
+
+Deno.test("[e2e] a storm of refused logins writes one 'login failed' line a second, with the count of the others", async () => {
+  await using busyable = await createBusyablePool(1500);
+  const { pool } = busyable;
+  await using app = await createTestApp({ hasher: pool });
+  const userId = await app.addUser(EMAIL, "unused");
+  const apiKey = await app.createKey(userId);
+  const busy = pool.hash("occupies the one worker");
+  for (let i = 0; i < 50; i++) {
+    const response = await postToken(
+      app.handler,
+      jsonAuthRequest(EMAIL, PASSWORD, apiKey),
+      JSON_IO,
+    );
+    assert.equal(response.status, 503);
+    await response.body?.cancel();
+  }
+  const busyLines = () =>
+    app.logLines.map((line) => JSON.parse(line)).filter((entry) =>
+      entry.event === "login_failed" && entry.reason === "service_busy"
+    );
+  assert.equal(busyLines().length, 1, "one line for the first refusal, none for the 49 after it");
+  assert.equal(busyLines()[0].also_refused, undefined);
+  // A second later the next refusal is logged again, with how many went unlogged meanwhile.
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  const next = await postToken(app.handler, jsonAuthRequest(EMAIL, PASSWORD, apiKey), JSON_IO);
+  assert.equal(next.status, 503);
+  await next.body?.cancel();
+  assert.equal(busyLines().length, 2);
+  assert.equal(busyLines()[1].also_refused, 49);
+  await busy;
 });
