@@ -163,6 +163,19 @@ export interface PortalStore {
   countQueuedMail(): Promise<number>;
   /** The outbox's counts (for metrics). */
   countMail(): Promise<MailCounts>;
+  /**
+   * A signed-in user's new password: replaces the hash, moves the cutoff (every token ends),
+   * ends the user's portal sessions but `keepSession`, and queues `mail`, in one transaction;
+   * resolves to how many live tokens ended.
+   */
+  updatePortalPassword(
+    userId: number,
+    change: AuditedChange<number> & {
+      passwordHash: string;
+      mail: NewMail;
+      keepSession?: Uint8Array;
+    },
+  ): Promise<number>;
   /** Sets a key's label (a portal user's own key); keeps grants. */
   updateApiKeyLabel(keyId: number, change: AuditedChange<void> & { label: string }): Promise<void>;
   /**

@@ -239,6 +239,21 @@ export function createPortalMethods(db: PgContext): PortalStore {
         failedAttempts: Number(row.failed),
       };
     },
+    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
+      return db.write(async (tx) => {
+        await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
+          WHERE id = ${userId}`;
+        const ended = await raiseCutoff(tx, userId, now);
+        if (keepSession === undefined) {
+          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
+        } else {
+          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}
+            AND id_hash <> ${keepSession}`;
+        }
+        await queue(tx, mail, now);
+        return ended;
+      }, { audit, ends: () => userScope(userId) });
+    },
     async updateApiKeyLabel(keyId, { audit, label }) {
       await db.write(async (tx) => {
         await tx`UPDATE api_keys SET label = ${label} WHERE id = ${keyId}`;

@@ -154,6 +154,10 @@ export function createPortalStore(conn: Connection): PortalStore {
     "SELECT * FROM portal_sessions WHERE id_hash = :id_hash AND expires_at > :now",
   );
   const sessionDelete = sql("DELETE FROM portal_sessions WHERE id_hash = :id_hash", "keeps-grants");
+  const sessionsOthersDelete = sql(
+    "DELETE FROM portal_sessions WHERE user_id = :user_id AND id_hash <> :keep",
+    "keeps-grants",
+  );
   const sessionsOfUserDelete = sql(
     "DELETE FROM portal_sessions WHERE user_id = :user_id",
     "keeps-grants",
@@ -169,7 +173,12 @@ export function createPortalStore(conn: Connection): PortalStore {
   }
 
   /** New password: the cutoff moves past every token so far, as `updateUserPassword` does. */
-  function replacePassword(userId: number, passwordHash: string, now: number): number {
+  function replacePassword(
+    userId: number,
+    passwordHash: string,
+    now: number,
+    keepSession?: Uint8Array,
+  ): number {
     userSetPassword.run({ id: userId, password_hash: passwordHash, now });
     const from = (userRow.get({ id: userId }) as Row | undefined)?.tokens_valid_from as number ??
       0;
@@ -177,7 +186,8 @@ export function createPortalStore(conn: Connection): PortalStore {
     const cutoff = Math.max(from + 1, now + 1, (latest ?? 0) + 1);
     const { n } = tokensLive.get({ id: userId, now, from, cutoff }) as { n: number };
     userRaiseCutoff.run({ id: userId, cutoff, now });
-    sessionsOfUserDelete.run({ user_id: userId });
+    if (keepSession === undefined) sessionsOfUserDelete.run({ user_id: userId });
+    else sessionsOthersDelete.run({ user_id: userId, keep: keepSession });
     return n;
   }
 
@@ -325,6 +335,13 @@ export function createPortalStore(conn: Connection): PortalStore {
           failedAttempts: row.failed as number,
         } satisfies MailCounts;
       });
+    },
+    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
+      return conn.write(() => {
+        const ended = replacePassword(userId, passwordHash, now, keepSession);
+        queue(mail, now);
+        return ended;
+      }, audit);
     },
     async updateApiKeyLabel(keyId, { label, audit }) {
       await conn.write(() => {
