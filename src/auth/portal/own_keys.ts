@@ -1,6 +1,6 @@
 /**
- * What a signed-in portal user does with their own API keys and tokens, and their own
- * password: thin checks of ownership over the use cases every edge calls (../keys.ts,
+ * What a signed-in portal user does with their own API keys and tokens (the account itself:
+ * own_account.ts): thin checks of ownership over the use cases every edge calls (../keys.ts,
  * ../users.ts), audited with the actor `portal:user:<id>`. A key is returned once, when made;
  * it is never mailed.
  *
