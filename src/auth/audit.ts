@@ -56,6 +56,12 @@ export const AUDIT_ACTIONS = [
   "portal.reset_requested",
   "portal.password_reset",
   "portal.password_changed",
+  "portal.email_change_requested",
+  "portal.email_changed",
+  "portal.key_labelled",
+  "portal.account_deleted",
+  // The janitor's expiry of sign-ups never verified (actor `janitor`, subject `portal`).
+  "portal.unverified_deleted",
 ] as const;
 
 /** One of {@link AUDIT_ACTIONS}. */

@@ -40,15 +40,11 @@ export interface CreatedKey {
 }
 
 /**
- * Creates a key for a user. @throws {AuthError} `invalid_request` for a label
- * too long or holding a control character.
+ * A key's label, checked: at most {@link MAX_KEY_LABEL_LENGTH} characters, none of them a
+ * control, invisible or bidirectional character.
+ * @throws {AuthError} `invalid_request` saying which rule failed.
  */
-export async function createKey(
-  deps: ChangeDeps,
-  user: User,
-  options: NewKeyOptions = {},
-): Promise<CreatedKey> {
-  const label = options.label ?? "";
+export function toKeyLabel(label: string): string {
   if (label.length > MAX_KEY_LABEL_LENGTH) {
     throw new AuthError(
       "invalid_request",
@@ -62,6 +58,19 @@ export async function createKey(
       `Invalid label: control, invisible and bidirectional characters are not allowed (found ${unsafe})`,
     );
   }
+  return label;
+}
+
+/**
+ * Creates a key for a user. @throws {AuthError} `invalid_request` for a label
+ * too long or holding a control character.
+ */
+export async function createKey(
+  deps: ChangeDeps,
+  user: User,
+  options: NewKeyOptions = {},
+): Promise<CreatedKey> {
+  const label = toKeyLabel(options.label ?? "");
   const now = deps.clock.now();
   const expiresAt = options.expiresInSeconds === undefined
     ? null

@@ -12,7 +12,7 @@ import type { AuditedChange, NewUser, User } from "./store_types.ts";
 export type PortalAccountState = "pending_verification" | "pending_approval" | "active";
 
 /** What a one-time code is for. */
-export type PortalCodePurpose = "verify" | "reset";
+export type PortalCodePurpose = "verify" | "reset" | "email";
 
 /** A user's portal account row (users an operator added have none). */
 export interface PortalAccount {
@@ -27,6 +27,8 @@ export interface NewPortalCode {
   /** SHA-256 of the code, bound to its user (see src/auth/portal/codes.ts). */
   codeHash: Uint8Array;
   expiresAt: number;
+  /** Purpose `email` only: the address the code was mailed to, which it makes the user's. */
+  newEmail?: string;
 }
 
 /** A stored one-time code. */
@@ -70,6 +72,22 @@ export interface CodeUse {
   passwordHash?: string;
   /** A message queued in the same transaction. */
   mail?: NewMail;
+  /**
+   * Purpose `email`: the code's `newEmail` becomes the user's e-mail (a grant change: grants
+   * carry the e-mail). @throws {StoreConflict} when another user has it by now.
+   */
+  changeEmail?: boolean;
+}
+
+/** The outbox's state, for metrics. */
+export interface MailCounts {
+  /** Queued, neither sent nor given up. */
+  pending: number;
+  sent: number;
+  /** Messages given up after their last failed attempt. */
+  givenUp: number;
+  /** Failed send attempts over every message the outbox holds. */
+  failedAttempts: number;
 }
 
 /** The portal's accounts, codes, sessions and outbox. Part of `Store`. */
@@ -143,4 +161,30 @@ export interface PortalStore {
   ): Promise<void>;
   /** Queued messages not yet sent nor given up (for metrics and tests). */
   countQueuedMail(): Promise<number>;
+  /** The outbox's counts (for metrics). */
+  countMail(): Promise<MailCounts>;
+  /**
+   * A signed-in user's new password: replaces the hash, moves the cutoff (every token ends),
+   * ends the user's portal sessions but `keepSession`, and queues `mail`, in one transaction;
+   * resolves to how many live tokens ended.
+   */
+  updatePortalPassword(
+    userId: number,
+    change: AuditedChange<number> & {
+      passwordHash: string;
+      mail: NewMail;
+      keepSession?: Uint8Array;
+    },
+  ): Promise<number>;
+  /** Sets a key's label (a portal user's own key); keeps grants. */
+  updateApiKeyLabel(keyId: number, change: AuditedChange<void> & { label: string }): Promise<void>;
+  /**
+   * Deletes up to `limit` users whose portal account is still `pending_verification` and was
+   * created before `before` (sign-ups never verified), with their codes; resolves to their
+   * e-mails. Each user's delete records its grant scope like `deleteUser`.
+   */
+  deleteUnverifiedPortalUsers(
+    before: number,
+    change: AuditedChange<string[]> & { limit: number },
+  ): Promise<string[]>;
 }

@@ -8,7 +8,15 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
-import { type ContractTest, HOUR, issue, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
+import {
+  type ContractTest,
+  grantOf,
+  HOUR,
+  issue,
+  NO_AUDIT,
+  seed,
+  T0,
+} from "./_contract_fixtures.ts";
 
 const MAIL = { recipient: "new@b.org", subject: "Verify", text: "Your code: ABCD-EFGH" };
 
@@ -174,5 +182,121 @@ export function registerPortalTests(test: ContractTest): void {
       error: "gave up",
     });
     assert.equal(await store.countQueuedMail(), 0);
+  });
+
+  test("usePortalCode() with changeEmail gives the user the code's address, once and if free", async ({ store }) => {
+    const user = await signUp(store);
+    await store.updatePortalState(user.id, { now: T0, state: "active", ...NO_AUDIT });
+    const epoch = store.readGrantEpoch();
+    const email = { purpose: "email" as const, expiresAt: T0 + HOUR };
+    await store.replacePortalCode(user.id, {
+      now: T0 + 1,
+      code: { ...email, codeHash: hashSecret("e1"), newEmail: "moved@b.org" },
+      mail: { ...MAIL, recipient: "moved@b.org" },
+      ...NO_AUDIT,
+    });
+    const code = (await store.findPortalCode(user.id, "email", T0 + 2))!;
+    assert.equal(code.newEmail, "moved@b.org");
+    assert.equal(await store.findPortalCode(user.id, "reset", T0 + 2), undefined);
+    await store.usePortalCode(code.id, { now: T0 + 3, changeEmail: true, mail: MAIL, ...NO_AUDIT });
+    assert.equal((await store.findUserById(user.id))?.email, "moved@b.org");
+    assert.notEqual(store.readGrantEpoch(), epoch, "grants carry the e-mail");
+    assert.equal(await store.findPortalCode(user.id, "email", T0 + 4), undefined);
+
+    // Taken meanwhile: nothing changes, the code stays unused.
+    await signUp(store, "taken@b.org");
+    await store.replacePortalCode(user.id, {
+      now: T0 + 5,
+      code: { ...email, codeHash: hashSecret("e2"), newEmail: "taken@b.org" },
+      mail: MAIL,
+      ...NO_AUDIT,
+    });
+    const second = (await store.findPortalCode(user.id, "email", T0 + 6))!;
+    const queued = await store.countQueuedMail();
+    await assert.rejects(
+      store.usePortalCode(second.id, { now: T0 + 7, changeEmail: true, mail: MAIL, ...NO_AUDIT }),
+      StoreConflict,
+    );
+    assert.equal((await store.findUserById(user.id))?.email, "moved@b.org");
+    assert.equal((await store.findPortalCode(user.id, "email", T0 + 8))?.id, second.id);
+    assert.equal(await store.countQueuedMail(), queued, "no mail from a refused change");
+  });
+
+  test("updateApiKeyLabel() relabels a key and keeps its grants", async ({ store }) => {
+    const { key } = await seed(store);
+    await store.updateApiKeyLabel(key.id, { now: T0, label: "ci runner", ...NO_AUDIT });
+    assert.equal((await store.findApiKeyById(key.id))?.label, "ci runner");
+    assert.notEqual(await grantOf(store, "t1", "k1", T0 + 1), undefined);
+  });
+
+  test("deleteUnverifiedPortalUsers() deletes only old unverified sign-ups, with their rows", async ({ store }) => {
+    const old = await signUp(store, "old@b.org");
+    const verified = await signUp(store, "verified@b.org");
+    await store.updatePortalState(verified.id, { now: T0, state: "active", ...NO_AUDIT });
+    const { user: operators } = await seed(store);
+    const epoch = store.readGrantEpoch();
+    assert.deepEqual(
+      await store.deleteUnverifiedPortalUsers(T0, { now: T0 + HOUR, limit: 10, ...NO_AUDIT }),
+      [],
+      "created at T0: not before T0",
+    );
+    const gone = await store.deleteUnverifiedPortalUsers(T0 + 1, {
+      now: T0 + HOUR,
+      limit: 10,
+      audit: (emails: string[]) => ({
+        at: T0 + HOUR,
+        actor: "janitor",
+        action: "portal.unverified_deleted",
+        subject: "portal",
+        detail: { accounts: emails.length },
+      }),
+    });
+    assert.deepEqual(gone, ["old@b.org"]);
+    assert.equal(await store.findUserById(old.id), undefined);
+    assert.equal(await store.findPortalAccount(old.id), undefined);
+    assert.equal(await store.findPortalCode(old.id, "verify", T0), undefined);
+    assert.notEqual(await store.findUserById(verified.id), undefined);
+    assert.notEqual(await store.findUserById(operators.id), undefined);
+    assert.notEqual(store.readGrantEpoch(), epoch);
+    assert.equal(
+      (await store.listAudit()).filter((r) => r.action === "portal.unverified_deleted").length,
+      1,
+    );
+  });
+
+  test("countMail() counts pending, sent, given-up messages and failed attempts", async ({ store }) => {
+    assert.deepEqual(await store.countMail(), {
+      pending: 0,
+      sent: 0,
+      givenUp: 0,
+      failedAttempts: 0,
+    });
+    for (const subject of ["A", "B", "C"]) {
+      await store.insertMail({ ...MAIL, subject }, { now: T0, ...NO_AUDIT });
+    }
+    const [a, b, c] = await store.claimMail(T0, { limit: 10, leaseMs: 1000 });
+    assert.deepEqual(await store.countMail(), {
+      pending: 3,
+      sent: 0,
+      givenUp: 0,
+      failedAttempts: 0,
+    });
+    await store.markMailSent(a.id, T0 + 1);
+    await store.markMailFailed(b.id, { now: T0 + 1, nextAttemptAt: T0 + 10, error: "down" });
+    await store.markMailFailed(c.id, { now: T0 + 1, nextAttemptAt: null, error: "refused" });
+    assert.deepEqual(await store.countMail(), {
+      pending: 1,
+      sent: 1,
+      givenUp: 1,
+      failedAttempts: 2,
+    });
+    const [again] = await store.claimMail(T0 + 10, { limit: 10, leaseMs: 1000 });
+    await store.markMailSent(again.id, T0 + 11);
+    assert.deepEqual(await store.countMail(), {
+      pending: 0,
+      sent: 2,
+      givenUp: 1,
+      failedAttempts: 2,
+    });
   });
 }

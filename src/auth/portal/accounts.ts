@@ -83,7 +83,8 @@ export interface OpenedSession {
   expiresAt: number;
 }
 
-function entry(
+/** An audit entry now (exported for the other portal use cases). */
+export function entry(
   deps: { clock: Clock },
   actor: string,
   action: AuditAction,
@@ -229,7 +230,7 @@ export async function signUp(
 }
 
 /** The uniform answer to a wrong, used, expired or unknown code. */
-function invalidCode(): AuthError {
+export function invalidCode(): AuthError {
   return new AuthError("invalid_request", "Invalid or expired code: ask for a new one");
 }
 

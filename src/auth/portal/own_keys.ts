@@ -1,19 +1,25 @@
 /**
- * What a signed-in portal user does with their own API keys and tokens, and their own
- * password: thin checks of ownership over the use cases every edge calls (../keys.ts,
+ * What a signed-in portal user does with their own API keys and tokens (the account itself:
+ * own_account.ts): thin checks of ownership over the use cases every edge calls (../keys.ts,
  * ../users.ts), audited with the actor `portal:user:<id>`. A key is returned once, when made;
  * it is never mailed.
  *
  * @module
  */
-import type { PasswordHasher } from "../../passwords/passwords.ts";
 import type { ApiKeyListing, User } from "../../store/store.ts";
 import { type ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
-import { type CreatedKey, createKey, revokeKey, type RotatedKey, rotateKey } from "../keys.ts";
+import {
+  type CreatedKey,
+  createKey,
+  revokeKey,
+  type RotatedKey,
+  rotateKey,
+  toKeyLabel,
+} from "../keys.ts";
+import { toKeyRef } from "../audit.ts";
 import { toKeyStatus } from "../key_status.ts";
-import { changeUserPassword, listUserTokens, type TokenState } from "../users.ts";
-import { toPortalPassword } from "./accounts.ts";
+import { listUserTokens, type TokenState } from "../users.ts";
 
 /** Keys a portal user may hold that are not revoked. */
 export const MAX_OWN_KEYS = 20;
@@ -91,6 +97,31 @@ export async function rotateOwnKey(
   return await rotateKey(deps, key, grace);
 }
 
+/**
+ * Sets the label of one of the user's keys (the rules of a new key's label).
+ * @throws {AuthError} `not_found`, `invalid_request` for the label.
+ */
+export async function labelOwnKey(
+  deps: ChangeDeps,
+  user: User,
+  keyId: number,
+  label: string,
+): Promise<void> {
+  const key = await findOwnKey(deps, user, keyId);
+  const checked = toKeyLabel(label);
+  await deps.store.updateApiKeyLabel(key.id, {
+    now: deps.clock.now(),
+    label: checked,
+    audit: {
+      at: deps.clock.now(),
+      actor: deps.actor,
+      action: "portal.key_labelled",
+      subject: toKeyRef(key.id),
+      detail: { label: checked },
+    },
+  });
+}
+
 /** Revokes one of the user's keys and its tokens; resolves to how many tokens ended. */
 export async function revokeOwnKey(deps: ChangeDeps, user: User, keyId: number): Promise<number> {
   const key = await findOwnKey(deps, user, keyId);
@@ -138,22 +169,4 @@ export async function revokeOwnToken(
         }
         : undefined,
   });
-}
-
-/**
- * Changes the user's password after checking the current one: every token ends.
- * @throws {AuthError} `invalid_credentials` for a wrong current password, `invalid_request`
- * for the new one.
- */
-export async function changeOwnPassword(
-  deps: ChangeDeps & { hasher: Pick<PasswordHasher, "hash" | "verify"> },
-  user: User,
-  input: { current: unknown; password: unknown },
-): Promise<number> {
-  const password = toPortalPassword(input.password, user.email);
-  const current = typeof input.current === "string" ? input.current : "";
-  if (!await deps.hasher.verify(user.passwordHash, current || " ")) {
-    throw new AuthError("invalid_credentials", "The current password is wrong");
-  }
-  return await changeUserPassword(deps, user, password);
 }

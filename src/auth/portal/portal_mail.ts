@@ -68,3 +68,27 @@ export function toApprovedMail(links: MailLinks, email: string): NewMail {
     text: `Your account is ready. Sign in: ${links.origin}/portal/\n`,
   };
 }
+
+export function toEmailChangeMail(links: MailLinks, email: string, code: string): NewMail {
+  return {
+    recipient: email,
+    subject: "Confirm your new e-mail address",
+    text: `Your confirmation code is ${code}\n\n` +
+      "Someone signed in to the portal asked to make this address their account's. Enter the " +
+      `code on the portal's account page, signed in, or open this page and confirm:\n${
+        link(links, "email", email, code)
+      }\n\n` +
+      "The code works for 24 hours. If you did not ask for this, ignore this message: nothing " +
+      "changes.\n",
+  };
+}
+
+export function toEmailChangedMail(links: MailLinks, oldEmail: string, newEmail: string): NewMail {
+  return {
+    recipient: oldEmail,
+    subject: "Your e-mail address was changed",
+    text: `The e-mail address of your account was changed from ${oldEmail} to ${newEmail}; ` +
+      "messages about it now go there. If this was not you, ask the operator of " +
+      `${links.origin} to lock the account now.\n`,
+  };
+}

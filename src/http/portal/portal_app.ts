@@ -27,7 +27,13 @@ import {
 import { isSameDigest, toCsrfToken } from "../../auth/portal/codes.ts";
 import {
   changeOwnPassword,
+  confirmEmailChange,
+  deleteOwnAccount,
+  requestEmailChange,
+} from "../../auth/portal/own_account.ts";
+import {
   createOwnKey,
+  labelOwnKey,
   listOwnKeys,
   listOwnTokens,
   revokeOwnKey,
@@ -205,6 +211,7 @@ export function createPortalHandler(deps: PortalDeps) {
     { method: "GET", path: "/portal", caller: "anyone", handle: page },
     { method: "GET", path: "/portal/verify", caller: "anyone", handle: page },
     { method: "GET", path: "/portal/reset", caller: "anyone", handle: page },
+    { method: "GET", path: "/portal/email", caller: "anyone", handle: page },
     ...assets.files.map((path): Route<PortalCall> => ({
       method: "GET",
       path,
@@ -413,17 +420,77 @@ export function createPortalHandler(deps: PortalDeps) {
       },
     },
     {
+      method: "PATCH",
+      path: api("/keys/:id"),
+      caller: "anyone",
+      async handle(request, call) {
+        const body = await readChange(request, call, ["label"]);
+        const { user } = await requireSession(request, true);
+        const id = toRowId(call.params.id, "API key");
+        await labelOwnKey(changeDeps(user), user, id, requiredString(body, "label", 200));
+        return toJson({ status: "labelled", id });
+      },
+    },
+    {
       method: "POST",
       path: api("/password"),
       caller: "anyone",
       async handle(request, call) {
         const body = await readChange(request, call, ["current_password", "password"]);
-        const { user } = await requireSession(request, true);
-        const ended = await changeOwnPassword(changeDeps(user), user, {
+        const { user, sessionId } = await requireSession(request, true);
+        const ended = await changeOwnPassword(deps, call.client, user, {
           current: body.current_password,
           password: body.password,
+          sessionId,
         });
+        mailed();
         return toJson({ status: "password_changed", tokens_revoked: ended });
+      },
+    },
+    {
+      method: "POST",
+      path: api("/email"),
+      caller: "anyone",
+      async handle(request, call) {
+        const body = await readChange(request, call, ["email", "password"]);
+        const { user } = await requireSession(request, true);
+        await requestEmailChange(deps, call.client, user, {
+          email: requiredString(body, "email", 254),
+          password: body.password,
+        });
+        mailed();
+        return toJson(ACCEPTED, 202);
+      },
+    },
+    {
+      method: "POST",
+      path: api("/email/confirm"),
+      caller: "anyone",
+      async handle(request, call) {
+        const body = await readChange(request, call, ["code"]);
+        const { user } = await requireSession(request, true);
+        const email = await confirmEmailChange(deps, call.client, user, {
+          code: requiredString(body, "code", 64),
+        });
+        mailed();
+        return toJson({ status: "email_changed", email });
+      },
+    },
+    {
+      method: "POST",
+      path: api("/account/delete"),
+      caller: "anyone",
+      async handle(request, call) {
+        const body = await readChange(request, call, ["password"]);
+        const { user } = await requireSession(request, true);
+        const deleted = await deleteOwnAccount(deps, user, { password: body.password });
+        const response = toJson({
+          status: "deleted",
+          api_keys_deleted: deleted.apiKeys,
+          tokens_deleted: deleted.tokens,
+        });
+        response.headers.set("set-cookie", sessionCookie("", 0));
+        return response;
       },
     },
   ];

@@ -30,6 +30,7 @@ function toPortalCode(row: Row): PortalCode {
     expiresAt: Number(row.expires_at),
     attempts: Number(row.attempts),
     usedAt: row.used_at === null ? null : Number(row.used_at),
+    ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
   };
 }
 
@@ -89,8 +90,10 @@ export function createPortalMethods(db: PgContext): PortalStore {
         await tx`INSERT INTO portal_accounts (user_id, state, created_at, updated_at)
           VALUES (${added.id}, ${state}, ${now}, ${now})`;
         if (code !== undefined) {
-          await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at)
-            VALUES (${added.id}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt})`;
+          await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
+              new_email)
+            VALUES (${added.id}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt},
+              ${code.newEmail ?? null})`;
         }
         await queue(tx, mail, now);
         return added;
@@ -100,8 +103,10 @@ export function createPortalMethods(db: PgContext): PortalStore {
       await db.write(async (tx) => {
         await tx`UPDATE portal_codes SET used_at = ${now}
           WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL`;
-        await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at)
-          VALUES (${userId}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt})`;
+        await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
+            new_email)
+          VALUES (${userId}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt},
+            ${code.newEmail ?? null})`;
         if (passwordHash !== undefined) {
           await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
             WHERE id = ${userId}`;
@@ -126,13 +131,19 @@ export function createPortalMethods(db: PgContext): PortalStore {
         return row === undefined ? 0 : Number(row.attempts);
       }, { audit, ends: () => NONE });
     },
-    usePortalCode(codeId, { now, audit, state, passwordHash, mail }) {
+    usePortalCode(codeId, { now, audit, state, passwordHash, mail, changeEmail }) {
       let userId = 0;
       return db.write(async (tx) => {
         const [used] = await tx<Row[]>`UPDATE portal_codes SET used_at = ${now}
-          WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id`;
+          WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id, new_email`;
         if (used === undefined) throw new StoreConflict("The code was used meanwhile");
         userId = Number(used.user_id);
+        if (changeEmail) {
+          if (used.new_email === null) throw new StoreConflict("The code changes no e-mail");
+          // A unique violation (the address taken meanwhile) rolls everything back.
+          await tx`UPDATE users SET email = ${used.new_email as string}, updated_at = ${now}
+            WHERE id = ${userId}`;
+        }
         if (state !== undefined) await setState(tx, userId, state, now);
         let ended = 0;
         if (passwordHash !== undefined) {
@@ -145,7 +156,10 @@ export function createPortalMethods(db: PgContext): PortalStore {
         return ended;
       }, {
         audit,
-        ends: () => state === "active" || passwordHash !== undefined ? userScope(userId) : NONE,
+        ends: () =>
+          state === "active" || passwordHash !== undefined || changeEmail
+            ? userScope(userId)
+            : NONE,
       });
     },
     async updatePortalState(userId, { now, audit, state, mail }) {
@@ -201,7 +215,7 @@ export function createPortalMethods(db: PgContext): PortalStore {
     async markMailFailed(id, { nextAttemptAt, error }) {
       await db.write(async (tx) => {
         await tx`UPDATE mail_outbox SET next_attempt_at = ${nextAttemptAt},
-          last_error = ${error.slice(0, 500)} WHERE id = ${id}`;
+          last_error = ${error.slice(0, 500)}, failures = failures + 1 WHERE id = ${id}`;
       }, { ends: () => NONE });
     },
     async countQueuedMail() {
@@ -209,6 +223,62 @@ export function createPortalMethods(db: PgContext): PortalStore {
         sql<Row[]>`SELECT count(*) AS n FROM mail_outbox WHERE next_attempt_at IS NOT NULL`
       );
       return Number(row.n);
+    },
+    async countMail() {
+      const [row] = await db.read((sql) =>
+        sql<Row[]>`SELECT count(*) FILTER (WHERE next_attempt_at IS NOT NULL) AS pending,
+            count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
+            count(*) FILTER (WHERE sent_at IS NULL AND next_attempt_at IS NULL) AS given_up,
+            coalesce(sum(failures), 0) AS failed
+          FROM mail_outbox`
+      );
+      return {
+        pending: Number(row.pending),
+        sent: Number(row.sent),
+        givenUp: Number(row.given_up),
+        failedAttempts: Number(row.failed),
+      };
+    },
+    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
+      return db.write(async (tx) => {
+        await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
+          WHERE id = ${userId}`;
+        const ended = await raiseCutoff(tx, userId, now);
+        if (keepSession === undefined) {
+          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
+        } else {
+          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}
+            AND id_hash <> ${keepSession}`;
+        }
+        await queue(tx, mail, now);
+        return ended;
+      }, { audit, ends: () => userScope(userId) });
+    },
+    async updateApiKeyLabel(keyId, { audit, label }) {
+      await db.write(async (tx) => {
+        await tx`UPDATE api_keys SET label = ${label} WHERE id = ${keyId}`;
+      }, { audit, ends: () => NONE });
+    },
+    deleteUnverifiedPortalUsers(before, { audit, limit }) {
+      let ids: number[] = [];
+      return db.write(async (tx) => {
+        const found = await tx<Row[]>`SELECT u.id, u.email FROM portal_accounts a
+            JOIN users u ON u.id = a.user_id
+          WHERE a.state = 'pending_verification' AND a.created_at < ${before}
+          ORDER BY a.created_at LIMIT ${limit} FOR UPDATE OF a, u`;
+        ids = found.map((row) => Number(row.id));
+        for (const id of ids) {
+          // Keys before their user, as deleteUser locks them (user_removal.ts).
+          await tx`SELECT id FROM api_keys WHERE user_id = ${id} ORDER BY id FOR UPDATE`;
+          await tx`DELETE FROM tokens WHERE user_id = ${id}`;
+          await tx`DELETE FROM api_keys WHERE user_id = ${id}`;
+          await tx`DELETE FROM portal_codes WHERE user_id = ${id}`;
+          await tx`DELETE FROM portal_sessions WHERE user_id = ${id}`;
+          await tx`DELETE FROM portal_accounts WHERE user_id = ${id}`;
+          await tx`DELETE FROM users WHERE id = ${id}`;
+        }
+        return found.map((row) => row.email as string);
+      }, { audit, ends: () => ids.map((id): GrantScope => ({ kind: "user", id })) });
     },
   };
 }

@@ -47,3 +47,17 @@ CREATE TABLE mail_outbox (
 );
 CREATE INDEX mail_outbox_due ON mail_outbox (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
 `;
+
+/**
+ * Codes that change a signed-in user's e-mail (purpose `email`): each holds the new address
+ * it was mailed to; the outbox's count of failed sends (metrics) (sqlite/portal_schema.ts).
+ */
+export const PORTAL_EMAIL_CODES_SQL = `
+ALTER TABLE portal_codes DROP CONSTRAINT portal_codes_purpose_check;
+ALTER TABLE portal_codes ADD COLUMN new_email text;
+ALTER TABLE portal_codes ADD CONSTRAINT portal_codes_purpose_check
+  CHECK (purpose IN ('verify', 'reset', 'email') AND (purpose = 'email') = (new_email IS NOT NULL));
+CREATE INDEX portal_accounts_by_state ON portal_accounts (state, created_at);
+ALTER TABLE mail_outbox ADD COLUMN failures integer NOT NULL DEFAULT 0;
+UPDATE mail_outbox SET failures = attempts - (sent_at IS NOT NULL)::int WHERE attempts > 0;
+`;

@@ -20,7 +20,7 @@ import {
   planCanonicalEmails,
   type StoredEmail,
 } from "../canonical_emails.ts";
-import { PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
+import { PORTAL_EMAIL_CODES_SQL, PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
 
 /** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface PostgresMigration {
@@ -215,5 +215,11 @@ SELECT epoch, 'all', NULL, floor(random() * 4503599627370496)::bigint FROM grant
     version: 6,
     name: "portal",
     sql: PORTAL_SCHEMA_SQL,
+  },
+  {
+    // The portal's e-mail change codes, and unverified sign-ups found by age (portal_schema.ts).
+    version: 7,
+    name: "portal e-mail change",
+    sql: PORTAL_EMAIL_CODES_SQL,
   },
 ];

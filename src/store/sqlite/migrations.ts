@@ -18,7 +18,7 @@ import {
   planCanonicalEmails,
   type StoredEmail,
 } from "../canonical_emails.ts";
-import { PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
+import { PORTAL_EMAIL_CODES_SQL, PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
 
 /** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface Migration {
@@ -233,6 +233,12 @@ INSERT INTO grant_changes (scope, subject, tag) VALUES ('all', NULL, random() >>
     version: 9,
     name: "portal",
     sql: PORTAL_SCHEMA_SQL,
+  },
+  {
+    // The portal's e-mail change codes, and unverified sign-ups found by age (portal_schema.ts).
+    version: 10,
+    name: "portal e-mail change",
+    sql: PORTAL_EMAIL_CODES_SQL,
   },
 ];
 

@@ -8,6 +8,7 @@
  */
 import { StoreConflict } from "../errors.ts";
 import type {
+  MailCounts,
   NewMail,
   OutboxMail,
   PortalAccount,
@@ -29,6 +30,7 @@ function toPortalCode(row: Row): PortalCode {
     expiresAt: row.expires_at as number,
     attempts: row.attempts as number,
     usedAt: row.used_at as number | null,
+    ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
   };
 }
 
@@ -73,8 +75,8 @@ export function createPortalStore(conn: Connection): PortalStore {
     "keeps-grants",
   );
   const codeInsert = sql(
-    `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at)
-     VALUES (:user_id, :purpose, :code_hash, :now, :expires_at)`,
+    `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at, new_email)
+     VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email)`,
     "keeps-grants",
   );
   const codeFind = sql(
@@ -86,9 +88,31 @@ export function createPortalStore(conn: Connection): PortalStore {
     "keeps-grants",
   );
   const codeUse = sql(
-    "UPDATE portal_codes SET used_at = :now WHERE id = :id AND used_at IS NULL RETURNING user_id",
+    `UPDATE portal_codes SET used_at = :now WHERE id = :id AND used_at IS NULL
+     RETURNING user_id, new_email`,
     "keeps-grants",
   );
+  // Alters grants: a cached grant carries the e-mail.
+  const userSetEmail = sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id");
+  // Keeps grants: a label is in no grant.
+  const keySetLabel = sql("UPDATE api_keys SET label = :label WHERE id = :id", "keeps-grants");
+  const mailCounts = sql(
+    `SELECT count(*) FILTER (WHERE next_attempt_at IS NOT NULL) AS pending,
+       count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
+       count(*) FILTER (WHERE sent_at IS NULL AND next_attempt_at IS NULL) AS given_up,
+       coalesce(sum(failures), 0) AS failed
+     FROM mail_outbox`,
+  );
+  const unverifiedFind = sql(
+    `SELECT u.id, u.email FROM portal_accounts a JOIN users u ON u.id = a.user_id
+     WHERE a.state = 'pending_verification' AND a.created_at < :before
+     ORDER BY a.created_at LIMIT :limit`,
+  );
+  // Alter grants (the triggers record each scope); the portal rows go by cascade. An unverified
+  // user has no keys unless an operator made one: they go too, as with deleteUser.
+  const userTokensDelete = sql("DELETE FROM tokens WHERE user_id = :id");
+  const userKeysDelete = sql("DELETE FROM api_keys WHERE user_id = :id");
+  const userDelete = sql("DELETE FROM users WHERE id = :id");
   const mailInsert = sql(
     `INSERT INTO mail_outbox (recipient, subject, body, created_at, next_attempt_at)
      VALUES (:recipient, :subject, :body, :now, :now)`,
@@ -109,7 +133,8 @@ export function createPortalStore(conn: Connection): PortalStore {
     "keeps-grants",
   );
   const mailFailed = sql(
-    "UPDATE mail_outbox SET next_attempt_at = :next, last_error = :error WHERE id = :id",
+    `UPDATE mail_outbox SET next_attempt_at = :next, last_error = :error, failures = failures + 1
+     WHERE id = :id`,
     "keeps-grants",
   );
   const mailQueued = sql(
@@ -129,6 +154,10 @@ export function createPortalStore(conn: Connection): PortalStore {
     "SELECT * FROM portal_sessions WHERE id_hash = :id_hash AND expires_at > :now",
   );
   const sessionDelete = sql("DELETE FROM portal_sessions WHERE id_hash = :id_hash", "keeps-grants");
+  const sessionsOthersDelete = sql(
+    "DELETE FROM portal_sessions WHERE user_id = :user_id AND id_hash <> :keep",
+    "keeps-grants",
+  );
   const sessionsOfUserDelete = sql(
     "DELETE FROM portal_sessions WHERE user_id = :user_id",
     "keeps-grants",
@@ -144,7 +173,12 @@ export function createPortalStore(conn: Connection): PortalStore {
   }
 
   /** New password: the cutoff moves past every token so far, as `updateUserPassword` does. */
-  function replacePassword(userId: number, passwordHash: string, now: number): number {
+  function replacePassword(
+    userId: number,
+    passwordHash: string,
+    now: number,
+    keepSession?: Uint8Array,
+  ): number {
     userSetPassword.run({ id: userId, password_hash: passwordHash, now });
     const from = (userRow.get({ id: userId }) as Row | undefined)?.tokens_valid_from as number ??
       0;
@@ -152,7 +186,8 @@ export function createPortalStore(conn: Connection): PortalStore {
     const cutoff = Math.max(from + 1, now + 1, (latest ?? 0) + 1);
     const { n } = tokensLive.get({ id: userId, now, from, cutoff }) as { n: number };
     userRaiseCutoff.run({ id: userId, cutoff, now });
-    sessionsOfUserDelete.run({ user_id: userId });
+    if (keepSession === undefined) sessionsOfUserDelete.run({ user_id: userId });
+    else sessionsOthersDelete.run({ user_id: userId, keep: keepSession });
     return n;
   }
 
@@ -200,6 +235,7 @@ export function createPortalStore(conn: Connection): PortalStore {
           code_hash: code.codeHash,
           now,
           expires_at: code.expiresAt,
+          new_email: code.newEmail ?? null,
         });
         if (passwordHash !== undefined) {
           userSetPassword.run({ id: userId, password_hash: passwordHash, now });
@@ -222,11 +258,16 @@ export function createPortalStore(conn: Connection): PortalStore {
         audit,
       );
     },
-    usePortalCode(codeId, { now, audit, state, passwordHash, mail }) {
+    usePortalCode(codeId, { now, audit, state, passwordHash, mail, changeEmail }) {
       return conn.write(() => {
         const used = codeUse.get({ id: codeId, now }) as Row | undefined;
         if (used === undefined) throw new StoreConflict("The code was used meanwhile");
         const userId = used.user_id as number;
+        if (changeEmail) {
+          if (used.new_email === null) throw new StoreConflict("The code changes no e-mail");
+          // A unique violation (the address taken meanwhile) rolls everything back.
+          userSetEmail.run({ id: userId, email: used.new_email as string, now });
+        }
         if (state !== undefined) setState(userId, state, now);
         const ended = passwordHash === undefined ? 0 : replacePassword(userId, passwordHash, now);
         if (mail !== undefined) queue(mail, now);
@@ -283,6 +324,40 @@ export function createPortalStore(conn: Connection): PortalStore {
     },
     countQueuedMail() {
       return conn.read(() => (mailQueued.get() as { n: number }).n);
+    },
+    countMail() {
+      return conn.read(() => {
+        const row = mailCounts.get() as Row;
+        return {
+          pending: row.pending as number,
+          sent: row.sent as number,
+          givenUp: row.given_up as number,
+          failedAttempts: row.failed as number,
+        } satisfies MailCounts;
+      });
+    },
+    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
+      return conn.write(() => {
+        const ended = replacePassword(userId, passwordHash, now, keepSession);
+        queue(mail, now);
+        return ended;
+      }, audit);
+    },
+    async updateApiKeyLabel(keyId, { label, audit }) {
+      await conn.write(() => {
+        keySetLabel.run({ id: keyId, label });
+      }, audit);
+    },
+    deleteUnverifiedPortalUsers(before, { limit, audit }) {
+      return conn.write(() => {
+        const found = unverifiedFind.all({ before, limit }) as Row[];
+        for (const row of found) {
+          userTokensDelete.run({ id: row.id });
+          userKeysDelete.run({ id: row.id });
+          userDelete.run({ id: row.id });
+        }
+        return found.map((row) => row.email as string);
+      }, audit);
     },
   };
 }

@@ -47,3 +47,31 @@ CREATE TABLE mail_outbox (
 ) STRICT;
 CREATE INDEX mail_outbox_due ON mail_outbox (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
 `;
+
+/**
+ * Codes that change a signed-in user's e-mail (purpose `email`): each holds the new address
+ * it was mailed to; the outbox's count of failed sends (metrics). SQLite cannot alter a CHECK, so the table is rebuilt (it has no
+ * dependants); rows, ids and the index stay.
+ */
+export const PORTAL_EMAIL_CODES_SQL = `
+CREATE TABLE portal_codes_next (
+  id INTEGER PRIMARY KEY,
+  user_id INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+  purpose TEXT NOT NULL CHECK (purpose IN ('verify', 'reset', 'email')),
+  code_hash BLOB NOT NULL CHECK (length(code_hash) = 32),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  used_at INTEGER,
+  new_email TEXT CHECK ((purpose = 'email') = (new_email IS NOT NULL))
+) STRICT;
+INSERT INTO portal_codes_next (id, user_id, purpose, code_hash, created_at, expires_at, attempts,
+  used_at)
+SELECT id, user_id, purpose, code_hash, created_at, expires_at, attempts, used_at FROM portal_codes;
+DROP TABLE portal_codes;
+ALTER TABLE portal_codes_next RENAME TO portal_codes;
+CREATE INDEX portal_codes_by_user ON portal_codes (user_id, purpose);
+CREATE INDEX portal_accounts_by_state ON portal_accounts (state, created_at);
+ALTER TABLE mail_outbox ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+UPDATE mail_outbox SET failures = attempts - (sent_at IS NOT NULL) WHERE attempts > 0;
+`;

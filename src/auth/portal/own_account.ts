@@ -1,0 +1,212 @@
+/**
+ * What a signed-in portal user does with their own account: change its e-mail (re-verified
+ * by a code mailed to the new address before it takes effect, then a notice to the old one),
+ * change its password (a notice by mail; other sessions end) and delete it. Each change is one
+ * atomic, audited store call that queues its mail in the same transaction.
+ *
+ * No enumeration of the new address: asking to move to an address another account has
+ * answers exactly as for a free one, after the same work (the password check, one write);
+ * only no code is mailed (its owner is not bothered, and the asker learns nothing). The audit
+ * log says which it was, for operators.
+ *
+ * @module
+ */
+import { randomBytes } from "node:crypto";
+import type { PasswordHasher } from "../../passwords/passwords.ts";
+import type { Clock } from "../../platform/clock.ts";
+import { StoreConflict } from "../../store/errors.ts";
+import type { DeletedUser, Store, User } from "../../store/store.ts";
+import { toUserRef } from "../audit.ts";
+import { hashSecret } from "../credentials.ts";
+import { AuthError } from "../errors.ts";
+import { findUserInAnyForm, toAccountEmail } from "../users.ts";
+import {
+  entry,
+  invalidCode,
+  type PortalClient,
+  toPortalActor,
+  toPortalPassword,
+  VERIFY_CODE_MS,
+} from "./accounts.ts";
+import { generateCode, hashCode, isSameDigest, MAX_CODE_ATTEMPTS, normalizeCode } from "./codes.ts";
+import { toEmailChangedMail, toEmailChangeMail, toPasswordChangedMail } from "./portal_mail.ts";
+import type { PortalThrottle } from "./portal_throttle.ts";
+
+/** What the own-account use cases need. */
+export interface OwnAccountDeps {
+  store: Store;
+  clock: Clock;
+  hasher: Pick<PasswordHasher, "hash" | "verify">;
+  throttle: PortalThrottle;
+}
+
+/** @throws {AuthError} `invalid_credentials` unless `password` is the user's. */
+async function checkPassword(
+  deps: OwnAccountDeps,
+  user: User,
+  password: unknown,
+): Promise<void> {
+  const given = typeof password === "string" && password !== "" ? password : " ";
+  if (!await deps.hasher.verify(user.passwordHash, given)) {
+    throw new AuthError("invalid_credentials", "The current password is wrong");
+  }
+}
+
+/**
+ * Asks to move the account to `email`: a code goes to that address, unless another account
+ * has it (then nothing is mailed; the answer is the same, see @module).
+ * @throws {AuthError} `invalid_request` for the address, `invalid_credentials` for a wrong
+ * password, `too_many_attempts`.
+ */
+export async function requestEmailChange(
+  deps: OwnAccountDeps,
+  client: PortalClient,
+  user: User,
+  input: { email: string; password: unknown },
+): Promise<void> {
+  const email = toAccountEmail(input.email);
+  await deps.throttle.check("mail", client.address, email);
+  await deps.throttle.count("mail", client.address, email);
+  await checkPassword(deps, user, input.password);
+  if (email === user.email) {
+    throw new AuthError("invalid_request", "Invalid e-mail: it is already your address");
+  }
+  const now = deps.clock.now();
+  const actor = toPortalActor(user);
+  const taken = await findUserInAnyForm(deps.store, email) !== undefined;
+  if (taken) {
+    await deps.store.appendAudit(
+      entry(deps, actor, "portal.email_change_requested", toUserRef(user.email), {
+        to: email,
+        mailed: 0,
+      }),
+    );
+    return;
+  }
+  const code = generateCode();
+  await deps.store.replacePortalCode(user.id, {
+    now,
+    code: {
+      purpose: "email",
+      codeHash: hashCode(email, code),
+      expiresAt: now + VERIFY_CODE_MS,
+      newEmail: email,
+    },
+    mail: toEmailChangeMail(client.links, email, code),
+    audit: entry(deps, actor, "portal.email_change_requested", toUserRef(user.email), {
+      to: email,
+      mailed: 1,
+    }),
+  });
+}
+
+/**
+ * Confirms an e-mail change with the code mailed to the new address: it becomes the
+ * account's, and the old address gets a notice. Resolves to the new address.
+ * @throws {AuthError} `invalid_request` for a wrong, used or expired code, `conflict` when the
+ * address was taken meanwhile (by a sign-up: only the holder of the code learns it).
+ */
+export async function confirmEmailChange(
+  deps: OwnAccountDeps,
+  client: PortalClient,
+  user: User,
+  input: { code: unknown },
+): Promise<string> {
+  const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
+  await deps.throttle.check("signIn", client.address, user.email);
+  const now = deps.clock.now();
+  const stored = code === undefined
+    ? undefined
+    : await deps.store.findPortalCode(user.id, "email", now);
+  const actor = toPortalActor(user);
+  if (
+    stored?.newEmail === undefined || stored.attempts >= MAX_CODE_ATTEMPTS ||
+    !isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!))
+  ) {
+    if (stored !== undefined) {
+      await deps.store.recordPortalCodeAttempt(stored.id, {
+        now,
+        audit: entry(deps, actor, "portal.code_failed", toUserRef(user.email), {
+          purpose: "email",
+        }),
+      });
+    }
+    await deps.throttle.count("signIn", client.address, user.email);
+    throw invalidCode();
+  }
+  const email = stored.newEmail;
+  try {
+    await deps.store.usePortalCode(stored.id, {
+      now,
+      changeEmail: true,
+      mail: toEmailChangedMail(client.links, user.email, email),
+      audit: entry(deps, actor, "portal.email_changed", toUserRef(email), {
+        from: user.email,
+        user_id: user.id,
+      }),
+    });
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    throw new AuthError(
+      "conflict",
+      "Cannot change the e-mail: the code was used meanwhile, or the address is taken now",
+    );
+  }
+  return email;
+}
+
+/**
+ * Changes the user's password after checking the current one: every token ends, every other
+ * portal session too, and a notice is mailed. Resolves to how many live tokens ended.
+ * @throws {AuthError} `invalid_credentials` for a wrong current password, `invalid_request`
+ * for the new one.
+ */
+export async function changeOwnPassword(
+  deps: OwnAccountDeps,
+  client: PortalClient,
+  user: User,
+  input: { current: unknown; password: unknown; sessionId?: string },
+): Promise<number> {
+  const password = toPortalPassword(input.password, user.email);
+  await checkPassword(deps, user, input.current);
+  const passwordHash = await deps.hasher.hash(password);
+  return await deps.store.updatePortalPassword(user.id, {
+    now: deps.clock.now(),
+    passwordHash,
+    mail: toPasswordChangedMail(client.links, user.email),
+    keepSession: input.sessionId === undefined ? undefined : hashSecret(input.sessionId),
+    audit: (ended: number) =>
+      entry(deps, toPortalActor(user), "portal.password_changed", toUserRef(user.email), {
+        tokens_revoked: ended,
+      }),
+  });
+}
+
+/** The audit log's name for a deleted account: random, so nothing leads back to the e-mail. */
+export function generateDeletedRef(): string {
+  return `user:deleted:${randomBytes(12).toString("base64url")}`;
+}
+
+/**
+ * Deletes the user's account after checking the password: the user, its keys, tokens, codes
+ * and sessions go in one transaction (each grant's end recorded as for any delete). The
+ * deletion's audit entry names the account by an opaque id and its numeric user id, never
+ * the e-mail; entries written before stay as they are (the log is append-only).
+ * @throws {AuthError} `invalid_credentials` for a wrong password.
+ */
+export async function deleteOwnAccount(
+  deps: OwnAccountDeps,
+  user: User,
+  input: { password: unknown },
+): Promise<DeletedUser> {
+  await checkPassword(deps, user, input.password);
+  const ref = generateDeletedRef();
+  return await deps.store.deleteUser(user.id, {
+    now: deps.clock.now(),
+    audit: (deleted: DeletedUser) =>
+      entry(deps, toPortalActor(user), "portal.account_deleted", ref, {
+        api_keys_deleted: deleted.apiKeys,
+        tokens_deleted: deleted.tokens,
+      }),
+  });
+}

@@ -1,0 +1,216 @@
+/**
+ * A signed-in portal user's own account end to end (real handler, test store on both
+ * backends, real SMTP server and mailer): change e-mail, change password with its notice,
+ * label a key, delete the account.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { issueToken, secureGet } from "../_helpers.ts";
+import { readCode } from "./_smtp.ts";
+import { type PortalRig, startPortalRig } from "./_portal.ts";
+
+const PASSWORD = "correct horse battery";
+const NEW_PASSWORD = "another long secret 42";
+
+async function json(response: Response) {
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  return await response.json();
+}
+
+/** An active account, signed in. */
+async function activeUser(rig: PortalRig, email: string) {
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  const browser = rig.browser();
+  await browser.signIn(email, PASSWORD);
+  return browser;
+}
+
+Deno.test("[e2e] POST /api/portal/v1/email moves the account only once the new address confirms", async () => {
+  await using rig = await startPortalRig();
+  const browser = await activeUser(rig, "old@example.org");
+  const user = (await rig.app.store.findUserByEmail("old@example.org"))!;
+
+  let response = await browser.call("POST", "/email", {
+    email: "new@example.org",
+    password: "wrong password!",
+  });
+  assert.equal(response.status, 401);
+  assert.equal((await json(response)).error.code, "invalid_credentials");
+
+  response = await browser.call("POST", "/email", {
+    email: "New@Example.org",
+    password: PASSWORD,
+  });
+  assert.equal(response.status, 202);
+  assert.equal((await json(response)).status, "accepted");
+  assert.equal((await rig.app.store.findUserById(user.id))?.email, "old@example.org", "not yet");
+  const mail = await rig.smtp.waitFor("new@example.org", "Confirm your new e-mail");
+  assert.match(mail.body, /\/portal\/email\?email=new%40example\.org&code=/);
+  const code = readCode(mail);
+
+  response = await browser.call("POST", "/email/confirm", { code: "AAAAA-BBBBB" });
+  assert.equal(response.status, 400);
+  assert.equal((await json(response)).error.code, "invalid_request");
+  response = await rig.browser().call("POST", "/email/confirm", { code });
+  assert.equal(response.status, 401, "signed in only");
+  await response.body?.cancel();
+  response = await browser.call("POST", "/email/confirm", { code });
+  assert.equal(response.status, 200);
+  assert.deepEqual(await json(response), { status: "email_changed", email: "new@example.org" });
+  assert.equal((await rig.app.store.findUserById(user.id))?.email, "new@example.org");
+  const notice = await rig.smtp.waitFor("old@example.org", "e-mail address was changed");
+  assert.match(notice.body, /to new@example\.org/);
+  response = await browser.call("POST", "/email/confirm", { code });
+  assert.equal(response.status, 400, "a code works once");
+  await response.body?.cancel();
+  const actions = (await rig.app.store.listAudit()).map((r) => r.action);
+  assert.ok(actions.includes("portal.email_change_requested"));
+  assert.ok(actions.includes("portal.email_changed"));
+  assert.ok(actions.includes("portal.code_failed"));
+  await rig.browser().signIn("new@example.org", PASSWORD);
+});
+
+Deno.test("[e2e] POST /api/portal/v1/email answers alike for a taken address and mails nobody", async () => {
+  await using rig = await startPortalRig();
+  const browser = await activeUser(rig, "mover@example.org");
+  await activeUser(rig, "taken@example.org");
+  const before = rig.smtp.received.length;
+
+  async function answer(email: string) {
+    const r = await browser.call("POST", "/email", { email, password: PASSWORD });
+    const headers = [...r.headers].filter(([name]) => !["date", "x-request-id"].includes(name));
+    return { status: r.status, headers, body: await r.text() };
+  }
+  const taken = await answer("taken@example.org");
+  const free = await answer("free@example.org");
+  assert.deepEqual(taken, free);
+  assert.equal(taken.status, 202);
+  await rig.smtp.waitFor("free@example.org", "Confirm your new e-mail");
+  await new Promise((r) => setTimeout(r, 400));
+  const sent = rig.smtp.received.slice(before);
+  assert.deepEqual(sent.map((m) => m.to), [["free@example.org"]], "nothing to the taken address");
+  const user = (await rig.app.store.findUserByEmail("mover@example.org"))!;
+  const pending = await rig.app.store.findPortalCode(user.id, "email", rig.app.clock.now());
+  assert.equal(pending?.newEmail, "free@example.org");
+});
+
+Deno.test("[e2e] POST /api/portal/v1/password mails a notice, ends tokens and other sessions", async () => {
+  await using rig = await startPortalRig();
+  const email = "pw@example.org";
+  const browser = await activeUser(rig, email);
+  const other = rig.browser();
+  await other.signIn(email, PASSWORD);
+  const created = await json(await browser.call("POST", "/keys", { label: "app" }));
+  const token = await issueToken(rig.app.handler, email, PASSWORD, created.api_key);
+
+  let response = await browser.call("POST", "/password", {
+    current_password: PASSWORD,
+    password: NEW_PASSWORD,
+  });
+  assert.equal(response.status, 200);
+  assert.deepEqual(await json(response), { status: "password_changed", tokens_revoked: 1 });
+  await rig.smtp.waitFor(email, "password was changed");
+  response = await secureGet(
+    rig.app.handler,
+    "/api/secure/userservice/tokens/current",
+    created.api_key,
+    token,
+  );
+  assert.equal(response.status, 401, "the token ended");
+  await response.body?.cancel();
+  response = await browser.call("GET", "/keys");
+  assert.equal(response.status, 200, "this session stays");
+  await response.body?.cancel();
+  response = await other.call("GET", "/keys");
+  assert.equal(response.status, 401, "the other session ended");
+  await response.body?.cancel();
+  assert.ok(
+    (await rig.app.store.listAudit()).some((r) => r.action === "portal.password_changed"),
+  );
+});
+
+Deno.test("[e2e] PATCH /api/portal/v1/keys/:id labels the user's own key only", async () => {
+  await using rig = await startPortalRig();
+  const browser = await activeUser(rig, "label@example.org");
+  const stranger = await activeUser(rig, "stranger@example.org");
+  const created = await json(await browser.call("POST", "/keys", { label: "first" }));
+  let response = await browser.call("PATCH", `/keys/${created.key.id}`, { label: "ci runner" });
+  assert.equal(response.status, 200);
+  assert.deepEqual(await json(response), { status: "labelled", id: created.key.id });
+  assert.equal((await rig.app.store.findApiKeyById(created.key.id))?.label, "ci runner");
+
+  response = await browser.call("PATCH", `/keys/${created.key.id}`, { label: "bad\u202elabel" });
+  assert.equal(response.status, 400);
+  assert.match((await json(response)).error.message, /bidirectional/);
+  response = await stranger.call("PATCH", `/keys/${created.key.id}`, { label: "mine" });
+  assert.equal(response.status, 404);
+  await response.body?.cancel();
+  response = await browser.call("PATCH", `/keys/${created.key.id}`, { label: 7 });
+  assert.equal(response.status, 400);
+  await response.body?.cancel();
+  const csrfless = rig.browser();
+  csrfless.cookie = browser.cookie;
+  response = await csrfless.call("PATCH", `/keys/${created.key.id}`, { label: "x" });
+  assert.equal(response.status, 403);
+  await response.body?.cancel();
+  assert.equal((await rig.app.store.findApiKeyById(created.key.id))?.label, "ci runner");
+  assert.ok((await rig.app.store.listAudit()).some((r) => r.action === "portal.key_labelled"));
+});
+
+Deno.test("[e2e] POST /api/portal/v1/account/delete deletes user, keys and tokens; the audit keeps no e-mail", async () => {
+  await using rig = await startPortalRig();
+  const email = "gone@example.org";
+  const browser = await activeUser(rig, email);
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  const created = await json(await browser.call("POST", "/keys", { label: "app" }));
+  const token = await issueToken(rig.app.handler, email, PASSWORD, created.api_key);
+  let response = await secureGet(
+    rig.app.handler,
+    "/api/secure/userservice/tokens/current",
+    created.api_key,
+    token,
+  );
+  assert.equal(response.status, 200, "cached grant");
+  await response.body?.cancel();
+
+  const csrfless = rig.browser();
+  csrfless.cookie = browser.cookie;
+  response = await csrfless.call("POST", "/account/delete", { password: PASSWORD });
+  assert.equal(response.status, 403, "CSRF token needed");
+  await response.body?.cancel();
+  response = await browser.call("POST", "/account/delete", { password: "wrong password!" });
+  assert.equal(response.status, 401);
+  await response.body?.cancel();
+  assert.notEqual(await rig.app.store.findUserById(user.id), undefined);
+
+  response = await browser.call("POST", "/account/delete", { password: PASSWORD });
+  assert.equal(response.status, 200);
+  assert.match(response.headers.get("set-cookie") ?? "", /^__Host-keygate_portal=; .*Max-Age=0/);
+  assert.deepEqual(await json(response), {
+    status: "deleted",
+    api_keys_deleted: 1,
+    tokens_deleted: 1,
+  });
+  assert.equal(await rig.app.store.findUserById(user.id), undefined);
+  assert.equal(await rig.app.store.findApiKeyById(created.key.id), undefined);
+  assert.equal(await rig.app.store.findPortalAccount(user.id), undefined);
+  response = await secureGet(
+    rig.app.handler,
+    "/api/secure/userservice/tokens/current",
+    created.api_key,
+    token,
+  );
+  assert.equal(response.status, 401, "the cached grant is gone");
+  await response.body?.cancel();
+  response = await browser.call("GET", "/keys");
+  assert.equal(response.status, 401, "the session ended");
+  await response.body?.cancel();
+  const deleted = (await rig.app.store.listAudit()).find((r) =>
+    r.action === "portal.account_deleted"
+  );
+  assert.match(deleted?.subject ?? "", /^user:deleted:[A-Za-z0-9_-]{16}$/);
+  assert.equal(JSON.stringify(deleted).includes(email), false);
+});
