@@ -6,7 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { issueToken, secureGet } from "../_helpers.ts";
+import { issueToken, secureGet } from "../_helpers/requests.ts";
 import { readCode } from "./_smtp.ts";
 import { type PortalRig, startPortalRig } from "./_portal.ts";
 
