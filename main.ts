@@ -44,7 +44,6 @@ import { type ServedApi, startApi } from "./src/server/start_api.ts";
 import { startJanitor } from "./src/server/start_janitor.ts";
 import { startMailer } from "./src/server/start_mailer.ts";
 import { toReloadTarget } from "./src/server/cert_reload.ts";
-import { findPostgresStore } from "./src/store/open_store.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
 export interface ServeOptions {
@@ -120,7 +119,7 @@ async function serveUntilStopped(
   // On PostgreSQL, the main thread's store (admin API, janitor) and every request worker's share
   // this counter: a revocation through any of them is seen by all on their next request.
   const sharedGrantCounter = config.workers > 1 ? createSharedGrantCounter() : undefined;
-  const { store } = parts.use(
+  const { store, postgres } = parts.use(
     await openMainStore(config, env, {
       logger,
       onOperation: storeMetrics.observeOperation,
@@ -128,8 +127,7 @@ async function serveUntilStopped(
     }),
   );
   warnSelfSigned(logger, certificates);
-  const postgresStore = findPostgresStore(store);
-  if (postgresStore !== undefined) storeMetrics.attach(() => postgresStore.readPostgresStats());
+  if (postgres !== undefined) storeMetrics.attach(() => postgres.readPostgresStats());
   // The API starts last, so that it is the first to stop (see @module); the pool and the
   // metrics reach its request workers through this.
   const late: { api?: ServedApi } = {};
@@ -149,7 +147,7 @@ async function serveUntilStopped(
     readGrantInvalidations: () => store.readGrantInvalidations(),
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
     register: (registry) => {
-      if (postgresStore !== undefined) storeMetrics.register(registry);
+      if (postgres !== undefined) storeMetrics.register(registry);
       tlsMetrics.register(registry);
     },
     gatherOthers: config.workers > 1
@@ -161,7 +159,7 @@ async function serveUntilStopped(
   const admin = certificates.admin === undefined
     ? undefined
     : parts.use(startAdminListener(config, certificates.admin, { store, hasher, logger, metrics }));
-  parts.use(startJanitor(config, { store, logger, metrics }));
+  parts.use(startJanitor(config, { store, logger, metrics, leases: postgres }));
   // The portal's outbox: sent from the main thread; stops after the API, so a change's mail
   // queued during the drain is still tried (or waits in the outbox for the next start).
   const mailer = config.portal

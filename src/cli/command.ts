@@ -7,6 +7,8 @@
  */
 import type { ChangeDeps } from "../auth/changes.ts";
 import type { LogFields } from "../platform/logger.ts";
+import type { PostgresDiagnostics } from "../store/postgres/open_postgres_store.ts";
+import type { SqliteMaintenance } from "../store/sqlite/maintenance.ts";
 import type { Store } from "../store/store.ts";
 import type { AdminIO } from "./io.ts";
 
@@ -35,6 +37,10 @@ export interface CommandContext {
    * with {@link openStore} once the file is in place).
    */
   readonly store: Store;
+  /** SQLite's own operations, once the store is open on SQLite (`OpenedStore.maintenance`). */
+  readonly maintenance: SqliteMaintenance | undefined;
+  /** PostgreSQL's diagnostics, once the store is open on PostgreSQL (`OpenedStore.postgres`). */
+  readonly postgres: PostgresDiagnostics | undefined;
   /** Opens the store at {@link dbPath} (once). */
   openStore(): Promise<Store>;
   /**

@@ -10,9 +10,8 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseBoolean } from "../config/parsers.ts";
 import { describeSource, showValue } from "../config/read_config.ts";
-import { openStore } from "../store/open_store.ts";
+import { type OpenedStore, openStore } from "../store/open_store.ts";
 import { explainPostgresOpenError } from "../store/postgres/explain_open.ts";
-import type { Store } from "../store/store.ts";
 import { checkDatabasePath, parseStoreUrl, type StoreLocation } from "../store/store_url.ts";
 import type { Command } from "./command.ts";
 import { PROGRAM } from "./help.ts";
@@ -24,7 +23,7 @@ const DEFAULT_DB = "db/keygate.sqlite3";
 export interface CommandStore {
   /** The file of a SQLite store; a PostgreSQL URL shown without its password. */
   dbPath: string;
-  open(): Promise<Store>;
+  open(): Promise<OpenedStore>;
 }
 
 /**

@@ -17,6 +17,7 @@ import { toPrintable } from "../formats/printable.ts";
 import { createLogger, type LogFields } from "../platform/logger.ts";
 import { createPasswordHasher } from "../passwords/passwords.ts";
 import { StoreError } from "../store/errors.ts";
+import type { OpenedStore } from "../store/open_store.ts";
 import type { Store } from "../store/store.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { parseCommandLine } from "./command_line.ts";
@@ -35,7 +36,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     clock: overrides.clock ?? systemClock,
     hasher: overrides.hasher ?? createLazyHasher(),
   };
-  let store: Store | undefined;
+  let opened: OpenedStore | undefined;
   try {
     const line = parseCommandLine(args);
     if (line.kind === "print") {
@@ -46,15 +47,21 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     const where = findCommandStore(command, { values: line.values, io });
     const writeLog = overrides.audit ?? (options.log !== undefined ? io.stderr : undefined);
     const log = createChangeLog(command, { writeLog, io, dbPath: where.dbPath });
-    if (command.database !== "path") store = await where.open();
+    if (command.database !== "path") opened = await where.open();
     const context: CommandContext = {
       get store() {
-        if (store === undefined) throw new Error("The store is not open yet");
-        return store;
+        if (opened === undefined) throw new Error("The store is not open yet");
+        return opened.store;
+      },
+      get maintenance() {
+        return opened?.maintenance;
+      },
+      get postgres() {
+        return opened?.postgres;
       },
       async openStore() {
-        store ??= await where.open();
-        return store;
+        opened ??= await where.open();
+        return opened.store;
       },
       get changes() {
         return toChangeDeps(context.store, { io, log });
@@ -71,7 +78,7 @@ export async function main(args: string[], overrides: Partial<AdminIO> = {}): Pr
     io.stderr(`keygate admin: ${toErrorLine(error)}`);
     return toExitCode(error);
   } finally {
-    await store?.closeStore();
+    await opened?.store.closeStore();
     if (overrides.hasher === undefined) io.hasher.close();
   }
 }

@@ -12,14 +12,13 @@ import { explainDatabaseError } from "../config/preflight.ts";
 import type { Config } from "../config/settings.ts";
 import { explainPostgresOpenError } from "../store/postgres/explain_open.ts";
 import type { Logger } from "../platform/logger.ts";
-import { findSqliteMaintenance, openStore, type OpenStoreOptions } from "../store/open_store.ts";
+import { type OpenedStore, openStore, type OpenStoreOptions } from "../store/open_store.ts";
 import type { PostgresStoreOptions } from "../store/postgres/open_postgres_store.ts";
 import type { SharedGrantCounter } from "../store/postgres/open_postgres_store.ts";
 export {
   createSharedGrantCounter,
   type SharedGrantCounter,
 } from "../store/postgres/open_postgres_store.ts";
-import type { Store } from "../store/store.ts";
 import { parseStoreUrl, type StoreLocation } from "../store/store_url.ts";
 
 /** `--store` (a `postgres://` URL, `sqlite:PATH` or a path), or else the SQLite file of `--db`. */
@@ -39,7 +38,10 @@ export type ServerStoreHooks =
   & Pick<OpenStoreOptions, "onMigrationWarning">;
 
 /** Opens the configured store for serving requests. */
-export function openServerStore(config: Config, hooks: ServerStoreHooks = {}): Promise<Store> {
+export function openServerStore(
+  config: Config,
+  hooks: ServerStoreHooks = {},
+): Promise<OpenedStore> {
   const { onMigrationWarning, ...postgresHooks } = hooks;
   // Logins need no fsync on the thread that serves secure requests; revocations still get one.
   return openStore(toStoreLocation(config), {
@@ -54,10 +56,8 @@ export function openServerStore(config: Config, hooks: ServerStoreHooks = {}): P
   });
 }
 
-/** The store as a part of the server's lifecycle: disposing it closes it. */
-export interface ServingStore extends AsyncDisposable {
-  store: Store;
-}
+/** The store, and what its backend offers, as a part of the server's lifecycle: disposing it closes it. */
+export interface ServingStore extends OpenedStore, AsyncDisposable {}
 
 /** How {@link openServingStore}'s store closes. */
 export interface ClosingOptions {
@@ -75,13 +75,14 @@ export async function openServingStore(
   hooks: ServerStoreHooks,
   closing: ClosingOptions,
 ): Promise<ServingStore> {
-  const store = await openServerStore(config, hooks);
+  const opened = await openServerStore(config, hooks);
+  const { store, maintenance } = opened;
   return {
-    store,
+    ...opened,
     async [Symbol.asyncDispose]() {
       if (closing.checkpoint) {
         try {
-          findSqliteMaintenance(store)?.checkpointWal();
+          maintenance?.checkpointWal();
         } catch (error) {
           closing.logger.warn("checkpoint failed", { error: String(error) });
         }

@@ -9,7 +9,7 @@ import type { Config } from "../config/settings.ts";
 import { systemClock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
-import { findPostgresStore } from "../store/open_store.ts";
+import type { PostgresDiagnostics } from "../store/postgres/open_postgres_store.ts";
 import type { Store } from "../store/store.ts";
 
 /** What the janitor sweeps with. */
@@ -17,7 +17,12 @@ export interface JanitorServices {
   store: Store;
   logger: Logger;
   metrics: Metrics;
+  /** PostgreSQL's leases (`OpenedStore.postgres`), to take turns with other instances. */
+  leases?: JanitorLeases;
 }
+
+/** The leases the janitor's turn is taken with. */
+export type JanitorLeases = Pick<PostgresDiagnostics, "claimLease" | "releaseLease">;
 
 /**
  * Starts the janitor (a sweep now, then every interval); disposing it waits for a sweep in
@@ -26,7 +31,7 @@ export interface JanitorServices {
  */
 export function startJanitor(config: Config, services: JanitorServices): AsyncDisposable {
   const { store, logger } = services;
-  const turn = claimJanitorTurn(store);
+  const turn = claimJanitorTurn(services.leases);
   const janitor = createJanitor({
     store,
     clock: systemClock,
@@ -60,14 +65,13 @@ export interface JanitorTurn {
  * intervals, so one instance sweeps at a time; `undefined` on SQLite, where
  * the one process always may.
  */
-export function claimJanitorTurn(store: Store): JanitorTurn | undefined {
-  const postgres = findPostgresStore(store);
-  if (postgres === undefined) return undefined;
+export function claimJanitorTurn(leases: JanitorLeases | undefined): JanitorTurn | undefined {
+  if (leases === undefined) return undefined;
   // This process, as the holder of the lease.
   const holder = `${Deno.hostname()}:${Deno.pid}:${crypto.randomUUID().slice(0, 8)}`;
   return {
     claim: (now) =>
-      postgres.claimLease({ name: "janitor", holder, now, ttlMs: 2 * JANITOR_INTERVAL_MS }),
-    release: () => postgres.releaseLease({ name: "janitor", holder }),
+      leases.claimLease({ name: "janitor", holder, now, ttlMs: 2 * JANITOR_INTERVAL_MS }),
+    release: () => leases.releaseLease({ name: "janitor", holder }),
   };
 }

@@ -8,7 +8,7 @@
  */
 import {
   openPostgresStore,
-  type PostgresStore,
+  type PostgresDiagnostics,
   type PostgresStoreOptions,
 } from "./postgres/open_postgres_store.ts";
 import type { SqliteMaintenance } from "./sqlite/maintenance.ts";
@@ -32,27 +32,30 @@ export function parseStoreLocation(location: string): StoreLocation {
   return parseStoreUrl(location);
 }
 
+/**
+ * What a backend offers: the {@link Store} every backend implements, and beside it what only
+ * one backend has. A caller asks for a feature by name (`opened.maintenance`), never by
+ * inspecting the store.
+ */
+export interface OpenedStore {
+  store: Store;
+  /** SQLite's own operations (backup, integrity check, WAL checkpoint); SQLite only. */
+  maintenance?: SqliteMaintenance;
+  /** PostgreSQL's diagnostics and leases (metrics, the janitor's turn); PostgreSQL only. */
+  postgres?: PostgresDiagnostics;
+}
+
 /** Opens the store at `location`, a text or one already parsed (see the module documentation). */
 export async function openStore(
   location: string | StoreLocation,
   options: OpenStoreOptions = {},
-): Promise<Store> {
+): Promise<OpenedStore> {
   const parsed = typeof location === "string" ? parseStoreLocation(location) : location;
   const { onMigrationWarning } = options;
   if (parsed.kind === "postgres") {
-    return await openPostgresStore(parsed, { onMigrationWarning, ...options.postgres });
+    const store = await openPostgresStore(parsed, { onMigrationWarning, ...options.postgres });
+    return { store, postgres: store };
   }
-  return openSqliteStore(parsed.path, { onMigrationWarning, ...options.sqlite });
-}
-
-/** The SQLite-only operations of a store, or `undefined` for another backend. */
-export function findSqliteMaintenance(store: Store): SqliteMaintenance | undefined {
-  return "sqlite" in store ? (store as { sqlite: SqliteMaintenance }).sqlite : undefined;
-}
-
-/** The PostgreSQL store's own diagnostics, or `undefined` for another backend. */
-export function findPostgresStore(store: Store): PostgresStore | undefined {
-  return (store as Partial<PostgresStore>).backend === "postgres"
-    ? store as PostgresStore
-    : undefined;
+  const store = openSqliteStore(parsed.path, { onMigrationWarning, ...options.sqlite });
+  return { store, maintenance: store.sqlite };
 }

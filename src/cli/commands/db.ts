@@ -6,11 +6,9 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { recordDatabaseRestored } from "../../auth/admin_tasks.ts";
-import { findPostgresStore, findSqliteMaintenance } from "../../store/open_store.ts";
 import { inspectDatabaseFile, restoreDatabaseFile } from "../../store/sqlite/maintenance.ts";
 import type { SqliteMaintenance } from "../../store/sqlite/maintenance.ts";
-import type { Store } from "../../store/store.ts";
-import type { Command } from "../command.ts";
+import type { Command, CommandContext } from "../command.ts";
 import { AdminError } from "../io.ts";
 
 /** The `db` commands. */
@@ -21,16 +19,17 @@ export const DB_COMMANDS: readonly Command[] = [
     arguments: [{ name: "PATH", description: "The backup file to create (must not exist)" }],
     options: [],
     database: "existing",
-    async run({ store, args, io, log }) {
+    async run(context) {
+      const { args, io, log } = context;
       const path = args.PATH!;
-      if (findPostgresStore(store) !== undefined) {
+      if (context.postgres !== undefined) {
         throw new AdminError(
           '"db backup" copies SQLite files; on PostgreSQL use pg_dump: ' +
             "pg_dump --format=custom --file keygate.dump DATABASE_URL (docs/postgres.md)",
         );
       }
       if (existsSync(path)) throw new AdminError(`Cannot write backup: "${path}" already exists`);
-      await sqliteOnly(store, "db backup").backupDatabaseTo(path);
+      await sqliteOnly(context, "db backup").backupDatabaseTo(path);
       const { problems, counts } = inspectDatabaseFile(path);
       if (problems.length > 0) {
         throw new AdminError(`Backup "${path}" failed its integrity check: ${problems[0]}`);
@@ -49,8 +48,9 @@ export const DB_COMMANDS: readonly Command[] = [
     options: [],
     database: "existing",
     // deno-lint-ignore require-await
-    async run({ store, io }) {
-      const problems = sqliteOnly(store, "db check").checkDatabaseIntegrity();
+    async run(context) {
+      const { io } = context;
+      const problems = sqliteOnly(context, "db check").checkDatabaseIntegrity();
       for (const problem of problems) io.stdout(problem);
       if (problems.length > 0) {
         throw new AdminError(`Integrity check failed: ${problems.length} problem(s)`);
@@ -125,8 +125,8 @@ export const DB_COMMANDS: readonly Command[] = [
 ];
 
 /** The SQLite-only operations, for commands that need them. */
-function sqliteOnly(store: Store, command: string): SqliteMaintenance {
-  const maintenance = findSqliteMaintenance(store);
+function sqliteOnly(context: CommandContext, command: string): SqliteMaintenance {
+  const { maintenance } = context;
   if (maintenance === undefined) {
     throw new AdminError(`"${command}" works on SQLite only: use the database's own tools`);
   }

@@ -13,7 +13,7 @@ import { tokenValid } from "./rows.ts";
 
 const NO_CURSOR = Number.MAX_SAFE_INTEGER;
 
-export function createAdminViewMethods(db: PgContext): AdminStore {
+export function createAdminViewStore(db: PgContext): AdminStore {
   const searchAuditPage = createAuditSearch(db);
   return {
     insertOperator(operator, change) {

@@ -39,7 +39,7 @@ export function mergeKeyUsages(usages: readonly KeyUsage[]): KeyUsage[] {
   return [...byId.values()].sort((a, b) => a.apiKeyId - b.apiKeyId);
 }
 
-export function createApiKeyMethods(db: PgContext): ApiKeyStore {
+export function createApiKeyStore(db: PgContext): ApiKeyStore {
   return {
     insertApiKey(key, change) {
       return db.write((tx) => insertKeyRow(tx, key, change.now), {

@@ -47,7 +47,7 @@ async function countFailure(
   }
 }
 
-export function createLoginFailureMethods(db: PgContext): LoginFailureStore {
+export function createLoginFailureStore(db: PgContext): LoginFailureStore {
   async function findLoginFailures(subjects: readonly string[], now: number) {
     if (subjects.length === 0) return [];
     if (subjects.length > 2) throw new RangeError("At most two subjects at once");

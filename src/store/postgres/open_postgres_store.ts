@@ -1,36 +1,39 @@
 /**
  * Opens the PostgreSQL store: connects, applies pending migrations (safe
  * when N instances start at once), starts watching the grant epoch, and
- * composes the table groups into one {@link Store}.
+ * composes the method groups (one file each, named as in src/store/sqlite/)
+ * into one {@link Store}, with PostgreSQL's own diagnostics beside it.
  *
  * @module
  */
 import type postgres from "postgres";
-import { StoreError, StoreUnavailable } from "../errors.ts";
+import { StoreUnavailable } from "../errors.ts";
 import type { Store } from "../store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../store_url.ts";
+import { createAdminViewStore } from "./admin_views.ts";
+import { createApiKeyStore } from "./api_keys.ts";
+import { createAuditStore } from "./audit.ts";
 import { openPostgresClient } from "./connect.ts";
 import { createPgContext, type OperationObserver } from "./db.ts";
-import { guard } from "./errors.ts";
-import { createAdminViewMethods } from "./admin_views.ts";
-import { createApiKeyMethods } from "./api_keys.ts";
-import { createAuditRetentionMethods } from "./audit_retention.ts";
+import { createGrantFeedStore } from "./grant_feed.ts";
 import {
   createGrantEpochWatcher,
   createSharedGrantCounter,
   DEFAULT_POLL_MS,
   DEFAULT_STALENESS_MS,
   type GrantEpochStats,
+  type GrantEpochWatcher,
   type SharedGrantCounter,
 } from "./grant_epoch.ts";
 import { claimLease, releaseLease } from "./leases.ts";
-import { createLoginFailureMethods } from "./login_failures.ts";
+import { createLifecycleStore } from "./lifecycle.ts";
+import { createLoginFailureStore } from "./login_failures.ts";
 import { createPortalMethods } from "./portal.ts";
 import { migratePostgres, readSchemaVersion, SchemaTooNew } from "./migrate.ts";
+import { createRetentionStore } from "./retention.ts";
 import { POSTGRES_MIGRATIONS } from "./schema.ts";
-import { createTokenMethods } from "./tokens.ts";
-import { createUserMethods } from "./users.ts";
-import { createUserRemovalMethods } from "./user_removal.ts";
+import { createTokenStore } from "./tokens.ts";
+import { createUserStore } from "./users.ts";
 
 /** Options for {@link openPostgresStore}. */
 export interface PostgresStoreOptions {
@@ -94,8 +97,8 @@ export interface PostgresStats extends GrantEpochStats {
   maxConnections: number;
 }
 
-/** The PostgreSQL store, with its own diagnostics. */
-export interface PostgresStore extends Store {
+/** What only the PostgreSQL backend offers, beside the contract (see `openStore`). */
+export interface PostgresDiagnostics {
   readonly backend: "postgres";
   /** Where it is connected, password redacted. */
   readonly display: string;
@@ -119,6 +122,9 @@ export interface PostgresStore extends Store {
   releaseLease(lease: { name: string; holder: string }): Promise<void>;
 }
 
+/** The PostgreSQL store, with its own diagnostics. */
+export interface PostgresStore extends Store, PostgresDiagnostics {}
+
 /** How long opening waits for the first read of the grant epoch. */
 const OPEN_TIMEOUT_MS = 10_000;
 
@@ -128,9 +134,6 @@ const OPEN_TIMEOUT_MS = 10_000;
  * (Migrations come after, and may wait longer for another instance's.)
  */
 const FIRST_ANSWER_TIMEOUT_MS = 10_000;
-
-/** Milliseconds `checkStoreReady` waits for its round trip. */
-const READY_TIMEOUT_MS = 2000;
 
 /**
  * Opens a PostgreSQL store at a `postgres://` URL (or a parsed location).
@@ -146,43 +149,57 @@ export async function openPostgresStore(
   }
   const applicationName = options.applicationName ?? "keygate";
   const maxConnections = options.maxConnections ?? 10;
-  const sql = openPostgresClient(location, {
-    max: maxConnections,
-    applicationName,
-  });
+  const sql = openPostgresClient(location, { max: maxConnections, applicationName });
+  let watcher: GrantEpochWatcher;
   try {
     await firstAnswer(sql, location, options.firstAnswerTimeoutMs ?? FIRST_ANSWER_TIMEOUT_MS);
-    if (options.migrate ?? true) {
-      const { warnings } = await migratePostgres(sql);
-      for (const line of warnings) options.onMigrationWarning?.(line);
-    } else {
-      const version = await readSchemaVersion(sql);
-      if (version > POSTGRES_MIGRATIONS.length) {
-        throw new SchemaTooNew(
-          `Database schema version ${version} is newer than this keygate knows (${POSTGRES_MIGRATIONS.length}): upgrade keygate`,
-        );
-      }
-      if (version < POSTGRES_MIGRATIONS.length) {
-        throw new Error(
-          `Database schema version ${version} is older than this keygate's (${POSTGRES_MIGRATIONS.length}): run "deno task admin db migrate"`,
-        );
-      }
-    }
+    await prepareSchema(sql, options);
+    watcher = await startWatcher(sql, location, { ...options, applicationName });
   } catch (error) {
     await sql.end({ timeout: 0 });
     throw error;
   }
+  return composeStore({ sql, watcher, location, options, maxConnections });
+}
 
-  const notify = options.notifications ?? true;
+/** Applies pending migrations, or (with `migrate: false`) refuses any schema but the newest. */
+async function prepareSchema(sql: postgres.Sql, options: PostgresStoreOptions): Promise<void> {
+  if (options.migrate ?? true) {
+    const { warnings } = await migratePostgres(sql);
+    for (const line of warnings) options.onMigrationWarning?.(line);
+    return;
+  }
+  const version = await readSchemaVersion(sql);
+  if (version > POSTGRES_MIGRATIONS.length) {
+    throw new SchemaTooNew(
+      `Database schema version ${version} is newer than this keygate knows (${POSTGRES_MIGRATIONS.length}): upgrade keygate`,
+    );
+  }
+  if (version < POSTGRES_MIGRATIONS.length) {
+    throw new Error(
+      `Database schema version ${version} is older than this keygate's (${POSTGRES_MIGRATIONS.length}): run "deno task admin db migrate"`,
+    );
+  }
+}
+
+/**
+ * Starts the grant-epoch watcher (with its own listener connection unless notifications are
+ * off) and waits for its first confirmed read; closes it again if that does not come.
+ */
+async function startWatcher(
+  sql: postgres.Sql,
+  location: PostgresLocation,
+  options: PostgresStoreOptions & { applicationName: string },
+): Promise<GrantEpochWatcher> {
   const watcher = createGrantEpochWatcher({
     sql,
     pollMs: options.pollMs ?? DEFAULT_POLL_MS,
     stalenessMs: options.stalenessMs ?? DEFAULT_STALENESS_MS,
-    openListener: notify
+    openListener: (options.notifications ?? true)
       ? (hooks) =>
         openPostgresClient(location, {
           max: 1,
-          applicationName: `${applicationName}-listener`,
+          applicationName: `${options.applicationName}-listener`,
           maxLifetimeSeconds: null,
           ...hooks,
         })
@@ -203,59 +220,35 @@ export async function openPostgresStore(
     ]);
   } catch (error) {
     await watcher.close();
-    await sql.end({ timeout: 0 });
     throw error;
   } finally {
     clearTimeout(readyTimer);
   }
+  return watcher;
+}
 
-  let closed = false;
+/** The method groups over one pool and watcher, and the diagnostics beside them. */
+function composeStore(parts: {
+  sql: postgres.Sql;
+  watcher: GrantEpochWatcher;
+  location: PostgresLocation;
+  options: PostgresStoreOptions;
+  maxConnections: number;
+}): PostgresStore {
+  const { sql, watcher, options, maxConnections } = parts;
+  const closing = { closed: false };
   const db = createPgContext({
     sql,
     watcher,
-    notify,
+    notify: options.notifications ?? true,
     durability: options.durability ?? "full",
     recordPositions: options.changeRecordPositions,
-    isClosed: () => closed,
+    isClosed: () => closing.closed,
     onOperation: options.onOperation,
   });
-
   return {
     backend: "postgres",
-    display: location.display,
-
-    async checkStoreReady() {
-      if (closed) throw new StoreError("The store is closed");
-      // Not ready while the secure path fails closed, even if one query gets through.
-      if (watcher.read() === undefined) return false;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const roundTrip = guard(() => sql`SELECT 1 AS ok`).then(([row]) => row?.ok === 1);
-      roundTrip.catch(() => {}); // may lose the race below: never an unhandled rejection
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new StoreUnavailable("The database did not answer the readiness check")),
-          READY_TIMEOUT_MS,
-        );
-      });
-      try {
-        return await Promise.race([roundTrip, timeout]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-
-    findWriteFailure: () => db.findWriteFailure(),
-
-    async closeStore() {
-      if (closed) return;
-      closed = true;
-      await watcher.close();
-      await sql.end({ timeout: 1 });
-    },
-
-    readGrantEpoch: () => watcher.read(),
-    readGrantChanges: (since) => watcher.changesSince(since),
-    readGrantInvalidations: () => watcher.invalidations(),
+    display: parts.location.display,
     readGrantEpochStats: () => watcher.stats(),
     refreshGrantEpoch: () => watcher.refresh(),
     readPostgresStats: () => ({
@@ -266,13 +259,15 @@ export async function openPostgresStore(
     claimLease: (lease) => claimLease(db, lease),
     releaseLease: (lease) => releaseLease(db, lease),
 
-    ...createUserMethods(db),
-    ...createUserRemovalMethods(db),
-    ...createApiKeyMethods(db),
-    ...createTokenMethods(db, { isEpochConfirmed: () => watcher.read() !== undefined }),
-    ...createLoginFailureMethods(db),
-    ...createAuditRetentionMethods(db),
-    ...createAdminViewMethods(db),
+    ...createLifecycleStore({ sql, db, watcher, closing }),
+    ...createUserStore(db),
+    ...createApiKeyStore(db),
+    ...createTokenStore(db, { isEpochConfirmed: () => watcher.read() !== undefined }),
+    ...createGrantFeedStore(watcher),
+    ...createLoginFailureStore(db),
+    ...createAuditStore(db),
+    ...createRetentionStore(db),
+    ...createAdminViewStore(db),
     ...createPortalMethods(db),
   };
 }

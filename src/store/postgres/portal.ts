@@ -18,7 +18,7 @@ import type {
 } from "../store.ts";
 import { type Row, toUser } from "../rows.ts";
 import type { PgContext } from "./db.ts";
-import { raiseCutoff } from "./users.ts";
+import { raiseCutoff } from "./user_cutoff.ts";
 
 function toPortalCode(row: Row): PortalCode {
   return {

@@ -7,21 +7,18 @@
 import { StoreBlocked, StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { TokenStore } from "../store.ts";
 import { auditInsert, type PgContext, resolveAudit, toOwnChange } from "./db.ts";
-import { type Row, toTokenFacts } from "../rows.ts";
+import { type Row, toTokenFacts, toTokenRow } from "../rows.ts";
 import { createGrantReader } from "./grant_reads.ts";
 import { tokenValid } from "./rows.ts";
-import { raiseCutoff } from "./users.ts";
+import { raiseCutoff } from "./user_cutoff.ts";
 
-/** What the token methods need beyond the shared context. */
-export interface TokenMethodDeps {
+/** What the token group needs beyond the shared context. */
+export interface TokenStoreDeps {
   /** Whether the grant epoch is confirmed within the staleness bound (see grant_epoch.ts). */
   isEpochConfirmed: () => boolean;
 }
 
-export function createTokenMethods(
-  db: PgContext,
-  deps: TokenMethodDeps,
-): Omit<TokenStore, "listTokensOfUser"> {
+export function createTokenStore(db: PgContext, deps: TokenStoreDeps): TokenStore {
   const findGrant = createGrantReader(db);
   return {
     async insertToken(token, change) {
@@ -168,6 +165,14 @@ export function createTokenMethods(
           WHERE ${tokenValid(sql, now)} AND t.expires_at > ${now}`
       );
       return n;
+    },
+
+    async listTokensOfUser(userId) {
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
+          WHERE user_id = ${userId} ORDER BY issued_at DESC, id DESC`
+      );
+      return rows.map(toTokenRow);
     },
   };
 }

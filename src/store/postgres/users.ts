@@ -1,12 +1,13 @@
 /**
- * Users, and the per-user revoke-before cutoff, on PostgreSQL.
+ * Users on PostgreSQL: {@link UserStore}, from a login's first read to renaming and deleting
+ * (the per-user cutoff moves in user_cutoff.ts).
  *
  * @module
  */
-import type postgres from "postgres";
 import type { AuditedChange, NewUser, User, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toApiKey, toLoginFailures, toUser } from "../rows.ts";
+import { raiseCutoff } from "./user_cutoff.ts";
 
 /** The columns of `row` whose names start with `prefix`, without it. */
 function unprefixed(row: Row, prefix: string): Row {
@@ -17,43 +18,7 @@ function unprefixed(row: Row, prefix: string): Row {
   return result;
 }
 
-/**
- * Moves user `userId`'s cutoff forward (never back), holding the user's row
- * lock, and returns how many live tokens that ended: to `before`, or
- * without it past both the old cutoff and `now`. Part of the caller's
- * transaction, which must bump the grant epoch.
- */
-export async function raiseCutoff(
-  tx: postgres.TransactionSql,
-  userId: number,
-  now: number,
-  before?: number,
-): Promise<number> {
-  const [user] = await tx<Row[]>`
-    SELECT tokens_valid_from FROM users WHERE id = ${userId} FOR UPDATE`;
-  if (user === undefined) return 0;
-  const from = user.tokens_valid_from as number;
-  // Without `before`: past every token issued so far too (a login that committed while this
-  // transaction waited for the row, with an issue time later than this writer's clock).
-  let cutoff = before;
-  if (cutoff === undefined) {
-    const [{ latest }] = await tx<{ latest: number | null }[]>`
-      SELECT max(issued_at) AS latest FROM tokens WHERE user_id = ${userId}`;
-    cutoff = Math.max(from + 1, now + 1, Number(latest ?? 0) + 1);
-  }
-  const [{ n }] = await tx<{ n: number }[]>`
-    SELECT count(*) AS n FROM tokens
-    WHERE user_id = ${userId} AND revoked_at IS NULL AND expires_at > ${now}
-      AND issued_at >= ${from} AND issued_at < ${cutoff}`;
-  // As on SQLite: updated_at moves even when an earlier cutoff leaves tokens_valid_from as it was.
-  await tx`UPDATE users SET tokens_valid_from = greatest(tokens_valid_from, ${cutoff}),
-    updated_at = ${now} WHERE id = ${userId}`;
-  return n;
-}
-
-export function createUserMethods(
-  db: PgContext,
-): Omit<UserStore, "updateUserEmail" | "deleteUser"> {
+export function createUserStore(db: PgContext): UserStore {
   return {
     async findUserByEmail(email) {
       // PostgreSQL's text cannot hold a NUL, so no user has one; asking would be an error.
@@ -139,6 +104,38 @@ export function createUserMethods(
           WHERE id = ${userId}`;
         return change.disabled ? await raiseCutoff(tx, userId, change.now) : 0;
         // Enabling ends nothing, but is recorded as on SQLite (its trigger sees the column).
+      }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
+    },
+
+    async updateUserEmail(userId, change) {
+      await db.write(async (tx) => {
+        await tx`UPDATE users SET email = ${change.email}, updated_at = ${change.now}
+          WHERE id = ${userId}`;
+      }, {
+        audit: change.audit,
+        // Cached grants carry the e-mail (X-Keygate-Email): drop them, so every instance shows
+        // the new one on its next request.
+        ends: () => [{ kind: "user", id: userId }],
+      });
+    },
+
+    deleteUser(userId, change) {
+      return db.write(async (tx) => {
+        // Keys before their user, as a login does (its key's row, then the user's for the token's
+        // foreign key): the same order, so a login and a delete never deadlock.
+        await tx`SELECT id FROM api_keys WHERE user_id = ${userId} ORDER BY id FOR UPDATE`;
+        await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+        const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
+        await tx`DELETE FROM login_failures WHERE subject IN (
+            SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
+        const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
+        // The portal's rows hold no foreign key (a restored older dump must be able to drop
+        // users: docs/postgres.md), so they go here.
+        await tx`DELETE FROM portal_accounts WHERE user_id = ${userId}`;
+        await tx`DELETE FROM portal_codes WHERE user_id = ${userId}`;
+        await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
+        await tx`DELETE FROM users WHERE id = ${userId}`;
+        return { apiKeys: keys.length, tokens: tokens.length };
       }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
   };

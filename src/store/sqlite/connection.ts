@@ -24,16 +24,11 @@ import type {
   GrantInvalidations,
   GrantScope,
 } from "../store.ts";
-import {
-  ALL,
-  createGrantChangeLog,
-  type RecordCursor,
-  toRecordedScopes,
-} from "../grant_change_log.ts";
 import { listAuditEntries } from "../audit_entries.ts";
 import { writeWhenUnlocked } from "./busy_retry.ts";
 import { isDatabaseBusy, isDatabaseUnavailable, toStoreError } from "./errors.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
+import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
@@ -41,9 +36,6 @@ export const MMAP_BYTES = 256 * 1024 * 1024;
 
 /** Rows of the grant change record kept (`changeRecordRows`' default). */
 export const CHANGE_RECORD_ROWS = 100_000;
-
-/** Rows of the change record one read takes; a store further behind drops its caches. */
-const RECORD_READ_ROWS = 10_000;
 
 /** How long a write waits for another connection's write lock before failing with SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 2000;
@@ -205,6 +197,7 @@ function createConnection(
   const { busyTimeoutMs, commits, syncWal, recordRows } = options;
   let grantWrites = 0;
   let walSyncs = 0;
+  const feed = createChangeFeed(db, { commits, recordRows, readGrantWrites: () => grantWrites });
 
   /** Makes what has committed durable (see SqliteStoreOptions.durability `"grants"`). */
   function syncCommitted(): void {
@@ -249,7 +242,6 @@ function createConnection(
      VALUES (:at, :actor, :action, :subject, :detail)`,
     "keeps-grants",
   );
-  const dataVersion = db.prepare("PRAGMA data_version");
 
   /**
    * Why writes fail (SQLite's message, such as "database or disk is full")
@@ -306,7 +298,7 @@ function createConnection(
     try {
       const before = grantWrites;
       const result = fn();
-      if (grantWrites !== before) pruneChanges();
+      if (grantWrites !== before) feed.pruneChanges();
       db.exec("COMMIT");
       if (grantWrites !== before) syncCommitted();
       return result;
@@ -355,12 +347,12 @@ function createConnection(
         throw toStoreError(error);
       }
     },
-    readGrantEpoch,
-    readGrantChanges: (since) => log.since(since),
-    readGrantInvalidations: () => log.counts(),
+    readGrantEpoch: feed.readGrantEpoch,
+    readGrantChanges: feed.readGrantChanges,
+    readGrantInvalidations: feed.readGrantInvalidations,
     readGrantWrites: () => grantWrites,
     readWalSyncs: () => walSyncs,
-    readDataVersionReads: () => dataVersionReads,
+    readDataVersionReads: feed.readDataVersionReads,
     findWriteFailure() {
       if (writeFailure === undefined) return undefined;
       // A probe write, so that readiness recovers without waiting for a client's write.
@@ -378,101 +370,6 @@ function createConnection(
       syncWal?.close();
     },
   };
-
-  // The grant change feed. Cheapest first: the commit count in the WAL index (a load from
-  // shared memory; unchanged means no connection has committed); otherwise
-  // `PRAGMA data_version`, which moves only when another connection committed; and this
-  // connection's own writes. When something may have moved, the change record is read from
-  // the position seen (an indexed range, usually empty: a login moves the WAL index but records
-  // nothing), and the scopes found are learned. See grant_change_log.ts for what cannot be
-  // accounted for (a gap, a restore): it is learned as `all`.
-  const log = createGrantChangeLog();
-  const recordAfter = db.prepare(
-    `SELECT position, scope, subject, tag FROM grant_changes WHERE position >= ?
-     ORDER BY position LIMIT ?`,
-  );
-  const recordHead = db.prepare(
-    "SELECT position, tag FROM grant_changes ORDER BY position DESC LIMIT 1",
-  );
-  const schemaVersion = db.prepare("PRAGMA schema_version");
-  const pruneRecord = db.prepare(
-    `DELETE FROM grant_changes
-     WHERE position <= (SELECT max(position) FROM grant_changes) - ?`,
-  );
-  let seenCommits: number | undefined;
-  let seenDataVersion = -1;
-  let seenGrantWrites = -1;
-  let seenSchema: number;
-  let dataVersionReads = 0;
-
-  function readHead(): RecordCursor {
-    const row = recordHead.get() as { position: number; tag: number } | undefined;
-    return row === undefined
-      ? { position: 0, tag: null }
-      : { position: row.position, tag: row.tag };
-  }
-
-  let cursor = readHead();
-  seenSchema = (schemaVersion.get() as { schema_version: number }).schema_version;
-
-  /** Reads the change record after the position seen, in one statement (one snapshot). */
-  function learnFromRecord(): void {
-    const rows = recordAfter.all(cursor.position, RECORD_READ_ROWS + 1) as unknown as {
-      position: number;
-      scope: string;
-      subject: number | null;
-      tag: number;
-    }[];
-    const atCursor = rows.length > 0 && rows[0].position === cursor.position
-      ? rows.shift()
-      : undefined;
-    const truncated = rows.length > RECORD_READ_ROWS - 1;
-    const last = rows.at(-1) ?? atCursor;
-    const head = truncated || last === undefined
-      ? readHead()
-      : { position: last.position, tag: last.tag };
-    const read = toRecordedScopes(cursor, {
-      head,
-      tagAtCursor: atCursor?.tag ?? null,
-      rows,
-      truncated,
-    });
-    for (const scope of read.scopes) log.push(scope);
-    cursor = read.cursor;
-  }
-
-  function readGrantEpoch(): GrantEpoch {
-    const writes = grantWrites;
-    // Read before data_version: a commit in between is then seen next time.
-    const count = commits.read();
-    if (count !== undefined && count === seenCommits && writes === seenGrantWrites) {
-      return log.position();
-    }
-    let version: number;
-    dataVersionReads++;
-    try {
-      version = (dataVersion.get() as { data_version: number }).data_version;
-      if (version !== seenDataVersion || writes !== seenGrantWrites) {
-        // Another connection may have changed the schema (a migration): nothing cached from
-        // the old one is trusted.
-        const schema = (schemaVersion.get() as { schema_version: number }).schema_version;
-        if (schema !== seenSchema) log.push(ALL);
-        seenSchema = schema;
-        learnFromRecord();
-      }
-    } catch (error) {
-      throw toStoreError(error);
-    }
-    seenCommits = count;
-    seenDataVersion = version;
-    seenGrantWrites = writes;
-    return log.position();
-  }
-
-  /** Keeps the change record to its bound, in a transaction that wrote to it. */
-  function pruneChanges(): void {
-    pruneRecord.run(recordRows);
-  }
 
   return connection;
 }

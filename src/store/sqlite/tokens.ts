@@ -1,27 +1,22 @@
 /**
- * The tokens table: issuing with the live-token cap, the secure path's
- * lookup, introspection, revocation and retention.
+ * The tokens table: {@link TokenStore} on SQLite — issuing with the live-token cap, the
+ * secure path's lookup, introspection and revocation (retention is retention.ts).
  *
  * @module
  */
-import type { RetentionStore, TokenIdRange, TokenStore } from "../store.ts";
+import type { TokenStore } from "../store.ts";
 import { withTokenId } from "../audit_entries.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toStoreError } from "./errors.ts";
 import { StoreBlocked, StoreConflict } from "../errors.ts";
 import { MAX_TIME_MS } from "../../platform/clock.ts";
 import { toTokenFacts, toTokenRow } from "../rows.ts";
-import { TOKEN_ENDED_AT, TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
+import { TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
+import { createUserCutoff } from "./user_cutoff.ts";
 
-/** Token row ids per transaction when deleting ended tokens in one go (`token purge`). */
-export const PURGE_BATCH_ROWS = 500;
-
-export function createTokenStore(
-  conn: Connection,
-):
-  & Omit<TokenStore, "revokeTokensOfUser">
-  & Omit<RetentionStore, "countRows" | "deleteAuditBefore"> {
+export function createTokenStore(conn: Connection): TokenStore {
   const { sql } = conn;
+  const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
   // Keeps grants: a new token ends no other (the cap is applied separately).
   const tokenInsert = sql(
     `INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
@@ -80,28 +75,6 @@ export function createTokenStore(
      JOIN users u ON u.id = t.user_id
      WHERE ${TOKEN_LIVE}`,
   );
-  const tokenIdBounds = sql("SELECT min(id) AS first, max(id) AS last FROM tokens");
-  // A retention batch: a range of at most :size row ids, so no statement holds the lock long.
-  // A token ended (see TOKEN_ENDED_AT) at or before :cutoff.
-  // Counts as a grant write although only ended tokens go: a cached grant of an expired token
-  // answers `token_expired`, and must answer `invalid_token` once its row is gone.
-  const tokensPurgeRange = sql(
-    `DELETE FROM tokens WHERE id IN (
-       SELECT t.id FROM tokens t
-       JOIN api_keys k ON k.id = t.api_key_id
-       JOIN users u ON u.id = t.user_id
-       WHERE t.id > :after AND t.id <= :after + :size AND ${TOKEN_ENDED_AT} <= :cutoff)`,
-  );
-
-  function idRange(): TokenIdRange | undefined {
-    const row = tokenIdBounds.get() as { first: number | null; last: number | null };
-    return row.first === null ? undefined : { first: row.first, last: row.last! };
-  }
-
-  function purgeRange(after: number, size: number, cutoff: number): number {
-    return Number(tokensPurgeRange.run({ after, size, cutoff }).changes);
-  }
-
   const tokensOfUser = sql(
     `SELECT t.id, t.api_key_id, t.issued_at, ${TOKEN_EXPIRES_AT} AS expires_at, t.revoked_at
      FROM tokens t WHERE t.user_id = :user_id ORDER BY t.issued_at DESC, t.id DESC`,
@@ -178,32 +151,19 @@ export function createTokenStore(
       }, audit);
     },
 
+    revokeTokensOfUser(userId, { before, now, audit }) {
+      return conn.write(
+        () => revokeTokensBefore(userId, before ?? nextCutoff(userId, now), now),
+        audit,
+      );
+    },
+
     listTokensOfUser(userId) {
       return conn.read(() => (tokensOfUser.all({ user_id: userId }) as Row[]).map(toTokenRow));
     },
 
     countLiveTokens(now) {
       return conn.read(() => (tokensLive.get({ now }) as { n: number }).n);
-    },
-
-    findTokenIdRange() {
-      return conn.read(idRange);
-    },
-
-    deleteEndedTokens({ afterId, size, cutoff }) {
-      return conn.write(() => purgeRange(afterId, size, cutoff));
-    },
-
-    purgeEndedTokens(cutoff, { audit }) {
-      return conn.write(() => {
-        const range = idRange();
-        if (range === undefined) return 0;
-        let deleted = 0;
-        for (let after = range.first - 1; after < range.last; after += PURGE_BATCH_ROWS) {
-          deleted += purgeRange(after, PURGE_BATCH_ROWS, cutoff);
-        }
-        return deleted;
-      }, audit);
     },
   };
 }

@@ -1,16 +1,23 @@
 /**
- * The users table, and the revoke-before cutoff it holds for each user's tokens.
+ * The users table: {@link UserStore} on SQLite (the cutoff it holds for each user's tokens
+ * moves in user_cutoff.ts).
  *
  * @module
  */
-import type { TokenStore, UserStore } from "../store.ts";
+import type { ApiKeyStore, LoginFailures, LoginFailureStore, User, UserStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toUser } from "../rows.ts";
+import { createUserCutoff } from "./user_cutoff.ts";
 
-export function createUserStore(
-  conn: Connection,
-): Omit<UserStore, "findUserAndKey"> & Pick<TokenStore, "revokeTokensOfUser"> {
+/** The other groups a login's first read ({@link UserStore.findUserAndKey}) combines. */
+export interface UserStoreDeps {
+  keys: Pick<ApiKeyStore, "findApiKeyByHash">;
+  loginFailures: Pick<LoginFailureStore, "findLoginFailures">;
+}
+
+export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStore {
   const { sql } = conn;
+  const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
   const userById = sql("SELECT * FROM users WHERE id = :id");
@@ -40,45 +47,29 @@ export function createUserStore(
   );
   const userKeysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
   const userDelete = sql("DELETE FROM users WHERE id = :id");
-  // Moves the user's cutoff forward only: an earlier cutoff must never revive tokens.
-  const userRaiseCutoff = sql(
-    `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
-     WHERE id = :id`,
-  );
-  const tokensLatest = sql(
-    "SELECT max(issued_at) AS latest FROM tokens WHERE user_id = :user_id",
-  );
-  const tokensLiveBefore = sql(
-    `SELECT count(*) AS n FROM tokens
-     WHERE user_id = :user_id AND revoked_at IS NULL AND expires_at > :now
-       AND issued_at >= :from AND issued_at < :cutoff`,
-  );
-
-  /** The cutoff for "everything issued up to now": strictly increasing, see docs/operations.md. */
-  function nextCutoff(userId: number, now: number): number {
-    const row = userById.get({ id: userId }) as Row | undefined;
-    const current = (row?.tokens_valid_from as number | undefined) ?? 0;
-    // Past every token issued so far too: a login that committed just before this write, with
-    // an issue time later than this writer's clock, must not outlive it.
-    const { latest } = tokensLatest.get({ user_id: userId }) as { latest: number | null };
-    return Math.max(current + 1, now + 1, (latest ?? 0) + 1);
-  }
-
-  /** Raises the cutoff; returns how many live tokens it ended. */
-  function revokeTokensBefore(userId: number, cutoff: number, now: number): number {
-    const row = userById.get({ id: userId }) as Row | undefined;
-    const from = (row?.tokens_valid_from as number | undefined) ?? 0;
-    const { n } = tokensLiveBefore.get({ user_id: userId, now, from, cutoff }) as { n: number };
-    userRaiseCutoff.run({ id: userId, cutoff, now });
-    return n;
+  function findUserByEmail(email: string): Promise<User | undefined> {
+    return conn.read(() => {
+      const row = userByEmail.get({ email }) as Row | undefined;
+      return row && toUser(row);
+    });
   }
 
   return {
-    findUserByEmail(email) {
-      return conn.read(() => {
-        const row = userByEmail.get({ email }) as Row | undefined;
-        return row && toUser(row);
-      });
+    findUserByEmail,
+
+    async findUserAndKey(email, keyHash, read) {
+      const user = await findUserByEmail(email);
+      const key = await deps.keys.findApiKeyByHash(keyHash);
+      if (read === undefined) return { user, key, failures: [] };
+      const { findLoginFailures } = deps.loginFailures;
+      const failures: LoginFailures[] = [
+        ...await findLoginFailures(read.subjects, read.now),
+        ...key === undefined
+          ? []
+          : await findLoginFailures([`${read.keySubjectPrefix}${key.id}`], read.now),
+      ];
+      failures.sort((a, b) => a.subject < b.subject ? -1 : a.subject > b.subject ? 1 : 0);
+      return { user, key, failures };
     },
 
     findUserById(id) {
@@ -136,13 +127,6 @@ export function createUserStore(
         userDelete.run({ id: userId });
         return { apiKeys, tokens };
       }, audit);
-    },
-
-    revokeTokensOfUser(userId, { before, now, audit }) {
-      return conn.write(
-        () => revokeTokensBefore(userId, before ?? nextCutoff(userId, now), now),
-        audit,
-      );
     },
   };
 }

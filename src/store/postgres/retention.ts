@@ -1,12 +1,11 @@
 /**
- * The audit log, retention (bounded deletes of ended tokens) and row counts
- * on PostgreSQL.
+ * {@link RetentionStore} on PostgreSQL: bounded deletes of ended tokens and old audit rows,
+ * and row counts.
  *
  * @module
  */
-import type { AuditRecord, AuditStore, RetentionStore, StoreTable } from "../store.ts";
+import type { RetentionStore, StoreTable } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { type Row } from "../rows.ts";
 import { TOKEN_ENDED_AT } from "./rows.ts";
 
 /** Token row ids per transaction for `purgeEndedTokens` (as on SQLite). */
@@ -20,7 +19,7 @@ const TABLES: readonly StoreTable[] = [
   "audit_log",
 ];
 
-export function createAuditRetentionMethods(db: PgContext): AuditStore & RetentionStore {
+export function createRetentionStore(db: PgContext): RetentionStore {
   async function deleteEndedTokens(batch: { afterId: number; size: number; cutoff: number }) {
     const ids = await db.write(async (tx) => {
       const rows = await tx`DELETE FROM tokens WHERE id IN (
@@ -48,24 +47,6 @@ export function createAuditRetentionMethods(db: PgContext): AuditStore & Retenti
   }
 
   return {
-    async appendAudit(entry) {
-      await db.write(() => Promise.resolve(), { audit: entry, ends: () => [] });
-    },
-
-    async listAudit(since = 0) {
-      const rows = await db.read((sql) =>
-        sql<Row[]>`SELECT * FROM audit_log WHERE at >= ${since} ORDER BY id`
-      );
-      return rows.map((row): AuditRecord => ({
-        id: row.id as number,
-        at: row.at as number,
-        actor: row.actor as string,
-        action: row.action as string,
-        subject: row.subject as string,
-        detail: row.detail as AuditRecord["detail"],
-      }));
-    },
-
     findTokenIdRange,
     deleteEndedTokens,
 

@@ -1,0 +1,20 @@
+/**
+ * {@link AuditStore} on SQLite: appending an entry on its own, and reading the log.
+ *
+ * @module
+ */
+import type { AuditStore } from "../store.ts";
+import { toAuditRecord } from "./audit_search.ts";
+import type { Connection, Row } from "./connection.ts";
+
+export function createAuditStore(conn: Connection): AuditStore {
+  const auditSince = conn.sql("SELECT * FROM audit_log WHERE at >= :since ORDER BY id");
+  return {
+    async appendAudit(entry) {
+      await conn.write(() => undefined, entry);
+    },
+    listAudit(since = 0) {
+      return conn.read(() => (auditSince.all({ since }) as Row[]).map(toAuditRecord));
+    },
+  };
+}
