@@ -32,29 +32,32 @@
  * {@link GrantEpochWatcher.read} is synchronous and cheap (one atomic load and a clock read):
  * the secure path calls it on every request. It returns the local position of the log.
  *
+ * The poll's statement is in grant_poll.ts, the listener in grant_listener.ts and the shared ring
+ * in grant_ring.ts; this module keeps the position seen and puts them together.
+ *
  * @module
  */
 import type postgres from "postgres";
 import {
   ALL,
   createGrantChangeLog,
+  type GrantChangeLog,
   type RecordCursor,
-  type RecordRow,
   toRecordedScopes,
 } from "../grant_change_log.ts";
 import type { GrantEpoch, GrantInvalidations, GrantScope } from "../store_types.ts";
+import { createGrantListener, GRANT_CHANNEL, type ListenerHooks } from "./grant_listener.ts";
+import { readChangeRecord, type RecordSnapshot } from "./grant_poll.ts";
+import { appendOwn, readRingSince, type SharedGrantCounter } from "./grant_ring.ts";
 
-/** The notification channel. */
-export const GRANT_CHANNEL = "keygate_grants";
+export { GRANT_CHANNEL, type ListenerHooks } from "./grant_listener.ts";
+export { createSharedGrantCounter, type SharedGrantCounter } from "./grant_ring.ts";
 
 /** Default interval between polls of the epoch. */
 export const DEFAULT_POLL_MS = 500;
 
 /** Default bound after which an unconfirmed epoch fails the secure path closed. */
 export const DEFAULT_STALENESS_MS = 2000;
-
-/** Rows of the change record one poll reads; an instance further behind drops its caches. */
-const POLL_ROWS = 10_000;
 
 /**
  * Records `scopes` as one change, as a write's last statement does (db.ts): bumps the epoch
@@ -84,76 +87,6 @@ export async function bumpGrantEpoch(
   if (row === undefined) throw new Error("The grant_epoch row is missing");
   if (notify) await tx`SELECT pg_notify(${GRANT_CHANNEL}, ${String(row.epoch)})`;
   return Number(row.epoch);
-}
-
-/** Entries of a {@link SharedGrantCounter}'s ring. */
-const RING_ENTRIES = 1024;
-
-/** Scope kinds as numbers in the ring. */
-const KINDS = ["token", "key", "user", "all"] as const;
-
-/**
- * The scopes committed by the stores of one process, for each other (`--workers`): a ring of
- * the last {@link RING_ENTRIES} in `SharedArrayBuffer`s, created once by the main thread and
- * handed to every request worker. A writer reserves a sequence number (`head`), then writes
- * its entry between two stamps; a reader accepts an entry only if both stamps carry its
- * sequence number, and learns `all` for one it cannot read (being written, or overwritten
- * because it fell behind): never a wrong scope, at worst an emptied cache.
- */
-export interface SharedGrantCounter {
-  readonly head: Int32Array<SharedArrayBuffer>;
-  readonly before: Int32Array<SharedArrayBuffer>;
-  readonly after: Int32Array<SharedArrayBuffer>;
-  readonly kinds: Int32Array<SharedArrayBuffer>;
-  readonly subjects: Float64Array<SharedArrayBuffer>;
-  readonly positions: Float64Array<SharedArrayBuffer>;
-}
-
-/** A new, empty {@link SharedGrantCounter}. */
-export function createSharedGrantCounter(): SharedGrantCounter {
-  const ints = (length: number) =>
-    new Int32Array(new SharedArrayBuffer(length * Int32Array.BYTES_PER_ELEMENT));
-  const floats = (length: number) =>
-    new Float64Array(new SharedArrayBuffer(length * Float64Array.BYTES_PER_ELEMENT));
-  const before = ints(RING_ENTRIES).fill(-1);
-  const after = ints(RING_ENTRIES).fill(-1);
-  return {
-    head: ints(1),
-    before,
-    after,
-    kinds: ints(RING_ENTRIES),
-    subjects: floats(RING_ENTRIES),
-    positions: floats(RING_ENTRIES),
-  };
-}
-
-function slotOf(sequence: number): number {
-  return ((sequence % RING_ENTRIES) + RING_ENTRIES) % RING_ENTRIES;
-}
-
-/** Appends one committed scope (at database position `position`) to the ring. */
-function publish(ring: SharedGrantCounter, scope: GrantScope, position: number): void {
-  const sequence = (Atomics.add(ring.head, 0, 1) + 1) | 0;
-  const slot = slotOf(sequence);
-  Atomics.store(ring.before, slot, sequence);
-  ring.kinds[slot] = KINDS.indexOf(scope.kind);
-  ring.subjects[slot] = scope.kind === "all" ? 0 : scope.id;
-  ring.positions[slot] = position;
-  Atomics.store(ring.after, slot, sequence);
-}
-
-/** The entry with this sequence number, or `undefined` if it cannot be read now. */
-function readEntry(
-  ring: SharedGrantCounter,
-  sequence: number,
-): { scope: GrantScope; position: number } | undefined {
-  const slot = slotOf(sequence);
-  if (Atomics.load(ring.after, slot) !== sequence) return undefined;
-  const kind = KINDS[ring.kinds[slot]];
-  const id = ring.subjects[slot];
-  const position = ring.positions[slot];
-  if (Atomics.load(ring.before, slot) !== sequence || kind === undefined) return undefined;
-  return { scope: kind === "all" ? ALL : { kind, id }, position };
 }
 
 /** Options for {@link createGrantEpochWatcher}. */
@@ -228,111 +161,66 @@ export interface GrantEpochWatcher {
   close(): Promise<void>;
 }
 
-/** Starts watching. The first poll starts at once; see {@link GrantEpochWatcher.ready}. */
-export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): GrantEpochWatcher {
-  const { sql } = options;
-  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
-  const stalenessMs = options.stalenessMs ?? DEFAULT_STALENESS_MS;
-  const now = options.monotonicNow ?? (() => performance.now());
-  const ring = options.sharedCounter;
-  for (const [name, value] of [["pollMs", pollMs], ["stalenessMs", stalenessMs]] as const) {
+/** Where an instance stands in the change record. */
+interface Seen {
+  /** Where the poll stands in the record; `undefined` before the first poll. */
+  cursor: RecordCursor | undefined;
+  /** The change record's table as the last poll saw it (its oid): a restore makes a new one. */
+  identity: string | undefined;
+  /** Positions learned from this process's own commits, ahead of the poll. */
+  learned: Set<number>;
+}
+
+/** Learns into `log` what one poll's `read` says after the position `seen`, and moves it. */
+function learnRead(log: GrantChangeLog, seen: Seen, read: RecordSnapshot): void {
+  const recreated = seen.identity !== undefined && read.identity !== seen.identity;
+  seen.identity = read.identity;
+  if (seen.cursor === undefined) seen.cursor = read.head; // the caches start empty
+  else if (recreated) {
+    // Restored from a backup, even to the very position and tag seen: what the caches hold
+    // may be gone from the database, and no row of the record says so. Drop everything.
+    log.push(ALL);
+    seen.cursor = read.head;
+    seen.learned.clear();
+  } else {
+    const recorded = toRecordedScopes(seen.cursor, read);
+    if (!recorded.exact) log.push(ALL);
+    else {
+      // Positions learned from this process's own commits are not learned twice.
+      recorded.scopes.forEach((scope, i) => {
+        if (!seen.learned.has(read.rows[i].position)) log.push(scope);
+      });
+    }
+    seen.cursor = recorded.cursor;
+    for (const position of seen.learned) {
+      if (position <= seen.cursor.position) seen.learned.delete(position);
+    }
+  }
+}
+
+/** Throws a RangeError unless every value is a positive number. */
+function checkPositive(values: Record<string, number>): void {
+  for (const [name, value] of Object.entries(values)) {
     if (!Number.isFinite(value) || value <= 0) {
       throw new RangeError(`Invalid ${name} "${value}": expected a positive number`);
     }
   }
+}
 
-  const log = createGrantChangeLog();
-  /** Where the poll stands in the record; `undefined` before the first poll. */
-  let cursor: RecordCursor | undefined;
-  /** Positions learned from this process's own commits, ahead of the poll. */
-  const learned = new Set<number>();
-  /** The ring's head when {@link GrantEpochWatcher.read} last looked. */
-  let ringSeen = ring === undefined ? 0 : Atomics.load(ring.head, 0);
-  /** Monotonic time at which the last successful poll started; -Infinity before the first. */
-  let confirmedAt = -Infinity;
-  let notifications = 0;
-  let listens = 0;
-  let pollFailures = 0;
-  let listening = false;
-  let listenAttempt: Promise<void> | undefined;
-  /** What {@link GrantEpochWatcherOptions.onListenerChange} was last told. */
-  let reported: boolean | undefined;
+/**
+ * Runs `poll` every `pollMs` once scheduled, and at once on demand: one at a time, and a poll
+ * asked for while one is under way runs once more after it.
+ */
+function createPollLoop(poll: () => Promise<void>, pollMs: number): {
+  pollNow(): Promise<void>;
+  schedule(): void;
+  close(): Promise<void>;
+} {
   let polling: Promise<void> | undefined;
-  /** The change record's table as the last poll saw it (its oid): a restore makes a new one. */
-  let identity: string | undefined;
   /** The poll that follows the one under way (asked for after it started). */
   let queued: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
-  let resolveReady!: () => void;
-  const readyPromise = new Promise<void>((resolve) => (resolveReady = resolve));
-
-  async function poll(): Promise<void> {
-    const startedAt = now();
-    const from = cursor?.position ?? 0;
-    try {
-      // One statement, so one snapshot: the counter, the tag at the position seen, the rows
-      // after it. Through the listener's own connection when there is one: a pool busy with
-      // requests then cannot delay the confirmation past the staleness bound.
-      const [row] = await (listenSql ?? sql)<{
-        head: string;
-        head_tag: string | null;
-        cursor_tag: string | null;
-        rows: [number, string, number | null][];
-        identity: string;
-      }[]>`
-        SELECT e.epoch AS head,
-          -- A restore (pg_restore --clean, or a new database) recreates the table: a new oid.
-          (SELECT 'grant_changes'::regclass::oid::text) AS identity,
-          (SELECT tag FROM grant_changes WHERE position = e.epoch LIMIT 1) AS head_tag,
-          (SELECT tag FROM grant_changes WHERE position = ${from} LIMIT 1) AS cursor_tag,
-          coalesce((SELECT jsonb_agg(jsonb_build_array(position, scope, subject) ORDER BY position)
-            FROM (SELECT position, scope, subject FROM grant_changes
-              WHERE position > ${from} AND position <= e.epoch
-              ORDER BY position LIMIT ${POLL_ROWS + 1}) AS r), '[]') AS rows
-        FROM grant_epoch e WHERE e.id = 1`;
-      if (row === undefined) throw new Error("The grant_epoch row is missing");
-      const head = { position: Number(row.head), tag: toTag(row.head_tag) };
-      const recreated = identity !== undefined && row.identity !== identity;
-      identity = row.identity;
-      if (cursor === undefined) cursor = head; // the caches start empty
-      else if (recreated) {
-        // Restored from a backup, even to the very position and tag seen: what the caches hold
-        // may be gone from the database, and no row of the record says so. Drop everything.
-        log.push(ALL);
-        cursor = head;
-        learned.clear();
-      } else {
-        const rows: RecordRow[] = row.rows.map(([position, scope, subject]) => ({
-          position,
-          scope,
-          subject,
-        }));
-        const truncated = rows.length > POLL_ROWS;
-        const read = toRecordedScopes(cursor, {
-          head,
-          tagAtCursor: toTag(row.cursor_tag),
-          rows,
-          truncated,
-        });
-        if (!read.exact) log.push(ALL);
-        else {
-          // Positions learned from this process's own commits are not learned twice.
-          read.scopes.forEach((scope, i) => {
-            if (!learned.has(rows[i].position)) log.push(scope);
-          });
-        }
-        cursor = read.cursor;
-        for (const position of learned) if (position <= cursor.position) learned.delete(position);
-      }
-      confirmedAt = Math.max(confirmedAt, startedAt);
-      resolveReady();
-    } catch {
-      pollFailures++;
-    }
-    // The poll also revives a lost listener (postgres.js re-listens by itself only sometimes).
-    if (listenSql !== undefined && !listening && !closed) void startListening();
-  }
 
   function pollNow(): Promise<void> {
     if (polling !== undefined) {
@@ -357,70 +245,83 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     Deno.unrefTimer(timer);
   }
 
-  function report(up: boolean, error?: unknown): void {
-    if (reported === up) return;
-    reported = up;
-    options.onListenerChange?.(up, error);
+  return {
+    pollNow,
+    schedule,
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      await polling;
+      await queued;
+    },
+  };
+}
+
+/** Starts watching. The first poll starts at once; see {@link GrantEpochWatcher.ready}. */
+export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): GrantEpochWatcher {
+  const { sql } = options;
+  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
+  const stalenessMs = options.stalenessMs ?? DEFAULT_STALENESS_MS;
+  const now = options.monotonicNow ?? (() => performance.now());
+  const ring = options.sharedCounter;
+  checkPositive({ pollMs, stalenessMs });
+
+  const log = createGrantChangeLog();
+  const seen: Seen = { cursor: undefined, identity: undefined, learned: new Set() };
+  /** The ring's head when {@link GrantEpochWatcher.read} last looked. */
+  let ringSeen = ring === undefined ? 0 : Atomics.load(ring.head, 0);
+  /** Monotonic time at which the last successful poll started; -Infinity before the first. */
+  let confirmedAt = -Infinity;
+  let pollFailures = 0;
+  let closed = false;
+  let resolveReady!: () => void;
+  const readyPromise = new Promise<void>((resolve) => (resolveReady = resolve));
+
+  /** Learns what the record says after the position seen (see the module doc). */
+  async function poll(): Promise<void> {
+    const startedAt = now();
+    try {
+      // Through the listener's own connection when there is one: a pool busy with requests then
+      // cannot delay the confirmation past the staleness bound.
+      const read = await readChangeRecord(listener.sql ?? sql, seen.cursor?.position ?? 0);
+      learnRead(log, seen, read);
+      confirmedAt = Math.max(confirmedAt, startedAt);
+      resolveReady();
+    } catch {
+      pollFailures++;
+    }
+    // The poll also revives a lost listener (postgres.js re-listens by itself only sometimes).
+    if (listener.sql !== undefined && !listener.listening && !closed) void listener.start();
   }
 
-  function startListening(): Promise<void> {
-    if (listenSql === undefined) return Promise.resolve();
-    listenAttempt ??= (async () => {
-      try {
-        await listenSql.unsafe(`LISTEN ${GRANT_CHANNEL}`);
-        listening = true;
-        listens++;
-        report(true);
-        // Notifications sent while we were not listening are lost: the record has them.
-        await pollNow();
-      } catch (error) {
-        listening = false;
-        report(false, error);
-      } finally {
-        listenAttempt = undefined;
-      }
-    })();
-    return listenAttempt;
-  }
+  const loop = createPollLoop(poll, pollMs);
+  const pollNow = loop.pollNow;
 
-  const listenSql = options.openListener?.({
-    onnotify(channel) {
-      if (channel !== GRANT_CHANNEL) return;
-      notifications++;
-      // A prompt, never a fact: whatever the payload says, only the record is believed.
-      void pollNow();
-    },
-    onclose() {
-      if (!listening) return;
-      listening = false;
-      report(false);
-    },
+  const listener = createGrantListener({
+    openListener: options.openListener,
+    onListenerChange: options.onListenerChange,
+    pollNow,
   });
 
   /** Learns what this process's other stores committed (see {@link SharedGrantCounter}). */
   function readRing(shared: SharedGrantCounter, head: number): void {
-    const behind = (head - ringSeen) | 0;
-    if (behind < 0 || behind > RING_ENTRIES) log.push(ALL);
-    else {
-      for (let i = 1; i <= behind; i++) {
-        const entry = readEntry(shared, (ringSeen + i) | 0);
-        if (entry === undefined) {
-          log.push(ALL);
-          break;
-        }
-        log.push(entry.scope);
-        if (cursor === undefined || entry.position > cursor.position) learned.add(entry.position);
+    const { entries, complete } = readRingSince(shared, ringSeen, head);
+    for (const entry of entries) {
+      log.push(entry.scope);
+      if (seen.cursor === undefined || entry.position > seen.cursor.position) {
+        seen.learned.add(entry.position);
       }
     }
+    if (!complete) log.push(ALL);
     ringSeen = head;
   }
 
   // Listen first, then poll: the position first confirmed is then one no notification can
   // have overtaken.
   void (async () => {
-    await startListening();
-    if (!listening) await pollNow();
-    schedule();
+    await listener.start();
+    if (!listener.listening) await pollNow();
+    loop.schedule();
   })();
 
   return {
@@ -436,18 +337,11 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     invalidations: () => log.counts(),
     learnOwn(change) {
       // A poll prompted by our own notification may have read this position already.
-      if (cursor === undefined || change.position > cursor.position) {
+      if (seen.cursor === undefined || change.position > seen.cursor.position) {
         for (const scope of change.scopes) log.push(scope);
-        learned.add(change.position);
+        seen.learned.add(change.position);
       }
-      if (ring !== undefined) {
-        const expected = (Atomics.load(ring.head, 0) + change.scopes.length) | 0;
-        const caughtUp = Atomics.load(ring.head, 0) === ringSeen;
-        for (const scope of change.scopes) publish(ring, scope, change.position);
-        // Our own entries are learned already; when another store's came in between, the
-        // next read learns ours again with them (an eviction repeated, nothing missed).
-        if (caughtUp && Atomics.load(ring.head, 0) === expected) ringSeen = expected;
-      }
+      if (ring !== undefined) ringSeen = appendOwn(ring, change.scopes, change.position, ringSeen);
     },
     pollNow,
     async refresh() {
@@ -455,37 +349,17 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     },
     ready: () => readyPromise,
     stats: () => ({
-      notifications,
-      listens,
+      notifications: listener.notifications,
+      listens: listener.listens,
       pollFailures,
       lagMs: Math.max(0, now() - confirmedAt),
-      listening,
-      epoch: cursor?.position ?? 0,
+      listening: listener.listening,
+      epoch: seen.cursor?.position ?? 0,
     }),
     async close() {
       closed = true;
-      clearTimeout(timer);
-      await polling;
-      await queued;
-      await listenAttempt;
-      listening = false;
-      await listenSql?.end({ timeout: 0 });
+      await loop.close();
+      await listener.close();
     },
   };
-}
-
-/** A tag as PostgreSQL returns a bigint (text), as a number. */
-function toTag(value: string | number | null): number | null {
-  return value === null ? null : Number(value);
-}
-
-/**
- * The callbacks a listener client must be created with: they route
- * notifications and connection loss into a watcher made with
- * {@link createGrantEpochWatcher}. postgres.js takes `onnotify` and
- * `onclose` only at creation, so they are bound late.
- */
-export interface ListenerHooks {
-  onnotify(channel: string, payload: string): void;
-  onclose(): void;
 }

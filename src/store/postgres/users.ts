@@ -18,6 +18,45 @@ function unprefixed(row: Row, prefix: string): Row {
   return result;
 }
 
+/**
+ * A login's first read, in one round trip: the user by e-mail, the API key by hash and, when
+ * `read` asks, the login failure counters (see {@link UserStore.findUserAndKey}).
+ */
+async function findUserAndKey(
+  db: PgContext,
+  ...[email, keyHash, read]: Parameters<UserStore["findUserAndKey"]>
+): ReturnType<UserStore["findUserAndKey"]> {
+  const subjects = read?.subjects ?? [];
+  if (subjects.length > 2) throw new RangeError("At most two subjects at once");
+  // Both rows in one round trip: each column of the two tables once, the key's prefixed,
+  // and the counters asked for as one JSON array.
+  const [row] = await db.read((sql) =>
+    sql<Row[]>`SELECT ${
+      read === undefined ? sql`'[]'::jsonb` : sql`(
+          SELECT coalesce(jsonb_agg(to_jsonb(f) ORDER BY f.subject COLLATE "C"), '[]'::jsonb)
+          FROM login_failures f
+          WHERE (${
+        subjects.length === 0 ? sql`FALSE` : sql`f.subject IN ${sql(subjects as string[])}`
+      } OR f.subject = ${read.keySubjectPrefix} || k.id::text)
+            AND f.forget_at > ${read.now})`
+    } AS failures, u.*, k.id AS k_id, k.user_id AS k_user_id, k.prefix AS k_prefix,
+          k.label AS k_label, k.created_at AS k_created_at, k.revoked_at AS k_revoked_at,
+          k.expires_at AS k_expires_at, k.disabled_at AS k_disabled_at,
+          k.replaced_by AS k_replaced_by, k.last_used_at AS k_last_used_at,
+          k.last_used_from AS k_last_used_from, k.use_count AS k_use_count,
+          k.introspect AS k_introspect
+        FROM (VALUES (1)) AS one (x)
+        -- PostgreSQL's text cannot hold a NUL, so no user has one; asking would be an error.
+        LEFT JOIN users u ON u.email = ${email.includes("\0") ? null : email}
+        LEFT JOIN api_keys k ON k.key_hash = ${keyHash}`
+  );
+  return {
+    user: row.id === null ? undefined : toUser(row),
+    key: row.k_id === null ? undefined : toApiKey(unprefixed(row, "k_")),
+    failures: (row.failures as Row[]).map(toLoginFailures),
+  };
+}
+
 export function createUserStore(db: PgContext): UserStore {
   return {
     async findUserByEmail(email) {
@@ -27,37 +66,7 @@ export function createUserStore(db: PgContext): UserStore {
       return row && toUser(row);
     },
 
-    async findUserAndKey(email, keyHash, read) {
-      const subjects = read?.subjects ?? [];
-      if (subjects.length > 2) throw new RangeError("At most two subjects at once");
-      // Both rows in one round trip: each column of the two tables once, the key's prefixed,
-      // and the counters asked for as one JSON array.
-      const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT ${
-          read === undefined ? sql`'[]'::jsonb` : sql`(
-            SELECT coalesce(jsonb_agg(to_jsonb(f) ORDER BY f.subject COLLATE "C"), '[]'::jsonb)
-            FROM login_failures f
-            WHERE (${
-            subjects.length === 0 ? sql`FALSE` : sql`f.subject IN ${sql(subjects as string[])}`
-          } OR f.subject = ${read.keySubjectPrefix} || k.id::text)
-              AND f.forget_at > ${read.now})`
-        } AS failures, u.*, k.id AS k_id, k.user_id AS k_user_id, k.prefix AS k_prefix,
-            k.label AS k_label, k.created_at AS k_created_at, k.revoked_at AS k_revoked_at,
-            k.expires_at AS k_expires_at, k.disabled_at AS k_disabled_at,
-            k.replaced_by AS k_replaced_by, k.last_used_at AS k_last_used_at,
-            k.last_used_from AS k_last_used_from, k.use_count AS k_use_count,
-            k.introspect AS k_introspect
-          FROM (VALUES (1)) AS one (x)
-          -- PostgreSQL's text cannot hold a NUL, so no user has one; asking would be an error.
-          LEFT JOIN users u ON u.email = ${email.includes("\0") ? null : email}
-          LEFT JOIN api_keys k ON k.key_hash = ${keyHash}`
-      );
-      return {
-        user: row.id === null ? undefined : toUser(row),
-        key: row.k_id === null ? undefined : toApiKey(unprefixed(row, "k_")),
-        failures: (row.failures as Row[]).map(toLoginFailures),
-      };
-    },
+    findUserAndKey: (email, keyHash, read) => findUserAndKey(db, email, keyHash, read),
 
     async findUserById(id) {
       const [row] = await db.read((sql) => sql<Row[]>`SELECT * FROM users WHERE id = ${id}`);
