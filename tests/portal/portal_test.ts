@@ -346,3 +346,29 @@ Deno.test("[e2e] GET /portal/ serves the page with a strict policy", async () =>
     await response.body?.cancel();
   }
 });
+
+Deno.test("[e2e] portal: mail links point to --portal-origin, never to the request's Host", async () => {
+  await using rig = await startPortalRig();
+  const email = "host@example.org";
+  const evil = { host: "evil.example" };
+  let response = await rig.api("POST", "/signup", { email, password: PASSWORD }, evil);
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const verify = await rig.smtp.waitFor(email, "Verify");
+  assert.doesNotMatch(verify.body, /evil\.example/);
+  assert.ok(verify.body.includes(`${ORIGIN}/portal/verify?`), verify.body);
+  (await rig.api("POST", "/verify", { email, code: readCode(verify) })).body?.cancel();
+  response = await rig.api("POST", "/forgot", { email }, evil);
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const reset = await rig.smtp.waitFor(email, "Reset");
+  assert.doesNotMatch(reset.body, /evil\.example/);
+  assert.ok(reset.body.includes(`${ORIGIN}/portal/reset?`), reset.body);
+  // The Origin check compares with --portal-origin too, not with the Host.
+  response = await rig.api("POST", "/forgot", { email }, {
+    ...evil,
+    origin: "https://evil.example",
+  });
+  assert.equal(response.status, 403);
+  assert.equal((await json(response)).error.code, "forbidden");
+});
