@@ -372,3 +372,46 @@ Deno.test("[e2e] portal: mail links point to --portal-origin, never to the reque
   assert.equal(response.status, 403);
   assert.equal((await json(response)).error.code, "forbidden");
 });
+
+Deno.test("[e2e] portal: an address that is not one plain mailbox is refused, stored and mailed nowhere", async () => {
+  await using rig = await startPortalRig({ mode: "domains", domains: ["corp.example"] });
+  const forms = [
+    "a@evil.test,x@corp.example",
+    "a@evil.test;x@corp.example",
+    "<a@corp.example>",
+    "v@x.org>@corp.example",
+    "Eve <a@corp.example>",
+    "a(comment)@corp.example",
+    '"a b"@corp.example',
+    "a b@corp.example",
+    "a@b@corp.example",
+    "a..b@corp.example",
+    "a@corp..example",
+    "a@-corp.example",
+  ];
+  for (const email of forms) {
+    for (
+      const [path, body] of [["/signup", { email, password: PASSWORD }], ["/forgot", {
+        email,
+      }]] as const
+    ) {
+      const response = await rig.api("POST", path, body);
+      assert.equal(response.status, 400, `${path} ${email}`);
+      const error = (await json(response)).error;
+      assert.equal(error.code, "invalid_request", `${path} ${email}`);
+      assert.match(error.message, /^Invalid e-mail/, `${path} ${email}`);
+    }
+  }
+  assert.equal(await rig.app.store.countRows("users"), 0);
+  assert.equal(await rig.app.store.countQueuedMail(), 0);
+  // A plain address of the listed domain still signs up, and is mailed alone.
+  const response = await rig.api("POST", "/signup", {
+    email: "x@corp.example",
+    password: PASSWORD,
+  });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const mail = await rig.smtp.waitFor("x@corp.example", "Verify");
+  assert.deepEqual(mail.to, ["x@corp.example"]);
+  assert.equal(rig.smtp.received.length, 1);
+});
