@@ -27,3 +27,18 @@ Deno.test("[server] portal: --portal on without --portal-origin is refused: one 
       "links point to (--portal is on the command line) (see --help)\n",
   );
 });
+
+Deno.test("[server] portal: a malformed escape in --smtp-url is refused: one line, exit 2, no secret", async () => {
+  const run = await start([
+    "--smtp-url",
+    "smtp://u:SECRET%ZZ@mail.test",
+    "--mail-from",
+    "keys@example.org",
+    "--portal-origin",
+    "https://keys.example.org",
+  ]);
+  assert.equal(run.code, 2, run.err);
+  assert.equal(run.err.trimEnd().split("\n").length, 1, run.err);
+  assert.match(run.err, /^keygate: .*--smtp-url.*percent-encoded/);
+  assert.doesNotMatch(run.err + run.out, /SECRET/);
+});
