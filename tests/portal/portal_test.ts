@@ -415,3 +415,26 @@ Deno.test("[e2e] portal: an address that is not one plain mailbox is refused, st
   assert.deepEqual(mail.to, ["x@corp.example"]);
   assert.equal(rig.smtp.received.length, 1);
 });
+
+Deno.test("[e2e] portal: a password change ends the other sessions, not the one it was made in", async () => {
+  await using rig = await startPortalRig();
+  const email = "change@example.org";
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  const here = rig.browser();
+  const elsewhere = rig.browser();
+  await here.signIn(email, PASSWORD);
+  await elsewhere.signIn(email, PASSWORD);
+  let response = await here.call("POST", "/password", {
+    current_password: PASSWORD,
+    password: NEW_PASSWORD,
+  });
+  assert.equal(response.status, 200);
+  assert.deepEqual(await json(response), { status: "password_changed", tokens_revoked: 0 });
+  response = await here.call("GET", "/session");
+  assert.equal((await json(response)).email, email, "the session it was made in stays");
+  response = await elsewhere.call("GET", "/session");
+  assert.equal(response.status, 401, "every other session ends");
+  assert.equal((await json(response)).error.code, "not_signed_in");
+});

@@ -10,6 +10,7 @@ import type { PasswordHasher } from "../../passwords/passwords.ts";
 import type { ApiKeyListing, User } from "../../store/store.ts";
 import { type ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
+import { hashSecret } from "../credentials.ts";
 import { type CreatedKey, createKey, revokeKey, type RotatedKey, rotateKey } from "../keys.ts";
 import { toKeyStatus } from "../key_status.ts";
 import { changeUserPassword, listUserTokens, type TokenState } from "../users.ts";
@@ -148,12 +149,15 @@ export async function revokeOwnToken(
 export async function changeOwnPassword(
   deps: ChangeDeps & { hasher: Pick<PasswordHasher, "hash" | "verify"> },
   user: User,
-  input: { current: unknown; password: unknown },
+  input: { current: unknown; password: unknown; sessionId?: string },
 ): Promise<number> {
   const password = toPortalPassword(input.password, user.email);
   const current = typeof input.current === "string" ? input.current : "";
   if (!await deps.hasher.verify(user.passwordHash, current || " ")) {
     throw new AuthError("invalid_credentials", "The current password is wrong");
   }
-  return await changeUserPassword(deps, user, password);
+  // Every other portal session ends with the tokens; the one the change was made in stays.
+  return await changeUserPassword(deps, user, password, {
+    keepPortalSession: input.sessionId === undefined ? undefined : hashSecret(input.sessionId),
+  });
 }

@@ -421,10 +421,11 @@ export function createPortalHandler(deps: PortalDeps) {
       caller: "anyone",
       async handle(request, call) {
         const body = await readChange(request, call, ["current_password", "password"]);
-        const { user } = await requireSession(request, true);
+        const { user, sessionId } = await requireSession(request, true);
         const ended = await changeOwnPassword(changeDeps(user), user, {
           current: body.current_password,
           password: body.password,
+          sessionId,
         });
         return toJson({ status: "password_changed", tokens_revoked: ended });
       },

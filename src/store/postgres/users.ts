@@ -28,6 +28,7 @@ export async function raiseCutoff(
   userId: number,
   now: number,
   before?: number,
+  keepSession?: Uint8Array,
 ): Promise<number> {
   const [user] = await tx<Row[]>`
     SELECT tokens_valid_from FROM users WHERE id = ${userId} FOR UPDATE`;
@@ -48,6 +49,11 @@ export async function raiseCutoff(
   // As on SQLite: updated_at moves even when an earlier cutoff leaves tokens_valid_from as it was.
   await tx`UPDATE users SET tokens_valid_from = greatest(tokens_valid_from, ${cutoff}),
     updated_at = ${now} WHERE id = ${userId}`;
+  // Every cutoff raise (password, disable, revoke-all) ends the user's portal sessions too.
+  if (keepSession === undefined) await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
+  else {
+    await tx`DELETE FROM portal_sessions WHERE user_id = ${userId} AND id_hash <> ${keepSession}`;
+  }
   return n;
 }
 
@@ -129,7 +135,7 @@ export function createUserMethods(
       return db.write(async (tx) => {
         await tx`UPDATE users SET password_hash = ${change.passwordHash}, updated_at = ${change.now}
           WHERE id = ${userId}`;
-        return await raiseCutoff(tx, userId, change.now);
+        return await raiseCutoff(tx, userId, change.now, undefined, change.keepPortalSession);
       }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
 

@@ -45,6 +45,11 @@ export function createUserStore(
     `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
      WHERE id = :id`,
   );
+  // Every cutoff raise (password, disable, revoke-all) ends the user's portal sessions too.
+  const userSessionsDelete = sql(
+    `DELETE FROM portal_sessions WHERE user_id = :user_id AND (:keep IS NULL OR id_hash <> :keep)`,
+    "keeps-grants",
+  );
   const tokensLatest = sql(
     "SELECT max(issued_at) AS latest FROM tokens WHERE user_id = :user_id",
   );
@@ -64,12 +69,18 @@ export function createUserStore(
     return Math.max(current + 1, now + 1, (latest ?? 0) + 1);
   }
 
-  /** Raises the cutoff; returns how many live tokens it ended. */
-  function revokeTokensBefore(userId: number, cutoff: number, now: number): number {
+  /** Raises the cutoff and ends the portal sessions; returns how many live tokens it ended. */
+  function revokeTokensBefore(
+    userId: number,
+    cutoff: number,
+    now: number,
+    keepSession: Uint8Array | null = null,
+  ): number {
     const row = userById.get({ id: userId }) as Row | undefined;
     const from = (row?.tokens_valid_from as number | undefined) ?? 0;
     const { n } = tokensLiveBefore.get({ user_id: userId, now, from, cutoff }) as { n: number };
     userRaiseCutoff.run({ id: userId, cutoff, now });
+    userSessionsDelete.run({ user_id: userId, keep: keepSession });
     return n;
   }
 
@@ -108,10 +119,10 @@ export function createUserStore(
       }, audit);
     },
 
-    updateUserPassword(userId, { passwordHash, now, audit }) {
+    updateUserPassword(userId, { passwordHash, now, audit, keepPortalSession }) {
       return conn.write(() => {
         userSetPassword.run({ id: userId, password_hash: passwordHash, now });
-        return revokeTokensBefore(userId, nextCutoff(userId, now), now);
+        return revokeTokensBefore(userId, nextCutoff(userId, now), now, keepPortalSession ?? null);
       }, audit);
     },
 
