@@ -53,6 +53,7 @@ export async function measurePortalTiming(requests: number, maxGapMs: number): P
           rules: { signIn: OPEN, mail: OPEN, client: OPEN },
         }),
         mode: "open",
+        origin: "https://keygate.test",
       },
     });
     let fresh = 0;

@@ -169,6 +169,7 @@ export async function changeUserPassword(
   deps: AccountDeps,
   user: User,
   password: string,
+  options: { keepPortalSession?: Uint8Array } = {},
 ): Promise<number> {
   const passwordHash = await deps.hasher.hash(toAccountPassword(password));
   const change = observeAudit(
@@ -180,6 +181,7 @@ export async function changeUserPassword(
     passwordHash,
     now: deps.clock.now(),
     audit: change.audit,
+    keepPortalSession: options.keepPortalSession,
   });
   change.notify();
   return revoked;

@@ -63,6 +63,13 @@ export function parseSmtpUrl(text: string): string {
   }
   if (url.hostname === "") throw new SyntaxError("expected a host name");
   if (url.pathname !== "" && url.pathname !== "/") throw new SyntaxError("expected no path");
+  try {
+    // The mailer decodes them: a bad escape (`%ZZ`) is a mistake of the setting, found here.
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    throw new SyntaxError("expected the user and password percent-encoded (%XX): a % is %25");
+  }
   return text;
 }
 

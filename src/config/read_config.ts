@@ -134,6 +134,12 @@ function checkTogether(config: Config, from: (key: keyof Config) => Source | und
         `(${whence(from, "portal")})`,
     );
   }
+  if (config.portal && config.portalOrigin === undefined) {
+    throw new ConfigError(
+      "Invalid portal settings: --portal on needs --portal-origin, the origin its mail links " +
+        `point to (${whence(from, "portal")})`,
+    );
+  }
   if (config.portalMode === "domains" && config.portalDomains === undefined) {
     throw new ConfigError(
       "Invalid portal settings: --portal-mode domains needs --portal-domains " +

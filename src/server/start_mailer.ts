@@ -15,6 +15,7 @@
  * @module
  */
 import nodemailer from "nodemailer";
+import { isMailboxAddress } from "../auth/portal/mail_address.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import type { OutboxMail, Store } from "../store/store.ts";
@@ -78,10 +79,20 @@ export function startMailer(options: MailerOptions): Mailer {
   let timer: ReturnType<typeof setTimeout> | undefined;
 
   async function send(mail: OutboxMail): Promise<void> {
+    if (!isMailboxAddress(mail.recipient)) {
+      // An operator's user with an address no mail library reads as one mailbox: never sent.
+      const error = "the recipient is not one plain address";
+      await store.markMailFailed(mail.id, { now: clock.now(), nextAttemptAt: null, error });
+      logger.error("mail given up", { outbox_id: mail.id, attempts: mail.attempts, error });
+      return;
+    }
     try {
       await transport.sendMail({
         from: options.from,
-        to: mail.recipient,
+        // One mailbox, never parsed as a list (`a@x,b@y`) or a name (`<a@x>`): the envelope
+        // names the only recipient.
+        to: { name: "", address: mail.recipient },
+        envelope: { from: options.from, to: [mail.recipient] },
         subject: mail.subject,
         text: mail.text,
         messageId: `<outbox-${mail.id}-${mail.createdAt}@${domain}>`,

@@ -121,7 +121,11 @@ export interface UserStore {
    */
   updateUserPassword(
     userId: number,
-    change: AuditedChange<number> & { passwordHash: string },
+    change: AuditedChange<number> & {
+      passwordHash: string;
+      /** The digest of the one portal session that stays (a change made in it). */
+      keepPortalSession?: Uint8Array;
+    },
   ): Promise<number>;
   /**
    * Disables a user (moving the cutoff as above: resolves to how many live

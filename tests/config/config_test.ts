@@ -167,7 +167,11 @@ Deno.test("readConfig() reads every boolean setting the same way: bare, words, e
     const key = setting.key as "metrics";
     // --portal on needs its mail settings.
     const mail = setting.flag === "portal"
-      ? { KEYGATE_SMTP_URL: "smtp://mail.test", KEYGATE_MAIL_FROM: "keys@example.org" }
+      ? {
+        KEYGATE_SMTP_URL: "smtp://mail.test",
+        KEYGATE_MAIL_FROM: "keys@example.org",
+        KEYGATE_PORTAL_ORIGIN: "https://keys.example.org",
+      }
       : {};
     const read = (args: string[], env: Record<string, string> = {}) =>
       readConfig(args, { ...mail, ...env }) as Config;
@@ -190,6 +194,18 @@ Deno.test("readConfig() checks the portal's settings and never shows the SMTP pa
     new ConfigError(
       "Invalid portal settings: --portal on needs --smtp-url and --mail-from " +
         "(--portal is on the command line)",
+    ),
+  );
+  // Mail links never come from the request's Host, which a client chooses.
+  assert.throws(
+    () =>
+      readConfig(["--portal", "on"], {
+        KEYGATE_SMTP_URL: "smtp://mail.test",
+        KEYGATE_MAIL_FROM: "keys@example.org",
+      }),
+    new ConfigError(
+      "Invalid portal settings: --portal on needs --portal-origin, the origin its mail links " +
+        "point to (--portal is on the command line)",
     ),
   );
   assert.throws(

@@ -78,6 +78,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       }),
       mode: options.mode ?? "open",
       domains: options.domains,
+      origin: ORIGIN,
       onMailQueued: () => wake(),
     },
   });

@@ -37,6 +37,8 @@ Deno.test({
       `smtp://user:secret@localhost:${smtpPort}`,
       "--mail-from",
       "portal@keygate.test",
+      "--portal-origin",
+      "https://keys.example.org",
       "--self-signed-dir",
       dir,
     ];

@@ -214,3 +214,25 @@ Deno.test("[e2e] POST /api/portal/v1/account/delete deletes user, keys and token
   assert.match(deleted?.subject ?? "", /^user:deleted:[A-Za-z0-9_-]{16}$/);
   assert.equal(JSON.stringify(deleted).includes(email), false);
 });
+
+Deno.test("[e2e] POST /api/portal/v1/email takes one plain mailbox, and in domains mode an allowed domain only", async () => {
+  await using rig = await startPortalRig({ mode: "domains", domains: ["corp.example"] });
+  const browser = await activeUser(rig, "dev@corp.example");
+  const user = (await rig.app.store.findUserByEmail("dev@corp.example"))!;
+  for (const email of ["a@evil.test,b@corp.example", "<x@corp.example>", "x@corp.example>"]) {
+    const response = await browser.call("POST", "/email", { email, password: PASSWORD });
+    assert.equal(response.status, 400, email);
+    assert.equal((await json(response)).error.code, "invalid_request");
+  }
+  const outside = await browser.call("POST", "/email", {
+    email: "me@evil.test",
+    password: PASSWORD,
+  });
+  assert.equal(outside.status, 403);
+  assert.equal((await json(outside)).error.code, "forbidden");
+  assert.equal((await rig.app.store.findUserById(user.id))?.email, "dev@corp.example");
+  const codes = await rig.app.querySql(
+    "SELECT count(*) AS n FROM portal_codes WHERE purpose = 'email'",
+  );
+  assert.equal(Number(codes[0].n), 0, "no code was made for a refused address");
+});

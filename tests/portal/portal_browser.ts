@@ -16,7 +16,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { chromium, type Page } from "playwright-core";
 import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
-import { createHandler } from "../../src/http/app.ts";
+import { createHandler, type Handler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
@@ -55,7 +55,10 @@ Deno.test({
     await using smtp = await startTestSmtp(tls);
     const hasher = createPasswordHasher({ workers: 1 });
     let wake = () => {};
-    await using api = await startTlsServer(createHandler({
+    // The handler needs the server's origin (`--portal-origin`), known once it listens.
+    let handler: Handler = () => Promise.resolve(new Response(null, { status: 503 }));
+    await using api = await startTlsServer((request, info) => handler(request, info));
+    handler = createHandler({
       store,
       clock,
       logger: silentLogger,
@@ -64,9 +67,10 @@ Deno.test({
       portal: {
         throttle: createPortalThrottle({ store, clock }),
         mode: "open",
+        origin: api.origin,
         onMailQueued: () => wake(),
       },
-    }));
+    });
     await using mailer = startMailer({
       store,
       clock,

@@ -346,3 +346,95 @@ Deno.test("[e2e] GET /portal/ serves the page with a strict policy", async () =>
     await response.body?.cancel();
   }
 });
+
+Deno.test("[e2e] portal: mail links point to --portal-origin, never to the request's Host", async () => {
+  await using rig = await startPortalRig();
+  const email = "host@example.org";
+  const evil = { host: "evil.example" };
+  let response = await rig.api("POST", "/signup", { email, password: PASSWORD }, evil);
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const verify = await rig.smtp.waitFor(email, "Verify");
+  assert.doesNotMatch(verify.body, /evil\.example/);
+  assert.ok(verify.body.includes(`${ORIGIN}/portal/verify?`), verify.body);
+  (await rig.api("POST", "/verify", { email, code: readCode(verify) })).body?.cancel();
+  response = await rig.api("POST", "/forgot", { email }, evil);
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const reset = await rig.smtp.waitFor(email, "Reset");
+  assert.doesNotMatch(reset.body, /evil\.example/);
+  assert.ok(reset.body.includes(`${ORIGIN}/portal/reset?`), reset.body);
+  // The Origin check compares with --portal-origin too, not with the Host.
+  response = await rig.api("POST", "/forgot", { email }, {
+    ...evil,
+    origin: "https://evil.example",
+  });
+  assert.equal(response.status, 403);
+  assert.equal((await json(response)).error.code, "forbidden");
+});
+
+Deno.test("[e2e] portal: an address that is not one plain mailbox is refused, stored and mailed nowhere", async () => {
+  await using rig = await startPortalRig({ mode: "domains", domains: ["corp.example"] });
+  const forms = [
+    "a@evil.test,x@corp.example",
+    "a@evil.test;x@corp.example",
+    "<a@corp.example>",
+    "v@x.org>@corp.example",
+    "Eve <a@corp.example>",
+    "a(comment)@corp.example",
+    '"a b"@corp.example',
+    "a b@corp.example",
+    "a@b@corp.example",
+    "a..b@corp.example",
+    "a@corp..example",
+    "a@-corp.example",
+  ];
+  for (const email of forms) {
+    for (
+      const [path, body] of [["/signup", { email, password: PASSWORD }], ["/forgot", {
+        email,
+      }]] as const
+    ) {
+      const response = await rig.api("POST", path, body);
+      assert.equal(response.status, 400, `${path} ${email}`);
+      const error = (await json(response)).error;
+      assert.equal(error.code, "invalid_request", `${path} ${email}`);
+      assert.match(error.message, /^Invalid e-mail/, `${path} ${email}`);
+    }
+  }
+  assert.equal(await rig.app.store.countRows("users"), 0);
+  assert.equal(await rig.app.store.countQueuedMail(), 0);
+  // A plain address of the listed domain still signs up, and is mailed alone.
+  const response = await rig.api("POST", "/signup", {
+    email: "x@corp.example",
+    password: PASSWORD,
+  });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const mail = await rig.smtp.waitFor("x@corp.example", "Verify");
+  assert.deepEqual(mail.to, ["x@corp.example"]);
+  assert.equal(rig.smtp.received.length, 1);
+});
+
+Deno.test("[e2e] portal: a password change ends the other sessions, not the one it was made in", async () => {
+  await using rig = await startPortalRig();
+  const email = "change@example.org";
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  const here = rig.browser();
+  const elsewhere = rig.browser();
+  await here.signIn(email, PASSWORD);
+  await elsewhere.signIn(email, PASSWORD);
+  let response = await here.call("POST", "/password", {
+    current_password: PASSWORD,
+    password: NEW_PASSWORD,
+  });
+  assert.equal(response.status, 200);
+  assert.deepEqual(await json(response), { status: "password_changed", tokens_revoked: 0 });
+  response = await here.call("GET", "/session");
+  assert.equal((await json(response)).email, email, "the session it was made in stays");
+  response = await elsewhere.call("GET", "/session");
+  assert.equal(response.status, 401, "every other session ends");
+  assert.equal((await json(response)).error.code, "not_signed_in");
+});

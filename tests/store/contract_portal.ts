@@ -152,6 +152,45 @@ export function registerPortalTests(test: ContractTest): void {
     assert.equal(await store.findPortalAccount(user.id), undefined);
   });
 
+  test("a password change, a disable and a revoke-all end the user's portal sessions", async ({ store }) => {
+    const user = await signUp(store);
+    const other = await signUp(store, "other@b.org");
+    const session = { now: T0, userId: user.id, expiresAt: T0 + HOUR, ...NO_AUDIT };
+    const live = async (id: string) =>
+      (await store.findPortalSession(hashSecret(id), T0 + 1)) !== undefined;
+    const open = async (...ids: string[]) => {
+      for (const id of ids) await store.insertPortalSession(hashSecret(id), session);
+    };
+    await store.insertPortalSession(hashSecret("o1"), { ...session, userId: other.id });
+    await open("s1", "s2");
+    // A change made in a session keeps that one session only.
+    await store.updateUserPassword(user.id, {
+      passwordHash: "$argon2id$y",
+      now: T0 + 1,
+      keepPortalSession: hashSecret("s1"),
+      ...NO_AUDIT,
+    });
+    assert.deepEqual([await live("s1"), await live("s2")], [true, false]);
+    await store.updateUserPassword(user.id, {
+      passwordHash: "$argon2id$z",
+      now: T0 + 2,
+      ...NO_AUDIT,
+    });
+    assert.equal(await live("s1"), false, "an operator's set-password ends every session");
+    await open("s3");
+    await store.revokeTokensOfUser(user.id, { now: T0 + 3, ...NO_AUDIT });
+    assert.equal(await live("s3"), false, "revoke-all");
+    await open("s4");
+    await store.revokeTokensOfUser(user.id, { now: T0 + 4, before: T0 + 4, ...NO_AUDIT });
+    assert.equal(await live("s4"), false, "revoke-all --before");
+    await open("s5");
+    await store.updateUserDisabled(user.id, { disabled: false, now: T0 + 5, ...NO_AUDIT });
+    assert.equal(await live("s5"), true, "enabling ends nothing");
+    await store.updateUserDisabled(user.id, { disabled: true, now: T0 + 6, ...NO_AUDIT });
+    assert.equal(await live("s5"), false, "disable");
+    assert.equal(await live("o1"), true, "another user's session stays");
+  });
+
   test("claimMail() leases due messages; sent ones are cleared, failed ones wait", async ({ store }) => {
     await store.insertMail(MAIL, { now: T0, ...NO_AUDIT });
     await store.insertMail({ ...MAIL, subject: "Second" }, { now: T0 + 1, ...NO_AUDIT });

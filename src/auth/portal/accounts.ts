@@ -22,7 +22,6 @@ import { type AuditAction, toUserRef } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
-import { toAccountEmail } from "../users.ts";
 import {
   generateCode,
   generateSessionId,
@@ -33,6 +32,7 @@ import {
   normalizeCode,
 } from "./codes.ts";
 import { isCommonPassword, MIN_PORTAL_PASSWORD_LENGTH } from "./common_passwords.ts";
+import { toMailboxEmail } from "./mail_address.ts";
 import {
   type MailLinks,
   toAlreadyRegisteredMail,
@@ -181,7 +181,7 @@ export async function signUp(
   client: PortalClient,
   input: { email: string; password: unknown },
 ): Promise<void> {
-  const email = toAccountEmail(input.email);
+  const email = toMailboxEmail(input.email);
   const password = toPortalPassword(input.password, email);
   checkMode(deps, email);
   await deps.throttle.check("mail", client.address, email);
@@ -387,8 +387,7 @@ export async function requestPasswordReset(
   client: PortalClient,
   input: { email: string },
 ): Promise<void> {
-  const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
-  if (email === "") throw new AuthError("invalid_request", "Invalid e-mail: expected an address");
+  const email = toMailboxEmail(String(input.email ?? ""));
   await deps.throttle.check("mail", client.address, email);
   await deps.throttle.count("mail", client.address, email);
   const queueCode = async () => {

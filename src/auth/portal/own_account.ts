@@ -19,7 +19,9 @@ import type { DeletedUser, Store, User } from "../../store/store.ts";
 import { toUserRef } from "../audit.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
-import { findUserInAnyForm, toAccountEmail } from "../users.ts";
+import { findUserInAnyForm } from "../users.ts";
+import { toMailboxEmail } from "./mail_address.ts";
+import type { SignUpMode } from "./accounts.ts";
 import {
   entry,
   invalidCode,
@@ -38,6 +40,9 @@ export interface OwnAccountDeps {
   clock: Clock;
   hasher: Pick<PasswordHasher, "hash" | "verify">;
   throttle: PortalThrottle;
+  /** The sign-up mode: in `domains` mode a new address must be in one of `domains` too. */
+  mode?: SignUpMode;
+  domains?: readonly string[];
 }
 
 /** @throws {AuthError} `invalid_credentials` unless `password` is the user's. */
@@ -64,7 +69,18 @@ export async function requestEmailChange(
   user: User,
   input: { email: string; password: unknown },
 ): Promise<void> {
-  const email = toAccountEmail(input.email);
+  // One plain mailbox, as at sign-up; and in `domains` mode, an allowed domain (else a changed
+  // address would pass what sign-up refuses).
+  const email = toMailboxEmail(input.email);
+  if (deps.mode === "domains") {
+    const domain = email.slice(email.lastIndexOf("@") + 1);
+    if (!(deps.domains ?? []).includes(domain)) {
+      throw new AuthError(
+        "forbidden",
+        "The portal is open to some e-mail domains only, not this one",
+      );
+    }
+  }
   await deps.throttle.check("mail", client.address, email);
   await deps.throttle.count("mail", client.address, email);
   await checkPassword(deps, user, input.password);

@@ -25,7 +25,7 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     parse: parseBoolean,
     placeholder: "[on|off]",
     description: "Serve the developer portal (/portal/, /api/portal/v1/) on the API listener; " +
-      "needs --smtp-url and --mail-from",
+      "needs --smtp-url, --mail-from and --portal-origin",
   }),
   setting({
     key: "portalMode",
@@ -69,6 +69,6 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     parse: parsePortalOrigin,
     placeholder: "URL",
     description: "The portal's public origin (https://HOST[:PORT]): links in mail, and the " +
-      "only Origin its changes accept; default: the request's own",
+      "only Origin its changes accept; required with --portal on",
   }),
 ];

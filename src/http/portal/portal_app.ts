@@ -76,8 +76,11 @@ export const PORTAL_SECURITY_HEADERS: readonly [string, string][] = [
 
 /** What the portal's edge needs. */
 export interface PortalDeps extends PortalAccountDeps {
-  /** The portal's public origin; default: the request's own (`https://` + its Host). */
-  origin?: string;
+  /**
+   * The portal's public origin (`--portal-origin`): mail links and the only `Origin` changes
+   * accept. Never derived from the request's Host, which a client chooses.
+   */
+  origin: string;
   /** Told after a change queued mail in this process (the mailer reads the outbox now). */
   onMailQueued?: () => void;
   assets?: PortalAssets;
@@ -513,7 +516,7 @@ export function createPortalHandler(deps: PortalDeps) {
     const found = table.match(request.method, path);
     if (found === undefined) throw new HttpError(404, "not_found", "No such page or endpoint");
     if (!isRouteMatch(found)) throw methodNotAllowed(request.method, found);
-    const origin = deps.origin ?? `https://${context.host}`;
+    const origin = deps.origin;
     const client: PortalClient = { address: context.clientAddress, links: { origin } };
     const response = await found.route.handle(request, {
       context,

@@ -18,6 +18,7 @@ export async function raiseCutoff(
   userId: number,
   now: number,
   before?: number,
+  keepSession?: Uint8Array,
 ): Promise<number> {
   const [user] = await tx<Row[]>`
     SELECT tokens_valid_from FROM users WHERE id = ${userId} FOR UPDATE`;
@@ -38,5 +39,11 @@ export async function raiseCutoff(
   // As on SQLite: updated_at moves even when an earlier cutoff leaves tokens_valid_from as it was.
   await tx`UPDATE users SET tokens_valid_from = greatest(tokens_valid_from, ${cutoff}),
     updated_at = ${now} WHERE id = ${userId}`;
+  // Every cutoff raise (password, disable, revoke-all) ends the user's portal sessions too, but
+  // the one a self-service password change was made in.
+  if (keepSession === undefined) await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
+  else {
+    await tx`DELETE FROM portal_sessions WHERE user_id = ${userId} AND id_hash <> ${keepSession}`;
+  }
   return n;
 }

@@ -103,7 +103,7 @@ export function createUserStore(db: PgContext): UserStore {
       return db.write(async (tx) => {
         await tx`UPDATE users SET password_hash = ${change.passwordHash}, updated_at = ${change.now}
           WHERE id = ${userId}`;
-        return await raiseCutoff(tx, userId, change.now);
+        return await raiseCutoff(tx, userId, change.now, undefined, change.keepPortalSession);
       }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
 

@@ -11,8 +11,16 @@ import type { Connection, Row } from "./connection.ts";
 export interface UserCutoff {
   /** The cutoff for "everything issued up to now": strictly increasing, see docs/operations.md. */
   nextCutoff(userId: number, now: number): number;
-  /** Raises the cutoff (never lowers it); returns how many live tokens it ended. */
-  revokeTokensBefore(userId: number, cutoff: number, now: number): number;
+  /**
+   * Raises the cutoff (never lowers it) and ends the user's portal sessions but `keepSession`
+   * (the one a self-service password change was made in); returns how many live tokens it ended.
+   */
+  revokeTokensBefore(
+    userId: number,
+    cutoff: number,
+    now: number,
+    keepSession?: Uint8Array | null,
+  ): number;
 }
 
 /** Prepares the cutoff's statements on `conn`. */
@@ -23,6 +31,11 @@ export function createUserCutoff(conn: Connection): UserCutoff {
   const userRaiseCutoff = sql(
     `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
      WHERE id = :id`,
+  );
+  // Every cutoff raise (password, disable, revoke-all) ends the user's portal sessions too.
+  const userSessionsDelete = sql(
+    `DELETE FROM portal_sessions WHERE user_id = :user_id AND (:keep IS NULL OR id_hash <> :keep)`,
+    "keeps-grants",
   );
   const tokensLatest = sql(
     "SELECT max(issued_at) AS latest FROM tokens WHERE user_id = :user_id",
@@ -41,11 +54,12 @@ export function createUserCutoff(conn: Connection): UserCutoff {
       const { latest } = tokensLatest.get({ user_id: userId }) as { latest: number | null };
       return Math.max(current + 1, now + 1, (latest ?? 0) + 1);
     },
-    revokeTokensBefore(userId, cutoff, now) {
+    revokeTokensBefore(userId, cutoff, now, keepSession = null) {
       const row = userById.get({ id: userId }) as Row | undefined;
       const from = (row?.tokens_valid_from as number | undefined) ?? 0;
       const { n } = tokensLiveBefore.get({ user_id: userId, now, from, cutoff }) as { n: number };
       userRaiseCutoff.run({ id: userId, cutoff, now });
+      userSessionsDelete.run({ user_id: userId, keep: keepSession });
       return n;
     },
   };

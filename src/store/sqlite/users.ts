@@ -99,10 +99,10 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
       }, audit);
     },
 
-    updateUserPassword(userId, { passwordHash, now, audit }) {
+    updateUserPassword(userId, { passwordHash, now, audit, keepPortalSession }) {
       return conn.write(() => {
         userSetPassword.run({ id: userId, password_hash: passwordHash, now });
-        return revokeTokensBefore(userId, nextCutoff(userId, now), now);
+        return revokeTokensBefore(userId, nextCutoff(userId, now), now, keepPortalSession ?? null);
       }, audit);
     },
 
