@@ -25,6 +25,7 @@
  */
 
 import type { AdminStore } from "./store_admin.ts";
+import type { LimitStore } from "./store_limits.ts";
 import type {
   ApiKey,
   ApiKeyListing,
@@ -55,6 +56,7 @@ import type {
   User,
 } from "./store_types.ts";
 export type * from "./store_admin.ts";
+export type * from "./store_limits.ts";
 export type * from "./store_types.ts";
 
 /**
@@ -73,7 +75,8 @@ export interface Store
     GrantFeedStore,
     LoginFailureStore,
     AuditStore,
-    RetentionStore {}
+    RetentionStore,
+    LimitStore {}
 
 /** Opening checks and closing. Part of {@link Store}. */
 export interface LifecycleStore {

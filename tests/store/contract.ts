@@ -16,6 +16,7 @@ import type { ContractStore } from "./_contract_fixtures.ts";
 import { registerAdminViewTests } from "./contract_admin.ts";
 import { registerChangeTests } from "./contract_changes.ts";
 import { registerGrantTests } from "./contract_grants.ts";
+import { registerLimitTests } from "./contract_limits.ts";
 
 export type { ContractStore } from "./_contract_fixtures.ts";
 
@@ -52,4 +53,5 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerGrantTests(test);
   registerChangeTests(test);
   registerAdminViewTests(test);
+  registerLimitTests(test);
 }

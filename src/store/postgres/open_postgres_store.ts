@@ -13,6 +13,7 @@ import { openPostgresClient } from "./connect.ts";
 import { createPgContext, type OperationObserver } from "./db.ts";
 import { guard } from "./errors.ts";
 import { createAdminViewMethods } from "./admin_views.ts";
+import { createLimitMethods } from "./limits.ts";
 import { createApiKeyMethods } from "./api_keys.ts";
 import { createAuditRetentionMethods } from "./audit_retention.ts";
 import {
@@ -272,6 +273,7 @@ export async function openPostgresStore(
     ...createLoginFailureMethods(db),
     ...createAuditRetentionMethods(db),
     ...createAdminViewMethods(db),
+    ...createLimitMethods(db),
   };
 }
 

@@ -15,6 +15,7 @@ import {
   type Row,
   type SqliteStoreOptions,
 } from "./connection.ts";
+import { createLimitStore } from "./limits.ts";
 import { createLoginFailureStore } from "./login_failures.ts";
 import { createSqliteMaintenance, type SqliteMaintenance } from "./maintenance.ts";
 import { createTokenStore } from "./tokens.ts";
@@ -56,6 +57,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     ...loginFailures,
     ...createAuditAndLifecycle(conn),
     ...createAdminViewStore(conn),
+    ...createLimitStore(conn),
     readGrantEpoch: conn.readGrantEpoch,
     readGrantChanges: conn.readGrantChanges,
     readGrantInvalidations: conn.readGrantInvalidations,
