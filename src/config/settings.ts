@@ -67,6 +67,8 @@ export interface Config {
   upstreamTimeoutSeconds: number;
   /** Remove the caller's API key and token before forwarding. */
   hideCredentials: boolean;
+  /** Send `RateLimit-Policy` and `RateLimit` headers on answers to limited keys. */
+  limitHeaders: boolean;
   /** Serve Prometheus metrics on a separate listener. */
   metrics: boolean;
   metricsHostname: string;
@@ -281,6 +283,15 @@ export const SETTINGS: readonly Setting[] = [
     parse: parseBoolean,
     placeholder: "[on|off]",
     description: "Strip the API key and token from forwarded requests",
+  }),
+  setting({
+    key: "limitHeaders",
+    flag: "limit-headers",
+    env: "KEYGATE_LIMIT_HEADERS",
+    default: "on",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Send RateLimit-Policy and RateLimit headers on answers to keys with limits",
   }),
   setting({
     key: "metrics",

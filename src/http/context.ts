@@ -15,6 +15,7 @@ import type { Routes } from "./route.ts";
 import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
 import type { Principal } from "../auth/gate.ts";
+import type { Limiter, LimitStatus } from "../auth/limiter.ts";
 import type { ClientAuthMethod } from "./oauth_client.ts";
 
 /** Per-request facts, filled in as the request is handled. */
@@ -54,6 +55,8 @@ export interface RequestContext {
    * `error_response`, with a Basic challenge on 401 for `client_secret_basic`.
    */
   oauthClientAuth?: ClientAuthMethod;
+  /** The limits the request was admitted (or refused) by, for its `RateLimit` headers. */
+  limits?: readonly LimitStatus[];
 }
 
 /** Context of a secure request, after authentication. */
@@ -117,6 +120,13 @@ export interface AppDeps {
   grantCacheSize?: number;
   /** Set in proxy mode: plain HTTP behind a TLS-terminating proxy. */
   proxy?: ProxyOptions;
+  /**
+   * This thread's limiter (rates and quotas); the listener starts and stops it. Default: one
+   * of the handler's own, without the idle return.
+   */
+  limiter?: Limiter;
+  /** Send `RateLimit-Policy` and `RateLimit` on limited keys' answers (`--limit-headers`). Default `true`. */
+  limitHeaders?: boolean;
 }
 
 /**

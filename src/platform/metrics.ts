@@ -104,6 +104,13 @@ export interface Metrics {
   secureRequest(outcome: SecureOutcome, reason: string): void;
   /** A request finished; `route` is a route pattern, never a raw path. */
   observeRequest(labels: { route: string; method: string; status: number }, seconds: number): void;
+  /** A request was refused by a limit of its key or user (429), by kind (`rate`, `quota`). */
+  limitedRequest(kind: "rate" | "quota"): void;
+  /**
+   * The store could not be reached for a lease: a `rate` admitted uncounted, a `quota` refused
+   * (503).
+   */
+  limitStoreUnavailable(kind: "rate" | "quota"): void;
   /** A database operation failed (`request`, `readiness`, `janitor`, `live_tokens`). */
   databaseError(source: string): void;
   /** Token rows deleted by the janitor. */
@@ -228,6 +235,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ["source"] as const,
     registers,
   });
+  const limited = new Counter({
+    name: "keygate_limited_requests_total",
+    help: "Requests refused (429) by a rate or a quota of their API key or user, by kind",
+    labelNames: ["kind"] as const,
+    registers,
+  });
+  const limitUnavailable = new Counter({
+    name: "keygate_limit_store_unavailable_total",
+    help: "Leases the store could not answer: rates admit uncounted, quotas refuse, by kind",
+    labelNames: ["kind"] as const,
+    registers,
+  });
   const purged = new Counter({
     name: "keygate_tokens_purged_total",
     help: "Expired and revoked token rows deleted by the janitor",
@@ -293,6 +312,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     secure.labels({ outcome: reason === "ok" ? "allowed" : "denied", reason });
   }
   loginFailures.labels({ reason: "invalid_credentials" });
+  for (const kind of ["rate", "quota"]) {
+    limited.labels({ kind });
+    limitUnavailable.labels({ kind });
+  }
   databaseErrors.labels({ source: "request" });
 
   return {
@@ -302,6 +325,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     secureRequest: countSecure,
     observeRequest: ({ route, method, status }, seconds) =>
       latency.observe(route, method, status, seconds),
+    limitedRequest: (kind) => limited.inc({ kind }),
+    limitStoreUnavailable: (kind) => limitUnavailable.inc({ kind }),
     databaseError: (source) => databaseErrors.inc({ source }),
     tokensPurged: (count) => purged.inc(count),
     watchCache(name, cache) {

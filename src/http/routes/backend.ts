@@ -24,6 +24,7 @@ import { isTokenShaped } from "../../auth/credentials.ts";
 import { HttpError } from "../errors.ts";
 import { AuthError } from "../../auth/errors.ts";
 import { type Gate, type Identity, toIdentityHeaders } from "../../auth/gate.ts";
+import type { AdmitLimits } from "../limits.ts";
 import { createTokenStatusCache } from "../../auth/grant_cache.ts";
 import { createRevocation } from "../../auth/revocation.ts";
 import { parseRequestPath, type RequestPath, splitRequestTarget } from "../paths.ts";
@@ -70,6 +71,8 @@ export interface BackendRouteDeps {
   metrics?: Partial<Pick<Metrics, "watchCache">>;
   forwardAuthHeader?: ForwardAuthHeader;
   unicodePaths?: boolean;
+  /** The caller's limits: forward-auth's original request, introspection's and revocation's caller. */
+  admitLimits?: AdmitLimits;
 }
 
 /**
@@ -80,6 +83,7 @@ export interface BackendRouteDeps {
  */
 export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContext>[] {
   const { store, clock, logger, gate } = deps;
+  const admitLimits = deps.admitLimits ?? (() => {});
   const revocation = createRevocation({ store, clock });
   // Resource servers introspect the same tokens again and again; exact like the grant cache.
   const findTokenStatus = createTokenStatusCache(
@@ -162,8 +166,14 @@ export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContex
       { query: original.url.searchParams, clientAddress: context.clientAddress },
       original.target.secure,
     );
-    const verified = (found: Identity): Response => {
+    const verified = (found: Identity): Response | Promise<Response> => {
       context.apiKeyId = found.apiKeyId;
+      const admitted = admitLimits(context, found);
+      return admitted instanceof Promise
+        ? admitted.then(() => answerVerified(found))
+        : answerVerified(found);
+    };
+    const answerVerified = (found: Identity): Response => {
       logger.debug("forward-auth verified", {
         request_id: context.requestId,
         method: original.method,
@@ -232,6 +242,7 @@ export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContex
     // No credentials at all: the key check says what is missing.
     caller ??= await gate.authenticateKey(request, context);
     context.apiKeyId = caller.apiKeyId;
+    await admitLimits(context, caller);
     return { caller, body };
   }
 
