@@ -213,3 +213,33 @@ export async function readLimitUsage(
   const usage = await store.listLimitUsage(owner, now);
   return usage.map((u) => ({ ...u, remaining: Math.max(0, u.rule.max - u.used) }));
 }
+
+/**
+ * Removes a limit by its id.
+ *
+ * @throws {AuthError} `not_found` when there is no such limit.
+ */
+export async function removeLimitById(deps: ChangeDeps, id: number): Promise<LimitRule> {
+  const rule = (await deps.store.listLimits()).find((r) => r.id === id);
+  if (rule === undefined) throw new AuthError("not_found", `No limit ${id}`);
+  const ref = rule.scope === "default"
+    ? "limits:default"
+    : rule.scope === "key"
+    ? toKeyRef(rule.subjectId!)
+    : toUserRef((await deps.store.findUserById(rule.subjectId!))?.email ?? String(rule.subjectId));
+  const change = observeAudit(
+    deps,
+    (removed: LimitRule | undefined) =>
+      removed &&
+      toAuditEntry(deps, "limit.removed", ref, {
+        limit_id: removed.id,
+        kind: removed.kind,
+        max: removed.max,
+        period: removed.period,
+      }),
+  );
+  const removed = await deps.store.deleteLimit(id, { now: deps.clock.now(), audit: change.audit });
+  if (removed === undefined) throw new AuthError("not_found", `No limit ${id}`);
+  change.notify();
+  return removed;
+}
