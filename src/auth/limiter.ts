@@ -43,7 +43,7 @@ import { toLimitWindow } from "../store/store_limits.ts";
 import { AuthError } from "./errors.ts";
 
 /** A lease aims at this much of the thread's recent traffic on a key. */
-export const SLICE_TARGET_MS = 100;
+export const SLICE_TARGET_MS = 1_000;
 /** The most units one lease takes from one window. */
 export const MAX_SLICE = 1_000;
 /** A lease never takes more than this share of what its window has left. */

@@ -313,8 +313,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   }
   loginFailures.labels({ reason: "invalid_credentials" });
   for (const kind of ["rate", "quota"]) {
-    limited.labels({ kind });
-    limitUnavailable.labels({ kind });
+    limited.inc({ kind }, 0);
+    limitUnavailable.inc({ kind }, 0);
   }
   databaseErrors.labels({ source: "request" });
 

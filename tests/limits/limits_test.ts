@@ -8,6 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { createLimiter } from "../../src/auth/limiter.ts";
+import { createMetrics } from "../../src/platform/metrics.ts";
 import { setLimit } from "../../src/auth/limits.ts";
 import { StoreUnavailable } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
@@ -263,4 +264,65 @@ Deno.test("limiter: while the store is unreachable a quota refuses (503), as doe
   await limiter.stop();
   const [usage] = await app.store.listLimitUsage(owner, app.clock.now());
   assert.equal(usage.used, admitted);
+});
+
+Deno.test("[e2e] --upstream: a limited key's requests reach the upstream with RateLimit headers, then 429 without reaching it", async () => {
+  let reached = 0;
+  const upstream = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {
+    reached++;
+    return new Response("from upstream", { headers: { "content-type": "text/plain" } });
+  });
+  try {
+    const { app, apiKey, token, keyId } = await setup({
+      upstream: { url: new URL(`http://127.0.0.1:${upstream.addr.port}`), timeoutMs: 5000 },
+    });
+    using _ = app;
+    await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+      kind: "quota",
+      max: 2,
+      period: "day",
+    });
+    const secure = `${BASE}/api/secure/orders?api_key=${apiKey}&api_token=${token}`;
+    const keyOnly = `${BASE}/catalog?api_key=${apiKey}`;
+    for (const [url, remaining] of [[secure, 1], [keyOnly, 0]] as const) {
+      const response = await app.handler(new Request(url));
+      assert.equal(response.status, 200);
+      assert.equal(await response.text(), "from upstream");
+      assert.match(
+        response.headers.get("ratelimit")!,
+        new RegExp(`^"key-quota-day";r=${remaining};t=\\d+$`),
+      );
+      assert.match(response.headers.get("ratelimit-policy")!, /^"key-quota-day";q=2;w=86400$/);
+    }
+    const refused = await app.handler(
+      new Request(secure, { headers: { accept: "application/json" } }),
+    );
+    await assertError(refused, 429, "quota_exceeded", "json");
+    assert.equal(reached, 2, "a refused request never reaches the upstream");
+  } finally {
+    await upstream.shutdown();
+  }
+});
+
+Deno.test("[e2e] /metrics counts limited requests by kind, without a per-key label", async () => {
+  const metrics = createMetrics();
+  const { app, apiKey, token, keyId } = await setup({ metrics });
+  using _ = app;
+  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 1,
+    period: "hour",
+  });
+  const statuses = [];
+  for (let i = 0; i < 3; i++) {
+    const response = await secureGet(app.handler, CURRENT, apiKey, token);
+    statuses.push(response.status);
+    await response.body?.cancel();
+  }
+  assert.deepEqual(statuses, [200, 429, 429]);
+  const text = await metrics.render();
+  assert.match(text, /^keygate_limited_requests_total\{kind="rate"\} 2$/m);
+  assert.match(text, /^keygate_limited_requests_total\{kind="quota"\} 0$/m);
+  assert.match(text, /^keygate_limit_store_unavailable_total\{kind="rate"\} 0$/m);
+  assert.doesNotMatch(text, new RegExp(`keygate_limit\\w*\\{[^}]*${keyId}`));
 });
