@@ -1,7 +1,7 @@
 /**
  * The bench's "Rates and quotas" section: secure throughput with a limit on every key against the
  * same server without, on SQLite (one core) and on PostgreSQL (two instances on one database,
- * each under its own wrk, summed). The limits are the default's (a rate and a monthly quota
+ * each under its own wrk, summed). The limits are the default's (a per-minute rate and a monthly quota
  * high enough never to refuse, so every request is admitted through the limiter's leases), set
  * and removed through the admin CLI between alternating rounds on the same servers: the change
  * is learned at once, so the rounds differ only in the limits. Target: ≥ 0.90 of the rate
@@ -20,7 +20,7 @@ import type { Server } from "./servers.ts";
 
 const RATIO = "limited/unlimited";
 const P99 = "p99 worse by";
-const RATE = "1000000000/second";
+const RATE = "1000000000/minute";
 const QUOTA = "1000000000000/month";
 
 /** Runs `deno task admin ARGS` in this process against `store`; throws on a failure. */
@@ -47,7 +47,7 @@ async function setLimits(store: string, on: boolean): Promise<void> {
     await runAdmin(store, ["limit", "set", "default", "--rate", RATE]);
     await runAdmin(store, ["limit", "set", "default", "--quota", QUOTA]);
   } else {
-    await runAdmin(store, ["limit", "remove", "default", "second"]).catch(() => {});
+    await runAdmin(store, ["limit", "remove", "default", "minute"]).catch(() => {});
     await runAdmin(store, ["limit", "remove", "default", "quota"]).catch(() => {});
   }
 }

@@ -11,11 +11,13 @@
  * lease granted, and the leases of a window sum to at most its limit.
  *
  * Slices adapt: a lease asks for about {@link SLICE_TARGET_MS} of this thread's recent traffic on
- * the key (at least the requests waiting), never more than an eighth of what the window has
- * left, so slices shrink to one unit as a window runs out. What can be lost (admitted fewer than
+ * the key (at least the requests waiting, and at least a 64th of what the window has left, so
+ * that a sparse key with a plentiful budget does not lease per request), never more than an
+ * eighth of what the window has left, so slices shrink to one unit as a window runs out. What can be lost (admitted fewer than
  * the limit allows, never more): units a thread holds when a window ends (at most its last
  * slice per limit), units held by a thread that crashed (returned never; a clean stop returns
- * them), and units held unused until the idle return ({@link IDLE_RETURN_MS}). docs/architecture.md.
+ * them), and units held unused until the idle return ({@link IDLE_RETURN_MS}, once half a
+ * window's budget is leased). docs/architecture.md.
  *
  * A change of a limit is learned through the grant change feed (the key's, the user's, or all
  * for the default): the key's entry is dropped (its unspent units given back) and its limits
@@ -48,6 +50,11 @@ export const SLICE_TARGET_MS = 1_000;
 export const MAX_SLICE = 1_000;
 /** A lease never takes more than this share of what its window has left. */
 const LEFT_SHARE = 8;
+/**
+ * A lease takes at least this share of what its window has left (at most {@link MAX_SLICE}), so
+ * that a key with a plentiful budget and sparse traffic does not lease for every request.
+ */
+const SPARE_SHARE = 64;
 /** Units unused this long go back to the store. */
 export const IDLE_RETURN_MS = 1_000;
 /** After a lease found a window spent, refuse locally this long before asking again. */
@@ -164,7 +171,11 @@ export function createLimiter(deps: LimiterDeps) {
 
   function giveBack(entry: Entry, now: number, onlyIdle: boolean): void {
     for (const slot of entry.slots ?? []) {
-      if (slot.local <= 0 || (onlyIdle && now - slot.lastUseAt < IDLE_RETURN_MS)) continue;
+      if (slot.local <= 0) continue;
+      // Idle units matter only where the window's budget is contested: half of it leased.
+      if (onlyIdle && (now - slot.lastUseAt < IDLE_RETURN_MS || slot.used * 2 < slot.rule.max)) {
+        continue;
+      }
       if (now < slot.windowEnd) {
         pendingReturns.push({
           limitId: slot.rule.id,
@@ -287,14 +298,15 @@ export function createLimiter(deps: LimiterDeps) {
     used: number,
     now: number,
   ) {
-    let want = 1 + entry.waiting;
+    const left = rule.max - used;
+    let want = Math.max(1 + entry.waiting, Math.floor(left / SPARE_SHARE));
     if (slot !== undefined) {
       want = Math.max(want, Math.ceil(slot.rate * SLICE_TARGET_MS));
       // No more than this thread may spend before the window ends.
       const spendable = Math.ceil(slot.rate * (slot.windowEnd - now)) + entry.waiting + 1;
       if (Number.isFinite(spendable)) want = Math.min(want, spendable);
     }
-    return Math.min(want, MAX_SLICE, Math.max(1, Math.floor((rule.max - used) / LEFT_SHARE)));
+    return Math.min(want, MAX_SLICE, Math.max(1, Math.floor(left / LEFT_SHARE)));
   }
 
   async function lease(entry: Entry): Promise<void> {
