@@ -189,7 +189,7 @@ function switchable(store: Store) {
   return { store: wrapped, state };
 }
 
-async function limiterOver(app: TestApp) {
+function limiterOver(app: TestApp) {
   const counted = { limited: 0, rate: 0, quota: 0 };
   const { store, state } = switchable(app.store);
   const limiter = createLimiter({
@@ -212,7 +212,7 @@ Deno.test("limiter: while the store is unreachable a spent rate admits uncounted
     max: 1,
     period: "minute",
   });
-  const { limiter, state, counted } = await limiterOver(app);
+  const { limiter, state, counted } = limiterOver(app);
   assert.equal((await limiter.admit(owner)).length, 1);
   await assert.rejects(async () => await limiter.admit(owner), { code: "rate_limited" });
   app.clock.advance(60_000);
@@ -234,7 +234,7 @@ Deno.test("limiter: while the store is unreachable a quota refuses (503), as doe
   const { app, keyId, userId } = await setup();
   using _ = app;
   const owner = { apiKeyId: keyId, userId };
-  const blind = await limiterOver(app);
+  const blind = limiterOver(app);
   blind.state.down = true;
   await assert.rejects(async () => await blind.limiter.admit(owner), StoreUnavailable);
   assert.equal(blind.counted.quota, 1);
@@ -244,7 +244,7 @@ Deno.test("limiter: while the store is unreachable a quota refuses (503), as doe
     max: 100,
     period: "month",
   });
-  const { limiter, state, counted } = await limiterOver(app);
+  const { limiter, state, counted } = limiterOver(app);
   let admitted = 0;
   do {
     assert.equal((await limiter.admit(owner)).length, 1);
