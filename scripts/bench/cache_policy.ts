@@ -104,6 +104,7 @@ function createClearingCache<K, V>(maxEntries: number): BoundedCache<K, V> {
       return map.size;
     },
     maxEntries,
+    peek: (key) => map.get(key),
     get(key) {
       const value = map.get(key);
       if (value === undefined) counters.misses++;
