@@ -159,7 +159,9 @@ export interface LimitStore {
    * The limits that apply to a key (its own, else the default, per kind; and its user's), each
    * with units granted from its current window, in one transaction: the sum of grants in a
    * window never exceeds the limit's `max`. A window the store has already moved past (a
-   * server whose clock lags) grants nothing. Not audited: bookkeeping, as key usage.
+   * server whose clock lags) grants nothing. Not audited: bookkeeping, as key usage. A key
+   * without limits is answered by a read alone (no write lock), so that such keys keep working
+   * while another process holds the database's write lock.
    */
   leaseLimits(request: LimitLeaseRequest): Promise<LimitSlice[]>;
   /** Gives unspent units back to their window, if it is still the counter's; never below 0. */

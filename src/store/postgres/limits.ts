@@ -93,8 +93,10 @@ export function createLimitMethods(db: PgContext): LimitStore {
       }, { audit: change.audit, ends: (rule) => scopeOf(rule) });
     },
 
-    leaseLimits(request) {
-      return db.write(async (tx) => {
+    async leaseLimits(request) {
+      // A key without limits is answered by a read: no transaction, no row locked.
+      if ((await db.read((sql) => applying(sql, request))).length === 0) return [];
+      return await db.write(async (tx) => {
         const rules = (await applying(tx, request)).map(toLimitRule);
         if (rules.length === 0) return [];
         const targets = rules

@@ -121,8 +121,11 @@ export function createLimitStore(conn: Connection): LimitStore {
       }, audit);
     },
 
-    leaseLimits(request) {
-      return conn.write(() => {
+    async leaseLimits(request) {
+      const owner = { api_key_id: request.apiKeyId, user_id: request.userId };
+      // A key without limits is answered by a read: no write lock is taken for it.
+      if (await conn.read(() => applying.get(owner) === undefined)) return [];
+      return await conn.write(() => {
         const rules = (applying.all({
           api_key_id: request.apiKeyId,
           user_id: request.userId,
