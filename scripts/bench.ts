@@ -30,6 +30,7 @@ import { runIntrospectionSection } from "./bench/introspection.ts";
 import { runIssuanceSection } from "./bench/issuance.ts";
 import { runPostgresSection } from "./bench/postgres.ts";
 import { runProductionMixSection } from "./bench/production_mix.ts";
+import { runRateLimitsSection } from "./bench/rate_limits.ts";
 import { formatReport, writeResults } from "./bench/report.ts";
 import { runScalingSection } from "./bench/scaling.ts";
 import { runSecureSection } from "./bench/secure.ts";
@@ -42,6 +43,7 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<SectionReport>> = 
   scaling: runScalingSection,
   postgres: runPostgresSection,
   "production-mix": runProductionMixSection,
+  "rate-limits": runRateLimitsSection,
 };
 const NAMES = Object.keys(SECTIONS);
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +

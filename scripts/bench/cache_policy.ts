@@ -104,13 +104,13 @@ function createClearingCache<K, V>(maxEntries: number): BoundedCache<K, V> {
       return map.size;
     },
     maxEntries,
+    peek: (key) => map.get(key),
     get(key) {
       const value = map.get(key);
       if (value === undefined) counters.misses++;
       else counters.hits++;
       return value;
     },
-    peek: (key) => map.get(key),
     set(key, value) {
       if (map.size >= maxEntries) {
         counters.evictions += map.size;

@@ -29,6 +29,8 @@ export const AUDIT_ACTIONS = [
   "tokens.purged",
   "throttle.cleared",
   "db.restored",
+  "limit.set",
+  "limit.removed",
   // Security events from the HTTP API (actor `api_key:<id>` or `anonymous`).
   "token.issued",
   "login.failed",

@@ -31,6 +31,10 @@ export const AUTH_ERROR_CODES = [
   "not_found",
   /** The change contradicts the stored state (an e-mail taken, a key rotated meanwhile). */
   "conflict",
+  /** A rate limit of the API key or its user is spent: retry after `retryAfterSeconds`. */
+  "rate_limited",
+  /** A quota of the API key or its user is spent until it refills (or for good). */
+  "quota_exceeded",
 ] as const;
 
 /** The closed union of {@link AUTH_ERROR_CODES}. */

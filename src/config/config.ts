@@ -46,6 +46,8 @@ export interface Config extends PortalConfig {
   upstreamTimeoutSeconds: number;
   /** Remove the caller's API key and token before forwarding. */
   hideCredentials: boolean;
+  /** Send `RateLimit-Policy` and `RateLimit` headers on answers to limited keys. */
+  limitHeaders: boolean;
   /** Serve Prometheus metrics on a separate listener. */
   metrics: boolean;
   metricsHostname: string;

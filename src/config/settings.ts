@@ -45,6 +45,7 @@ const HELP_ORDER = [
   "upstream",
   "upstreamTimeoutSeconds",
   "hideCredentials",
+  "limitHeaders",
   "metrics",
   "metricsHostname",
   "metricsPort",

@@ -9,6 +9,7 @@
 import type { Gate, Principal } from "../auth/gate.ts";
 import type { RequestContext } from "./context.ts";
 import { HttpError } from "./errors.ts";
+import type { AdmitLimits } from "./limits.ts";
 import { parseRequestPath, type RequestPath } from "./paths.ts";
 import type { HandlerContext } from "./request_context.ts";
 import { isRouteMatch, methodNotAllowed, type Route, type RouteTable } from "./route_table.ts";
@@ -20,6 +21,8 @@ export interface ApiRoutingDeps {
   gate: Pick<Gate, "authenticateToken" | "authenticateKey">;
   /** The upstream, for authenticated requests no row answers. */
   forward?: Forward;
+  /** The key's and user's limits, checked once the caller is known (none: no limits). */
+  admitLimits?: AdmitLimits;
 }
 
 /** Routes one request with a canonical path. */
@@ -46,10 +49,20 @@ export function checkCallers(routes: readonly Route<RequestContext>[]): void {
 /** Creates the public listener's routing. */
 export function createApiRouting(deps: ApiRoutingDeps): ApiRouting {
   const { table, gate, forward } = deps;
+  const admitLimits = deps.admitLimits ?? (() => {});
 
-  function dispatchSecure(request: Request, path: string, context: HandlerContext, p: Principal) {
+  /** A secure request's limits, then its row (synchronous while the key's units last). */
+  function admitSecure(request: Request, path: string, context: HandlerContext, p: Principal) {
     context.apiKeyId = p.apiKeyId;
     context.principal = p;
+    const admitted = admitLimits(context, p);
+    if (admitted instanceof Promise) {
+      return admitted.then(() => dispatchSecure(request, path, context, p));
+    }
+    return dispatchSecure(request, path, context, p);
+  }
+
+  function dispatchSecure(request: Request, path: string, context: HandlerContext, p: Principal) {
     const found = table.match(request.method, path);
     if (isRouteMatch(found)) return found.route.handle(request, context);
     if (found !== undefined) throw methodNotAllowed(request.method, found);
@@ -62,7 +75,10 @@ export function createApiRouting(deps: ApiRoutingDeps): ApiRouting {
   async function routeUnknown(request: Request, path: string, context: HandlerContext) {
     const holder = await gate.authenticateKey(request, context);
     context.apiKeyId = holder.apiKeyId;
-    if (forward && !isKeygatePath(path)) return forward(request, context, holder);
+    if (forward && !isKeygatePath(path)) {
+      await admitLimits(context, holder);
+      return forward(request, context, holder);
+    }
     throw new HttpError(404, "not_found", "No endpoint at this path");
   }
 
@@ -79,9 +95,9 @@ export function createApiRouting(deps: ApiRoutingDeps): ApiRouting {
     if (secure) {
       const principal = gate.authenticateToken(request, context);
       if (principal instanceof Promise) {
-        return principal.then((found) => dispatchSecure(request, path, context, found));
+        return principal.then((found) => admitSecure(request, path, context, found));
       }
-      return dispatchSecure(request, path, context, principal);
+      return admitSecure(request, path, context, principal);
     }
     const found = table.match(request.method, path);
     if (found === undefined) return routeUnknown(request, path, context);

@@ -9,11 +9,13 @@
  * @module
  */
 import { createGate } from "../auth/gate.ts";
+import { createLimiter } from "../auth/limiter.ts";
 import { createMetrics } from "../platform/metrics.ts";
 import { checkCallers, createApiRouting } from "./api_routing.ts";
 import type { AppDeps } from "./context.ts";
 import { CORS_METHODS, CORS_METHODS_ALL, createCors } from "./cors.ts";
 import { HttpError, toErrorResponse } from "./errors.ts";
+import { createLimitAdmission, toRateLimitHeaders } from "./limits.ts";
 import { createHealthCheck, HEALTH_PATH, isHealthPath, READY_PATH } from "./health.ts";
 import { createHostReader } from "./host.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
@@ -51,15 +53,20 @@ export function createHandler(deps: AppDeps): Handler {
   const metrics = deps.metrics ?? createMetrics();
   const { store, logger } = deps;
   const gate = createGate({ ...deps, metrics });
+  const admitLimits = createLimitAdmission(
+    deps.limiter ?? createLimiter({ store, clock: deps.clock, logger, metrics }),
+  );
+  const limitHeaders = deps.limitHeaders ?? true;
   const routes = [
     ...createTokenRoutes({ ...deps, metrics }),
-    ...createBackendRoutes({ ...deps, gate, metrics }),
+    ...createBackendRoutes({ ...deps, gate, metrics, admitLimits }),
     ...createSecureRoutes(deps),
   ];
   checkCallers(routes);
   const route = createApiRouting({
     table: createRouteTable(routes, { alsoAllowed: ["OPTIONS"] }),
     gate,
+    admitLimits,
     forward: deps.upstream && createUpstreamProxy(deps.upstream, { logger }),
   });
   const readHost = createHostReader();
@@ -137,6 +144,11 @@ export function createHandler(deps: AppDeps): Handler {
     securityHeaders: API_SECURITY_HEADERS,
     finish(request, context, response, seconds) {
       cors.addHeaders(request, response.headers);
+      if (limitHeaders && context.limits !== undefined) {
+        for (const [name, value] of toRateLimitHeaders(context.limits)) {
+          response.headers.set(name, value);
+        }
+      }
       log.finished(request, context, response.status, seconds);
     },
   });

@@ -15,6 +15,7 @@ import type { Routes } from "./route.ts";
 import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
 import type { Principal } from "../auth/gate.ts";
+import type { Limiter, LimitStatus } from "../auth/limiter.ts";
 import type { ClientAuthMethod } from "./oauth_client.ts";
 import type { PortalDeps } from "./portal/portal_app.ts";
 
@@ -55,6 +56,8 @@ export interface RequestContext {
    * `error_response`, with a Basic challenge on 401 for `client_secret_basic`.
    */
   oauthClientAuth?: ClientAuthMethod;
+  /** The limits the request was admitted (or refused) by, for its `RateLimit` headers. */
+  limits?: readonly LimitStatus[];
 }
 
 /** Context of a secure request, after authentication. */
@@ -120,6 +123,13 @@ export interface AppDeps {
   proxy?: ProxyOptions;
   /** The developer portal (`--portal on`), served under `/portal/` and `/api/portal/v1/`. */
   portal?: Omit<PortalDeps, "store" | "clock" | "hasher">;
+  /**
+   * This thread's limiter (rates and quotas); the listener starts and stops it. Default: one
+   * of the handler's own, without the idle return.
+   */
+  limiter?: Limiter;
+  /** Send `RateLimit-Policy` and `RateLimit` on limited keys' answers (`--limit-headers`). Default `true`. */
+  limitHeaders?: boolean;
 }
 
 /**

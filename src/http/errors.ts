@@ -48,6 +48,8 @@ export const AUTH_ERROR_STATUS: Readonly<Record<AuthErrorCode, number>> = {
   service_busy: 503,
   not_found: 404,
   conflict: 409,
+  rate_limited: 429,
+  quota_exceeded: 429,
 };
 
 /** Codes whose 401 names the Bearer scheme (RFC 6750 section 3). */

@@ -94,6 +94,13 @@ export interface Metrics {
   secureRequest(outcome: SecureOutcome, reason: string): void;
   /** A request finished; `route` is a route pattern, never a raw path. */
   observeRequest(labels: { route: string; method: string; status: number }, seconds: number): void;
+  /** A request was refused by a limit of its key or user (429), by kind (`rate`, `quota`). */
+  limitedRequest(kind: "rate" | "quota"): void;
+  /**
+   * The store could not be reached for a lease: a `rate` admitted uncounted, a `quota` refused
+   * (503).
+   */
+  limitStoreUnavailable(kind: "rate" | "quota"): void;
   /** A database operation failed (`request`, `readiness`, `janitor`, `live_tokens`). */
   databaseError(source: string): void;
   /** Token rows deleted by the janitor. */
@@ -125,6 +132,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registerGrantInvalidations(registers, readGrantInvalidations);
   }
   const counters = registerRequestMetrics(registry);
+  const limits = registerLimitMetrics(registers);
   const watchCache = registerCacheMetrics(registers);
   options.register?.(registry);
   // Known label values start at zero, so rates work from the first scrape.
@@ -153,6 +161,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     secureRequest: counters.secure.count,
     observeRequest: ({ route, method, status }, seconds) =>
       counters.latency.observe(route, method, status, seconds),
+    limitedRequest: (kind) => limits.limited.inc({ kind }),
+    limitStoreUnavailable: (kind) => limits.unavailable.inc({ kind }),
     databaseError: (source) => counters.databaseErrors.inc({ source }),
     tokensPurged: (count) => counters.purged.inc(count),
     watchCache,
@@ -256,6 +266,28 @@ function registerRequestMetrics(registry: Registry) {
     registers,
   });
   return { issued, loginFailures, throttled, secure, latency, databaseErrors, purged };
+}
+
+/** Requests refused by a rate or a quota, and leases the store could not answer, by kind. */
+function registerLimitMetrics(registers: Registry[]) {
+  const limited = new Counter({
+    name: "keygate_limited_requests_total",
+    help: "Requests refused (429) by a rate or a quota of their API key or user, by kind",
+    labelNames: ["kind"] as const,
+    registers,
+  });
+  const unavailable = new Counter({
+    name: "keygate_limit_store_unavailable_total",
+    help: "Leases the store could not answer: rates admit uncounted, quotas refuse, by kind",
+    labelNames: ["kind"] as const,
+    registers,
+  });
+  // Both kinds start at zero, so rates work from the first scrape.
+  for (const kind of ["rate", "quota"]) {
+    limited.inc({ kind }, 0);
+    unavailable.inc({ kind }, 0);
+  }
+  return { limited, unavailable };
 }
 
 /**

@@ -9,6 +9,7 @@
  * @module
  */
 import type { KeyUsageRecorder } from "../auth/key_usage.ts";
+import type { Limiter } from "../auth/limiter.ts";
 import type { StatsHistory } from "../auth/stats_history.ts";
 import type { Config } from "../config/settings.ts";
 import type { AdminDeps } from "../http/admin/admin_app.ts";
@@ -28,6 +29,8 @@ export interface ApiServices {
   logger: Logger;
   metrics: Metrics;
   keyUsage: KeyUsageRecorder;
+  /** This thread's limiter (rates and quotas), started and stopped with its listener. */
+  limiter: Limiter;
   /** An embedding application's own secure endpoints (main thread only: see main.ts). */
   secureRoutes?: Routes<SecureContext>;
   /** The portal's mailer (main thread only; request workers' mail waits for its next poll). */
@@ -44,6 +47,8 @@ export function composeHandlerDeps(config: Config, services: ApiServices): AppDe
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     corsOrigins: config.corsOrigins,
     keyUsage: services.keyUsage,
+    limiter: services.limiter,
+    limitHeaders: config.limitHeaders,
     secureRoutes: services.secureRoutes,
     upstream: config.upstream === undefined ? undefined : {
       url: new URL(config.upstream),

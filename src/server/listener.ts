@@ -8,12 +8,13 @@
  * reload can bind the new listener beside it (src/server/swappable_server.ts).
  *
  * Disposing it stops accepting, lets the requests in flight finish within
- * `--shutdown-timeout`, then writes the last key uses.
+ * `--shutdown-timeout`, then writes the last key uses and gives the unspent limit units back.
  *
  * @module
  */
 import type { Config } from "../config/settings.ts";
 import { createKeyUsageRecorder } from "../auth/key_usage.ts";
+import { createLimiter } from "../auth/limiter.ts";
 import { createHandler } from "../http/app.ts";
 import { systemClock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
@@ -89,13 +90,19 @@ export interface ApiListener extends AsyncDisposable {
  */
 export function startApiListener(
   config: Config,
-  services: Omit<ApiServices, "keyUsage">,
+  services: Omit<ApiServices, "keyUsage" | "limiter">,
   options: ListenOptions = {},
 ): ApiListener {
   const { logger } = services;
   const { tls } = options;
   const keyUsage = createKeyUsageRecorder({ store: services.store, clock: systemClock, logger });
-  const handler = createHandler(composeHandlerDeps(config, { ...services, keyUsage }));
+  const limiter = createLimiter({
+    store: services.store,
+    clock: systemClock,
+    logger,
+    metrics: services.metrics,
+  });
+  const handler = createHandler(composeHandlerDeps(config, { ...services, keyUsage, limiter }));
   let bound!: (address: Bound) => void;
   const listening = new Promise<Bound>((resolve) => bound = resolve);
   const server = startSwappableServer({
@@ -115,11 +122,13 @@ export function startApiListener(
     },
   }, handler);
   keyUsage.start();
+  limiter.start();
   let drained: Promise<boolean> | undefined;
   const drain = (deadlineMs: number) =>
     drained ??= (async () => {
       const finished = await stopWithin(server, deadlineMs);
       await keyUsage.stop(); // writes the last uses before the store closes
+      await limiter.stop(); // gives the units in hand back, so a clean stop loses none
       return finished;
     })();
   return {

@@ -23,7 +23,7 @@ import { WorkerStartError } from "./worker_spawn.ts";
 
 /** What the API's start needs besides the configuration. */
 export interface ApiStart {
-  services: Omit<ApiServices, "keyUsage">;
+  services: Omit<ApiServices, "keyUsage" | "limiter">;
   /** PEM certificate and key; undefined behind a proxy (plain HTTP). */
   tls?: { cert: string; key: string };
   /** The store as the listening line shows it. */

@@ -8,6 +8,10 @@
 import { MAX_TIME_MS } from "../platform/clock.ts";
 import type {
   ApiKey,
+  LimitKind,
+  LimitPeriod,
+  LimitRule,
+  LimitScope,
   LoginFailures,
   Operator,
   OperatorRole,
@@ -106,5 +110,18 @@ export function toOperator(row: Row): Operator {
     prefix: row.prefix as string,
     createdAt: row.created_at as number,
     revokedAt: row.revoked_at as number | null,
+  };
+}
+
+export function toLimitRule(row: Row): LimitRule {
+  return {
+    id: row.id as number,
+    scope: row.scope as LimitScope,
+    subjectId: (row.api_key_id ?? row.user_id ?? null) as number | null,
+    kind: row.kind as LimitKind,
+    max: row.max as number,
+    period: row.period as LimitPeriod,
+    createdAt: row.created_at as number,
+    updatedAt: row.updated_at as number,
   };
 }

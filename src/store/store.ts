@@ -26,6 +26,7 @@
 
 import type { AdminStore } from "./store_admin.ts";
 import type { PortalStore } from "./store_portal.ts";
+import type { LimitStore } from "./store_limits.ts";
 import type {
   ApiKey,
   ApiKeyListing,
@@ -57,6 +58,7 @@ import type {
 } from "./store_types.ts";
 export type * from "./store_admin.ts";
 export type * from "./store_portal.ts";
+export type * from "./store_limits.ts";
 export type * from "./store_types.ts";
 
 /**
@@ -76,7 +78,8 @@ export interface Store
     LoginFailureStore,
     AuditStore,
     RetentionStore,
-    PortalStore {}
+    PortalStore,
+    LimitStore {}
 
 /** Opening checks and closing. Part of {@link Store}. */
 export interface LifecycleStore {

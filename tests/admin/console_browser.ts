@@ -375,6 +375,41 @@ Deno.test({
         await page.screenshot({ path: `${shots}/throttle.png` });
       });
 
+      await t.step("set a key's rate on the limits page, see what is left, remove it", async () => {
+        const [key] = (await store.listApiKeys()).filter((k) => k.revokedAt === null);
+        await page.getByRole("link", { name: "Limits" }).click();
+        await page.getByRole("heading", { name: "Set a limit" }).waitFor();
+        await page.getByLabel("Applies to").selectOption("key");
+        await page.getByLabel("Key or user id").fill(String(key.id));
+        await page.getByLabel("Kind").selectOption("rate");
+        await page.getByLabel("Limit", { exact: true }).fill("5/minute");
+        await page.getByRole("button", { name: "Set limit" }).click();
+        await page.getByRole("status").getByText(`The rate of key ${key.id} is now 5/minute`)
+          .waitFor();
+        await page.getByRole("cell", { name: "5/minute", exact: true }).waitFor();
+        const [stored] = await store.listLimits();
+        assert.deepEqual([stored.scope, stored.subjectId, stored.max, stored.period], [
+          "key",
+          key.id,
+          5,
+          "minute",
+        ]);
+        await page.getByLabel("Key id").fill(String(key.id));
+        await page.getByRole("button", { name: "Show its limits" }).click();
+        const usage = page.locator("table", { hasText: `In force for key ${key.id}` });
+        await usage.getByRole("cell", { name: "5", exact: true }).first().waitFor();
+        await page.screenshot({ path: `${shots}/limits.png`, fullPage: true });
+        await page.getByRole("button", { name: /Remove the rate 5\/minute/ }).click();
+        await page.getByRole("dialog").getByRole("button", { name: "Remove limit" }).click();
+        await page.getByRole("status").getByText(`Removed the rate of key ${key.id}`).waitFor();
+        assert.deepEqual(await store.listLimits(), []);
+        const audit = await store.searchAudit({ limit: 5, actor: "operator:ann" });
+        assert.deepEqual(audit.slice(0, 2).map((row) => row.action), [
+          "limit.removed",
+          "limit.set",
+        ]);
+      });
+
       await t.step("stored invisible and bidirectional characters are shown escaped", async () => {
         const user = await store.insertUser(
           { email: "zed\u200b@example.org", passwordHash: "x", tokenTimeoutSeconds: null },

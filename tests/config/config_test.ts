@@ -26,6 +26,7 @@ Deno.test("readConfig() uses the documented defaults", () => {
     logLevel: "info",
     upstreamTimeoutSeconds: 30,
     hideCredentials: true,
+    limitHeaders: true,
     metrics: false,
     metricsHostname: "127.0.0.1",
     metricsPort: 9464,
@@ -157,6 +158,7 @@ Deno.test("readConfig() reads every boolean setting the same way: bare, words, e
   assert.deepEqual(booleans.map((s) => s.flag), [
     "store-listen",
     "hide-credentials",
+    "limit-headers",
     "metrics",
     "admin",
     "behind-proxy",

@@ -17,6 +17,7 @@ import { registerAdminViewTests } from "./contract_admin.ts";
 import { registerChangeTests } from "./contract_changes.ts";
 import { registerGrantTests } from "./contract_grants.ts";
 import { registerPortalTests } from "./contract_portal.ts";
+import { registerLimitTests } from "./contract_limits.ts";
 
 export type { ContractStore } from "./_contract_fixtures.ts";
 
@@ -54,4 +55,5 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerChangeTests(test);
   registerAdminViewTests(test);
   registerPortalTests(test);
+  registerLimitTests(test);
 }

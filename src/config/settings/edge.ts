@@ -88,4 +88,13 @@ export const EDGE_SETTINGS: readonly Setting[] = [
     placeholder: "[on|off]",
     description: "Strip the API key and token from forwarded requests",
   }),
+  setting({
+    key: "limitHeaders",
+    flag: "limit-headers",
+    env: "KEYGATE_LIMIT_HEADERS",
+    default: "on",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Send RateLimit-Policy and RateLimit headers on answers to keys with limits",
+  }),
 ];

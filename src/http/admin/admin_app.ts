@@ -46,6 +46,7 @@ import { toJsonError } from "./admin_json.ts";
 import { type ConsoleAssets, loadConsoleAssets } from "./console_assets.ts";
 import { ADMIN_OPENAPI } from "./openapi.ts";
 import { KEY_ROUTES } from "./routes/keys.ts";
+import { LIMIT_ROUTES } from "./routes/limits.ts";
 import { SYSTEM_ROUTES } from "./routes/system.ts";
 import { USER_ROUTES } from "./routes/users.ts";
 
@@ -63,6 +64,7 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
   ...SYSTEM_ROUTES,
   ...USER_ROUTES,
   ...KEY_ROUTES,
+  ...LIMIT_ROUTES,
 ];
 
 /** Reads that are not data (who am I, the dashboard's figures): not counted as bulk reads. */

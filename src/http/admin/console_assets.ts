@@ -44,6 +44,7 @@ export const CONSOLE_FILES: readonly [string, string][] = [
   ["/console/pages/keys.js", "pages/keys.js"],
   ["/console/pages/audit.js", "pages/audit.js"],
   ["/console/pages/throttle.js", "pages/throttle.js"],
+  ["/console/pages/limits.js", "pages/limits.js"],
   ["/console/favicon.svg", "favicon.svg"],
 ];
 

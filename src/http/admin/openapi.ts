@@ -245,6 +245,40 @@ export const ADMIN_OPENAPI = {
         params: [idParam("token")],
       }),
     },
+    "/admin/v1/limits": {
+      get: read({
+        summary: "Every rate and quota set (keys, users, the default)",
+        ok: ["200", "LimitList"],
+      }),
+      post: write({
+        summary: "Set a rate or the quota of a key, a user or the default (a rate of the same " +
+          "period, or the quota, is replaced)",
+        body: "NewLimit",
+        ok: ["200", "Limit"],
+      }),
+    },
+    "/admin/v1/limits/{id}": {
+      delete: write({
+        summary: "Remove a limit",
+        ok: ["200", "Limit"],
+        params: [idParam("limit")],
+      }),
+    },
+    "/admin/v1/keys/{id}/limits": {
+      get: read({
+        summary: "The limits in force for a key (its own, else the default's, and its user's) " +
+          "and what is left of each",
+        ok: ["200", "LimitUsage"],
+        params: key,
+      }),
+    },
+    "/admin/v1/users/{id}/limits": {
+      get: read({
+        summary: "A user's own limits (shared by all its keys) and what is left of each",
+        ok: ["200", "LimitUsage"],
+        params: user,
+      }),
+    },
     "/admin/v1/throttle": {
       get: read({
         summary: "Live failed-login counters, the longest-blocked first",

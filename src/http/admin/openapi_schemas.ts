@@ -149,6 +149,46 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
     grace: { ...str, description: 'How long the old key keeps working: "24h" (default) or "0"' },
   }, ["grace"]),
   RevokeBefore: object({ before: time }, ["before"]),
+  Limit: object({
+    id: int,
+    applies_to: { enum: ["key", "user", "default"] },
+    subject_id: { ...nullable(int), description: "The key's or user's id; null for the default" },
+    kind: { enum: ["rate", "quota"] },
+    limit: { ...str, description: 'As set: "10/second", "100000/month", "5000" (never refilled)' },
+    max: int,
+    period: { enum: ["second", "minute", "hour", "day", "month", "none"] },
+    created_at: time,
+    updated_at: time,
+  }),
+  LimitList: object({ limits: { type: "array", items: ref("Limit") } }),
+  LimitUsage: object({
+    limits: {
+      type: "array",
+      items: object({
+        limit_id: int,
+        applies_to: { enum: ["key", "user", "default"] },
+        kind: { enum: ["rate", "quota"] },
+        limit: str,
+        used: {
+          ...int,
+          description: "Units leased by servers in the current window (spent, or held for at " +
+            "most about a second)",
+        },
+        remaining: int,
+        resets_at: { ...nullable(time), description: "null: a quota never refilled" },
+      }),
+    },
+  }),
+  NewLimit: object({
+    applies_to: { enum: ["key", "user", "default"] },
+    subject_id: { ...int, description: "The key's or user's id (not for the default)" },
+    kind: { enum: ["rate", "quota"] },
+    limit: {
+      ...str,
+      description: "A rate: COUNT/PERIOD (second, minute, hour, day); a quota: COUNT (never " +
+        "refilled) or COUNT/PERIOD (hour, day, month)",
+    },
+  }, ["subject_id"]),
   ThrottleTarget: object({
     target: {
       ...str,

@@ -24,6 +24,7 @@ import type { ForwardAuthHeader, RequestContext } from "../context.ts";
 import { isTokenShaped } from "../../auth/credentials.ts";
 import { AuthError } from "../../auth/errors.ts";
 import type { Gate } from "../../auth/gate.ts";
+import type { AdmitLimits } from "../limits.ts";
 import { createTokenStatusCache } from "../../auth/grant_cache.ts";
 import { createRevocation } from "../../auth/revocation.ts";
 import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
@@ -59,6 +60,8 @@ export interface BackendRouteDeps {
   metrics?: Partial<Pick<Metrics, "watchCache">>;
   forwardAuthHeader?: ForwardAuthHeader;
   unicodePaths?: boolean;
+  /** The caller's limits: forward-auth's original request, introspection's and revocation's caller. */
+  admitLimits?: AdmitLimits;
 }
 
 /**
@@ -68,7 +71,7 @@ export interface BackendRouteDeps {
  */
 export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContext>[] {
   const { store, clock, logger } = deps;
-  const readCaller = createCallerReader(deps.gate);
+  const readCaller = createCallerReader(deps.gate, deps.admitLimits);
   const revocation = createRevocation({ store, clock });
   // Resource servers introspect the same tokens again and again; exact like the grant cache.
   const findTokenStatus = createTokenStatusCache(

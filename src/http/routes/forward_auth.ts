@@ -13,6 +13,7 @@ import { HttpError } from "../errors.ts";
 import { type Gate, type Identity, toIdentityHeaders } from "../../auth/gate.ts";
 import { parseRequestPath, type RequestPath, splitRequestTarget } from "../paths.ts";
 import type { Route } from "../route_table.ts";
+import type { AdmitLimits } from "../limits.ts";
 import type { Logger } from "../../platform/logger.ts";
 
 /** Forward-auth endpoint for nginx `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`. */
@@ -27,6 +28,8 @@ export interface ForwardAuthDeps {
   logger: Logger;
   forwardAuthHeader?: ForwardAuthHeader;
   unicodePaths?: boolean;
+  /** The original request's limits (its key's and user's). */
+  admitLimits?: AdmitLimits;
 }
 
 /**
@@ -35,6 +38,7 @@ export interface ForwardAuthDeps {
  */
 export function createForwardAuthRoute(deps: ForwardAuthDeps): Route<RequestContext> {
   const { gate, logger } = deps;
+  const admitLimits = deps.admitLimits ?? (() => {});
   const options: OriginalRequestOptions = {
     trusted: deps.forwardAuthHeader ?? "either",
     allowUnicode: deps.unicodePaths ?? false,
@@ -48,8 +52,14 @@ export function createForwardAuthRoute(deps: ForwardAuthDeps): Route<RequestCont
       { query: original.url.searchParams, clientAddress: context.clientAddress },
       original.target.secure,
     );
-    const verified = (found: Identity): Response => {
+    const verified = (found: Identity): Response | Promise<Response> => {
       context.apiKeyId = found.apiKeyId;
+      const admitted = admitLimits(context, found);
+      return admitted instanceof Promise
+        ? admitted.then(() => answerVerified(found))
+        : answerVerified(found);
+    };
+    const answerVerified = (found: Identity): Response => {
       logger.debug("forward-auth verified", {
         request_id: context.requestId,
         method: original.method,

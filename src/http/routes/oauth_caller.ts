@@ -12,6 +12,7 @@ import type { Gate } from "../../auth/gate.ts";
 import { isFormBody, readTokenRequest, type TokenRequest } from "../token_request.ts";
 import { findRequestApiKey } from "../../auth/api_key.ts";
 import type { KeyHolder } from "../../store/store.ts";
+import type { AdmitLimits } from "../limits.ts";
 import {
   type ClientCredentials,
   hasBasicAuthorization,
@@ -25,9 +26,10 @@ export interface Caller {
   body: TokenRequest;
 }
 
-/** Reads the caller of introspection or revocation with `gate`. */
+/** Reads the caller of introspection or revocation with `gate`, and admits it by its limits. */
 export function createCallerReader(
   gate: Pick<Gate, "authenticateKey" | "authenticateClient">,
+  admitLimits: AdmitLimits = () => {},
 ): (request: Request, context: RequestContext) => Promise<Caller> {
   /**
    * The caller of introspection or revocation and its token request, the
@@ -67,6 +69,7 @@ export function createCallerReader(
     // No credentials at all: the key check says what is missing.
     caller ??= await gate.authenticateKey(request, context);
     context.apiKeyId = caller.apiKeyId;
+    await admitLimits(context, caller);
     return { caller, body };
   }
   return readCaller;

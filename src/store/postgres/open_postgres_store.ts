@@ -16,6 +16,7 @@ import { createAuditStore } from "./audit.ts";
 import { openPostgresClient } from "./connect.ts";
 import { createPgContext, type OperationObserver } from "./db.ts";
 import { createGrantFeedStore } from "./grant_feed.ts";
+import { createLimitStore } from "./limits.ts";
 import {
   createGrantEpochWatcher,
   createSharedGrantCounter,
@@ -269,6 +270,7 @@ function composeStore(parts: {
     ...createRetentionStore(db),
     ...createAdminViewStore(db),
     ...createPortalMethods(db),
+    ...createLimitStore(db),
   };
 }
 

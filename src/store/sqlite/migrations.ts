@@ -240,6 +240,56 @@ INSERT INTO grant_changes (scope, subject, tag) VALUES ('all', NULL, random() >>
     name: "portal e-mail change",
     sql: PORTAL_EMAIL_CODES_SQL,
   },
+  {
+    version: 11,
+    name: "limits",
+    // Rates and quotas (src/store/store_limits.ts): per API key, per user, or the default for
+    // keys without their own (per kind). At most one limit per scope, subject, kind and period,
+    // and one quota per subject. A key's or user's limits go with it. `limit_usage` is each
+    // limit's counter for one subject (the key, or the user for a user's limit) in its current
+    // window: units leased by servers (src/auth/limiter.ts). A change of a limit is recorded in
+    // the grant change record (the key, the user, or all for the default), so that every server
+    // reads the limits of the keys it touches again.
+    sql: `
+CREATE TABLE limits (
+  id INTEGER PRIMARY KEY,
+  scope TEXT NOT NULL CHECK (scope IN ('key', 'user', 'default')),
+  api_key_id INTEGER REFERENCES api_keys (id) ON DELETE CASCADE,
+  user_id INTEGER REFERENCES users (id) ON DELETE CASCADE,
+  kind TEXT NOT NULL CHECK (kind IN ('rate', 'quota')),
+  period TEXT NOT NULL CHECK (period IN ('second', 'minute', 'hour', 'day', 'month', 'none')),
+  max INTEGER NOT NULL CHECK (max BETWEEN 0 AND 1000000000000),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  CHECK ((scope = 'key') = (api_key_id IS NOT NULL) AND (scope = 'user') = (user_id IS NOT NULL)),
+  CHECK (kind = 'quota' OR period IN ('second', 'minute', 'hour', 'day'))
+) STRICT;
+CREATE UNIQUE INDEX limits_by_subject ON limits (scope, coalesce(api_key_id, user_id, 0), kind, period);
+CREATE UNIQUE INDEX limits_one_quota ON limits (scope, coalesce(api_key_id, user_id, 0))
+WHERE kind = 'quota';
+CREATE INDEX limits_by_key ON limits (api_key_id) WHERE api_key_id IS NOT NULL;
+CREATE INDEX limits_by_user ON limits (user_id) WHERE user_id IS NOT NULL;
+CREATE TABLE limit_usage (
+  limit_id INTEGER NOT NULL REFERENCES limits (id) ON DELETE CASCADE,
+  subject_id INTEGER NOT NULL,
+  window_start INTEGER NOT NULL,
+  used INTEGER NOT NULL CHECK (used >= 0),
+  PRIMARY KEY (limit_id, subject_id)
+) STRICT, WITHOUT ROWID;
+CREATE TRIGGER grant_changes_limit_insert AFTER INSERT ON limits
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
+  (CASE NEW.scope WHEN 'default' THEN 'all' ELSE NEW.scope END,
+   coalesce(NEW.api_key_id, NEW.user_id), random() >> 12); END;
+CREATE TRIGGER grant_changes_limit_update AFTER UPDATE ON limits
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
+  (CASE NEW.scope WHEN 'default' THEN 'all' ELSE NEW.scope END,
+   coalesce(NEW.api_key_id, NEW.user_id), random() >> 12); END;
+CREATE TRIGGER grant_changes_limit_delete AFTER DELETE ON limits
+BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
+  (CASE OLD.scope WHEN 'default' THEN 'all' ELSE OLD.scope END,
+   coalesce(OLD.api_key_id, OLD.user_id), random() >> 12); END;
+`,
+  },
 ];
 
 /**

@@ -13,6 +13,7 @@ import { createAuditStore } from "./audit.ts";
 import { openConnection, type SqliteStoreOptions } from "./connection.ts";
 import { createGrantFeedStore } from "./grant_feed.ts";
 import { createLifecycleStore } from "./lifecycle.ts";
+import { createLimitStore } from "./limits.ts";
 import { createLoginFailureStore } from "./login_failures.ts";
 import { createPortalStore } from "./portal.ts";
 import { createRetentionStore } from "./retention.ts";
@@ -46,6 +47,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     ...createRetentionStore(conn),
     ...createAdminViewStore(conn),
     ...createPortalStore(conn),
+    ...createLimitStore(conn),
     sqlite: createSqliteMaintenance(conn),
   };
 }

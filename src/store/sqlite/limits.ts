@@ -1,0 +1,180 @@
+/**
+ * The limits and limit_usage tables: limits as operators set them, and each limit's counter of
+ * units leased in its current window (src/store/store_limits.ts).
+ *
+ * @module
+ */
+import { StoreConflict } from "../errors.ts";
+import { planLease } from "../limit_lease.ts";
+import { toLimitRule } from "../rows.ts";
+import type { LimitStore, LimitUsage } from "../store.ts";
+import { toLimitSubject, toLimitWindow } from "../store_limits.ts";
+import type { Connection, Row } from "./connection.ts";
+
+/** The limits that apply to a key: its own, the default for the kinds it has none of, its user's. */
+const APPLYING = `
+  (l.scope = 'key' AND l.api_key_id = :api_key_id)
+  OR (l.scope = 'user' AND l.user_id = :user_id)
+  OR (l.scope = 'default' AND NOT EXISTS (
+    SELECT 1 FROM limits o WHERE o.scope = 'key' AND o.api_key_id = :api_key_id AND o.kind = l.kind))`;
+
+const ORDER = "ORDER BY l.scope, coalesce(l.api_key_id, l.user_id, 0), l.kind, l.max";
+
+export function createLimitStore(conn: Connection): LimitStore {
+  const { sql } = conn;
+  const listAll = sql(`SELECT * FROM limits l ${ORDER}`);
+  const listScope = sql(`SELECT * FROM limits l WHERE l.scope = :scope ${ORDER}`);
+  const listSubject = sql(
+    `SELECT * FROM limits l WHERE l.scope = :scope
+       AND coalesce(l.api_key_id, l.user_id) = :subject_id ${ORDER}`,
+  );
+  const applying = sql(`SELECT * FROM limits l WHERE ${APPLYING} ORDER BY l.id`);
+  const ofUser = sql(`SELECT * FROM limits l WHERE l.scope = 'user' AND l.user_id = :user_id
+    ORDER BY l.id`);
+  const findSame = sql(
+    `SELECT * FROM limits WHERE scope = :scope AND coalesce(api_key_id, user_id, 0) = :subject
+       AND kind = :kind AND (kind = 'quota' OR period = :period)`,
+  );
+  const update = sql(
+    `UPDATE limits SET max = :max, period = :period, updated_at = :now WHERE id = :id RETURNING *`,
+  );
+  const resetCounters = sql("DELETE FROM limit_usage WHERE limit_id = :id", "keeps-grants");
+  const insert = sql(
+    `INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at, updated_at)
+     VALUES (:scope, :api_key_id, :user_id, :kind, :period, :max, :now, :now) RETURNING *`,
+  );
+  const remove = sql("DELETE FROM limits WHERE id = :id RETURNING *");
+  const counter = sql(
+    `SELECT window_start, used FROM limit_usage WHERE limit_id = :limit_id AND subject_id = :subject_id`,
+  );
+  // Keeps grants: counters are bookkeeping, never part of a grant.
+  const counterWrite = sql(
+    `INSERT INTO limit_usage (limit_id, subject_id, window_start, used)
+     VALUES (:limit_id, :subject_id, :window_start, :used)
+     ON CONFLICT (limit_id, subject_id) DO UPDATE SET window_start = excluded.window_start,
+       used = excluded.used`,
+    "keeps-grants",
+  );
+  const counterReturn = sql(
+    `UPDATE limit_usage SET used = max(used - :units, 0)
+     WHERE limit_id = :limit_id AND subject_id = :subject_id AND window_start = :window_start`,
+    "keeps-grants",
+  );
+  const keyExists = sql("SELECT 1 AS ok FROM api_keys WHERE id = :id");
+  const userExists = sql("SELECT 1 AS ok FROM users WHERE id = :id");
+
+  function readCounter(limitId: number, subjectId: number) {
+    const row = counter.get({ limit_id: limitId, subject_id: subjectId }) as Row | undefined;
+    return row && { windowStart: row.window_start as number, used: row.used as number };
+  }
+
+  return {
+    listLimits(filter = {}) {
+      return conn.read(() => {
+        const rows = filter.scope === undefined
+          ? listAll.all()
+          : filter.subjectId === undefined
+          ? listScope.all({ scope: filter.scope })
+          : listSubject.all({ scope: filter.scope, subject_id: filter.subjectId });
+        return (rows as Row[]).map(toLimitRule);
+      });
+    },
+
+    putLimit(limit, { now, audit }) {
+      return conn.write(() => {
+        const subject = limit.subjectId ?? 0;
+        const exists = limit.scope === "key"
+          ? keyExists.get({ id: subject })
+          : limit.scope === "user"
+          ? userExists.get({ id: subject })
+          : true;
+        if (!exists) throw new StoreConflict(`No ${limit.scope} ${subject} to limit`);
+        const same = findSame.get({
+          scope: limit.scope,
+          subject,
+          kind: limit.kind,
+          period: limit.period,
+        }) as Row | undefined;
+        if (same !== undefined) {
+          // A quota whose refill period changes starts counting afresh.
+          if (same.period !== limit.period) resetCounters.run({ id: same.id as number });
+          return toLimitRule(
+            update.get({ id: same.id as number, max: limit.max, period: limit.period, now }) as Row,
+          );
+        }
+        return toLimitRule(insert.get({
+          scope: limit.scope,
+          api_key_id: limit.scope === "key" ? subject : null,
+          user_id: limit.scope === "user" ? subject : null,
+          kind: limit.kind,
+          period: limit.period,
+          max: limit.max,
+          now,
+        }) as Row);
+      }, audit);
+    },
+
+    deleteLimit(id, { audit }) {
+      return conn.write(() => {
+        const row = remove.get({ id }) as Row | undefined;
+        return row && toLimitRule(row);
+      }, audit);
+    },
+
+    async leaseLimits(request) {
+      const owner = { api_key_id: request.apiKeyId, user_id: request.userId };
+      // A key without limits is answered by a read: no write lock is taken for it.
+      if (await conn.read(() => applying.get(owner) === undefined)) return [];
+      return await conn.write(() => {
+        const rules = (applying.all({
+          api_key_id: request.apiKeyId,
+          user_id: request.userId,
+        }) as Row[]).map(toLimitRule);
+        return rules.map((rule) => {
+          const subjectId = toLimitSubject(rule, request);
+          const plan = planLease(rule, subjectId, readCounter(rule.id, subjectId), request);
+          if (plan.write !== undefined) {
+            counterWrite.run({
+              limit_id: rule.id,
+              subject_id: subjectId,
+              window_start: plan.write.windowStart,
+              used: plan.write.used,
+            });
+          }
+          return plan.slice;
+        });
+      });
+    },
+
+    async returnLimitUnits(units) {
+      if (units.length === 0) return;
+      await conn.write(() => {
+        for (const unit of units) {
+          counterReturn.run({
+            limit_id: unit.limitId,
+            subject_id: unit.subjectId,
+            window_start: unit.windowStart,
+            units: unit.units,
+          });
+        }
+      });
+    },
+
+    listLimitUsage(owner, now) {
+      return conn.read(() => {
+        const rows = owner.apiKeyId === undefined
+          ? ofUser.all({ user_id: owner.userId })
+          : applying.all({ api_key_id: owner.apiKeyId, user_id: owner.userId });
+        return (rows as Row[]).map(toLimitRule).map((rule): LimitUsage => {
+          const subjectId = toLimitSubject(rule, { apiKeyId: owner.apiKeyId ?? 0, ...owner });
+          const window = toLimitWindow(rule.period, now);
+          const stored = readCounter(rule.id, subjectId);
+          const used = stored !== undefined && stored.windowStart === window.start
+            ? stored.used
+            : 0;
+          return { rule, subjectId, window, used };
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,321 @@
+/**
+ * Limits on the public API, through the real handler on the backend under test with the fake
+ * clock: 429 in the caller's format with distinct codes, Retry-After and the RateLimit headers,
+ * the remaining budget on successful answers (and none with the headers off), the user's and
+ * the default's limits, forward-auth and introspection, and the store-unreachable choice.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { createLimiter } from "../../src/auth/limiter.ts";
+import { createMetrics } from "../../src/platform/metrics.ts";
+import { setLimit } from "../../src/auth/limits.ts";
+import { StoreUnavailable } from "../../src/store/errors.ts";
+import type { Store } from "../../src/store/store.ts";
+import { assertError, BASE, issueToken, secureGet } from "../_helpers/requests.ts";
+import { createTestApp, type TestApp, type TestAppOptions } from "../_helpers/test_app.ts";
+import { setUpResourceServer } from "../_helpers/resource_server.ts";
+
+const CURRENT = "/api/secure/userservice/tokens/current";
+
+async function setup(options: TestAppOptions = {}) {
+  const app = await createTestApp(options);
+  const userId = await app.addUser("alice@example.org", "pw");
+  const apiKey = await app.createKey(userId);
+  const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
+  const keyId = (await app.store.listApiKeys(userId))[0].id;
+  return { app, userId, apiKey, token, keyId };
+}
+
+function change(app: TestApp) {
+  return { store: app.store, clock: app.clock, actor: "cli:test" };
+}
+
+Deno.test("[e2e] a key's rate limit: 200 with RateLimit headers, then 429 rate_limited with Retry-After, then 200 in the next window", async () => {
+  const { app, apiKey, token, keyId } = await setup();
+  using _ = app;
+  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 3,
+    period: "minute",
+  });
+  app.clock.advance(60_000 - (app.clock.now() % 60_000) + 10_000); // 50 s before the window ends
+  const first = await secureGet(app.handler, CURRENT, apiKey, token);
+  assert.equal(first.status, 200);
+  assert.equal(first.headers.get("ratelimit-policy"), '"key-rate-minute";q=3;w=60');
+  assert.equal(first.headers.get("ratelimit"), '"key-rate-minute";r=2;t=50');
+  await first.body?.cancel();
+  for (const remaining of [1, 0]) {
+    const ok = await secureGet(app.handler, CURRENT, apiKey, token);
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers.get("ratelimit"), `"key-rate-minute";r=${remaining};t=50`);
+    await ok.body?.cancel();
+  }
+  const refused = await secureGet(app.handler, CURRENT + ".json", apiKey, token);
+  const message = await assertError(refused, 429, "rate_limited", "json");
+  assert.equal(message, "Rate limit exceeded: retry after the time given");
+  assert.equal(refused.headers.get("retry-after"), "50");
+  assert.equal(refused.headers.get("ratelimit"), '"key-rate-minute";r=0;t=50');
+  const xml = await secureGet(app.handler, CURRENT, apiKey, token);
+  await assertError(xml, 429, "rate_limited");
+  app.clock.advance(50_000);
+  const next = await secureGet(app.handler, CURRENT, apiKey, token);
+  assert.equal(next.status, 200);
+  assert.equal(next.headers.get("ratelimit"), '"key-rate-minute";r=2;t=60');
+  await next.body?.cancel();
+  // Stored state: the window's counter says what was leased (3 in the first window, 1 now).
+  const [usage] = await app.store.listLimitUsage({ apiKeyId: keyId, userId: 0 }, app.clock.now());
+  assert.ok(usage.used >= 1 && usage.used <= 3, `used ${usage.used}`);
+});
+
+Deno.test("[e2e] a user's quota is shared by its keys; 429 quota_exceeded without Retry-After when it never refills", async () => {
+  const { app, userId, apiKey, token } = await setup();
+  using _ = app;
+  const second = await app.createKey(userId);
+  const secondToken = await issueToken(app.handler, "alice@example.org", "pw", second);
+  await setLimit(change(app), { scope: "user", user: { id: userId, email: "alice@example.org" } }, {
+    kind: "quota",
+    max: 3,
+    period: "none",
+  });
+  const statuses = [];
+  for (const [key, tok] of [[apiKey, token], [second, secondToken], [apiKey, token]]) {
+    const response = await secureGet(app.handler, CURRENT, key, tok);
+    statuses.push(response.status);
+    assert.equal(response.headers.get("ratelimit-policy"), '"user-quota-none";q=3');
+    await response.body?.cancel();
+  }
+  assert.deepEqual(statuses, [200, 200, 200]);
+  const refused = await secureGet(app.handler, CURRENT, second, secondToken);
+  await assertError(refused, 429, "quota_exceeded");
+  assert.equal(refused.headers.get("retry-after"), null);
+  assert.equal(refused.headers.get("ratelimit"), '"user-quota-none";r=0');
+  const audit = await app.store.listAudit();
+  assert.deepEqual(audit.filter((row) => row.action === "limit.set").map((row) => row.detail), [
+    { limit_id: (await app.store.listLimits())[0].id, kind: "quota", max: 3, period: "none" },
+  ]);
+});
+
+Deno.test("[e2e] the default applies to keys without their own limit of that kind; the headers can be switched off", async () => {
+  const { app, apiKey, token, keyId } = await setup({ limitHeaders: false });
+  using _ = app;
+  await setLimit(change(app), { scope: "default" }, { kind: "rate", max: 1, period: "hour" });
+  const ok = await secureGet(app.handler, CURRENT, apiKey, token);
+  assert.equal(ok.status, 200);
+  assert.equal(ok.headers.get("ratelimit"), null);
+  assert.equal(ok.headers.get("ratelimit-policy"), null);
+  await ok.body?.cancel();
+  const refused = await secureGet(app.handler, CURRENT, apiKey, token);
+  await assertError(refused, 429, "rate_limited");
+  assert.equal(refused.headers.get("ratelimit"), null);
+  assert.ok(Number(refused.headers.get("retry-after")) > 0);
+  // The key's own rate replaces the default's: the change is learned at once.
+  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 5,
+    period: "hour",
+  });
+  const own = await secureGet(app.handler, CURRENT, apiKey, token);
+  assert.equal(own.status, 200);
+  await own.body?.cancel();
+});
+
+Deno.test("[e2e] forward-auth and introspection count against the caller's limits", async () => {
+  const { app, apiKey, token, resourceKey, resourceKeyId, keyId } = await setUpResourceServer();
+  using _ = app;
+  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    kind: "quota",
+    max: 1,
+    period: "day",
+  });
+  await setLimit(change(app), { scope: "key", key: { id: resourceKeyId } }, {
+    kind: "rate",
+    max: 1,
+    period: "second",
+  });
+  const verify = () =>
+    app.handler(
+      new Request(`${BASE}/api/userservice/verify`, {
+        headers: { "x-original-uri": `/api/secure/x?api_key=${apiKey}&api_token=${token}` },
+      }),
+    );
+  const verified = await verify();
+  assert.equal(verified.status, 200);
+  assert.match(verified.headers.get("ratelimit")!, /^"key-quota-day";r=0;t=\d+$/);
+  assert.equal(verified.headers.get("x-keygate-key-id"), String(keyId));
+  const refused = await verify();
+  await assertError(refused, 429, "quota_exceeded");
+  assert.equal(refused.headers.get("x-keygate-key-id"), null);
+  assert.ok(Number(refused.headers.get("retry-after")) > 0);
+
+  const introspect = () =>
+    app.handler(
+      new Request(`${BASE}/api/userservice/tokens/introspect`, {
+        method: "POST",
+        body: `token=${token}`,
+        headers: {
+          "x-api-key": resourceKey,
+          "content-type": "application/x-www-form-urlencoded",
+          accept: "application/json",
+        },
+      }),
+    );
+  const first = await introspect();
+  assert.equal(first.status, 200);
+  assert.equal((await first.json()).active, true);
+  const second = await introspect();
+  await assertError(second, 429, "rate_limited", "json");
+  assert.equal(second.headers.get("retry-after"), "1");
+});
+
+/** The store under test, whose leases fail as an unreachable database's do while `down`. */
+function switchable(store: Store) {
+  const state = { down: false, leases: 0 };
+  const wrapped: Store = Object.assign(Object.create(store), {
+    leaseLimits(request: Parameters<Store["leaseLimits"]>[0]) {
+      state.leases++;
+      return state.down
+        ? Promise.reject(new StoreUnavailable("database unreachable"))
+        : store.leaseLimits(request);
+    },
+  });
+  return { store: wrapped, state };
+}
+
+function limiterOver(app: TestApp) {
+  const counted = { limited: 0, rate: 0, quota: 0 };
+  const { store, state } = switchable(app.store);
+  const limiter = createLimiter({
+    store,
+    clock: app.clock,
+    metrics: {
+      limitedRequest: () => counted.limited++,
+      limitStoreUnavailable: (kind) => counted[kind]++,
+    },
+  });
+  return { limiter, state, counted };
+}
+
+Deno.test("limiter: while the store is unreachable a spent rate admits uncounted, a second at a time", async () => {
+  const { app, keyId, userId } = await setup();
+  using _ = app;
+  const owner = { apiKeyId: keyId, userId };
+  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 1,
+    period: "minute",
+  });
+  const { limiter, state, counted } = limiterOver(app);
+  assert.equal((await limiter.admit(owner)).length, 1);
+  await assert.rejects(async () => await limiter.admit(owner), { code: "rate_limited" });
+  app.clock.advance(60_000);
+  state.down = true;
+  for (let i = 0; i < 5; i++) assert.equal((await limiter.admit(owner)).length, 1);
+  assert.equal(counted.rate, 1, "one failed lease opens the rate for a second");
+  assert.equal(state.leases, 3);
+  app.clock.advance(1_000);
+  await limiter.admit(owner);
+  assert.equal(state.leases, 4, "then it asks the store again");
+  state.down = false;
+  app.clock.advance(1_000);
+  await limiter.admit(owner);
+  await assert.rejects(async () => await limiter.admit(owner), { code: "rate_limited" });
+  assert.equal(counted.limited, 2);
+});
+
+Deno.test("limiter: while the store is unreachable a quota refuses (503), as does a key whose limits are unknown", async () => {
+  const { app, keyId, userId } = await setup();
+  using _ = app;
+  const owner = { apiKeyId: keyId, userId };
+  const blind = limiterOver(app);
+  blind.state.down = true;
+  await assert.rejects(async () => await blind.limiter.admit(owner), StoreUnavailable);
+  assert.equal(blind.counted.quota, 1);
+
+  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    kind: "quota",
+    max: 100,
+    period: "month",
+  });
+  const { limiter, state, counted } = limiterOver(app);
+  let admitted = 0;
+  do {
+    assert.equal((await limiter.admit(owner)).length, 1);
+    admitted++;
+  } while (limiter.readUnitsInHand(keyId) > 0);
+  state.down = true;
+  for (let i = 0; i < 3; i++) {
+    await assert.rejects(async () => await limiter.admit(owner), StoreUnavailable);
+  }
+  assert.equal(counted.quota, 3);
+  state.down = false;
+  const [quota] = await limiter.admit(owner);
+  admitted++;
+  assert.equal(quota.name, "key-quota-month");
+  assert.equal(quota.remaining, 100 - admitted);
+  // A clean stop gives the units in hand back: the stored count is what was admitted.
+  await limiter.stop();
+  const [usage] = await app.store.listLimitUsage(owner, app.clock.now());
+  assert.equal(usage.used, admitted);
+});
+
+Deno.test("[e2e] --upstream: a limited key's requests reach the upstream with RateLimit headers, then 429 without reaching it", async () => {
+  let reached = 0;
+  const upstream = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {
+    reached++;
+    return new Response("from upstream", { headers: { "content-type": "text/plain" } });
+  });
+  try {
+    const { app, apiKey, token, keyId } = await setup({
+      upstream: { url: new URL(`http://127.0.0.1:${upstream.addr.port}`), timeoutMs: 5000 },
+    });
+    using _ = app;
+    await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+      kind: "quota",
+      max: 2,
+      period: "day",
+    });
+    const secure = `${BASE}/api/secure/orders?api_key=${apiKey}&api_token=${token}`;
+    const keyOnly = `${BASE}/catalog?api_key=${apiKey}`;
+    for (const [url, remaining] of [[secure, 1], [keyOnly, 0]] as const) {
+      const response = await app.handler(new Request(url));
+      assert.equal(response.status, 200);
+      assert.equal(await response.text(), "from upstream");
+      assert.match(
+        response.headers.get("ratelimit")!,
+        new RegExp(`^"key-quota-day";r=${remaining};t=\\d+$`),
+      );
+      assert.match(response.headers.get("ratelimit-policy")!, /^"key-quota-day";q=2;w=86400$/);
+    }
+    const refused = await app.handler(
+      new Request(secure, { headers: { accept: "application/json" } }),
+    );
+    await assertError(refused, 429, "quota_exceeded", "json");
+    assert.equal(reached, 2, "a refused request never reaches the upstream");
+  } finally {
+    await upstream.shutdown();
+  }
+});
+
+Deno.test("[e2e] /metrics counts limited requests by kind, without a per-key label", async () => {
+  const metrics = createMetrics();
+  const { app, apiKey, token, keyId } = await setup({ metrics });
+  using _ = app;
+  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 1,
+    period: "hour",
+  });
+  const statuses = [];
+  for (let i = 0; i < 3; i++) {
+    const response = await secureGet(app.handler, CURRENT, apiKey, token);
+    statuses.push(response.status);
+    await response.body?.cancel();
+  }
+  assert.deepEqual(statuses, [200, 429, 429]);
+  const text = await metrics.render();
+  assert.match(text, /^keygate_limited_requests_total\{kind="rate"\} 2$/m);
+  assert.match(text, /^keygate_limited_requests_total\{kind="quota"\} 0$/m);
+  assert.match(text, /^keygate_limit_store_unavailable_total\{kind="rate"\} 0$/m);
+  assert.doesNotMatch(text, new RegExp(`keygate_limit\\w*\\{[^}]*${keyId}`));
+});

@@ -1,0 +1,261 @@
+/**
+ * The store contract, part 4: limits and their counters (src/store/store_limits.ts). Pins the
+ * rules that live in SQL: which limits apply to a key (its own, else the default, per kind; its
+ * user's), that the leases of a window never grant more than its limit (also when many run at
+ * once), windows, returns, replacement, deletion with the key or user, and the change feed.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import type { LimitRule, LimitSlice, NewLimit, Store } from "../../src/store/store.ts";
+import { toLimitWindow } from "../../src/store/store_limits.ts";
+import { type ContractTest, entry, NO_AUDIT, seed, T0 } from "./_contract_fixtures.ts";
+
+const EVERYTHING = () => Number.MAX_SAFE_INTEGER;
+
+function put(store: Store, limit: NewLimit, now = T0): Promise<LimitRule> {
+  return store.putLimit(limit, { now, ...NO_AUDIT });
+}
+
+function lease(
+  store: Store,
+  owner: { apiKeyId: number; userId: number },
+  now: number,
+  want: (rule: LimitRule, used: number) => number = EVERYTHING,
+): Promise<LimitSlice[]> {
+  return store.leaseLimits({ ...owner, now, want });
+}
+
+const brief = (slices: LimitSlice[]) =>
+  slices.map((s) => `${s.rule.scope}/${s.rule.kind}/${s.rule.period}:${s.granted}/${s.used}`);
+
+/** Registers the limit tests. */
+export function registerLimitTests(test: ContractTest): void {
+  test("limits: set, replaced by scope, subject, kind and period (one quota each), listed, audited", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const rate = await store.putLimit(
+      { scope: "key", subjectId: key.id, kind: "rate", max: 10, period: "second" },
+      { now: T0, audit: entry("limit.set", `api_key:${key.id}`) },
+    );
+    assert.deepEqual(rate, {
+      id: rate.id,
+      scope: "key",
+      subjectId: key.id,
+      kind: "rate",
+      max: 10,
+      period: "second",
+      createdAt: T0,
+      updatedAt: T0,
+    });
+    const again = await put(store, { ...rate, max: 20 }, T0 + 5);
+    assert.equal(again.id, rate.id);
+    assert.equal(again.max, 20);
+    assert.equal(again.updatedAt, T0 + 5);
+    await put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 500, period: "day" });
+    const quota = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "quota",
+      max: 1000,
+      period: "month",
+    });
+    const quota2 = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "quota",
+      max: 50,
+      period: "none",
+    });
+    assert.equal(quota2.id, quota.id, "one quota per subject");
+    await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 3, period: "minute" });
+    await put(store, { scope: "default", subjectId: null, kind: "rate", max: 7, period: "second" });
+    const all = await store.listLimits();
+    assert.deepEqual(all.map((l) => `${l.scope}:${l.subjectId}:${l.kind}:${l.period}:${l.max}`), [
+      "default:null:rate:second:7",
+      `key:${key.id}:quota:none:50`,
+      `key:${key.id}:rate:second:20`,
+      `key:${key.id}:rate:day:500`,
+      `user:${user.id}:rate:minute:3`,
+    ]);
+    assert.equal((await store.listLimits({ scope: "key", subjectId: key.id })).length, 3);
+    assert.equal((await store.listLimits({ scope: "user" })).length, 1);
+    assert.deepEqual((await store.listAudit()).map((row) => row.action), ["limit.set"]);
+    await assert.rejects(
+      put(store, { scope: "key", subjectId: key.id + 99, kind: "rate", max: 1, period: "second" }),
+    );
+  });
+
+  test("limits: a key's own limits of a kind replace the default's; its user's always apply", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const owner = { apiKeyId: key.id, userId: user.id };
+    assert.deepEqual(await lease(store, owner, T0), []);
+    await put(store, { scope: "default", subjectId: null, kind: "rate", max: 7, period: "second" });
+    await put(store, { scope: "default", subjectId: null, kind: "quota", max: 9, period: "none" });
+    assert.deepEqual(brief(await lease(store, owner, T0, () => 1)), [
+      "default/rate/second:1/1",
+      "default/quota/none:1/1",
+    ]);
+    await put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 5, period: "minute" });
+    await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 4, period: "hour" });
+    assert.deepEqual(brief(await lease(store, owner, T0, () => 2)).sort(), [
+      "default/quota/none:2/3",
+      "key/rate/minute:2/2",
+      "user/rate/hour:2/2",
+    ]);
+  });
+
+  test("limits: leases never grant more than a window allows; a new window starts afresh", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const owner = { apiKeyId: key.id, userId: user.id };
+    await put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 10, period: "second" });
+    const start = toLimitWindow("second", T0).start;
+    assert.deepEqual(brief(await lease(store, owner, start + 1, () => 6)), ["key/rate/second:6/6"]);
+    let seen: number | undefined;
+    const second = await lease(store, owner, start + 2, (_rule, used) => {
+      seen = used;
+      return 6;
+    });
+    assert.equal(seen, 6, "want() is told what the window has used");
+    assert.deepEqual(brief(second), ["key/rate/second:4/10"]);
+    assert.deepEqual(brief(await lease(store, owner, start + 999, () => 1)), [
+      "key/rate/second:0/10",
+    ]);
+    assert.deepEqual(second[0].window, { start, end: start + 1000 });
+    // The next window.
+    assert.deepEqual(brief(await lease(store, owner, start + 1000, () => 3)), [
+      "key/rate/second:3/3",
+    ]);
+    // A server whose clock lags is granted nothing from a window already past.
+    assert.deepEqual(brief(await lease(store, owner, start + 999, () => 3)), [
+      "key/rate/second:0/3",
+    ]);
+  });
+
+  test("limits: concurrent leases of one counter grant exactly its limit", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const other = await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k2"), prefix: "k2", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    await put(store, {
+      scope: "user",
+      subjectId: user.id,
+      kind: "quota",
+      max: 100,
+      period: "none",
+    });
+    const leases = await Promise.all(
+      Array.from(
+        { length: 40 },
+        (_, i) =>
+          lease(store, { apiKeyId: i % 2 ? key.id : other.id, userId: user.id }, T0, () => 3),
+      ),
+    );
+    const granted = leases.flat().reduce((sum, s) => sum + s.granted, 0);
+    assert.equal(granted, 100, "a user's quota is shared by its keys, and never exceeded");
+    const [usage] = await store.listLimitUsage({ userId: user.id }, T0);
+    assert.equal(usage.used, 100);
+  });
+
+  test("limits: unspent units go back to their window only, never below zero", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const owner = { apiKeyId: key.id, userId: user.id };
+    const rule = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "rate",
+      max: 10,
+      period: "minute",
+    });
+    const window = toLimitWindow("minute", T0);
+    await lease(store, owner, T0, () => 8);
+    await store.returnLimitUnits([
+      { limitId: rule.id, subjectId: key.id, windowStart: window.start, units: 5 },
+    ]);
+    let [usage] = await store.listLimitUsage(owner, T0);
+    assert.equal(usage.used, 3);
+    // Units of an earlier window do not count against this one.
+    await store.returnLimitUnits([
+      { limitId: rule.id, subjectId: key.id, windowStart: window.start - 60_000, units: 2 },
+      { limitId: rule.id, subjectId: key.id, windowStart: window.start, units: 50 },
+    ]);
+    [usage] = await store.listLimitUsage(owner, T0);
+    assert.equal(usage.used, 0);
+    assert.deepEqual(usage.window, window);
+    // The usage of a window that has ended is 0.
+    await lease(store, owner, T0, () => 4);
+    [usage] = await store.listLimitUsage(owner, window.end);
+    assert.equal(usage.used, 0);
+  });
+
+  test("limits: deleted alone, or with their key or user; counters go with them", async (db) => {
+    const { store } = db;
+    const { user, key } = await seed(store);
+    const owner = { apiKeyId: key.id, userId: user.id };
+    const rule = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "quota",
+      max: 10,
+      period: "none",
+    });
+    await lease(store, owner, T0, () => 4);
+    const removed = await store.deleteLimit(rule.id, {
+      now: T0,
+      audit: (r) => r && entry("limit.removed", `api_key:${r.subjectId}`),
+    });
+    assert.equal(removed?.id, rule.id);
+    assert.equal(await store.deleteLimit(rule.id, { now: T0, ...NO_AUDIT }), undefined);
+    assert.deepEqual((await store.listAudit()).map((row) => row.action), ["limit.removed"]);
+    const again = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "quota",
+      max: 10,
+      period: "none",
+    });
+    assert.deepEqual(brief(await lease(store, owner, T0, () => 10)), ["key/quota/none:10/10"]);
+    await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 1, period: "day" });
+    await store.deleteUser(user.id, { now: T0, ...NO_AUDIT });
+    assert.deepEqual(await store.listLimits(), []);
+    assert.notEqual(again.id, undefined);
+  });
+
+  test("limits: a change is in the grant change feed (key, user, or all for the default)", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const changes = async (write: () => Promise<unknown>) => {
+      const before = store.readGrantEpoch()!;
+      await write();
+      assert.notEqual(store.readGrantEpoch(), before);
+      return store.readGrantChanges(before);
+    };
+    assert.deepEqual(
+      await changes(() =>
+        put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 1, period: "second" })
+      ),
+      [{ kind: "key", id: key.id }],
+    );
+    const rule = await put(store, {
+      scope: "user",
+      subjectId: user.id,
+      kind: "rate",
+      max: 1,
+      period: "second",
+    });
+    assert.deepEqual(
+      await changes(() => store.deleteLimit(rule.id, { now: T0, ...NO_AUDIT })),
+      [{ kind: "user", id: user.id }],
+    );
+    assert.deepEqual(
+      await changes(() =>
+        put(store, { scope: "default", subjectId: null, kind: "quota", max: 1, period: "day" })
+      ),
+      [{ kind: "all" }],
+    );
+    // Leases and returns are bookkeeping: they change no grant.
+    const before = store.readGrantEpoch();
+    await lease(store, { apiKeyId: key.id, userId: user.id }, T0);
+    assert.equal(store.readGrantEpoch(), before);
+  });
+}
