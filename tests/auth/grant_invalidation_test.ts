@@ -102,7 +102,7 @@ async function isSync(found: unknown): Promise<boolean> {
 /** A second store on the same database: another process (the admin CLI, another instance). */
 async function openOther(db: TestStore): Promise<Store> {
   if (TEST_STORE_NAME === "postgres") {
-    const { openPostgresStore } = await import("../src/store/postgres/open_postgres_store.ts");
+    const { openPostgresStore } = await import("../../src/store/postgres/open_postgres_store.ts");
     return await openPostgresStore(db.path, { applicationName: "keygate-other" });
   }
   return openSqliteStore(db.path);
