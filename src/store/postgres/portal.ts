@@ -243,13 +243,8 @@ export function createPortalMethods(db: PgContext): PortalStore {
       return db.write(async (tx) => {
         await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
           WHERE id = ${userId}`;
-        const ended = await raiseCutoff(tx, userId, now);
-        if (keepSession === undefined) {
-          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
-        } else {
-          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}
-            AND id_hash <> ${keepSession}`;
-        }
+        // The cutoff ends every token and every portal session but the one it was made in.
+        const ended = await raiseCutoff(tx, userId, now, undefined, keepSession);
         await queue(tx, mail, now);
         return ended;
       }, { audit, ends: () => userScope(userId) });
