@@ -29,7 +29,7 @@ import {
 import { claimLease, releaseLease } from "./leases.ts";
 import { createLifecycleStore } from "./lifecycle.ts";
 import { createLoginFailureStore } from "./login_failures.ts";
-import { createPortalMethods } from "./portal.ts";
+import { createPortalStore } from "./portal.ts";
 import { migratePostgres, readSchemaVersion, SchemaTooNew } from "./migrate.ts";
 import { createRetentionStore } from "./retention.ts";
 import { POSTGRES_MIGRATIONS } from "./schema.ts";
@@ -269,7 +269,7 @@ function composeStore(parts: {
     ...createAuditStore(db),
     ...createRetentionStore(db),
     ...createAdminViewStore(db),
-    ...createPortalMethods(db),
+    ...createPortalStore(db),
     ...createLimitStore(db),
   };
 }

@@ -65,7 +65,7 @@ async function setState(
 
 const NONE: readonly GrantScope[] = [];
 
-export function createPortalMethods(db: PgContext): PortalStore {
+export function createPortalStore(db: PgContext): PortalStore {
   const userScope = (userId: number): readonly GrantScope[] => [{ kind: "user", id: userId }];
   return {
     async findPortalAccount(userId) {
