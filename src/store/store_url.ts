@@ -173,6 +173,16 @@ export function explainUrlLikePath(path: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The port written in the URL, or 5432. http's grammar drops a written `:80` as its default, so
+ * an empty port is asked again under https's (whose default is 443): `:80` survives there.
+ */
+function explicitPort(url: URL, text: string): number {
+  if (url.port !== "") return Number(url.port);
+  const again = new URL(text.replace(/^[a-z]+:/i, "https:")).port;
+  return again === "" ? DEFAULT_PORT : Number(again);
+}
+
 function parsePostgresUrl(text: string): PostgresLocation {
   const hostList = splitHostList(text);
   let url: URL;
@@ -193,7 +203,7 @@ function parsePostgresUrl(text: string): PostgresLocation {
   if (database === "" || database.includes("/")) {
     throw shown("expected one database name after the host");
   }
-  const port = url.port === "" ? DEFAULT_PORT : Number(url.port);
+  const port = explicitPort(url, hostList.firstOnly);
   if (url.hash !== "") throw shown("unexpected fragment");
   const hosts = hostList.entries?.map((entry) => parseHostEntry(entry, shown));
   let sslmode: SslMode | undefined;
@@ -218,7 +228,8 @@ function parsePostgresUrl(text: string): PostgresLocation {
     ? "disable"
     : "require";
   const auth = encodeURIComponent(user) + (password === undefined ? "" : ":***");
-  const shownHosts = hosts?.map((entry) => `${entry.host}:${entry.port}`).join(",") ?? url.host;
+  const shownHosts = hosts?.map((entry) => `${entry.host}:${entry.port}`).join(",") ??
+    (url.port === "" && port !== DEFAULT_PORT ? `${host}:${port}` : url.host);
   const display = `${scheme}://${auth}@${shownHosts}/${encodeURIComponent(database)}` +
     `?sslmode=${sslmode}` +
     (targetSessionAttrs === undefined ? "" : `&target_session_attrs=${targetSessionAttrs}`);

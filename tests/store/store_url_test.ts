@@ -37,6 +37,17 @@ Deno.test("parseStoreUrl() accepts postgresql:// and defaults port and sslmode",
   assert.equal(v6.display, "postgres://kg:***@[::1]:5433/auth?sslmode=require");
 });
 
+Deno.test("parseStoreUrl() keeps a written port 80 or 443 (http's and https's defaults)", () => {
+  for (const port of [80, 443]) {
+    const location = parseStoreUrl(`postgres://kg:pw@db.example:${port}/auth`);
+    assert.equal(location.kind === "postgres" && location.port, port);
+    assert.equal(location.display, `postgres://kg:***@db.example:${port}/auth?sslmode=require`);
+  }
+  const v6 = parseStoreUrl("postgres://kg@[::1]:80/auth");
+  assert.equal(v6.kind === "postgres" && v6.port, 80);
+  assert.equal(v6.display, "postgres://kg@[::1]:80/auth?sslmode=disable");
+});
+
 Deno.test("parseStoreUrl() reads sqlite:PATH and plain paths", () => {
   assert.deepEqual(parseStoreUrl("sqlite:db/keygate.sqlite3"), {
     kind: "sqlite",
