@@ -62,6 +62,11 @@ export interface Config extends PortalConfig {
   trustedProxies: string[];
   /** Which header names forward-auth's original request (see `ForwardAuthHeader`). */
   forwardAuthHeader: ForwardAuthHeader;
+  /**
+   * The `issuer` of the RFC 8414 metadata (an https origin). Unset: the origin each request
+   * asked, from its `Host`.
+   */
+  issuer?: string;
   /** Accept non-ASCII letters in path segments (docs/security.md, "Canonical paths"). */
   unicodePaths: boolean;
   /** How long expired and revoked token rows are kept before the janitor deletes them. */

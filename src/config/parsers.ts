@@ -186,6 +186,25 @@ export const FORWARD_AUTH_HEADERS = ["x-original-uri", "x-forwarded-uri", "eithe
  */
 export type ForwardAuthHeader = typeof FORWARD_AUTH_HEADERS[number];
 
+/**
+ * Parses an https origin (`https://HOST[:PORT]`, no path, query or fragment), for `--issuer` and
+ * `--portal-origin`; returns it without a trailing slash.
+ */
+export function parseHttpsOrigin(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new SyntaxError("expected an origin such as https://keys.example.org");
+  }
+  if (url.protocol !== "https:" || url.origin !== text.replace(/\/$/, "")) {
+    throw new SyntaxError(
+      "expected an https:// origin without path, such as https://keys.example.org",
+    );
+  }
+  return url.origin;
+}
+
 /** Parses which header names forward-auth's original request, in any letter case. */
 export function parseForwardAuthHeader(text: string): ForwardAuthHeader {
   const header = text.trim().toLowerCase() as ForwardAuthHeader;

@@ -85,19 +85,3 @@ export function parseMailFrom(text: string): string {
   }
   return text;
 }
-
-/** Parses `--portal-origin`: `https://HOST[:PORT]`, no path. */
-export function parsePortalOrigin(text: string): string {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new SyntaxError("expected an origin such as https://keys.example.org");
-  }
-  if (url.protocol !== "https:" || url.origin !== text.replace(/\/$/, "")) {
-    throw new SyntaxError(
-      "expected an https:// origin without path, such as https://keys.example.org",
-    );
-  }
-  return url.origin;
-}

@@ -55,6 +55,7 @@ const HELP_ORDER = [
   "behindProxy",
   "trustedProxies",
   "forwardAuthHeader",
+  "issuer",
   "unicodePaths",
   "tokenRetentionSeconds",
   "auditRetentionSeconds",

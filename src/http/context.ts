@@ -114,6 +114,8 @@ export interface AppDeps {
    * families may be present.
    */
   forwardAuthHeader?: ForwardAuthHeader;
+  /** The RFC 8414 metadata's `issuer` (`--issuer`). Default: the origin each request asked. */
+  issuer?: string;
   /**
    * Entries in each cache of validated grants, key holders and token statuses
    * (`--grant-cache-size`). Default 100,000; 0 turns them off.

@@ -61,6 +61,7 @@ export function composeHandlerDeps(config: Config, services: ApiServices): AppDe
     scheme: config.behindProxy ? "http" : "https",
     unicodePaths: config.unicodePaths,
     forwardAuthHeader: config.forwardAuthHeader,
+    issuer: config.issuer,
     grantCacheSize: config.grantCacheSize,
     portal: config.portal
       ? {

@@ -122,6 +122,23 @@ Deno.test("readConfig() reads --forward-auth-header and --unicode-paths", () => 
   assert.throws(() => readConfig(["--unicode-paths", "maybe"], {}), ConfigError);
 });
 
+Deno.test("readConfig() reads --issuer as an https origin and refuses anything else", () => {
+  assert.equal(read([]).issuer, undefined);
+  assert.equal(read(["--issuer", "https://keys.example.org/"]).issuer, "https://keys.example.org");
+  assert.equal(
+    read([], { KEYGATE_ISSUER: "https://keys.example.org:8443" }).issuer,
+    "https://keys.example.org:8443",
+  );
+  for (const bad of ["http://keys.example.org", "https://keys.example.org/oauth", "keys", ""]) {
+    assert.throws(
+      () => readConfig(["--issuer", bad], {}),
+      (error: Error) =>
+        error instanceof ConfigError && error.message.startsWith(`Invalid --issuer "${bad}": `),
+      bad,
+    );
+  }
+});
+
 Deno.test("readConfig() prefers flags over KEYGATE_* variables", () => {
   const config = read(["--port", "9000", "--default-timeout=15m"], {
     KEYGATE_PORT: "8000",

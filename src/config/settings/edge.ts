@@ -10,6 +10,7 @@ import {
   parseCidrList,
   parseDurationSetting,
   parseForwardAuthHeader,
+  parseHttpsOrigin,
   parseOrigins,
   parseUpstreamUrl,
 } from "../parsers.ts";
@@ -52,6 +53,15 @@ export const EDGE_SETTINGS: readonly Setting[] = [
     placeholder: "HEADER",
     description: "Header naming forward-auth's original request: x-original-uri (nginx), " +
       "x-forwarded-uri (Caddy, Traefik), or either (refused when both are sent)",
+  }),
+  setting({
+    key: "issuer",
+    flag: "issuer",
+    env: "KEYGATE_ISSUER",
+    parse: parseHttpsOrigin,
+    placeholder: "URL",
+    description: "The issuer of the OAuth metadata (https://HOST[:PORT]); default: the origin " +
+      "each request asked (its Host)",
   }),
   setting({
     key: "unicodePaths",

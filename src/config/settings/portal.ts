@@ -6,14 +6,8 @@
  * @module
  */
 import { type Setting, setting } from "../setting.ts";
-import { parseBoolean } from "../parsers.ts";
-import {
-  parseDomains,
-  parseMailFrom,
-  parsePortalMode,
-  parsePortalOrigin,
-  parseSmtpUrl,
-} from "../portal_settings.ts";
+import { parseBoolean, parseHttpsOrigin } from "../parsers.ts";
+import { parseDomains, parseMailFrom, parsePortalMode, parseSmtpUrl } from "../portal_settings.ts";
 
 /** The developer portal's group (docs/portal.md, src/config/portal_settings.ts). */
 export const PORTAL_SETTINGS: readonly Setting[] = [
@@ -66,7 +60,7 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     key: "portalOrigin",
     flag: "portal-origin",
     env: "KEYGATE_PORTAL_ORIGIN",
-    parse: parsePortalOrigin,
+    parse: parseHttpsOrigin,
     placeholder: "URL",
     description: "The portal's public origin (https://HOST[:PORT]): links in mail, and the " +
       "only Origin its changes accept; required with --portal on",

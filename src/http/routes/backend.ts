@@ -60,6 +60,8 @@ export interface BackendRouteDeps {
   metrics?: Partial<Pick<Metrics, "watchCache">>;
   forwardAuthHeader?: ForwardAuthHeader;
   unicodePaths?: boolean;
+  /** The metadata's `issuer` (`--issuer`); default: the origin the client asked. */
+  issuer?: string;
   /** The caller's limits: forward-auth's original request, introspection's and revocation's caller. */
   admitLimits?: AdmitLimits;
 }
@@ -85,9 +87,12 @@ export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContex
     return new Response(JSON.stringify(body), { headers: { "content-type": CONTENT_TYPES.json } });
   }
 
-  /** RFC 8414 metadata: the issuer is the origin the client asked (through a proxy, its Host). */
+  /**
+   * RFC 8414 metadata: the issuer is `--issuer`, or else the origin the client asked (through a
+   * proxy, its Host).
+   */
   function metadata(context: RequestContext): Response {
-    const issuer = `${context.scheme}://${context.url.host}`;
+    const issuer = deps.issuer ?? `${context.scheme}://${context.url.host}`;
     const body = {
       issuer,
       introspection_endpoint: issuer + INTROSPECT_PATH,
@@ -98,7 +103,10 @@ export function createBackendRoutes(deps: BackendRouteDeps): Route<RequestContex
       response_types_supported: [],
       grant_types_supported: [],
     };
-    return new Response(JSON.stringify(body), { headers: { "content-type": CONTENT_TYPES.json } });
+    const headers: Record<string, string> = { "content-type": CONTENT_TYPES.json };
+    // Taken from Host, the document differs by Host: a shared cache must not mix them.
+    if (deps.issuer === undefined) headers.vary = "host";
+    return new Response(JSON.stringify(body), { headers });
   }
 
   async function introspect(request: Request, context: RequestContext): Promise<Response> {

@@ -47,6 +47,7 @@ Deno.test("[oauth] GET /.well-known/oauth-authorization-server names both endpoi
   );
   assert.equal(response.status, 200);
   assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  assert.equal(response.headers.get("vary"), "host");
   const methods = ["client_secret_basic", "client_secret_post"];
   assert.deepEqual(await response.json(), {
     issuer: BASE,
@@ -69,6 +70,29 @@ Deno.test("[oauth] GET /.well-known/oauth-authorization-server names both endpoi
   assert.equal(post.status, 405);
   assert.equal(post.headers.get("allow"), "GET, HEAD, OPTIONS");
   await post.body?.cancel();
+});
+
+Deno.test("[oauth] with --issuer the metadata names that origin whatever Host a request sends", async () => {
+  const { app } = await setUpResourceServer(null, { issuer: "https://keys.example.org" });
+  using _ = app;
+  for (const host of ["localhost:8443", "attacker.example"]) {
+    const response = await app.handler(
+      new Request(`https://${host}/.well-known/oauth-authorization-server`),
+    );
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+    assert.equal(response.headers.get("vary"), null);
+    const body = await response.json();
+    assert.equal(body.issuer, "https://keys.example.org");
+    assert.equal(
+      body.introspection_endpoint,
+      "https://keys.example.org/api/userservice/tokens/introspect",
+    );
+    assert.equal(
+      body.revocation_endpoint,
+      "https://keys.example.org/api/userservice/tokens/revoke",
+    );
+  }
 });
 
 for (const method of ["basic", "post"] as const) {

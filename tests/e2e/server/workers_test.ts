@@ -296,3 +296,38 @@ Deno.test("[server] --workers 2 is refused at start-up, saying why, without --un
     db.cleanup();
   }
 });
+
+Deno.test("[server] deno task start --issuer: every worker's OAuth metadata names that origin, not the Host", async () => {
+  const db = tempDbPath();
+  try {
+    await addUserWithKey(db.path, "ops@example.org", PASSWORD);
+    const server = await startServerProcess(
+      db.path,
+      ["--workers", "2", "--issuer", "https://keys.example.org"],
+      { task: true },
+    );
+    try {
+      const cert = await Deno.readTextFile(`${db.dir}/keygate-cert.pem`);
+      // Fresh connections land on either worker; each must answer with the configured issuer.
+      for (let i = 0; i < 6; i++) {
+        const response = await fetchFresh(
+          cert,
+          `${server.origin}/.well-known/oauth-authorization-server`,
+        );
+        assert.equal(response.status, 200);
+        assert.equal(response.type, "application/json; charset=utf-8");
+        const body = JSON.parse(response.body);
+        assert.equal(body.issuer, "https://keys.example.org");
+        assert.equal(
+          body.revocation_endpoint,
+          "https://keys.example.org/api/userservice/tokens/revoke",
+        );
+      }
+    } finally {
+      const status = await server.stop();
+      assert.equal(status.code, 0);
+    }
+  } finally {
+    db.cleanup();
+  }
+});
