@@ -14,7 +14,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { generateSelfSigned } from "../src/platform/tls.ts";
+import { makePairs, type Pair, servedPair } from "../tests/_helpers/tls_load.ts";
 
 const args = parseArgs({
   args: Deno.args,
@@ -26,31 +26,11 @@ const args = parseArgs({
 const SWAPS = Number(args.values.swaps);
 const ROOT = new URL("../", import.meta.url).pathname;
 
-type Pair = { cert: string; key: string };
-
 function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const { port } = listener.addr as Deno.NetAddr;
   listener.close();
   return port;
-}
-
-/** Index of the pair whose certificate alone verifies a new connection's handshake. */
-async function servedPair(port: number, pairs: Pair[]): Promise<number | undefined> {
-  for (const [index, pair] of pairs.entries()) {
-    try {
-      const conn = await Deno.connectTls({ hostname: "127.0.0.1", port, caCerts: [pair.cert] });
-      try {
-        await conn.handshake();
-        return index;
-      } finally {
-        conn.close();
-      }
-    } catch {
-      // Not this one.
-    }
-  }
-  return undefined;
 }
 
 async function writePair(dir: string, pair: Pair): Promise<void> {
@@ -83,7 +63,7 @@ async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<
 
 async function run(workers: number): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "keygate-cert-swap-" });
-  const pairs = [await generateSelfSigned(), await generateSelfSigned()];
+  const pairs = await makePairs(2);
   await writePair(dir, pairs[0]);
   const port = freePort();
   const metricsPort = freePort();
