@@ -15,6 +15,7 @@
 import type { ContractStore } from "./_contract_fixtures.ts";
 import { registerAdminViewTests } from "./contract_admin.ts";
 import { registerChangeTests } from "./contract_changes.ts";
+import { registerLoginTests } from "./contract_logins.ts";
 import { registerGrantTests } from "./contract_grants.ts";
 import { registerPortalTests } from "./contract_portal.ts";
 import { registerLimitTests } from "./contract_limits.ts";
@@ -53,6 +54,7 @@ export function runStoreContract(options: StoreContractOptions): void {
 
   registerGrantTests(test);
   registerChangeTests(test);
+  registerLoginTests(test);
   registerAdminViewTests(test);
   registerPortalTests(test);
   registerLimitTests(test);
