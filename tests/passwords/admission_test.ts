@@ -12,7 +12,7 @@ import {
   maxQueueFor,
   PasswordPoolBusy,
 } from "../../src/passwords/passwords.ts";
-import { writeTimedWorker, writeWorker } from "./_stand_in_worker.ts";
+import { writeTimedWorker, writeWorker } from "../_helpers/stand_in_worker.ts";
 
 Deno.test("createPasswordHasher() queues jobs while their expected wait is within the bound, and refuses the rest with the queue's drain time", async () => {
   await using timed = await writeTimedWorker(100);

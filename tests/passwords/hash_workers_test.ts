@@ -13,7 +13,7 @@ import {
   PasswordPoolBusy,
   STARVATION_RELIEF_MS,
 } from "../../src/passwords/passwords.ts";
-import { writeWorker } from "./_stand_in_worker.ts";
+import { writeWorker } from "../_helpers/stand_in_worker.ts";
 
 async function hasPs(): Promise<boolean> {
   try {
