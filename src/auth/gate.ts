@@ -89,7 +89,7 @@ export function toIdentityHeaders(identity: Identity): [string, string][] {
 
 /** Creates the gate over a store and a clock. */
 export function createGate(deps: GateDeps) {
-  const { store, clock, metrics, keyUsage } = deps;
+  const { store, clock, metrics } = deps;
   const findGrant = createGrantCache(
     store,
     deps.grantCacheSize,
@@ -101,10 +101,7 @@ export function createGate(deps: GateDeps) {
     (cache) => metrics?.watchCache?.("key_holder", cache),
   );
 
-  function deny(code: "invalid_token" | "token_expired", message: string): AuthError {
-    metrics?.secureRequest("denied", code);
-    return new AuthError(code, message);
-  }
+  const { deny, admit, admitKey } = createVerdicts(deps);
 
   /**
    * Authenticates by API key alone (`api_key` query parameter or `X-Api-Key`).
@@ -150,28 +147,6 @@ export function createGate(deps: GateDeps) {
     return holder instanceof Promise ? holder.then(check) : check(holder);
   }
 
-  /** The gate's verdict on a key's holder found (or not) at `now`. */
-  function admitKey(holder: KeyHolder | undefined, target: GateTarget, now: number): KeyHolder {
-    if (holder === undefined) {
-      throw new AuthError("invalid_api_key", "Missing or invalid API key");
-    }
-    keyUsage?.record(holder.apiKeyId, target.clientAddress, now);
-    return holder;
-  }
-
-  /** The gate's verdict on a grant found (or not) at `now`. */
-  function admit(grant: TokenGrant | undefined, target: GateTarget, now: number): Principal {
-    if (grant === undefined) {
-      throw deny("invalid_token", "Invalid access token or API key");
-    }
-    if (grant.expiresAt <= now) {
-      throw deny("token_expired", "Access token expired: request a new one");
-    }
-    metrics?.secureRequest("allowed", "ok");
-    keyUsage?.record(grant.apiKeyId, target.clientAddress, now);
-    return grant;
-  }
-
   /**
    * Authenticates a secure request: API key + access token, looked up through
    * the grant cache (synchronously on a hit; two hashes and one indexed read
@@ -213,3 +188,40 @@ export function createGate(deps: GateDeps) {
 
 /** The gate's functions. */
 export type Gate = ReturnType<typeof createGate>;
+
+/**
+ * The gate's verdicts on what a lookup found (or not) at `now`: counted as allowed or
+ * denied, and noted as a use of the key when admitted.
+ */
+function createVerdicts(deps: Pick<GateDeps, "metrics" | "keyUsage">) {
+  const { metrics, keyUsage } = deps;
+
+  function deny(code: "invalid_token" | "token_expired", message: string): AuthError {
+    metrics?.secureRequest("denied", code);
+    return new AuthError(code, message);
+  }
+
+  /** The verdict on a key's holder. */
+  function admitKey(holder: KeyHolder | undefined, target: GateTarget, now: number): KeyHolder {
+    if (holder === undefined) {
+      throw new AuthError("invalid_api_key", "Missing or invalid API key");
+    }
+    keyUsage?.record(holder.apiKeyId, target.clientAddress, now);
+    return holder;
+  }
+
+  /** The verdict on a grant. */
+  function admit(grant: TokenGrant | undefined, target: GateTarget, now: number): Principal {
+    if (grant === undefined) {
+      throw deny("invalid_token", "Invalid access token or API key");
+    }
+    if (grant.expiresAt <= now) {
+      throw deny("token_expired", "Access token expired: request a new one");
+    }
+    metrics?.secureRequest("allowed", "ok");
+    keyUsage?.record(grant.apiKeyId, target.clientAddress, now);
+    return grant;
+  }
+
+  return { deny, admit, admitKey };
+}

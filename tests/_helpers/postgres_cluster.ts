@@ -127,39 +127,7 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     await Deno.chown(dir, uid, gid);
   }
   const data = `${dir}/data`;
-  const auth = ["--auth", "trust"];
-  if (options.superuserPassword !== undefined) {
-    const pwfile = `${dir}/superuser-password`;
-    await Deno.writeTextFile(pwfile, `${options.superuserPassword}\n`);
-    if (IS_ROOT) await Deno.chown(pwfile, postgresIds().uid, postgresIds().gid);
-    auth.push("--auth-host", "scram-sha-256", "--pwfile", pwfile);
-  }
-  await run(`${bin}/initdb`, [
-    "--pgdata",
-    data,
-    "--no-sync",
-    ...auth,
-    "--username",
-    options.superuser ?? "keygate",
-    "--encoding",
-    "UTF8",
-    "--no-locale",
-  ]);
-  // Only 127.0.0.1 and the socket in `dir`: nothing outside this machine can connect.
-  await Deno.writeTextFile(
-    `${data}/postgresql.auto.conf`,
-    [
-      "listen_addresses = '127.0.0.1'",
-      `unix_socket_directories = '${dir}'`,
-      // Test speed only: a crash may lose the cluster, which the tests delete anyway.
-      "fsync = off",
-      "full_page_writes = off",
-      "max_connections = 200",
-      "shared_buffers = '32MB'",
-      "",
-    ].join("\n"),
-    { append: true },
-  );
+  await initCluster(bin, dir, options);
   let port = 0;
   let stopped = false;
   await startWatchdog(bin, [dir, ...(options.alsoRemove ?? [])], data);
@@ -200,89 +168,6 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   await start();
   let counter = 0;
 
-  async function startStandby(synchronous: boolean): Promise<PostgresStandby> {
-    const standbyDir = await Deno.makeTempDir({ prefix: "keygate-pg-standby-" });
-    if (IS_ROOT) {
-      const { uid, gid } = postgresIds();
-      await Deno.chown(standbyDir, uid, gid);
-    }
-    const standbyData = `${standbyDir}/data`;
-    await startWatchdog(bin!, [standbyDir], standbyData);
-    // Not always beside the pg_ctl found first (a link to it elsewhere): beside its target.
-    const realBin = Deno.realPathSync(`${bin}/pg_ctl`).replace(/\/[^/]*$/, "");
-    await run(`${realBin}/pg_basebackup`, [
-      "--pgdata",
-      standbyData,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--username",
-      "keygate",
-      "--write-recovery-conf",
-      "--wal-method",
-      "stream",
-      "--checkpoint",
-      "fast",
-      "--no-sync",
-    ]);
-    // The copied settings name the primary's socket directory: this one has its own.
-    await Deno.writeTextFile(
-      `${standbyData}/postgresql.auto.conf`,
-      `unix_socket_directories = '${standbyDir}'\n`,
-      { append: true },
-    );
-    const standbyPort = freePort();
-    await run(`${bin}/pg_ctl`, [
-      "--pgdata",
-      standbyData,
-      "--log",
-      `${standbyDir}/server.log`,
-      "--wait",
-      "--timeout",
-      "30",
-      "-o",
-      `-p ${standbyPort}`,
-      "start",
-    ]);
-    let standbyStopped = false;
-    const standby: PostgresStandby = {
-      port: standbyPort,
-      async promote() {
-        await run(`${bin}/pg_ctl`, ["--pgdata", standbyData, "--wait", "promote"]);
-      },
-      async stop() {
-        if (standbyStopped) return;
-        standbyStopped = true;
-        try {
-          await run(`${bin}/pg_ctl`, [
-            "--pgdata",
-            standbyData,
-            "--wait",
-            "--mode",
-            "immediate",
-            "stop",
-          ]);
-        } catch {
-          // Already stopped.
-        }
-        await Deno.remove(standbyDir, { recursive: true });
-      },
-    };
-    globalThis.addEventListener("unload", () => {
-      if (standbyStopped) return;
-      standbyStopped = true;
-      runSync(`${bin}/pg_ctl`, ["--pgdata", standbyData, "--mode", "immediate", "stop"]);
-      try {
-        Deno.removeSync(standbyDir, { recursive: true });
-      } catch {
-        // Best effort.
-      }
-    });
-    if (synchronous) await waitForSynchronousStandby(cluster.urlOf("postgres"));
-    return standby;
-  }
-
   const cluster: PostgresCluster = {
     get port() {
       return port;
@@ -316,7 +201,8 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     async crash() {
       await run(`${bin}/pg_ctl`, ["--pgdata", data, "--wait", "--mode", "immediate", "stop"]);
     },
-    startStandby: (standbyOptions = {}) => startStandby(standbyOptions.synchronous ?? false),
+    startStandby: (standbyOptions = {}) =>
+      startStandby(bin, port, standbyOptions.synchronous ?? false),
   };
   if (options.shared) return cluster;
   globalThis.addEventListener("unload", () => {
@@ -330,6 +216,136 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     }
   });
   return cluster;
+}
+
+/** initdb into `dir`/data, with the settings of a test server (its socket in `dir`). */
+async function initCluster(bin: string, dir: string, options: StartPostgresOptions): Promise<void> {
+  const data = `${dir}/data`;
+  const auth = ["--auth", "trust"];
+  if (options.superuserPassword !== undefined) {
+    const pwfile = `${dir}/superuser-password`;
+    await Deno.writeTextFile(pwfile, `${options.superuserPassword}\n`);
+    if (IS_ROOT) await Deno.chown(pwfile, postgresIds().uid, postgresIds().gid);
+    auth.push("--auth-host", "scram-sha-256", "--pwfile", pwfile);
+  }
+  await run(`${bin}/initdb`, [
+    "--pgdata",
+    data,
+    "--no-sync",
+    ...auth,
+    "--username",
+    options.superuser ?? "keygate",
+    "--encoding",
+    "UTF8",
+    "--no-locale",
+  ]);
+  // Only 127.0.0.1 and the socket in `dir`: nothing outside this machine can connect.
+  await Deno.writeTextFile(
+    `${data}/postgresql.auto.conf`,
+    [
+      "listen_addresses = '127.0.0.1'",
+      `unix_socket_directories = '${dir}'`,
+      // Test speed only: a crash may lose the cluster, which the tests delete anyway.
+      "fsync = off",
+      "full_page_writes = off",
+      "max_connections = 200",
+      "shared_buffers = '32MB'",
+      "",
+    ].join("\n"),
+    { append: true },
+  );
+}
+
+/** A streaming standby of the primary on `primaryPort`, started (see PostgresCluster.startStandby). */
+async function startStandby(
+  bin: string,
+  primaryPort: number,
+  synchronous: boolean,
+): Promise<PostgresStandby> {
+  const standbyDir = await Deno.makeTempDir({ prefix: "keygate-pg-standby-" });
+  if (IS_ROOT) {
+    const { uid, gid } = postgresIds();
+    await Deno.chown(standbyDir, uid, gid);
+  }
+  const standbyData = `${standbyDir}/data`;
+  await startWatchdog(bin, [standbyDir], standbyData);
+  // Not always beside the pg_ctl found first (a link to it elsewhere): beside its target.
+  const realBin = Deno.realPathSync(`${bin}/pg_ctl`).replace(/\/[^/]*$/, "");
+  await run(`${realBin}/pg_basebackup`, [
+    "--pgdata",
+    standbyData,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(primaryPort),
+    "--username",
+    "keygate",
+    "--write-recovery-conf",
+    "--wal-method",
+    "stream",
+    "--checkpoint",
+    "fast",
+    "--no-sync",
+  ]);
+  // The copied settings name the primary's socket directory: this one has its own.
+  await Deno.writeTextFile(
+    `${standbyData}/postgresql.auto.conf`,
+    `unix_socket_directories = '${standbyDir}'\n`,
+    { append: true },
+  );
+  const standbyPort = freePort();
+  await run(`${bin}/pg_ctl`, [
+    "--pgdata",
+    standbyData,
+    "--log",
+    `${standbyDir}/server.log`,
+    "--wait",
+    "--timeout",
+    "30",
+    "-o",
+    `-p ${standbyPort}`,
+    "start",
+  ]);
+  let standbyStopped = false;
+  const standby: PostgresStandby = {
+    port: standbyPort,
+    async promote() {
+      await run(`${bin}/pg_ctl`, ["--pgdata", standbyData, "--wait", "promote"]);
+    },
+    async stop() {
+      if (standbyStopped) return;
+      standbyStopped = true;
+      try {
+        await run(`${bin}/pg_ctl`, [
+          "--pgdata",
+          standbyData,
+          "--wait",
+          "--mode",
+          "immediate",
+          "stop",
+        ]);
+      } catch {
+        // Already stopped.
+      }
+      await Deno.remove(standbyDir, { recursive: true });
+    },
+  };
+  globalThis.addEventListener("unload", () => {
+    if (standbyStopped) return;
+    standbyStopped = true;
+    runSync(`${bin}/pg_ctl`, ["--pgdata", standbyData, "--mode", "immediate", "stop"]);
+    try {
+      Deno.removeSync(standbyDir, { recursive: true });
+    } catch {
+      // Best effort.
+    }
+  });
+  if (synchronous) {
+    await waitForSynchronousStandby(
+      `postgres://keygate@127.0.0.1:${primaryPort}/postgres?sslmode=disable`,
+    );
+  }
+  return standby;
 }
 
 /**

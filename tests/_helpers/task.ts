@@ -85,3 +85,15 @@ export function taskAsDenoRun(name: string): string[] {
   rest[script] = `${REPO}/${rest[script]}`;
   return ["run", "--config", `${REPO}/deno.json`, ...rest];
 }
+
+/** The repository's ./db/: its entries and their modification times (or absent). */
+export function snapshotDb(): string {
+  try {
+    return [...Deno.readDirSync(`${REPO}/db`)]
+      .map((entry) => `${entry.name} ${Deno.statSync(`${REPO}/db/${entry.name}`).mtime?.getTime()}`)
+      .sort().join("\n");
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return "(absent)";
+    throw error;
+  }
+}

@@ -8,13 +8,15 @@
  * condition. It pins every rule that lives in SQL: the usable key, the valid
  * token, the revoke-before cutoff, the live-token cap, expiry, the audit
  * log, retention, the grant change feed, and the admin API's operators and
- * paged views (contract_admin.ts).
+ * paged views (contract_admin.ts, contract_audit_pages.ts).
  *
  * @module
  */
 import type { ContractStore } from "./_contract_fixtures.ts";
 import { registerAdminViewTests } from "./contract_admin.ts";
+import { registerAuditPageTests } from "./contract_audit_pages.ts";
 import { registerChangeTests } from "./contract_changes.ts";
+import { registerLoginTests } from "./contract_logins.ts";
 import { registerGrantTests } from "./contract_grants.ts";
 import { registerPortalTests } from "./contract_portal.ts";
 import { registerLimitTests } from "./contract_limits.ts";
@@ -53,7 +55,9 @@ export function runStoreContract(options: StoreContractOptions): void {
 
   registerGrantTests(test);
   registerChangeTests(test);
+  registerLoginTests(test);
   registerAdminViewTests(test);
+  registerAuditPageTests(test);
   registerPortalTests(test);
   registerLimitTests(test);
 }

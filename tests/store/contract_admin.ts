@@ -1,7 +1,7 @@
 /**
- * The store contract for the admin API (operators, paged users, a user's
- * tokens, audit search), registered by `runStoreContract` (contract.ts) for
- * every backend. Like the rest of the contract, each rule that lives in SQL
+ * The store contract for the admin API (operators, paged users, API keys, a user's tokens and
+ * failed-login counters; audit search in contract_audit_pages.ts), registered by
+ * `runStoreContract` (contract.ts) for every backend. Like the rest of the contract, each rule that lives in SQL
  * is pinned here: an operator name is unique only among operators not revoked,
  * a listed token is live by the same rule as a grant, filters combine, pages
  * neither repeat nor skip a row.
@@ -12,7 +12,6 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { AuditEntry, Store } from "../../src/store/store.ts";
-import { AUDIT_SCAN_ROWS } from "../../src/store/store_admin.ts";
 
 /** What the contract's `test` gives a test: the store, and plain SQL on its database. */
 export interface AdminContractStore {
@@ -26,11 +25,17 @@ export type AdminContractTest = (
   fn: (db: AdminContractStore) => Promise<void>,
 ) => void;
 
-const T0 = 1_000_000;
+export const T0 = 1_000_000;
 const HOUR = 3_600_000;
 const NO_AUDIT = { audit: undefined };
 
-function entry(action: string, subject: string, at = T0, actor = "operator:ann"): AuditEntry {
+/** An audit entry, by default an operator's at {@link T0}. */
+export function entry(
+  action: string,
+  subject: string,
+  at = T0,
+  actor = "operator:ann",
+): AuditEntry {
   return { at, actor, action, subject, detail: {} };
 }
 
@@ -43,6 +48,13 @@ async function addUser(store: Store, email: string) {
 
 /** Registers the admin-view tests with the contract's `test`. */
 export function registerAdminViewTests(test: AdminContractTest): void {
+  registerOperatorTests(test);
+  registerUserAndTokenPageTests(test);
+  registerKeyAndFailurePageTests(test);
+}
+
+/** Operators: inserted, found, revoked, unique. */
+function registerOperatorTests(test: AdminContractTest): void {
   test("operators: inserted with their audit row, found by digest, revoked once", async ({ store }) => {
     const ann = await store.insertOperator(
       { name: "ann", role: "write", tokenHash: hashSecret("o1"), prefix: "kgo_abcd" },
@@ -108,7 +120,10 @@ export function registerAdminViewTests(test: AdminContractTest): void {
       ["ann", null],
     ]);
   });
+}
 
+/** Pages of users and of a user's tokens. */
+function registerUserAndTokenPageTests(test: AdminContractTest): void {
   test("searchUsers() filters by e-mail text and pages by e-mail", async ({ store }) => {
     for (const email of ["carol@x.org", "alice@y.org", "bob@x.org", "dave@z.org"]) {
       await addUser(store, email);
@@ -199,7 +214,10 @@ export function registerAdminViewTests(test: AdminContractTest): void {
       [ids[3]],
     );
   });
+}
 
+/** Pages of API keys and of failed-login counters. */
+function registerKeyAndFailurePageTests(test: AdminContractTest): void {
   test("searchApiKeys() pages by e-mail then id, filters by user and disuse", async ({ store, execSql }) => {
     const carol = await addUser(store, "carol@x.org");
     const alice = await addUser(store, "alice@x.org");
@@ -292,105 +310,5 @@ export function registerAdminViewTests(test: AdminContractTest): void {
     assert.equal(await store.countBlockedSubjects(T0), 3);
     assert.equal(await store.countBlockedSubjects(T0 + 60), 1);
     assert.deepEqual(await store.searchLoginFailures({ now: T0 + HOUR, limit: 10 }), []);
-  });
-
-  test("searchAuditPage() combines filters, pages newest first by time then id", async ({ store }) => {
-    const rows: AuditEntry[] = [
-      entry("user.added", "user:a@b.org", T0, "operator:ann"),
-      entry("key.created", "api_key:1", T0 + 10, "operator:ann"),
-      entry("user.added", "user:c@d.org", T0 + 20, "cli:root"),
-      entry("key.revoked", "api_key:1", T0 + 30, "operator:bob"),
-      entry("user.added", "user:e@f.org", T0 + 40, "operator:ann"),
-      // Written later, with an earlier time (another instance's clock): sorted by its time.
-      entry("user.added", "user:g@h.org", T0 + 15, "operator:ann"),
-    ];
-    for (const row of rows) await store.appendAudit(row);
-    const all = await store.searchAudit({ limit: 10 });
-    assert.deepEqual(all.map((r) => r.at), [T0 + 40, T0 + 30, T0 + 20, T0 + 15, T0 + 10, T0]);
-    assert.deepEqual(all[0], { id: all[0].id, ...rows[4] });
-    assert.equal((await store.searchAuditPage({ limit: 10 })).next, undefined);
-    assert.deepEqual(
-      (await store.searchAudit({ limit: 10, action: "user.added", actor: "operator:ann" }))
-        .map((r) => r.subject),
-      ["user:e@f.org", "user:g@h.org", "user:a@b.org"],
-    );
-    assert.deepEqual(
-      (await store.searchAudit({ limit: 10, subject: "api_key:1" })).map((r) => r.action),
-      ["key.revoked", "key.created"],
-    );
-    assert.deepEqual(
-      (await store.searchAudit({ limit: 10, action: "key.revoked" })).map((r) => r.subject),
-      ["api_key:1"],
-    );
-    assert.deepEqual(
-      (await store.searchAudit({ limit: 10, from: T0 + 10, to: T0 + 30 })).map((r) => r.at),
-      [T0 + 20, T0 + 15, T0 + 10],
-    );
-    // Every combination pages without repeating or skipping a row.
-    const filters = [
-      {},
-      { actor: "operator:ann" },
-      { action: "user.added" },
-      { actor: "operator:ann", action: "user.added", from: T0 + 1 },
-      { to: T0 + 35 },
-    ];
-    for (const filter of filters) {
-      const whole = await store.searchAudit({ limit: 10, ...filter });
-      const paged = [];
-      let page = await store.searchAuditPage({ limit: 1, ...filter });
-      for (let i = 0; i < 10; i++) {
-        paged.push(...page.entries);
-        if (page.next === undefined) break;
-        page = await store.searchAuditPage({ limit: 1, ...filter, cursor: page.next });
-      }
-      assert.deepEqual(paged.map((r) => r.id), whole.map((r) => r.id), JSON.stringify(filter));
-      assert.ok(whole.length > 0, JSON.stringify(filter));
-    }
-    // A cursor and `to` together: the earlier bound holds.
-    const [, second] = all;
-    assert.deepEqual(
-      (await store.searchAudit({ limit: 10, to: T0 + 20, cursor: second })).map((r) => r.at),
-      [T0 + 15, T0 + 10, T0],
-    );
-    assert.deepEqual(await store.searchAudit({ limit: 10, actor: "operator:nobody" }), []);
-  });
-
-  test("searchAuditPage() with two filters scans a bounded window and says where to go on", async ({ store, execSql }) => {
-    // AUDIT_SCAN_ROWS + 5 rows of one actor and action, then (older) the one that matches.
-    const values = Array.from(
-      { length: AUDIT_SCAN_ROWS + 5 },
-      (_, i) => `(${T0 + 10 + i}, 'operator:ann', 'user.added', 'user:x', '{}')`,
-    );
-    values.push(`(${T0}, 'operator:ann', 'user.disabled', 'user:y', '{}')`);
-    await execSql(
-      `INSERT INTO audit_log (at, actor, action, subject, detail) VALUES ${values.join(", ")}`,
-    );
-    const query = { actor: "operator:ann", action: "user.disabled", limit: 5 };
-    const first = await store.searchAuditPage(query);
-    assert.deepEqual(first.entries, [], "nothing in the first window");
-    assert.ok(first.next, "a continuation");
-    assert.equal(first.next.at, T0 + 10 + 5, "after the window's last scanned entry");
-    const second = await store.searchAuditPage({ ...query, cursor: first.next });
-    assert.deepEqual(second.entries.map((r) => r.subject), ["user:y"]);
-    assert.equal(second.next, undefined);
-    // Full pages go on from their last entry, as without a bound.
-    const full = await store.searchAuditPage({ ...query, action: "user.added", limit: 3 });
-    assert.deepEqual(
-      full.entries.map((r) => r.at),
-      [0, 1, 2].map((i) => T0 + 9 + AUDIT_SCAN_ROWS + 5 - i),
-    );
-    assert.deepEqual(full.next, { at: full.entries[2].at, id: full.entries[2].id });
-  });
-
-  test("deleteAuditBefore() deletes the oldest rows in batches; no other delete passes", async ({ store, execSql }) => {
-    for (let i = 0; i < 5; i++) await store.appendAudit(entry("user.added", `user:${i}`, T0 + i));
-    assert.equal(await store.deleteAuditBefore({ before: T0 + 3, size: 2 }), 2);
-    assert.equal(await store.deleteAuditBefore({ before: T0 + 3, size: 2 }), 1);
-    assert.equal(await store.deleteAuditBefore({ before: T0 + 3, size: 2 }), 0);
-    assert.deepEqual((await store.listAudit()).map((r) => r.subject), ["user:3", "user:4"]);
-    // The database itself still refuses any other delete, before and after a prune.
-    await assert.rejects(execSql("DELETE FROM audit_log"), /append-only/);
-    await assert.rejects(execSql(`DELETE FROM audit_log WHERE at < ${T0 + 100}`), /append-only/);
-    assert.equal(await store.countRows("audit_log"), 2);
   });
 }

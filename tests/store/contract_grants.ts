@@ -21,6 +21,13 @@ import {
 
 /** Registers the grant-rule tests. */
 export function registerGrantTests(test: ContractTest): void {
+  registerGrantRuleTests(test);
+  registerTokenLifetimeTests(test);
+  registerKeyAndLookupTests(test);
+}
+
+/** Who gets in: constraints, a token with its own key, the states that end a grant, the cutoff. */
+function registerGrantRuleTests(test: ContractTest): void {
   test("constraints: a token needs its user and key, an e-mail is lower case", async ({ store }) => {
     await seed(store);
     await assert.rejects(issue(store, { userId: 99, apiKeyId: 99 }, "t9"), StoreError);
@@ -125,7 +132,10 @@ export function registerGrantTests(test: ContractTest): void {
     assert.equal((await store.findUserById(user.id))!.passwordHash, "$argon2id$y");
     assert.equal(await grantOf(store, "t4", "k1", T0 + 1100), undefined);
   });
+}
 
+/** A token's life: issued under the cutoff and the cap, revoked with its user, expired. */
+function registerTokenLifetimeTests(test: ContractTest): void {
   test("insertToken() with userCutoff refuses a user whose cutoff moved or who was disabled meanwhile", async ({ store }) => {
     const { user, key } = await seed(store);
     const read = (await store.findUserById(user.id))!.tokensValidFrom;
@@ -233,7 +243,10 @@ export function registerGrantTests(test: ContractTest): void {
       assert.deepEqual([grant?.expiresAt, grant?.keyExpiresAt], [MAX, MAX]);
     }
   });
+}
 
+/** Key holders, token statuses, users and keys found and listed, rotation. */
+function registerKeyAndLookupTests(test: ContractTest): void {
   test("findKeyHolder() finds a usable key of an enabled user only", async ({ store }) => {
     const { user, key } = await seed(store);
     assert.deepEqual(await store.findKeyHolder(hashSecret("k1"), T0), {

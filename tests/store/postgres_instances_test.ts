@@ -1,6 +1,7 @@
 /**
- * Two PostgreSQL stores on one database behave as one: revocations cross,
- * counters add up, flushes never deadlock, and an outage fails closed.
+ * Two PostgreSQL stores on one database behave as one: revocations cross (by notification,
+ * through a process's shared counter, or by the poll alone), and an outage fails closed and
+ * recovers (shared counters, flushes, migrations and leases: postgres_coordination_test.ts).
  */
 import assert from "node:assert/strict";
 import { StoreUnavailable } from "../../src/store/errors.ts";
@@ -11,60 +12,19 @@ import {
   type PostgresStore,
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
-import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
-import type { LoginFailures } from "../../src/store/store.ts";
 import {
   POSTGRES_SKIP,
   type PostgresCluster,
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
+import { NOW, openTwoInstances } from "../_helpers/postgres_instances.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
-const NOW = Date.parse("2026-01-01T00:00:00Z");
 
-function digest(text: string): Uint8Array {
-  const bytes = new Uint8Array(32);
-  bytes.set(new TextEncoder().encode(text).slice(0, 32));
-  return bytes;
-}
-
-/** Two stores (instances) on one new database, with a user, a key and a token. */
-async function twoInstances(options: PostgresStoreOptions = {}) {
-  const url = await cluster!.createDatabase("instances");
-  const [a, b] = await Promise.all([
-    openPostgresStore(url, { ...options, applicationName: "keygate-a" }),
-    openPostgresStore(url, { ...options, applicationName: "keygate-b" }),
-  ]);
-  const user = await a.insertUser(
-    { email: "ada@example.com", passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
-    { now: NOW, audit: undefined },
-  );
-  const key = await a.insertApiKey(
-    { userId: user.id, keyHash: digest("key"), prefix: "kg_x", label: "" },
-    { now: NOW, audit: undefined },
-  );
-  const tokenId = await a.insertToken({
-    tokenHash: digest("token"),
-    userId: user.id,
-    apiKeyId: key.id,
-    issuedAt: NOW,
-    expiresAt: NOW + 3_600_000,
-    maxLiveTokens: 10,
-  }, { audit: undefined });
-  const lookup = { tokenHash: digest("token"), keyHash: digest("key"), now: NOW + 1000 };
-  return {
-    a,
-    b,
-    user,
-    key,
-    tokenId,
-    lookup,
-    url,
-    async [Symbol.asyncDispose]() {
-      await Promise.all([a.closeStore(), b.closeStore()]);
-    },
-  };
+/** Two stores (instances) on one new database of this file's cluster. */
+function twoInstances(options: PostgresStoreOptions = {}) {
+  return openTwoInstances(cluster!, options);
 }
 
 async function waitFor(what: string, done: () => boolean, withinMs: number): Promise<number> {
@@ -249,116 +209,6 @@ Deno.test({
 });
 
 Deno.test({
-  name: "[pg instances] failed logins on two instances at once all count in the shared counter",
-  ignore,
-  async fn() {
-    await using db = await twoInstances();
-    const next = (previous: LoginFailures | undefined, subject: string): LoginFailures => ({
-      subject,
-      failures: (previous?.failures ?? 0) + 1,
-      lastFailureAt: NOW,
-      blockedUntil: 0,
-      forgetAt: NOW + 60_000,
-    });
-    const subjects = ["client:192.0.2.1", `key:${db.key.id}`];
-    await Promise.all(
-      Array.from({ length: 20 }, (_, i) =>
-        (i % 2 === 0 ? db.a : db.b).recordLoginFailures(
-          i % 4 < 2 ? subjects : [...subjects].reverse(),
-          {
-            now: NOW,
-            audit: undefined,
-            next,
-          },
-        )),
-    );
-    const rows = await db.b.findLoginFailures(subjects, NOW);
-    assert.deepEqual(rows.map((row) => [row.subject, row.failures]).sort(), [
-      ["client:192.0.2.1", 20],
-      [`key:${db.key.id}`, 20],
-    ]);
-  },
-});
-
-Deno.test({
-  name:
-    "[pg instances] key-usage flushes from two instances in opposite orders add up without deadlock",
-  ignore,
-  async fn() {
-    await using db = await twoInstances();
-    const keys = [db.key];
-    for (let i = 1; i < 20; i++) {
-      keys.push(
-        await db.a.insertApiKey(
-          { userId: db.user.id, keyHash: digest(`key${i}`), prefix: "kg_x", label: "" },
-          { now: NOW, audit: undefined },
-        ),
-      );
-    }
-    const usages = keys.map((key, i) => ({
-      apiKeyId: key.id,
-      lastUsedAt: NOW + i,
-      lastUsedFrom: `192.0.2.${i}`,
-      count: 2,
-    }));
-    await Promise.all(
-      Array.from(
-        { length: 10 },
-        (_, i) =>
-          (i % 2 === 0 ? db.a : db.b).recordKeyUsage(i % 2 === 0 ? usages : [...usages].reverse()),
-      ),
-    );
-    const listed = await db.b.listApiKeys(db.user.id);
-    assert.deepEqual(listed.map((key) => key.useCount), keys.map(() => 20));
-    assert.equal(listed[5].lastUsedFrom, "192.0.2.5");
-    assert.equal(listed[5].lastUsedAt, NOW + 5);
-  },
-});
-
-Deno.test({
-  name: "[pg instances] four instances opening a new database at once migrate it once",
-  ignore,
-  async fn() {
-    const url = await cluster!.createDatabase("instances");
-    const stores = await Promise.all(Array.from({ length: 4 }, () => openPostgresStore(url)));
-    try {
-      for (const store of stores) assert.equal(await store.countRows("users"), 0);
-      const { default: postgres } = await import("postgres");
-      const admin = postgres(url, { max: 1, onnotice: () => {} });
-      try {
-        const rows = await admin`SELECT version FROM keygate_migrations WHERE version > 0`;
-        assert.equal(rows.length, POSTGRES_MIGRATIONS.length, "each migration once");
-      } finally {
-        await admin.end();
-      }
-    } finally {
-      await Promise.all(stores.map((store) => store.closeStore()));
-    }
-  },
-});
-
-Deno.test({
-  name: "[pg instances] the janitor lease is held by one instance until it expires or is released",
-  ignore,
-  async fn() {
-    await using db = await twoInstances();
-    const lease = { name: "janitor", now: NOW, ttlMs: 60_000 };
-    const [first, second] = await Promise.all([
-      db.a.claimLease({ ...lease, holder: "a" }),
-      db.b.claimLease({ ...lease, holder: "b" }),
-    ]);
-    assert.equal(Number(first) + Number(second), 1, "exactly one holder");
-    const holder = first ? "a" : "b";
-    const other = first ? "b" : "a";
-    assert.equal(await db.b.claimLease({ ...lease, holder, now: NOW + 1000 }), true, "renewed");
-    assert.equal(await db.a.claimLease({ ...lease, holder: other, now: NOW + 60_999 }), false);
-    assert.equal(await db.a.claimLease({ ...lease, holder: other, now: NOW + 61_000 }), true);
-    await db.a.releaseLease({ name: "janitor", holder: other });
-    assert.equal(await db.b.claimLease({ ...lease, holder, now: NOW + 61_001 }), true);
-  },
-});
-
-Deno.test({
   name:
     "[pg instances] without notifications (an engine without LISTEN) the poll alone carries a revocation",
   ignore,
@@ -373,26 +223,6 @@ Deno.test({
     assert.ok(tookMs <= 500, `took ${tookMs} ms`);
     assert.equal(db.b.readGrantEpochStats().notifications, 0);
     assert.equal(await db.b.findTokenGrant(db.lookup), undefined);
-  },
-});
-
-Deno.test({
-  name: "[pg instances] with migrate: false, a store refuses an unmigrated database in one line",
-  ignore,
-  async fn() {
-    const url = await cluster!.createDatabase("instances");
-    await assert.rejects(
-      openPostgresStore(url, { migrate: false }),
-      (error: unknown) => {
-        assert.ok(error instanceof Error);
-        assert.equal(
-          error.message,
-          `Database schema version 0 is older than this keygate's (${POSTGRES_MIGRATIONS.length}): ` +
-            'run "deno task admin db migrate"',
-        );
-        return true;
-      },
-    );
   },
 });
 

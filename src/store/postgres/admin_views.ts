@@ -16,6 +16,21 @@ const NO_CURSOR = Number.MAX_SAFE_INTEGER;
 export function createAdminViewStore(db: PgContext): AdminStore {
   const searchAuditPage = createAuditSearch(db);
   return {
+    ...createOperators(db),
+    ...createListings(db),
+    ...createLoginFailurePages(db),
+    searchAuditPage,
+    async searchAudit(query) {
+      return (await searchAuditPage(query)).entries;
+    },
+  };
+}
+
+/** The admin API's operators: who may call it, found by their token's digest. */
+function createOperators(
+  db: PgContext,
+): Pick<AdminStore, "insertOperator" | "findOperatorByHash" | "listOperators" | "revokeOperator"> {
+  return {
     insertOperator(operator, change) {
       // Operators are not read by the gate: no write here ends a token grant.
       return db.write(async (tx) => {
@@ -49,7 +64,14 @@ export function createAdminViewStore(db: PgContext): AdminStore {
         return rows.count === 1;
       }, { audit: change.audit, ends: () => [] });
     },
+  };
+}
 
+/** Pages of users, of API keys with their owner, and of a user's tokens. */
+function createListings(
+  db: PgContext,
+): Pick<AdminStore, "searchUsers" | "searchTokensOfUser" | "searchApiKeys"> {
+  return {
     async searchUsers(query) {
       const search = (query.search ?? "").toLowerCase();
       const rows = await db.read((sql) =>
@@ -99,7 +121,14 @@ export function createAdminViewStore(db: PgContext): AdminStore {
         userDisabled: row.user_disabled === 1,
       }));
     },
+  };
+}
 
+/** Pages of failed-login counters, the longest-blocked first, and how many block now. */
+function createLoginFailurePages(
+  db: PgContext,
+): Pick<AdminStore, "searchLoginFailures" | "countBlockedSubjects"> {
+  return {
     async searchLoginFailures(query) {
       const { now, after, limit } = query;
       // Counters ever blocked first, through their partial index in the page's order; then
@@ -142,11 +171,6 @@ export function createAdminViewStore(db: PgContext): AdminStore {
           WHERE blocked_until > 0 AND blocked_until > ${now} AND forget_at > ${now}`
       );
       return n;
-    },
-
-    searchAuditPage,
-    async searchAudit(query) {
-      return (await searchAuditPage(query)).entries;
     },
   };
 }

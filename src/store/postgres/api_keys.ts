@@ -41,13 +41,17 @@ export function mergeKeyUsages(usages: readonly KeyUsage[]): KeyUsage[] {
 
 export function createApiKeyStore(db: PgContext): ApiKeyStore {
   return {
-    insertApiKey(key, change) {
-      return db.write((tx) => insertKeyRow(tx, key, change.now), {
-        audit: change.audit,
-        ends: () => [],
-      });
-    },
+    ...createKeyReads(db),
+    ...createKeyChanges(db),
+    ...createKeyUsageRecorder(db),
+  };
+}
 
+/** Keys found by digest or id, listed with their owner, and the gate's usable-key lookup. */
+function createKeyReads(
+  db: PgContext,
+): Pick<ApiKeyStore, "findApiKeyByHash" | "findApiKeyById" | "listApiKeys" | "findKeyHolder"> {
+  return {
     async findApiKeyByHash(keyHash) {
       const [row] = await db.read((sql) =>
         sql<Row[]>`SELECT * FROM api_keys WHERE key_hash = ${keyHash}`
@@ -88,6 +92,20 @@ export function createApiKeyStore(db: PgContext): ApiKeyStore {
         email: row.email as string,
         introspect: row.introspect === 1,
       };
+    },
+  };
+}
+
+/** A key's life: creation, revocation with its tokens, suspension and rotation. */
+function createKeyChanges(
+  db: PgContext,
+): Pick<ApiKeyStore, "insertApiKey" | "revokeApiKey" | "updateApiKeyDisabled" | "rotateApiKey"> {
+  return {
+    insertApiKey(key, change) {
+      return db.write((tx) => insertKeyRow(tx, key, change.now), {
+        audit: change.audit,
+        ends: () => [],
+      });
     },
 
     async revokeApiKey(id, change) {
@@ -131,7 +149,12 @@ export function createApiKeyStore(db: PgContext): ApiKeyStore {
         return successor;
       }, { audit: change.audit, ends: () => [{ kind: "key", id: oldKeyId }] });
     },
+  };
+}
 
+/** Last use and use counts, written in batches by the key-usage flush. */
+function createKeyUsageRecorder(db: PgContext): Pick<ApiKeyStore, "recordKeyUsage"> {
+  return {
     async recordKeyUsage(usages) {
       const merged = mergeKeyUsages(usages);
       if (merged.length === 0) return;

@@ -19,7 +19,15 @@ export interface TokenStoreDeps {
 }
 
 export function createTokenStore(db: PgContext, deps: TokenStoreDeps): TokenStore {
-  const findGrant = createGrantReader(db);
+  return {
+    ...createTokenIssuance(db),
+    ...createTokenLookups(db, deps),
+    ...createTokenRevocations(db),
+  };
+}
+
+/** A login's token: unless blocked, only for the user as the login read it, under the cap. */
+function createTokenIssuance(db: PgContext): Pick<TokenStore, "insertToken"> {
   return {
     async insertToken(token, change) {
       const blockers = change.unlessBlocked?.subjects ?? [];
@@ -101,7 +109,16 @@ export function createTokenStore(db: PgContext, deps: TokenStoreDeps): TokenStor
       }, { recorded: (result) => result.own });
       return written.id;
     },
+  };
+}
 
+/** The secure path's lookup, introspection, and the listings of tokens. */
+function createTokenLookups(
+  db: PgContext,
+  deps: TokenStoreDeps,
+): Pick<TokenStore, "findTokenGrant" | "findTokenStatus" | "listTokensOfUser" | "countLiveTokens"> {
+  const findGrant = createGrantReader(db);
+  return {
     findTokenGrant(lookup) {
       // Fail closed: while this instance cannot confirm the epoch, it answers nothing.
       if (!deps.isEpochConfirmed()) {
@@ -126,6 +143,31 @@ export function createTokenStore(db: PgContext, deps: TokenStoreDeps): TokenStor
       return { ...toTokenFacts(row), live: row.live as boolean };
     },
 
+    async countLiveTokens(now) {
+      const [{ n }] = await db.read((sql) =>
+        sql<{ n: number }[]>`SELECT count(*) AS n FROM tokens t
+          JOIN api_keys k ON k.id = t.api_key_id
+          JOIN users u ON u.id = t.user_id
+          WHERE ${tokenValid(sql, now)} AND t.expires_at > ${now}`
+      );
+      return n;
+    },
+
+    async listTokensOfUser(userId) {
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
+          WHERE user_id = ${userId} ORDER BY issued_at DESC, id DESC`
+      );
+      return rows.map(toTokenRow);
+    },
+  };
+}
+
+/** Revoking one token, a key's token, or every token of a user (moving the user's cutoff). */
+function createTokenRevocations(
+  db: PgContext,
+): Pick<TokenStore, "revokeToken" | "revokeTokenOfKey" | "revokeTokensOfUser"> {
+  return {
     revokeToken(tokenId, change) {
       return db.write(async (tx) => {
         const rows = await tx`UPDATE tokens SET revoked_at = ${change.now}
@@ -155,24 +197,6 @@ export function createTokenStore(db: PgContext, deps: TokenStoreDeps): TokenStor
         audit: change.audit,
         ends: () => [{ kind: "user", id: userId }],
       });
-    },
-
-    async countLiveTokens(now) {
-      const [{ n }] = await db.read((sql) =>
-        sql<{ n: number }[]>`SELECT count(*) AS n FROM tokens t
-          JOIN api_keys k ON k.id = t.api_key_id
-          JOIN users u ON u.id = t.user_id
-          WHERE ${tokenValid(sql, now)} AND t.expires_at > ${now}`
-      );
-      return n;
-    },
-
-    async listTokensOfUser(userId) {
-      const rows = await db.read((sql) =>
-        sql<Row[]>`SELECT id, api_key_id, issued_at, expires_at, revoked_at FROM tokens
-          WHERE user_id = ${userId} ORDER BY issued_at DESC, id DESC`
-      );
-      return rows.map(toTokenRow);
     },
   };
 }

@@ -10,13 +10,18 @@ import { toApiKey } from "../rows.ts";
 import { KEY_COLUMNS, KEY_USABLE } from "./rules.ts";
 
 export function createApiKeyStore(conn: Connection): ApiKeyStore {
+  return {
+    ...createKeyReads(conn),
+    ...createKeyChanges(conn),
+    ...createKeyUsageRecorder(conn),
+  };
+}
+
+/** Keys found by digest or id, listed with their owner, and the gate's usable-key lookup. */
+function createKeyReads(
+  conn: Connection,
+): Pick<ApiKeyStore, "findApiKeyByHash" | "findApiKeyById" | "listApiKeys" | "findKeyHolder"> {
   const { sql } = conn;
-  // Keeps grants: a new key has no tokens yet.
-  const keyInsert = sql(
-    `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
-     VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
-    "keeps-grants",
-  );
   const keyByHash = sql(`SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.key_hash = :key_hash`);
   const keyById = sql(`SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.id = :id`);
   const keysAll = sql(
@@ -27,32 +32,6 @@ export function createApiKeyStore(conn: Connection): ApiKeyStore {
     `SELECT ${KEY_COLUMNS}, u.email, u.disabled AS user_disabled FROM api_keys k
      JOIN users u ON u.id = k.user_id WHERE k.user_id = :user_id ORDER BY k.id`,
   );
-  const keyRevoke = sql(
-    "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
-  );
-  const tokensRevokeOfKey = sql(
-    `UPDATE tokens SET revoked_at = :now
-     WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
-       AND issued_at >= (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)`,
-  );
-  const keySetDisabled = sql(
-    "UPDATE api_keys SET disabled_at = :disabled_at WHERE id = :id AND revoked_at IS NULL",
-  );
-  const keySetReplaced = sql(
-    `UPDATE api_keys SET replaced_by = :replaced_by,
-       expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
-     WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
-  );
-  // Keeps grants: last use is bookkeeping, not part of a grant.
-  const keyAddUsage = sql(
-    `UPDATE api_keys SET
-       last_used_from = CASE WHEN :at >= coalesce(last_used_at, 0) THEN :address
-                        ELSE last_used_from END,
-       last_used_at = max(coalesce(last_used_at, 0), :at),
-       use_count = use_count + :count
-     WHERE id = :id`,
-    "keeps-grants",
-  );
   // The API-key gate, introspection and revocation (see KEY_USABLE).
   const keyHolder = sql(
     `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
@@ -60,23 +39,7 @@ export function createApiKeyStore(conn: Connection): ApiKeyStore {
      WHERE k.key_hash = :key_hash AND ${KEY_USABLE}`,
   );
 
-  function insertKey(key: NewApiKey, now: number): ApiKey {
-    return toApiKey(keyInsert.get({
-      key_hash: key.keyHash,
-      prefix: key.prefix,
-      user_id: key.userId,
-      label: key.label,
-      introspect: key.introspect ? 1 : 0,
-      now,
-      expires_at: key.expiresAt ?? null,
-    }) as Row);
-  }
-
   return {
-    insertApiKey(key, { now, audit }) {
-      return conn.write(() => insertKey(key, now), audit);
-    },
-
     findApiKeyByHash(keyHash) {
       return conn.read(() => {
         const row = keyByHash.get({ key_hash: keyHash }) as Row | undefined;
@@ -114,6 +77,53 @@ export function createApiKeyStore(conn: Connection): ApiKeyStore {
         };
       });
     },
+  };
+}
+
+/** A key's life: creation, revocation with its tokens, suspension and rotation. */
+function createKeyChanges(
+  conn: Connection,
+): Pick<ApiKeyStore, "insertApiKey" | "revokeApiKey" | "updateApiKeyDisabled" | "rotateApiKey"> {
+  const { sql } = conn;
+  // Keeps grants: a new key has no tokens yet.
+  const keyInsert = sql(
+    `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
+     VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
+    "keeps-grants",
+  );
+  const keyRevoke = sql(
+    "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
+  );
+  const tokensRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE api_key_id = :api_key_id AND revoked_at IS NULL AND expires_at > :now
+       AND issued_at >= (SELECT u.tokens_valid_from FROM users u WHERE u.id = tokens.user_id)`,
+  );
+  const keySetDisabled = sql(
+    "UPDATE api_keys SET disabled_at = :disabled_at WHERE id = :id AND revoked_at IS NULL",
+  );
+  const keySetReplaced = sql(
+    `UPDATE api_keys SET replaced_by = :replaced_by,
+       expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
+     WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
+  );
+
+  function insertKey(key: NewApiKey, now: number): ApiKey {
+    return toApiKey(keyInsert.get({
+      key_hash: key.keyHash,
+      prefix: key.prefix,
+      user_id: key.userId,
+      label: key.label,
+      introspect: key.introspect ? 1 : 0,
+      now,
+      expires_at: key.expiresAt ?? null,
+    }) as Row);
+  }
+
+  return {
+    insertApiKey(key, { now, audit }) {
+      return conn.write(() => insertKey(key, now), audit);
+    },
 
     revokeApiKey(id, { now, audit }) {
       return conn.write(() => {
@@ -144,7 +154,24 @@ export function createApiKeyStore(conn: Connection): ApiKeyStore {
         return key;
       }, audit);
     },
+  };
+}
 
+/** Last use and use counts, written in batches by the key-usage flush. */
+function createKeyUsageRecorder(conn: Connection): Pick<ApiKeyStore, "recordKeyUsage"> {
+  const { sql } = conn;
+  // Keeps grants: last use is bookkeeping, not part of a grant.
+  const keyAddUsage = sql(
+    `UPDATE api_keys SET
+       last_used_from = CASE WHEN :at >= coalesce(last_used_at, 0) THEN :address
+                        ELSE last_used_from END,
+       last_used_at = max(coalesce(last_used_at, 0), :at),
+       use_count = use_count + :count
+     WHERE id = :id`,
+    "keeps-grants",
+  );
+
+  return {
     async recordKeyUsage(usages) {
       if (usages.length === 0) return;
       await conn.write(() => {

@@ -26,10 +26,11 @@ import type {
 } from "../store.ts";
 import { listAuditEntries } from "../audit_entries.ts";
 import { writeWhenUnlocked } from "./busy_retry.ts";
-import { isDatabaseBusy, isDatabaseUnavailable, toStoreError } from "./errors.ts";
+import { toStoreError } from "./errors.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
+import { createWriteFailures } from "./write_failures.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
 export const MMAP_BYTES = 256 * 1024 * 1024;
@@ -74,9 +75,6 @@ export type Row = Record<string, SQLInputValue>;
 
 /** What the store uses of a prepared statement. */
 export type Statement = Pick<StatementSync, "run" | "get" | "all">;
-
-/** Rows of 128-character subjects a readiness probe writes: with their index, more than two pages. */
-const PROBE_ROWS = 40;
 
 /** Statements that write (and so may end a grant, unless declared otherwise). */
 const WRITES = /^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
@@ -215,81 +213,11 @@ function createConnection(
   function sql(text: string, effect?: "keeps-grants"): Statement {
     const statement = db.prepare(text);
     if (effect === "keeps-grants" || !WRITES.test(text)) return statement;
-    // The three methods take the same parameters as the statement's own (named or positional).
-    const counted = {
-      run(...args: unknown[]) {
-        const result: StatementResultingChanges = Reflect.apply(statement.run, statement, args);
-        if (Number(result.changes) > 0) grantWritten();
-        return result;
-      },
-      get(...args: unknown[]) {
-        const row = Reflect.apply(statement.get, statement, args);
-        if (row !== undefined) grantWritten(); // RETURNING: a row came back, so one changed
-        return row;
-      },
-      all(...args: unknown[]) {
-        const rows: unknown[] = Reflect.apply(statement.all, statement, args);
-        if (rows.length > 0) grantWritten();
-        return rows;
-      },
-    };
-    return counted as unknown as Statement;
+    return toCountedStatement(statement, grantWritten);
   }
 
-  // Keeps grants: the audit table is not read by the gate.
-  const auditInsert = sql(
-    `INSERT INTO audit_log (at, actor, action, subject, detail)
-     VALUES (:at, :actor, :action, :subject, :detail)`,
-    "keeps-grants",
-  );
-
-  /**
-   * Why writes fail (SQLite's message, such as "database or disk is full")
-   * for a reason a retry will not soon cure, until a write succeeds.
-   */
-  let writeFailure: string | undefined;
-
-  function noteWriteFailure(error: unknown): void {
-    if (!isDatabaseBusy(error) && isDatabaseUnavailable(error)) {
-      writeFailure = String((error as Error).message).slice(0, 200);
-    }
-  }
-
-  // Keeps grants: throttle counters no login can have.
-  const probeUpsert = sql(
-    `INSERT INTO login_failures (subject, failures, last_failure_at, blocked_until, forget_at)
-     VALUES (:subject, 1, 0, 0, 1) ON CONFLICT (subject) DO NOTHING`,
-    "keeps-grants",
-  );
-  const probeDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
-
-  /**
-   * Writes and removes throttle counters no login can have: whether the
-   * database takes writes now. They fill more than two 4 KiB pages, so the
-   * file must be able to grow.
-   */
-  function probeWrite(): void {
-    const subjects = Array.from(
-      { length: PROBE_ROWS },
-      (_, i) => `probe:readiness:${i}:`.padEnd(128, "-"),
-    );
-    for (const subject of subjects) probeUpsert.run({ subject });
-    for (const subject of subjects) probeDelete.run({ subject });
-  }
-
-  function appendEntry(entry: AuditEntry): void {
-    auditInsert.run({
-      at: entry.at,
-      actor: entry.actor,
-      action: entry.action,
-      subject: entry.subject,
-      detail: JSON.stringify(entry.detail ?? {}),
-    });
-  }
-
-  function appendEntries(entries: AuditEntries): void {
-    for (const entry of listAuditEntries(entries)) appendEntry(entry);
-  }
+  const appendEntries = createAuditAppender(sql);
+  const writeFailures = createWriteFailures(sql);
 
   function transaction<T>(fn: () => T): T {
     // Nested calls join the outer transaction.
@@ -340,10 +268,10 @@ function createConnection(
             appendEntries(typeof audit === "function" ? audit(result) : audit);
             return result;
           }));
-        writeFailure = undefined;
+        writeFailures.clear();
         return result;
       } catch (error) {
-        noteWriteFailure(error);
+        writeFailures.note(error);
         throw toStoreError(error);
       }
     },
@@ -353,17 +281,8 @@ function createConnection(
     readGrantWrites: () => grantWrites,
     readWalSyncs: () => walSyncs,
     readDataVersionReads: feed.readDataVersionReads,
-    findWriteFailure() {
-      if (writeFailure === undefined) return undefined;
-      // A probe write, so that readiness recovers without waiting for a client's write.
-      try {
-        withoutBusyWait(() => transaction(probeWrite));
-        writeFailure = undefined;
-      } catch (error) {
-        if (!isDatabaseBusy(error)) writeFailure = String((error as Error).message).slice(0, 200);
-      }
-      return writeFailure;
-    },
+    findWriteFailure: () =>
+      writeFailures.find((probe) => withoutBusyWait(() => transaction(probe))),
     close() {
       if (db.isOpen) db.close();
       commits.close(); // after the connection: see wal_index.ts
@@ -372,4 +291,54 @@ function createConnection(
   };
 
   return connection;
+}
+
+/**
+ * Wraps a write statement so that each call that changes a row counts as a grant write
+ * (`grantWritten`). The three methods take the same parameters as the statement's own
+ * (named or positional).
+ */
+function toCountedStatement(statement: StatementSync, grantWritten: () => void): Statement {
+  const counted = {
+    run(...args: unknown[]) {
+      const result: StatementResultingChanges = Reflect.apply(statement.run, statement, args);
+      if (Number(result.changes) > 0) grantWritten();
+      return result;
+    },
+    get(...args: unknown[]) {
+      const row = Reflect.apply(statement.get, statement, args);
+      if (row !== undefined) grantWritten(); // RETURNING: a row came back, so one changed
+      return row;
+    },
+    all(...args: unknown[]) {
+      const rows: unknown[] = Reflect.apply(statement.all, statement, args);
+      if (rows.length > 0) grantWritten();
+      return rows;
+    },
+  };
+  return counted as unknown as Statement;
+}
+
+/** Appends a write's audit entries, inside its transaction. */
+function createAuditAppender(sql: Connection["sql"]): (entries: AuditEntries) => void {
+  // Keeps grants: the audit table is not read by the gate.
+  const auditInsert = sql(
+    `INSERT INTO audit_log (at, actor, action, subject, detail)
+     VALUES (:at, :actor, :action, :subject, :detail)`,
+    "keeps-grants",
+  );
+
+  function appendEntry(entry: AuditEntry): void {
+    auditInsert.run({
+      at: entry.at,
+      actor: entry.actor,
+      action: entry.action,
+      subject: entry.subject,
+      detail: JSON.stringify(entry.detail ?? {}),
+    });
+  }
+
+  return (entries) => {
+    for (const entry of listAuditEntries(entries)) appendEntry(entry);
+  };
 }

@@ -15,8 +15,16 @@ import { TOKEN_EXPIRES_AT, TOKEN_LIVE, TOKEN_VALID } from "./rules.ts";
 import { createUserCutoff } from "./user_cutoff.ts";
 
 export function createTokenStore(conn: Connection): TokenStore {
+  return {
+    ...createTokenIssuance(conn),
+    ...createTokenLookups(conn),
+    ...createTokenRevocations(conn),
+  };
+}
+
+/** A login's token: unless blocked, only for the user as the login read it, under the cap. */
+function createTokenIssuance(conn: Connection): Pick<TokenStore, "insertToken"> {
   const { sql } = conn;
-  const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
   // Keeps grants: a new token ends no other (the cap is applied separately).
   const tokenInsert = sql(
     `INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at)
@@ -40,45 +48,6 @@ export function createTokenStore(conn: Connection): TokenStore {
   );
   // Keeps grants: throttle counters are not read by the gate.
   const failuresDelete = sql("DELETE FROM login_failures WHERE subject = :subject", "keeps-grants");
-  // The secure path's one statement: token, key, user and their states in one indexed read.
-  // A token's effective expiry is capped by its key's (a rotated or expiring key takes its
-  // tokens with it); tokens issued before the user's cutoff are invalid.
-  const tokenGrant = sql(
-    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
-       min(t.expires_at, coalesce(k.expires_at, t.expires_at), ${MAX_TIME_MS}) AS expires_at,
-       min(k.expires_at, ${MAX_TIME_MS}) AS key_expires_at
-     FROM tokens t
-     JOIN api_keys k ON k.id = t.api_key_id
-     JOIN users u ON u.id = t.user_id
-     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash AND ${TOKEN_VALID}`,
-  );
-  const tokenStatus = sql(
-    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
-       min(t.expires_at, coalesce(k.expires_at, t.expires_at), ${MAX_TIME_MS}) AS expires_at,
-       (${TOKEN_VALID}) AS live
-     FROM tokens t
-     JOIN api_keys k ON k.id = t.api_key_id
-     JOIN users u ON u.id = t.user_id
-     WHERE t.token_hash = :token_hash`,
-  );
-  const tokenRevoke = sql(
-    "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
-  );
-  const tokenRevokeOfKey = sql(
-    `UPDATE tokens SET revoked_at = :now
-     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL
-     RETURNING id`,
-  );
-  const tokensLive = sql(
-    `SELECT count(*) AS n FROM tokens t
-     JOIN api_keys k ON k.id = t.api_key_id
-     JOIN users u ON u.id = t.user_id
-     WHERE ${TOKEN_LIVE}`,
-  );
-  const tokensOfUser = sql(
-    `SELECT t.id, t.api_key_id, t.issued_at, ${TOKEN_EXPIRES_AT} AS expires_at, t.revoked_at
-     FROM tokens t WHERE t.user_id = :user_id ORDER BY t.issued_at DESC, t.id DESC`,
-  );
 
   return {
     insertToken(token, { audit, clearLoginFailures, unlessBlocked }) {
@@ -114,7 +83,47 @@ export function createTokenStore(conn: Connection): TokenStore {
         return Number(lastInsertRowid);
       }, (id) => withTokenId(audit, id));
     },
+  };
+}
 
+/** The secure path's lookup, introspection, and the listings of tokens. */
+function createTokenLookups(
+  conn: Connection,
+): Pick<TokenStore, "findTokenGrant" | "findTokenStatus" | "listTokensOfUser" | "countLiveTokens"> {
+  const { sql } = conn;
+  // The secure path's one statement: token, key, user and their states in one indexed read.
+  // A token's effective expiry is capped by its key's (a rotated or expiring key takes its
+  // tokens with it); tokens issued before the user's cutoff are invalid.
+  const tokenGrant = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at), ${MAX_TIME_MS}) AS expires_at,
+       min(k.expires_at, ${MAX_TIME_MS}) AS key_expires_at
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash AND k.key_hash = :key_hash AND ${TOKEN_VALID}`,
+  );
+  const tokenStatus = sql(
+    `SELECT t.id AS token_id, t.user_id, u.email, t.api_key_id, t.issued_at,
+       min(t.expires_at, coalesce(k.expires_at, t.expires_at), ${MAX_TIME_MS}) AS expires_at,
+       (${TOKEN_VALID}) AS live
+     FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE t.token_hash = :token_hash`,
+  );
+  const tokensLive = sql(
+    `SELECT count(*) AS n FROM tokens t
+     JOIN api_keys k ON k.id = t.api_key_id
+     JOIN users u ON u.id = t.user_id
+     WHERE ${TOKEN_LIVE}`,
+  );
+  const tokensOfUser = sql(
+    `SELECT t.id, t.api_key_id, t.issued_at, ${TOKEN_EXPIRES_AT} AS expires_at, t.revoked_at
+     FROM tokens t WHERE t.user_id = :user_id ORDER BY t.issued_at DESC, t.id DESC`,
+  );
+
+  return {
     // The secure path on a cache miss: no async function, no closure, one statement.
     findTokenGrant({ tokenHash, keyHash, now }) {
       let row: Row | undefined;
@@ -138,6 +147,32 @@ export function createTokenStore(conn: Connection): TokenStore {
       });
     },
 
+    listTokensOfUser(userId) {
+      return conn.read(() => (tokensOfUser.all({ user_id: userId }) as Row[]).map(toTokenRow));
+    },
+
+    countLiveTokens(now) {
+      return conn.read(() => (tokensLive.get({ now }) as { n: number }).n);
+    },
+  };
+}
+
+/** Revoking one token, a key's token, or every token of a user (moving the user's cutoff). */
+function createTokenRevocations(
+  conn: Connection,
+): Pick<TokenStore, "revokeToken" | "revokeTokenOfKey" | "revokeTokensOfUser"> {
+  const { sql } = conn;
+  const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
+  const tokenRevoke = sql(
+    "UPDATE tokens SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
+  );
+  const tokenRevokeOfKey = sql(
+    `UPDATE tokens SET revoked_at = :now
+     WHERE token_hash = :token_hash AND api_key_id = :api_key_id AND revoked_at IS NULL
+     RETURNING id`,
+  );
+
+  return {
     revokeToken(tokenId, { now, audit }) {
       return conn.write(() => Number(tokenRevoke.run({ id: tokenId, now }).changes) === 1, audit);
     },
@@ -156,14 +191,6 @@ export function createTokenStore(conn: Connection): TokenStore {
         () => revokeTokensBefore(userId, before ?? nextCutoff(userId, now), now),
         audit,
       );
-    },
-
-    listTokensOfUser(userId) {
-      return conn.read(() => (tokensOfUser.all({ user_id: userId }) as Row[]).map(toTokenRow));
-    },
-
-    countLiveTokens(now) {
-      return conn.read(() => (tokensLive.get({ now }) as { n: number }).n);
     },
   };
 }

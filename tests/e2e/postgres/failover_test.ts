@@ -84,6 +84,115 @@ async function waitUntil(
   }
 }
 
+/** How the failover test reaches its two instances. */
+interface Instances {
+  servers: ServerProcess[];
+  apiKey: string;
+  /** The secure path, with the key and `token` in the query. */
+  currentOf(token: string): string;
+  /** The status of a secure request with `token` (0: failed or hung). */
+  secure(server: ServerProcess, token: string): Promise<number>;
+}
+
+/**
+ * After the promotion: every revocation acknowledged before the crash holds on both instances,
+ * a new one crosses, and the admin CLI on the same URL (`store`) reaches the new primary.
+ */
+async function assertRevocationsHold(
+  instances: Instances,
+  revoked: string[],
+  live: string,
+  store: string,
+): Promise<void> {
+  const { servers, apiKey, currentOf, secure } = instances;
+  // Every revocation acknowledged before the crash holds on both, and a new one crosses.
+  // With --workers 2 a request may reach a worker that has not yet found the new primary:
+  // it fails closed (503) a moment longer, then refuses (401); never 200.
+  for (const server of servers) {
+    for (const token of revoked) {
+      await waitUntil(
+        `revoked token refused with 401 (${server.origin})`,
+        async () => {
+          const status = await secure(server, token);
+          assert.ok(status === 401 || status === 503, `revoked, after: ${status}`);
+          return status === 401;
+        },
+        performance.now(),
+        RECOVERY_BOUND_MS,
+      );
+    }
+  }
+  // A login, likewise possibly on the worker that is last to find the new primary.
+  let after = "";
+  await waitUntil(
+    `a login (${servers[1].origin})`,
+    async () => {
+      const response = await login(servers[1], "f@example.org", apiKey);
+      if (response.status === 200) {
+        after = (await response.json()).auth_response.access_token;
+        return true;
+      }
+      await response.body?.cancel();
+      assert.equal(response.status, 503, "a login after the promotion");
+      return false;
+    },
+    performance.now(),
+    RECOVERY_BOUND_MS,
+  );
+  assert.equal(await secure(servers[0], after), 200);
+  assert.equal(
+    await statusOf(`${servers[1].origin}${currentOf(after)}`, {
+      method: "DELETE",
+      headers: PROXIED,
+    }),
+    204,
+  );
+  await waitUntil(
+    "the new revocation refused by the other instance",
+    async () => await secure(servers[0], after) === 401,
+    performance.now(),
+    1000,
+  );
+  // The admin CLI, as an operator runs it with the same URL, reaches the new primary too.
+  const admin = await new Deno.Command(Deno.execPath(), {
+    args: ["task", "admin", "user", "disable", "f@example.org"],
+    env: { KEYGATE_STORE: store },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const adminOut = new TextDecoder().decode(admin.stdout);
+  const adminErr = new TextDecoder().decode(admin.stderr);
+  assert.equal(admin.code, 0, adminErr);
+  assert.ok(!(adminOut + adminErr).includes("hunter2"), "the password is never shown");
+  await waitUntil(
+    "the disabled user refused by both instances",
+    async () =>
+      (await Promise.all(servers.map((server) => secure(server, live))))
+        .every((status) => status === 401),
+    performance.now(),
+    1000,
+  );
+}
+
+/**
+ * The servers' logs after the failover: no password, no error but 503s, a listener's loss
+ * logged once per listener, the store URL masked.
+ */
+function assertFailoverLogs(servers: ServerProcess[]): void {
+  for (const [server, listeners] of [[servers[0], 1], [servers[1], 3]] as const) {
+    const log = server.lines.join("\n");
+    assert.ok(!log.includes("hunter2"), "the password is never logged");
+    // 503s are logged as errors; anything else (a 500, a crash) would be a bug.
+    const errors = server.lines.filter((line) => /"level":"error"/.test(line));
+    assert.deepEqual(errors.filter((line) => !/"error":"service_unavailable"/.test(line)), []);
+    // A listener's loss is logged once (the main thread's, and each worker's), not at each
+    // attempt to listen again in the gap.
+    assert.equal(server.lines.filter((line) => /listener lost/.test(line)).length, listeners);
+    assert.match(log, /"db":"postgres:\/\/keygate:\*\*\*@127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\//);
+  }
+}
+
 Deno.test({
   name:
     "[pg failover] after a run of refused connections, a pool connects within 1 s of the return",
@@ -209,74 +318,7 @@ Deno.test({
           `serving ${recoveredMs.map((ms) => ms.toFixed(0)).join(" and ")} ms after the promotion`,
       );
 
-      // Every revocation acknowledged before the crash holds on both, and a new one crosses.
-      // With --workers 2 a request may reach a worker that has not yet found the new primary:
-      // it fails closed (503) a moment longer, then refuses (401); never 200.
-      for (const server of servers) {
-        for (const token of revoked) {
-          await waitUntil(
-            `revoked token refused with 401 (${server.origin})`,
-            async () => {
-              const status = await secure(server, token);
-              assert.ok(status === 401 || status === 503, `revoked, after: ${status}`);
-              return status === 401;
-            },
-            performance.now(),
-            RECOVERY_BOUND_MS,
-          );
-        }
-      }
-      // A login, likewise possibly on the worker that is last to find the new primary.
-      let after = "";
-      await waitUntil(
-        `a login (${servers[1].origin})`,
-        async () => {
-          const response = await login(servers[1], "f@example.org", apiKey);
-          if (response.status === 200) {
-            after = (await response.json()).auth_response.access_token;
-            return true;
-          }
-          await response.body?.cancel();
-          assert.equal(response.status, 503, "a login after the promotion");
-          return false;
-        },
-        performance.now(),
-        RECOVERY_BOUND_MS,
-      );
-      assert.equal(await secure(servers[0], after), 200);
-      assert.equal(
-        await statusOf(`${servers[1].origin}${currentOf(after)}`, {
-          method: "DELETE",
-          headers: PROXIED,
-        }),
-        204,
-      );
-      await waitUntil(
-        "the new revocation refused by the other instance",
-        async () => await secure(servers[0], after) === 401,
-        performance.now(),
-        1000,
-      );
-      // The admin CLI, as an operator runs it with the same URL, reaches the new primary too.
-      const admin = await new Deno.Command(Deno.execPath(), {
-        args: ["task", "admin", "user", "disable", "f@example.org"],
-        env: { KEYGATE_STORE: store },
-        stdin: "null",
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const adminOut = new TextDecoder().decode(admin.stdout);
-      const adminErr = new TextDecoder().decode(admin.stderr);
-      assert.equal(admin.code, 0, adminErr);
-      assert.ok(!(adminOut + adminErr).includes("hunter2"), "the password is never shown");
-      await waitUntil(
-        "the disabled user refused by both instances",
-        async () =>
-          (await Promise.all(servers.map((server) => secure(server, live))))
-            .every((status) => status === 401),
-        performance.now(),
-        1000,
-      );
+      await assertRevocationsHold({ servers, apiKey, currentOf, secure }, revoked, live, store);
     } finally {
       probing = false;
       await prober;
@@ -285,17 +327,7 @@ Deno.test({
       assert.deepEqual(statuses.map((status) => status.code), [0, 0]);
     }
     assert.deepEqual(revokedSeen, [], "a revoked token was answered 200");
-    for (const [server, listeners] of [[servers[0], 1], [servers[1], 3]] as const) {
-      const log = server.lines.join("\n");
-      assert.ok(!log.includes("hunter2"), "the password is never logged");
-      // 503s are logged as errors; anything else (a 500, a crash) would be a bug.
-      const errors = server.lines.filter((line) => /"level":"error"/.test(line));
-      assert.deepEqual(errors.filter((line) => !/"error":"service_unavailable"/.test(line)), []);
-      // A listener's loss is logged once (the main thread's, and each worker's), not at each
-      // attempt to listen again in the gap.
-      assert.equal(server.lines.filter((line) => /listener lost/.test(line)).length, listeners);
-      assert.match(log, /"db":"postgres:\/\/keygate:\*\*\*@127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\//);
-    }
+    assertFailoverLogs(servers);
   },
 });
 
