@@ -22,7 +22,7 @@ async function json(response: Response) {
 async function activeUser(rig: PortalRig, email: string) {
   (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
   const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
   const browser = rig.browser();
   await browser.signIn(email, PASSWORD);
   return browser;

@@ -234,48 +234,93 @@ export function invalidCode(): AuthError {
   return new AuthError("invalid_request", "Invalid or expired code: ask for a new one");
 }
 
+/** The uniform answer to a verification refused for any reason (see {@link verifyEmail}). */
+export function invalidVerification(): AuthError {
+  return new AuthError(
+    "invalid_request",
+    "Invalid or expired code, or not the password you signed up with: sign up again for a new code",
+  );
+}
+
 /**
  * Checks `code` against the user's live code of `purpose`, counting a wrong one against the
- * code (dead after {@link MAX_CODE_ATTEMPTS}) and the client's counter.
- * @throws {AuthError} the uniform {@link invalidCode} answer.
+ * code (dead after {@link MAX_CODE_ATTEMPTS}) and the client's counter. With `verify`
+ * (verification), the account's pending password must match too, checked whatever the code
+ * (the same work), and a wrong one counts as a wrong code.
+ * @throws {AuthError} `verify.refused()`, by default the uniform {@link invalidCode} answer.
  */
 async function checkCode(
   deps: PortalAccountDeps,
   client: PortalClient,
   input: { email: string; code: unknown },
   purpose: "verify" | "reset",
+  verify?: { password: unknown; refused: () => AuthError },
 ): Promise<{ user: User; codeId: number; email: string }> {
+  const refused = verify?.refused ?? invalidCode;
   const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
   const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
   await deps.throttle.check("signIn", client.address, email);
   const user = code === undefined ? undefined : await deps.store.findUserByEmail(email);
   const stored = user && await deps.store.findPortalCode(user.id, purpose, deps.clock.now());
+  const passwordOk = verify === undefined ||
+    await isPendingPassword(deps, stored && user, verify.password);
   if (user === undefined || stored === undefined || stored.attempts >= MAX_CODE_ATTEMPTS) {
     await deps.throttle.count("signIn", client.address, email);
-    throw invalidCode();
+    throw refused();
   }
-  if (!isSameDigest(stored.codeHash, hashCode(email, code!))) {
+  if (!isSameDigest(stored.codeHash, hashCode(email, code!)) || !passwordOk) {
     await deps.store.recordPortalCodeAttempt(stored.id, {
       now: deps.clock.now(),
       audit: entry(deps, anonymous(client), "portal.code_failed", toUserRef(email), { purpose }),
     });
     await deps.throttle.count("signIn", client.address, email);
-    throw invalidCode();
+    throw refused();
   }
   return { user, codeId: stored.id, email };
 }
 
+/** Whether `password` is `user`'s; without a user, the same work against a dummy hash. */
+async function isPendingPassword(
+  deps: PortalAccountDeps,
+  user: User | undefined,
+  password: unknown,
+): Promise<boolean> {
+  const given = typeof password === "string" && isPasswordSized(password) ? password : "";
+  const verified = await deps.hasher.verify(user?.passwordHash, given || " ");
+  return user !== undefined && verified && given !== "";
+}
+
+/** What a verification did: the account's new state, and a session when it is active. */
+export type Verified =
+  | { state: "active"; session: OpenedSession }
+  | { state: "pending_approval" };
+
 /**
- * Verifies an e-mail with its code: the account becomes active, or waits for an operator in
- * `approval` mode. Resolves to the account's new state.
- * @throws {AuthError} `invalid_request` for a wrong, used or expired code.
+ * Verifies an e-mail with its code and the password the account was signed up with, and
+ * signs in, in one step: the account becomes active (and a session opens), or waits for an
+ * operator in `approval` mode. The password defeats pre-hijacking: whoever signed the address
+ * up first cannot have its owner's click activate an account with their password; the owner
+ * signs up again (a new password, and every earlier code ends) and verifies with that.
+ * @throws {AuthError} `invalid_request` ({@link invalidVerification}) for a wrong, used or
+ * expired code, a wrong password, or a disabled user, alike.
  */
 export async function verifyEmail(
   deps: PortalAccountDeps,
   client: PortalClient,
-  input: { email: string; code: unknown },
-): Promise<"active" | "pending_approval"> {
-  const { user, codeId, email } = await checkCode(deps, client, input, "verify");
+  input: { email: string; code: unknown; password: unknown },
+): Promise<Verified> {
+  const { user, codeId, email } = await checkCode(
+    deps,
+    client,
+    input,
+    "verify",
+    { password: input.password, refused: invalidVerification },
+  );
+  const account = await deps.store.findPortalAccount(user.id);
+  if (account?.state !== "pending_verification") {
+    await deps.throttle.count("signIn", client.address, email);
+    throw invalidVerification();
+  }
   const state = deps.mode === "approval" ? "pending_approval" : "active";
   try {
     await deps.store.usePortalCode(codeId, {
@@ -287,10 +332,31 @@ export async function verifyEmail(
       }),
     });
   } catch (error) {
-    if (error instanceof StoreConflict) throw invalidCode();
+    if (error instanceof StoreConflict) throw invalidVerification();
     throw error;
   }
-  return state;
+  if (state === "pending_approval") return { state };
+  return { state, session: await openSession(deps, client, user) };
+}
+
+/** Opens a session for a user who just proved their password. */
+async function openSession(
+  deps: PortalAccountDeps,
+  client: PortalClient,
+  user: User,
+): Promise<OpenedSession> {
+  const sessionId = generateSessionId();
+  const now = deps.clock.now();
+  const expiresAt = now + SESSION_MS;
+  await deps.store.insertPortalSession(hashSecret(sessionId), {
+    now,
+    userId: user.id,
+    expiresAt,
+    audit: entry(deps, toPortalActor(user), "portal.signed_in", toUserRef(user.email), {
+      client: client.address,
+    }),
+  });
+  return { sessionId, expiresAt };
 }
 
 /**
@@ -334,18 +400,7 @@ export async function signIn(
       "Invalid e-mail or password, or the account is not active yet",
     );
   }
-  const sessionId = generateSessionId();
-  const now = deps.clock.now();
-  const expiresAt = now + SESSION_MS;
-  await deps.store.insertPortalSession(hashSecret(sessionId), {
-    now,
-    userId: usable.id,
-    expiresAt,
-    audit: entry(deps, toPortalActor(usable), "portal.signed_in", toUserRef(email), {
-      client: client.address,
-    }),
-  });
-  return { sessionId, expiresAt };
+  return await openSession(deps, client, usable);
 }
 
 /** The signed-in user of a session id, if the session is live and the account usable. */

@@ -240,12 +240,23 @@ export function createPortalHandler(deps: PortalDeps) {
       path: api("/verify"),
       caller: "anyone",
       async handle(request, call) {
-        const body = await readChange(request, call, ["email", "code"]);
-        const state = await verifyEmail(deps, call.client, {
+        // Verify and sign in, in one step: the code and the password signed up with.
+        const body = await readChange(request, call, ["email", "code", "password"]);
+        const verified = await verifyEmail(deps, call.client, {
           email: requiredString(body, "email", 254),
           code: requiredString(body, "code", 64),
+          password: body.password,
         });
-        return toJson({ state });
+        if (verified.state !== "active") return toJson({ state: verified.state });
+        const { sessionId, expiresAt } = verified.session;
+        const response = toJson({
+          state: verified.state,
+          expires_at: new Date(expiresAt).toISOString(),
+          csrf_token: toCsrfToken(sessionId),
+        });
+        const seconds = Math.floor((expiresAt - deps.clock.now()) / 1000);
+        response.headers.set("set-cookie", sessionCookie(sessionId, seconds));
+        return response;
       },
     },
     {
