@@ -19,6 +19,12 @@ export interface PortalAccount {
   userId: number;
   state: PortalAccountState;
   createdAt: number;
+  /**
+   * Whether the user row is disabled only because the account is not active yet: activation
+   * enables the user only then. An operator's disable or enable (`updateUserDisabled`) ends the
+   * hold, so activation never clears an operator's disable.
+   */
+  userHeld: boolean;
 }
 
 /** A one-time code to store: its digest only. */
@@ -66,7 +72,7 @@ export interface PortalSession {
 
 /** What a spent code changes, beside marking it used (see {@link PortalStore.usePortalCode}). */
 export interface CodeUse {
-  /** The account's new state; `active` also enables the user. */
+  /** The account's new state; `active` also enables a user the portal holds (`userHeld`). */
   state?: PortalAccountState;
   /** A new password hash: moves the user's cutoff (every token ends) and ends portal sessions. */
   passwordHash?: string;
@@ -130,7 +136,10 @@ export interface PortalStore {
    * @throws {StoreConflict} when the code was used meanwhile (nothing written).
    */
   usePortalCode(codeId: number, change: AuditedChange<number> & CodeUse): Promise<number>;
-  /** Sets an account's state (an operator's approval); `active` also enables the user. */
+  /**
+   * Sets an account's state (an operator's approval); `active` also enables a user the portal
+   * holds (`userHeld`), never one an operator disabled.
+   */
   updatePortalState(
     userId: number,
     change: AuditedChange<void> & { state: PortalAccountState; mail?: NewMail },

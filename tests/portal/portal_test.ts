@@ -153,6 +153,31 @@ Deno.test("[e2e] portal: a sign-up ahead of the owner cannot hijack the address 
   await rig.browser().signIn(email, PASSWORD);
 });
 
+Deno.test("[e2e] portal: verifying never enables a user an operator disabled", async () => {
+  await using rig = await startPortalRig();
+  const email = "held@example.org";
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  let response = await rig.api("POST", "/verify", {
+    email,
+    code: "AAAAA-BBBBB",
+    password: PASSWORD,
+  });
+  const wrongCode = await json(response);
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  await rig.app.store.updateUserDisabled(user.id, {
+    disabled: true,
+    now: rig.app.clock.now(),
+    audit: undefined,
+  });
+  response = await rig.api("POST", "/verify", { email, code, password: PASSWORD });
+  assert.equal(response.status, 400);
+  assert.equal(response.headers.get("set-cookie"), null);
+  assert.deepEqual(await json(response), wrongCode, "the same answer as a wrong code");
+  assert.equal((await rig.app.store.findUserByEmail(email))?.disabled, true, "still disabled");
+  assert.equal((await rig.app.store.findPortalAccount(user.id))?.state, "pending_verification");
+});
+
 Deno.test("[e2e] portal: every mail goes out once, with its stored code", async () => {
   await using rig = await startPortalRig();
   const response = await rig.api("POST", "/signup", {

@@ -48,6 +48,7 @@ export function registerPortalTests(test: ContractTest): void {
       userId: user.id,
       state: "pending_verification",
       createdAt: T0,
+      userHeld: true,
     });
     const code = await store.findPortalCode(user.id, "verify", T0);
     assert.deepEqual(code?.codeHash, new Uint8Array(hashSecret("c1")));
@@ -77,6 +78,35 @@ export function registerPortalTests(test: ContractTest): void {
       store.usePortalCode(code.id, { now: T0 + 2, state: "active", ...NO_AUDIT }),
       StoreConflict,
     );
+  });
+
+  test("usePortalCode() and updatePortalState() never enable a user an operator disabled", async ({ store }) => {
+    const disable = { disabled: true, now: T0 + 1, ...NO_AUDIT };
+    // Disabled by an operator while waiting for verification: activation leaves it disabled.
+    const user = await signUp(store);
+    await store.updateUserDisabled(user.id, disable);
+    assert.equal((await store.findPortalAccount(user.id))?.userHeld, false, "the hold ends");
+    const code = (await store.findPortalCode(user.id, "verify", T0))!;
+    await store.usePortalCode(code.id, { now: T0 + 2, state: "active", ...NO_AUDIT });
+    assert.equal((await store.findPortalAccount(user.id))?.state, "active");
+    assert.equal((await store.findUserById(user.id))?.disabled, true, "the operator's disable");
+    // Waiting for approval: the operator's approval leaves its own disable too.
+    const other = await signUp(store, "other@b.org");
+    await store.updatePortalState(other.id, {
+      now: T0 + 1,
+      state: "pending_approval",
+      ...NO_AUDIT,
+    });
+    assert.equal((await store.findPortalAccount(other.id))?.userHeld, true);
+    await store.updateUserDisabled(other.id, disable);
+    await store.updatePortalState(other.id, { now: T0 + 2, state: "active", ...NO_AUDIT });
+    assert.equal((await store.findUserById(other.id))?.disabled, true);
+    // An operator's enable ends the hold too; the user stays enabled through activation.
+    const third = await signUp(store, "third@b.org");
+    await store.updateUserDisabled(third.id, { ...disable, disabled: false });
+    await store.updatePortalState(third.id, { now: T0 + 2, state: "active", ...NO_AUDIT });
+    assert.equal((await store.findUserById(third.id))?.disabled, false);
+    assert.equal((await store.findPortalAccount(third.id))?.userHeld, false);
   });
 
   test("usePortalCode() with a password ends every token and portal session, and mails", async ({ store }) => {

@@ -301,6 +301,7 @@ export type Verified =
  * operator in `approval` mode. The password defeats pre-hijacking: whoever signed the address
  * up first cannot have its owner's click activate an account with their password; the owner
  * signs up again (a new password, and every earlier code ends) and verifies with that.
+ * A user an operator disabled is refused, and stays disabled.
  * @throws {AuthError} `invalid_request` ({@link invalidVerification}) for a wrong, used or
  * expired code, a wrong password, or a disabled user, alike.
  */
@@ -317,7 +318,8 @@ export async function verifyEmail(
     { password: input.password, refused: invalidVerification },
   );
   const account = await deps.store.findPortalAccount(user.id);
-  if (account?.state !== "pending_verification") {
+  if (account?.state !== "pending_verification" || (user.disabled && !account.userHeld)) {
+    // Disabled by an operator (or no longer waiting): refused as a wrong code, never enabled.
     await deps.throttle.count("signIn", client.address, email);
     throw invalidVerification();
   }

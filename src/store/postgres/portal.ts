@@ -56,11 +56,14 @@ async function setState(
   state: PortalAccountState,
   now: number,
 ): Promise<void> {
-  await tx`UPDATE portal_accounts SET state = ${state}, updated_at = ${now}
-    WHERE user_id = ${userId}`;
   if (state === "active") {
-    await tx`UPDATE users SET disabled = 0, updated_at = ${now} WHERE id = ${userId} AND disabled = 1`;
+    // Only a user the portal holds disabled: never an operator's disable (which ends the hold).
+    await tx`UPDATE users SET disabled = 0, updated_at = ${now} WHERE id = ${userId} AND disabled = 1
+      AND EXISTS (SELECT 1 FROM portal_accounts WHERE user_id = ${userId} AND user_held = 1)`;
   }
+  await tx`UPDATE portal_accounts SET state = ${state}, updated_at = ${now},
+      user_held = CASE WHEN ${state} = 'active' THEN 0 ELSE user_held END
+    WHERE user_id = ${userId}`;
 }
 
 const NONE: readonly GrantScope[] = [];
@@ -76,6 +79,7 @@ export function createPortalStore(db: PgContext): PortalStore {
         userId: Number(row.user_id),
         state: row.state as PortalAccountState,
         createdAt: Number(row.created_at),
+        userHeld: Number(row.user_held) === 1,
       };
     },
     insertPortalUser(user, { now, audit, state, code, mail }) {
@@ -87,8 +91,8 @@ export function createPortalStore(db: PgContext): PortalStore {
             ${state === "active" ? 0 : 1}, ${now}, ${now})
           RETURNING *`;
         const added = toUser(row);
-        await tx`INSERT INTO portal_accounts (user_id, state, created_at, updated_at)
-          VALUES (${added.id}, ${state}, ${now}, ${now})`;
+        await tx`INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
+          VALUES (${added.id}, ${state}, ${now}, ${now}, ${state === "active" ? 0 : 1})`;
         if (code !== undefined) {
           await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
               new_email)

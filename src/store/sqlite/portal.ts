@@ -45,16 +45,21 @@ export function createPortalStore(conn: Connection): PortalStore {
     "keeps-grants",
   );
   const accountInsert = sql(
-    `INSERT INTO portal_accounts (user_id, state, created_at, updated_at)
-     VALUES (:user_id, :state, :now, :now)`,
+    `INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
+     VALUES (:user_id, :state, :now, :now, :user_held)`,
     "keeps-grants",
   );
+  // Activation ends the hold; the hold is read first (userEnable).
   const accountSetState = sql(
-    "UPDATE portal_accounts SET state = :state, updated_at = :now WHERE user_id = :user_id",
+    `UPDATE portal_accounts SET state = :state, updated_at = :now,
+       user_held = CASE WHEN :state = 'active' THEN 0 ELSE user_held END
+     WHERE user_id = :user_id`,
     "keeps-grants",
   );
+  // Only a user the portal holds disabled: never an operator's disable (which ends the hold).
   const userEnable = sql(
-    "UPDATE users SET disabled = 0, updated_at = :now WHERE id = :id AND disabled = 1",
+    `UPDATE users SET disabled = 0, updated_at = :now WHERE id = :id AND disabled = 1
+       AND EXISTS (SELECT 1 FROM portal_accounts WHERE user_id = :id AND user_held = 1)`,
   );
   const userSetPassword = sql(
     "UPDATE users SET password_hash = :password_hash, updated_at = :now WHERE id = :id",
@@ -168,8 +173,8 @@ export function createPortalStore(conn: Connection): PortalStore {
   }
 
   function setState(userId: number, state: PortalAccountState, now: number): void {
-    accountSetState.run({ user_id: userId, state, now });
     if (state === "active") userEnable.run({ id: userId, now });
+    accountSetState.run({ user_id: userId, state, now });
   }
 
   /** New password: the cutoff moves past every token so far, as `updateUserPassword` does. */
@@ -199,6 +204,7 @@ export function createPortalStore(conn: Connection): PortalStore {
           userId: row.user_id as number,
           state: row.state as PortalAccountState,
           createdAt: row.created_at as number,
+          userHeld: row.user_held === 1,
         } satisfies PortalAccount;
       });
     },
@@ -212,7 +218,7 @@ export function createPortalStore(conn: Connection): PortalStore {
           now,
         }) as Row;
         const added = toUser(row);
-        accountInsert.run({ user_id: added.id, state, now });
+        accountInsert.run({ user_id: added.id, state, now, user_held: state === "active" ? 0 : 1 });
         if (code !== undefined) {
           codeInsert.run({
             user_id: added.id,
