@@ -51,7 +51,7 @@ export interface PortalCode extends NewPortalCode {
 export interface NewMail {
   recipient: string;
   subject: string;
-  /** Plain-text body; cleared once the message is sent. */
+  /** Plain-text body; cleared once the message is sent or given up. */
   text: string;
 }
 
@@ -161,8 +161,9 @@ export interface PortalStore {
   /** Marks a message sent and clears its body. */
   markMailSent(id: number, now: number): Promise<void>;
   /**
-   * A send failed: retry at `nextAttemptAt`, or never (`null`: given up); `error` is kept
-   * for operators (without credentials).
+   * A send failed: retry at `nextAttemptAt`, or never (`null`: given up, and the body, which
+   * may hold a code, is cleared as once sent); `error` is kept for operators (without
+   * credentials).
    */
   markMailFailed(
     id: number,

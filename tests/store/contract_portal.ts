@@ -253,6 +253,22 @@ export function registerPortalTests(test: ContractTest): void {
     assert.equal(await store.countQueuedMail(), 0);
   });
 
+  test("markMailFailed() giving up clears the body (and its code); a retry keeps it", async ({ store, execSql }) => {
+    await store.insertMail(MAIL, { now: T0, ...NO_AUDIT });
+    const [mail] = await store.claimMail(T0, { limit: 10, leaseMs: 1000 });
+    await store.markMailFailed(mail.id, { now: T0 + 1, nextAttemptAt: T0 + 2, error: "down" });
+    const [again] = await store.claimMail(T0 + 2, { limit: 10, leaseMs: 1000 });
+    assert.equal(again.text, MAIL.text, "kept for the retry");
+    await store.markMailFailed(mail.id, { now: T0 + 3, nextAttemptAt: null, error: "gave up" });
+    assert.equal((await store.countMail()).givenUp, 1);
+    // Queued again by hand, as an operator could: what is stored is read back, without a body.
+    await execSql(`UPDATE mail_outbox SET next_attempt_at = 0 WHERE id = ${mail.id}`);
+    const [stored] = await store.claimMail(T0 + 4, { limit: 10, leaseMs: 1000 });
+    assert.equal(stored.id, mail.id);
+    assert.equal(stored.subject, MAIL.subject);
+    assert.equal(stored.text, "", "no body (nor code) kept once given up");
+  });
+
   test("usePortalCode() with changeEmail gives the user the code's address, once and if free", async ({ store }) => {
     const user = await signUp(store);
     await store.updatePortalState(user.id, { now: T0, state: "active", ...NO_AUDIT });

@@ -218,8 +218,11 @@ export function createPortalStore(db: PgContext): PortalStore {
     },
     async markMailFailed(id, { nextAttemptAt, error }) {
       await db.write(async (tx) => {
+        // Given up: the body, which may hold a code, goes as it does once sent.
         await tx`UPDATE mail_outbox SET next_attempt_at = ${nextAttemptAt},
-          last_error = ${error.slice(0, 500)}, failures = failures + 1 WHERE id = ${id}`;
+          last_error = ${error.slice(0, 500)}, failures = failures + 1,
+          body = CASE WHEN ${nextAttemptAt === null} THEN '' ELSE body END
+          WHERE id = ${id}`;
       }, { ends: () => NONE });
     },
     async countQueuedMail() {

@@ -137,8 +137,10 @@ export function createPortalStore(conn: Connection): PortalStore {
      WHERE id = :id`,
     "keeps-grants",
   );
+  // Given up (`:next` NULL): the body, which may hold a code, goes as it does once sent.
   const mailFailed = sql(
-    `UPDATE mail_outbox SET next_attempt_at = :next, last_error = :error, failures = failures + 1
+    `UPDATE mail_outbox SET next_attempt_at = :next, last_error = :error, failures = failures + 1,
+       body = CASE WHEN :next IS NULL THEN '' ELSE body END
      WHERE id = :id`,
     "keeps-grants",
   );

@@ -2,7 +2,7 @@
  * The developer portal's tables on SQLite (docs/portal.md): accounts and their states,
  * one-time codes, sessions and the mail outbox. A migration step of its own, appended to
  * MIGRATIONS (migrations.ts). Codes and session ids are stored only as SHA-256 digests; an
- * outbox message's body (which may hold a code) is cleared once it is sent.
+ * outbox message's body (which may hold a code) is cleared once it is sent or given up.
  *
  * @module
  */
