@@ -497,7 +497,9 @@ export function createPortalHandler(deps: PortalDeps) {
       async handle(request, call) {
         const body = await readChange(request, call, ["password"]);
         const { user } = await requireSession(request, true);
-        const deleted = await deleteOwnAccount(deps, call.client, user, { password: body.password });
+        const deleted = await deleteOwnAccount(deps, call.client, user, {
+          password: body.password,
+        });
         const response = toJson({
           status: "deleted",
           api_keys_deleted: deleted.apiKeys,
