@@ -283,3 +283,21 @@ Deno.test("[e2e] portal: wrong current passwords count against the sign-in throt
   assert.equal(changed.status, 200, await changed.clone().text());
   await changed.body?.cancel();
 });
+
+Deno.test("[e2e] POST /api/portal/v1/keys: concurrent creates never pass the cap of 20 keys", async () => {
+  await using rig = await startPortalRig();
+  const email = "many@example.org";
+  const browser = await activeUser(rig, email);
+  const answers = await Promise.all(
+    Array.from({ length: 26 }, (_, i) => browser.call("POST", "/keys", { label: `k${i}` })),
+  );
+  const statuses = answers.map((r) => r.status).sort();
+  for (const r of answers) await r.body?.cancel();
+  assert.equal(statuses.filter((s) => s === 201).length, 20);
+  assert.equal(statuses.filter((s) => s === 409).length, 6);
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  assert.equal((await rig.app.store.listApiKeys(user.id)).length, 20);
+  const refused = await browser.call("POST", "/keys", { label: "one more" });
+  assert.equal(refused.status, 409);
+  assert.equal((await json(refused)).error.code, "conflict");
+});

@@ -253,6 +253,28 @@ export function registerPortalTests(test: ContractTest): void {
     assert.equal(await store.countQueuedMail(), 0);
   });
 
+  test("insertApiKey() with maxLiveKeys never passes the cap, even when inserts race", async ({ store }) => {
+    const { user, key } = await seed(store); // one live key already
+    await store.revokeApiKey(key.id, { now: T0, ...NO_AUDIT }); // a revoked one does not count
+    const attempts = Array.from({ length: 12 }, (_, i) =>
+      store.insertApiKey(
+        { userId: user.id, keyHash: hashSecret(`race${i}`), prefix: `r${i}`, label: "" },
+        { now: T0 + 1, maxLiveKeys: 5, ...NO_AUDIT },
+      ));
+    const results = await Promise.allSettled(attempts);
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 5);
+    for (const result of results) {
+      if (result.status === "rejected") assert.ok(result.reason instanceof StoreConflict);
+    }
+    const live = (await store.listApiKeys(user.id)).filter((k) => k.revokedAt === null);
+    assert.equal(live.length, 5, "exactly the cap");
+    // Without the option, no cap.
+    await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("free"), prefix: "free", label: "" },
+      { now: T0 + 2, ...NO_AUDIT },
+    );
+  });
+
   test("markMailFailed() giving up clears the body (and its code); a retry keeps it", async ({ store, execSql }) => {
     await store.insertMail(MAIL, { now: T0, ...NO_AUDIT });
     const [mail] = await store.claimMail(T0, { limit: 10, leaseMs: 1000 });

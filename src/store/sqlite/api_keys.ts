@@ -17,6 +17,9 @@ export function createApiKeyStore(conn: Connection): ApiKeyStore {
      VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
     "keeps-grants",
   );
+  const keysLiveCount = sql(
+    "SELECT count(*) AS n FROM api_keys WHERE user_id = :user_id AND revoked_at IS NULL",
+  );
   const keyByHash = sql(`SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.key_hash = :key_hash`);
   const keyById = sql(`SELECT ${KEY_COLUMNS} FROM api_keys k WHERE k.id = :id`);
   const keysAll = sql(
@@ -73,8 +76,15 @@ export function createApiKeyStore(conn: Connection): ApiKeyStore {
   }
 
   return {
-    insertApiKey(key, { now, audit }) {
-      return conn.write(() => insertKey(key, now), audit);
+    insertApiKey(key, { now, audit, maxLiveKeys }) {
+      return conn.write(() => {
+        // In the write transaction (BEGIN IMMEDIATE): no other insert between count and insert.
+        if (maxLiveKeys !== undefined) {
+          const { n } = keysLiveCount.get({ user_id: key.userId }) as { n: number };
+          if (n >= maxLiveKeys) throw new StoreConflict(`The user holds ${n} keys already`);
+        }
+        return insertKey(key, now);
+      }, audit);
     },
 
     findApiKeyByHash(keyHash) {
