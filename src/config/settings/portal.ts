@@ -13,6 +13,7 @@ import {
   parsePortalMode,
   parsePortalOrigin,
   parseSmtpUrl,
+  parseUnverifiedTtl,
 } from "../portal_settings.ts";
 
 /** The developer portal's group (docs/portal.md, src/config/portal_settings.ts). */
@@ -70,5 +71,15 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     placeholder: "URL",
     description: "The portal's public origin (https://HOST[:PORT]): links in mail, and the " +
       "only Origin its changes accept; required with --portal on",
+  }),
+  setting({
+    key: "portalUnverifiedTtlSeconds",
+    flag: "portal-unverified-ttl",
+    env: "KEYGATE_PORTAL_UNVERIFIED_TTL",
+    default: "7d",
+    parse: parseUnverifiedTtl,
+    placeholder: "DURATION",
+    description: "How long a portal sign-up may stay unverified before the janitor deletes it: " +
+      "off or at least 1d",
   }),
 ];
