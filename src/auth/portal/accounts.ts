@@ -9,7 +9,9 @@
  * against a dummy hash when there is no usable account; forgot-password counts the request
  * (the throttle's write) for every address, answers, and then (`defer`) queues a code only
  * for an active account. What
- * differs is in the mailbox, which only the address's owner reads.
+ * differs is in the mailbox, which only the address's owner reads. The price: a process stopped
+ * between forgot-password's answer and its deferred queueing loses that one mail (the user asks
+ * again); every other mail is queued in its change's transaction, before the answer.
  *
  * @module
  */
