@@ -21,15 +21,10 @@ import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
 import { findUserInAnyForm } from "../users.ts";
 import { toMailboxEmail } from "./mail_address.ts";
-import type { SignUpMode } from "./accounts.ts";
-import {
-  entry,
-  invalidCode,
-  type PortalClient,
-  toPortalActor,
-  toPortalPassword,
-  VERIFY_CODE_MS,
-} from "./accounts.ts";
+import { entry, type PortalClient, type SignUpMode, toPortalActor } from "./account_deps.ts";
+import { VERIFY_CODE_MS } from "./accounts.ts";
+import { invalidCode } from "./code_check.ts";
+import { toPortalPassword } from "./portal_password.ts";
 import { generateCode, hashCode, isSameDigest, MAX_CODE_ATTEMPTS, normalizeCode } from "./codes.ts";
 import { toEmailChangedMail, toEmailChangeMail, toPasswordChangedMail } from "./portal_mail.ts";
 import type { PortalThrottle } from "./portal_throttle.ts";

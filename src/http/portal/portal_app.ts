@@ -13,17 +13,13 @@
  * @module
  */
 import {
-  findSessionUser,
   type PortalAccountDeps,
   type PortalClient,
-  requestPasswordReset,
-  resetPassword,
-  signIn,
-  signOut,
-  signUp,
   toPortalChangeDeps,
-  verifyEmail,
-} from "../../auth/portal/accounts.ts";
+} from "../../auth/portal/account_deps.ts";
+import { signUp, verifyEmail } from "../../auth/portal/accounts.ts";
+import { requestPasswordReset, resetPassword } from "../../auth/portal/password_reset.ts";
+import { findSessionUser, signIn, signOut } from "../../auth/portal/sessions.ts";
 import { isSameDigest, toCsrfToken } from "../../auth/portal/codes.ts";
 import {
   changeOwnPassword,
