@@ -42,7 +42,7 @@ import { holdPidFile, listenForStop } from "./src/server/process.ts";
 import { startAdminListener, startMetricsListener } from "./src/server/side_listeners.ts";
 import { type ServedApi, startApi } from "./src/server/start_api.ts";
 import { startJanitor } from "./src/server/start_janitor.ts";
-import { startMailer } from "./src/server/start_mailer.ts";
+import { readMailStates, startMailer } from "./src/server/start_mailer.ts";
 import { toReloadTarget } from "./src/server/cert_reload.ts";
 
 /** What an application embedding keygate adds to the server (see examples/donations/). */
@@ -146,6 +146,7 @@ async function serveUntilStopped(
     readPasswordQueue: () => hasher.readQueue(),
     readGrantInvalidations: () => store.readGrantInvalidations(),
     countLiveTokens: () => store.countLiveTokens(systemClock.now()),
+    countMail: config.portal ? () => readMailStates(store) : undefined,
     register: (registry) => {
       if (postgres !== undefined) storeMetrics.register(registry);
       tlsMetrics.register(registry);

@@ -62,7 +62,8 @@ export const AUDIT_ACTIONS = [
   "portal.email_changed",
   "portal.key_labelled",
   "portal.account_deleted",
-  // The janitor's expiry of sign-ups never verified (actor `janitor`, subject `portal`).
+  // The janitor's expiry of sign-ups never verified (--portal-unverified-ttl; actor `janitor`,
+  // subject a random `user:deleted:…` per account, never its e-mail).
   "portal.unverified_deleted",
 ] as const;
 

@@ -15,6 +15,11 @@
  * transaction, and records one `audit.pruned` entry saying how many and up to
  * when, so that the log itself says where its history begins.
  *
+ * With an unverified-sign-up lifetime (`--portal-unverified-ttl`), each sweep also deletes the
+ * portal sign-ups still unverified that long after they were made, {@link JANITOR_BATCH_ROWS}
+ * per transaction, each with one `portal.unverified_deleted` entry naming the account by a
+ * random id (`user:deleted:…`), never its e-mail.
+ *
  * @module
  */
 import type { Clock } from "../platform/clock.ts";
@@ -23,6 +28,7 @@ import type { Metrics } from "../platform/metrics.ts";
 import { nextTask } from "../platform/next_task.ts";
 import { isStoreUnavailable } from "../store/errors.ts";
 import type { Store } from "../store/store.ts";
+import { generateDeletedRef } from "./portal/own_account.ts";
 
 /** Row ids per transaction. */
 export const JANITOR_BATCH_ROWS = 500;
@@ -39,6 +45,8 @@ export interface JanitorDeps {
   retentionSeconds: number;
   /** Audit rows written longer ago than this are deleted; 0 or undefined: never. */
   auditRetentionSeconds?: number;
+  /** Portal sign-ups unverified this long after they were made are deleted; 0 or undefined: never. */
+  unverifiedTtlSeconds?: number;
   batchRows?: number;
   intervalMs?: number;
   /**
@@ -108,12 +116,47 @@ export function createJanitor(deps: JanitorDeps): Janitor {
     return deleted;
   }
 
+  async function pruneUnverified(): Promise<number> {
+    const ttl = deps.unverifiedTtlSeconds ?? 0;
+    if (ttl <= 0) return 0;
+    const before = clock.now() - ttl * 1000;
+    let deleted = 0;
+    while (!stopped) {
+      const now = clock.now();
+      const emails = await store.deleteUnverifiedPortalUsers(before, {
+        now,
+        limit: batchRows,
+        // One entry per account, by a random id: the e-mail of a sign-up never verified (perhaps
+        // not its owner's) stays out of the log.
+        audit: (gone: string[]) =>
+          gone.map(() => ({
+            at: now,
+            actor: "janitor",
+            action: "portal.unverified_deleted",
+            subject: generateDeletedRef(),
+            detail: { created_before: new Date(before).toISOString() },
+          })),
+      });
+      deleted += emails.length;
+      if (emails.length < batchRows) break;
+      await nextTask();
+    }
+    return deleted;
+  }
+
   async function sweepAll(): Promise<number> {
     const deleted = await sweepRows();
     if (deleted > 0) logger.info("janitor deleted token rows", { event: "janitor", deleted });
     const pruned = await pruneAudit();
     if (pruned > 0) {
       logger.info("janitor deleted audit rows", { event: "janitor", audit_deleted: pruned });
+    }
+    const unverified = await pruneUnverified();
+    if (unverified > 0) {
+      logger.info("janitor deleted unverified sign-ups", {
+        event: "janitor",
+        unverified_deleted: unverified,
+      });
     }
     return deleted;
   }

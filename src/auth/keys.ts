@@ -12,6 +12,7 @@ import { toKeyRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { generateApiKey, hashSecret, toKeyPrefix } from "./credentials.ts";
 import { AuthError } from "./errors.ts";
+import { StoreConflict } from "../store/errors.ts";
 import { toKeyStatus } from "./key_status.ts";
 
 /** Longest label of a key. */
@@ -31,6 +32,11 @@ export interface NewKeyOptions {
   expiresInSeconds?: number;
   /** A resource-server key that may introspect tokens. */
   introspect?: boolean;
+  /**
+   * Refuse (`conflict`) when the user holds this many keys that are not revoked, checked in
+   * the insert's transaction (a portal user's own cap).
+   */
+  maxLiveKeys?: number;
 }
 
 /** A key just made, and the key itself (shown once). */
@@ -63,7 +69,7 @@ export function toKeyLabel(label: string): string {
 
 /**
  * Creates a key for a user. @throws {AuthError} `invalid_request` for a label
- * too long or holding a control character.
+ * too long or holding a control character, `conflict` at `maxLiveKeys`.
  */
 export async function createKey(
   deps: ChangeDeps,
@@ -86,14 +92,20 @@ export async function createKey(
         introspect: created.introspect ? 1 : 0,
       }),
   );
-  const key = await deps.store.insertApiKey({
-    userId: user.id,
-    keyHash: hashSecret(apiKey),
-    prefix: toKeyPrefix(apiKey),
-    label,
-    expiresAt,
-    introspect: options.introspect === true,
-  }, { now, audit: change.audit });
+  let key: ApiKey;
+  try {
+    key = await deps.store.insertApiKey({
+      userId: user.id,
+      keyHash: hashSecret(apiKey),
+      prefix: toKeyPrefix(apiKey),
+      label,
+      expiresAt,
+      introspect: options.introspect === true,
+    }, { now, audit: change.audit, maxLiveKeys: options.maxLiveKeys });
+  } catch (error) {
+    if (options.maxLiveKeys === undefined || !(error instanceof StoreConflict)) throw error;
+    throw new AuthError("conflict", `At most ${options.maxLiveKeys} keys: revoke one first`);
+  }
   change.notify();
   return { key, apiKey };
 }

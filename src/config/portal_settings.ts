@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { parseDuration } from "../platform/duration.ts";
 
 /** Who may open an account on the portal. */
 export type PortalMode = "open" | "domains" | "approval" | "invite";
@@ -22,6 +23,29 @@ export interface PortalConfig {
   mailFrom?: string;
   /** The origin the portal's links in mail point to (`https://keys.example.org`). */
   portalOrigin?: string;
+  /** Sign-ups still unverified this long after they were made are deleted; 0: never. */
+  portalUnverifiedTtlSeconds: number;
+}
+
+/** The shortest `--portal-unverified-ttl`: a day, as long as a verification code works. */
+export const MIN_UNVERIFIED_TTL_SECONDS = 86_400;
+
+/**
+ * Parses `--portal-unverified-ttl`: `off` (0) or a duration of at least a day, so that a
+ * sign-up is never deleted while its code still works (nor `7m` typed for `7d` obeyed).
+ */
+export function parseUnverifiedTtl(text: string): number {
+  if (text.trim().toLowerCase() === "off") return 0;
+  let seconds: number;
+  try {
+    seconds = parseDuration(text.trim());
+  } catch {
+    seconds = 0;
+  }
+  if (seconds < MIN_UNVERIFIED_TTL_SECONDS) {
+    throw new SyntaxError('expected off or a duration of 1d or more, like "7d"');
+  }
+  return seconds;
 }
 
 const MODES: readonly PortalMode[] = ["open", "domains", "approval", "invite"];

@@ -69,6 +69,7 @@ const HELP_ORDER = [
   "smtpUrl",
   "mailFrom",
   "portalOrigin",
+  "portalUnverifiedTtlSeconds",
 ] as const satisfies readonly (keyof Config)[];
 
 /** Compiles only while every {@link Config} property has its place in `HELP_ORDER`. */

@@ -46,7 +46,17 @@ export interface MetricsOptions {
    * (`Store.readGrantInvalidations`), read at scrape time; `undefined` before the store opened.
    */
   readGrantInvalidations?: () => Record<GrantScopeLabel, number> | undefined;
+  /**
+   * The portal's outbox, counted at scrape time (`Store.countMail`; with `--portal on`): messages
+   * queued, sent and given up. Throws to report a database error.
+   */
+  countMail?: () => Promise<Record<MailState, number>>;
 }
+
+/** Where an outbox message stands: waiting to be sent (or retried), sent, or given up. */
+export type MailState = "queued" | "sent" | "given_up";
+
+const MAIL_STATES: readonly MailState[] = ["queued", "sent", "given_up"];
 
 /** The scopes of grant invalidations: one token, one API key, one user, or everything. */
 export type GrantScopeLabel = "token" | "key" | "user" | "all";
@@ -131,6 +141,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   if (readGrantInvalidations !== undefined) {
     registerGrantInvalidations(registers, readGrantInvalidations);
   }
+  const mailOutbox = options.countMail === undefined ? undefined : new Gauge({
+    name: "keygate_mail_outbox_messages",
+    help: "The portal's outbox by state (queued, sent, given_up), counted at scrape time",
+    labelNames: ["state"] as const,
+    registers,
+  });
   const counters = registerRequestMetrics(registry);
   const limits = registerLimitMetrics(registers);
   const watchCache = registerCacheMetrics(registers);
@@ -150,6 +166,17 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     } catch {
       counters.databaseErrors.inc({ source: "live_tokens" });
       liveTokens.set(Number.NaN);
+    }
+  }
+  /** Counts the outbox before a scrape renders; a failure is counted, the gauge NaN. */
+  async function countMailNow(): Promise<void> {
+    if (mailOutbox === undefined || options.countMail === undefined) return;
+    try {
+      const counts = await options.countMail();
+      for (const state of MAIL_STATES) mailOutbox.set({ state }, counts[state]);
+    } catch {
+      counters.databaseErrors.inc({ source: "mail_outbox" });
+      for (const state of MAIL_STATES) mailOutbox.set({ state }, Number.NaN);
     }
   }
   const readOwn = async () => await registry.getMetricsAsJSON() as MetricsSnapshot;
@@ -172,6 +199,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       toCounterTotals([await readOwn(), ...(await options.gatherOthers?.() ?? [])]),
     render: async () => {
       await countTokensNow();
+      await countMailNow();
       if (options.gatherOthers === undefined) return registry.metrics();
       const others = await options.gatherOthers();
       return AggregatorRegistry.aggregate([await readOwn(), ...others]).metrics();

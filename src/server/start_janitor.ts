@@ -39,6 +39,7 @@ export function startJanitor(config: Config, services: JanitorServices): AsyncDi
     metrics: services.metrics,
     retentionSeconds: config.tokenRetentionSeconds,
     auditRetentionSeconds: config.auditRetentionSeconds,
+    unverifiedTtlSeconds: config.portalUnverifiedTtlSeconds,
     claimTurn: turn?.claim,
   });
   janitor.start();

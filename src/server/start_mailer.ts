@@ -18,6 +18,7 @@ import nodemailer from "nodemailer";
 import { isMailboxAddress } from "../auth/portal/mail_address.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
+import type { MailState } from "../platform/metrics.ts";
 import type { OutboxMail, Store } from "../store/store.ts";
 import { redactCredentials } from "../store/store_url.ts";
 
@@ -46,6 +47,14 @@ export interface MailerOptions {
 export interface Mailer extends AsyncDisposable {
   /** Reads the outbox now (after a change in this process queued a message). */
   wake(): void;
+}
+
+/** The outbox's messages by state, for the `keygate_mail_outbox_messages` gauge. */
+export async function readMailStates(store: Pick<Store, "countMail">): Promise<
+  Record<MailState, number>
+> {
+  const counts = await store.countMail();
+  return { queued: counts.pending, sent: counts.sent, given_up: counts.givenUp };
 }
 
 /** The delay before attempt `attempts + 1`, after `attempts` failed. */

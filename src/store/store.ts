@@ -156,7 +156,15 @@ export interface UserStore {
 /** API keys. Part of {@link Store}. */
 export interface ApiKeyStore {
   /** @throws {StoreConflict} when the digest is taken. */
-  insertApiKey(key: NewApiKey, change: AuditedChange<ApiKey>): Promise<ApiKey>;
+  /**
+   * Adds a key. With `maxLiveKeys`, only while the user holds fewer keys that are not revoked,
+   * checked and inserted in one transaction (concurrent inserts never pass the cap).
+   * @throws {StoreConflict} at the cap (nothing written).
+   */
+  insertApiKey(
+    key: NewApiKey,
+    change: AuditedChange<ApiKey> & { maxLiveKeys?: number },
+  ): Promise<ApiKey>;
   findApiKeyByHash(keyHash: Uint8Array): Promise<ApiKey | undefined>;
   findApiKeyById(id: number): Promise<ApiKey | undefined>;
   /** Keys of one user by id, or of every user by e-mail then id. */

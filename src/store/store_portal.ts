@@ -19,6 +19,12 @@ export interface PortalAccount {
   userId: number;
   state: PortalAccountState;
   createdAt: number;
+  /**
+   * Whether the user row is disabled only because the account is not active yet: activation
+   * enables the user only then. An operator's disable or enable (`updateUserDisabled`) ends the
+   * hold, so activation never clears an operator's disable.
+   */
+  userHeld: boolean;
 }
 
 /** A one-time code to store: its digest only. */
@@ -45,7 +51,7 @@ export interface PortalCode extends NewPortalCode {
 export interface NewMail {
   recipient: string;
   subject: string;
-  /** Plain-text body; cleared once the message is sent. */
+  /** Plain-text body; cleared once the message is sent or given up. */
   text: string;
 }
 
@@ -66,7 +72,7 @@ export interface PortalSession {
 
 /** What a spent code changes, beside marking it used (see {@link PortalStore.usePortalCode}). */
 export interface CodeUse {
-  /** The account's new state; `active` also enables the user. */
+  /** The account's new state; `active` also enables a user the portal holds (`userHeld`). */
   state?: PortalAccountState;
   /** A new password hash: moves the user's cutoff (every token ends) and ends portal sessions. */
   passwordHash?: string;
@@ -130,7 +136,10 @@ export interface PortalStore {
    * @throws {StoreConflict} when the code was used meanwhile (nothing written).
    */
   usePortalCode(codeId: number, change: AuditedChange<number> & CodeUse): Promise<number>;
-  /** Sets an account's state (an operator's approval); `active` also enables the user. */
+  /**
+   * Sets an account's state (an operator's approval); `active` also enables a user the portal
+   * holds (`userHeld`), never one an operator disabled.
+   */
   updatePortalState(
     userId: number,
     change: AuditedChange<void> & { state: PortalAccountState; mail?: NewMail },
@@ -152,8 +161,9 @@ export interface PortalStore {
   /** Marks a message sent and clears its body. */
   markMailSent(id: number, now: number): Promise<void>;
   /**
-   * A send failed: retry at `nextAttemptAt`, or never (`null`: given up); `error` is kept
-   * for operators (without credentials).
+   * A send failed: retry at `nextAttemptAt`, or never (`null`: given up, and the body, which
+   * may hold a code, is cleared as once sent); `error` is kept for operators (without
+   * credentials).
    */
   markMailFailed(
     id: number,

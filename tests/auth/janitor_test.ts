@@ -246,3 +246,55 @@ Deno.test("janitor sweep() deletes audit rows past --audit-retention in batches 
   await janitor.sweep();
   assert.equal((await app.store.listAudit()).filter((r) => r.action === "audit.pruned").length, 1);
 });
+
+Deno.test("janitor sweep() deletes sign-ups unverified past --portal-unverified-ttl, audited by opaque ids", async () => {
+  const { app } = await setup();
+  using _ = app;
+  const start = app.clock.now();
+  async function signUp(email: string, at: number) {
+    return await app.store.insertPortalUser(
+      { email, passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+      {
+        now: at,
+        state: "pending_verification",
+        code: { purpose: "verify", codeHash: new Uint8Array(32), expiresAt: at + DAY },
+        mail: { recipient: email, subject: "Verify", text: "code" },
+        audit: undefined,
+      },
+    );
+  }
+  const old = await Promise.all(
+    [0, 1, 2].map((i) => signUp(`old${i}@example.org`, start + i * HOUR)),
+  );
+  const verified = await signUp("verified@example.org", start);
+  await app.store.updatePortalState(verified.id, { now: start, state: "active", audit: undefined });
+  const recent = await signUp("recent@example.org", start + 6 * DAY);
+  const { logger, lines } = createCapturingLogger();
+  const options = { store: app.store, clock: app.clock, logger, retentionSeconds: 7 * 86400 };
+  app.clock.set(start + 7 * DAY + 3 * HOUR);
+  // Off (undefined or 0): nothing goes.
+  await createJanitor({ ...options, unverifiedTtlSeconds: 0 }).sweep();
+  assert.notEqual(await app.store.findUserById(old[0].id), undefined);
+  // Seven days, in batches of 2: the three older sign-ups go; verified and recent ones stay.
+  const janitor = createJanitor({ ...options, unverifiedTtlSeconds: 7 * 86400, batchRows: 2 });
+  await janitor.sweep();
+  for (const user of old) assert.equal(await app.store.findUserById(user.id), undefined);
+  assert.notEqual(await app.store.findUserById(verified.id), undefined);
+  assert.notEqual(await app.store.findUserById(recent.id), undefined);
+  const records = (await app.store.listAudit()).filter((r) =>
+    r.action === "portal.unverified_deleted"
+  );
+  assert.equal(records.length, 3);
+  for (const record of records) {
+    assert.equal(record.actor, "janitor");
+    assert.match(record.subject, /^user:deleted:[A-Za-z0-9_-]{16}$/);
+    assert.doesNotMatch(JSON.stringify(record), /example\.org/, "never the e-mail");
+  }
+  assert.equal(new Set(records.map((r) => r.subject)).size, 3, "one random id each");
+  assert.equal(JSON.parse(lines.at(-1)!).unverified_deleted, 3);
+  await janitor.sweep();
+  assert.equal(
+    (await app.store.listAudit()).filter((r) => r.action === "portal.unverified_deleted").length,
+    3,
+  );
+});

@@ -44,7 +44,26 @@ Deno.test("readConfig() uses the documented defaults", () => {
     workers: 1,
     portal: false,
     portalMode: "open",
+    portalUnverifiedTtlSeconds: 7 * 86400,
   });
+});
+
+Deno.test("readConfig() reads --portal-unverified-ttl as off or at least a day", () => {
+  assert.equal(read([]).portalUnverifiedTtlSeconds, 7 * 86400);
+  assert.equal(read(["--portal-unverified-ttl", "off"]).portalUnverifiedTtlSeconds, 0);
+  assert.equal(read(["--portal-unverified-ttl", "30d"]).portalUnverifiedTtlSeconds, 30 * 86400);
+  assert.equal(
+    read([], { KEYGATE_PORTAL_UNVERIFIED_TTL: "24h" }).portalUnverifiedTtlSeconds,
+    86400,
+  );
+  // 7m for 7d would delete sign-ups whose codes still work: refused.
+  for (const value of ["7m", "23h", "0", "never", ""]) {
+    assert.throws(
+      () => read(["--portal-unverified-ttl", value]),
+      /portal-unverified-ttl.*expected off or a duration of 1d or more/,
+      value,
+    );
+  }
 });
 
 Deno.test("readConfig() reads --audit-retention as off or at least 30 days", () => {

@@ -10,6 +10,8 @@ import {
   secureGet,
 } from "../_helpers/requests.ts";
 import { createTestApp } from "../_helpers/test_app.ts";
+import { readMailStates } from "../../src/server/start_mailer.ts";
+import type { Store } from "../../src/store/store.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 
@@ -184,4 +186,36 @@ Deno.test("[e2e] /metrics counts a revocation's invalidation by its scope", asyn
   await app.store.revokeTokensOfUser(userId, { now: Date.now(), audit: undefined });
   app.store.readGrantEpoch(); // the next request's check
   assert.equal(sample(await metrics.render(), series)! - before, 1);
+});
+
+Deno.test("[e2e] /metrics shows the portal's outbox by state, read from the store at scrape time", async () => {
+  let store: Pick<Store, "countMail"> | undefined;
+  const metrics = createMetrics({ countMail: () => readMailStates(store!) });
+  const app = await createTestApp({ metrics });
+  using _ = app;
+  store = app.store;
+  let text = await scrape(metrics);
+  for (const state of ["queued", "sent", "given_up"]) {
+    assert.equal(sample(text, `keygate_mail_outbox_messages{state="${state}"}`), 0, state);
+  }
+  const mail = { recipient: "dev@example.org", subject: "Verify", text: "code" };
+  for (let i = 0; i < 4; i++) {
+    await app.store.insertMail(mail, { now: app.clock.now(), audit: undefined });
+  }
+  const [a, b, c] = await app.store.claimMail(app.clock.now(), { limit: 3, leaseMs: 1000 });
+  await app.store.markMailSent(a.id, app.clock.now());
+  await app.store.markMailSent(b.id, app.clock.now());
+  await app.store.markMailFailed(c.id, { now: app.clock.now(), nextAttemptAt: null, error: "no" });
+  text = await scrape(metrics);
+  assert.equal(sample(text, 'keygate_mail_outbox_messages{state="queued"}'), 1);
+  assert.equal(sample(text, 'keygate_mail_outbox_messages{state="sent"}'), 2);
+  assert.equal(sample(text, 'keygate_mail_outbox_messages{state="given_up"}'), 1);
+  assert.doesNotMatch(text, /example\.org/, "no per-address label");
+  // Without the portal (no countMail), no such series.
+  assert.doesNotMatch(await scrape(createMetrics()), /keygate_mail_outbox_messages/);
+  // A store that cannot answer: NaN, and a database error counted.
+  store = { countMail: () => Promise.reject(new Error("closed")) };
+  text = await scrape(metrics);
+  assert.equal(sample(text, 'keygate_mail_outbox_messages{state="queued"}'), Number.NaN);
+  assert.equal(sample(text, 'keygate_database_errors_total{source="mail_outbox"}'), 1);
 });

@@ -10,7 +10,7 @@ import {
   createPortalThrottle,
   type PortalThrottleRules,
 } from "../../src/auth/portal/portal_throttle.ts";
-import type { SignUpMode } from "../../src/auth/portal/accounts.ts";
+import type { SignUpMode } from "../../src/auth/portal/account_deps.ts";
 import { startMailer } from "../../src/server/start_mailer.ts";
 import { BASE } from "../_helpers/requests.ts";
 import { createTestApp, type TestApp } from "../_helpers/test_app.ts";

@@ -81,10 +81,10 @@ Deno.test({
           method: "POST",
           client,
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ email, code: readCode(mail) }),
+          body: JSON.stringify({ email, code: readCode(mail), password: "a long enough secret" }),
         });
         assert.equal(response.status, 200, await response.clone().text());
-        assert.deepEqual(await response.json(), { state: "active" });
+        assert.equal((await response.json()).state, "active");
       } finally {
         await second.stop();
         client.close();

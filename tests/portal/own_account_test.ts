@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { issueToken, secureGet } from "../_helpers/requests.ts";
+import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
 import { readCode } from "./_smtp.ts";
 import { type PortalRig, startPortalRig } from "./_portal.ts";
 
@@ -22,7 +23,7 @@ async function json(response: Response) {
 async function activeUser(rig: PortalRig, email: string) {
   (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
   const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
   const browser = rig.browser();
   await browser.signIn(email, PASSWORD);
   return browser;
@@ -235,4 +236,68 @@ Deno.test("[e2e] POST /api/portal/v1/email takes one plain mailbox, and in domai
     "SELECT count(*) AS n FROM portal_codes WHERE purpose = 'email'",
   );
   assert.equal(Number(codes[0].n), 0, "no code was made for a refused address");
+});
+
+Deno.test("[e2e] portal: wrong current passwords count against the sign-in throttle", async () => {
+  await using rig = await startPortalRig({
+    throttleRules: {
+      ...PORTAL_THROTTLE_RULES,
+      signIn: { threshold: 2, baseDelayMs: 60_000, maxDelayMs: 60_000, windowMs: 3_600_000 },
+    },
+  });
+  const email = "guess@example.org";
+  const browser = await activeUser(rig, email);
+  for (const password of ["wrong password 1", "wrong password 2"]) {
+    const response = await browser.call("POST", "/password", {
+      current_password: password,
+      password: NEW_PASSWORD,
+    });
+    assert.equal(response.status, 401);
+    assert.equal((await json(response)).error.code, "invalid_credentials");
+  }
+  // Blocked now, whatever is sent: the right password too, on every path that asks for it.
+  for (
+    const [path, body] of [
+      ["/password", { current_password: PASSWORD, password: NEW_PASSWORD }],
+      ["/account/delete", { password: PASSWORD }],
+      ["/email", { email: "elsewhere@example.org", password: PASSWORD }],
+    ] as const
+  ) {
+    const response = await browser.call("POST", path, body);
+    assert.equal(response.status, 429, path);
+    assert.ok(Number(response.headers.get("retry-after")) > 0, path);
+    assert.equal((await json(response)).error.code, "too_many_attempts", path);
+  }
+  // The same counters as sign-in: a sign-in to the account waits too.
+  const response = await rig.api("POST", "/signin", { email, password: PASSWORD });
+  assert.equal(response.status, 429);
+  await response.body?.cancel();
+  const user = await rig.app.store.findUserByEmail(email);
+  assert.ok(user !== undefined, "not deleted");
+  // Once the delay has passed, the right password works.
+  rig.app.clock.advance(61_000);
+  const changed = await browser.call("POST", "/password", {
+    current_password: PASSWORD,
+    password: NEW_PASSWORD,
+  });
+  assert.equal(changed.status, 200, await changed.clone().text());
+  await changed.body?.cancel();
+});
+
+Deno.test("[e2e] POST /api/portal/v1/keys: concurrent creates never pass the cap of 20 keys", async () => {
+  await using rig = await startPortalRig();
+  const email = "many@example.org";
+  const browser = await activeUser(rig, email);
+  const answers = await Promise.all(
+    Array.from({ length: 26 }, (_, i) => browser.call("POST", "/keys", { label: `k${i}` })),
+  );
+  const statuses = answers.map((r) => r.status).sort();
+  for (const r of answers) await r.body?.cancel();
+  assert.equal(statuses.filter((s) => s === 201).length, 20);
+  assert.equal(statuses.filter((s) => s === 409).length, 6);
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  assert.equal((await rig.app.store.listApiKeys(user.id)).length, 20);
+  const refused = await browser.call("POST", "/keys", { label: "one more" });
+  assert.equal(refused.status, 409);
+  assert.equal((await json(refused)).error.code, "conflict");
 });

@@ -38,21 +38,33 @@ Deno.test("[e2e] portal: sign up, verify by mail, sign in, key, token, forgot, r
   assert.equal(response.status, 401, "no sign-in before verification");
   await response.body?.cancel();
 
-  response = await rig.api("POST", "/verify", { email, code: "AAAAA-BBBBB" });
+  response = await rig.api("POST", "/verify", { email, code: "AAAAA-BBBBB", password: PASSWORD });
   assert.equal(response.status, 400);
-  assert.equal((await json(response)).error.code, "invalid_request");
-  response = await rig.api("POST", "/verify", { email, code: code.toLowerCase() });
+  const refused = await json(response);
+  assert.equal(refused.error.code, "invalid_request");
+  response = await rig.api("POST", "/verify", { email, code, password: "not the one signed up" });
+  assert.equal(response.status, 400, "the code alone does not verify");
+  assert.deepEqual(await json(response), refused, "the same answer as a wrong code");
+  assert.equal((await rig.app.store.findUserByEmail(email))?.disabled, true);
+  // Verifying signs in: the answer opens a session, as sign-in does.
+  response = await browser.call("POST", "/verify", {
+    email,
+    code: code.toLowerCase(),
+    password: PASSWORD,
+  });
   assert.equal(response.status, 200);
-  assert.deepEqual(await json(response), { state: "active" });
-  response = await rig.api("POST", "/verify", { email, code });
-  assert.equal(response.status, 400, "a code works once");
-  await response.body?.cancel();
-
-  await browser.signIn(email, PASSWORD);
+  const verified = await json(response);
+  assert.equal(verified.state, "active");
+  assert.match(verified.csrf_token, /^[A-Za-z0-9_-]{43}$/);
+  browser.csrf = verified.csrf_token;
   assert.match(
     browser.cookie!,
     /^__Host-keygate_portal=[A-Za-z0-9_-]{43}$/,
   );
+  response = await rig.api("POST", "/verify", { email, code, password: PASSWORD });
+  assert.equal(response.status, 400, "a code works once");
+  await response.body?.cancel();
+
   response = await browser.call("POST", "/keys", { label: "my app" });
   assert.equal(response.status, 201);
   const created = await json(response);
@@ -113,6 +125,59 @@ Deno.test("[e2e] portal: sign up, verify by mail, sign in, key, token, forgot, r
   ) assert.ok(actions.includes(action), action);
 });
 
+Deno.test("[e2e] portal: a sign-up ahead of the owner cannot hijack the address (code + password)", async () => {
+  await using rig = await startPortalRig();
+  const email = "victim@example.org";
+  const attacker = "attacker's own password";
+  // The attacker signs the victim's address up first, with a password of their own.
+  (await rig.api("POST", "/signup", { email, password: attacker })).body?.cancel();
+  const first = readCode(await rig.smtp.waitFor(email, "Verify"));
+  // The victim clicks the genuine mail: the code alone, with the victim's password, is refused.
+  let response = await rig.api("POST", "/verify", { email, code: first, password: PASSWORD });
+  assert.equal(response.status, 400);
+  assert.equal((await json(response)).error.code, "invalid_request");
+  assert.equal((await rig.app.store.findUserByEmail(email))?.disabled, true, "still unverified");
+  // The victim signs up again: their password replaces the pending one, the first code ends.
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const second = readCode(await rig.smtp.waitFor(email, "Verify", { skip: 1 }));
+  assert.notEqual(second, first);
+  response = await rig.api("POST", "/verify", { email, code: first, password: attacker });
+  assert.equal(response.status, 400, "the earlier code is dead, even with its password");
+  await response.body?.cancel();
+  response = await rig.api("POST", "/verify", { email, code: second, password: PASSWORD });
+  assert.equal(response.status, 200, await response.clone().text());
+  assert.equal((await json(response)).state, "active");
+  response = await rig.api("POST", "/signin", { email, password: attacker });
+  assert.equal(response.status, 401, "the attacker's password never signs in");
+  await response.body?.cancel();
+  await rig.browser().signIn(email, PASSWORD);
+});
+
+Deno.test("[e2e] portal: verifying never enables a user an operator disabled", async () => {
+  await using rig = await startPortalRig();
+  const email = "held@example.org";
+  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  let response = await rig.api("POST", "/verify", {
+    email,
+    code: "AAAAA-BBBBB",
+    password: PASSWORD,
+  });
+  const wrongCode = await json(response);
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  await rig.app.store.updateUserDisabled(user.id, {
+    disabled: true,
+    now: rig.app.clock.now(),
+    audit: undefined,
+  });
+  response = await rig.api("POST", "/verify", { email, code, password: PASSWORD });
+  assert.equal(response.status, 400);
+  assert.equal(response.headers.get("set-cookie"), null);
+  assert.deepEqual(await json(response), wrongCode, "the same answer as a wrong code");
+  assert.equal((await rig.app.store.findUserByEmail(email))?.disabled, true, "still disabled");
+  assert.equal((await rig.app.store.findPortalAccount(user.id))?.state, "pending_verification");
+});
+
 Deno.test("[e2e] portal: every mail goes out once, with its stored code", async () => {
   await using rig = await startPortalRig();
   const response = await rig.api("POST", "/signup", {
@@ -132,7 +197,7 @@ Deno.test("[e2e] portal: sign-up, sign-in and forgot answer alike for known and 
   const response = await rig.api("POST", "/signup", { email: known, password: PASSWORD });
   await response.body?.cancel();
   const code = readCode(await rig.smtp.waitFor(known, "Verify"));
-  (await rig.api("POST", "/verify", { email: known, code })).body?.cancel();
+  (await rig.api("POST", "/verify", { email: known, code, password: PASSWORD })).body?.cancel();
 
   async function answer(method: string, path: string, body: unknown) {
     const r = await rig.api(method, path, body);
@@ -173,7 +238,8 @@ Deno.test("[e2e] portal: approval mode waits for an operator, invite mode takes 
     const email = "wait@example.org";
     (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
     const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-    let response = await rig.api("POST", "/verify", { email, code });
+    let response = await rig.api("POST", "/verify", { email, code, password: PASSWORD });
+    assert.equal(response.headers.get("set-cookie"), null, "no session while waiting");
     assert.deepEqual(await json(response), { state: "pending_approval" });
     response = await rig.api("POST", "/signin", { email, password: PASSWORD });
     assert.equal(response.status, 401);
@@ -212,7 +278,7 @@ Deno.test("[e2e] portal: changes need the session's CSRF token and the portal's 
   const email = "csrf@example.org";
   (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
   const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
   const browser = rig.browser();
   await browser.signIn(email, PASSWORD);
   const cookie = browser.cookie!;
@@ -253,7 +319,7 @@ Deno.test("[e2e] portal: sessions expire", async () => {
   const email = "expire@example.org";
   (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
   const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
   const browser = rig.browser();
   await browser.signIn(email, PASSWORD);
   let response = await browser.call("GET", "/session");
@@ -357,7 +423,8 @@ Deno.test("[e2e] portal: mail links point to --portal-origin, never to the reque
   const verify = await rig.smtp.waitFor(email, "Verify");
   assert.doesNotMatch(verify.body, /evil\.example/);
   assert.ok(verify.body.includes(`${ORIGIN}/portal/verify?`), verify.body);
-  (await rig.api("POST", "/verify", { email, code: readCode(verify) })).body?.cancel();
+  (await rig.api("POST", "/verify", { email, code: readCode(verify), password: PASSWORD }))
+    .body?.cancel();
   response = await rig.api("POST", "/forgot", { email }, evil);
   assert.equal(response.status, 202);
   await response.body?.cancel();
@@ -421,7 +488,7 @@ Deno.test("[e2e] portal: a password change ends the other sessions, not the one 
   const email = "change@example.org";
   (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
   const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code })).body?.cancel();
+  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
   const here = rig.browser();
   const elsewhere = rig.browser();
   await here.signIn(email, PASSWORD);

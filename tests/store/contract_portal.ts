@@ -48,6 +48,7 @@ export function registerPortalTests(test: ContractTest): void {
       userId: user.id,
       state: "pending_verification",
       createdAt: T0,
+      userHeld: true,
     });
     const code = await store.findPortalCode(user.id, "verify", T0);
     assert.deepEqual(code?.codeHash, new Uint8Array(hashSecret("c1")));
@@ -77,6 +78,35 @@ export function registerPortalTests(test: ContractTest): void {
       store.usePortalCode(code.id, { now: T0 + 2, state: "active", ...NO_AUDIT }),
       StoreConflict,
     );
+  });
+
+  test("usePortalCode() and updatePortalState() never enable a user an operator disabled", async ({ store }) => {
+    const disable = { disabled: true, now: T0 + 1, ...NO_AUDIT };
+    // Disabled by an operator while waiting for verification: activation leaves it disabled.
+    const user = await signUp(store);
+    await store.updateUserDisabled(user.id, disable);
+    assert.equal((await store.findPortalAccount(user.id))?.userHeld, false, "the hold ends");
+    const code = (await store.findPortalCode(user.id, "verify", T0))!;
+    await store.usePortalCode(code.id, { now: T0 + 2, state: "active", ...NO_AUDIT });
+    assert.equal((await store.findPortalAccount(user.id))?.state, "active");
+    assert.equal((await store.findUserById(user.id))?.disabled, true, "the operator's disable");
+    // Waiting for approval: the operator's approval leaves its own disable too.
+    const other = await signUp(store, "other@b.org");
+    await store.updatePortalState(other.id, {
+      now: T0 + 1,
+      state: "pending_approval",
+      ...NO_AUDIT,
+    });
+    assert.equal((await store.findPortalAccount(other.id))?.userHeld, true);
+    await store.updateUserDisabled(other.id, disable);
+    await store.updatePortalState(other.id, { now: T0 + 2, state: "active", ...NO_AUDIT });
+    assert.equal((await store.findUserById(other.id))?.disabled, true);
+    // An operator's enable ends the hold too; the user stays enabled through activation.
+    const third = await signUp(store, "third@b.org");
+    await store.updateUserDisabled(third.id, { ...disable, disabled: false });
+    await store.updatePortalState(third.id, { now: T0 + 2, state: "active", ...NO_AUDIT });
+    assert.equal((await store.findUserById(third.id))?.disabled, false);
+    assert.equal((await store.findPortalAccount(third.id))?.userHeld, false);
   });
 
   test("usePortalCode() with a password ends every token and portal session, and mails", async ({ store }) => {
@@ -221,6 +251,44 @@ export function registerPortalTests(test: ContractTest): void {
       error: "gave up",
     });
     assert.equal(await store.countQueuedMail(), 0);
+  });
+
+  test("insertApiKey() with maxLiveKeys never passes the cap, even when inserts race", async ({ store }) => {
+    const { user, key } = await seed(store); // one live key already
+    await store.revokeApiKey(key.id, { now: T0, ...NO_AUDIT }); // a revoked one does not count
+    const attempts = Array.from({ length: 12 }, (_, i) =>
+      store.insertApiKey(
+        { userId: user.id, keyHash: hashSecret(`race${i}`), prefix: `r${i}`, label: "" },
+        { now: T0 + 1, maxLiveKeys: 5, ...NO_AUDIT },
+      ));
+    const results = await Promise.allSettled(attempts);
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 5);
+    for (const result of results) {
+      if (result.status === "rejected") assert.ok(result.reason instanceof StoreConflict);
+    }
+    const live = (await store.listApiKeys(user.id)).filter((k) => k.revokedAt === null);
+    assert.equal(live.length, 5, "exactly the cap");
+    // Without the option, no cap.
+    await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("free"), prefix: "free", label: "" },
+      { now: T0 + 2, ...NO_AUDIT },
+    );
+  });
+
+  test("markMailFailed() giving up clears the body (and its code); a retry keeps it", async ({ store, execSql }) => {
+    await store.insertMail(MAIL, { now: T0, ...NO_AUDIT });
+    const [mail] = await store.claimMail(T0, { limit: 10, leaseMs: 1000 });
+    await store.markMailFailed(mail.id, { now: T0 + 1, nextAttemptAt: T0 + 2, error: "down" });
+    const [again] = await store.claimMail(T0 + 2, { limit: 10, leaseMs: 1000 });
+    assert.equal(again.text, MAIL.text, "kept for the retry");
+    await store.markMailFailed(mail.id, { now: T0 + 3, nextAttemptAt: null, error: "gave up" });
+    assert.equal((await store.countMail()).givenUp, 1);
+    // Queued again by hand, as an operator could: what is stored is read back, without a body.
+    await execSql(`UPDATE mail_outbox SET next_attempt_at = 0 WHERE id = ${mail.id}`);
+    const [stored] = await store.claimMail(T0 + 4, { limit: 10, leaseMs: 1000 });
+    assert.equal(stored.id, mail.id);
+    assert.equal(stored.subject, MAIL.subject);
+    assert.equal(stored.text, "", "no body (nor code) kept once given up");
   });
 
   test("usePortalCode() with changeEmail gives the user the code's address, once and if free", async ({ store }) => {

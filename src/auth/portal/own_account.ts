@@ -21,15 +21,10 @@ import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
 import { findUserInAnyForm } from "../users.ts";
 import { toMailboxEmail } from "./mail_address.ts";
-import type { SignUpMode } from "./accounts.ts";
-import {
-  entry,
-  invalidCode,
-  type PortalClient,
-  toPortalActor,
-  toPortalPassword,
-  VERIFY_CODE_MS,
-} from "./accounts.ts";
+import { entry, type PortalClient, type SignUpMode, toPortalActor } from "./account_deps.ts";
+import { VERIFY_CODE_MS } from "./accounts.ts";
+import { invalidCode } from "./code_check.ts";
+import { toPortalPassword } from "./portal_password.ts";
 import { generateCode, hashCode, isSameDigest, MAX_CODE_ATTEMPTS, normalizeCode } from "./codes.ts";
 import { toEmailChangedMail, toEmailChangeMail, toPasswordChangedMail } from "./portal_mail.ts";
 import type { PortalThrottle } from "./portal_throttle.ts";
@@ -45,14 +40,23 @@ export interface OwnAccountDeps {
   domains?: readonly string[];
 }
 
-/** @throws {AuthError} `invalid_credentials` unless `password` is the user's. */
+/**
+ * Checks the signed-in user's current password, with the sign-in throttle's rules: refused
+ * while the client or the account's e-mail is blocked, and a wrong password counts against
+ * both, as a failed sign-in does (a stolen session cannot guess the password faster).
+ * @throws {AuthError} `too_many_attempts`, or `invalid_credentials` unless `password` is the
+ * user's.
+ */
 async function checkPassword(
   deps: OwnAccountDeps,
+  client: PortalClient,
   user: User,
   password: unknown,
 ): Promise<void> {
+  await deps.throttle.check("signIn", client.address, user.email);
   const given = typeof password === "string" && password !== "" ? password : " ";
   if (!await deps.hasher.verify(user.passwordHash, given)) {
+    await deps.throttle.count("signIn", client.address, user.email);
     throw new AuthError("invalid_credentials", "The current password is wrong");
   }
 }
@@ -83,7 +87,7 @@ export async function requestEmailChange(
   }
   await deps.throttle.check("mail", client.address, email);
   await deps.throttle.count("mail", client.address, email);
-  await checkPassword(deps, user, input.password);
+  await checkPassword(deps, client, user, input.password);
   if (email === user.email) {
     throw new AuthError("invalid_request", "Invalid e-mail: it is already your address");
   }
@@ -175,7 +179,7 @@ export async function confirmEmailChange(
  * Changes the user's password after checking the current one: every token ends, every other
  * portal session too, and a notice is mailed. Resolves to how many live tokens ended.
  * @throws {AuthError} `invalid_credentials` for a wrong current password, `invalid_request`
- * for the new one.
+ * for the new one, `too_many_attempts` (the sign-in throttle's, see `checkPassword`).
  */
 export async function changeOwnPassword(
   deps: OwnAccountDeps,
@@ -184,7 +188,7 @@ export async function changeOwnPassword(
   input: { current: unknown; password: unknown; sessionId?: string },
 ): Promise<number> {
   const password = toPortalPassword(input.password, user.email);
-  await checkPassword(deps, user, input.current);
+  await checkPassword(deps, client, user, input.current);
   const passwordHash = await deps.hasher.hash(password);
   return await deps.store.updatePortalPassword(user.id, {
     now: deps.clock.now(),
@@ -208,14 +212,15 @@ export function generateDeletedRef(): string {
  * and sessions go in one transaction (each grant's end recorded as for any delete). The
  * deletion's audit entry names the account by an opaque id and its numeric user id, never
  * the e-mail; entries written before stay as they are (the log is append-only).
- * @throws {AuthError} `invalid_credentials` for a wrong password.
+ * @throws {AuthError} `invalid_credentials` for a wrong password, `too_many_attempts`.
  */
 export async function deleteOwnAccount(
   deps: OwnAccountDeps,
+  client: PortalClient,
   user: User,
   input: { password: unknown },
 ): Promise<DeletedUser> {
-  await checkPassword(deps, user, input.password);
+  await checkPassword(deps, client, user, input.password);
   const ref = generateDeletedRef();
   return await deps.store.deleteUser(user.id, {
     now: deps.clock.now(),

@@ -70,7 +70,8 @@ async function findOwnKey(deps: ChangeDeps, user: User, keyId: number) {
 }
 
 /**
- * Creates a key; the result holds the key itself, to be shown once.
+ * Creates a key; the result holds the key itself, to be shown once. The cap is checked in the
+ * insert's transaction, so concurrent creates never pass it.
  * @throws {AuthError} `conflict` past {@link MAX_OWN_KEYS}, `invalid_request` for the label.
  */
 export async function createOwnKey(
@@ -78,11 +79,7 @@ export async function createOwnKey(
   user: User,
   label: string,
 ): Promise<CreatedKey> {
-  const live = (await deps.store.listApiKeys(user.id)).filter((key) => key.revokedAt === null);
-  if (live.length >= MAX_OWN_KEYS) {
-    throw new AuthError("conflict", `At most ${MAX_OWN_KEYS} keys: revoke one first`);
-  }
-  return await createKey(deps, user, { label });
+  return await createKey(deps, user, { label, maxLiveKeys: MAX_OWN_KEYS });
 }
 
 /** Rotates one of the user's keys: the old one works `graceSeconds` longer (at most a day). */

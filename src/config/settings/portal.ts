@@ -7,7 +7,13 @@
  */
 import { type Setting, setting } from "../setting.ts";
 import { parseBoolean, parseHttpsOrigin } from "../parsers.ts";
-import { parseDomains, parseMailFrom, parsePortalMode, parseSmtpUrl } from "../portal_settings.ts";
+import {
+  parseDomains,
+  parseMailFrom,
+  parsePortalMode,
+  parseSmtpUrl,
+  parseUnverifiedTtl,
+} from "../portal_settings.ts";
 
 /** The developer portal's group (docs/portal.md, src/config/portal_settings.ts). */
 export const PORTAL_SETTINGS: readonly Setting[] = [
@@ -64,5 +70,15 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     placeholder: "URL",
     description: "The portal's public origin (https://HOST[:PORT]): links in mail, and the " +
       "only Origin its changes accept; required with --portal on",
+  }),
+  setting({
+    key: "portalUnverifiedTtlSeconds",
+    flag: "portal-unverified-ttl",
+    env: "KEYGATE_PORTAL_UNVERIFIED_TTL",
+    default: "7d",
+    parse: parseUnverifiedTtl,
+    placeholder: "DURATION",
+    description: "How long a portal sign-up may stay unverified before the janitor deletes it: " +
+      "off or at least 1d",
   }),
 ];

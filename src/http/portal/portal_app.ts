@@ -13,17 +13,13 @@
  * @module
  */
 import {
-  findSessionUser,
   type PortalAccountDeps,
   type PortalClient,
-  requestPasswordReset,
-  resetPassword,
-  signIn,
-  signOut,
-  signUp,
   toPortalChangeDeps,
-  verifyEmail,
-} from "../../auth/portal/accounts.ts";
+} from "../../auth/portal/account_deps.ts";
+import { signUp, verifyEmail } from "../../auth/portal/accounts.ts";
+import { requestPasswordReset, resetPassword } from "../../auth/portal/password_reset.ts";
+import { findSessionUser, signIn, signOut } from "../../auth/portal/sessions.ts";
 import { isSameDigest, toCsrfToken } from "../../auth/portal/codes.ts";
 import {
   changeOwnPassword,
@@ -240,12 +236,23 @@ export function createPortalHandler(deps: PortalDeps) {
       path: api("/verify"),
       caller: "anyone",
       async handle(request, call) {
-        const body = await readChange(request, call, ["email", "code"]);
-        const state = await verifyEmail(deps, call.client, {
+        // Verify and sign in, in one step: the code and the password signed up with.
+        const body = await readChange(request, call, ["email", "code", "password"]);
+        const verified = await verifyEmail(deps, call.client, {
           email: requiredString(body, "email", 254),
           code: requiredString(body, "code", 64),
+          password: body.password,
         });
-        return toJson({ state });
+        if (verified.state !== "active") return toJson({ state: verified.state });
+        const { sessionId, expiresAt } = verified.session;
+        const response = toJson({
+          state: verified.state,
+          expires_at: new Date(expiresAt).toISOString(),
+          csrf_token: toCsrfToken(sessionId),
+        });
+        const seconds = Math.floor((expiresAt - deps.clock.now()) / 1000);
+        response.headers.set("set-cookie", sessionCookie(sessionId, seconds));
+        return response;
       },
     },
     {
@@ -486,7 +493,9 @@ export function createPortalHandler(deps: PortalDeps) {
       async handle(request, call) {
         const body = await readChange(request, call, ["password"]);
         const { user } = await requireSession(request, true);
-        const deleted = await deleteOwnAccount(deps, user, { password: body.password });
+        const deleted = await deleteOwnAccount(deps, call.client, user, {
+          password: body.password,
+        });
         const response = toJson({
           status: "deleted",
           api_keys_deleted: deleted.apiKeys,

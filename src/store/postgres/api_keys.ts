@@ -102,7 +102,18 @@ function createKeyChanges(
 ): Pick<ApiKeyStore, "insertApiKey" | "revokeApiKey" | "updateApiKeyDisabled" | "rotateApiKey"> {
   return {
     insertApiKey(key, change) {
-      return db.write((tx) => insertKeyRow(tx, key, change.now), {
+      return db.write(async (tx) => {
+        if (change.maxLiveKeys !== undefined) {
+          // The user's row lock orders concurrent inserts: each counts what the last committed.
+          await tx`SELECT id FROM users WHERE id = ${key.userId} FOR UPDATE`;
+          const [{ n }] = await tx<Row[]>`SELECT count(*)::int AS n FROM api_keys
+            WHERE user_id = ${key.userId} AND revoked_at IS NULL`;
+          if (Number(n) >= change.maxLiveKeys) {
+            throw new StoreConflict(`The user holds ${n} keys already`);
+          }
+        }
+        return await insertKeyRow(tx, key, change.now);
+      }, {
         audit: change.audit,
         ends: () => [],
       });

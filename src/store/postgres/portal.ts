@@ -1,7 +1,8 @@
 /**
  * The developer portal's tables on PostgreSQL (portal_schema.ts): accounts, one-time codes,
- * sessions and the mail outbox, with the same rules as on SQLite (sqlite/portal.ts). A write
- * that enables a user or replaces its password records the user's grant change.
+ * sessions (portal_sessions.ts) and the mail outbox (mail_outbox.ts), with the same rules as on
+ * SQLite (sqlite/portal.ts). A write that enables a user or replaces its password records the
+ * user's grant change.
  *
  * @module
  */
@@ -9,15 +10,18 @@ import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
 import type {
   GrantScope,
-  NewMail,
-  OutboxMail,
+  NewPortalCode,
+  NewUser,
   PortalAccountState,
   PortalCode,
   PortalCodePurpose,
   PortalStore,
+  User,
 } from "../store.ts";
 import { type Row, toUser } from "../rows.ts";
 import type { PgContext } from "./db.ts";
+import { createMailOutboxMethods, queue } from "./mail_outbox.ts";
+import { createPortalSessionMethods } from "./portal_sessions.ts";
 import { raiseCutoff } from "./user_cutoff.ts";
 
 function toPortalCode(row: Row): PortalCode {
@@ -34,33 +38,85 @@ function toPortalCode(row: Row): PortalCode {
   };
 }
 
-function toOutboxMail(row: Row): OutboxMail {
-  return {
-    id: Number(row.id),
-    recipient: row.recipient as string,
-    subject: row.subject as string,
-    text: row.body as string,
-    createdAt: Number(row.created_at),
-    attempts: Number(row.attempts),
-  };
-}
-
-async function queue(tx: postgres.TransactionSql, mail: NewMail, now: number): Promise<void> {
-  await tx`INSERT INTO mail_outbox (recipient, subject, body, created_at, next_attempt_at)
-    VALUES (${mail.recipient}, ${mail.subject}, ${mail.text}, ${now}, ${now})`;
-}
-
 async function setState(
   tx: postgres.TransactionSql,
   userId: number,
   state: PortalAccountState,
   now: number,
 ): Promise<void> {
-  await tx`UPDATE portal_accounts SET state = ${state}, updated_at = ${now}
-    WHERE user_id = ${userId}`;
   if (state === "active") {
-    await tx`UPDATE users SET disabled = 0, updated_at = ${now} WHERE id = ${userId} AND disabled = 1`;
+    // Only a user the portal holds disabled: never an operator's disable (which ends the hold).
+    await tx`UPDATE users SET disabled = 0, updated_at = ${now} WHERE id = ${userId} AND disabled = 1
+      AND EXISTS (SELECT 1 FROM portal_accounts WHERE user_id = ${userId} AND user_held = 1)`;
   }
+  await tx`UPDATE portal_accounts SET state = ${state}, updated_at = ${now},
+      user_held = CASE WHEN ${state} = 'active' THEN 0 ELSE user_held END
+    WHERE user_id = ${userId}`;
+}
+
+/** A new user (disabled, and held by the portal, unless `active`) with its portal account. */
+async function insertUserAndAccount(
+  tx: postgres.TransactionSql,
+  user: NewUser,
+  { now, state }: { now: number; state: PortalAccountState },
+): Promise<User> {
+  const held = state === "active" ? 0 : 1;
+  const [row] = await tx<Row[]>`
+    INSERT INTO users (email, password_hash, token_timeout_seconds, disabled, created_at,
+      updated_at)
+    VALUES (${user.email}, ${user.passwordHash}, ${user.tokenTimeoutSeconds}, ${held}, ${now},
+      ${now})
+    RETURNING *`;
+  const added = toUser(row);
+  await tx`INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
+    VALUES (${added.id}, ${state}, ${now}, ${now}, ${held})`;
+  return added;
+}
+
+async function insertCode(
+  tx: postgres.TransactionSql,
+  userId: number,
+  code: NewPortalCode,
+  now: number,
+): Promise<void> {
+  await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
+      new_email)
+    VALUES (${userId}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt},
+      ${code.newEmail ?? null})`;
+}
+
+/**
+ * Marks a code used and, with `changeEmail`, gives its user the code's address; resolves to
+ * the user's id. @throws {StoreConflict} when it was used meanwhile (or changes no e-mail).
+ */
+async function spendCode(
+  tx: postgres.TransactionSql,
+  codeId: number,
+  { now, changeEmail }: { now: number; changeEmail?: boolean },
+): Promise<number> {
+  const [used] = await tx<Row[]>`UPDATE portal_codes SET used_at = ${now}
+    WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id, new_email`;
+  if (used === undefined) throw new StoreConflict("The code was used meanwhile");
+  const userId = Number(used.user_id);
+  if (changeEmail) {
+    if (used.new_email === null) throw new StoreConflict("The code changes no e-mail");
+    // A unique violation (the address taken meanwhile) rolls everything back.
+    await tx`UPDATE users SET email = ${used.new_email as string}, updated_at = ${now}
+      WHERE id = ${userId}`;
+  }
+  return userId;
+}
+
+/** Deletes a user and every row of it (no foreign keys here: each table by hand). */
+async function deleteUserRows(tx: postgres.TransactionSql, id: number): Promise<void> {
+  // Keys before their user, as deleteUser locks them (user_removal.ts).
+  await tx`SELECT id FROM api_keys WHERE user_id = ${id} ORDER BY id FOR UPDATE`;
+  await tx`DELETE FROM tokens WHERE user_id = ${id}`;
+  await tx`DELETE FROM api_keys WHERE user_id = ${id}`;
+  await tx`DELETE FROM portal_codes WHERE user_id = ${id}`;
+  await tx`DELETE FROM portal_sessions WHERE user_id = ${id}`;
+  await tx`DELETE FROM portal_accounts WHERE user_id = ${id}`;
+  await tx`DELETE FROM users WHERE id = ${id}`;
 }
 
 const NONE: readonly GrantScope[] = [];
@@ -68,6 +124,8 @@ const NONE: readonly GrantScope[] = [];
 export function createPortalStore(db: PgContext): PortalStore {
   const userScope = (userId: number): readonly GrantScope[] => [{ kind: "user", id: userId }];
   return {
+    ...createMailOutboxMethods(db),
+    ...createPortalSessionMethods(db),
     async findPortalAccount(userId) {
       const [row] = await db.read((sql) =>
         sql<Row[]>`SELECT * FROM portal_accounts WHERE user_id = ${userId}`
@@ -76,25 +134,13 @@ export function createPortalStore(db: PgContext): PortalStore {
         userId: Number(row.user_id),
         state: row.state as PortalAccountState,
         createdAt: Number(row.created_at),
+        userHeld: Number(row.user_held) === 1,
       };
     },
     insertPortalUser(user, { now, audit, state, code, mail }) {
       return db.write(async (tx) => {
-        const [row] = await tx<Row[]>`
-          INSERT INTO users (email, password_hash, token_timeout_seconds, disabled, created_at,
-            updated_at)
-          VALUES (${user.email}, ${user.passwordHash}, ${user.tokenTimeoutSeconds},
-            ${state === "active" ? 0 : 1}, ${now}, ${now})
-          RETURNING *`;
-        const added = toUser(row);
-        await tx`INSERT INTO portal_accounts (user_id, state, created_at, updated_at)
-          VALUES (${added.id}, ${state}, ${now}, ${now})`;
-        if (code !== undefined) {
-          await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
-              new_email)
-            VALUES (${added.id}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt},
-              ${code.newEmail ?? null})`;
-        }
+        const added = await insertUserAndAccount(tx, user, { now, state });
+        if (code !== undefined) await insertCode(tx, added.id, code, now);
         await queue(tx, mail, now);
         return added;
       }, { audit, ends: () => NONE });
@@ -103,19 +149,13 @@ export function createPortalStore(db: PgContext): PortalStore {
       await db.write(async (tx) => {
         await tx`UPDATE portal_codes SET used_at = ${now}
           WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL`;
-        await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
-            new_email)
-          VALUES (${userId}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt},
-            ${code.newEmail ?? null})`;
+        await insertCode(tx, userId, code, now);
         if (passwordHash !== undefined) {
           await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
             WHERE id = ${userId}`;
         }
         await queue(tx, mail, now);
       }, { audit, ends: () => passwordHash === undefined ? NONE : userScope(userId) });
-    },
-    async insertMail(mail, { now, audit }) {
-      await db.write((tx) => queue(tx, mail, now), { audit, ends: () => NONE });
     },
     async findPortalCode(userId, purpose, now) {
       const [row] = await db.read((sql) =>
@@ -134,16 +174,7 @@ export function createPortalStore(db: PgContext): PortalStore {
     usePortalCode(codeId, { now, audit, state, passwordHash, mail, changeEmail }) {
       let userId = 0;
       return db.write(async (tx) => {
-        const [used] = await tx<Row[]>`UPDATE portal_codes SET used_at = ${now}
-          WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id, new_email`;
-        if (used === undefined) throw new StoreConflict("The code was used meanwhile");
-        userId = Number(used.user_id);
-        if (changeEmail) {
-          if (used.new_email === null) throw new StoreConflict("The code changes no e-mail");
-          // A unique violation (the address taken meanwhile) rolls everything back.
-          await tx`UPDATE users SET email = ${used.new_email as string}, updated_at = ${now}
-            WHERE id = ${userId}`;
-        }
+        userId = await spendCode(tx, codeId, { now, changeEmail });
         if (state !== undefined) await setState(tx, userId, state, now);
         let ended = 0;
         if (passwordHash !== undefined) {
@@ -168,77 +199,6 @@ export function createPortalStore(db: PgContext): PortalStore {
         if (mail !== undefined) await queue(tx, mail, now);
       }, { audit, ends: () => state === "active" ? userScope(userId) : NONE });
     },
-    async insertPortalSession(idHash, { now, audit, userId, expiresAt }) {
-      await db.write(async (tx) => {
-        await tx`DELETE FROM portal_sessions WHERE id_hash IN (
-          SELECT id_hash FROM portal_sessions WHERE expires_at <= ${now} LIMIT 100)`;
-        await tx`INSERT INTO portal_sessions (id_hash, user_id, created_at, expires_at)
-          VALUES (${idHash}, ${userId}, ${now}, ${expiresAt})`;
-      }, { audit, ends: () => NONE });
-    },
-    async findPortalSession(idHash, now) {
-      const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT * FROM portal_sessions WHERE id_hash = ${idHash}
-          AND expires_at > ${now}`
-      );
-      return row && {
-        userId: Number(row.user_id),
-        createdAt: Number(row.created_at),
-        expiresAt: Number(row.expires_at),
-      };
-    },
-    deletePortalSession(idHash, { audit }) {
-      return db.write(async (tx) => {
-        const rows = await tx`DELETE FROM portal_sessions WHERE id_hash = ${idHash} RETURNING 1`;
-        return rows.length === 1;
-      }, { audit, ends: () => NONE });
-    },
-    claimMail(now, { limit, leaseMs }) {
-      return db.write(async (tx) => {
-        // SKIP LOCKED: two instances sending at once claim different messages.
-        const rows = await tx<Row[]>`
-          UPDATE mail_outbox SET attempts = attempts + 1, next_attempt_at = ${now + leaseMs}
-          WHERE id IN (
-            SELECT id FROM mail_outbox WHERE next_attempt_at IS NOT NULL
-              AND next_attempt_at <= ${now}
-            ORDER BY next_attempt_at, id LIMIT ${limit} FOR UPDATE SKIP LOCKED)
-          RETURNING *`;
-        return rows.map(toOutboxMail).sort((a, b) => a.id - b.id);
-      }, { ends: () => NONE });
-    },
-    async markMailSent(id, now) {
-      await db.write(async (tx) => {
-        await tx`UPDATE mail_outbox SET sent_at = ${now}, next_attempt_at = NULL, body = '',
-          last_error = NULL WHERE id = ${id}`;
-      }, { ends: () => NONE });
-    },
-    async markMailFailed(id, { nextAttemptAt, error }) {
-      await db.write(async (tx) => {
-        await tx`UPDATE mail_outbox SET next_attempt_at = ${nextAttemptAt},
-          last_error = ${error.slice(0, 500)}, failures = failures + 1 WHERE id = ${id}`;
-      }, { ends: () => NONE });
-    },
-    async countQueuedMail() {
-      const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT count(*) AS n FROM mail_outbox WHERE next_attempt_at IS NOT NULL`
-      );
-      return Number(row.n);
-    },
-    async countMail() {
-      const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT count(*) FILTER (WHERE next_attempt_at IS NOT NULL) AS pending,
-            count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
-            count(*) FILTER (WHERE sent_at IS NULL AND next_attempt_at IS NULL) AS given_up,
-            coalesce(sum(failures), 0) AS failed
-          FROM mail_outbox`
-      );
-      return {
-        pending: Number(row.pending),
-        sent: Number(row.sent),
-        givenUp: Number(row.given_up),
-        failedAttempts: Number(row.failed),
-      };
-    },
     updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
       return db.write(async (tx) => {
         await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
@@ -262,16 +222,7 @@ export function createPortalStore(db: PgContext): PortalStore {
           WHERE a.state = 'pending_verification' AND a.created_at < ${before}
           ORDER BY a.created_at LIMIT ${limit} FOR UPDATE OF a, u`;
         ids = found.map((row) => Number(row.id));
-        for (const id of ids) {
-          // Keys before their user, as deleteUser locks them (user_removal.ts).
-          await tx`SELECT id FROM api_keys WHERE user_id = ${id} ORDER BY id FOR UPDATE`;
-          await tx`DELETE FROM tokens WHERE user_id = ${id}`;
-          await tx`DELETE FROM api_keys WHERE user_id = ${id}`;
-          await tx`DELETE FROM portal_codes WHERE user_id = ${id}`;
-          await tx`DELETE FROM portal_sessions WHERE user_id = ${id}`;
-          await tx`DELETE FROM portal_accounts WHERE user_id = ${id}`;
-          await tx`DELETE FROM users WHERE id = ${id}`;
-        }
+        for (const id of ids) await deleteUserRows(tx, id);
         return found.map((row) => row.email as string);
       }, { audit, ends: () => ids.map((id): GrantScope => ({ kind: "user", id })) });
     },

@@ -61,3 +61,11 @@ CREATE INDEX portal_accounts_by_state ON portal_accounts (state, created_at);
 ALTER TABLE mail_outbox ADD COLUMN failures integer NOT NULL DEFAULT 0;
 UPDATE mail_outbox SET failures = attempts - (sent_at IS NOT NULL)::int WHERE attempts > 0;
 `;
+
+/** Whether an account's user is disabled only until it is active (sqlite/portal_schema.ts). */
+export const PORTAL_USER_HOLD_SQL = `
+ALTER TABLE portal_accounts ADD COLUMN user_held smallint NOT NULL DEFAULT 0
+  CHECK (user_held IN (0, 1));
+UPDATE portal_accounts SET user_held = 1
+WHERE state <> 'active' AND user_id IN (SELECT id FROM users WHERE disabled = 1);
+`;

@@ -20,7 +20,11 @@ import {
   planCanonicalEmails,
   type StoredEmail,
 } from "../canonical_emails.ts";
-import { PORTAL_EMAIL_CODES_SQL, PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
+import {
+  PORTAL_EMAIL_CODES_SQL,
+  PORTAL_SCHEMA_SQL,
+  PORTAL_USER_HOLD_SQL,
+} from "./portal_schema.ts";
 
 /** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface PostgresMigration {
@@ -256,5 +260,12 @@ CREATE TABLE limit_usage (
   PRIMARY KEY (limit_id, subject_id)
 );
 `,
+  },
+  {
+    // Activation enables a portal user only while the portal holds it disabled; an operator's
+    // disable stays (portal_schema.ts).
+    version: 9,
+    name: "portal user hold",
+    sql: PORTAL_USER_HOLD_SQL,
   },
 ];

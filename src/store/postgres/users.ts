@@ -111,6 +111,8 @@ export function createUserStore(db: PgContext): UserStore {
       return db.write(async (tx) => {
         await tx`UPDATE users SET disabled = ${change.disabled ? 1 : 0}, updated_at = ${change.now}
           WHERE id = ${userId}`;
+        // The operator decides now: a portal activation no longer enables the user.
+        await tx`UPDATE portal_accounts SET user_held = 0 WHERE user_id = ${userId} AND user_held = 1`;
         return change.disabled ? await raiseCutoff(tx, userId, change.now) : 0;
         // Enabling ends nothing, but is recorded as on SQLite (its trigger sees the column).
       }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });

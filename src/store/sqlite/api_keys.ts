@@ -91,6 +91,9 @@ function createKeyChanges(
      VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
     "keeps-grants",
   );
+  const keysLiveCount = sql(
+    "SELECT count(*) AS n FROM api_keys WHERE user_id = :user_id AND revoked_at IS NULL",
+  );
   const keyRevoke = sql(
     "UPDATE api_keys SET revoked_at = :now WHERE id = :id AND revoked_at IS NULL",
   );
@@ -121,8 +124,15 @@ function createKeyChanges(
   }
 
   return {
-    insertApiKey(key, { now, audit }) {
-      return conn.write(() => insertKey(key, now), audit);
+    insertApiKey(key, { now, audit, maxLiveKeys }) {
+      return conn.write(() => {
+        // In the write transaction (BEGIN IMMEDIATE): no other insert between count and insert.
+        if (maxLiveKeys !== undefined) {
+          const { n } = keysLiveCount.get({ user_id: key.userId }) as { n: number };
+          if (n >= maxLiveKeys) throw new StoreConflict(`The user holds ${n} keys already`);
+        }
+        return insertKey(key, now);
+      }, audit);
     },
 
     revokeApiKey(id, { now, audit }) {

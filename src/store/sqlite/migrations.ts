@@ -18,7 +18,11 @@ import {
   planCanonicalEmails,
   type StoredEmail,
 } from "../canonical_emails.ts";
-import { PORTAL_EMAIL_CODES_SQL, PORTAL_SCHEMA_SQL } from "./portal_schema.ts";
+import {
+  PORTAL_EMAIL_CODES_SQL,
+  PORTAL_SCHEMA_SQL,
+  PORTAL_USER_HOLD_SQL,
+} from "./portal_schema.ts";
 
 /** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
 export interface Migration {
@@ -289,6 +293,13 @@ BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
   (CASE OLD.scope WHEN 'default' THEN 'all' ELSE OLD.scope END,
    coalesce(OLD.api_key_id, OLD.user_id), random() >> 12); END;
 `,
+  },
+  {
+    // Activation enables a portal user only while the portal holds it disabled; an operator's
+    // disable stays (portal_schema.ts).
+    version: 12,
+    name: "portal user hold",
+    sql: PORTAL_USER_HOLD_SQL,
   },
 ];
 

@@ -2,7 +2,7 @@
  * The developer portal's tables on SQLite (docs/portal.md): accounts and their states,
  * one-time codes, sessions and the mail outbox. A migration step of its own, appended to
  * MIGRATIONS (migrations.ts). Codes and session ids are stored only as SHA-256 digests; an
- * outbox message's body (which may hold a code) is cleared once it is sent.
+ * outbox message's body (which may hold a code) is cleared once it is sent or given up.
  *
  * @module
  */
@@ -74,4 +74,17 @@ CREATE INDEX portal_codes_by_user ON portal_codes (user_id, purpose);
 CREATE INDEX portal_accounts_by_state ON portal_accounts (state, created_at);
 ALTER TABLE mail_outbox ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
 UPDATE mail_outbox SET failures = attempts - (sent_at IS NOT NULL) WHERE attempts > 0;
+`;
+
+/**
+ * Whether an account's user row is disabled only because the account is not active yet
+ * (`user_held`): activation enables the user only then. An operator's disable or enable ends
+ * the hold, so activation never clears an operator's disable. Accounts waiting with a disabled
+ * user are taken as held (before this step, nothing told the two apart).
+ */
+export const PORTAL_USER_HOLD_SQL = `
+ALTER TABLE portal_accounts ADD COLUMN user_held INTEGER NOT NULL DEFAULT 0
+  CHECK (user_held IN (0, 1));
+UPDATE portal_accounts SET user_held = 1
+WHERE state <> 'active' AND user_id IN (SELECT id FROM users WHERE disabled = 1);
 `;

@@ -37,6 +37,10 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
     "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
   );
   // Alters grants: a cached grant carries the e-mail (token_info, X-Keygate-Email).
+  const portalHoldEnd = sql(
+    "UPDATE portal_accounts SET user_held = 0 WHERE user_id = :user_id AND user_held = 1",
+    "keeps-grants",
+  );
   const userSetEmail = sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id");
   const userTokensDelete = sql("DELETE FROM tokens WHERE user_id = :user_id");
   // Keeps grants: the counters of the user's keys hold no grant.
@@ -109,6 +113,8 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
     updateUserDisabled(userId, { disabled, now, audit }) {
       return conn.write(() => {
         userSetDisabled.run({ id: userId, disabled: disabled ? 1 : 0, now });
+        // The operator decides now: a portal activation no longer enables the user.
+        portalHoldEnd.run({ user_id: userId });
         return disabled ? revokeTokensBefore(userId, nextCutoff(userId, now), now) : 0;
       }, audit);
     },

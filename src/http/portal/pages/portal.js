@@ -119,21 +119,32 @@ function showSignUp() {
   ));
 }
 
+// Verifying signs in too: the code, and the password the account was signed up with (a code
+// alone would let whoever signed the address up first choose its password).
 function verifyForm(email, code) {
   return form(
     "verify",
     "Verify your e-mail",
     [
-      field("email", "E-mail", "email", email),
+      field("email", "E-mail", "email", email, { autocomplete: "username" }),
       field("code", "Code from the message", "text", code, { autocomplete: "one-time-code" }),
+      field("password", "The password you signed up with", "password", "", {
+        autocomplete: "current-password",
+      }),
+      el("p", {
+        text: "Not your password? Sign up again with yours: a new code replaces this one.",
+      }),
     ],
-    "Confirm",
+    "Verify and sign in",
     async (values, status) => {
       const answer = await call("POST", "/verify", values);
-      status.textContent = answer.state === "active"
-        ? "Your address is verified: you can sign in."
-        : "Your address is verified: an operator will approve your account.";
-      if (answer.state === "active") main.append(el("p", {}, link("/portal/", "Sign in")));
+      if (answer.state !== "active") {
+        status.textContent = "Your address is verified: an operator will approve your account.";
+        return;
+      }
+      setCsrfToken(answer.csrf_token);
+      history.replaceState(null, "", "/portal/");
+      await showAccount();
     },
   );
 }

@@ -1,0 +1,87 @@
+/**
+ * What the portal's account use cases share: their dependencies, the request's facts, how
+ * they name actors in the audit log, and how they find an e-mail's account and tell whether it
+ * is usable. The use cases: sign-up, verification and approval (accounts.ts), sessions
+ * (sessions.ts), password reset (password_reset.ts), a signed-in user's own account and keys
+ * (own_account.ts, own_keys.ts).
+ *
+ * @module
+ */
+import type { PasswordHasher } from "../../passwords/passwords.ts";
+import type { Clock } from "../../platform/clock.ts";
+import type { AuditEntry, PortalAccount, Store, User } from "../../store/store.ts";
+import type { AuditAction } from "../audit.ts";
+import type { ChangeDeps } from "../changes.ts";
+import type { MailLinks } from "./portal_mail.ts";
+import type { PortalThrottle } from "./portal_throttle.ts";
+
+/** Who may open an account (see `--portal-mode`). */
+export type SignUpMode = "open" | "domains" | "approval" | "invite";
+
+/** What the account use cases need. */
+export interface PortalAccountDeps {
+  store: Store;
+  clock: Clock;
+  hasher: Pick<PasswordHasher, "hash" | "verify">;
+  throttle: PortalThrottle;
+  mode: SignUpMode;
+  /** `domains` mode: the domains that may sign up. */
+  domains?: readonly string[];
+  /**
+   * Runs work whose cost depends on whether an account exists after the answer is sent
+   * (forgot-password's code and mail), so that the answer's timing cannot tell. Default: now.
+   */
+  defer?(task: () => Promise<void>): void;
+}
+
+/** The request's facts the use cases read. */
+export interface PortalClient {
+  /** The client's address, for the throttle and the audit log. */
+  address: string;
+  /** Where links in mail point. */
+  links: MailLinks;
+}
+
+/** An audit entry now (exported for the other portal use cases). */
+export function entry(
+  deps: { clock: Clock },
+  actor: string,
+  action: AuditAction,
+  subject: string,
+  detail: Record<string, string | number | null> = {},
+): AuditEntry {
+  return { at: deps.clock.now(), actor, action, subject, detail };
+}
+
+/** The actor of a change made before sign-in: the client's address. */
+export function toAnonymousActor(client: PortalClient): string {
+  return `portal:${client.address}`.slice(0, 128);
+}
+
+/** The actor of a signed-in user's changes. */
+export function toPortalActor(user: Pick<User, "id">): string {
+  return `portal:user:${user.id}`;
+}
+
+/** The audit dependencies of a signed-in user's change. */
+export function toPortalChangeDeps(deps: { store: Store; clock: Clock }, user: User): ChangeDeps {
+  return { store: deps.store, clock: deps.clock, actor: toPortalActor(user) };
+}
+
+/** The user with this e-mail and its portal account (`undefined` for an operator's user). */
+export async function findAccount(
+  store: Store,
+  email: string,
+): Promise<{ user: User; account?: PortalAccount } | undefined> {
+  const user = await store.findUserByEmail(email);
+  if (user === undefined) return undefined;
+  return { user, account: await store.findPortalAccount(user.id) };
+}
+
+/** Whether a user may sign in and manage keys: enabled, and its account (if any) active. */
+export function isActive(
+  found: { user: User; account?: PortalAccount } | undefined,
+): found is { user: User; account?: PortalAccount } {
+  return found !== undefined && !found.user.disabled &&
+    (found.account === undefined || found.account.state === "active");
+}

@@ -1,0 +1,126 @@
+/**
+ * Portal sessions: sign-in (every failure the same `invalid_credentials` after the same
+ * work), the session a verification or sign-in opens, the signed-in user of a session id, and
+ * sign-out. A session id is stored only as its SHA-256.
+ *
+ * @module
+ */
+import type { Clock } from "../../platform/clock.ts";
+import type { Store, User } from "../../store/store.ts";
+import { isPasswordSized, normalizeEmail } from "../account_rules.ts";
+import { toUserRef } from "../audit.ts";
+import { hashSecret } from "../credentials.ts";
+import { AuthError } from "../errors.ts";
+import {
+  entry,
+  findAccount,
+  isActive,
+  type PortalAccountDeps,
+  type PortalClient,
+  toAnonymousActor,
+  toPortalActor,
+} from "./account_deps.ts";
+import { generateSessionId, isSessionIdShaped } from "./codes.ts";
+
+/** How long a portal session lasts. */
+export const SESSION_MS = 8 * 3_600_000;
+
+/** A session just opened: its id (for the cookie; only its digest is stored) and expiry. */
+export interface OpenedSession {
+  sessionId: string;
+  expiresAt: number;
+}
+
+/** Opens a session for a user who just proved their password. */
+export async function openSession(
+  deps: PortalAccountDeps,
+  client: PortalClient,
+  user: User,
+): Promise<OpenedSession> {
+  const sessionId = generateSessionId();
+  const now = deps.clock.now();
+  const expiresAt = now + SESSION_MS;
+  await deps.store.insertPortalSession(hashSecret(sessionId), {
+    now,
+    userId: user.id,
+    expiresAt,
+    audit: entry(deps, toPortalActor(user), "portal.signed_in", toUserRef(user.email), {
+      client: client.address,
+    }),
+  });
+  return { sessionId, expiresAt };
+}
+
+/**
+ * Sign-in with e-mail and password; resolves to a new session. Every failure (unknown
+ * address, wrong password, unverified or unapproved account, disabled user) is the same
+ * `invalid_credentials` after the same work.
+ */
+export async function signIn(
+  deps: PortalAccountDeps,
+  client: PortalClient,
+  input: { email: string; password: unknown },
+  signal?: AbortSignal,
+): Promise<OpenedSession> {
+  const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
+  const password = typeof input.password === "string" && isPasswordSized(input.password)
+    ? input.password
+    : "";
+  await deps.throttle.check("signIn", client.address, email);
+  const found = await findAccount(deps.store, email);
+  const usable = isActive(found) ? found.user : undefined;
+  const verified = await deps.hasher.verify(usable?.passwordHash, password || " ", signal);
+  if (usable === undefined || !verified || password === "") {
+    await deps.throttle.count("signIn", client.address, email);
+    await deps.store.appendAudit(
+      entry(
+        deps,
+        toAnonymousActor(client),
+        "portal.sign_in_failed",
+        found ? toUserRef(email) : "user:unknown",
+        {
+          reason: found === undefined
+            ? "unknown_user"
+            : usable === undefined
+            ? "not_active"
+            : "wrong_password",
+        },
+      ),
+    );
+    throw new AuthError(
+      "invalid_credentials",
+      "Invalid e-mail or password, or the account is not active yet",
+    );
+  }
+  return await openSession(deps, client, usable);
+}
+
+/** The signed-in user of a session id, if the session is live and the account usable. */
+export async function findSessionUser(
+  deps: { store: Store; clock: Clock },
+  sessionId: string,
+): Promise<{ user: User; expiresAt: number } | undefined> {
+  if (!isSessionIdShaped(sessionId)) return undefined;
+  const session = await deps.store.findPortalSession(hashSecret(sessionId), deps.clock.now());
+  if (session === undefined) return undefined;
+  const user = await deps.store.findUserById(session.userId);
+  if (user === undefined || user.disabled) return undefined;
+  const account = await deps.store.findPortalAccount(user.id);
+  if (account !== undefined && account.state !== "active") return undefined;
+  return { user, expiresAt: session.expiresAt };
+}
+
+/** Ends a session (sign-out). */
+export async function signOut(
+  deps: { store: Store; clock: Clock },
+  user: User,
+  sessionId: string,
+): Promise<void> {
+  await deps.store.deletePortalSession(hashSecret(sessionId), {
+    now: deps.clock.now(),
+    audit: (ended: boolean) =>
+      ended
+        ? entry(deps, toPortalActor(user), "portal.signed_out", toUserRef(user.email))
+        : undefined,
+  });
+}
