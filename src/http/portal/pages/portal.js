@@ -1,5 +1,6 @@
 // The developer portal's page: sign in, sign up, verify, forgot and reset, and the signed-in
-// user's keys, tokens, password, e-mail and account (portal_account.js). Plain DOM, no inline code, text set with textContent only.
+// user's keys, tokens, password, e-mail and account (portal_account.js). Plain DOM, no inline
+// code, text set with textContent only.
 import { call, setCsrfToken } from "./portal_api.js";
 import { deleteAccountForm, emailChangeCard, labelButton } from "./portal_account.js";
 import { el, field, form, link, toast } from "./portal_dom.js";
