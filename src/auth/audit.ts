@@ -52,6 +52,7 @@ export const AUDIT_ACTIONS = [
   "portal.verified",
   "portal.code_failed",
   "portal.approved",
+  "portal.refused",
   "portal.signed_in",
   "portal.sign_in_failed",
   "portal.signed_out",

@@ -17,7 +17,7 @@ import type { ThrottleRules } from "../auth/throttle.ts";
 import type { Principal } from "../auth/gate.ts";
 import type { Limiter, LimitStatus } from "../auth/limiter.ts";
 import type { ClientAuthMethod } from "./oauth_client.ts";
-import type { PortalDeps } from "./portal/portal_app.ts";
+import type { PortalDeps } from "./portal/portal_request.ts";
 
 /** Per-request facts, filled in as the request is handled. */
 export interface RequestContext {

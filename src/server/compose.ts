@@ -94,5 +94,6 @@ export function composeAdminDeps(config: Config, services: AdminServices): Admin
     readCounters: services.metrics.readCounters,
     defaultTimeoutSeconds: config.defaultTimeoutSeconds,
     history: services.history,
+    portalOrigin: config.portal ? config.portalOrigin : undefined,
   };
 }

@@ -124,7 +124,9 @@ export interface AdminTest {
 }
 
 /** The admin and API handlers over a fresh store, with operators `admin` (write) and `viewer` (read). */
-export async function createAdminTest(): Promise<AdminTest> {
+export async function createAdminTest(
+  options: { portalOrigin?: string } = {},
+): Promise<AdminTest> {
   const opened = await openTestStore();
   const store = opened.store;
   const clock = createFakeClock();
@@ -142,6 +144,7 @@ export async function createAdminTest(): Promise<AdminTest> {
     readCounters: metrics.readCounters,
     defaultTimeoutSeconds: 36000,
     history,
+    portalOrigin: options.portalOrigin,
   });
   const api = createHandler({
     store,

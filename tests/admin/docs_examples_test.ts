@@ -24,6 +24,23 @@ function endpointExamples(markdown: string): string[] {
     .map((match) => match[1]);
 }
 
+/** Two portal sign-ups that wait for an operator, as the portal writes them (users 2 and 3). */
+async function seedPendingAccounts(path: string): Promise<void> {
+  const store = openSqliteStore(path);
+  try {
+    for (const email of ["dev@example.com", "spam@example.net"]) {
+      await store.insertPortalUser({ email, passwordHash: "x", tokenTimeoutSeconds: null }, {
+        now: systemClock.now(),
+        state: "pending_approval",
+        mail: { recipient: email, subject: "Verify", text: "…" },
+        audit: undefined,
+      });
+    }
+  } finally {
+    await store.closeStore();
+  }
+}
+
 Deno.test("[server] the admin listener is not the API port; the curl examples of docs/admin-api.md work", async () => {
   const markdown = await Deno.readTextFile(new URL("../../docs/admin-api.md", import.meta.url));
   const blocks = endpointExamples(markdown);
@@ -36,7 +53,24 @@ Deno.test("[server] the admin listener is not the API port; the curl examples of
     "write",
   );
   await store.closeStore();
-  const server = await startServerProcess(db.path, ["--admin", "on", "--admin-port", "0"]);
+  // The portal in approval mode, for the approval examples; its mail server is not there
+  // (port 9 refuses), so the outbox only retries.
+  const server = await startServerProcess(db.path, [
+    "--admin",
+    "on",
+    "--admin-port",
+    "0",
+    "--portal",
+    "on",
+    "--portal-mode",
+    "approval",
+    "--portal-origin",
+    "https://keys.example.org",
+    "--smtp-url",
+    "smtp://127.0.0.1:9",
+    "--mail-from",
+    "keys@example.org",
+  ]);
   try {
     assert.ok(server.adminOrigin);
     assert.notEqual(server.adminOrigin, server.origin);
@@ -66,6 +100,7 @@ Deno.test("[server] the admin listener is not the API port; the curl examples of
       'curl() { command curl -sS --fail-with-body "$@"; echo; }',
     ].join("\n");
     for (const [i, block] of blocks.entries()) {
+      if (block.includes("/portal/pending")) await seedPendingAccounts(db.path);
       const { code, stdout, stderr } = await new Deno.Command("bash", {
         args: ["-e", "-o", "pipefail", "-c", `${prelude}\n${block}`],
         env: {
@@ -94,9 +129,21 @@ Deno.test("[server] the admin listener is not the API port; the curl examples of
       const actions = new Set(
         (await check.searchAudit({ limit: 200, actor: "operator:ann" })).map((r) => r.action),
       );
-      for (const action of ["user.added", "key.created", "key.rotated", "key.revoked"]) {
+      for (
+        const action of [
+          "user.added",
+          "key.created",
+          "key.rotated",
+          "key.revoked",
+          "portal.approved",
+          "portal.refused",
+        ]
+      ) {
         assert.ok(actions.has(action), action);
       }
+      assert.equal((await check.findPortalAccount(2))?.state, "active");
+      assert.equal((await check.findUserByEmail("dev@example.com"))?.disabled, false);
+      assert.equal(await check.findUserByEmail("spam@example.net"), undefined);
     } finally {
       await check.closeStore();
     }

@@ -23,7 +23,8 @@ import { silentLogger } from "../../src/platform/logger.ts";
 import { startMailer } from "../../src/server/start_mailer.ts";
 import { openTestStore } from "../_helpers/store.ts";
 import { startTlsServer, testCertificate } from "../_helpers/tls_server.ts";
-import { readCode, startTestSmtp } from "./_smtp.ts";
+import { readCode, startTestSmtp, type TestSmtp } from "./_smtp.ts";
+import type { Store } from "../../src/store/store.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 
@@ -38,6 +39,60 @@ function watchErrors(page: Page): string[] {
   });
   page.on("pageerror", (error) => errors.push(String(error)));
   return errors;
+}
+
+/**
+ * The signed-in page's own-account parts, each checked in the store: relabel a key; change the
+ * e-mail through the mailed link's page; a wrong password deletes nothing; delete the account.
+ */
+async function manageAccount(
+  page: Page,
+  { email, password, shots, store, smtp }: {
+    email: string;
+    password: string;
+    shots: string;
+    store: Store;
+    smtp: TestSmtp;
+  },
+): Promise<void> {
+  const user = (await store.findUserByEmail(email))!;
+  const [key] = await store.listApiKeys(user.id);
+  await page.click(`[data-label='${key.id}']`);
+  await page.fill(`#label-${key.id}`, "billing, production");
+  await page.click(`[data-save-label='${key.id}']`);
+  await page.waitForSelector("#keys tr:has-text('billing, production')");
+  assert.equal((await store.findApiKeyById(key.id))?.label, "billing, production");
+
+  const newEmail = "dev.new@example.org";
+  await page.fill("#change-email #new-email", newEmail);
+  await page.fill("#change-email #email-password", password);
+  await page.click("#change-email-submit");
+  await page.waitForSelector("#change-email-status:has-text('on its way')");
+  await page.waitForSelector("#confirm-email");
+  assert.equal((await store.findUserById(user.id))?.email, email, "not changed before the code");
+  const mail = await smtp.waitFor(newEmail, "Confirm your new e-mail");
+  const link = /https:\/\/\S+\/portal\/email\?\S+/.exec(mail.body)![0];
+  await page.goto(link);
+  assert.equal(await page.inputValue("#confirm-email #email-code"), readCode(mail));
+  await page.screenshot({ path: `${shots}/portal-account.png`, fullPage: true });
+  await page.click("#confirm-email-submit");
+  await page.waitForSelector(`#confirm-email-status:has-text('${newEmail}')`);
+  assert.equal(await page.textContent("#who"), newEmail);
+  assert.equal((await store.findUserById(user.id))?.email, newEmail);
+  assert.equal(await store.findUserByEmail(email), undefined);
+  await smtp.waitFor(email, "address was changed");
+
+  page.on("dialog", (dialog) => dialog.accept());
+  await page.fill("#delete-account #delete-password", "not my password at all");
+  await page.click("#delete-account-submit");
+  await page.waitForSelector("#delete-account-status:has-text('password')");
+  assert.ok(await store.findUserById(user.id), "a wrong password deletes nothing");
+  await page.fill("#delete-account #delete-password", password);
+  await page.click("#delete-account-submit");
+  await page.waitForSelector("#sign-in-status:has-text('Your account was deleted, with 1 key(s)')");
+  assert.equal(await store.findUserById(user.id), undefined);
+  assert.deepEqual(await store.listApiKeys(user.id), []);
+  assert.equal(await store.findApiKeyById(key.id), undefined);
 }
 
 Deno.test({
@@ -94,7 +149,7 @@ Deno.test({
       const page = await context.newPage();
       const errors = watchErrors(page);
       const email = "dev@example.org";
-      const password = "correct horse battery";
+      let password = "correct horse battery";
 
       // Sign up.
       await page.goto(`${api.origin}/portal/#signup`);
@@ -165,6 +220,15 @@ Deno.test({
       response = await secure(token);
       assert.equal(response.status, 401, "the old token is refused");
       await response.body?.cancel();
+
+      // Signed in again: relabel the key, change the e-mail, delete the account.
+      password = "a brand new passphrase";
+      await page.goto(`${api.origin}/portal/`);
+      await page.fill("#sign-in #email", email);
+      await page.fill("#sign-in #password", password);
+      await page.click("#sign-in-submit");
+      await page.waitForSelector("#create-key");
+      await manageAccount(page, { email, password, shots, store, smtp });
       assert.deepEqual(errors, []);
       assert.equal(
         smtp.received.some((m) => m.raw.includes(apiKey)),

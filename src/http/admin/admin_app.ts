@@ -47,6 +47,7 @@ import { type ConsoleAssets, loadConsoleAssets } from "./console_assets.ts";
 import { ADMIN_OPENAPI } from "./openapi.ts";
 import { KEY_ROUTES } from "./routes/keys.ts";
 import { LIMIT_ROUTES } from "./routes/limits.ts";
+import { PORTAL_ROUTES } from "./routes/portal.ts";
 import { SYSTEM_ROUTES } from "./routes/system.ts";
 import { USER_ROUTES } from "./routes/users.ts";
 
@@ -65,6 +66,7 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
   ...USER_ROUTES,
   ...KEY_ROUTES,
   ...LIMIT_ROUTES,
+  ...PORTAL_ROUTES,
 ];
 
 /** Reads that are not data (who am I, the dashboard's figures): not counted as bulk reads. */

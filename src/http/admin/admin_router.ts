@@ -31,6 +31,11 @@ export interface AdminDeps {
   defaultTimeoutSeconds: number;
   /** The dashboard's last hour, sampled by main.ts; without it the history is empty. */
   history?: StatsHistory;
+  /**
+   * The portal's public origin (`--portal-origin`) when the portal is on: the link in an
+   * approval's mail. Without it, approving answers 409.
+   */
+  portalOrigin?: string;
   /** The rule for failed operator sign-ins per client address (see src/auth/operators.ts). */
   operatorRule?: ThrottleRule;
 }

@@ -45,6 +45,7 @@ export const CONSOLE_FILES: readonly [string, string][] = [
   ["/console/pages/audit.js", "pages/audit.js"],
   ["/console/pages/throttle.js", "pages/throttle.js"],
   ["/console/pages/limits.js", "pages/limits.js"],
+  ["/console/pages/portal.js", "pages/portal.js"],
   ["/console/favicon.svg", "favicon.svg"],
 ];
 

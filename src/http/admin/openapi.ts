@@ -279,6 +279,30 @@ export const ADMIN_OPENAPI = {
         params: user,
       }),
     },
+    "/admin/v1/portal/pending": {
+      get: read({
+        summary: "Portal accounts waiting for an operator (--portal-mode approval), oldest " +
+          "sign-up first",
+        ok: ["200", "PendingAccountPage"],
+        params: paging,
+      }),
+    },
+    "/admin/v1/portal/pending/{id}/approve": {
+      post: write({
+        summary: "Approve a waiting portal account: it becomes active and its user is mailed " +
+          "(409 unless it waits, or with the portal off)",
+        ok: ["200", "PortalDecision"],
+        params: user,
+      }),
+    },
+    "/admin/v1/portal/pending/{id}/refuse": {
+      post: write({
+        summary: "Refuse a waiting portal account: the user is deleted, no mail is sent (409 " +
+          "unless it waits)",
+        ok: ["200", "PortalDecision"],
+        params: user,
+      }),
+    },
     "/admin/v1/throttle": {
       get: read({
         summary: "Live failed-login counters, the longest-blocked first",

@@ -189,6 +189,18 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
         "refilled) or COUNT/PERIOD (hour, day, month)",
     },
   }, ["subject_id"]),
+  PendingAccountPage: object({
+    accounts: {
+      type: "array",
+      items: object({
+        id: { ...int, description: "The user's id" },
+        email: str,
+        signed_up_at: time,
+      }),
+    },
+    next: nullable(str),
+  }),
+  PortalDecision: object({ id: int, status: { enum: ["approved", "refused"] } }),
   ThrottleTarget: object({
     target: {
       ...str,

@@ -7,6 +7,7 @@
  */
 import type { AdminStats, ThrottleCounter } from "../../auth/admin_tasks.ts";
 import { toKeyStatus } from "../../auth/key_status.ts";
+import type { PendingAccount } from "../../auth/portal/approval.ts";
 import type {
   ApiKey,
   ApiKeyListing,
@@ -26,6 +27,15 @@ export function toUserView(user: User) {
     created_at: toIso(user.createdAt),
     updated_at: toIso(user.updatedAt),
     tokens_valid_from: user.tokensValidFrom === 0 ? null : toIso(user.tokensValidFrom),
+  };
+}
+
+/** A portal account that waits for an operator (src/auth/portal/approval.ts). */
+export function toPendingAccountView(account: PendingAccount) {
+  return {
+    id: account.user.id,
+    email: account.user.email,
+    signed_up_at: toIso(account.signedUpAt),
   };
 }
 

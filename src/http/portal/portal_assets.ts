@@ -26,6 +26,8 @@ export const PORTAL_FILES: readonly [string, string][] = [
   ["/portal/portal.css", "portal.css"],
   ["/portal/portal.js", "portal.js"],
   ["/portal/portal_api.js", "portal_api.js"],
+  ["/portal/portal_dom.js", "portal_dom.js"],
+  ["/portal/portal_account.js", "portal_account.js"],
 ];
 
 /** Reads the files from `dir` (default: the pages folder beside this module). */

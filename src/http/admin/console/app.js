@@ -12,6 +12,7 @@ import { renderDashboard } from "./pages/dashboard.js";
 import { renderKeys } from "./pages/keys.js";
 import { renderSignIn } from "./pages/sign_in.js";
 import { renderLimits } from "./pages/limits.js";
+import { renderPortal } from "./pages/portal.js";
 import { renderThrottle } from "./pages/throttle.js";
 import { renderUser } from "./pages/user.js";
 import { renderUsers } from "./pages/users.js";
@@ -84,6 +85,7 @@ async function route() {
     else if (path === "/audit") await renderAudit(main, session, params);
     else if (path === "/throttle") await renderThrottle(main, session, params);
     else if (path === "/limits") await renderLimits(main, session, params);
+    else if (path === "/portal") await renderPortal(main, session, params);
     else await renderDashboard(main, session);
     main.focus({ preventScroll: true });
   } catch (error) {

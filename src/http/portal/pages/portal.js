@@ -1,68 +1,13 @@
 // The developer portal's page: sign in, sign up, verify, forgot and reset, and the signed-in
-// user's keys, tokens and password. Plain DOM, no inline code, text set with textContent only.
+// user's keys, tokens, password, e-mail and account (portal_account.js). Plain DOM, no inline
+// code, text set with textContent only.
 import { call, setCsrfToken } from "./portal_api.js";
+import { deleteAccountForm, emailChangeCard, labelButton } from "./portal_account.js";
+import { el, field, form, link, toast } from "./portal_dom.js";
 
 const main = document.getElementById("main");
 const who = document.getElementById("who");
 const signOutButton = document.getElementById("sign-out");
-
-function el(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (name === "text") node.textContent = value;
-    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
-    else node.setAttribute(name, value);
-  }
-  for (const child of children) node.append(child);
-  return node;
-}
-
-function toast(message) {
-  const box = document.getElementById("toast");
-  box.textContent = message;
-  box.classList.add("shown");
-  setTimeout(() => box.classList.remove("shown"), 4000);
-}
-
-function field(id, label, type = "text", value = "", extra = {}) {
-  return el(
-    "label",
-    { for: id },
-    el("span", { text: label }),
-    el("input", { id, name: id, type, value, required: "", ...extra }),
-  );
-}
-
-function form(id, title, fields, submitText, onSubmit, footer = []) {
-  const status = el("p", { class: "status", role: "alert", id: `${id}-status` });
-  const node = el(
-    "form",
-    {
-      id,
-      class: "card",
-      onsubmit: async (event) => {
-        event.preventDefault();
-        status.textContent = "";
-        const values = Object.fromEntries(new FormData(node));
-        try {
-          await onSubmit(values, status);
-        } catch (error) {
-          status.textContent = error.message;
-        }
-      },
-    },
-    el("h1", { text: title }),
-    ...fields,
-    el("button", { type: "submit", id: `${id}-submit`, text: submitText }),
-    status,
-    ...footer,
-  );
-  return node;
-}
-
-function link(href, text) {
-  return el("a", { href, text });
-}
 
 function show(...nodes) {
   main.replaceChildren(...nodes);
@@ -189,6 +134,8 @@ function resetForm(email, code) {
 
 function keyRow(key, reload) {
   const actions = el("td");
+  const labelCell = el("td", { text: key.label });
+  if (key.status !== "revoked") actions.append(labelButton(key, labelCell, reload), " ");
   if (key.status === "active") {
     actions.append(
       el("button", {
@@ -230,7 +177,7 @@ function keyRow(key, reload) {
     "tr",
     {},
     el("td", {}, el("code", { text: `${key.prefix}…` })),
-    el("td", { text: key.label }),
+    labelCell,
     el("td", { text: key.status }),
     el("td", { text: key.created_at.slice(0, 16).replace("T", " ") }),
     actions,
@@ -327,15 +274,33 @@ async function showAccount() {
         status.textContent = `Password changed; ${answer.tokens_revoked} token(s) ended.`;
       },
     ),
+    emailChangeCard(
+      location.pathname === "/portal/email" ? params.get("code") ?? "" : null,
+      (email) => (who.textContent = email),
+    ),
+    deleteAccountForm(showDeleted),
   );
   await reload();
+  if (location.pathname === "/portal/email") document.getElementById("email-code")?.focus();
+}
+
+function showSignedOut() {
+  setCsrfToken("");
+  who.textContent = "";
+  signOutButton.hidden = true;
+}
+
+function showDeleted(answer) {
+  showSignedOut();
+  showSignIn();
+  const status = document.getElementById("sign-in-status");
+  status.textContent = `Your account was deleted, with ${answer.api_keys_deleted} key(s) and ` +
+    `${answer.tokens_deleted} token(s).`;
 }
 
 signOutButton.addEventListener("click", async () => {
   await call("POST", "/signout", {}).catch(() => undefined);
-  setCsrfToken("");
-  who.textContent = "";
-  signOutButton.hidden = true;
+  showSignedOut();
   location.hash = "";
   showSignIn();
 });

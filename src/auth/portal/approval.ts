@@ -1,0 +1,59 @@
+/**
+ * An operator's side of `approval` mode (docs/portal.md): the accounts that wait, and refusing
+ * one. Approving is `approveAccount` (accounts.ts), which the CLI and the admin API both call.
+ *
+ * @module
+ */
+import type { DeletedUser, Store, User } from "../../store/store.ts";
+import type { ChangeDeps } from "../changes.ts";
+import { AuthError } from "../errors.ts";
+import { entry } from "./account_deps.ts";
+import { generateDeletedRef } from "./own_account.ts";
+
+/** A portal account that waits for an operator. */
+export interface PendingAccount {
+  user: User;
+  /** When the account signed up. */
+  signedUpAt: number;
+}
+
+/**
+ * The accounts in state `pending_approval`, oldest sign-up first. Such a user is disabled
+ * until approved, so only disabled users are looked up.
+ */
+export async function listPendingAccounts(store: Store): Promise<PendingAccount[]> {
+  const pending: PendingAccount[] = [];
+  for (const user of await store.listUsers()) {
+    if (!user.disabled) continue;
+    const account = await store.findPortalAccount(user.id);
+    if (account?.state === "pending_approval") {
+      pending.push({ user, signedUpAt: account.createdAt });
+    }
+  }
+  return pending.sort((a, b) => a.signedUpAt - b.signedUpAt || a.user.id - b.user.id);
+}
+
+/**
+ * An operator refuses an account waiting in `approval` mode: the user and its portal rows are
+ * deleted in one transaction (it never held keys or tokens), and the address may sign up
+ * again. No mail is sent. The audit entry names the account by an opaque id and its numeric
+ * user id, never the e-mail, as a deleted account's does.
+ * @throws {AuthError} `not_found` without such an account, `conflict` unless it waits.
+ */
+export async function refuseAccount(deps: ChangeDeps, user: User): Promise<DeletedUser> {
+  const account = await deps.store.findPortalAccount(user.id);
+  if (account === undefined) {
+    throw new AuthError("not_found", `No portal account for "${user.email}"`);
+  }
+  if (account.state !== "pending_approval") {
+    throw new AuthError(
+      "conflict",
+      `Cannot refuse ${user.email}: the account is ${account.state.replace("_", " ")}`,
+    );
+  }
+  return await deps.store.deleteUser(user.id, {
+    now: deps.clock.now(),
+    audit: () =>
+      entry(deps, deps.actor, "portal.refused", generateDeletedRef(), { user_id: user.id }),
+  });
+}
