@@ -250,6 +250,7 @@ async function measureRate(
   ctx.log(`production mix, ${run.backend}: ${rate} revocations/s through B`);
   const { client, a, b } = run;
   const before = await readCacheCounters(client, run.metricsPort);
+  const bCpuBefore = b.readCpuSeconds();
   const stop = { now: false };
   const revoker = revoke({
     rate: rate - probeRate(rate),
@@ -277,6 +278,8 @@ async function measureRate(
   }
   const [revoked, logged, delays] = [await revoker, await logins, await probe];
   const after = await readCacheCounters(client, run.metricsPort);
+  const bCpu = b.readCpuSeconds() - bCpuBefore;
+  const writes = revoked.done + revoked.failed + delays.length;
   const hits = after.hits - before.hits;
   const lookups = hits + after.misses - before.misses;
   const ms = (n: number | undefined) => n === undefined ? "–" : `${n.toFixed(1)} ms`;
@@ -293,11 +296,15 @@ async function measureRate(
         `(${delays.length} of them the probe's, ${revoked.failed} failed` +
         (revoked.failed === 0 ? "" : `: ${formatFailures(revoked.failures)}`) +
         (revoked.ranOut ? "; the victims ran out: seed more --tokens" : "") +
-        `); logins on A ${logged}`,
-      "revocation to refusal on A": delays.length === 0
-        ? "–"
-        : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
-          `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`,
+        `); B: ${(bCpu / result.seconds).toFixed(2)} cores busy` +
+        (writes === 0 ? "" : `, ${(bCpu * 1e6 / writes).toFixed(0)} µs CPU per revocation`) +
+        `; logins on A ${logged}`,
+      "revocation to refusal on A":
+        (delays.length === 0
+          ? "–"
+          : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
+            `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
+        formatLearned(before.delayBuckets, after.delayBuckets),
     },
   };
 }
@@ -315,14 +322,17 @@ const CUT_PROBES = 5;
 async function measureIdleDelays(ctx: ProductionMixContext, run: MixRun, store: string) {
   const stop = { now: false };
   const common = { stop, client: run.client, a: run.a.origin, b: run.b.origin, everyMs: 50 };
+  let before = await readCacheCounters(run.client, run.metricsPort);
   const idle = await probeDelays({ ...common, probes: run.probes, count: IDLE_PROBES });
+  let after = await readCacheCounters(run.client, run.metricsPort);
   ctx.notes.push(
     `Production mix, ${run.backend}: revocation to refusal on A with A idle (no wrk load): ` +
-      formatDelays(idle),
+      formatDelays(idle) + formatLearned(before.delayBuckets, after.delayBuckets),
   );
   if (!/^postgres/.test(store)) return;
   const sql = postgres(store, { max: 1, onnotice: () => {} });
   try {
+    before = after;
     const cut = await probeDelays({
       ...common,
       probes: run.probes,
@@ -334,9 +344,11 @@ async function measureIdleDelays(ctx: ProductionMixContext, run: MixRun, store: 
           WHERE application_name LIKE '%-listener' AND pid <> pg_backend_pid()`;
       },
     });
+    after = await readCacheCounters(run.client, run.metricsPort);
     ctx.notes.push(
       `Production mix, ${run.backend}: the same with the listeners' connections cut just ` +
-        `before each revocation (A learns it by its poll): ${formatDelays(cut)}`,
+        `before each revocation (A learns it by its poll): ${formatDelays(cut)}` +
+        formatLearned(before.delayBuckets, after.delayBuckets),
     );
   } finally {
     await sql.end();
@@ -347,7 +359,20 @@ function formatDelays(delays: number[]): string {
   if (delays.length === 0) return "no probe made";
   const ms = (n: number) => `${n.toFixed(1)} ms`;
   return `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
-    `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}.`;
+    `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`;
+}
+
+/**
+ * What A's change-delay histogram says of the row (PostgreSQL): from each change's commit, by the
+ * database's clock, to A having learned it, without the time a probe's request waits in A's queue.
+ */
+function formatLearned(before: Map<number, number>, after: Map<number, number>): string {
+  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
+  const [p50, p99] = [50, 99].map((p) => bucketPercentile(before, after, p));
+  if (p50 === undefined || p99 === undefined) return "";
+  const ms = (s: number) => s === Infinity ? "> 2.5 s" : `≤ ${+(s * 1000).toFixed(1)} ms`;
+  return `; commit to learned on A (its /metrics, ${total} changes): p50 ${ms(p50)}, ` +
+    `p99 ${ms(p99)}`;
 }
 
 /** Failures by status, most frequent first: `503 ×12, 401 ×3`. */
@@ -400,5 +425,30 @@ async function readCacheCounters(client: Deno.HttpClient, port: number) {
       new RegExp(`keygate_cache_lookups_total\\{cache="grant",result="${result}"\\} (\\S+)`)
         .exec(text)?.[1] ?? NaN,
     );
-  return { hits: value("hit"), misses: value("miss") };
+  // The change-delay histogram (PostgreSQL): cumulative counts by upper bound, in seconds.
+  const delayBuckets = new Map<number, number>();
+  for (
+    const match of text.matchAll(
+      /^keygate_store_change_delay_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm,
+    )
+  ) {
+    delayBuckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
+  }
+  return { hits: value("hit"), misses: value("miss"), delayBuckets };
+}
+
+/**
+ * The `p`th percentile of the change delays observed between two scrapes, as the upper bound of
+ * its histogram bucket ("≤ 5 ms"), or undefined when none was observed.
+ */
+function bucketPercentile(
+  before: Map<number, number>,
+  after: Map<number, number>,
+  p: number,
+): number | undefined {
+  const bounds = [...after.keys()].sort((x, y) => x - y);
+  const count = (bound: number) => (after.get(bound) ?? 0) - (before.get(bound) ?? 0);
+  const total = count(Infinity);
+  if (!(total > 0)) return undefined;
+  return bounds.find((bound) => count(bound) >= p / 100 * total);
 }

@@ -47,6 +47,7 @@ import {
 } from "../grant_change_log.ts";
 import type { GrantEpoch, GrantInvalidations, GrantScope } from "../store_types.ts";
 import { createGrantListener, GRANT_CHANNEL, type ListenerHooks } from "./grant_listener.ts";
+import { createChangeDelayTracker } from "./change_delay.ts";
 import { readChangeRecord, type RecordSnapshot } from "./grant_poll.ts";
 import { appendOwn, readRingSince, type SharedGrantCounter } from "./grant_ring.ts";
 
@@ -112,6 +113,11 @@ export interface GrantEpochWatcherOptions {
    * to it, and {@link GrantEpochWatcher.read} learns what the others appended.
    */
   sharedCounter?: SharedGrantCounter;
+  /**
+   * Told, in milliseconds, how long each change another instance notified took from its commit
+   * to this instance having learned it (change_delay.ts; a metric, never a fact).
+   */
+  onChangeDelay?: (ms: number) => void;
 }
 
 /** Counters for metrics. */
@@ -285,6 +291,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       // cannot delay the confirmation past the staleness bound.
       const read = await readChangeRecord(listener.sql ?? sql, seen.cursor?.position ?? 0);
       learnRead(log, seen, read);
+      if (seen.cursor !== undefined) delays?.learned(seen.cursor.position);
       confirmedAt = Math.max(confirmedAt, startedAt);
       resolveReady();
     } catch {
@@ -297,10 +304,16 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   const loop = createPollLoop(poll, pollMs);
   const pollNow = loop.pollNow;
 
+  const delays = options.onChangeDelay === undefined
+    ? undefined
+    : createChangeDelayTracker(options.onChangeDelay);
   const listener = createGrantListener({
     openListener: options.openListener,
     onListenerChange: options.onListenerChange,
     pollNow,
+    onPayload: delays === undefined
+      ? undefined
+      : (payload) => delays.notified(payload, seen.cursor?.position),
   });
 
   /** Learns what this process's other stores committed (see {@link SharedGrantCounter}). */

@@ -28,6 +28,8 @@ export interface GrantListenerOptions {
   onListenerChange?: (listening: boolean, error?: unknown) => void;
   /** Polls the record now: on every notification, and after every (re)connection. */
   pollNow(): Promise<void>;
+  /** Told of every notification's payload before its poll (for the delay metric only). */
+  onPayload?(payload: string): void;
 }
 
 /** The listener's connection and state. */
@@ -62,9 +64,10 @@ export function createGrantListener(options: GrantListenerOptions): GrantListene
   }
 
   const sql = options.openListener?.({
-    onnotify(channel) {
+    onnotify(channel, payload) {
       if (channel !== GRANT_CHANNEL) return;
       notifications++;
+      options.onPayload?.(payload);
       // A prompt, never a fact: whatever the payload says, only the record is believed.
       void pollNow();
     },
