@@ -26,7 +26,14 @@ import type { BenchContext, SectionReport } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { percentile } from "./revocation.ts";
 import { pinSelf, pinTree } from "./proc.ts";
-import { listRevocations, logIn, probeDelays, type Revocation, revoke } from "./mix_traffic.ts";
+import {
+  listRevocations,
+  logIn,
+  probeDelays,
+  type Revocation,
+  revoke,
+  REVOKER_CLIENTS,
+} from "./mix_traffic.ts";
 import { copyMixToPostgres, type MixSeed, seedMix, ZIPF_ALPHA, zipfHotShare } from "./mix_seed.ts";
 import type { SeedEntry } from "./seed.ts";
 import type { Server } from "./servers.ts";
@@ -182,6 +189,8 @@ interface MixRun {
   a: Server;
   b: Server;
   client: Deno.HttpClient;
+  /** The revoker's clients (mix_traffic.ts, REVOKER_CLIENTS). */
+  revokerClients: Deno.HttpClient[];
   /** A's metrics port, B's admin origin and a write operator's token there. */
   metricsPort: number;
   adminOrigin: string;
@@ -216,6 +225,10 @@ async function runBackend(
     a,
     b,
     client: Deno.createHttpClient({ caCerts: [ctx.cert] }),
+    revokerClients: Array.from(
+      { length: REVOKER_CLIENTS },
+      () => Deno.createHttpClient({ caCerts: [ctx.cert] }),
+    ),
     metricsPort,
     adminOrigin: `https://127.0.0.1:${adminPort}`,
     operator,
@@ -234,6 +247,7 @@ async function runBackend(
     await measureIdleDelays(ctx, run, options.store);
   } finally {
     run.client.close();
+    for (const client of run.revokerClients) client.close();
     await a.stop();
     await b.stop();
   }
@@ -255,7 +269,7 @@ async function measureRate(
   const revoker = revoke({
     rate: rate - probeRate(rate),
     stop,
-    client,
+    clients: run.revokerClients,
     b: b.origin,
     adminOrigin: run.adminOrigin,
     operator: run.operator,
