@@ -123,6 +123,7 @@ async function serveUntilStopped(
     await openMainStore(config, env, {
       logger,
       onOperation: storeMetrics.observeOperation,
+      onChangeDelay: storeMetrics.observeChangeDelay,
       sharedGrantCounter,
     }),
   );

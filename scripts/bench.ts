@@ -20,11 +20,15 @@
  *
  * Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N]
  *                        [--rounds N] [--revocations N] [--only SECTIONS] [--output FILE]
- *                        [--no-write]
+ *                        [--no-write] [--baseline REV]
+ *
+ * `--baseline REV` checks out an earlier revision (scripts/bench/baseline.ts) and the sections
+ * that compare with "before" run it too, in the same run: the PostgreSQL section's all-miss row.
  *
  * @module
  */
 import { parseArgs } from "node:util";
+import { resolveRevision } from "./bench/baseline.ts";
 import { type BenchContext, createBenchContext, type SectionReport } from "./bench/context.ts";
 import { runIntrospectionSection } from "./bench/introspection.ts";
 import { runIssuanceSection } from "./bench/issuance.ts";
@@ -47,7 +51,8 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<SectionReport>> = 
 };
 const NAMES = Object.keys(SECTIONS);
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +
-  `[--rounds N] [--revocations N] [--only ${NAMES.join(",")}] [--output FILE] [--no-write]`;
+  `[--rounds N] [--revocations N] [--only ${NAMES.join(",")}] [--output FILE] [--no-write] ` +
+  "[--baseline REV]";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -61,6 +66,7 @@ const { values: flags } = parseArgs({
     only: { type: "string", default: NAMES.join(",") },
     output: { type: "string", default: "docs/performance.md" },
     "no-write": { type: "boolean", default: false },
+    baseline: { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -82,6 +88,11 @@ if (!(await commandExists("wrk"))) {
   Deno.exit(1);
 }
 
+if (flags.baseline !== undefined && await resolveRevision(flags.baseline) === undefined) {
+  console.error(`bench: --baseline: "${flags.baseline}" names no commit of this repository`);
+  Deno.exit(2);
+}
+
 const options = {
   tokens: Number(flags.tokens),
   duration: Number(flags.duration),
@@ -90,6 +101,7 @@ const options = {
   rounds: Number(flags.rounds),
   revocations: Number(flags.revocations),
   taskset: await commandExists("taskset"),
+  baselineRev: flags.baseline,
 };
 const ctx = await createBenchContext(options);
 const reports: SectionReport[] = [];
@@ -97,13 +109,15 @@ try {
   for (const name of NAMES) if (only.includes(name)) reports.push(await SECTIONS[name](ctx));
 } finally {
   await ctx.stopBigKeygate().catch(() => {});
+  await ctx.baseline?.close();
   await Deno.remove(ctx.work, { recursive: true }).catch(() => {});
 }
 
 const command = `deno task bench --tokens ${options.tokens} --duration ${options.duration} ` +
   `--connections ${options.connections} --sample ${options.sample} --rounds ${options.rounds}` +
   (options.revocations === 200 ? "" : ` --revocations ${options.revocations}`) +
-  (partial ? ` --only ${only.join(",")}` : "");
+  (partial ? ` --only ${only.join(",")}` : "") +
+  (options.baselineRev === undefined ? "" : ` --baseline ${options.baselineRev}`);
 const results = await formatReport({ ...options, command }, reports, ctx.notes);
 console.log(results);
 if (partial) {

@@ -9,6 +9,7 @@
  */
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { generateSelfSigned } from "../../src/platform/tls.ts";
+import { type Baseline, openBaseline } from "./baseline.ts";
 import type { Measured, SectionRows } from "./report.ts";
 import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./seed.ts";
 import { pinTo, type Server, startServer } from "./servers.ts";
@@ -26,6 +27,8 @@ export interface BenchOptions {
   revocations: number;
   /** Whether taskset can pin the servers and wrk. */
   taskset: boolean;
+  /** `--baseline REV`: an earlier revision the sections that compare with "before" also run. */
+  baselineRev?: string;
 }
 
 /** One section's results: a heading, optional prose around its rows, and the rows. */
@@ -34,7 +37,9 @@ export type SectionReport = SectionRows;
 export const SECURE_PATH = "/api/secure/userservice/tokens/current";
 
 /** What a section measures with. */
-export interface BenchContext extends Omit<BenchOptions, "sample"> {
+export interface BenchContext extends Omit<BenchOptions, "sample" | "baselineRev"> {
+  /** The `--baseline` revision checked out (baseline.ts), or undefined without the flag. */
+  baseline: Baseline | undefined;
   /** `--sample`: how many of the tokens wrk's Lua spreads its requests over. */
   sampleSize: number;
   work: string;
@@ -63,10 +68,17 @@ export interface BenchContext extends Omit<BenchOptions, "sample"> {
   alternate(label: string, runs: Record<string, () => Promise<Measured>>): Promise<
     Record<string, Measured>
   >;
-  /** Starts keygate on `store` (a SQLite path or a postgres:// URL), pinned to `cores`. */
-  startKeygate(name: string, store: string, cores: string | undefined, extra?: string[]): Promise<
-    Server
-  >;
+  /**
+   * Starts keygate on `store` (a SQLite path or a postgres:// URL), pinned to `cores`; from the
+   * `from` revision's checkout when given (the same flags).
+   */
+  startKeygate(
+    name: string,
+    store: string,
+    cores: string | undefined,
+    extra?: string[],
+    from?: Baseline,
+  ): Promise<Server>;
   /**
    * The keygate on the big database that the secure path, introspection and issuance share,
    * started at the first call; {@link stopBigKeygate} stops it.
@@ -117,13 +129,29 @@ export async function createBenchContext(options: BenchOptions): Promise<BenchCo
     new URL(script, import.meta.url).pathname,
     ...args,
   ];
-  const startKeygate = (name: string, store: string, cores: string | undefined, extra = []) =>
-    startServer(work, name, pinTo(cores, keygateArgv(denoRun, work, store, extra)), LISTENING);
+  const startKeygate = (
+    name: string,
+    store: string,
+    cores: string | undefined,
+    extra: string[] = [],
+    from?: Baseline,
+  ) => {
+    const run = from === undefined
+      ? denoRun
+      : (permissions: string[], _script: string, args: string[]) =>
+        from.argv(permissions, "main.ts", args);
+    return startServer(work, name, pinTo(cores, keygateArgv(run, work, store, extra)), LISTENING);
+  };
+  const baseline = options.baselineRev === undefined
+    ? undefined
+    : await openBaseline(options.baselineRev, work);
+  if (baseline !== undefined) log(`baseline ${baseline.label} checked out in ${baseline.root}`);
   let big_: Promise<Server> | undefined;
 
-  const { sample: sampleSize, ...rest } = options;
+  const { sample: sampleSize, baselineRev: _, ...rest } = options;
   const ctx: BenchContext = {
     ...rest,
+    baseline,
     sampleSize,
     work,
     cert,

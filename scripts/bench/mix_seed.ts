@@ -28,6 +28,13 @@ export interface MixSeed {
   dbPath: string;
   /** The tokens in use, one `apiKey token email` a line, in popularity order. */
   pairs: string;
+  /** How many: `pairs`' lines. */
+  inUse: number;
+  /**
+   * The working-set row's tokens: twice as many (those in use, then as many more), in a
+   * popularity order of their own, against a cache of `inUse` entries.
+   */
+  widePairs: string;
   victims: Victim[];
   /** Users with a key and no token, for the logins. */
   issuers: SeedEntry[];
@@ -45,23 +52,21 @@ export async function seedMix(ctx: MixSeedContext): Promise<MixSeed> {
     tokens: ctx.tokens,
     sample: 0,
     passwordHash: ctx.passwordHash,
-    select: (i) => i < inUse || i % perUser < VICTIM_TOKENS,
+    select: (i) => i < 2 * inUse || i % perUser < VICTIM_TOKENS,
   });
   const seedSeconds = (performance.now() - started) / 1000;
-  const hot = seeded.sample.slice(0, inUse);
   // Sorted by popularity as the Lua script reads them: a shuffled order, so that the hot
   // tokens are spread over users and keys.
-  for (let i = hot.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [hot[i], hot[j]] = [hot[j], hot[i]];
-  }
-  const pairs = `${ctx.work}/mix.pairs`;
-  await Deno.writeTextFile(pairs, hot.map((e) => `${e.apiKey} ${e.token} ${e.email}`).join("\n"));
+  const pairs = await writeShuffled(`${ctx.work}/mix.pairs`, seeded.sample.slice(0, inUse));
+  const widePairs = await writeShuffled(
+    `${ctx.work}/mix_wide.pairs`,
+    seeded.sample.slice(0, 2 * inUse),
+  );
   // Users are numbered from 1 in seeding order, each with one key of the same number.
   const victims: Victim[] = [];
-  seeded.sample.slice(inUse).forEach((entry, i) => {
+  seeded.sample.slice(2 * inUse).forEach((entry, i) => {
     if (i % VICTIM_TOKENS === 0) {
-      const userId = inUse / perUser + i / VICTIM_TOKENS + 1;
+      const userId = 2 * inUse / perUser + i / VICTIM_TOKENS + 1;
       victims.push({ apiKey: entry.apiKey, tokens: [], userId, keyId: userId });
     }
     victims.at(-1)!.tokens.push(entry.token);
@@ -70,7 +75,35 @@ export async function seedMix(ctx: MixSeedContext): Promise<MixSeed> {
     `Production mix: ${ctx.tokens.toLocaleString("en")} tokens seeded through the store in ` +
       `${seedSeconds.toFixed(0)} s; ${inUse.toLocaleString("en")} in use, Zipf α ${ZIPF_ALPHA}.`,
   );
-  return { dbPath, pairs, victims, issuers: seeded.issuers };
+  return { dbPath, pairs, inUse, widePairs, victims, issuers: seeded.issuers };
+}
+
+/** Writes `entries` in a random order, one `apiKey token email` a line; resolves to the path. */
+async function writeShuffled(path: string, entries: SeedEntry[]): Promise<string> {
+  const shuffled = [...entries];
+  for (let i = shuffled.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [shuffled[i], shuffled[j]] = [shuffled[j], shuffled[i]];
+  }
+  await Deno.writeTextFile(
+    path,
+    shuffled.map((e) => `${e.apiKey} ${e.token} ${e.email}`).join("\n"),
+  );
+  return path;
+}
+
+/**
+ * The share of requests an oracle holding exactly the `cached` most popular of `keys` keys would
+ * answer from memory under a Zipf popularity of exponent `alpha` (the "hot set's share").
+ */
+export function zipfHotShare(keys: number, cached: number, alpha = ZIPF_ALPHA): number {
+  let [hot, all] = [0, 0];
+  for (let rank = 1; rank <= keys; rank++) {
+    const weight = 1 / rank ** alpha;
+    all += weight;
+    if (rank <= cached) hot += weight;
+  }
+  return hot / all;
 }
 
 /** Copies the seed into a new database of `cluster`, durable as in production; its URL. */

@@ -12,6 +12,12 @@ import type { SeedEntry } from "./seed.ts";
 export const LOGINS_PER_SECOND = 2;
 /** Revocation requests in flight at most (the revoker falls behind rather than piling up). */
 const MAX_OUTSTANDING = 32;
+/**
+ * HTTP clients the revoker spreads its requests over, in turn. One `Deno.HttpClient` kept its
+ * requests to B on about one connection, one at a time: B idled at about 220 revocations a
+ * second, however many were in flight; eight reach the rates asked.
+ */
+export const REVOKER_CLIENTS = 8;
 const SECURE = "/api/secure/userservice/tokens/current";
 
 /** A seeded user whose grants A's load never uses: its key, some of its tokens, its ids. */
@@ -32,47 +38,80 @@ export interface Revocation {
 /** Tokens of each victim user sampled (of its 100). */
 export const VICTIM_TOKENS = 10;
 
+/** Users whose writes are interleaved: two writes to one user are this many apart. */
+const INTERLEAVED_USERS = 64;
+
 /**
- * The grant-ending writes of the mix, one user after another: some of its tokens revoked one by
- * one, then its key rotated, then all its tokens revoked.
+ * The grant-ending writes of the mix: for each user some of its tokens revoked one by one, then
+ * its key rotated, then all its tokens revoked; interleaved over {@link INTERLEAVED_USERS} users,
+ * so that the revoker's concurrent requests never race on one user (a token's revocation
+ * answered after its user's revoke-all would be a 401, not a failure of B).
  */
 export function* listRevocations(
   users: Victim[],
 ): Generator<Revocation> {
-  for (const victim of users) {
-    for (const token of victim.tokens) yield { victim, kind: "token", token };
-    yield { victim, kind: "rotate" };
-    yield { victim, kind: "user" };
+  for (let from = 0; from < users.length; from += INTERLEAVED_USERS) {
+    const group = users.slice(from, from + INTERLEAVED_USERS);
+    for (let i = 0; i < VICTIM_TOKENS; i++) {
+      for (const victim of group) {
+        const token = victim.tokens[i];
+        if (token !== undefined) yield { victim, kind: "token", token };
+      }
+    }
+    for (const victim of group) yield { victim, kind: "rotate" };
+    for (const victim of group) yield { victim, kind: "user" };
   }
+}
+
+/** What the revoker did: writes answered 2xx, the others by status, and whether it ran dry. */
+export interface RevokerResult {
+  done: number;
+  failed: number;
+  /** Failures by status (`network` for no answer). */
+  failures: Record<string, number>;
+  /** Whether the list of revocations ran out before the run ended. */
+  ranOut: boolean;
 }
 
 /** Ends other users' grants through B at `rate` per second until told to stop. */
 export async function revoke(
-  options: RevokerOptions & {
+  options: Omit<RevokerOptions, "client"> & {
+    /** Clients to send through, in turn (see {@link REVOKER_CLIENTS}). */
+    clients: Deno.HttpClient[];
     rate: number;
     stop: { now: boolean };
     revocations: Generator<Revocation>;
   },
-): Promise<{ done: number; failed: number }> {
-  let [done, failed, outstanding, sent] = [0, 0, 0, 0];
+): Promise<RevokerResult> {
+  const result: RevokerResult = { done: 0, failed: 0, failures: {}, ranOut: false };
+  const fail = (reason: string) => {
+    result.failed++;
+    result.failures[reason] = (result.failures[reason] ?? 0) + 1;
+  };
+  let [outstanding, sent] = [0, 0];
   if (options.rate <= 0) {
     while (!options.stop.now) await sleep(50);
-    return { done, failed };
+    return result;
   }
+  let turn = 0;
   const one = async (revocation: Revocation) => {
-    const response = await sendRevocation(options, revocation);
+    const client = options.clients[turn++ % options.clients.length];
+    const response = await sendRevocation({ ...options, client }, revocation);
     await response.arrayBuffer();
-    if (response.ok) done++;
-    else failed++;
+    if (response.ok) result.done++;
+    else fail(String(response.status));
   };
   const started = performance.now();
   const running = new Set<Promise<void>>();
-  while (!options.stop.now) {
+  while (!options.stop.now && !result.ranOut) {
     const due = Math.floor((performance.now() - started) / 1000 * options.rate);
     while (sent < due && outstanding < MAX_OUTSTANDING) {
       const next = options.revocations.next();
-      if (next.done) break;
-      const job = one(next.value).catch(() => void failed++).finally(() => {
+      if (next.done) {
+        result.ranOut = true;
+        break;
+      }
+      const job = one(next.value).catch(() => fail("network")).finally(() => {
         outstanding--;
         running.delete(job);
       });
@@ -82,8 +121,9 @@ export async function revoke(
     }
     await sleep(Math.max(1, 1000 / options.rate / 2));
   }
+  while (!options.stop.now) await sleep(50);
   await Promise.all(running);
-  return { done, failed };
+  return result;
 }
 
 /** Where and as whom the revoker sends. */
@@ -165,6 +205,10 @@ export async function probeDelays(options: {
   b: string;
   probes: { apiKey: string; token: string }[];
   everyMs: number;
+  /** Probes to make at most (default: until told to stop). */
+  count?: number;
+  /** Run after A has the token cached and before B revokes it (e.g. cut A's listener). */
+  beforeRevoking?: () => Promise<void>;
 }): Promise<number[]> {
   const delays: number[] = [];
   const ask = async (url: string, method = "GET") => {
@@ -172,12 +216,13 @@ export async function probeDelays(options: {
     await response.arrayBuffer();
     return response.status;
   };
-  while (!options.stop.now) {
+  while (!options.stop.now && delays.length < (options.count ?? Infinity)) {
     const probe = options.probes.pop();
     if (probe === undefined) break;
     const path = `${SECURE}?api_key=${probe.apiKey}&api_token=${probe.token}`;
     if (await ask(options.a + path) !== 200) continue; // ended by a revoke-all already
     await ask(options.a + path); // now in A's cache
+    await options.beforeRevoking?.();
     if (await ask(options.b + path, "DELETE") !== 204) continue;
     const answered = performance.now();
     for (;;) {

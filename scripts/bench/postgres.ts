@@ -17,9 +17,9 @@
  */
 import postgres from "postgres";
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
-import { listProcessTree, readTreeCpuSeconds } from "./proc.ts";
+import { pinTree, readTreeCpuSeconds } from "./proc.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
-import { findInvalidRun, formatRatio, type Measured, type Row } from "./report.ts";
+import { findInvalidRun, formatCpuRatio, formatRatio, type Measured, type Row } from "./report.ts";
 import { formatRevocations, measureRevocations } from "./revocation.ts";
 import { copySeedToPostgres } from "./seed_postgres.ts";
 import type { Server } from "./servers.ts";
@@ -42,6 +42,10 @@ interface PgBench {
   pinned: boolean;
   servers: Server[];
   rows: Row[];
+  /** A new database in the cluster; its URL. */
+  createDatabase(name: string): Promise<string>;
+  /** Counts PostgreSQL's CPU in `server`'s measurements (a server started elsewhere). */
+  onPostgres(server: Server): void;
   start(name: string, store: string, extra?: string[]): Promise<Server>;
   stop(...servers: Server[]): Promise<void>;
   /** Runs wrk; for keygate on PostgreSQL, adds the CPU per request of the whole cluster. */
@@ -65,7 +69,13 @@ export async function runPostgresSection(ctx: BenchContext): Promise<SectionRepo
   try {
     const { url, copySeconds, postmaster, pinned } = await prepareDatabase(ctx, cluster);
     const pgVersion = await readVersion(url);
-    const bench = createPgBench(ctx, { url, postmaster, pinned, servers });
+    const bench = createPgBench(ctx, {
+      url,
+      postmaster,
+      pinned,
+      servers,
+      createDatabase: (name) => cluster.createDatabase(name),
+    });
     await measureIssuance(bench, await measureWarm(bench));
     await measureMiss(bench);
     const revocationLines = await measureRevocation(bench);
@@ -124,7 +134,13 @@ async function prepareDatabase(
 
 function createPgBench(
   ctx: BenchContext,
-  db: { url: string; postmaster: number; pinned: boolean; servers: Server[] },
+  db: {
+    url: string;
+    postmaster: number;
+    pinned: boolean;
+    servers: Server[];
+    createDatabase(name: string): Promise<string>;
+  },
 ): PgBench {
   const { servers, postmaster } = db;
   const onPostgres = new Set<Server>();
@@ -134,6 +150,7 @@ function createPgBench(
     ctx,
     ...db,
     rows,
+    onPostgres: (server) => void onPostgres.add(server),
     async start(name, store, extra = []) {
       const server = await ctx.startKeygate(name, store, ctx.serverCore, extra);
       servers.push(server);
@@ -307,17 +324,66 @@ async function measureMiss(bench: PgBench): Promise<void> {
   for (const server of [missSqlite, missPostgres]) {
     await measure(server, lua(server, ctx.pairs, "query"), { duration: 2 });
   }
+  const before = await startBaselineMiss(bench, noCache);
   const miss = await ctx.alternate("PostgreSQL beside SQLite, every request a miss", {
     "SQLite, miss": () => measure(missSqlite, lua(missSqlite, ctx.pairs, "query")),
     "PostgreSQL, miss": () => measure(missPostgres, lua(missPostgres, ctx.pairs, "query")),
+    ...(before === undefined ? {} : {
+      "PostgreSQL at the baseline, miss": () =>
+        measure(before.server, lua(before.server, ctx.pairs, "query")),
+    }),
   });
-  bench.pair(
-    `secure GET, every request a cache miss (--grant-cache-size 0), ${tokensOf(ctx)}`,
-    sampleLoad(ctx),
-    miss["SQLite, miss"],
-    miss["PostgreSQL, miss"],
+  const scenario = `secure GET, every request a cache miss (--grant-cache-size 0), ${
+    tokensOf(ctx)
+  }`;
+  bench.pair(scenario, sampleLoad(ctx), miss["SQLite, miss"], miss["PostgreSQL, miss"]);
+  if (before !== undefined) {
+    const base = miss["PostgreSQL at the baseline, miss"];
+    const now = miss["PostgreSQL, miss"];
+    bench.rows.push({
+      scenario,
+      server: `keygate on PostgreSQL at the baseline, ${before.label}`,
+      load: sampleLoad(ctx),
+      result: base,
+      extra: {
+        [NOTE]: `today: ${formatRatio(now, base, "×")} this rate, ` +
+          `${formatCpuRatio(base, now)}× less keygate CPU per request`,
+        [TARGET]: `≥ 2× the baseline: ${
+          findInvalidRun(now, base) === undefined
+            ? now.rps >= 2 * base.rps ? "met" : "missed"
+            : "not judged (an invalid run)"
+        }`,
+      },
+    });
+  }
+  await bench.stop(missSqlite, missPostgres, ...(before === undefined ? [] : [before.server]));
+}
+
+/**
+ * With `--baseline`: the baseline revision's keygate, without a cache, on a database of its own
+ * (the same seed, its own migrations), warmed up like today's.
+ */
+async function startBaselineMiss(
+  bench: PgBench,
+  noCache: string[],
+): Promise<{ server: Server; label: string } | undefined> {
+  const { ctx } = bench;
+  const baseline = ctx.baseline;
+  if (baseline === undefined) return undefined;
+  ctx.log(`copying the seed for the baseline ${baseline.label}`);
+  const url = await bench.createDatabase("bench_baseline");
+  await baseline.copySeedToPostgres(ctx.sqlitePath, url);
+  const server = await ctx.startKeygate(
+    "keygate-pg-nocache-baseline",
+    url,
+    ctx.serverCore,
+    noCache,
+    baseline,
   );
-  await bench.stop(missSqlite, missPostgres);
+  bench.servers.push(server);
+  bench.onPostgres(server);
+  await bench.measure(server, bench.lua(server, ctx.pairs, "query"), { duration: 2 });
+  return { server, label: baseline.label };
 }
 
 /** Revocation through instance A seen by instance B, with notifications and polling only. */
@@ -350,21 +416,6 @@ async function measureRevocation(bench: PgBench): Promise<string[]> {
   }
 
   return revocationLines;
-}
-
-/** Pins `pid` and every thread and child below it to `cores`; false when not possible. */
-async function pinTree(pid: number, cores: string | undefined): Promise<boolean> {
-  if (cores === undefined) return false;
-  let pinned = true;
-  for (const id of listProcessTree(pid)) {
-    const output = await new Deno.Command("taskset", {
-      args: ["-a", "-p", "-c", cores, String(id)],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    pinned &&= output.success;
-  }
-  return pinned;
 }
 
 async function readVersion(url: string): Promise<string> {

@@ -1,7 +1,8 @@
 /**
  * What the benchmark reads about a server from `/proc`: the CPU time and the
  * anonymous resident memory of a process and every process below it (worker
- * processes included; threads are part of their process already).
+ * processes included; threads are part of their process already); and how it pins a process
+ * tree, or the bench's own process, to cores.
  *
  * @module
  */
@@ -66,4 +67,40 @@ export function readTreeRssMiB(pid: number): number | undefined {
     if (rss !== undefined) total = (total ?? 0) + rss;
   }
   return total;
+}
+
+/** Pins `pid` and every thread and child below it to `cores`; false when not possible. */
+export async function pinTree(pid: number, cores: string | undefined): Promise<boolean> {
+  if (cores === undefined) return false;
+  let pinned = true;
+  for (const id of listProcessTree(pid)) {
+    const output = await new Deno.Command("taskset", {
+      args: ["-a", "-p", "-c", cores, String(id)],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    pinned &&= output.success;
+  }
+  return pinned;
+}
+
+/**
+ * Pins the bench's own process (all its threads, not its children) to `cores`, so that what it
+ * drives besides wrk (revokers, probes, logins) and what it starts unpinned (PostgreSQL, the admin
+ * CLI) stay off the measured server's core. Resolves to a function that restores the affinity it
+ * had; undefined when nothing was pinned.
+ */
+export async function pinSelf(
+  cores: string | undefined,
+): Promise<(() => Promise<void>) | undefined> {
+  if (cores === undefined) return undefined;
+  const taskset = (args: string[]) =>
+    new Deno.Command("taskset", { args, stdout: "piped", stderr: "null" }).output();
+  const before = await taskset(["-p", String(Deno.pid)]);
+  const mask = /:\s*([0-9a-f,]+)\s*$/i.exec(new TextDecoder().decode(before.stdout))?.[1];
+  if (!before.success || mask === undefined) return undefined;
+  if (!(await taskset(["-a", "-p", "-c", cores, String(Deno.pid)])).success) return undefined;
+  return async () => {
+    await taskset(["-a", "-p", mask, String(Deno.pid)]);
+  };
 }

@@ -20,12 +20,21 @@
  *
  * @module
  */
+import postgres from "postgres";
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { percentile } from "./revocation.ts";
-import { listRevocations, logIn, probeDelays, type Revocation, revoke } from "./mix_traffic.ts";
-import { copyMixToPostgres, seedMix, ZIPF_ALPHA } from "./mix_seed.ts";
+import { pinSelf, pinTree } from "./proc.ts";
+import {
+  listRevocations,
+  logIn,
+  probeDelays,
+  type Revocation,
+  revoke,
+  REVOKER_CLIENTS,
+} from "./mix_traffic.ts";
+import { copyMixToPostgres, type MixSeed, seedMix, ZIPF_ALPHA, zipfHotShare } from "./mix_seed.ts";
 import type { SeedEntry } from "./seed.ts";
 import type { Server } from "./servers.ts";
 import type { Load, WrkOptions } from "./wrk.ts";
@@ -81,9 +90,22 @@ export async function runProductionMixSection(ctx: BenchContext): Promise<Sectio
 export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]> {
   const seed = await seedMix(ctx);
   const rows: Row[] = [];
+  // A alone on its core; everything else (B, wrk, PostgreSQL, and this process's revoker, probe
+  // and logins) on the other: what B and the traffic cost must not be taken from A.
+  const unpin = await pinSelf(ctx.otherCore);
   const cluster = await startPostgres();
   try {
     const url = await copyMixToPostgres(ctx, cluster, seed.dbPath);
+    const postmaster = Number(
+      (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
+    );
+    const pinned = unpin !== undefined && await pinTree(postmaster, ctx.otherCore);
+    ctx.notes.push(
+      pinned
+        ? `Production mix: instance A alone on core ${ctx.serverCore}; B, wrk, PostgreSQL and ` +
+          `the bench's revoker, probe and logins on core ${ctx.otherCore}.`
+        : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
+    );
     // Each backend gets its own half of the victims (a revocation is never repeated), and the
     // probe every tenth of them.
     for (
@@ -106,10 +128,59 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
         }),
       );
     }
+    rows.push(await measureWorkingSet(ctx, seed));
   } finally {
     await cluster.stop();
+    await unpin?.();
   }
   return rows;
+}
+
+/**
+ * The working-set row (SQLite): twice as many tokens in use as the cache holds (200,000 against
+ * 100,000 entries at the default 1,000,000 tokens), Zipf, no revocations, after a warm-up; the
+ * hit ratio beside the hot set's share, what an oracle holding the most popular would hit.
+ */
+async function measureWorkingSet(ctx: ProductionMixContext, seed: MixSeed): Promise<Row> {
+  const metricsPort = findFreePort();
+  const size = seed.inUse;
+  ctx.log(`production mix: working set of ${2 * size} tokens against a cache of ${size}`);
+  const server = await ctx.startKeygate("mix-wide", seed.dbPath, ctx.serverCore, [
+    ...["--metrics", "on", "--metrics-port", String(metricsPort)],
+    ...["--grant-cache-size", String(size)],
+  ]);
+  const client = Deno.createHttpClient({ caCerts: [ctx.cert] });
+  try {
+    const load: Load = {
+      kind: "lua",
+      url: server.origin,
+      args: [seed.widePairs, "zipf", `${ZIPF_ALPHA}`],
+    };
+    await ctx.measure(server, load, { duration: Math.max(3, ctx.duration) });
+    const before = await readCacheCounters(client, metricsPort);
+    const result = await ctx.measure(server, load, { duration: ctx.duration });
+    const after = await readCacheCounters(client, metricsPort);
+    const hits = after.hits - before.hits;
+    const lookups = hits + after.misses - before.misses;
+    const hot = zipfHotShare(2 * size, size);
+    return {
+      scenario: `production mix, working set: ${(2 * size).toLocaleString("en")} tokens in use, ` +
+        `a cache of ${size.toLocaleString("en")} entries, no revocations`,
+      server: "keygate on SQLite, one process",
+      load: `Lua, Zipf α ${ZIPF_ALPHA} over all ${(2 * size).toLocaleString("en")} tokens`,
+      result,
+      extra: {
+        "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}% ` +
+          `(the hot set's share of requests: ${(hot * 100).toFixed(1)}%)`,
+        "of the no-revocation rate": "–",
+        "revocations through B": "–",
+        "revocation to refusal on A": "–",
+      },
+    };
+  } finally {
+    client.close();
+    await server.stop();
+  }
 }
 
 /** What one backend's rows run against: A under load, B taking the revocations. */
@@ -118,6 +189,8 @@ interface MixRun {
   a: Server;
   b: Server;
   client: Deno.HttpClient;
+  /** The revoker's clients (mix_traffic.ts, REVOKER_CLIENTS). */
+  revokerClients: Deno.HttpClient[];
   /** A's metrics port, B's admin origin and a write operator's token there. */
   metricsPort: number;
   adminOrigin: string;
@@ -152,6 +225,10 @@ async function runBackend(
     a,
     b,
     client: Deno.createHttpClient({ caCerts: [ctx.cert] }),
+    revokerClients: Array.from(
+      { length: REVOKER_CLIENTS },
+      () => Deno.createHttpClient({ caCerts: [ctx.cert] }),
+    ),
     metricsPort,
     adminOrigin: `https://127.0.0.1:${adminPort}`,
     operator,
@@ -167,8 +244,10 @@ async function runBackend(
       base ??= row.result;
       rows.push(row);
     }
+    await measureIdleDelays(ctx, run, options.store);
   } finally {
     run.client.close();
+    for (const client of run.revokerClients) client.close();
     await a.stop();
     await b.stop();
   }
@@ -185,11 +264,12 @@ async function measureRate(
   ctx.log(`production mix, ${run.backend}: ${rate} revocations/s through B`);
   const { client, a, b } = run;
   const before = await readCacheCounters(client, run.metricsPort);
+  const bCpuBefore = b.readCpuSeconds();
   const stop = { now: false };
   const revoker = revoke({
     rate: rate - probeRate(rate),
     stop,
-    client,
+    clients: run.revokerClients,
     b: b.origin,
     adminOrigin: run.adminOrigin,
     operator: run.operator,
@@ -212,6 +292,8 @@ async function measureRate(
   }
   const [revoked, logged, delays] = [await revoker, await logins, await probe];
   const after = await readCacheCounters(client, run.metricsPort);
+  const bCpu = b.readCpuSeconds() - bCpuBefore;
+  const writes = revoked.done + revoked.failed + delays.length;
   const hits = after.hits - before.hits;
   const lookups = hits + after.misses - before.misses;
   const ms = (n: number | undefined) => n === undefined ? "–" : `${n.toFixed(1)} ms`;
@@ -223,15 +305,94 @@ async function measureRate(
     extra: {
       "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
       "of the no-revocation rate": rate === 0 ? "(the base)" : formatRatio(result, base ?? result),
-      "revocations through B": `${((revoked.done + delays.length) / ctx.duration).toFixed(0)}/s ` +
-        `achieved (${delays.length} of them the probe's, ${revoked.failed} failed); ` +
-        `logins on A ${logged}`,
-      "revocation to refusal on A": delays.length === 0
-        ? "–"
-        : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
-          `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`,
+      "revocations through B": `${rate}/s asked, ` +
+        `${((revoked.done + delays.length) / ctx.duration).toFixed(0)}/s achieved ` +
+        `(${delays.length} of them the probe's, ${revoked.failed} failed` +
+        (revoked.failed === 0 ? "" : `: ${formatFailures(revoked.failures)}`) +
+        (revoked.ranOut ? "; the victims ran out: seed more --tokens" : "") +
+        `); B: ${(bCpu / result.seconds).toFixed(2)} cores busy` +
+        (writes === 0 ? "" : `, ${(bCpu * 1e6 / writes).toFixed(0)} µs CPU per revocation`) +
+        `; logins on A ${logged}`,
+      "revocation to refusal on A":
+        (delays.length === 0
+          ? "–"
+          : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
+            `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
+        formatLearned(before.delayBuckets, after.delayBuckets),
     },
   };
+}
+
+/** Probes made with A idle (no wrk, no revoker): the protocol's delay without A's queue. */
+const IDLE_PROBES = 20;
+/** Probes made right after cutting the PostgreSQL listeners' connections. */
+const CUT_PROBES = 5;
+
+/**
+ * Revocation to refusal on A with A idle, where the rows' probe includes the time A's request
+ * waits behind wrk's; on PostgreSQL also with the listeners' connections cut just before each
+ * revocation (the poll, not a notification, must then bring the change: ≤ 1 s).
+ */
+async function measureIdleDelays(ctx: ProductionMixContext, run: MixRun, store: string) {
+  const stop = { now: false };
+  const common = { stop, client: run.client, a: run.a.origin, b: run.b.origin, everyMs: 50 };
+  let before = await readCacheCounters(run.client, run.metricsPort);
+  const idle = await probeDelays({ ...common, probes: run.probes, count: IDLE_PROBES });
+  let after = await readCacheCounters(run.client, run.metricsPort);
+  ctx.notes.push(
+    `Production mix, ${run.backend}: revocation to refusal on A with A idle (no wrk load): ` +
+      formatDelays(idle) + formatLearned(before.delayBuckets, after.delayBuckets),
+  );
+  if (!/^postgres/.test(store)) return;
+  const sql = postgres(store, { max: 1, onnotice: () => {} });
+  try {
+    before = after;
+    const cut = await probeDelays({
+      ...common,
+      probes: run.probes,
+      count: CUT_PROBES,
+      // Both instances' listeners (they share an application_name); B learns its own commits
+      // without one.
+      async beforeRevoking() {
+        await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name LIKE '%-listener' AND pid <> pg_backend_pid()`;
+      },
+    });
+    after = await readCacheCounters(run.client, run.metricsPort);
+    ctx.notes.push(
+      `Production mix, ${run.backend}: the same with the listeners' connections cut just ` +
+        `before each revocation (A learns it by its poll): ${formatDelays(cut)}` +
+        formatLearned(before.delayBuckets, after.delayBuckets),
+    );
+  } finally {
+    await sql.end();
+  }
+}
+
+function formatDelays(delays: number[]): string {
+  if (delays.length === 0) return "no probe made";
+  const ms = (n: number) => `${n.toFixed(1)} ms`;
+  return `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
+    `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`;
+}
+
+/**
+ * What A's change-delay histogram says of the row (PostgreSQL): from each change's commit, by the
+ * database's clock, to A having learned it, without the time a probe's request waits in A's queue.
+ */
+function formatLearned(before: Map<number, number>, after: Map<number, number>): string {
+  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
+  const [p50, p99] = [50, 99].map((p) => bucketPercentile(before, after, p));
+  if (p50 === undefined || p99 === undefined) return "";
+  const ms = (s: number) => s === Infinity ? "> 2.5 s" : `≤ ${+(s * 1000).toFixed(1)} ms`;
+  return `; commit to learned on A (its /metrics, ${total} changes): p50 ${ms(p50)}, ` +
+    `p99 ${ms(p99)}`;
+}
+
+/** Failures by status, most frequent first: `503 ×12, 401 ×3`. */
+function formatFailures(failures: Record<string, number>): string {
+  return Object.entries(failures).sort((a, b) => b[1] - a[1])
+    .map(([status, n]) => `${status} ×${n}`).join(", ");
 }
 
 /** A free TCP port on 127.0.0.1 (closed again at once; the server takes it next). */
@@ -278,5 +439,30 @@ async function readCacheCounters(client: Deno.HttpClient, port: number) {
       new RegExp(`keygate_cache_lookups_total\\{cache="grant",result="${result}"\\} (\\S+)`)
         .exec(text)?.[1] ?? NaN,
     );
-  return { hits: value("hit"), misses: value("miss") };
+  // The change-delay histogram (PostgreSQL): cumulative counts by upper bound, in seconds.
+  const delayBuckets = new Map<number, number>();
+  for (
+    const match of text.matchAll(
+      /^keygate_store_change_delay_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm,
+    )
+  ) {
+    delayBuckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
+  }
+  return { hits: value("hit"), misses: value("miss"), delayBuckets };
+}
+
+/**
+ * The `p`th percentile of the change delays observed between two scrapes, as the upper bound of
+ * its histogram bucket ("≤ 5 ms"), or undefined when none was observed.
+ */
+function bucketPercentile(
+  before: Map<number, number>,
+  after: Map<number, number>,
+  p: number,
+): number | undefined {
+  const bounds = [...after.keys()].sort((x, y) => x - y);
+  const count = (bound: number) => (after.get(bound) ?? 0) - (before.get(bound) ?? 0);
+  const total = count(Infinity);
+  if (!(total > 0)) return undefined;
+  return bounds.find((bound) => count(bound) >= p / 100 * total);
 }

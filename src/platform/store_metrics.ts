@@ -1,6 +1,7 @@
 /**
  * Metrics of a networked store (PostgreSQL): connections in use, query
- * latency, how stale the grant epoch is, and notifications received. The
+ * latency, how stale the grant epoch is, notifications received, and how long another
+ * instance's change took to be learned here. The
  * store reports each query through {@link StoreMetrics.observeOperation}
  * (given to it when it opens, before the metrics exist) and its counters
  * through the `readStats` function attached later.
@@ -24,6 +25,21 @@ export interface StoreStats {
 
 /** Seconds; a query on a local network takes well under a millisecond to tens of them. */
 const QUERY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** Seconds; a notified change should arrive within milliseconds, a polled one within ~0.5 s. */
+export const CHANGE_DELAY_BUCKETS = [
+  0.0005,
+  0.001,
+  0.002,
+  0.005,
+  0.01,
+  0.02,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+];
 
 export interface StoreMetrics {
   /**
@@ -35,6 +51,11 @@ export interface StoreMetrics {
     seconds: number,
     outcome: "ok" | "refused" | "error",
   ): void;
+  /**
+   * For the store's `onChangeDelay` option: milliseconds from another instance's commit of a
+   * grant-ending change (the database's clock) to this instance having learned it.
+   */
+  observeChangeDelay(ms: number): void;
   /** For `createMetrics({ register })`. */
   register(registry: Registry): void;
   /** Where the gauges read from at scrape time. */
@@ -44,10 +65,14 @@ export interface StoreMetrics {
 export function createStoreMetrics(): StoreMetrics {
   let readStats: (() => StoreStats) | undefined;
   let latency: Histogram<"kind" | "outcome"> | undefined;
+  let changeDelay: Histogram | undefined;
   let notificationsSeen = 0;
   return {
     observeOperation(kind, seconds, outcome) {
       latency?.observe({ kind, outcome }, seconds);
+    },
+    observeChangeDelay(ms) {
+      changeDelay?.observe(ms / 1000);
     },
     attach(read) {
       readStats = read;
@@ -59,6 +84,13 @@ export function createStoreMetrics(): StoreMetrics {
         help: "Database reads and writes (each one query or one transaction), by kind and outcome",
         labelNames: ["kind", "outcome"] as const,
         buckets: QUERY_BUCKETS,
+        registers,
+      });
+      changeDelay = new Histogram({
+        name: "keygate_store_change_delay_seconds",
+        help: "Another instance's grant-ending commit (the database's clock) to this instance " +
+          "having learned it, for notified changes",
+        buckets: CHANGE_DELAY_BUCKETS,
         registers,
       });
       new Gauge({

@@ -34,7 +34,10 @@ export function toStoreLocation(config: Config): StoreLocation {
  * request worker; SQLite's WAL index already does this job and ignores it).
  */
 export type ServerStoreHooks =
-  & Pick<PostgresStoreOptions, "onListenerChange" | "onOperation" | "sharedGrantCounter">
+  & Pick<
+    PostgresStoreOptions,
+    "onListenerChange" | "onOperation" | "onChangeDelay" | "sharedGrantCounter"
+  >
   & Pick<OpenStoreOptions, "onMigrationWarning">;
 
 /** Opens the configured store for serving requests. */
@@ -97,6 +100,8 @@ export interface MainStoreOptions {
   logger: Logger;
   /** PostgreSQL's query timings. */
   onOperation?: ServerStoreHooks["onOperation"];
+  /** PostgreSQL's commit-to-learned delays of other instances' changes. */
+  onChangeDelay?: ServerStoreHooks["onChangeDelay"];
   sharedGrantCounter?: SharedGrantCounter;
 }
 
@@ -116,6 +121,7 @@ export async function openMainStore(
     return await openServingStore(config, {
       sharedGrantCounter: options.sharedGrantCounter,
       onOperation: options.onOperation,
+      onChangeDelay: options.onChangeDelay,
       onMigrationWarning: (line) => logger.warn(line, { event: "store_migration" }),
       onListenerChange: (listening) =>
         logger[listening ? "info" : "warn"](

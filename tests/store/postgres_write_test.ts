@@ -27,11 +27,16 @@ async function setUp() {
   const url = await cluster!.createDatabase("write");
   const location = parseStoreUrl(url) as PostgresLocation;
   const notified: string[] = [];
+  /** Each payload's last part: the database's clock (ms) just before the commit. */
+  const committedAt: number[] = [];
   const sql = openPostgresClient(location, { max: 2 });
   const listener = openPostgresClient(location, {
     max: 1,
     onnotify: (channel, payload) => {
-      if (channel === GRANT_CHANNEL) notified.push(payload);
+      if (channel !== GRANT_CHANNEL) return;
+      const at = / @(\d+(?:\.\d+)?)$/.exec(payload);
+      notified.push(at === null ? payload : payload.slice(0, at.index));
+      committedAt.push(at === null ? NaN : Number(at[1]));
     },
   });
   await migratePostgres(sql);
@@ -40,6 +45,7 @@ async function setUp() {
     url,
     sql,
     notified,
+    committedAt,
     async epoch(): Promise<number> {
       const [row] = await sql<{ epoch: number }[]>`SELECT epoch FROM grant_epoch WHERE id = 1`;
       return row.epoch;
@@ -317,6 +323,9 @@ Deno.test({
         Number(row.id)
       );
       assert.deepEqual(db.notified, [`${before + 1} token:${first},token:${second}`]);
+      // …and the database's clock just before the commit (one host: close to ours), for the
+      // change-delay metric.
+      assert.ok(Math.abs(db.committedAt[0] - Date.now()) < 60_000, String(db.committedAt));
       assert.deepEqual(
         store.readGrantChanges(seen!),
         [{ kind: "token", id: first }, { kind: "token", id: second }],

@@ -201,7 +201,9 @@ export function endingClauses(
     columns: tx`(SELECT epoch FROM bumped) AS epoch, (SELECT tag FROM bumped) AS tag,
       (SELECT pg_notify(${GRANT_CHANNEL}, epoch::text || ' ' || coalesce((
           SELECT string_agg(scope || coalesce(':' || subject::text, ''), ',' ORDER BY subject)
-          FROM (SELECT scope, subject FROM changed ORDER BY subject LIMIT 16) AS first), ''))
+          FROM (SELECT scope, subject FROM changed ORDER BY subject LIMIT 16) AS first), '')
+          -- The database's clock (ms) just before the commit: for the delay metric only.
+          || ' @' || round(extract(epoch FROM clock_timestamp()) * 1000, 3)::text)
         FROM bumped WHERE ${options.notify})
         AS notified,
       CASE WHEN ${options.relax} AND NOT (${options.bump})

@@ -16,9 +16,10 @@
  *   without rows: a hand-made bump, or rows pruned before this instance read them) is learned
  *   as `all`, which empties the caches (grant_change_log.ts);
  * - **listens** on its own connection: a notification, whatever its payload says (any role
- *   with CONNECT can send one), only makes the poll run now. So a lost notification costs time,
- *   never exactness, and a spoofed or malformed one costs a poll, never a delay; a (re)connected
- *   listener needs no drop either, only a poll;
+ *   with CONNECT can send one), only makes the poll run now (or, in a burst, within a few ms of
+ *   the last poll: poll_loop.ts). So a lost notification costs time, never exactness, and a
+ *   spoofed or malformed one costs a poll, never more than that gap; a (re)connected listener
+ *   needs no drop either, only a poll;
  * - **learns its own commits at once**: a write applies its scopes before it resolves (and so
  *   before the response is sent), and appends them to a ring of scopes shared by the stores of
  *   its process ({@link SharedGrantCounter}), which every {@link GrantEpochWatcher.read} reads:
@@ -32,8 +33,8 @@
  * {@link GrantEpochWatcher.read} is synchronous and cheap (one atomic load and a clock read):
  * the secure path calls it on every request. It returns the local position of the log.
  *
- * The poll's statement is in grant_poll.ts, the listener in grant_listener.ts and the shared ring
- * in grant_ring.ts; this module keeps the position seen and puts them together.
+ * The poll's statement is in grant_poll.ts, when it runs in poll_loop.ts, the listener in
+ * grant_listener.ts and the shared ring in grant_ring.ts; this module keeps the position seen and puts them together.
  *
  * @module
  */
@@ -47,7 +48,9 @@ import {
 } from "../grant_change_log.ts";
 import type { GrantEpoch, GrantInvalidations, GrantScope } from "../store_types.ts";
 import { createGrantListener, GRANT_CHANNEL, type ListenerHooks } from "./grant_listener.ts";
+import { createChangeDelayTracker } from "./change_delay.ts";
 import { readChangeRecord, type RecordSnapshot } from "./grant_poll.ts";
+import { createPollLoop } from "./poll_loop.ts";
 import { appendOwn, readRingSince, type SharedGrantCounter } from "./grant_ring.ts";
 
 export { GRANT_CHANNEL, type ListenerHooks } from "./grant_listener.ts";
@@ -112,6 +115,11 @@ export interface GrantEpochWatcherOptions {
    * to it, and {@link GrantEpochWatcher.read} learns what the others appended.
    */
   sharedCounter?: SharedGrantCounter;
+  /**
+   * Told, in milliseconds, how long each change another instance notified took from its commit
+   * to this instance having learned it (change_delay.ts; a metric, never a fact).
+   */
+  onChangeDelay?: (ms: number) => void;
 }
 
 /** Counters for metrics. */
@@ -207,56 +215,6 @@ function checkPositive(values: Record<string, number>): void {
   }
 }
 
-/**
- * Runs `poll` every `pollMs` once scheduled, and at once on demand: one at a time, and a poll
- * asked for while one is under way runs once more after it.
- */
-function createPollLoop(poll: () => Promise<void>, pollMs: number): {
-  pollNow(): Promise<void>;
-  schedule(): void;
-  close(): Promise<void>;
-} {
-  let polling: Promise<void> | undefined;
-  /** The poll that follows the one under way (asked for after it started). */
-  let queued: Promise<void> | undefined;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let closed = false;
-
-  function pollNow(): Promise<void> {
-    if (polling !== undefined) {
-      // The poll under way may have read before the change that asks: one more after it,
-      // shared by everyone who asks meanwhile (a flood of notifications costs one poll).
-      queued ??= polling.then(() => {
-        queued = undefined;
-        return closed ? undefined : pollNow();
-      });
-      return queued;
-    }
-    polling = poll().finally(() => (polling = undefined));
-    return polling;
-  }
-
-  function schedule(): void {
-    if (closed) return;
-    timer = setTimeout(async () => {
-      await pollNow();
-      schedule();
-    }, pollMs);
-    Deno.unrefTimer(timer);
-  }
-
-  return {
-    pollNow,
-    schedule,
-    async close() {
-      closed = true;
-      clearTimeout(timer);
-      await polling;
-      await queued;
-    },
-  };
-}
-
 /** Starts watching. The first poll starts at once; see {@link GrantEpochWatcher.ready}. */
 export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): GrantEpochWatcher {
   const { sql } = options;
@@ -285,6 +243,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       // cannot delay the confirmation past the staleness bound.
       const read = await readChangeRecord(listener.sql ?? sql, seen.cursor?.position ?? 0);
       learnRead(log, seen, read);
+      if (seen.cursor !== undefined) delays?.learned(seen.cursor.position);
       confirmedAt = Math.max(confirmedAt, startedAt);
       resolveReady();
     } catch {
@@ -294,13 +253,20 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     if (listener.sql !== undefined && !listener.listening && !closed) void listener.start();
   }
 
-  const loop = createPollLoop(poll, pollMs);
+  const loop = createPollLoop(poll, { pollMs, now });
   const pollNow = loop.pollNow;
 
+  const delays = options.onChangeDelay === undefined
+    ? undefined
+    : createChangeDelayTracker(options.onChangeDelay);
   const listener = createGrantListener({
     openListener: options.openListener,
     onListenerChange: options.onListenerChange,
     pollNow,
+    pollSoon: loop.pollSoon,
+    onPayload: delays === undefined
+      ? undefined
+      : (payload) => delays.notified(payload, seen.cursor?.position),
   });
 
   /** Learns what this process's other stores committed (see {@link SharedGrantCounter}). */

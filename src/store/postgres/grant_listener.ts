@@ -26,8 +26,12 @@ export interface GrantListenerOptions {
   openListener?: (hooks: ListenerHooks) => postgres.Sql;
   /** Told when the listener connects or is lost, once per change. */
   onListenerChange?: (listening: boolean, error?: unknown) => void;
-  /** Polls the record now: on every notification, and after every (re)connection. */
+  /** Polls the record now: after every (re)connection (and on notifications without pollSoon). */
   pollNow(): Promise<void>;
+  /** Polls the record soon (poll_loop.ts): on every notification. */
+  pollSoon?(): void;
+  /** Told of every notification's payload before its poll (for the delay metric only). */
+  onPayload?(payload: string): void;
 }
 
 /** The listener's connection and state. */
@@ -62,11 +66,13 @@ export function createGrantListener(options: GrantListenerOptions): GrantListene
   }
 
   const sql = options.openListener?.({
-    onnotify(channel) {
+    onnotify(channel, payload) {
       if (channel !== GRANT_CHANNEL) return;
       notifications++;
+      options.onPayload?.(payload);
       // A prompt, never a fact: whatever the payload says, only the record is believed.
-      void pollNow();
+      if (options.pollSoon !== undefined) options.pollSoon();
+      else void pollNow();
     },
     onclose() {
       if (!listening) return;

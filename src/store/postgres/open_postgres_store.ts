@@ -73,6 +73,11 @@ export interface PostgresStoreOptions {
   /** Told of every read and write that ended, for the query-latency metric. */
   onOperation?: OperationObserver;
   /**
+   * Told, in milliseconds, how long each change another instance notified took from its commit
+   * (the database's clock) to this store having learned it, for the change-delay metric.
+   */
+  onChangeDelay?: (ms: number) => void;
+  /**
    * The ring of committed scopes this process's stores share (`--workers N`: the main
    * thread's and every request worker's; see {@link createSharedGrantCounter}). Each
    * grant-ending write appends its scopes after its commit, before it resolves, and every
@@ -207,6 +212,7 @@ async function startWatcher(
       : undefined,
     onListenerChange: options.onListenerChange,
     sharedCounter: options.sharedGrantCounter,
+    onChangeDelay: options.onChangeDelay,
   });
   let readyTimer: ReturnType<typeof setTimeout> | undefined;
   try {

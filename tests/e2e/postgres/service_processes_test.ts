@@ -167,6 +167,10 @@ Deno.test({
       assert.ok(
         sample('keygate_store_query_duration_seconds_count{kind="read",outcome="ok"}') >= 1,
       );
+      // The revocation through one, from its commit to two having learned it: one host's clock.
+      const delays = sample("keygate_store_change_delay_seconds_count");
+      assert.ok(delays >= 1, metrics);
+      assert.ok(sample("keygate_store_change_delay_seconds_sum") < delays * 1, metrics);
     } finally {
       const statuses = await Promise.all([one.stop(), two.stop()]);
       assert.deepEqual(statuses.map((status) => status.code), [0, 0]);

@@ -1,0 +1,54 @@
+/**
+ * How long another instance's change took to reach this one: from its commit (the time the
+ * database's clock gave its notification, just before the commit) to this instance having
+ * learned it (the poll that read it ended; every lookup after that evicts it before answering).
+ * For the `keygate_store_change_delay_seconds` metric only: a notification stays a prompt
+ * (grant_epoch.ts), and a spoofed payload can at worst skew this metric, never what is learned.
+ *
+ * Compares the database's clock with this host's (`Date.now()`): meaningful when they are the
+ * same clock (one host) or closely synchronised. A notification that arrives after its position
+ * was learned (an earlier poll read it) counts from its arrival: an upper bound.
+ *
+ * @module
+ */
+
+/** Notifications waiting for their position to be learned, at most (the oldest are dropped). */
+export const PENDING_NOTIFICATIONS = 1024;
+
+/** `<position> <scopes> @<ms since the epoch, database clock>`; older payloads have no time. */
+const PAYLOAD = /^(\d{1,16}) [^@]*@(\d{1,16}(?:\.\d{1,6})?)$/;
+
+export interface ChangeDelayTracker {
+  /** A notification's payload arrived; `learnedUpTo` is the position learned so far. */
+  notified(payload: string, learnedUpTo: number | undefined): void;
+  /** Every position up to `position` has been learned. */
+  learned(position: number): void;
+}
+
+/** Tells `observe` each delay, in milliseconds. */
+export function createChangeDelayTracker(
+  observe: (ms: number) => void,
+  wallNow: () => number = Date.now,
+): ChangeDelayTracker {
+  /** Commit times by position, in arrival order. */
+  const pending = new Map<number, number>();
+  const report = (committedAt: number) => observe(Math.max(0, wallNow() - committedAt));
+  return {
+    notified(payload, learnedUpTo) {
+      const match = PAYLOAD.exec(payload);
+      if (match === null) return;
+      const [position, committedAt] = [Number(match[1]), Number(match[2])];
+      if (learnedUpTo !== undefined && position <= learnedUpTo) return report(committedAt);
+      if (pending.has(position)) return;
+      pending.set(position, committedAt);
+      if (pending.size > PENDING_NOTIFICATIONS) pending.delete(pending.keys().next().value!);
+    },
+    learned(position) {
+      for (const [waiting, committedAt] of pending) {
+        if (waiting > position) continue;
+        report(committedAt);
+        pending.delete(waiting);
+      }
+    },
+  };
+}
