@@ -13,6 +13,15 @@
  * @module
  */
 
+import type { SeedEntry } from "./seed.ts";
+
+/** What {@link Baseline.seedSqlite} makes: the options of `seedDatabase` both revisions take. */
+export interface SeedOptions {
+  tokens: number;
+  sample: number;
+  passwordHash: string;
+}
+
 /** The repository the bench runs from (this file's). */
 const REPO = new URL("../..", import.meta.url).pathname;
 
@@ -30,6 +39,12 @@ export interface Baseline {
   argv(permissions: string[], script: string, args: string[]): string[];
   /** Copies the SQLite seed at `sqlitePath` into the empty database `url`, as the revision does. */
   copySeedToPostgres(sqlitePath: string, url: string): Promise<void>;
+  /**
+   * Seeds a new SQLite database at `path` with the revision's own seeding (its schema, its
+   * migrations) and returns the sample of credentials it drew: the same shape as today's seed,
+   * other random keys and tokens.
+   */
+  seedSqlite(path: string, options: SeedOptions): Promise<SeedEntry[]>;
   /** Removes the checkout. */
   close(): Promise<void>;
 }
@@ -69,32 +84,44 @@ export async function openBaseline(rev: string, work: string): Promise<Baseline>
     `${root}/${script}`,
     ...args,
   ];
+  /** Runs `code` with `deno eval` under the revision's configuration; returns its stdout. */
+  const evaluate = async (what: string, code: string, args: string[]) => {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: ["eval", "--config", `${root}/deno.json`, code, ...args],
+      cwd: root,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!output.success) {
+      throw new Error(
+        `baseline ${rev}: ${what} failed: ${new TextDecoder().decode(output.stderr)}`,
+      );
+    }
+    return new TextDecoder().decode(output.stdout);
+  };
+  const module = (path: string) => JSON.stringify(`file://${root}/${path}`);
   return {
     rev,
     label: label.length > 90 ? `${label.slice(0, 87)}...)` : label,
     root,
     argv: deno,
     async copySeedToPostgres(sqlitePath, url) {
-      const output = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "eval",
-          "--config",
-          `${root}/deno.json`,
-          `const { copySeedToPostgres } = await import(${
-            JSON.stringify(`file://${root}/scripts/bench/seed_postgres.ts`)
-          }); await copySeedToPostgres(Deno.args[0], Deno.args[1]);`,
-          sqlitePath,
-          url,
-        ],
-        cwd: root,
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      if (!output.success) {
-        throw new Error(
-          `baseline ${rev}: copying the seed failed: ${new TextDecoder().decode(output.stderr)}`,
-        );
-      }
+      await evaluate(
+        "copying the seed",
+        `const { copySeedToPostgres } = await import(${module("scripts/bench/seed_postgres.ts")});
+         await copySeedToPostgres(Deno.args[0], Deno.args[1]);`,
+        [sqlitePath, url],
+      );
+    },
+    async seedSqlite(path, options) {
+      const printed = await evaluate(
+        "seeding",
+        `const { seedDatabase } = await import(${module("scripts/bench/seed.ts")});
+         const seeded = await seedDatabase(Deno.args[0], JSON.parse(Deno.args[1]));
+         console.log(JSON.stringify(seeded.sample));`,
+        [path, JSON.stringify(options)],
+      );
+      return JSON.parse(printed.trim().split("\n").at(-1)!) as SeedEntry[];
     },
     async close() {
       await git(["worktree", "remove", "--force", root]).catch(() => {});

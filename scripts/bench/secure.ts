@@ -16,6 +16,27 @@ export const RATIO_CEILING = "keygate/bare fixed (ceiling)";
 export const RATIO_CPU = "bare/keygate server CPU per request";
 /** The bare server answering as keygate does: what is left is keygate's own work. */
 export const RATIO_SHAPED = "bare as keygate/keygate server CPU per request";
+/** With `--baseline`: today's keygate against the revision's, same load, same run. */
+export const RATIO_BASELINE = "keygate/baseline, same load";
+
+/**
+ * With `--baseline REV`: that revision's keygate on a database of the same size seeded by the
+ * revision itself (its schema), pinned and measured like today's; undefined without it.
+ */
+async function startBaselineKeygate(ctx: BenchContext) {
+  const baseline = ctx.baseline;
+  if (baseline === undefined) return undefined;
+  ctx.log(`seeding ${ctx.tokens} live tokens for the baseline ${baseline.label}`);
+  const path = `${ctx.work}/baseline.sqlite3`;
+  const sample = await baseline.seedSqlite(path, {
+    tokens: ctx.tokens,
+    sample: ctx.sampleSize,
+    passwordHash: ctx.passwordHash,
+  });
+  const pairs = await writePairs(ctx.work, "baseline", sample);
+  const server = await ctx.startKeygate("keygate-baseline", path, ctx.serverCore, [], baseline);
+  return { server, pairs, label: baseline.label };
+}
 
 /** Runs the section (starting the shared keygate on the big database). */
 export async function runSecureSection(ctx: BenchContext): Promise<SectionReport> {
@@ -51,8 +72,14 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
     `${ctx.work}/small.sqlite3`,
     ctx.serverCore,
   );
+  const before = await startBaselineKeygate(ctx);
   const { lua, fixedQuery, fixedBearer, pairs } = ctx;
   ctx.log("warming up the servers");
+  if (before !== undefined) {
+    await ctx.measure(before.server, lua(before.server.origin, before.pairs, "query"), {
+      duration: 2,
+    });
+  }
   await ctx.measure(bare, fixedQuery(bare.origin), { duration: 2 });
   await ctx.measure(shaped, fixedBearer(shaped.origin), { duration: 2 });
   await ctx.measure(keygate, lua(keygate.origin, pairs, "query"), { duration: 2 });
@@ -67,6 +94,10 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
     "keygate, lua bearer": () => ctx.measure(keygate, lua(keygate.origin, pairs, "bearer")),
     "keygate 1k, lua query": () =>
       ctx.measure(keygateSmall, lua(keygateSmall.origin, smallPairs, "query")),
+    ...(before === undefined ? {} : {
+      "baseline, lua query": () =>
+        ctx.measure(before.server, lua(before.server.origin, before.pairs, "query")),
+    }),
   });
   const smallRss = keygateSmall.readRssMiB();
   await keygateSmall.stop(); // idle from here on; stopped so that it cannot disturb what follows
@@ -78,11 +109,33 @@ export async function runSecureSection(ctx: BenchContext): Promise<SectionReport
   }, smallTokens);
   await bare.stop();
   await shaped.stop();
+  if (before !== undefined) {
+    const base = secure["baseline, lua query"];
+    rows.push({
+      scenario: `secure GET, api_token in query, ${ctx.tokens.toLocaleString("en")} tokens`,
+      server: `keygate at the baseline, ${before.label}`,
+      load: `Lua, ${ctx.sampleSize.toLocaleString("en")} tokens`,
+      result: base,
+      rssMiB: before.server.readRssMiB(),
+      extra: {
+        [RATIO_BASELINE]: `${formatRatio(secure["keygate, lua query"], base)} (today/baseline)`,
+        [RATIO_CEILING]: formatRatio(base, secure["bare, fixed"]),
+        [RATIO_CPU]: formatCpuRatio(secure["bare, fixed"], base),
+      },
+    });
+    await before.server.stop();
+  }
   ctx.shared.secureLua = secure["keygate, lua query"];
   return {
     title: "Secure path against the ceiling",
     rows,
-    columns: [RATIO_SAME, RATIO_CEILING, RATIO_CPU, RATIO_SHAPED],
+    columns: [
+      RATIO_SAME,
+      RATIO_CEILING,
+      RATIO_CPU,
+      RATIO_SHAPED,
+      ...(before === undefined ? [] : [RATIO_BASELINE]),
+    ],
   };
 }
 
