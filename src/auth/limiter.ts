@@ -66,24 +66,36 @@ const FORGET_MS = 60_000;
 /** Times a request asks for a lease before it is refused as over its limit. */
 const MAX_ATTEMPTS = 8;
 
-/** One limit as a response reports it. */
-export interface LimitStatus {
+/**
+ * One limit as the responses of its key describe it: the same object for as long as the limit
+ * and its window's length stay the same, so the edge can render it once.
+ */
+export interface LimitPolicy {
   /** The policy's name in the `RateLimit` headers: `<scope>-<kind>-<period>`. */
-  name: string;
-  kind: LimitKind;
-  max: number;
+  readonly name: string;
+  readonly kind: LimitKind;
+  readonly max: number;
   /** The window's length in seconds; `undefined` for a quota that never refills. */
-  windowSeconds?: number;
-  /** An estimate: units no server has leased, plus this thread's unspent slice. */
-  remaining: number;
-  /** Seconds until the window ends; `undefined` for a quota that never refills. */
-  resetSeconds?: number;
+  readonly windowSeconds?: number;
+}
+
+/** The limits a request was admitted (or refused) by, and what each had left then. */
+export interface LimitStatuses {
+  /** The same array for a key's requests while its limits and their windows' lengths stay. */
+  readonly policies: readonly LimitPolicy[];
+  /**
+   * Per policy, an estimate: units no server has leased, plus this thread's unspent slice
+   * (0 for the limit that refused).
+   */
+  readonly remaining: readonly number[];
+  /** Per policy, seconds until its window ends; `undefined` for a quota that never refills. */
+  readonly resetSeconds: readonly (number | undefined)[];
 }
 
 /** A request over one of its limits: 429 with `Retry-After` and the limits' statuses. */
 export class LimitExceeded extends AuthError {
-  readonly limits: readonly LimitStatus[];
-  constructor(kind: LimitKind, limits: readonly LimitStatus[], retryAfterSeconds?: number) {
+  readonly limits: LimitStatuses;
+  constructor(kind: LimitKind, limits: LimitStatuses, retryAfterSeconds?: number) {
     super(
       kind === "rate" ? "rate_limited" : "quota_exceeded",
       kind === "rate"
@@ -112,6 +124,8 @@ export interface LimiterDeps {
 
 interface Slot {
   rule: LimitRule;
+  /** What responses say of it; replaced when the rule or the window's length changes. */
+  policy: LimitPolicy;
   subjectId: number;
   windowStart: number;
   windowEnd: number;
@@ -133,30 +147,60 @@ interface Entry {
   owner: LimitOwner;
   /** `undefined` until the first lease has said which limits apply. */
   slots?: Slot[];
+  /** The slots' policies, kept until one of them changes. */
+  policies?: readonly LimitPolicy[];
   leasing?: Promise<void>;
   waiting: number;
   lastUseAt: number;
 }
 
-type Local = { admitted: readonly LimitStatus[] } | { denied: Slot } | "lease";
-
 /** No limits: nothing to report. */
-const NONE: readonly LimitStatus[] = [];
+const NONE: LimitStatuses = Object.freeze({
+  policies: Object.freeze([]),
+  remaining: Object.freeze([]),
+  resetSeconds: Object.freeze([]),
+});
 
-function nameOf(rule: LimitRule): string {
-  return `${rule.scope}-${rule.kind}-${rule.period}`;
+function toWindowSeconds(windowStart: number, windowEnd: number): number | undefined {
+  return Number.isFinite(windowEnd) ? Math.round((windowEnd - windowStart) / 1000) : undefined;
 }
 
-function toStatus(slot: Slot, now: number, denied = false): LimitStatus {
-  const endless = !Number.isFinite(slot.windowEnd);
-  return {
-    name: nameOf(slot.rule),
-    kind: slot.rule.kind,
-    max: slot.rule.max,
-    windowSeconds: endless ? undefined : Math.round((slot.windowEnd - slot.windowStart) / 1000),
-    remaining: denied ? 0 : Math.max(0, slot.rule.max - slot.used) + slot.local,
-    resetSeconds: endless ? undefined : Math.max(0, Math.ceil((slot.windowEnd - now) / 1000)),
-  };
+/** The slot's policy, a new object only when the rule or the window's length changed. */
+function toPolicy(slot: Pick<Slot, "rule" | "windowStart" | "windowEnd">, was?: LimitPolicy) {
+  const { rule } = slot;
+  const windowSeconds = toWindowSeconds(slot.windowStart, slot.windowEnd);
+  const name = `${rule.scope}-${rule.kind}-${rule.period}`;
+  if (
+    was !== undefined && was.name === name && was.max === rule.max &&
+    was.windowSeconds === windowSeconds
+  ) {
+    return was;
+  }
+  return Object.freeze({ name, kind: rule.kind, max: rule.max, windowSeconds });
+}
+
+function toResetSeconds(slot: Slot, now: number): number | undefined {
+  return Number.isFinite(slot.windowEnd)
+    ? Math.max(0, Math.ceil((slot.windowEnd - now) / 1000))
+    : undefined;
+}
+
+function toRemaining(slot: Slot): number {
+  return Math.max(0, slot.rule.max - slot.used) + slot.local;
+}
+
+/** The statuses of an entry's slots at `now`; `denied`'s remaining is 0. */
+function toStatuses(entry: Entry, slots: Slot[], now: number, denied?: Slot): LimitStatuses {
+  const remaining: number[] = new Array(slots.length);
+  const resetSeconds: (number | undefined)[] = new Array(slots.length);
+  for (let i = 0; i < slots.length; i++) {
+    remaining[i] = slots[i] === denied ? 0 : toRemaining(slots[i]);
+    resetSeconds[i] = toResetSeconds(slots[i], now);
+  }
+  const policies = slots === entry.slots
+    ? entry.policies ??= slots.map((slot) => slot.policy)
+    : slots.map((slot) => slot.policy);
+  return { policies, remaining, resetSeconds };
 }
 
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
@@ -230,52 +274,71 @@ export function createLimiter(deps: LimiterDeps) {
     return entry;
   }
 
-  /** Moves a slot into the window of `now` (the units of an ended window are lost). */
-  function roll(slot: Slot, now: number): void {
-    if (now < slot.windowEnd) return;
+  /**
+   * Moves a slot into the window of `now` (the units of an ended window are lost); says
+   * whether its policy changed (a month's length).
+   */
+  function roll(slot: Slot, now: number): boolean {
+    if (now < slot.windowEnd) return false;
     const window = toLimitWindow(slot.rule.period, now);
     slot.windowStart = window.start;
     slot.windowEnd = window.end;
     slot.local = 0;
     slot.used = 0;
     slot.exhaustedUntil = 0;
+    const was = slot.policy;
+    slot.policy = toPolicy(slot, was);
+    return slot.policy !== was;
   }
 
-  /** Admits from the units in hand, or says which slot refuses, or that a lease is needed. */
-  function admitLocally(entry: Entry, now: number): Local {
-    const slots = entry.slots!;
+  /**
+   * Whether the units in hand admit a request now: `undefined` if they do, else the slot that
+   * refuses, or `"lease"` when some limit needs units.
+   */
+  function check(entry: Entry, slots: Slot[], now: number): Slot | "lease" | undefined {
     let lease = false;
     for (const slot of slots) {
-      roll(slot, now);
+      if (roll(slot, now)) entry.policies = undefined;
       if (slot.local >= 1 || slot.openUntil > now) continue;
-      if (slot.exhaustedUntil > now) return { denied: slot };
+      if (slot.exhaustedUntil > now) return slot;
       lease = true;
     }
-    if (lease) return "lease";
+    return lease ? "lease" : undefined;
+  }
+
+  /** Admits a request from the units in hand (after {@link check} said they do). */
+  function take(entry: Entry, slots: Slot[], now: number): LimitStatuses {
     entry.lastUseAt = now;
-    if (slots.length === 0) return { admitted: NONE };
-    const statuses: LimitStatus[] = [];
+    if (slots.length === 0) return NONE;
     for (const slot of slots) {
       if (slot.local >= 1) slot.local--;
       slot.admitted++;
       slot.lastUseAt = now;
-      statuses.push(toStatus(slot, now));
     }
-    return { admitted: statuses };
+    return toStatuses(entry, slots, now);
   }
 
   function refuse(entry: Entry, denied: Slot, now: number): never {
     metrics?.limitedRequest(denied.rule.kind);
-    const statuses = (entry.slots ?? [denied]).map((slot) => toStatus(slot, now, slot === denied));
     const retry = Number.isFinite(denied.windowEnd)
       ? Math.max(1, Math.ceil((denied.windowEnd - now) / 1000))
       : undefined;
-    throw new LimitExceeded(denied.rule.kind, statuses, retry);
+    throw new LimitExceeded(
+      denied.rule.kind,
+      toStatuses(entry, entry.slots ?? [denied], now, denied),
+      retry,
+    );
   }
 
   function toSlot(slice: LimitSlice, now: number): Slot {
+    const window = {
+      rule: slice.rule,
+      windowStart: slice.window.start,
+      windowEnd: slice.window.end,
+    };
     return {
       rule: slice.rule,
+      policy: toPolicy(window),
       subjectId: slice.subjectId,
       windowStart: slice.window.start,
       windowEnd: slice.window.end,
@@ -347,6 +410,7 @@ export function createLimiter(deps: LimiterDeps) {
       );
       return;
     }
+    entry.policies = undefined;
     entry.slots = slices.map((slice) => {
       const slot = known.get(slice.rule.id) ?? toSlot(slice, now);
       slot.rule = slice.rule;
@@ -355,6 +419,7 @@ export function createLimiter(deps: LimiterDeps) {
         slot.windowEnd = slice.window.end;
         slot.local = 0;
       }
+      slot.policy = toPolicy(slot, slot.policy);
       slot.local += slice.granted;
       slot.used = slice.used;
       if (asked.has(slice.rule.id)) {
@@ -395,7 +460,7 @@ export function createLimiter(deps: LimiterDeps) {
     }
   }
 
-  async function admitLeasing(owner: LimitOwner): Promise<readonly LimitStatus[]> {
+  async function admitLeasing(owner: LimitOwner): Promise<LimitStatuses> {
     for (let attempt = 0;; attempt++) {
       const entry = entryOf(owner, clock.now());
       entry.waiting++;
@@ -406,14 +471,12 @@ export function createLimiter(deps: LimiterDeps) {
       }
       const now = clock.now();
       const current = entryOf(owner, now);
-      if (current.slots === undefined) continue;
-      const local = admitLocally(current, now);
-      if (local === "lease" && attempt < MAX_ATTEMPTS) continue;
-      if (local === "lease") {
-        refuse(current, current.slots.find((slot) => slot.local < 1)!, now);
-      }
-      if ("denied" in local) refuse(current, local.denied, now);
-      return local.admitted;
+      const slots = current.slots;
+      if (slots === undefined) continue;
+      const verdict = check(current, slots, now);
+      if (verdict === undefined) return take(current, slots, now);
+      if (verdict !== "lease") refuse(current, verdict, now);
+      if (attempt >= MAX_ATTEMPTS) refuse(current, slots.find((slot) => slot.local < 1)!, now);
     }
   }
 
@@ -422,16 +485,15 @@ export function createLimiter(deps: LimiterDeps) {
    * or `StoreUnavailable` (a quota that cannot be counted). Synchronous while the units in
    * hand last; resolves to the limits' statuses (none without limits).
    */
-  function admit(owner: LimitOwner): readonly LimitStatus[] | Promise<readonly LimitStatus[]> {
+  function admit(owner: LimitOwner): LimitStatuses | Promise<LimitStatuses> {
     const now = clock.now();
     followChanges(now);
     const entry = entryOf(owner, now);
-    if (entry.slots !== undefined && entry.leasing === undefined) {
-      const local = admitLocally(entry, now);
-      if (local !== "lease") {
-        if ("denied" in local) refuse(entry, local.denied, now);
-        return local.admitted;
-      }
+    const slots = entry.slots;
+    if (slots !== undefined && entry.leasing === undefined) {
+      const verdict = check(entry, slots, now);
+      if (verdict === undefined) return take(entry, slots, now);
+      if (verdict !== "lease") refuse(entry, verdict, now);
     }
     return admitLeasing(owner);
   }
