@@ -15,7 +15,8 @@ import type { Routes } from "./route.ts";
 import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
 import type { Principal } from "../auth/gate.ts";
-import type { Limiter, LimitStatuses } from "../auth/limiter.ts";
+import type { Limiter } from "../auth/limiter.ts";
+import type { LimitStatuses } from "../auth/limit_status.ts";
 import type { ClientAuthMethod } from "./oauth_client.ts";
 import type { PortalDeps } from "./portal/portal_app.ts";
 

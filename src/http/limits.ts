@@ -6,12 +6,8 @@
  *
  * @module
  */
-import {
-  type Limiter,
-  LimitExceeded,
-  type LimitPolicy,
-  type LimitStatuses,
-} from "../auth/limiter.ts";
+import type { Limiter } from "../auth/limiter.ts";
+import { LimitExceeded, type LimitPolicy, type LimitStatuses } from "../auth/limit_status.ts";
 import type { LimitOwner } from "../store/store.ts";
 import type { RequestContext } from "./context.ts";
 

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { LimitStatuses } from "../auth/limiter.ts";
+import type { LimitStatuses } from "../auth/limit_status.ts";
 import type { Principal } from "../auth/gate.ts";
 import type { Format } from "../formats/format.ts";
 import type { RequestContext } from "./context.ts";
