@@ -15,7 +15,7 @@ import { checkCallers, createApiRouting } from "./api_routing.ts";
 import type { AppDeps } from "./context.ts";
 import { CORS_METHODS, CORS_METHODS_ALL, createCors } from "./cors.ts";
 import { HttpError, toErrorResponse } from "./errors.ts";
-import { createLimitAdmission, toRateLimitHeaders } from "./limits.ts";
+import { createLimitAdmission, setRateLimitHeaders } from "./limits.ts";
 import { createHealthCheck, HEALTH_PATH, isHealthPath, READY_PATH } from "./health.ts";
 import { createHostReader } from "./host.ts";
 import { negotiateResponseFormat } from "./negotiate.ts";
@@ -145,9 +145,7 @@ export function createHandler(deps: AppDeps): Handler {
     finish(request, context, response, seconds) {
       cors.addHeaders(request, response.headers);
       if (limitHeaders && context.limits !== undefined) {
-        for (const [name, value] of toRateLimitHeaders(context.limits)) {
-          response.headers.set(name, value);
-        }
+        setRateLimitHeaders(response.headers, context.limits);
       }
       log.finished(request, context, response.status, seconds);
     },

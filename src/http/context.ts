@@ -15,7 +15,8 @@ import type { Routes } from "./route.ts";
 import type { Store } from "../store/store.ts";
 import type { ThrottleRules } from "../auth/throttle.ts";
 import type { Principal } from "../auth/gate.ts";
-import type { Limiter, LimitStatus } from "../auth/limiter.ts";
+import type { Limiter } from "../auth/limiter.ts";
+import type { LimitStatuses } from "../auth/limit_status.ts";
 import type { ClientAuthMethod } from "./oauth_client.ts";
 import type { PortalDeps } from "./portal/portal_request.ts";
 
@@ -57,7 +58,7 @@ export interface RequestContext {
    */
   oauthClientAuth?: ClientAuthMethod;
   /** The limits the request was admitted (or refused) by, for its `RateLimit` headers. */
-  limits?: readonly LimitStatus[];
+  limits?: LimitStatuses;
 }
 
 /** Context of a secure request, after authentication. */

@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { type Limiter, LimitExceeded, type LimitStatus } from "../auth/limiter.ts";
+import type { Limiter } from "../auth/limiter.ts";
+import { LimitExceeded, type LimitPolicy, type LimitStatuses } from "../auth/limit_status.ts";
 import type { LimitOwner } from "../store/store.ts";
 import type { RequestContext } from "./context.ts";
 
@@ -35,16 +36,45 @@ export function createLimitAdmission(limiter: Pick<Limiter, "admit">): AdmitLimi
   };
 }
 
-/** The `RateLimit-Policy` and `RateLimit` fields of these statuses (none without limits). */
-export function toRateLimitHeaders(limits: readonly LimitStatus[]): [string, string][] {
-  if (limits.length === 0) return [];
-  const policies = limits.map((limit) =>
-    `"${limit.name}";q=${limit.max}` +
-    (limit.windowSeconds === undefined ? "" : `;w=${limit.windowSeconds}`)
-  );
-  const current = limits.map((limit) =>
-    `"${limit.name}";r=${limit.remaining}` +
-    (limit.resetSeconds === undefined ? "" : `;t=${limit.resetSeconds}`)
-  );
-  return [["ratelimit-policy", policies.join(", ")], ["ratelimit", current.join(", ")]];
+/** A key's policies as fields: `RateLimit-Policy`'s value, and each item's start in `RateLimit`. */
+interface RenderedPolicies {
+  policy: string;
+  items: string[];
+}
+
+/**
+ * Rendered policies by the limiter's array of them, which stays the same object for a key while
+ * its limits do: each response then builds only the `RateLimit` field's numbers.
+ */
+const rendered = new WeakMap<readonly LimitPolicy[], RenderedPolicies>();
+
+function render(policies: readonly LimitPolicy[]): RenderedPolicies {
+  let found = rendered.get(policies);
+  if (found === undefined) {
+    found = {
+      policy: policies.map((limit) =>
+        `"${limit.name}";q=${limit.max}` +
+        (limit.windowSeconds === undefined ? "" : `;w=${limit.windowSeconds}`)
+      ).join(", "),
+      items: policies.map((limit, i) => `${i === 0 ? "" : ", "}"${limit.name}";r=`),
+    };
+    rendered.set(policies, found);
+  }
+  return found;
+}
+
+/** Sets the `RateLimit-Policy` and `RateLimit` fields of these statuses (none without limits). */
+export function setRateLimitHeaders(headers: Headers, limits: LimitStatuses): void {
+  const { policies, remaining, resetSeconds } = limits;
+  if (policies.length === 0) return;
+  const { policy, items } = render(policies);
+  let current = "";
+  for (let i = 0; i < items.length; i++) {
+    const reset = resetSeconds[i];
+    current += reset === undefined
+      ? items[i] + remaining[i]
+      : items[i] + remaining[i] + ";t=" + reset;
+  }
+  headers.set("ratelimit-policy", policy);
+  headers.set("ratelimit", current);
 }

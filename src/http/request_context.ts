@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { LimitStatus } from "../auth/limiter.ts";
+import type { LimitStatuses } from "../auth/limit_status.ts";
 import type { Principal } from "../auth/gate.ts";
 import type { Format } from "../formats/format.ts";
 import type { RequestContext } from "./context.ts";
@@ -48,7 +48,7 @@ export class HandlerContext implements RequestContext {
   /** Set once the request is authenticated with a token (declared: one object shape). */
   principal?: Principal;
   oauthClientAuth?: ClientAuthMethod;
-  limits?: readonly LimitStatus[];
+  limits?: LimitStatuses;
   /** Set once `Host` has been read and checked. */
   host?: string;
   /** A request of the developer portal (its errors are JSON: portal/portal_app.ts). */

@@ -96,6 +96,30 @@ Deno.test("[e2e] a user's quota is shared by its keys; 429 quota_exceeded withou
   ]);
 });
 
+Deno.test("[e2e] RateLimit-Policy follows a changed limit and a month's length", async () => {
+  const app = await createTestApp();
+  using _ = app;
+  app.clock.set(Date.parse("2026-04-30T20:00:00Z")); // the last day of a month of 30 days
+  const userId = await app.addUser("alice@example.org", "pw");
+  const apiKey = await app.createKey(userId);
+  const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
+  const keyId = (await app.store.listApiKeys(userId))[0].id;
+  const key = { scope: "key" as const, key: { id: keyId } };
+  await setLimit(change(app), key, { kind: "quota", max: 100, period: "month" });
+  async function policyNow(): Promise<string | null> {
+    const response = await secureGet(app.handler, CURRENT, apiKey, token);
+    assert.equal(response.status, 200);
+    await response.body?.cancel();
+    return response.headers.get("ratelimit-policy");
+  }
+  assert.equal(await policyNow(), '"key-quota-month";q=100;w=2592000');
+  assert.equal(await policyNow(), '"key-quota-month";q=100;w=2592000');
+  await setLimit(change(app), key, { kind: "quota", max: 50, period: "month" });
+  assert.equal(await policyNow(), '"key-quota-month";q=50;w=2592000');
+  app.clock.advance(6 * 3_600_000); // 02:00 on May 1st: a month of 31 days
+  assert.equal(await policyNow(), '"key-quota-month";q=50;w=2678400');
+});
+
 Deno.test("[e2e] the default applies to keys without their own limit of that kind; the headers can be switched off", async () => {
   const { app, apiKey, token, keyId } = await setup({ limitHeaders: false });
   using _ = app;
@@ -206,11 +230,11 @@ Deno.test("limiter: while the store is unreachable a spent rate admits uncounted
     period: "minute",
   });
   const { limiter, state, counted } = limiterOver(app);
-  assert.equal((await limiter.admit(owner)).length, 1);
+  assert.equal((await limiter.admit(owner)).policies.length, 1);
   await assert.rejects(async () => await limiter.admit(owner), { code: "rate_limited" });
   app.clock.advance(60_000);
   state.down = true;
-  for (let i = 0; i < 5; i++) assert.equal((await limiter.admit(owner)).length, 1);
+  for (let i = 0; i < 5; i++) assert.equal((await limiter.admit(owner)).policies.length, 1);
   assert.equal(counted.rate, 1, "one failed lease opens the rate for a second");
   assert.equal(state.leases, 3);
   app.clock.advance(1_000);
@@ -240,7 +264,7 @@ Deno.test("limiter: while the store is unreachable a quota refuses (503), as doe
   const { limiter, state, counted } = limiterOver(app);
   let admitted = 0;
   do {
-    assert.equal((await limiter.admit(owner)).length, 1);
+    assert.equal((await limiter.admit(owner)).policies.length, 1);
     admitted++;
   } while (limiter.readUnitsInHand(keyId) > 0);
   state.down = true;
@@ -249,10 +273,10 @@ Deno.test("limiter: while the store is unreachable a quota refuses (503), as doe
   }
   assert.equal(counted.quota, 3);
   state.down = false;
-  const [quota] = await limiter.admit(owner);
+  const statuses = await limiter.admit(owner);
   admitted++;
-  assert.equal(quota.name, "key-quota-month");
-  assert.equal(quota.remaining, 100 - admitted);
+  assert.equal(statuses.policies[0].name, "key-quota-month");
+  assert.equal(statuses.remaining[0], 100 - admitted);
   // A clean stop gives the units in hand back: the stored count is what was admitted.
   await limiter.stop();
   const [usage] = await app.store.listLimitUsage(owner, app.clock.now());

@@ -7,7 +7,14 @@
 import { StoreConflict } from "../errors.ts";
 import { planLease } from "../limit_lease.ts";
 import { toLimitRule } from "../rows.ts";
-import type { LimitStore, LimitUsage } from "../store.ts";
+import type {
+  LimitLeaseRequest,
+  LimitRule,
+  LimitSlice,
+  LimitStore,
+  LimitUsage,
+  NewLimit,
+} from "../store.ts";
 import { toLimitSubject, toLimitWindow } from "../store_limits.ts";
 import type { Connection, Row } from "./connection.ts";
 
@@ -20,53 +27,143 @@ const APPLYING = `
 
 const ORDER = "ORDER BY l.scope, coalesce(l.api_key_id, l.user_id, 0), l.kind, l.max";
 
-export function createLimitStore(conn: Connection): LimitStore {
+/** The prepared statements of the limits group. */
+function prepareLimitStatements(conn: Connection) {
   const { sql } = conn;
-  const listAll = sql(`SELECT * FROM limits l ${ORDER}`);
-  const listScope = sql(`SELECT * FROM limits l WHERE l.scope = :scope ${ORDER}`);
-  const listSubject = sql(
-    `SELECT * FROM limits l WHERE l.scope = :scope
-       AND coalesce(l.api_key_id, l.user_id) = :subject_id ${ORDER}`,
-  );
-  const applying = sql(`SELECT * FROM limits l WHERE ${APPLYING} ORDER BY l.id`);
-  const ofUser = sql(`SELECT * FROM limits l WHERE l.scope = 'user' AND l.user_id = :user_id
-    ORDER BY l.id`);
-  const findSame = sql(
-    `SELECT * FROM limits WHERE scope = :scope AND coalesce(api_key_id, user_id, 0) = :subject
-       AND kind = :kind AND (kind = 'quota' OR period = :period)`,
-  );
-  const update = sql(
-    `UPDATE limits SET max = :max, period = :period, updated_at = :now WHERE id = :id RETURNING *`,
-  );
-  const resetCounters = sql("DELETE FROM limit_usage WHERE limit_id = :id", "keeps-grants");
-  const insert = sql(
-    `INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at, updated_at)
-     VALUES (:scope, :api_key_id, :user_id, :kind, :period, :max, :now, :now) RETURNING *`,
-  );
-  const remove = sql("DELETE FROM limits WHERE id = :id RETURNING *");
-  const counter = sql(
-    `SELECT window_start, used FROM limit_usage WHERE limit_id = :limit_id AND subject_id = :subject_id`,
-  );
-  // Keeps grants: counters are bookkeeping, never part of a grant.
-  const counterWrite = sql(
-    `INSERT INTO limit_usage (limit_id, subject_id, window_start, used)
-     VALUES (:limit_id, :subject_id, :window_start, :used)
-     ON CONFLICT (limit_id, subject_id) DO UPDATE SET window_start = excluded.window_start,
-       used = excluded.used`,
-    "keeps-grants",
-  );
-  const counterReturn = sql(
-    `UPDATE limit_usage SET used = max(used - :units, 0)
-     WHERE limit_id = :limit_id AND subject_id = :subject_id AND window_start = :window_start`,
-    "keeps-grants",
-  );
-  const keyExists = sql("SELECT 1 AS ok FROM api_keys WHERE id = :id");
-  const userExists = sql("SELECT 1 AS ok FROM users WHERE id = :id");
+  return {
+    listAll: sql(`SELECT * FROM limits l ${ORDER}`),
+    listScope: sql(`SELECT * FROM limits l WHERE l.scope = :scope ${ORDER}`),
+    listSubject: sql(
+      `SELECT * FROM limits l WHERE l.scope = :scope
+         AND coalesce(l.api_key_id, l.user_id) = :subject_id ${ORDER}`,
+    ),
+    applying: sql(`SELECT * FROM limits l WHERE ${APPLYING} ORDER BY l.id`),
+    ofUser: sql(`SELECT * FROM limits l WHERE l.scope = 'user' AND l.user_id = :user_id
+      ORDER BY l.id`),
+    findSame: sql(
+      `SELECT * FROM limits WHERE scope = :scope AND coalesce(api_key_id, user_id, 0) = :subject
+         AND kind = :kind AND (kind = 'quota' OR period = :period)`,
+    ),
+    update: sql(
+      `UPDATE limits SET max = :max, period = :period, updated_at = :now WHERE id = :id RETURNING *`,
+    ),
+    resetCounters: sql("DELETE FROM limit_usage WHERE limit_id = :id", "keeps-grants"),
+    insert: sql(
+      `INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at, updated_at)
+       VALUES (:scope, :api_key_id, :user_id, :kind, :period, :max, :now, :now) RETURNING *`,
+    ),
+    remove: sql("DELETE FROM limits WHERE id = :id RETURNING *"),
+    counter: sql(
+      `SELECT window_start, used FROM limit_usage WHERE limit_id = :limit_id AND subject_id = :subject_id`,
+    ),
+    // Keeps grants: counters are bookkeeping, never part of a grant.
+    counterWrite: sql(
+      `INSERT INTO limit_usage (limit_id, subject_id, window_start, used)
+       VALUES (:limit_id, :subject_id, :window_start, :used)
+       ON CONFLICT (limit_id, subject_id) DO UPDATE SET window_start = excluded.window_start,
+         used = excluded.used`,
+      "keeps-grants",
+    ),
+    counterReturn: sql(
+      `UPDATE limit_usage SET used = max(used - :units, 0)
+       WHERE limit_id = :limit_id AND subject_id = :subject_id AND window_start = :window_start`,
+      "keeps-grants",
+    ),
+    keyExists: sql("SELECT 1 AS ok FROM api_keys WHERE id = :id"),
+    userExists: sql("SELECT 1 AS ok FROM users WHERE id = :id"),
+  };
+}
 
-  function readCounter(limitId: number, subjectId: number) {
-    const row = counter.get({ limit_id: limitId, subject_id: subjectId }) as Row | undefined;
-    return row && { windowStart: row.window_start as number, used: row.used as number };
+type LimitStatements = ReturnType<typeof prepareLimitStatements>;
+
+function readCounter(statements: LimitStatements, limitId: number, subjectId: number) {
+  const row = statements.counter.get({ limit_id: limitId, subject_id: subjectId }) as
+    | Row
+    | undefined;
+  return row && { windowStart: row.window_start as number, used: row.used as number };
+}
+
+/** `putLimit`'s writes, in its transaction. */
+function writeLimit(statements: LimitStatements, limit: NewLimit, now: number): LimitRule {
+  const subject = limit.subjectId ?? 0;
+  const exists = limit.scope === "key"
+    ? statements.keyExists.get({ id: subject })
+    : limit.scope === "user"
+    ? statements.userExists.get({ id: subject })
+    : true;
+  if (!exists) throw new StoreConflict(`No ${limit.scope} ${subject} to limit`);
+  const same = statements.findSame.get({
+    scope: limit.scope,
+    subject,
+    kind: limit.kind,
+    period: limit.period,
+  }) as Row | undefined;
+  if (same !== undefined) {
+    // A quota whose refill period changes starts counting afresh.
+    if (same.period !== limit.period) statements.resetCounters.run({ id: same.id as number });
+    return toLimitRule(
+      statements.update.get({
+        id: same.id as number,
+        max: limit.max,
+        period: limit.period,
+        now,
+      }) as Row,
+    );
   }
+  return toLimitRule(statements.insert.get({
+    scope: limit.scope,
+    api_key_id: limit.scope === "key" ? subject : null,
+    user_id: limit.scope === "user" ? subject : null,
+    kind: limit.kind,
+    period: limit.period,
+    max: limit.max,
+    now,
+  }) as Row);
+}
+
+/** `leaseLimits`' reads and writes, in its transaction. */
+function writeLease(statements: LimitStatements, request: LimitLeaseRequest): LimitSlice[] {
+  const rules = (statements.applying.all({
+    api_key_id: request.apiKeyId,
+    user_id: request.userId,
+  }) as Row[]).map(toLimitRule);
+  return rules.map((rule) => {
+    const subjectId = toLimitSubject(rule, request);
+    const stored = readCounter(statements, rule.id, subjectId);
+    const plan = planLease(rule, subjectId, stored, request);
+    if (plan.write !== undefined) {
+      statements.counterWrite.run({
+        limit_id: rule.id,
+        subject_id: subjectId,
+        window_start: plan.write.windowStart,
+        used: plan.write.used,
+      });
+    }
+    return plan.slice;
+  });
+}
+
+/** `listLimitUsage`'s reads, in its snapshot. */
+function readUsage(
+  statements: LimitStatements,
+  owner: { apiKeyId?: number; userId: number },
+  now: number,
+): LimitUsage[] {
+  const rows = owner.apiKeyId === undefined
+    ? statements.ofUser.all({ user_id: owner.userId })
+    : statements.applying.all({ api_key_id: owner.apiKeyId, user_id: owner.userId });
+  return (rows as Row[]).map(toLimitRule).map((rule): LimitUsage => {
+    const subjectId = toLimitSubject(rule, { apiKeyId: owner.apiKeyId ?? 0, ...owner });
+    const window = toLimitWindow(rule.period, now);
+    const stored = readCounter(statements, rule.id, subjectId);
+    const used = stored !== undefined && stored.windowStart === window.start ? stored.used : 0;
+    return { rule, subjectId, window, used };
+  });
+}
+
+export function createLimitStore(conn: Connection): LimitStore {
+  const statements = prepareLimitStatements(conn);
+  const { listAll, listScope, listSubject, applying, remove, counterReturn } = statements;
 
   return {
     listLimits(filter = {}) {
@@ -81,37 +178,7 @@ export function createLimitStore(conn: Connection): LimitStore {
     },
 
     putLimit(limit, { now, audit }) {
-      return conn.write(() => {
-        const subject = limit.subjectId ?? 0;
-        const exists = limit.scope === "key"
-          ? keyExists.get({ id: subject })
-          : limit.scope === "user"
-          ? userExists.get({ id: subject })
-          : true;
-        if (!exists) throw new StoreConflict(`No ${limit.scope} ${subject} to limit`);
-        const same = findSame.get({
-          scope: limit.scope,
-          subject,
-          kind: limit.kind,
-          period: limit.period,
-        }) as Row | undefined;
-        if (same !== undefined) {
-          // A quota whose refill period changes starts counting afresh.
-          if (same.period !== limit.period) resetCounters.run({ id: same.id as number });
-          return toLimitRule(
-            update.get({ id: same.id as number, max: limit.max, period: limit.period, now }) as Row,
-          );
-        }
-        return toLimitRule(insert.get({
-          scope: limit.scope,
-          api_key_id: limit.scope === "key" ? subject : null,
-          user_id: limit.scope === "user" ? subject : null,
-          kind: limit.kind,
-          period: limit.period,
-          max: limit.max,
-          now,
-        }) as Row);
-      }, audit);
+      return conn.write(() => writeLimit(statements, limit, now), audit);
     },
 
     deleteLimit(id, { audit }) {
@@ -125,25 +192,7 @@ export function createLimitStore(conn: Connection): LimitStore {
       const owner = { api_key_id: request.apiKeyId, user_id: request.userId };
       // A key without limits is answered by a read: no write lock is taken for it.
       if (await conn.read(() => applying.get(owner) === undefined)) return [];
-      return await conn.write(() => {
-        const rules = (applying.all({
-          api_key_id: request.apiKeyId,
-          user_id: request.userId,
-        }) as Row[]).map(toLimitRule);
-        return rules.map((rule) => {
-          const subjectId = toLimitSubject(rule, request);
-          const plan = planLease(rule, subjectId, readCounter(rule.id, subjectId), request);
-          if (plan.write !== undefined) {
-            counterWrite.run({
-              limit_id: rule.id,
-              subject_id: subjectId,
-              window_start: plan.write.windowStart,
-              used: plan.write.used,
-            });
-          }
-          return plan.slice;
-        });
-      });
+      return await conn.write(() => writeLease(statements, request));
     },
 
     async returnLimitUnits(units) {
@@ -161,20 +210,7 @@ export function createLimitStore(conn: Connection): LimitStore {
     },
 
     listLimitUsage(owner, now) {
-      return conn.read(() => {
-        const rows = owner.apiKeyId === undefined
-          ? ofUser.all({ user_id: owner.userId })
-          : applying.all({ api_key_id: owner.apiKeyId, user_id: owner.userId });
-        return (rows as Row[]).map(toLimitRule).map((rule): LimitUsage => {
-          const subjectId = toLimitSubject(rule, { apiKeyId: owner.apiKeyId ?? 0, ...owner });
-          const window = toLimitWindow(rule.period, now);
-          const stored = readCounter(rule.id, subjectId);
-          const used = stored !== undefined && stored.windowStart === window.start
-            ? stored.used
-            : 0;
-          return { rule, subjectId, window, used };
-        });
-      });
+      return conn.read(() => readUsage(statements, owner, now));
     },
   };
 }

@@ -1,0 +1,151 @@
+/**
+ * The limiter's own cost per secure request, in process (no TLS, no HTTP), in CPU time rather
+ * than wall time so that a shared machine's load matters less: the real handler over three
+ * copies of one SQLite database (20,000 tokens, 2,000 sampled, so 200 keys), one without limits,
+ * two with the rate-limits section's default rate and quota, one of those with the `RateLimit`
+ * headers switched off; measured in alternating rounds, the cost of building the requests taken
+ * off. With `KEYGATE_CPU_PROFILE=FILE`, the measured rounds are also profiled (V8's
+ * `.cpuprofile` JSON). A guide between `deno task bench` runs, whose figures alone judge the
+ * targets.
+ *
+ * Usage: deno run -A scripts/bench/limiter_cost.ts [ROUNDS]
+ *
+ * @module
+ */
+import { Session } from "node:inspector";
+import process from "node:process";
+import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
+import { createLimiter } from "../../src/auth/limiter.ts";
+import { createHandler } from "../../src/http/app.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import { systemClock } from "../../src/platform/clock.ts";
+import { createLogger } from "../../src/platform/logger.ts";
+import { createMetrics } from "../../src/platform/metrics.ts";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
+import { seedDatabase } from "./seed.ts";
+
+const ROUNDS = Number(Deno.args[0] ?? 7);
+const PER_ROUND = 100_000;
+const PROFILE = Deno.env.get("KEYGATE_CPU_PROFILE");
+
+/** Process CPU time (user and system, every thread), in ms. */
+function cpuMs(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1000;
+}
+
+const work = Deno.makeTempDirSync({ prefix: "keygate-limiter-cost-" });
+const hasher = createPasswordHasher();
+const passwordHash = await hasher.hash("bench password");
+const { sample } = await seedDatabase(`${work}/plain.sqlite3`, {
+  tokens: 20_000,
+  sample: 2000,
+  passwordHash,
+});
+for (const name of ["limited", "no-headers"]) {
+  Deno.copyFileSync(`${work}/plain.sqlite3`, `${work}/${name}.sqlite3`);
+  const store = openSqliteStore(`${work}/${name}.sqlite3`);
+  const now = Date.now();
+  const limit = { scope: "default", subjectId: null } as const;
+  await store.putLimit({ ...limit, kind: "rate", max: 1e9, period: "minute" }, {
+    now,
+    audit: undefined,
+  });
+  await store.putLimit({ ...limit, kind: "quota", max: 1e12, period: "month" }, {
+    now,
+    audit: undefined,
+  });
+  await store.closeStore();
+}
+
+function startSide(name: string, limitHeaders: boolean) {
+  const store = openSqliteStore(`${work}/${name}.sqlite3`);
+  const logger = createLogger({ level: "info", write: () => {} });
+  const metrics = createMetrics();
+  const limiter = createLimiter({ store, clock: systemClock, logger, metrics });
+  limiter.start();
+  const handle = createHandler({
+    store,
+    hasher,
+    clock: systemClock,
+    logger,
+    metrics,
+    limiter,
+    limitHeaders,
+    defaultTimeoutSeconds: 36_000,
+    keyUsage: createKeyUsageRecorder({ store, clock: systemClock, logger }),
+  });
+  return { store, limiter, handle };
+}
+
+const sides = {
+  "no limits": startSide("plain", true),
+  "a rate and a quota on every key": startSide("limited", true),
+  "the same, RateLimit headers off": startSide("no-headers", false),
+};
+const info = { remoteAddr: { hostname: "127.0.0.1" } };
+
+function makeRequest(): Request {
+  const entry = sample[Math.floor(Math.random() * sample.length)];
+  return new Request(
+    `https://127.0.0.1:8443/api/secure/userservice/tokens/current` +
+      `?api_key=${entry.apiKey}&api_token=${entry.token}`,
+  );
+}
+
+/** CPU µs per request of one round through `handle` (or, without it, of building them). */
+async function round(handle?: (typeof sides)[keyof typeof sides]["handle"]): Promise<number> {
+  const requests = Array.from({ length: PER_ROUND }, makeRequest);
+  const started = cpuMs();
+  for (const request of requests) {
+    if (handle === undefined) {
+      void request.url;
+      continue;
+    }
+    const response = await handle(request, info);
+    if (response.status !== 200) throw new Error(`status ${response.status}`);
+    await response.body?.cancel();
+  }
+  return (cpuMs() - started) * 1000 / PER_ROUND;
+}
+
+const session = new Session();
+function post(method: string, params = {}): Promise<{ profile?: unknown }> {
+  return new Promise((resolve, reject) =>
+    session.post(
+      method,
+      params,
+      (error, result) => error ? reject(error) : resolve((result ?? {}) as { profile?: unknown }),
+    )
+  );
+}
+
+for (const side of Object.values(sides)) await round(side.handle); // warm: caches and slices
+if (PROFILE) {
+  session.connect();
+  await post("Profiler.enable");
+  await post("Profiler.start");
+}
+const costs: Record<string, number[]> = {};
+for (let r = 0; r < ROUNDS; r++) {
+  for (const [name, side] of Object.entries(sides)) {
+    (costs[name] ??= []).push(await round(side.handle) - await round());
+  }
+}
+if (PROFILE) {
+  const { profile } = await post("Profiler.stop");
+  Deno.writeTextFileSync(PROFILE, JSON.stringify(profile));
+}
+const load = Deno.loadavg().map((n) => n.toFixed(2)).join(" ");
+console.log(`CPU µs per secure request, ${ROUNDS} rounds of ${PER_ROUND} (load ${load}):`);
+for (const [name, values] of Object.entries(costs)) {
+  values.sort((a, b) => a - b);
+  const median = values[values.length >> 1];
+  console.log(`  ${name}: ${values[0].toFixed(2)} best, ${median.toFixed(2)} median`);
+}
+for (const side of Object.values(sides)) {
+  await side.limiter.stop();
+  await side.store.closeStore();
+}
+hasher.close();
+Deno.removeSync(work, { recursive: true });

@@ -1,0 +1,277 @@
+/**
+ * The limiter's accounting of one key's limits on one thread: a slot per limit, holding the
+ * units leased from its current window, and the rules for spending them, sizing the next
+ * lease, keeping its answer and giving units back. No store and no clock: the limiter
+ * (limiter.ts) passes `now` and the store's answers in.
+ *
+ * Slices adapt: a lease asks for about {@link SLICE_TARGET_MS} of this thread's recent traffic
+ * on the key (at least the requests waiting, and at least a 64th of what the window has left,
+ * so that a sparse key with a plentiful budget does not lease per request), never more than an
+ * eighth of what the window has left, so slices shrink to one unit as a window runs out.
+ *
+ * @module
+ */
+import type { LimitReturn, LimitRule, LimitSlice } from "../store/store.ts";
+import { toLimitWindow } from "../store/store_limits.ts";
+import { type LimitPolicy, type LimitStatuses, NO_LIMITS, toLimitPolicy } from "./limit_status.ts";
+
+/** A lease aims at this much of the thread's recent traffic on a key. */
+export const SLICE_TARGET_MS = 1_000;
+/** The most units one lease takes from one window. */
+export const MAX_SLICE = 1_000;
+/** A lease never takes more than this share of what its window has left. */
+const LEFT_SHARE = 8;
+/**
+ * A lease takes at least this share of what its window has left (at most {@link MAX_SLICE}), so
+ * that a key with a plentiful budget and sparse traffic does not lease for every request.
+ */
+const SPARE_SHARE = 64;
+/** Units unused this long go back to the store. */
+export const IDLE_RETURN_MS = 1_000;
+/** After a lease found a window spent, refuse locally this long before asking again. */
+export const RECHECK_MS = 250;
+
+/** One limit of a key, as this thread holds it. */
+export interface Slot {
+  rule: LimitRule;
+  /** What responses say of it; replaced when the rule or the window's length changes. */
+  policy: LimitPolicy;
+  subjectId: number;
+  windowStart: number;
+  windowEnd: number;
+  /** Units in hand for this window. */
+  local: number;
+  /** The window's units leased by every server, as of this thread's last lease. */
+  used: number;
+  exhaustedUntil: number;
+  openUntil: number;
+  /** Admitted since the last lease, and when that was: this thread's rate on the key. */
+  admitted: number;
+  leasedAt: number;
+  /** Units per ms. */
+  rate: number;
+  lastUseAt: number;
+}
+
+/** A key's slots on this thread. */
+export interface KeySlots {
+  /** `undefined` until the first lease has said which limits apply. */
+  slots?: Slot[];
+  /** The slots' policies, kept until one of them changes. */
+  policies?: readonly LimitPolicy[];
+  /** Requests of the key waiting for a lease. */
+  waiting: number;
+  lastUseAt: number;
+}
+
+/**
+ * Moves a slot into the window of `now` (the units of an ended window are lost); says whether
+ * its policy changed (a month's length).
+ */
+export function rollSlot(slot: Slot, now: number): boolean {
+  if (now < slot.windowEnd) return false;
+  const window = toLimitWindow(slot.rule.period, now);
+  slot.windowStart = window.start;
+  slot.windowEnd = window.end;
+  slot.local = 0;
+  slot.used = 0;
+  slot.exhaustedUntil = 0;
+  const was = slot.policy;
+  slot.policy = toLimitPolicy(slot, was);
+  return slot.policy !== was;
+}
+
+/** Whether a slot admits without a lease: units in hand, or open while the store is away. */
+function isAdmitting(slot: Slot, now: number): boolean {
+  return slot.local >= 1 || slot.openUntil > now;
+}
+
+/**
+ * Whether the units in hand admit a request now: `undefined` if they do, else the slot that
+ * refuses, or `"lease"` when some limit needs units.
+ */
+export function checkSlots(key: KeySlots, slots: Slot[], now: number): Slot | "lease" | undefined {
+  let lease = false;
+  for (const slot of slots) {
+    if (rollSlot(slot, now)) key.policies = undefined;
+    if (isAdmitting(slot, now)) continue;
+    if (slot.exhaustedUntil > now) return slot;
+    lease = true;
+  }
+  return lease ? "lease" : undefined;
+}
+
+/** Admits a request from the units in hand (after {@link checkSlots} said they do). */
+export function takeUnits(key: KeySlots, slots: Slot[], now: number): LimitStatuses {
+  key.lastUseAt = now;
+  if (slots.length === 0) return NO_LIMITS;
+  for (const slot of slots) {
+    if (slot.local >= 1) slot.local--;
+    slot.admitted++;
+    slot.lastUseAt = now;
+  }
+  return toStatuses(key, slots, now);
+}
+
+/** The statuses of a key's slots at `now`; `denied`'s remaining is 0. */
+export function toStatuses(
+  key: KeySlots,
+  slots: Slot[],
+  now: number,
+  denied?: Slot,
+): LimitStatuses {
+  const remaining: number[] = new Array(slots.length);
+  const resetSeconds: (number | undefined)[] = new Array(slots.length);
+  for (let i = 0; i < slots.length; i++) {
+    const slot = slots[i];
+    remaining[i] = slot === denied ? 0 : Math.max(0, slot.rule.max - slot.used) + slot.local;
+    resetSeconds[i] = Number.isFinite(slot.windowEnd)
+      ? Math.max(0, Math.ceil((slot.windowEnd - now) / 1000))
+      : undefined;
+  }
+  const policies = slots === key.slots
+    ? key.policies ??= slots.map((slot) => slot.policy)
+    : slots.map((slot) => slot.policy);
+  return { policies, remaining, resetSeconds };
+}
+
+/** Seconds until a refusing slot's window ends (at least 1); `undefined` if it never does. */
+export function toRetryAfter(slot: Slot, now: number): number | undefined {
+  return Number.isFinite(slot.windowEnd)
+    ? Math.max(1, Math.ceil((slot.windowEnd - now) / 1000))
+    : undefined;
+}
+
+/** The slots that would need a lease now (none in hand, not open, not known spent). */
+export function findNeedingSlots(key: KeySlots, now: number): Slot[] {
+  return (key.slots ?? []).filter((slot) => !isAdmitting(slot, now) && slot.exhaustedUntil <= now);
+}
+
+function toSlot(slice: LimitSlice, now: number): Slot {
+  const window = { rule: slice.rule, windowStart: slice.window.start, windowEnd: slice.window.end };
+  return {
+    ...window,
+    policy: toLimitPolicy(window),
+    subjectId: slice.subjectId,
+    local: 0,
+    used: slice.used - slice.granted,
+    exhaustedUntil: 0,
+    openUntil: 0,
+    admitted: 0,
+    leasedAt: now,
+    rate: 0,
+    lastUseAt: now,
+  };
+}
+
+/** How many units a limit that needs some asks for (`slot`: what this thread knows of it). */
+function wantUnits(
+  rule: LimitRule,
+  slot: Slot | undefined,
+  waiting: number,
+  used: number,
+  now: number,
+) {
+  const left = rule.max - used;
+  let want = Math.max(1 + waiting, Math.floor(left / SPARE_SHARE));
+  if (slot !== undefined) {
+    want = Math.max(want, Math.ceil(slot.rate * SLICE_TARGET_MS));
+    // No more than this thread may spend before the window ends.
+    const spendable = Math.ceil(slot.rate * (slot.windowEnd - now)) + waiting + 1;
+    if (Number.isFinite(spendable)) want = Math.min(want, spendable);
+  }
+  return Math.min(want, MAX_SLICE, Math.max(1, Math.floor(left / LEFT_SHARE)));
+}
+
+/** One lease of a key's slots: what it asks the store for, and how the answer is kept. */
+export interface LeaseRound {
+  /** `Store.leaseLimits`' `want`: 0 for a limit whose units in hand still admit. */
+  want(rule: LimitRule, used: number): number;
+  /** Keeps the slices granted as the key's slots (`after`: when the answer came). */
+  keep(slices: readonly LimitSlice[], after: number): void;
+}
+
+/** Starts a lease of `key`'s slots at `now`. */
+export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
+  const known = new Map((key.slots ?? []).map((slot) => [slot.rule.id, slot]));
+  const asked = new Set<number>();
+  return {
+    want(rule, used) {
+      const slot = known.get(rule.id);
+      if (slot !== undefined) {
+        rollSlot(slot, now);
+        if (isAdmitting(slot, now)) return 0;
+        slot.rule = rule;
+      }
+      asked.add(rule.id);
+      return wantUnits(rule, slot, key.waiting, used, now);
+    },
+    keep(slices, after) {
+      key.policies = undefined;
+      key.slots = slices.map((slice) => {
+        const slot = known.get(slice.rule.id) ?? toSlot(slice, now);
+        slot.rule = slice.rule;
+        if (slot.windowStart !== slice.window.start) {
+          slot.windowStart = slice.window.start;
+          slot.windowEnd = slice.window.end;
+          slot.local = 0;
+        }
+        slot.policy = toLimitPolicy(slot, slot.policy);
+        slot.local += slice.granted;
+        slot.used = slice.used;
+        if (asked.has(slice.rule.id)) {
+          const elapsed = Math.max(1, after - slot.leasedAt);
+          slot.rate = (slot.rate + slot.admitted / elapsed) / 2;
+          slot.admitted = 0;
+          slot.leasedAt = after;
+          slot.openUntil = 0;
+          slot.exhaustedUntil = slice.granted === 0
+            ? Math.min(slot.windowEnd, after + RECHECK_MS)
+            : 0;
+        }
+        return slot;
+      });
+    },
+  };
+}
+
+/**
+ * Takes a key's units in hand out of its slots into `returns` (those of a window still open):
+ * all of them, or with `onlyIdle` those unused for {@link IDLE_RETURN_MS} where half the
+ * window's budget is leased (idle units matter only where the budget is contested).
+ */
+export function releaseUnits(
+  key: KeySlots,
+  now: number,
+  options: { onlyIdle: boolean; returns: LimitReturn[] },
+): void {
+  for (const slot of key.slots ?? []) {
+    if (slot.local <= 0) continue;
+    if (
+      options.onlyIdle &&
+      (now - slot.lastUseAt < IDLE_RETURN_MS || slot.used * 2 < slot.rule.max)
+    ) {
+      continue;
+    }
+    if (now < slot.windowEnd) {
+      options.returns.push({
+        limitId: slot.rule.id,
+        subjectId: slot.subjectId,
+        windowStart: slot.windowStart,
+        units: slot.local,
+      });
+    }
+    slot.used = Math.max(0, slot.used - slot.local);
+    slot.local = 0;
+  }
+}
+
+/** The units of slices granted to a key that was dropped meanwhile, to give straight back. */
+export function toSliceReturns(slices: readonly LimitSlice[]): LimitReturn[] {
+  return slices.filter((slice) => slice.granted > 0).map((slice) => ({
+    limitId: slice.rule.id,
+    subjectId: slice.subjectId,
+    windowStart: slice.window.start,
+    units: slice.granted,
+  }));
+}
