@@ -30,6 +30,7 @@
  */
 import { type BoundedCache, createBoundedCache } from "./bounded_cache.ts";
 import { hashSecret } from "./credentials.ts";
+import { createSubjectIndex, type EntrySubjects } from "./grant_subject_index.ts";
 import type {
   GrantEpoch,
   GrantInvalidations,
@@ -45,13 +46,6 @@ import type {
  * bounded_cache.ts evicts. 0 turns the caches off, and every lookup goes to the store.
  */
 export const MAX_CACHED_GRANTS = 100_000;
-
-/** The grants an entry depends on: its token (if any), its key and its user. */
-export interface EntrySubjects {
-  tokenId?: number;
-  apiKeyId: number;
-  userId: number;
-}
 
 /** Told of a cache once it is made (for its counters in /metrics). */
 export type CacheObserver = (cache: BoundedCache<string, unknown>) => void;
@@ -89,8 +83,6 @@ export type GrantFinder =
   ) => TokenGrant | undefined | Promise<TokenGrant | undefined>)
   & CacheInspection;
 
-type SubjectKind = "token" | "key" | "user";
-
 /** Whether `scope` touches an entry with these subjects. */
 function touches(scope: GrantScope, subjects: EntrySubjects): boolean {
   switch (scope.kind) {
@@ -127,11 +119,7 @@ function createExactCache<I, V>(
 ): ((key: string, input: I, now: number) => V | undefined | Promise<V | undefined>) & {
   stats(): CacheStats;
 } {
-  const indexes: Record<SubjectKind, Map<number, Set<string>>> = {
-    token: new Map(),
-    key: new Map(),
-    user: new Map(),
-  };
+  const subjectIndex = createSubjectIndex();
   // Off (size 0): a cache of one entry that is never filled, so that lookups still count.
   const entries = createBoundedCache<string, V>({
     maxEntries: Math.max(1, options.maxEntries),
@@ -150,33 +138,12 @@ function createExactCache<I, V>(
   let notKept = 0;
   const invalidated: GrantInvalidations = { token: 0, key: 0, user: 0, all: 0 };
 
-  function indexOne(kind: SubjectKind, id: number | undefined, key: string): void {
-    if (id === undefined) return;
-    let keys = indexes[kind].get(id);
-    if (keys === undefined) indexes[kind].set(id, keys = new Set());
-    keys.add(key);
-  }
-
-  function unindexOne(kind: SubjectKind, id: number | undefined, key: string): void {
-    if (id === undefined) return;
-    const keys = indexes[kind].get(id);
-    if (keys === undefined) return;
-    keys.delete(key);
-    if (keys.size === 0) indexes[kind].delete(id);
-  }
-
   function index(key: string, value: V): void {
-    const subjects = options.subjects(value);
-    indexOne("token", subjects.tokenId, key);
-    indexOne("key", subjects.apiKeyId, key);
-    indexOne("user", subjects.userId, key);
+    subjectIndex.add(key, options.subjects(value));
   }
 
   function unindex(key: string, value: V): void {
-    const subjects = options.subjects(value);
-    unindexOne("token", subjects.tokenId, key);
-    unindexOne("key", subjects.apiKeyId, key);
-    unindexOne("user", subjects.userId, key);
+    subjectIndex.delete(key, options.subjects(value));
   }
 
   function remove(key: string): boolean {
@@ -191,12 +158,12 @@ function createExactCache<I, V>(
     if (scope.kind === "all") {
       invalidated.all += entries.size;
       entries.clear();
-      for (const map of Object.values(indexes)) map.clear();
+      subjectIndex.clear();
       return;
     }
-    const keys = indexes[scope.kind].get(scope.id);
-    if (keys === undefined) return;
-    for (const key of [...keys]) if (remove(key)) invalidated[scope.kind]++;
+    for (const key of subjectIndex.keysOf(scope.kind, scope.id)) {
+      if (remove(key)) invalidated[scope.kind]++;
+    }
   }
 
   /** Applies the scopes learned up to `epoch`. */

@@ -70,88 +70,104 @@ export interface Janitor {
   stop(): Promise<void>;
 }
 
+/** What one sweep's passes share: the janitor's dependencies, its batch size, its stop. */
+interface SweepPass {
+  deps: JanitorDeps;
+  batchRows: number;
+  /** Whether {@link Janitor.stop} was called: a pass ends at its next batch. */
+  isStopped(): boolean;
+}
+
+/** Deletes the token rows past retention, one window of row ids per transaction. */
+async function deleteEndedTokenRows(pass: SweepPass): Promise<number> {
+  const { deps, deps: { store, clock, metrics }, batchRows } = pass;
+  const bounds = await store.findTokenIdRange();
+  if (bounds === undefined) return 0;
+  const cutoff = clock.now() - deps.retentionSeconds * 1000;
+  let deleted = 0;
+  for (let after = bounds.first - 1; after < bounds.last && !pass.isStopped(); after += batchRows) {
+    const count = await store.deleteEndedTokens({ afterId: after, size: batchRows, cutoff });
+    deleted += count;
+    metrics?.tokensPurged(count);
+    await nextTask();
+  }
+  return deleted;
+}
+
+/** Deletes the audit rows past the audit retention, oldest first, and audits that it did. */
+async function pruneAudit(pass: SweepPass): Promise<number> {
+  const { deps, deps: { store, clock }, batchRows } = pass;
+  const retention = deps.auditRetentionSeconds ?? 0;
+  if (retention <= 0) return 0;
+  const before = clock.now() - retention * 1000;
+  let deleted = 0;
+  while (!pass.isStopped()) {
+    const count = await store.deleteAuditBefore({ before, size: batchRows });
+    deleted += count;
+    if (count < batchRows) break;
+    await nextTask();
+  }
+  if (deleted > 0) {
+    await store.appendAudit({
+      at: clock.now(),
+      actor: "janitor",
+      action: "audit.pruned",
+      subject: "audit_log",
+      detail: { deleted, before: new Date(before).toISOString() },
+    });
+  }
+  return deleted;
+}
+
+/** Deletes the portal sign-ups unverified past their lifetime, each audited. */
+async function pruneUnverified(pass: SweepPass): Promise<number> {
+  const { deps, deps: { store, clock }, batchRows } = pass;
+  const ttl = deps.unverifiedTtlSeconds ?? 0;
+  if (ttl <= 0) return 0;
+  const before = clock.now() - ttl * 1000;
+  let deleted = 0;
+  while (!pass.isStopped()) {
+    const now = clock.now();
+    const emails = await store.deleteUnverifiedPortalUsers(before, {
+      now,
+      limit: batchRows,
+      // One entry per account, by a random id: the e-mail of a sign-up never verified (perhaps
+      // not its owner's) stays out of the log.
+      audit: (gone: string[]) =>
+        gone.map(() => ({
+          at: now,
+          actor: "janitor",
+          action: "portal.unverified_deleted",
+          subject: generateDeletedRef(),
+          detail: { created_before: new Date(before).toISOString() },
+        })),
+    });
+    deleted += emails.length;
+    if (emails.length < batchRows) break;
+    await nextTask();
+  }
+  return deleted;
+}
+
 /** Creates the janitor. Nothing runs until `start()` or `sweep()`. */
 export function createJanitor(deps: JanitorDeps): Janitor {
-  const { store, clock, logger, metrics } = deps;
+  const { clock, logger, metrics } = deps;
   const batchRows = deps.batchRows ?? JANITOR_BATCH_ROWS;
   const intervalMs = deps.intervalMs ?? JANITOR_INTERVAL_MS;
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let running: Promise<number> | undefined;
 
-  async function sweepRows(): Promise<number> {
-    const bounds = await store.findTokenIdRange();
-    if (bounds === undefined) return 0;
-    const cutoff = clock.now() - deps.retentionSeconds * 1000;
-    let deleted = 0;
-    for (let after = bounds.first - 1; after < bounds.last && !stopped; after += batchRows) {
-      const count = await store.deleteEndedTokens({ afterId: after, size: batchRows, cutoff });
-      deleted += count;
-      metrics?.tokensPurged(count);
-      await nextTask();
-    }
-    return deleted;
-  }
-
-  async function pruneAudit(): Promise<number> {
-    const retention = deps.auditRetentionSeconds ?? 0;
-    if (retention <= 0) return 0;
-    const before = clock.now() - retention * 1000;
-    let deleted = 0;
-    while (!stopped) {
-      const count = await store.deleteAuditBefore({ before, size: batchRows });
-      deleted += count;
-      if (count < batchRows) break;
-      await nextTask();
-    }
-    if (deleted > 0) {
-      await store.appendAudit({
-        at: clock.now(),
-        actor: "janitor",
-        action: "audit.pruned",
-        subject: "audit_log",
-        detail: { deleted, before: new Date(before).toISOString() },
-      });
-    }
-    return deleted;
-  }
-
-  async function pruneUnverified(): Promise<number> {
-    const ttl = deps.unverifiedTtlSeconds ?? 0;
-    if (ttl <= 0) return 0;
-    const before = clock.now() - ttl * 1000;
-    let deleted = 0;
-    while (!stopped) {
-      const now = clock.now();
-      const emails = await store.deleteUnverifiedPortalUsers(before, {
-        now,
-        limit: batchRows,
-        // One entry per account, by a random id: the e-mail of a sign-up never verified (perhaps
-        // not its owner's) stays out of the log.
-        audit: (gone: string[]) =>
-          gone.map(() => ({
-            at: now,
-            actor: "janitor",
-            action: "portal.unverified_deleted",
-            subject: generateDeletedRef(),
-            detail: { created_before: new Date(before).toISOString() },
-          })),
-      });
-      deleted += emails.length;
-      if (emails.length < batchRows) break;
-      await nextTask();
-    }
-    return deleted;
-  }
+  const pass: SweepPass = { deps, batchRows, isStopped: () => stopped };
 
   async function sweepAll(): Promise<number> {
-    const deleted = await sweepRows();
+    const deleted = await deleteEndedTokenRows(pass);
     if (deleted > 0) logger.info("janitor deleted token rows", { event: "janitor", deleted });
-    const pruned = await pruneAudit();
+    const pruned = await pruneAudit(pass);
     if (pruned > 0) {
       logger.info("janitor deleted audit rows", { event: "janitor", audit_deleted: pruned });
     }
-    const unverified = await pruneUnverified();
+    const unverified = await pruneUnverified(pass);
     if (unverified > 0) {
       logger.info("janitor deleted unverified sign-ups", {
         event: "janitor",

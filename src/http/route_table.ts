@@ -18,9 +18,19 @@ import type { RouteHandler } from "./route.ts";
  *   in the body, read only by the handler);
  * - `api_key`: a usable API key;
  * - `token`: an API key and an access token of its user (a secure path);
- * - `operator`: any operator of the admin API; `writer`: an operator with the `write` role.
+ * - `operator`: any operator of the admin API; `writer`: an operator with the `write` role;
+ * - `session`: a signed-in developer portal user (its session cookie); `session+csrf`: also
+ *   the portal's `Origin`, when sent, and the session's CSRF token (a change).
  */
-export type Caller = "anyone" | "client" | "api_key" | "token" | "operator" | "writer";
+export type Caller =
+  | "anyone"
+  | "client"
+  | "api_key"
+  | "token"
+  | "operator"
+  | "writer"
+  | "session"
+  | "session+csrf";
 
 /** One row of a route table. `method` `*` takes every method. */
 export interface Route<C> {

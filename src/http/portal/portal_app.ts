@@ -17,9 +17,17 @@
 import type { PortalAccountDeps, PortalClient } from "../../auth/portal/account_deps.ts";
 import { HttpError } from "../errors.ts";
 import type { HandlerContext } from "../request_context.ts";
-import { createRouteTable, isRouteMatch, methodNotAllowed } from "../route_table.ts";
+import { type Caller, createRouteTable, isRouteMatch, methodNotAllowed } from "../route_table.ts";
 import { loadPortalAssets } from "./portal_assets.ts";
-import { PORTAL_API, type PortalDeps, type PortalRouteDeps } from "./portal_request.ts";
+import {
+  checkOrigin,
+  PORTAL_API,
+  type PortalCall,
+  type PortalDeps,
+  type PortalRoute,
+  type PortalRouteDeps,
+  requireSession,
+} from "./portal_request.ts";
 import { createOwnAccountRoutes } from "./routes/own_account.ts";
 import { createOwnKeyRoutes } from "./routes/own_keys.ts";
 import { createOwnTokenRoutes } from "./routes/own_tokens.ts";
@@ -66,17 +74,49 @@ function toRouteDeps(deps: PortalDeps): PortalRouteDeps {
   return { deps, accountDeps, mailed };
 }
 
-/** Creates the portal's handler. */
-export function createPortalHandler(deps: PortalDeps) {
+/** The portal's route table's rows: its pages and its API. */
+export function createPortalRoutes(deps: PortalDeps): PortalRoute[] {
   const routeDeps = toRouteDeps(deps);
-  const table = createRouteTable([
+  return [
     ...createPageRoutes(deps.assets ?? loadPortalAssets()),
     ...createSignUpRoutes(routeDeps),
     ...createSessionRoutes(routeDeps),
     ...createOwnKeyRoutes(routeDeps),
     ...createOwnTokenRoutes(routeDeps),
     ...createOwnAccountRoutes(routeDeps),
-  ], { headAsGet: true });
+  ];
+}
+
+const PORTAL_CALLERS: ReadonlySet<Caller> = new Set(["anyone", "session", "session+csrf"]);
+
+/** Creates the portal's handler. */
+export function createPortalHandler(deps: PortalDeps) {
+  const routes = createPortalRoutes(deps);
+  for (const route of routes) {
+    if (!PORTAL_CALLERS.has(route.caller)) {
+      throw new TypeError(`Route ${route.method} ${route.path} is for ${route.caller} callers`);
+    }
+  }
+  const table = createRouteTable(routes, { headAsGet: true });
+  const origin = deps.origin;
+
+  /**
+   * The call, after who called is checked from the route's caller, before its handler runs:
+   * for `session+csrf` the Origin first (a cross-origin change learns nothing of the session),
+   * then the session and its CSRF token; for `session` the session. The signed-in user and
+   * session go in the call.
+   */
+  async function toCall(
+    request: Request,
+    found: { route: PortalRoute; params: Record<string, string>; context: HandlerContext },
+  ): Promise<PortalCall> {
+    const client: PortalClient = { address: found.context.clientAddress, links: { origin } };
+    const call: PortalCall = { context: found.context, params: found.params, client, origin };
+    if (found.route.caller === "anyone") return call;
+    const change = found.route.caller === "session+csrf";
+    if (change) checkOrigin(request, call);
+    return { ...call, session: await requireSession(deps, request, change) };
+  }
 
   /** Answers a request whose raw path {@link isPortalPath} accepted. */
   return async function handlePortal(request: Request, context: HandlerContext): Promise<Response> {
@@ -84,14 +124,8 @@ export function createPortalHandler(deps: PortalDeps) {
     const found = table.match(request.method, path);
     if (found === undefined) throw new HttpError(404, "not_found", "No such page or endpoint");
     if (!isRouteMatch(found)) throw methodNotAllowed(request.method, found);
-    const origin = deps.origin;
-    const client: PortalClient = { address: context.clientAddress, links: { origin } };
-    const response = await found.route.handle(request, {
-      context,
-      params: found.params,
-      client,
-      origin,
-    });
+    const call = await toCall(request, { ...found, context });
+    const response = await found.route.handle(request, call);
     for (const [name, value] of PORTAL_SECURITY_HEADERS) response.headers.set(name, value);
     return response;
   };

@@ -45,10 +45,45 @@ export interface PortalCall {
   params: Record<string, string>;
   client: PortalClient;
   origin: string;
+  /** The signed-in user and session, when the route's caller is `session` or `session+csrf`. */
+  session?: SignedIn;
+}
+
+/** What a route for signed-in users is given: the dispatcher checked the session. */
+export interface SessionCall extends PortalCall {
+  session: SignedIn;
 }
 
 /** One row of the portal's route table. */
 export type PortalRoute = Route<PortalCall>;
+
+/** A route for signed-in users (see {@link sessionRoute}). */
+export interface SessionRouteOptions {
+  method: string;
+  path: string;
+  /** `session+csrf` for a change: the dispatcher also checks `Origin` and `X-CSRF-Token`. */
+  caller: "session" | "session+csrf";
+  handle(request: Request, call: SessionCall): Response | Promise<Response>;
+}
+
+/**
+ * A row whose handler runs only for a signed-in user: the portal's dispatcher checks the
+ * session (and, for `session+csrf`, the Origin and CSRF token) before it, from `caller`.
+ */
+export function sessionRoute(options: SessionRouteOptions): PortalRoute {
+  const { method, path, caller, handle } = options;
+  return {
+    method,
+    path,
+    caller,
+    handle(request, call) {
+      const { session } = call;
+      // The dispatcher (portal_app.ts) sets it for these callers; without it, a bug, not a 401.
+      if (session === undefined) throw new Error(`${method} ${path}: session not checked`);
+      return handle(request, { ...call, session });
+    },
+  };
+}
 
 /** What the route modules are built from (once, by createPortalHandler). */
 export interface PortalRouteDeps {
@@ -102,15 +137,27 @@ export function checkOrigin(request: Request, call: PortalCall): void {
 }
 
 /**
- * A change's JSON body, after the `Origin` check, with only `fields` allowed.
+ * A change's JSON body, after the `Origin` check, with only `fields` allowed (a route for
+ * anyone: for `session+csrf` the dispatcher checked the Origin, see {@link readChangeBody}).
  * @throws {HttpError} 403 for another origin, 415 for another media type.
  */
-export async function readChange(
+export function readChange(
   request: Request,
   call: PortalCall,
   fields: readonly string[],
 ): Promise<JsonObject> {
   checkOrigin(request, call);
+  return readChangeBody(request, fields);
+}
+
+/**
+ * A change's JSON body with only `fields` allowed.
+ * @throws {HttpError} 415 for another media type, 400 for a body that is not such an object.
+ */
+export async function readChangeBody(
+  request: Request,
+  fields: readonly string[],
+): Promise<JsonObject> {
   const type = request.headers.get("content-type");
   if (type === null || !/^application\/json\s*(;|$)/i.test(type)) {
     throw new HttpError(
@@ -125,7 +172,8 @@ export async function readChange(
 }
 
 /**
- * The session's user; for a `change`, also checks the session's CSRF token.
+ * The session's user; for a `change`, also checks the session's CSRF token. Called by the
+ * dispatcher (portal_app.ts) for the routes whose caller says so, never by a handler.
  * @throws {HttpError} 401 without a live session, 403 for a missing or wrong CSRF token.
  */
 export async function requireSession(

@@ -15,9 +15,8 @@ export interface UserStoreDeps {
   loginFailures: Pick<LoginFailureStore, "findLoginFailures">;
 }
 
-export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStore {
-  const { sql } = conn;
-  const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
+/** The users table's statements (and the deletions of a user's rows), prepared once. */
+function prepareUserStatements({ sql }: Connection) {
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
   const userById = sql("SELECT * FROM users WHERE id = :id");
@@ -36,11 +35,11 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
   const userSetDisabled = sql(
     "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
   );
-  // Alters grants: a cached grant carries the e-mail (token_info, X-Keygate-Email).
   const portalHoldEnd = sql(
     "UPDATE portal_accounts SET user_held = 0 WHERE user_id = :user_id AND user_held = 1",
     "keeps-grants",
   );
+  // Alters grants: a cached grant carries the e-mail (token_info, X-Keygate-Email).
   const userSetEmail = sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id");
   const userTokensDelete = sql("DELETE FROM tokens WHERE user_id = :user_id");
   // Keeps grants: the counters of the user's keys hold no grant.
@@ -51,9 +50,30 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
   );
   const userKeysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
   const userDelete = sql("DELETE FROM users WHERE id = :id");
+  return {
+    userByEmail,
+    usersAll,
+    userById,
+    userInsert,
+    userSetTimeout,
+    userSetPassword,
+    userSetDisabled,
+    portalHoldEnd,
+    userSetEmail,
+    userTokensDelete,
+    userFailuresDelete,
+    userKeysDelete,
+    userDelete,
+  };
+}
+
+/** The users table: {@link UserStore} on SQLite. */
+export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStore {
+  const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
+  const statements = prepareUserStatements(conn);
   function findUserByEmail(email: string): Promise<User | undefined> {
     return conn.read(() => {
-      const row = userByEmail.get({ email }) as Row | undefined;
+      const row = statements.userByEmail.get({ email }) as Row | undefined;
       return row && toUser(row);
     });
   }
@@ -78,18 +98,18 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
 
     findUserById(id) {
       return conn.read(() => {
-        const row = userById.get({ id }) as Row | undefined;
+        const row = statements.userById.get({ id }) as Row | undefined;
         return row && toUser(row);
       });
     },
 
     listUsers() {
-      return conn.read(() => (usersAll.all() as Row[]).map(toUser));
+      return conn.read(() => (statements.usersAll.all() as Row[]).map(toUser));
     },
 
     insertUser(user, { now, audit }) {
       return conn.write(() =>
-        toUser(userInsert.get({
+        toUser(statements.userInsert.get({
           email: user.email,
           password_hash: user.passwordHash,
           timeout: user.tokenTimeoutSeconds,
@@ -99,38 +119,38 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
 
     updateUserTimeout(userId, { tokenTimeoutSeconds, now, audit }) {
       return conn.write(() => {
-        userSetTimeout.run({ id: userId, timeout: tokenTimeoutSeconds, now });
+        statements.userSetTimeout.run({ id: userId, timeout: tokenTimeoutSeconds, now });
       }, audit);
     },
 
     updateUserPassword(userId, { passwordHash, now, audit, keepPortalSession }) {
       return conn.write(() => {
-        userSetPassword.run({ id: userId, password_hash: passwordHash, now });
+        statements.userSetPassword.run({ id: userId, password_hash: passwordHash, now });
         return revokeTokensBefore(userId, nextCutoff(userId, now), now, keepPortalSession ?? null);
       }, audit);
     },
 
     updateUserDisabled(userId, { disabled, now, audit }) {
       return conn.write(() => {
-        userSetDisabled.run({ id: userId, disabled: disabled ? 1 : 0, now });
+        statements.userSetDisabled.run({ id: userId, disabled: disabled ? 1 : 0, now });
         // The operator decides now: a portal activation no longer enables the user.
-        portalHoldEnd.run({ user_id: userId });
+        statements.portalHoldEnd.run({ user_id: userId });
         return disabled ? revokeTokensBefore(userId, nextCutoff(userId, now), now) : 0;
       }, audit);
     },
 
     updateUserEmail(userId, { email, now, audit }) {
       return conn.write(() => {
-        userSetEmail.run({ id: userId, email, now });
+        statements.userSetEmail.run({ id: userId, email, now });
       }, audit);
     },
 
     deleteUser(userId, { audit }) {
       return conn.write(() => {
-        const tokens = Number(userTokensDelete.run({ user_id: userId }).changes);
-        userFailuresDelete.run({ user_id: userId });
-        const apiKeys = Number(userKeysDelete.run({ user_id: userId }).changes);
-        userDelete.run({ id: userId });
+        const tokens = Number(statements.userTokensDelete.run({ user_id: userId }).changes);
+        statements.userFailuresDelete.run({ user_id: userId });
+        const apiKeys = Number(statements.userKeysDelete.run({ user_id: userId }).changes);
+        statements.userDelete.run({ id: userId });
         return { apiKeys, tokens };
       }, audit);
     },

@@ -15,8 +15,8 @@ import {
   ACCEPTED,
   type PortalRoute,
   type PortalRouteDeps,
-  readChange,
-  requireSession,
+  readChangeBody,
+  sessionRoute,
   toApiPath,
   toSessionCookie,
 } from "../portal_request.ts";
@@ -24,13 +24,13 @@ import {
 /** `POST /password`, `/email`, `/email/confirm` and `/account/delete`. */
 export function createOwnAccountRoutes({ deps, mailed }: PortalRouteDeps): PortalRoute[] {
   return [
-    {
+    sessionRoute({
       method: "POST",
       path: toApiPath("/password"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        const body = await readChange(request, call, ["current_password", "password"]);
-        const { user, sessionId } = await requireSession(deps, request, true);
+        const { user, sessionId } = call.session;
+        const body = await readChangeBody(request, ["current_password", "password"]);
         const ended = await changeOwnPassword(deps, call.client, user, {
           current: body.current_password,
           password: body.password,
@@ -39,14 +39,14 @@ export function createOwnAccountRoutes({ deps, mailed }: PortalRouteDeps): Porta
         mailed();
         return toJson({ status: "password_changed", tokens_revoked: ended });
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "POST",
       path: toApiPath("/email"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        const body = await readChange(request, call, ["email", "password"]);
-        const { user } = await requireSession(deps, request, true);
+        const { user } = call.session;
+        const body = await readChangeBody(request, ["email", "password"]);
         await requestEmailChange(deps, call.client, user, {
           email: requiredString(body, "email", 254),
           password: body.password,
@@ -54,28 +54,28 @@ export function createOwnAccountRoutes({ deps, mailed }: PortalRouteDeps): Porta
         mailed();
         return toJson(ACCEPTED, 202);
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "POST",
       path: toApiPath("/email/confirm"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        const body = await readChange(request, call, ["code"]);
-        const { user } = await requireSession(deps, request, true);
+        const { user } = call.session;
+        const body = await readChangeBody(request, ["code"]);
         const email = await confirmEmailChange(deps, call.client, user, {
           code: requiredString(body, "code", 64),
         });
         mailed();
         return toJson({ status: "email_changed", email });
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "POST",
       path: toApiPath("/account/delete"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        const body = await readChange(request, call, ["password"]);
-        const { user } = await requireSession(deps, request, true);
+        const { user } = call.session;
+        const body = await readChangeBody(request, ["password"]);
         const deleted = await deleteOwnAccount(deps, call.client, user, {
           password: body.password,
         });
@@ -87,6 +87,6 @@ export function createOwnAccountRoutes({ deps, mailed }: PortalRouteDeps): Porta
         response.headers.set("set-cookie", toSessionCookie("", 0));
         return response;
       },
-    },
+    }),
   ];
 }

@@ -14,11 +14,10 @@ import {
 import { optionalString, requiredString, toJson, toRowId } from "../../admin/admin_json.ts";
 import { HttpError } from "../../errors.ts";
 import {
-  checkOrigin,
   type PortalRoute,
   type PortalRouteDeps,
-  readChange,
-  requireSession,
+  readChangeBody,
+  sessionRoute,
   toApiPath,
   toUserChangeDeps,
 } from "../portal_request.ts";
@@ -52,12 +51,12 @@ function toGraceSeconds(grace: unknown): number | undefined {
 /** `GET`/`POST /keys`, `POST /keys/:id/rotate`, `DELETE`/`PATCH /keys/:id`. */
 export function createOwnKeyRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
   return [
-    {
+    sessionRoute({
       method: "GET",
       path: toApiPath("/keys"),
-      caller: "anyone",
-      async handle(request) {
-        const { user } = await requireSession(deps, request, false);
+      caller: "session",
+      async handle(_request, call) {
+        const { user } = call.session;
         const keys = await listOwnKeys(toUserChangeDeps(deps, user), user);
         return toJson({
           keys: keys.map((key) => ({
@@ -68,14 +67,14 @@ export function createOwnKeyRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
           })),
         });
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "POST",
       path: toApiPath("/keys"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        const body = await readChange(request, call, ["label"]);
-        const { user } = await requireSession(deps, request, true);
+        const { user } = call.session;
+        const body = await readChangeBody(request, ["label"]);
         const created = await createOwnKey(
           toUserChangeDeps(deps, user),
           user,
@@ -83,14 +82,14 @@ export function createOwnKeyRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
         );
         return toJson({ key: toKeyJson(created.key), api_key: created.apiKey }, 201);
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "POST",
       path: toApiPath("/keys/:id/rotate"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        const body = await readChange(request, call, ["grace_seconds"]);
-        const { user } = await requireSession(deps, request, true);
+        const { user } = call.session;
+        const body = await readChangeBody(request, ["grace_seconds"]);
         const grace = toGraceSeconds(body.grace_seconds);
         const rotated = await rotateOwnKey(
           toUserChangeDeps(deps, user),
@@ -104,14 +103,13 @@ export function createOwnKeyRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
           old_key_until: new Date(rotated.oldKeyUntil).toISOString(),
         }, 201);
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "DELETE",
       path: toApiPath("/keys/:id"),
-      caller: "anyone",
-      async handle(request, call) {
-        checkOrigin(request, call);
-        const { user } = await requireSession(deps, request, true);
+      caller: "session+csrf",
+      async handle(_request, call) {
+        const { user } = call.session;
         const ended = await revokeOwnKey(
           toUserChangeDeps(deps, user),
           user,
@@ -119,14 +117,14 @@ export function createOwnKeyRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
         );
         return toJson({ status: "revoked", tokens_revoked: ended });
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "PATCH",
       path: toApiPath("/keys/:id"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        const body = await readChange(request, call, ["label"]);
-        const { user } = await requireSession(deps, request, true);
+        const { user } = call.session;
+        const body = await readChangeBody(request, ["label"]);
         const id = toRowId(call.params.id, "API key");
         await labelOwnKey(
           toUserChangeDeps(deps, user),
@@ -136,6 +134,6 @@ export function createOwnKeyRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
         );
         return toJson({ status: "labelled", id });
       },
-    },
+    }),
   ];
 }

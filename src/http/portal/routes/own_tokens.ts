@@ -6,10 +6,9 @@
 import { listOwnTokens, revokeOwnToken } from "../../../auth/portal/own_keys.ts";
 import { toJson, toRowId } from "../../admin/admin_json.ts";
 import {
-  checkOrigin,
   type PortalRoute,
   type PortalRouteDeps,
-  requireSession,
+  sessionRoute,
   toApiPath,
   toUserChangeDeps,
 } from "../portal_request.ts";
@@ -17,12 +16,12 @@ import {
 /** `GET /tokens` and `DELETE /tokens/:id`. */
 export function createOwnTokenRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
   return [
-    {
+    sessionRoute({
       method: "GET",
       path: toApiPath("/tokens"),
-      caller: "anyone",
-      async handle(request) {
-        const { user } = await requireSession(deps, request, false);
+      caller: "session",
+      async handle(_request, call) {
+        const { user } = call.session;
         const tokens = await listOwnTokens(toUserChangeDeps(deps, user), user);
         return toJson({
           tokens: tokens.map((t) => ({
@@ -34,14 +33,13 @@ export function createOwnTokenRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
           })),
         });
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "DELETE",
       path: toApiPath("/tokens/:id"),
-      caller: "anyone",
-      async handle(request, call) {
-        checkOrigin(request, call);
-        const { user } = await requireSession(deps, request, true);
+      caller: "session+csrf",
+      async handle(_request, call) {
+        const { user } = call.session;
         const done = await revokeOwnToken(
           toUserChangeDeps(deps, user),
           user,
@@ -49,6 +47,6 @@ export function createOwnTokenRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
         );
         return toJson({ status: done ? "revoked" : "already_ended" });
       },
-    },
+    }),
   ];
 }

@@ -10,8 +10,8 @@ import { toJson } from "../../admin/admin_json.ts";
 import {
   type PortalRoute,
   type PortalRouteDeps,
-  readChange,
-  requireSession,
+  readChangeBody,
+  sessionRoute,
   toApiPath,
   toSessionCookie,
 } from "../portal_request.ts";
@@ -19,28 +19,28 @@ import {
 /** `GET /session` and `POST /signout`. */
 export function createSessionRoutes({ deps }: PortalRouteDeps): PortalRoute[] {
   return [
-    {
+    sessionRoute({
       method: "GET",
       path: toApiPath("/session"),
-      caller: "anyone",
-      async handle(request) {
-        const { user, sessionId } = await requireSession(deps, request, false);
+      caller: "session",
+      handle(_request, call) {
+        const { user, sessionId } = call.session;
         return toJson({ email: user.email, csrf_token: toCsrfToken(sessionId) });
       },
-    },
-    {
+    }),
+    sessionRoute({
       method: "POST",
       path: toApiPath("/signout"),
-      caller: "anyone",
+      caller: "session+csrf",
       async handle(request, call) {
-        await readChange(request, call, []);
-        const { user, sessionId } = await requireSession(deps, request, true);
+        const { user, sessionId } = call.session;
+        await readChangeBody(request, []);
         await signOut(deps, user, sessionId);
         return new Response(null, {
           status: 204,
           headers: { "set-cookie": toSessionCookie("", 0) },
         });
       },
-    },
+    }),
   ];
 }

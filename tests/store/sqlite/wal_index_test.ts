@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { openCommitCounter } from "../../src/store/sqlite/wal_index.ts";
-import { tempDbPath } from "../_helpers/temp_db.ts";
+import { openCommitCounter } from "../../../src/store/sqlite/wal_index.ts";
+import { tempDbPath } from "../../_helpers/temp_db.ts";
 
 const linuxOnly = { ignore: Deno.build.os !== "linux" };
 

@@ -6,10 +6,10 @@
  * cluster in tests/e2e/postgres/operator_test.ts.
  */
 import assert from "node:assert/strict";
-import { StoreUnavailable } from "../../src/store/errors.ts";
-import { explainPostgresOpenError } from "../../src/store/postgres/explain_open.ts";
-import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
-import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
+import { StoreUnavailable } from "../../../src/store/errors.ts";
+import { explainPostgresOpenError } from "../../../src/store/postgres/explain_open.ts";
+import { openPostgresStore } from "../../../src/store/postgres/open_postgres_store.ts";
+import { parseStoreUrl, type PostgresLocation } from "../../../src/store/store_url.ts";
 
 function at(url: string): PostgresLocation {
   return parseStoreUrl(url) as PostgresLocation;
