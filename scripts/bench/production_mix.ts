@@ -16,11 +16,10 @@
  * Each row reports A's throughput, p99, grant-cache hit ratio over the run (from A's /metrics)
  * and the share of the no-revocation row's rate, the revocations B achieved, the delays, and
  * wrk's CPU share. The revoker, the logins and the probe run in the bench's own process, on
- * wrk's core.
+ * wrk's core. What is read of A (its /metrics, the probes with A idle) is in mix_probes.ts.
  *
  * @module
  */
-import postgres from "postgres";
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
@@ -35,6 +34,7 @@ import {
   REVOKER_CLIENTS,
 } from "./mix_traffic.ts";
 import { copyMixToPostgres, type MixSeed, seedMix, ZIPF_ALPHA, zipfHotShare } from "./mix_seed.ts";
+import { formatLearned, measureIdleDelays, readCacheCounters } from "./mix_probes.ts";
 import type { SeedEntry } from "./seed.ts";
 import type { Server } from "./servers.ts";
 import type { Load, WrkOptions } from "./wrk.ts";
@@ -323,72 +323,6 @@ async function measureRate(
   };
 }
 
-/** Probes made with A idle (no wrk, no revoker): the protocol's delay without A's queue. */
-const IDLE_PROBES = 20;
-/** Probes made right after cutting the PostgreSQL listeners' connections. */
-const CUT_PROBES = 5;
-
-/**
- * Revocation to refusal on A with A idle, where the rows' probe includes the time A's request
- * waits behind wrk's; on PostgreSQL also with the listeners' connections cut just before each
- * revocation (the poll, not a notification, must then bring the change: ≤ 1 s).
- */
-async function measureIdleDelays(ctx: ProductionMixContext, run: MixRun, store: string) {
-  const stop = { now: false };
-  const common = { stop, client: run.client, a: run.a.origin, b: run.b.origin, everyMs: 50 };
-  let before = await readCacheCounters(run.client, run.metricsPort);
-  const idle = await probeDelays({ ...common, probes: run.probes, count: IDLE_PROBES });
-  let after = await readCacheCounters(run.client, run.metricsPort);
-  ctx.notes.push(
-    `Production mix, ${run.backend}: revocation to refusal on A with A idle (no wrk load): ` +
-      formatDelays(idle) + formatLearned(before.delayBuckets, after.delayBuckets),
-  );
-  if (!/^postgres/.test(store)) return;
-  const sql = postgres(store, { max: 1, onnotice: () => {} });
-  try {
-    before = after;
-    const cut = await probeDelays({
-      ...common,
-      probes: run.probes,
-      count: CUT_PROBES,
-      // Both instances' listeners (they share an application_name); B learns its own commits
-      // without one.
-      async beforeRevoking() {
-        await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-          WHERE application_name LIKE '%-listener' AND pid <> pg_backend_pid()`;
-      },
-    });
-    after = await readCacheCounters(run.client, run.metricsPort);
-    ctx.notes.push(
-      `Production mix, ${run.backend}: the same with the listeners' connections cut just ` +
-        `before each revocation (A learns it by its poll): ${formatDelays(cut)}` +
-        formatLearned(before.delayBuckets, after.delayBuckets),
-    );
-  } finally {
-    await sql.end();
-  }
-}
-
-function formatDelays(delays: number[]): string {
-  if (delays.length === 0) return "no probe made";
-  const ms = (n: number) => `${n.toFixed(1)} ms`;
-  return `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
-    `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`;
-}
-
-/**
- * What A's change-delay histogram says of the row (PostgreSQL): from each change's commit, by the
- * database's clock, to A having learned it, without the time a probe's request waits in A's queue.
- */
-function formatLearned(before: Map<number, number>, after: Map<number, number>): string {
-  const total = (after.get(Infinity) ?? 0) - (before.get(Infinity) ?? 0);
-  const [p50, p99] = [50, 99].map((p) => bucketPercentile(before, after, p));
-  if (p50 === undefined || p99 === undefined) return "";
-  const ms = (s: number) => s === Infinity ? "> 2.5 s" : `≤ ${+(s * 1000).toFixed(1)} ms`;
-  return `; commit to learned on A (its /metrics, ${total} changes): p50 ${ms(p50)}, ` +
-    `p99 ${ms(p99)}`;
-}
-
 /** Failures by status, most frequent first: `503 ×12, 401 ×3`. */
 function formatFailures(failures: Record<string, number>): string {
   return Object.entries(failures).sort((a, b) => b[1] - a[1])
@@ -427,42 +361,4 @@ async function createOperator(store: string): Promise<string> {
     throw new Error(`operator create failed: ${new TextDecoder().decode(output.stderr)}${text}`);
   }
   return token;
-}
-
-async function readCacheCounters(client: Deno.HttpClient, port: number) {
-  const response = await fetch(`http://127.0.0.1:${port}/metrics`, { client }).catch(() =>
-    fetch(`https://127.0.0.1:${port}/metrics`, { client })
-  );
-  const text = await response.text();
-  const value = (result: string) =>
-    Number(
-      new RegExp(`keygate_cache_lookups_total\\{cache="grant",result="${result}"\\} (\\S+)`)
-        .exec(text)?.[1] ?? NaN,
-    );
-  // The change-delay histogram (PostgreSQL): cumulative counts by upper bound, in seconds.
-  const delayBuckets = new Map<number, number>();
-  for (
-    const match of text.matchAll(
-      /^keygate_store_change_delay_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm,
-    )
-  ) {
-    delayBuckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
-  }
-  return { hits: value("hit"), misses: value("miss"), delayBuckets };
-}
-
-/**
- * The `p`th percentile of the change delays observed between two scrapes, as the upper bound of
- * its histogram bucket ("≤ 5 ms"), or undefined when none was observed.
- */
-function bucketPercentile(
-  before: Map<number, number>,
-  after: Map<number, number>,
-  p: number,
-): number | undefined {
-  const bounds = [...after.keys()].sort((x, y) => x - y);
-  const count = (bound: number) => (after.get(bound) ?? 0) - (before.get(bound) ?? 0);
-  const total = count(Infinity);
-  if (!(total > 0)) return undefined;
-  return bounds.find((bound) => count(bound) >= p / 100 * total);
 }

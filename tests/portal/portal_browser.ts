@@ -22,7 +22,7 @@ import { systemClock } from "../../src/platform/clock.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { startMailer } from "../../src/server/start_mailer.ts";
 import { openTestStore } from "../_helpers/store.ts";
-import { startTlsServer, testCertificate } from "../_helpers/tls_server.ts";
+import { startTlsServer, testCertificate, type TlsServer } from "../_helpers/tls_server.ts";
 import { readCode, startTestSmtp, type TestSmtp } from "./_smtp.ts";
 import type { Store } from "../../src/store/store.ts";
 
@@ -95,6 +95,107 @@ async function manageAccount(
   assert.equal(await store.findApiKeyById(key.id), undefined);
 }
 
+/** What the flow's steps read: the developer's e-mail, the screenshots' folder, the mail server. */
+interface Flow {
+  email: string;
+  shots: string;
+  smtp: TestSmtp;
+}
+
+/**
+ * Sign up; read the mail and open its link: the page asks for a click (a POST) before it
+ * verifies, and takes only the password signed up with (no pre-hijacking). Verifying signs in.
+ */
+async function signUpAndVerify(
+  page: Page,
+  { origin, email, password, shots, store, smtp }: Flow & {
+    origin: string;
+    password: string;
+    store: Store;
+  },
+): Promise<void> {
+  await page.goto(`${origin}/portal/#signup`);
+  await page.fill("#sign-up #email", email);
+  await page.fill("#sign-up #password", password);
+  await page.screenshot({ path: `${shots}/portal-sign-up.png` });
+  await page.click("#sign-up-submit");
+  await page.waitForSelector("#sign-up-status:has-text('on its way')");
+
+  // Read the mail; open its link: the page asks for a click (a POST) before it verifies.
+  const mail = await smtp.waitFor(email, "Verify");
+  const link = /https:\/\/\S+\/portal\/verify\?\S+/.exec(mail.body)![0];
+  assert.ok(link.startsWith(origin), link);
+  await page.goto(link);
+  assert.equal(await page.inputValue("#verify #code"), readCode(mail));
+  assert.equal((await store.findUserByEmail(email))?.disabled, true, "not verified by a GET");
+  // Verifying takes the password signed up with (no pre-hijacking): a wrong one is refused.
+  await page.fill("#verify #password", "not the password signed up");
+  await page.click("#verify-submit");
+  await page.waitForSelector("#verify-status:has-text('sign up again')");
+  assert.equal((await store.findUserByEmail(email))?.disabled, true, "a wrong password");
+  await page.fill("#verify #password", password);
+  await page.screenshot({ path: `${shots}/portal-verify.png` });
+
+  // Verify and sign in in one step.
+  await page.click("#verify-submit");
+  await page.waitForSelector("#create-key");
+}
+
+/** Creates a key on the signed-in page; returns it as shown once. */
+async function createKey(page: Page, shots: string): Promise<string> {
+  await page.fill("#create-key #label", "billing service");
+  await page.click("#create-key-submit");
+  const apiKey = (await page.textContent("#new-key-value"))!.trim();
+  assert.match(apiKey, /^[0-9a-f-]{36}$/);
+  await page.waitForSelector("#keys tr:has-text('billing service')");
+  await page.screenshot({ path: `${shots}/portal-keys.png` });
+  return apiKey;
+}
+
+/**
+ * A token from POST /api/userservice/tokens with that key, and a secure request with it;
+ * returns a function that makes that secure request again.
+ */
+async function signInToApi(
+  api: TlsServer,
+  { email, password, apiKey }: { email: string; password: string; apiKey: string },
+): Promise<() => Promise<Response>> {
+  const login = await fetch(`${api.origin}/api/userservice/tokens`, {
+    method: "POST",
+    client: api.client,
+    headers: { "content-type": "application/json", accept: "application/json" },
+    body: JSON.stringify({ auth_request: { user: { email, password }, api_key: apiKey } }),
+  });
+  assert.equal(login.status, 200, await login.clone().text());
+  const token = (await login.json()).auth_response.access_token;
+  const secure = () =>
+    fetch(`${api.origin}/api/secure/userservice/tokens/current?api_key=${apiKey}`, {
+      client: api.client,
+      headers: { authorization: `Bearer ${token}`, accept: "application/json" },
+    });
+  const response = await secure();
+  assert.equal(response.status, 200, await response.clone().text());
+  await response.body?.cancel();
+  return secure;
+}
+
+/** Sign out, forgot password, the code from the mail, a new password. */
+async function resetPassword(page: Page, { email, shots, smtp }: Flow): Promise<void> {
+  await page.click("#sign-out");
+  await page.waitForSelector("#sign-in");
+  await page.click("a[href='#forgot']");
+  await page.fill("#forgot #email", email);
+  await page.click("#forgot-submit");
+  await page.waitForSelector("#reset");
+  const reset = await smtp.waitFor(email, "Reset");
+  await page.fill("#reset #code", readCode(reset));
+  await page.fill("#reset #password", "a brand new passphrase");
+  await page.screenshot({ path: `${shots}/portal-reset.png` });
+  await page.click("#reset-submit");
+  await page.waitForSelector("#reset-status:has-text('every access token ended')");
+  await smtp.waitFor(email, "password was changed");
+}
+
 Deno.test({
   name: "[portal] a developer signs up, verifies, makes a key and a token, resets the password",
   ignore: !existsSync(CHROMIUM) && Deno.env.get("CI") !== "true",
@@ -151,73 +252,11 @@ Deno.test({
       const email = "dev@example.org";
       let password = "correct horse battery";
 
-      // Sign up.
-      await page.goto(`${api.origin}/portal/#signup`);
-      await page.fill("#sign-up #email", email);
-      await page.fill("#sign-up #password", password);
-      await page.screenshot({ path: `${shots}/portal-sign-up.png` });
-      await page.click("#sign-up-submit");
-      await page.waitForSelector("#sign-up-status:has-text('on its way')");
-
-      // Read the mail; open its link: the page asks for a click (a POST) before it verifies.
-      const mail = await smtp.waitFor(email, "Verify");
-      const link = /https:\/\/\S+\/portal\/verify\?\S+/.exec(mail.body)![0];
-      assert.ok(link.startsWith(api.origin), link);
-      await page.goto(link);
-      assert.equal(await page.inputValue("#verify #code"), readCode(mail));
-      assert.equal((await store.findUserByEmail(email))?.disabled, true, "not verified by a GET");
-      // Verifying takes the password signed up with (no pre-hijacking): a wrong one is refused.
-      await page.fill("#verify #password", "not the password signed up");
-      await page.click("#verify-submit");
-      await page.waitForSelector("#verify-status:has-text('sign up again')");
-      assert.equal((await store.findUserByEmail(email))?.disabled, true, "a wrong password");
-      await page.fill("#verify #password", password);
-      await page.screenshot({ path: `${shots}/portal-verify.png` });
-
-      // Verify and sign in in one step; create a key.
-      await page.click("#verify-submit");
-      await page.waitForSelector("#create-key");
-      await page.fill("#create-key #label", "billing service");
-      await page.click("#create-key-submit");
-      const apiKey = (await page.textContent("#new-key-value"))!.trim();
-      assert.match(apiKey, /^[0-9a-f-]{36}$/);
-      await page.waitForSelector("#keys tr:has-text('billing service')");
-      await page.screenshot({ path: `${shots}/portal-keys.png` });
-
-      // A token with that key, and a secure request.
-      const login = await fetch(`${api.origin}/api/userservice/tokens`, {
-        method: "POST",
-        client: api.client,
-        headers: { "content-type": "application/json", accept: "application/json" },
-        body: JSON.stringify({ auth_request: { user: { email, password }, api_key: apiKey } }),
-      });
-      assert.equal(login.status, 200, await login.clone().text());
-      const token = (await login.json()).auth_response.access_token;
-      const secure = (t: string) =>
-        fetch(`${api.origin}/api/secure/userservice/tokens/current?api_key=${apiKey}`, {
-          client: api.client,
-          headers: { authorization: `Bearer ${t}`, accept: "application/json" },
-        });
-      let response = await secure(token);
-      assert.equal(response.status, 200, await response.clone().text());
-      await response.body?.cancel();
-
-      // Sign out, forgot password, the code from the mail, a new password.
-      await page.click("#sign-out");
-      await page.waitForSelector("#sign-in");
-      await page.click("a[href='#forgot']");
-      await page.fill("#forgot #email", email);
-      await page.click("#forgot-submit");
-      await page.waitForSelector("#reset");
-      const reset = await smtp.waitFor(email, "Reset");
-      await page.fill("#reset #code", readCode(reset));
-      await page.fill("#reset #password", "a brand new passphrase");
-      await page.screenshot({ path: `${shots}/portal-reset.png` });
-      await page.click("#reset-submit");
-      await page.waitForSelector("#reset-status:has-text('every access token ended')");
-      await smtp.waitFor(email, "password was changed");
-
-      response = await secure(token);
+      await signUpAndVerify(page, { origin: api.origin, email, password, shots, store, smtp });
+      const apiKey = await createKey(page, shots);
+      const secure = await signInToApi(api, { email, password, apiKey });
+      await resetPassword(page, { email, shots, smtp });
+      const response = await secure();
       assert.equal(response.status, 401, "the old token is refused");
       await response.body?.cancel();
 

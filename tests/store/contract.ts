@@ -18,8 +18,18 @@ import { registerAuditPageTests } from "./contract_audit_pages.ts";
 import { registerChangeTests } from "./contract_changes.ts";
 import { registerLoginTests } from "./contract_logins.ts";
 import { registerGrantTests } from "./contract_grants.ts";
-import { registerPortalTests } from "./contract_portal.ts";
-import { registerLimitTests } from "./contract_limits.ts";
+import {
+  registerPortalCodeTests,
+  registerPortalKeyTests,
+  registerPortalSessionTests,
+  registerPortalSignUpTests,
+} from "./contract_portal.ts";
+import { registerPortalMailTests } from "./contract_portal_mail.ts";
+import {
+  registerLimitChangeTests,
+  registerLimitLeaseTests,
+  registerLimitRuleTests,
+} from "./contract_limits.ts";
 
 export type { ContractStore } from "./_contract_fixtures.ts";
 
@@ -58,6 +68,12 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerLoginTests(test);
   registerAdminViewTests(test);
   registerAuditPageTests(test);
-  registerPortalTests(test);
-  registerLimitTests(test);
+  registerPortalSignUpTests(test);
+  registerPortalCodeTests(test);
+  registerPortalSessionTests(test);
+  registerPortalKeyTests(test);
+  registerPortalMailTests(test);
+  registerLimitRuleTests(test);
+  registerLimitLeaseTests(test);
+  registerLimitChangeTests(test);
 }

@@ -30,8 +30,8 @@ function lease(
 const brief = (slices: LimitSlice[]) =>
   slices.map((s) => `${s.rule.scope}/${s.rule.kind}/${s.rule.period}:${s.granted}/${s.used}`);
 
-/** Registers the limit tests. */
-export function registerLimitTests(test: ContractTest): void {
+/** Limits as rules: set, replaced, listed and audited; which ones apply to a key. */
+export function registerLimitRuleTests(test: ContractTest): void {
   test("limits: set, replaced by scope, subject, kind and period (one quota each), listed, audited", async ({ store }) => {
     const { user, key } = await seed(store);
     const rate = await store.putLimit(
@@ -104,7 +104,10 @@ export function registerLimitTests(test: ContractTest): void {
       "user/rate/hour:2/2",
     ]);
   });
+}
 
+/** Leases of a window's units: never more than its limit, also at once; returns. */
+export function registerLimitLeaseTests(test: ContractTest): void {
   test("limits: leases never grant more than a window allows; a new window starts afresh", async ({ store }) => {
     const { user, key } = await seed(store);
     const owner = { apiKeyId: key.id, userId: user.id };
@@ -188,7 +191,10 @@ export function registerLimitTests(test: ContractTest): void {
     [usage] = await store.listLimitUsage(owner, window.end);
     assert.equal(usage.used, 0);
   });
+}
 
+/** Limits deleted alone or with their key or user, and their changes in the grant feed. */
+export function registerLimitChangeTests(test: ContractTest): void {
   test("limits: deleted alone, or with their key or user; counters go with them", async (db) => {
     const { store } = db;
     const { user, key } = await seed(store);

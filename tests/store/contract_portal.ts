@@ -1,6 +1,7 @@
 /**
  * The store contract's portal tests: accounts and their states, one-time codes, sessions and
- * the mail outbox written in the same transaction as the change that causes it.
+ * the mail outbox written in the same transaction as the change that causes it; the outbox itself
+ * is in contract_portal_mail.ts. One register function per topic, each called by contract.ts.
  *
  * @module
  */
@@ -18,7 +19,7 @@ import {
   T0,
 } from "./_contract_fixtures.ts";
 
-const MAIL = { recipient: "new@b.org", subject: "Verify", text: "Your code: ABCD-EFGH" };
+export const MAIL = { recipient: "new@b.org", subject: "Verify", text: "Your code: ABCD-EFGH" };
 
 async function signUp(store: Store, email = "new@b.org") {
   return await store.insertPortalUser(
@@ -39,8 +40,11 @@ async function signUp(store: Store, email = "new@b.org") {
   );
 }
 
-/** Registers the portal tests with the contract's `test`. */
-export function registerPortalTests(test: ContractTest): void {
+/**
+ * Sign-ups: the account with its code, mail and audit row; verification; an operator's disable;
+ * the janitor's deletion of old unverified ones.
+ */
+export function registerPortalSignUpTests(test: ContractTest): void {
   test("insertPortalUser() adds a disabled user, its account, code, mail and audit row", async ({ store }) => {
     const user = await signUp(store);
     assert.equal(user.disabled, true);
@@ -109,6 +113,44 @@ export function registerPortalTests(test: ContractTest): void {
     assert.equal((await store.findPortalAccount(third.id))?.userHeld, false);
   });
 
+  test("deleteUnverifiedPortalUsers() deletes only old unverified sign-ups, with their rows", async ({ store }) => {
+    const old = await signUp(store, "old@b.org");
+    const verified = await signUp(store, "verified@b.org");
+    await store.updatePortalState(verified.id, { now: T0, state: "active", ...NO_AUDIT });
+    const { user: operators } = await seed(store);
+    const epoch = store.readGrantEpoch();
+    assert.deepEqual(
+      await store.deleteUnverifiedPortalUsers(T0, { now: T0 + HOUR, limit: 10, ...NO_AUDIT }),
+      [],
+      "created at T0: not before T0",
+    );
+    const gone = await store.deleteUnverifiedPortalUsers(T0 + 1, {
+      now: T0 + HOUR,
+      limit: 10,
+      audit: (emails: string[]) => ({
+        at: T0 + HOUR,
+        actor: "janitor",
+        action: "portal.unverified_deleted",
+        subject: "portal",
+        detail: { accounts: emails.length },
+      }),
+    });
+    assert.deepEqual(gone, ["old@b.org"]);
+    assert.equal(await store.findUserById(old.id), undefined);
+    assert.equal(await store.findPortalAccount(old.id), undefined);
+    assert.equal(await store.findPortalCode(old.id, "verify", T0), undefined);
+    assert.notEqual(await store.findUserById(verified.id), undefined);
+    assert.notEqual(await store.findUserById(operators.id), undefined);
+    assert.notEqual(store.readGrantEpoch(), epoch);
+    assert.equal(
+      (await store.listAudit()).filter((r) => r.action === "portal.unverified_deleted").length,
+      1,
+    );
+  });
+}
+
+/** Codes that change the account: a reset's new password, a confirmed new e-mail. */
+export function registerPortalCodeTests(test: ContractTest): void {
   test("usePortalCode() with a password ends every token and portal session, and mails", async ({ store }) => {
     const user = await signUp(store);
     await store.updatePortalState(user.id, { now: T0, state: "active", ...NO_AUDIT });
@@ -161,6 +203,47 @@ export function registerPortalTests(test: ContractTest): void {
     assert.equal(await store.countQueuedMail(), 4);
   });
 
+  test("usePortalCode() with changeEmail gives the user the code's address, once and if free", async ({ store }) => {
+    const user = await signUp(store);
+    await store.updatePortalState(user.id, { now: T0, state: "active", ...NO_AUDIT });
+    const epoch = store.readGrantEpoch();
+    const email = { purpose: "email" as const, expiresAt: T0 + HOUR };
+    await store.replacePortalCode(user.id, {
+      now: T0 + 1,
+      code: { ...email, codeHash: hashSecret("e1"), newEmail: "moved@b.org" },
+      mail: { ...MAIL, recipient: "moved@b.org" },
+      ...NO_AUDIT,
+    });
+    const code = (await store.findPortalCode(user.id, "email", T0 + 2))!;
+    assert.equal(code.newEmail, "moved@b.org");
+    assert.equal(await store.findPortalCode(user.id, "reset", T0 + 2), undefined);
+    await store.usePortalCode(code.id, { now: T0 + 3, changeEmail: true, mail: MAIL, ...NO_AUDIT });
+    assert.equal((await store.findUserById(user.id))?.email, "moved@b.org");
+    assert.notEqual(store.readGrantEpoch(), epoch, "grants carry the e-mail");
+    assert.equal(await store.findPortalCode(user.id, "email", T0 + 4), undefined);
+
+    // Taken meanwhile: nothing changes, the code stays unused.
+    await signUp(store, "taken@b.org");
+    await store.replacePortalCode(user.id, {
+      now: T0 + 5,
+      code: { ...email, codeHash: hashSecret("e2"), newEmail: "taken@b.org" },
+      mail: MAIL,
+      ...NO_AUDIT,
+    });
+    const second = (await store.findPortalCode(user.id, "email", T0 + 6))!;
+    const queued = await store.countQueuedMail();
+    await assert.rejects(
+      store.usePortalCode(second.id, { now: T0 + 7, changeEmail: true, mail: MAIL, ...NO_AUDIT }),
+      StoreConflict,
+    );
+    assert.equal((await store.findUserById(user.id))?.email, "moved@b.org");
+    assert.equal((await store.findPortalCode(user.id, "email", T0 + 8))?.id, second.id);
+    assert.equal(await store.countQueuedMail(), queued, "no mail from a refused change");
+  });
+}
+
+/** Portal sessions: expiry, sign-out, and the changes that end them. */
+export function registerPortalSessionTests(test: ContractTest): void {
   test("portal sessions expire, end on sign-out and go with their user", async ({ store }) => {
     const user = await signUp(store);
     const session = { now: T0, userId: user.id, expiresAt: T0 + HOUR, ...NO_AUDIT };
@@ -220,39 +303,10 @@ export function registerPortalTests(test: ContractTest): void {
     assert.equal(await live("s5"), false, "disable");
     assert.equal(await live("o1"), true, "another user's session stays");
   });
+}
 
-  test("claimMail() leases due messages; sent ones are cleared, failed ones wait", async ({ store }) => {
-    await store.insertMail(MAIL, { now: T0, ...NO_AUDIT });
-    await store.insertMail({ ...MAIL, subject: "Second" }, { now: T0 + 1, ...NO_AUDIT });
-    assert.deepEqual(await store.claimMail(T0 - 1, { limit: 10, leaseMs: 1000 }), []);
-    const claimed = await store.claimMail(T0 + 1, { limit: 10, leaseMs: 1000 });
-    assert.deepEqual(claimed.map((m) => [m.subject, m.text, m.attempts]), [
-      ["Verify", MAIL.text, 1],
-      ["Second", MAIL.text, 1],
-    ]);
-    assert.deepEqual(await store.claimMail(T0 + 2, { limit: 10, leaseMs: 1000 }), [], "leased");
-    await store.markMailSent(claimed[0].id, T0 + 3);
-    await store.markMailFailed(claimed[1].id, {
-      now: T0 + 3,
-      nextAttemptAt: T0 + 5000,
-      error: "x",
-    });
-    assert.equal(await store.countQueuedMail(), 1);
-    assert.deepEqual(await store.claimMail(T0 + 4999, { limit: 10, leaseMs: 1000 }), []);
-    const retried = await store.claimMail(T0 + 5000, { limit: 10, leaseMs: 1000 });
-    assert.deepEqual(retried.map((m) => [m.id, m.text, m.attempts]), [[
-      claimed[1].id,
-      MAIL.text,
-      2,
-    ]]);
-    await store.markMailFailed(claimed[1].id, {
-      now: T0 + 3,
-      nextAttemptAt: null,
-      error: "gave up",
-    });
-    assert.equal(await store.countQueuedMail(), 0);
-  });
-
+/** A developer's keys: the live-key cap under racing inserts, relabelling. */
+export function registerPortalKeyTests(test: ContractTest): void {
   test("insertApiKey() with maxLiveKeys never passes the cap, even when inserts race", async ({ store }) => {
     const { user, key } = await seed(store); // one live key already
     await store.revokeApiKey(key.id, { now: T0, ...NO_AUDIT }); // a revoked one does not count
@@ -275,135 +329,10 @@ export function registerPortalTests(test: ContractTest): void {
     );
   });
 
-  test("markMailFailed() giving up clears the body (and its code); a retry keeps it", async ({ store, execSql }) => {
-    await store.insertMail(MAIL, { now: T0, ...NO_AUDIT });
-    const [mail] = await store.claimMail(T0, { limit: 10, leaseMs: 1000 });
-    await store.markMailFailed(mail.id, { now: T0 + 1, nextAttemptAt: T0 + 2, error: "down" });
-    const [again] = await store.claimMail(T0 + 2, { limit: 10, leaseMs: 1000 });
-    assert.equal(again.text, MAIL.text, "kept for the retry");
-    await store.markMailFailed(mail.id, { now: T0 + 3, nextAttemptAt: null, error: "gave up" });
-    assert.equal((await store.countMail()).givenUp, 1);
-    // Queued again by hand, as an operator could: what is stored is read back, without a body.
-    await execSql(`UPDATE mail_outbox SET next_attempt_at = 0 WHERE id = ${mail.id}`);
-    const [stored] = await store.claimMail(T0 + 4, { limit: 10, leaseMs: 1000 });
-    assert.equal(stored.id, mail.id);
-    assert.equal(stored.subject, MAIL.subject);
-    assert.equal(stored.text, "", "no body (nor code) kept once given up");
-  });
-
-  test("usePortalCode() with changeEmail gives the user the code's address, once and if free", async ({ store }) => {
-    const user = await signUp(store);
-    await store.updatePortalState(user.id, { now: T0, state: "active", ...NO_AUDIT });
-    const epoch = store.readGrantEpoch();
-    const email = { purpose: "email" as const, expiresAt: T0 + HOUR };
-    await store.replacePortalCode(user.id, {
-      now: T0 + 1,
-      code: { ...email, codeHash: hashSecret("e1"), newEmail: "moved@b.org" },
-      mail: { ...MAIL, recipient: "moved@b.org" },
-      ...NO_AUDIT,
-    });
-    const code = (await store.findPortalCode(user.id, "email", T0 + 2))!;
-    assert.equal(code.newEmail, "moved@b.org");
-    assert.equal(await store.findPortalCode(user.id, "reset", T0 + 2), undefined);
-    await store.usePortalCode(code.id, { now: T0 + 3, changeEmail: true, mail: MAIL, ...NO_AUDIT });
-    assert.equal((await store.findUserById(user.id))?.email, "moved@b.org");
-    assert.notEqual(store.readGrantEpoch(), epoch, "grants carry the e-mail");
-    assert.equal(await store.findPortalCode(user.id, "email", T0 + 4), undefined);
-
-    // Taken meanwhile: nothing changes, the code stays unused.
-    await signUp(store, "taken@b.org");
-    await store.replacePortalCode(user.id, {
-      now: T0 + 5,
-      code: { ...email, codeHash: hashSecret("e2"), newEmail: "taken@b.org" },
-      mail: MAIL,
-      ...NO_AUDIT,
-    });
-    const second = (await store.findPortalCode(user.id, "email", T0 + 6))!;
-    const queued = await store.countQueuedMail();
-    await assert.rejects(
-      store.usePortalCode(second.id, { now: T0 + 7, changeEmail: true, mail: MAIL, ...NO_AUDIT }),
-      StoreConflict,
-    );
-    assert.equal((await store.findUserById(user.id))?.email, "moved@b.org");
-    assert.equal((await store.findPortalCode(user.id, "email", T0 + 8))?.id, second.id);
-    assert.equal(await store.countQueuedMail(), queued, "no mail from a refused change");
-  });
-
   test("updateApiKeyLabel() relabels a key and keeps its grants", async ({ store }) => {
     const { key } = await seed(store);
     await store.updateApiKeyLabel(key.id, { now: T0, label: "ci runner", ...NO_AUDIT });
     assert.equal((await store.findApiKeyById(key.id))?.label, "ci runner");
     assert.notEqual(await grantOf(store, "t1", "k1", T0 + 1), undefined);
-  });
-
-  test("deleteUnverifiedPortalUsers() deletes only old unverified sign-ups, with their rows", async ({ store }) => {
-    const old = await signUp(store, "old@b.org");
-    const verified = await signUp(store, "verified@b.org");
-    await store.updatePortalState(verified.id, { now: T0, state: "active", ...NO_AUDIT });
-    const { user: operators } = await seed(store);
-    const epoch = store.readGrantEpoch();
-    assert.deepEqual(
-      await store.deleteUnverifiedPortalUsers(T0, { now: T0 + HOUR, limit: 10, ...NO_AUDIT }),
-      [],
-      "created at T0: not before T0",
-    );
-    const gone = await store.deleteUnverifiedPortalUsers(T0 + 1, {
-      now: T0 + HOUR,
-      limit: 10,
-      audit: (emails: string[]) => ({
-        at: T0 + HOUR,
-        actor: "janitor",
-        action: "portal.unverified_deleted",
-        subject: "portal",
-        detail: { accounts: emails.length },
-      }),
-    });
-    assert.deepEqual(gone, ["old@b.org"]);
-    assert.equal(await store.findUserById(old.id), undefined);
-    assert.equal(await store.findPortalAccount(old.id), undefined);
-    assert.equal(await store.findPortalCode(old.id, "verify", T0), undefined);
-    assert.notEqual(await store.findUserById(verified.id), undefined);
-    assert.notEqual(await store.findUserById(operators.id), undefined);
-    assert.notEqual(store.readGrantEpoch(), epoch);
-    assert.equal(
-      (await store.listAudit()).filter((r) => r.action === "portal.unverified_deleted").length,
-      1,
-    );
-  });
-
-  test("countMail() counts pending, sent, given-up messages and failed attempts", async ({ store }) => {
-    assert.deepEqual(await store.countMail(), {
-      pending: 0,
-      sent: 0,
-      givenUp: 0,
-      failedAttempts: 0,
-    });
-    for (const subject of ["A", "B", "C"]) {
-      await store.insertMail({ ...MAIL, subject }, { now: T0, ...NO_AUDIT });
-    }
-    const [a, b, c] = await store.claimMail(T0, { limit: 10, leaseMs: 1000 });
-    assert.deepEqual(await store.countMail(), {
-      pending: 3,
-      sent: 0,
-      givenUp: 0,
-      failedAttempts: 0,
-    });
-    await store.markMailSent(a.id, T0 + 1);
-    await store.markMailFailed(b.id, { now: T0 + 1, nextAttemptAt: T0 + 10, error: "down" });
-    await store.markMailFailed(c.id, { now: T0 + 1, nextAttemptAt: null, error: "refused" });
-    assert.deepEqual(await store.countMail(), {
-      pending: 1,
-      sent: 1,
-      givenUp: 1,
-      failedAttempts: 2,
-    });
-    const [again] = await store.claimMail(T0 + 10, { limit: 10, leaseMs: 1000 });
-    await store.markMailSent(again.id, T0 + 11);
-    assert.deepEqual(await store.countMail(), {
-      pending: 0,
-      sent: 2,
-      givenUp: 1,
-      failedAttempts: 2,
-    });
   });
 }
