@@ -4,7 +4,7 @@
  * hands each scope learned since the position applied to `apply` — `all` when the store cannot
  * account for every change since (a position too old for its log, or none seen before), so
  * that what cannot be accounted for drops everything. The limiter drops the keys a change of
- * limits touches with it; the grant caches (grant_cache.ts) follow the same rule.
+ * limits touches with it; the grant caches (grant_cache.ts) evict the entries a scope touches.
  *
  * While the store cannot confirm its position (`undefined`), nothing is applied and the
  * position seen stays; the first position confirmed afterwards is compared with it, so the

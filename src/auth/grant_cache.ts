@@ -31,6 +31,7 @@
 import { type BoundedCache, createBoundedCache } from "./bounded_cache.ts";
 import { hashSecret } from "./credentials.ts";
 import { createSubjectIndex, type EntrySubjects } from "./grant_subject_index.ts";
+import { createChangeFollower } from "./change_follower.ts";
 import type {
   GrantEpoch,
   GrantInvalidations,
@@ -130,8 +131,6 @@ function createExactCache<I, V>(
     },
   });
   options.observe?.(entries as BoundedCache<string, unknown>);
-  /** The store's position whose changes have been applied; `undefined` before the first. */
-  let seen: GrantEpoch | undefined;
   let hits = 0;
   let misses = 0;
   let evicted = 0;
@@ -166,16 +165,9 @@ function createExactCache<I, V>(
     }
   }
 
-  /** Applies the scopes learned up to `epoch`. */
-  function catchUp(epoch: GrantEpoch): void {
-    if (seen === epoch) return;
-    if (seen !== undefined) {
-      const changes = store.readGrantChanges(seen);
-      if (changes === undefined) invalidate({ kind: "all" });
-      else for (const scope of changes) invalidate(scope);
-    }
-    seen = epoch;
-  }
+  // Applies the scopes learned since the position last seen; none seen yet: `all`, on a cache
+  // that is still empty then.
+  const follower = createChangeFollower(store, invalidate, undefined);
 
   async function lookUp(key: string, input: I, now: number, started: GrantEpoch | undefined) {
     misses++;
@@ -185,9 +177,8 @@ function createExactCache<I, V>(
       return found;
     }
     if (started === undefined || options.maxEntries <= 0) return found;
-    const epoch = store.readGrantEpoch();
+    const epoch = follower.follow();
     if (epoch === undefined) return found;
-    catchUp(epoch);
     // Keep only what was read while nothing relevant moved: a change to its token, key or user
     // learned meanwhile may have ended it (or committed just before the read, unseen by it).
     if (epoch !== started) {
@@ -206,9 +197,8 @@ function createExactCache<I, V>(
   }
 
   function find(key: string, input: I, now: number) {
-    const epoch = store.readGrantEpoch();
+    const epoch = follower.follow();
     if (epoch !== undefined) {
-      catchUp(epoch);
       const cached = entries.get(key);
       if (cached !== undefined && options.holds(cached, now)) {
         hits++;
