@@ -115,6 +115,9 @@ export interface PortalStore {
   /**
    * Ends the user's unused codes of the same purpose, stores `code` and queues `mail`, in one
    * transaction; with `passwordHash` (a sign-up repeated while unverified), replaces the hash.
+   * For a disabled user (an unverified sign-up is one) that is no grant change: no grant epoch
+   * bump and no durability wait, the same commit as a first sign-up's `insertPortalUser`, so
+   * that the two answers take the same time.
    */
   replacePortalCode(
     userId: number,

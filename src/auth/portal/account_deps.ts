@@ -68,14 +68,18 @@ export function toPortalChangeDeps(deps: { store: Store; clock: Clock }, user: U
   return { store: deps.store, clock: deps.clock, actor: toPortalActor(user) };
 }
 
-/** The user with this e-mail and its portal account (`undefined` for an operator's user). */
+/**
+ * The user with this e-mail and its portal account (`undefined` for an operator's user). The
+ * same two reads whether or not the address has a user (no user: an id no row has), so that
+ * sign-up and sign-in do the same work for known, pending and unknown addresses.
+ */
 export async function findAccount(
   store: Store,
   email: string,
 ): Promise<{ user: User; account?: PortalAccount } | undefined> {
   const user = await store.findUserByEmail(email);
-  if (user === undefined) return undefined;
-  return { user, account: await store.findPortalAccount(user.id) };
+  const account = await store.findPortalAccount(user?.id ?? 0);
+  return user && { user, account };
 }
 
 /** Whether a user may sign in and manage keys: enabled, and its account (if any) active. */

@@ -155,7 +155,7 @@ export async function verifyEmail(
   const account = await deps.store.findPortalAccount(user.id);
   if (account?.state !== "pending_verification" || (user.disabled && !account.userHeld)) {
     // Disabled by an operator (or no longer waiting): refused as a wrong code, never enabled.
-    await deps.throttle.count("signIn", client.address, email);
+    await deps.throttle.count("code", client.address, email);
     throw invalidVerification();
   }
   const state = deps.mode === "approval" ? "pending_approval" : "active";

@@ -40,13 +40,13 @@ export async function checkCode(
   const refused = verify?.refused ?? invalidCode;
   const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
   const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
-  await deps.throttle.check("signIn", client.address, email);
+  await deps.throttle.check("code", client.address, email);
   const user = code === undefined ? undefined : await deps.store.findUserByEmail(email);
   const stored = user && await deps.store.findPortalCode(user.id, purpose, deps.clock.now());
   const passwordOk = verify === undefined ||
     await isPendingPassword(deps, stored && user, verify.password);
   if (user === undefined || stored === undefined || stored.attempts >= MAX_CODE_ATTEMPTS) {
-    await deps.throttle.count("signIn", client.address, email);
+    await deps.throttle.count("code", client.address, email);
     throw refused();
   }
   if (!isSameDigest(stored.codeHash, hashCode(email, code!)) || !passwordOk) {
@@ -56,7 +56,7 @@ export async function checkCode(
         purpose,
       }),
     });
-    await deps.throttle.count("signIn", client.address, email);
+    await deps.throttle.count("code", client.address, email);
     throw refused();
   }
   return { user, codeId: stored.id, email };

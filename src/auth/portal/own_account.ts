@@ -85,9 +85,10 @@ export async function requestEmailChange(
       );
     }
   }
+  // The password first: a wrong one must not count against the target address's mail.
+  await checkPassword(deps, client, user, input.password);
   await deps.throttle.check("mail", client.address, email);
   await deps.throttle.count("mail", client.address, email);
-  await checkPassword(deps, client, user, input.password);
   if (email === user.email) {
     throw new AuthError("invalid_request", "Invalid e-mail: it is already your address");
   }

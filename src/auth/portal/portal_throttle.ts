@@ -1,19 +1,33 @@
 /**
  * The portal's throttle, on the token endpoint's counters and rules (../throttle.ts):
  * progressive delays that double up to a cap and are forgotten a window later, never a
- * permanent lock. Two counters per request: the client's address, and the e-mail sent (as a
- * digest, whether or not an account has it, so that a 429 tells nothing about accounts).
- * Sign-in counts failures; sign-up and forgot-password count every request (each one mails).
+ * permanent lock, and, as there, nobody but the holder of a credential can lock its owner out.
+ * Counters (the e-mail always as a digest, whether or not an account has it, so that a 429
+ * tells nothing about accounts):
+ *
+ * - **client**: the client's address (an IPv6 address as its /64), for every failure and mail;
+ * - **e-mail × network**: failed sign-ins and codes per (e-mail, client network: an IPv4
+ *   address as its /24, an IPv6 one as its /64); this is the counter that blocks a guesser,
+ *   and strangers on other networks do not share it with the owner;
+ * - **e-mail ceiling**: failed sign-ins per e-mail from every network, much higher and with
+ *   short delays, against a guesser spread over many networks; it never holds back a network
+ *   the address has signed in from (a **known** network: a marker kept 30 days after each
+ *   successful sign-in or verification), so strangers can slow down only newcomers;
+ * - **mail**: mail asked for per e-mail (sign-up, forgot-password, change of address), which
+ *   protects the inbox; it too never holds back a known network.
+ *
+ * Codes (verification, reset) count on the client and e-mail × network counters only: each
+ * code dies after a few wrong tries (codes.ts), which bounds a spread-out guesser already.
  *
  * @module
  */
 import type { Clock } from "../../platform/clock.ts";
-import type { Store } from "../../store/store.ts";
+import type { LoginFailures, Store } from "../../store/store.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
 import { CLIENT_THROTTLE, nextFailures, type ThrottleRule, toClientNetwork } from "../throttle.ts";
 
-/** Failed sign-ins per e-mail: 10, then 1 s, 2 s, … up to 15 min; kept 1 h. */
+/** Failed sign-ins and codes per (e-mail, network): 10, then 1 s, 2 s, … up to 15 min; kept 1 h. */
 export const PORTAL_SIGN_IN_RULE: ThrottleRule = {
   threshold: 10,
   baseDelayMs: 1000,
@@ -21,7 +35,21 @@ export const PORTAL_SIGN_IN_RULE: ThrottleRule = {
   windowMs: 3_600_000,
 };
 
-/** Mail asked for per e-mail (sign-up, forgot): 5, then 1 min, 2 min, … up to 15 min; kept 1 h. */
+/**
+ * Failed sign-ins per e-mail from every network: 100, then 1 s, 2 s, … up to 1 min; kept 1 h.
+ * Known networks are exempt.
+ */
+export const PORTAL_SIGN_IN_CEILING_RULE: ThrottleRule = {
+  threshold: 100,
+  baseDelayMs: 1000,
+  maxDelayMs: 60_000,
+  windowMs: 3_600_000,
+};
+
+/**
+ * Mail asked for per e-mail (sign-up, forgot, change of address): 5, then 1 min, 2 min, … up to
+ * 15 min; kept 1 h. Known networks are exempt.
+ */
 export const PORTAL_MAIL_RULE: ThrottleRule = {
   threshold: 5,
   baseDelayMs: 60_000,
@@ -29,69 +57,141 @@ export const PORTAL_MAIL_RULE: ThrottleRule = {
   windowMs: 3_600_000,
 };
 
+/** How long a network stays known after the address last signed in from it. */
+export const PORTAL_KNOWN_NETWORK_MS = 30 * 24 * 3_600_000;
+
 /** The portal's rules. */
 export interface PortalThrottleRules {
+  /** Per (e-mail, network): failed sign-ins, codes and current-password checks. */
   signIn: ThrottleRule;
+  /** Per e-mail from every network: failed sign-ins (not codes); known networks exempt. */
+  signInCeiling?: ThrottleRule;
+  /** Per e-mail: mail asked for; known networks exempt. */
   mail: ThrottleRule;
+  /** Per client address. */
   client: ThrottleRule;
 }
 
 export const PORTAL_THROTTLE_RULES: PortalThrottleRules = {
   signIn: PORTAL_SIGN_IN_RULE,
+  signInCeiling: PORTAL_SIGN_IN_CEILING_RULE,
   mail: PORTAL_MAIL_RULE,
   client: CLIENT_THROTTLE,
 };
 
-/** What a request counts against. */
-export type PortalCounter = "signIn" | "mail";
+/**
+ * What a request counts against: `signIn` (a password), `code` (a mailed code) or `mail` (a
+ * request that mails).
+ */
+export type PortalCounter = "signIn" | "code" | "mail";
 
 /** The portal's throttle. */
 export interface PortalThrottle {
-  /** @throws {AuthError} `too_many_attempts` while the client or the e-mail is blocked. */
+  /** @throws {AuthError} `too_many_attempts` while a counter of the request blocks it. */
   check(counter: PortalCounter, client: string, email: string): Promise<void>;
-  /** Counts one against the client and the e-mail. */
+  /** Counts one against the request's counters. */
   count(counter: PortalCounter, client: string, email: string): Promise<void>;
+  /**
+   * A successful sign-in or verification from `client`: its network becomes known for `email`
+   * (exempt from the e-mail ceiling and the mail counter), and its e-mail × network counter
+   * is forgotten.
+   */
+  succeeded(client: string, email: string): Promise<void>;
 }
 
-function subjectsOf(counter: PortalCounter, client: string, email: string): [string, string] {
+/**
+ * The network of the e-mail × network counter: an IPv4 address (also mapped into IPv6) as its
+ * /24, an IPv6 address as its /64, anything else as given.
+ */
+export function toPortalNetwork(address: string): string {
+  const network = toClientNetwork(address);
+  const ipv4 = /^(\d{1,3}\.\d{1,3}\.\d{1,3})\.\d{1,3}$/.exec(network);
+  return ipv4 ? `${ipv4[1]}.0/24` : network;
+}
+
+/** The counters' subjects of one request. */
+function subjectsOf(client: string, email: string) {
   const digest = Buffer.from(hashSecret(`portal:${email}`)).toString("hex").slice(0, 32);
-  return [
-    `portal-client:${toClientNetwork(client)}`.slice(0, 128),
-    `portal-${counter === "signIn" ? "login" : "mail"}:${digest}`,
-  ];
+  const network = toPortalNetwork(client);
+  return {
+    client: `portal-client:${toClientNetwork(client)}`.slice(0, 128),
+    pair: `portal-login:${digest}:${network}`.slice(0, 128),
+    ceiling: `portal-login-all:${digest}`,
+    mail: `portal-mail:${digest}`,
+    known: `portal-known:${digest}:${network}`.slice(0, 128),
+  };
+}
+
+function tooManyAttempts(blockedUntil: number, now: number): AuthError {
+  return new AuthError(
+    "too_many_attempts",
+    "Too many attempts: try again after the Retry-After delay",
+    { retryAfterSeconds: Math.max(1, Math.ceil((blockedUntil - now) / 1000)) },
+  );
 }
 
 export function createPortalThrottle(
   deps: { store: Store; clock: Clock; rules?: PortalThrottleRules },
 ): PortalThrottle {
   const rules = deps.rules ?? PORTAL_THROTTLE_RULES;
+  const ceilingRule = rules.signInCeiling ?? PORTAL_SIGN_IN_CEILING_RULE;
+  /** The store takes two subjects a call: the blocking pair, then the exempted one and its marker. */
+  const readsOf = (counter: PortalCounter, client: string, email: string) => {
+    const s = subjectsOf(client, email);
+    if (counter === "code") return { blocking: [s.client, s.pair], exempted: [] };
+    if (counter === "mail") return { blocking: [s.client], exempted: [s.mail, s.known] };
+    return { blocking: [s.client, s.pair], exempted: [s.ceiling, s.known] };
+  };
   return {
     async check(counter, client, email) {
       const now = deps.clock.now();
-      const rows = await deps.store.findLoginFailures(subjectsOf(counter, client, email), now);
+      const { blocking, exempted } = readsOf(counter, client, email);
+      const [held, exemptable] = await Promise.all([
+        deps.store.findLoginFailures(blocking, now),
+        deps.store.findLoginFailures(exempted, now),
+      ]);
+      const known = exemptable.some((row) => row.subject.startsWith("portal-known:"));
+      const rows: LoginFailures[] = known
+        ? held
+        : [...held, ...exemptable.filter((row) => !row.subject.startsWith("portal-known:"))];
       const blockedUntil = Math.max(0, ...rows.map((row) => row.blockedUntil));
-      if (blockedUntil > now) {
-        throw new AuthError(
-          "too_many_attempts",
-          "Too many attempts: try again after the Retry-After delay",
-          {
-            retryAfterSeconds: Math.max(1, Math.ceil((blockedUntil - now) / 1000)),
-          },
-        );
-      }
+      if (blockedUntil > now) throw tooManyAttempts(blockedUntil, now);
     },
     async count(counter, client, email) {
       const now = deps.clock.now();
-      const [clientSubject] = subjectsOf(counter, client, email);
-      await deps.store.recordLoginFailures(subjectsOf(counter, client, email), {
+      const s = subjectsOf(client, email);
+      const ruleOf = (subject: string) =>
+        subject === s.client
+          ? rules.client
+          : subject === s.pair
+          ? rules.signIn
+          : subject === s.ceiling
+          ? ceilingRule
+          : rules.mail;
+      const record = (subjects: string[]) =>
+        deps.store.recordLoginFailures(subjects, {
+          now,
+          next: (previous, subject) => nextFailures(previous, subject, ruleOf(subject), now),
+          audit: undefined,
+        });
+      if (counter === "mail") await record([s.client, s.mail]);
+      else await record([s.client, s.pair]);
+      if (counter === "signIn") await record([s.ceiling]);
+    },
+    async succeeded(client, email) {
+      const now = deps.clock.now();
+      const s = subjectsOf(client, email);
+      await deps.store.recordLoginFailures([s.pair, s.known], {
         now,
-        next: (previous, subject) =>
-          nextFailures(
-            previous,
-            subject,
-            subject === clientSubject ? rules.client : rules[counter],
-            now,
-          ),
+        // The pair's counter is forgotten at once (and pruned later); the marker is kept, and
+        // counts the sign-ins (the column holds a count of at least 1).
+        next: (previous, subject) => ({
+          subject,
+          failures: subject === s.known ? (previous?.failures ?? 0) + 1 : 1,
+          lastFailureAt: now,
+          blockedUntil: 0,
+          forgetAt: subject === s.known ? now + PORTAL_KNOWN_NETWORK_MS : now,
+        }),
         audit: undefined,
       });
     },

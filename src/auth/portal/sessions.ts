@@ -31,7 +31,10 @@ export interface OpenedSession {
   expiresAt: number;
 }
 
-/** Opens a session for a user who just proved their password. */
+/**
+ * Opens a session for a user who just proved their password; the client's network becomes
+ * known to the throttle for the address (portal_throttle.ts).
+ */
 export async function openSession(
   deps: PortalAccountDeps,
   client: PortalClient,
@@ -48,6 +51,7 @@ export async function openSession(
       client: client.address,
     }),
   });
+  await deps.throttle.succeeded(client.address, user.email);
   return { sessionId, expiresAt };
 }
 

@@ -146,16 +146,20 @@ export function createPortalStore(db: PgContext): PortalStore {
       }, { audit, ends: () => NONE });
     },
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
+      // A disabled user (an unverified sign-up) has no grant: no bump, as a first sign-up.
+      let grantChanged = false;
       await db.write(async (tx) => {
         await tx`UPDATE portal_codes SET used_at = ${now}
           WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL`;
         await insertCode(tx, userId, code, now);
         if (passwordHash !== undefined) {
-          await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
-            WHERE id = ${userId}`;
+          const set = await tx<Row[]>`UPDATE users
+            SET password_hash = ${passwordHash}, updated_at = ${now}
+            WHERE id = ${userId} RETURNING disabled`;
+          grantChanged = set.length === 1 && Number(set[0].disabled) !== 1;
         }
         await queue(tx, mail, now);
-      }, { audit, ends: () => passwordHash === undefined ? NONE : userScope(userId) });
+      }, { audit, ends: () => grantChanged ? userScope(userId) : NONE });
     },
     async findPortalCode(userId, purpose, now) {
       const [row] = await db.read((sql) =>

@@ -66,6 +66,12 @@ function prepareAccountStatements({ sql }: Connection) {
     userSetPassword: sql(
       "UPDATE users SET password_hash = :password_hash, updated_at = :now WHERE id = :id",
     ),
+    // Keeps grants: a disabled user has none (an unverified sign-up's new password).
+    userSetHeldPassword: sql(
+      `UPDATE users SET password_hash = :password_hash, updated_at = :now
+       WHERE id = :id AND disabled = 1`,
+      "keeps-grants",
+    ),
     userRaiseCutoff: sql(
       `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
        WHERE id = :id`,
@@ -216,7 +222,8 @@ export function createPortalStore(conn: Connection): PortalStore {
           new_email: code.newEmail ?? null,
         });
         if (passwordHash !== undefined) {
-          st.userSetPassword.run({ id: userId, password_hash: passwordHash, now });
+          const set = { id: userId, password_hash: passwordHash, now };
+          if (Number(st.userSetHeldPassword.run(set).changes) === 0) st.userSetPassword.run(set);
         }
         queue(mail, now);
       }, audit);

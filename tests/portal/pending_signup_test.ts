@@ -1,0 +1,60 @@
+/**
+ * A sign-up repeated while the address waits for verification commits as a first sign-up does
+ * (issue 25, timing of pending addresses): replacing an unverified user's password is no grant
+ * change, so it neither bumps the grant epoch nor waits for the durability sync that a grant
+ * change costs, and the answer takes no longer than a fresh address's. A user who is not
+ * disabled still gets the bump. Both backends (the test store).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import { startPortalRig } from "./_portal.ts";
+
+const PASSWORD = "correct horse battery";
+
+Deno.test("[e2e] portal: a repeated sign-up of a pending address is no grant change", async () => {
+  await using rig = await startPortalRig();
+  const { store } = rig.app;
+  const email = "pending@example.org";
+  const signUp = async (password: string) => {
+    const response = await rig.api("POST", "/signup", { email, password });
+    assert.equal(response.status, 202);
+    assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+    assert.equal((await response.json()).status, "accepted");
+  };
+  await signUp(PASSWORD);
+  const first = (await store.findUserByEmail(email))!;
+  assert.equal(first.disabled, true);
+  const epoch = store.readGrantEpoch();
+  await signUp("another long passphrase 7");
+  const again = (await store.findUserByEmail(email))!;
+  assert.notEqual(again.passwordHash, first.passwordHash, "the pending password is replaced");
+  assert.equal((await store.findPortalAccount(again.id))?.state, "pending_verification");
+  assert.equal(store.readGrantEpoch(), epoch, "no grant epoch bump for a disabled user");
+});
+
+Deno.test("[e2e] portal store: a new password for an enabled user with a code is a grant change", async () => {
+  await using rig = await startPortalRig();
+  const { store, clock } = rig.app;
+  const user = await store.insertPortalUser(
+    { email: "held@example.org", passwordHash: "$argon2id$old", tokenTimeoutSeconds: null },
+    {
+      now: clock.now(),
+      state: "active",
+      mail: { recipient: "held@example.org", subject: "-", text: "-" },
+      audit: undefined,
+    },
+  );
+  assert.equal(user.disabled, false);
+  const epoch = store.readGrantEpoch();
+  await store.replacePortalCode(user.id, {
+    now: clock.now(),
+    code: { purpose: "verify", codeHash: hashSecret("c1"), expiresAt: clock.now() + 60_000 },
+    mail: { recipient: "held@example.org", subject: "-", text: "-" },
+    passwordHash: "$argon2id$new",
+    audit: undefined,
+  });
+  assert.equal((await store.findUserById(user.id))?.passwordHash, "$argon2id$new");
+  assert.notEqual(store.readGrantEpoch(), epoch, "an enabled user's password change still bumps");
+});
