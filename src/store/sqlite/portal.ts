@@ -30,6 +30,7 @@ function toPortalCode(row: Row): PortalCode {
     attempts: row.attempts as number,
     usedAt: row.used_at as number | null,
     ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
+    ...(row.password_hash == null ? {} : { passwordHash: row.password_hash as string }),
   };
 }
 
@@ -82,9 +83,23 @@ function prepareAccountStatements({ sql }: Connection) {
       "keeps-grants",
     ),
     codeInsert: sql(
-      `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at, new_email)
-       VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email)`,
+      `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at, new_email,
+         password_hash)
+       VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email, :password_hash)`,
       "keeps-grants",
+    ),
+    // Ends the live codes of a purpose but the newest `keep` (a new candidate is added next).
+    codesEndOldest: sql(
+      `UPDATE portal_codes SET used_at = :now
+       WHERE user_id = :user_id AND purpose = :purpose AND used_at IS NULL
+         AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = :user_id
+           AND purpose = :purpose AND used_at IS NULL AND expires_at > :now
+           ORDER BY id DESC LIMIT :keep)`,
+      "keeps-grants",
+    ),
+    codesFind: sql(
+      `SELECT * FROM portal_codes WHERE user_id = :user_id AND purpose = :purpose
+         AND used_at IS NULL AND expires_at > :now ORDER BY id DESC`,
     ),
     codeFind: sql(
       `SELECT * FROM portal_codes WHERE user_id = :user_id AND purpose = :purpose
@@ -96,7 +111,7 @@ function prepareAccountStatements({ sql }: Connection) {
     ),
     codeUse: sql(
       `UPDATE portal_codes SET used_at = :now WHERE id = :id AND used_at IS NULL
-       RETURNING user_id, new_email`,
+       RETURNING user_id, new_email, password_hash`,
       "keeps-grants",
     ),
     // Alters grants: a cached grant carries the e-mail.
@@ -198,6 +213,7 @@ export function createPortalStore(conn: Connection): PortalStore {
             now,
             expires_at: code.expiresAt,
             new_email: code.newEmail ?? null,
+            password_hash: code.passwordHash ?? null,
           });
         }
         queue(mail, now);
@@ -214,12 +230,33 @@ export function createPortalStore(conn: Connection): PortalStore {
           now,
           expires_at: code.expiresAt,
           new_email: code.newEmail ?? null,
+          password_hash: code.passwordHash ?? null,
         });
         if (passwordHash !== undefined) {
           st.userSetPassword.run({ id: userId, password_hash: passwordHash, now });
         }
         queue(mail, now);
       }, audit);
+    },
+    async addPortalCode(userId, { now, audit, code, mail, keep }) {
+      await conn.write(() => {
+        st.codesEndOldest.run({ user_id: userId, purpose: code.purpose, now, keep: keep - 1 });
+        st.codeInsert.run({
+          user_id: userId,
+          purpose: code.purpose,
+          code_hash: code.codeHash,
+          now,
+          expires_at: code.expiresAt,
+          new_email: code.newEmail ?? null,
+          password_hash: code.passwordHash ?? null,
+        });
+        queue(mail, now);
+      }, audit);
+    },
+    findPortalCodes(userId, purpose, now) {
+      return conn.read(() =>
+        (st.codesFind.all({ user_id: userId, purpose, now }) as Row[]).map(toPortalCode)
+      );
     },
     findPortalCode(userId, purpose, now) {
       return conn.read(() => {
@@ -228,10 +265,13 @@ export function createPortalStore(conn: Connection): PortalStore {
       });
     },
     recordPortalCodeAttempt(codeId, { audit }) {
-      return conn.write(
-        () => ((st.codeAttempt.get({ id: codeId }) as Row | undefined)?.attempts as number) ?? 0,
-        audit,
-      );
+      const ids = typeof codeId === "number" ? [codeId] : codeId;
+      return conn.write(() => {
+        const counts = ids.map((id) =>
+          ((st.codeAttempt.get({ id }) as Row | undefined)?.attempts as number) ?? 0
+        );
+        return counts[0] ?? 0;
+      }, audit);
     },
     usePortalCode(codeId, { now, audit, state, passwordHash, mail, changeEmail }) {
       return conn.write(() => {
@@ -242,6 +282,9 @@ export function createPortalStore(conn: Connection): PortalStore {
           if (used.new_email === null) throw new StoreConflict("The code changes no e-mail");
           // A unique violation (the address taken meanwhile) rolls everything back.
           st.userSetEmail.run({ id: userId, email: used.new_email as string, now });
+        }
+        if (used.password_hash !== null) {
+          st.userSetPassword.run({ id: userId, password_hash: used.password_hash as string, now });
         }
         if (state !== undefined) setState(st, userId, state, now);
         const ended = passwordHash === undefined

@@ -7,6 +7,7 @@
 import type { ApiKeyStore, LoginFailures, LoginFailureStore, User, UserStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toUser } from "../rows.ts";
+import { createAuditAnonymizer } from "./audit_anonymize.ts";
 import { createUserCutoff } from "./user_cutoff.ts";
 
 /** The other groups a login's first read ({@link UserStore.findUserAndKey}) combines. */
@@ -18,6 +19,7 @@ export interface UserStoreDeps {
 export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStore {
   const { sql } = conn;
   const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
+  const anonymizeAudit = createAuditAnonymizer(conn);
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
   const userById = sql("SELECT * FROM users WHERE id = :id");
@@ -125,13 +127,19 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
       }, audit);
     },
 
-    deleteUser(userId, { audit }) {
+    deleteUser(userId, { audit, anonymousRef }) {
       return conn.write(() => {
+        const email = (userById.get({ id: userId }) as Row | undefined)?.email as
+          | string
+          | undefined;
+        const auditRows = anonymousRef === undefined || email === undefined
+          ? undefined
+          : anonymizeAudit(email, anonymousRef);
         const tokens = Number(userTokensDelete.run({ user_id: userId }).changes);
         userFailuresDelete.run({ user_id: userId });
         const apiKeys = Number(userKeysDelete.run({ user_id: userId }).changes);
         userDelete.run({ id: userId });
-        return { apiKeys, tokens };
+        return auditRows === undefined ? { apiKeys, tokens } : { apiKeys, tokens, auditRows };
       }, audit);
     },
   };
