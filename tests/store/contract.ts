@@ -19,6 +19,7 @@ import { registerChangeTests } from "./contract_changes.ts";
 import { registerLoginTests } from "./contract_logins.ts";
 import { registerGrantTests } from "./contract_grants.ts";
 import { registerPortalTests } from "./contract_portal.ts";
+import { registerPortalSafetyTests } from "./contract_portal_safety.ts";
 import { registerLimitTests } from "./contract_limits.ts";
 
 export type { ContractStore } from "./_contract_fixtures.ts";
@@ -59,5 +60,6 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerAdminViewTests(test);
   registerAuditPageTests(test);
   registerPortalTests(test);
+  registerPortalSafetyTests(test);
   registerLimitTests(test);
 }

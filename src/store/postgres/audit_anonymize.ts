@@ -30,7 +30,7 @@ export async function anonymizeAudit(
   }
   await tx`SELECT set_config('keygate.audit_redact', ${ref}, true)`;
   const subjects = found.own.map((address) => `user:${address}`);
-  const renamed = await tx`UPDATE audit_log SET subject = ${ref} WHERE subject = ANY(${subjects})`;
+  const renamed = await tx`UPDATE audit_log SET subject = ${ref} WHERE subject IN ${tx(subjects)}`;
   for (const address of found.all) {
     const quoted = JSON.stringify(address);
     await tx`UPDATE audit_log

@@ -192,7 +192,7 @@ export function createPortalStore(db: PgContext): PortalStore {
       const ids = typeof codeId === "number" ? [codeId] : [...codeId];
       return db.write(async (tx) => {
         const rows = await tx<Row[]>`UPDATE portal_codes SET attempts = attempts + 1
-          WHERE id = ANY(${ids}) RETURNING id, attempts`;
+          WHERE id IN ${tx(ids)} RETURNING id, attempts`;
         const first = rows.find((row) => Number(row.id) === ids[0]);
         return first === undefined ? 0 : Number(first.attempts);
       }, { audit, ends: () => NONE });
