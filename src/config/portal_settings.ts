@@ -17,6 +17,8 @@ export interface PortalConfig {
   portalMode: PortalMode;
   /** `domains` mode: the e-mail domains that may sign up (lower case). */
   portalDomains?: string[];
+  /** Whether users an operator added may use the portal without being enrolled. */
+  portalExistingUsers: boolean;
   /** `smtp://` (STARTTLS required) or `smtps://`, with credentials; log only its redacted form. */
   smtpUrl?: string;
   /** The From address of the portal's mail. */

@@ -66,6 +66,7 @@ const HELP_ORDER = [
   "portal",
   "portalMode",
   "portalDomains",
+  "portalExistingUsers",
   "smtpUrl",
   "mailFrom",
   "portalOrigin",

@@ -68,6 +68,7 @@ export function composeHandlerDeps(config: Config, services: ApiServices): AppDe
         throttle: createPortalThrottle({ store: services.store, clock: systemClock }),
         mode: config.portalMode,
         domains: config.portalDomains,
+        existingUsers: config.portalExistingUsers,
         origin: config.portalOrigin!, // readConfig requires it with --portal on
         onMailQueued: services.mailer?.wake,
       }

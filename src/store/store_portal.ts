@@ -134,6 +134,12 @@ export interface PortalStore {
     userId: number,
     change: AuditedChange<void> & { code: NewPortalCode; mail: NewMail; keep: number },
   ): Promise<void>;
+  /**
+   * Enrols a user an operator added: gives it an `active` portal account (not held), so that
+   * it may sign in and reset its password through the portal.
+   * @throws {StoreConflict} when the user has a portal account already (nothing written).
+   */
+  insertPortalAccount(userId: number, change: AuditedChange<void>): Promise<void>;
   /** Queues a message on its own (a notice), with its audit entries. */
   insertMail(mail: NewMail, change: AuditedChange<void>): Promise<void>;
   /** The user's newest code of `purpose` that is unused and unexpired at `now`. */

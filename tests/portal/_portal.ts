@@ -52,6 +52,8 @@ export interface PortalBrowser {
 export interface PortalRigOptions {
   mode?: SignUpMode;
   domains?: string[];
+  /** `--portal-existing-users` (default off). */
+  existingUsers?: boolean;
   throttleRules?: PortalThrottleRules;
 }
 
@@ -78,6 +80,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       }),
       mode: options.mode ?? "open",
       domains: options.domains,
+      existingUsers: options.existingUsers ?? false,
       origin: ORIGIN,
       onMailQueued: () => wake(),
     },

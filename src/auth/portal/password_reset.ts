@@ -40,7 +40,7 @@ export async function requestPasswordReset(
   await deps.throttle.count("mail", client.address, email);
   const queueCode = async () => {
     const found = await findAccount(deps.store, email);
-    if (!isActive(found)) return;
+    if (!isActive(found, deps)) return;
     const code = generateCode();
     const now = deps.clock.now();
     await deps.store.replacePortalCode(found.user.id, {

@@ -46,6 +46,16 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     description: "With --portal-mode domains: the e-mail domains that may sign up",
   }),
   setting({
+    key: "portalExistingUsers",
+    flag: "portal-existing-users",
+    env: "KEYGATE_PORTAL_EXISTING_USERS",
+    default: "off",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Let users an operator added sign in to the portal and reset their password " +
+      "there without being enrolled (deno task admin portal enrol EMAIL)",
+  }),
+  setting({
     key: "smtpUrl",
     flag: "smtp-url",
     env: "KEYGATE_SMTP_URL",

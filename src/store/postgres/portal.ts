@@ -151,6 +151,15 @@ export function createPortalStore(db: PgContext): PortalStore {
         return added;
       }, { audit, ends: () => NONE });
     },
+    async insertPortalAccount(userId, { now, audit }) {
+      await db.write(async (tx) => {
+        const added = await tx`INSERT INTO portal_accounts (user_id, state, created_at,
+            updated_at, user_held)
+          VALUES (${userId}, 'active', ${now}, ${now}, 0) ON CONFLICT (user_id) DO NOTHING
+          RETURNING user_id`;
+        if (added.length === 0) throw new StoreConflict("The user has a portal account already");
+      }, { audit, ends: () => NONE });
+    },
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
       await db.write(async (tx) => {
         await tx`UPDATE portal_codes SET used_at = ${now}

@@ -52,6 +52,12 @@ function prepareAccountStatements({ sql }: Connection) {
        VALUES (:user_id, :state, :now, :now, :user_held)`,
       "keeps-grants",
     ),
+    // An operator's user enrolled: active, never held.
+    accountEnrol: sql(
+      `INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
+       VALUES (:user_id, 'active', :now, :now, 0) ON CONFLICT (user_id) DO NOTHING`,
+      "keeps-grants",
+    ),
     // Activation ends the hold; the hold is read first (userEnable).
     accountSetState: sql(
       `UPDATE portal_accounts SET state = :state, updated_at = :now,
@@ -218,6 +224,13 @@ export function createPortalStore(conn: Connection): PortalStore {
         }
         queue(mail, now);
         return added;
+      }, audit);
+    },
+    async insertPortalAccount(userId, { now, audit }) {
+      await conn.write(() => {
+        if (Number(st.accountEnrol.run({ user_id: userId, now }).changes) === 0) {
+          throw new StoreConflict("The user has a portal account already");
+        }
       }, audit);
     },
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
