@@ -1,7 +1,8 @@
 /**
  * `--portal-existing-users` (issue 25): users an operator added without a portal account may
  * not sign in to the portal nor reset their password there until enrolled
- * (`deno task admin portal enrol EMAIL`, as a process), unless the setting is on; in `domains`
+ * (`deno task admin portal enrol EMAIL`, as a process, as docs/portal.md shows it), unless the
+ * setting is on; in `domains`
  * mode, a user outside the allowed domains never signs in. Real handler, test store on both
  * backends, real SMTP server and mailer.
  *
@@ -35,7 +36,11 @@ async function resetQueued(rig: PortalRig, email: string): Promise<boolean> {
 
 Deno.test("[e2e] portal: with --portal-existing-users off, an operator's user needs enrolling", async () => {
   await using rig = await startPortalRig();
-  const email = "typed@example.org";
+  // The address of docs/portal.md's example, whose command is run as documented.
+  const email = "dev@example.org";
+  const docs = await Deno.readTextFile(new URL("../../docs/portal.md", import.meta.url));
+  assert.ok(docs.includes(`deno task admin portal enrol ${email}\n`));
+  assert.ok(docs.includes(`It prints \`Enrolled ${email} in the portal\``));
   await rig.app.addUser(email, PASSWORD);
   assert.equal(await signIn(rig, email, PASSWORD), 401, "not enrolled: no portal sign-in");
   assert.equal(await resetQueued(rig, email), false, "not enrolled: no reset code");
@@ -46,7 +51,7 @@ Deno.test("[e2e] portal: with --portal-existing-users off, an operator's user ne
   );
 
   // The operator enrols the user, through the admin CLI as a process.
-  const run = await runAdminProcess(rig.app.dbPath, ["portal", "enrol", email.toUpperCase()]);
+  const run = await runAdminProcess(rig.app.dbPath, ["portal", "enrol", email]);
   assert.equal(run.code, 0, run.err);
   assert.equal(run.out, `Enrolled ${email} in the portal\n`);
   await afterExternalWrite(rig.app.dbPath);
@@ -65,7 +70,7 @@ Deno.test("[e2e] portal: with --portal-existing-users off, an operator's user ne
   assert.equal(again.out, "");
   assert.match(
     again.err,
-    /Cannot enrol typed@example\.org: it has a portal account already \(active\)/,
+    /Cannot enrol dev@example\.org: it has a portal account already \(active\)/,
   );
 
   assert.equal(await signIn(rig, email, PASSWORD), 200, "enrolled: signs in");
