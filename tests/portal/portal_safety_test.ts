@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { MAX_VERIFY_CANDIDATES } from "../../src/auth/portal/accounts.ts";
+import { refuseAccount } from "../../src/auth/portal/approval.ts";
 import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
 import { readCode } from "./_smtp.ts";
 import { startPortalRig } from "./_portal.ts";
@@ -154,4 +155,25 @@ Deno.test("[e2e] deleting an account leaves its addresses in no audit row, of an
   await assert.rejects(
     rig.app.querySql("UPDATE audit_log SET subject = 'x' WHERE action = 'portal.signed_up'"),
   );
+});
+
+Deno.test("[e2e] refusing a waiting account leaves its address in no audit row", async () => {
+  await using rig = await startPortalRig({ mode: "approval" });
+  const email = "refused@example.org";
+  (await rig.api("POST", "/signup", { email, password: OWNER_PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  const response = await rig.api("POST", "/verify", { email, code, password: OWNER_PASSWORD });
+  assert.deepEqual(await json(response), { state: "pending_approval" });
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  const before = await rig.app.store.listAudit();
+  assert.ok(before.some((row) => row.subject === `user:${email}`));
+
+  await refuseAccount({ store: rig.app.store, clock: rig.app.clock, actor: "cli:ops" }, user);
+
+  const after = await rig.app.store.listAudit();
+  assert.equal(after.length, before.length + 1);
+  assert.deepEqual(after.filter((row) => JSON.stringify(row).includes(email)), []);
+  const refused = after.at(-1)!;
+  assert.equal(refused.action, "portal.refused");
+  assert.ok(after.filter((row) => row.subject === refused.subject).length >= 3);
 });
