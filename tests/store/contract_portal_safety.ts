@@ -1,12 +1,14 @@
 /**
  * The store contract of the portal's answers to issue 25's review, run by both backends:
- * verification candidates (each code with its sign-up's password hash, at most `keep` live)
- * and a deleted user's audit rows made anonymous in the delete's transaction.
+ * verification candidates (each code with its sign-up's password hash, at most `keep` live),
+ * an operator's user enrolled, and a deleted user's audit rows made anonymous in the delete's
+ * transaction.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import { StoreConflict } from "../../src/store/errors.ts";
 import type { AuditEntry, Store } from "../../src/store/store.ts";
 import { type ContractTest, entry, HOUR, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
 
@@ -32,6 +34,14 @@ async function signUp(store: Store, email = "new@b.org") {
       audit: entry("portal.signed_up", `user:${email}`),
     },
   );
+}
+
+async function seedOperatorUser(store: Store) {
+  const user = await store.insertUser(
+    { email: "ops@b.org", passwordHash: "$argon2id$ops", tokenTimeoutSeconds: null },
+    { now: T0, ...NO_AUDIT },
+  );
+  return { userId: user.id };
 }
 
 function at(audit: AuditEntry, time: number): AuditEntry {
@@ -146,6 +156,38 @@ export function registerPortalSafetyTests(test: ContractTest): void {
       execSql("UPDATE audit_log SET subject = 'x' WHERE subject = 'user:other@b.org'"),
     );
     await assert.rejects(execSql(`UPDATE audit_log SET actor = 'x' WHERE subject = '${ref}'`));
+  });
+
+  test("insertPortalAccount() enrols an operator's user once, active and not held", async ({ store }) => {
+    const { userId } = await seedOperatorUser(store);
+    await store.insertPortalAccount(userId, {
+      now: T0 + 1,
+      audit: entry("portal.enrolled", "user:ops@b.org"),
+    });
+    assert.deepEqual(await store.findPortalAccount(userId), {
+      userId,
+      state: "active",
+      createdAt: T0 + 1,
+      userHeld: false,
+    });
+    await assert.rejects(
+      store.insertPortalAccount(userId, { now: T0 + 2, audit: entry("portal.enrolled", "x") }),
+      StoreConflict,
+    );
+    assert.deepEqual(
+      (await store.listAudit()).filter((row) => row.action === "portal.enrolled").map((row) =>
+        row.subject
+      ),
+      ["user:ops@b.org"],
+      "the refused one wrote nothing",
+    );
+    // A pending sign-up cannot be enrolled past its verification either.
+    const pending = await signUp(store, "pending@b.org");
+    await assert.rejects(
+      store.insertPortalAccount(pending.id, { now: T0 + 3, ...NO_AUDIT }),
+      StoreConflict,
+    );
+    assert.equal((await store.findPortalAccount(pending.id))?.state, "pending_verification");
   });
 
   test("deleteUser() without anonymousRef keeps the audit rows as they are", async ({ store }) => {
