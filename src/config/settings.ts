@@ -67,6 +67,7 @@ const HELP_ORDER = [
   "portalMode",
   "portalDomains",
   "portalExistingUsers",
+  "portalSecretFile",
   "smtpUrl",
   "mailFrom",
   "portalOrigin",

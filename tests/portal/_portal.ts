@@ -54,6 +54,8 @@ export interface PortalRigOptions {
   domains?: string[];
   /** `--portal-existing-users` (default off). */
   existingUsers?: boolean;
+  /** The key of `--portal-secret-file` (default: none, plain SHA-256 digests). */
+  codeKey?: Uint8Array;
   throttleRules?: PortalThrottleRules;
 }
 
@@ -81,6 +83,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       mode: options.mode ?? "open",
       domains: options.domains,
       existingUsers: options.existingUsers ?? false,
+      codeKey: options.codeKey,
       origin: ORIGIN,
       onMailQueued: () => wake(),
     },

@@ -93,7 +93,7 @@ export async function signUp(
         state: "pending_verification",
         code: {
           purpose: "verify",
-          codeHash: hashCode(email, code),
+          codeHash: hashCode(email, code, deps.codeKey),
           expiresAt: now + VERIFY_CODE_MS,
           passwordHash,
         },
@@ -115,7 +115,7 @@ export async function signUp(
       now,
       code: {
         purpose: "verify",
-        codeHash: hashCode(email, code),
+        codeHash: hashCode(email, code, deps.codeKey),
         expiresAt: now + VERIFY_CODE_MS,
         passwordHash,
       },

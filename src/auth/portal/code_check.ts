@@ -48,7 +48,7 @@ export async function checkCode(
     ? []
     : (await deps.store.findPortalCodes(user.id, purpose, deps.clock.now()))
       .filter((stored) => stored.attempts < MAX_CODE_ATTEMPTS);
-  const digest = user === undefined ? undefined : hashCode(email, code!);
+  const digest = user === undefined ? undefined : hashCode(email, code!, deps.codeKey);
   let matched: PortalCode | undefined;
   for (const stored of live) {
     // No early exit: every candidate is compared.

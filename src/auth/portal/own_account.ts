@@ -38,6 +38,8 @@ export interface OwnAccountDeps {
   /** The sign-up mode: in `domains` mode a new address must be in one of `domains` too. */
   mode?: SignUpMode;
   domains?: readonly string[];
+  /** The key of the codes' digests (`--portal-secret-file`). */
+  codeKey?: Uint8Array;
 }
 
 /**
@@ -108,7 +110,7 @@ export async function requestEmailChange(
     now,
     code: {
       purpose: "email",
-      codeHash: hashCode(email, code),
+      codeHash: hashCode(email, code, deps.codeKey),
       expiresAt: now + VERIFY_CODE_MS,
       newEmail: email,
     },
@@ -141,7 +143,7 @@ export async function confirmEmailChange(
   const actor = toPortalActor(user);
   if (
     stored?.newEmail === undefined || stored.attempts >= MAX_CODE_ATTEMPTS ||
-    !isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!))
+    !isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!, deps.codeKey))
   ) {
     if (stored !== undefined) {
       await deps.store.recordPortalCodeAttempt(stored.id, {

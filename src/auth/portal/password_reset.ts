@@ -45,7 +45,11 @@ export async function requestPasswordReset(
     const now = deps.clock.now();
     await deps.store.replacePortalCode(found.user.id, {
       now,
-      code: { purpose: "reset", codeHash: hashCode(email, code), expiresAt: now + RESET_CODE_MS },
+      code: {
+        purpose: "reset",
+        codeHash: hashCode(email, code, deps.codeKey),
+        expiresAt: now + RESET_CODE_MS,
+      },
       mail: toResetMail(client.links, email, code),
       audit: entry(deps, toAnonymousActor(client), "portal.reset_requested", toUserRef(email)),
     });

@@ -11,6 +11,7 @@ import {
   parseDomains,
   parseMailFrom,
   parsePortalMode,
+  parseSecretFilePath,
   parseSmtpUrl,
   parseUnverifiedTtl,
 } from "../portal_settings.ts";
@@ -54,6 +55,15 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     placeholder: "[on|off]",
     description: "Let users an operator added sign in to the portal and reset their password " +
       "there without being enrolled (deno task admin portal enrol EMAIL)",
+  }),
+  setting({
+    key: "portalSecretFile",
+    flag: "portal-secret-file",
+    env: "KEYGATE_PORTAL_SECRET_FILE",
+    parse: parseSecretFilePath,
+    placeholder: "PATH",
+    description: "A file of at least 32 random bytes, the same on every instance, that keys the " +
+      "portal's one-time code digests (HMAC-SHA-256), so a database reader cannot try codes",
   }),
   setting({
     key: "smtpUrl",
