@@ -18,6 +18,7 @@
  */
 import { main as adminMain } from "./src/cli/main.ts";
 import { ConfigError, StartupError } from "./src/config/errors.ts";
+import { readPortalSecretFile } from "./src/config/portal_secret.ts";
 import { formatHelp } from "./src/config/help.ts";
 import { prepareDatabasePath } from "./src/config/preflight.ts";
 import { readConfig } from "./src/config/read_config.ts";
@@ -92,6 +93,10 @@ async function run(
     return 0;
   }
   checkWorkers(config, options);
+  // The portal's code key: a missing or short file stops the start here, in one line.
+  if (config.portal && config.portalSecretFile !== undefined) {
+    readPortalSecretFile(config.portalSecretFile);
+  }
   const logger = createLogger({ level: config.logLevel });
   await serveUntilStopped(config, env, options, logger);
   logger.info("stopped");

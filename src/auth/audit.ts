@@ -63,6 +63,8 @@ export const AUDIT_ACTIONS = [
   "portal.email_changed",
   "portal.key_labelled",
   "portal.account_deleted",
+  // An operator's user given a portal account (--portal-existing-users off; actor `cli:<user>`).
+  "portal.enrolled",
   // The janitor's expiry of sign-ups never verified (--portal-unverified-ttl; actor `janitor`,
   // subject a random `user:deleted:…` per account, never its e-mail).
   "portal.unverified_deleted",

@@ -17,6 +17,10 @@ export interface PortalConfig {
   portalMode: PortalMode;
   /** `domains` mode: the e-mail domains that may sign up (lower case). */
   portalDomains?: string[];
+  /** Whether users an operator added may use the portal without being enrolled. */
+  portalExistingUsers: boolean;
+  /** The file whose bytes key the one-time codes' digests (read at start, never logged). */
+  portalSecretFile?: string;
   /** `smtp://` (STARTTLS required) or `smtps://`, with credentials; log only its redacted form. */
   smtpUrl?: string;
   /** The From address of the portal's mail. */
@@ -49,6 +53,12 @@ export function parseUnverifiedTtl(text: string): number {
 }
 
 const MODES: readonly PortalMode[] = ["open", "domains", "approval", "invite"];
+
+/** Parses `--portal-secret-file`: a path, not empty. */
+export function parseSecretFilePath(text: string): string {
+  if (text.trim() === "") throw new SyntaxError("expected the path of a file");
+  return text;
+}
 
 /** Parses `--portal-mode`. */
 export function parsePortalMode(text: string): PortalMode {

@@ -231,7 +231,8 @@ function statOrUndefined(path: string) {
   }
 }
 
-function describeFsError(error: unknown): string {
+/** A file-system error in a few words, for a one-line startup error. */
+export function describeFsError(error: unknown): string {
   if (error instanceof Deno.errors.NotFound) return "no such file or directory";
   if (error instanceof Deno.errors.PermissionDenied) return "permission denied";
   if (error instanceof Deno.errors.IsADirectory) return "it is a directory";

@@ -66,6 +66,8 @@ const HELP_ORDER = [
   "portal",
   "portalMode",
   "portalDomains",
+  "portalExistingUsers",
+  "portalSecretFile",
   "smtpUrl",
   "mailFrom",
   "portalOrigin",

@@ -21,6 +21,7 @@ import type { Logger } from "../platform/logger.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import type { Store } from "../store/store.ts";
 import { createPortalThrottle } from "../auth/portal/portal_throttle.ts";
+import { readPortalSecretFile } from "../config/portal_secret.ts";
 
 /** What one thread has opened to serve the API with. */
 export interface ApiServices {
@@ -68,6 +69,11 @@ export function composeHandlerDeps(config: Config, services: ApiServices): AppDe
         throttle: createPortalThrottle({ store: services.store, clock: systemClock }),
         mode: config.portalMode,
         domains: config.portalDomains,
+        existingUsers: config.portalExistingUsers,
+        // Read by every thread that serves the portal (main.ts checked it at start).
+        codeKey: config.portalSecretFile === undefined
+          ? undefined
+          : readPortalSecretFile(config.portalSecretFile),
         origin: config.portalOrigin!, // readConfig requires it with --portal on
         onMailQueued: services.mailer?.wake,
       }

@@ -30,6 +30,7 @@ import type { LimitStore } from "./store_limits.ts";
 import type {
   ApiKey,
   ApiKeyListing,
+  AuditAnonymizing,
   AuditBatch,
   AuditedChange,
   AuditEntries,
@@ -148,9 +149,13 @@ export interface UserStore {
   /**
    * Deletes a user with their API keys, tokens and failed-login counters, in
    * one transaction; the audit log keeps its rows. Resolves to how many keys and
-   * token rows went.
+   * token rows went. With `anonymousRef`, the user's earlier audit rows take it instead of
+   * its e-mail ({@link AuditAnonymizing}).
    */
-  deleteUser(userId: number, change: AuditedChange<DeletedUser>): Promise<DeletedUser>;
+  deleteUser(
+    userId: number,
+    change: AuditedChange<DeletedUser> & AuditAnonymizing,
+  ): Promise<DeletedUser>;
 }
 
 /** API keys. Part of {@link Store}. */

@@ -35,6 +35,11 @@ export interface NewPortalCode {
   expiresAt: number;
   /** Purpose `email` only: the address the code was mailed to, which it makes the user's. */
   newEmail?: string;
+  /**
+   * Purpose `verify`: the password hash of the sign-up that made the code; spending the code
+   * makes it the user's (a later sign-up adds a code of its own and replaces nothing).
+   */
+  passwordHash?: string;
 }
 
 /** A stored one-time code. */
@@ -123,6 +128,21 @@ export interface PortalStore {
     userId: number,
     change: AuditedChange<void> & { code: NewPortalCode; mail: NewMail; passwordHash?: string },
   ): Promise<void>;
+  /**
+   * Adds `code` beside the user's live codes of its purpose (a sign-up repeated while
+   * unverified: one candidate more), ending the oldest so that at most `keep` stay live, and
+   * queues `mail`, in one transaction.
+   */
+  addPortalCode(
+    userId: number,
+    change: AuditedChange<void> & { code: NewPortalCode; mail: NewMail; keep: number },
+  ): Promise<void>;
+  /**
+   * Enrols a user an operator added: gives it an `active` portal account (not held), so that
+   * it may sign in and reset its password through the portal.
+   * @throws {StoreConflict} when the user has a portal account already (nothing written).
+   */
+  insertPortalAccount(userId: number, change: AuditedChange<void>): Promise<void>;
   /** Queues a message on its own (a notice), with its audit entries. */
   insertMail(mail: NewMail, change: AuditedChange<void>): Promise<void>;
   /** The user's newest code of `purpose` that is unused and unexpired at `now`. */
@@ -131,11 +151,20 @@ export interface PortalStore {
     purpose: PortalCodePurpose,
     now: number,
   ): Promise<PortalCode | undefined>;
-  /** Counts a wrong code against a code; resolves to its attempts now. */
-  recordPortalCodeAttempt(codeId: number, change: AuditedChange<number>): Promise<number>;
+  /** Every unused and unexpired code of `purpose` at `now`, the newest first. */
+  findPortalCodes(userId: number, purpose: PortalCodePurpose, now: number): Promise<PortalCode[]>;
   /**
-   * Spends a code and makes its change ({@link CodeUse}) in one transaction; resolves to how
-   * many live tokens a new password ended.
+   * Counts a wrong code against a code (or each of several: a guess matching none of a user's
+   * candidates); resolves to the (first) code's attempts now.
+   */
+  recordPortalCodeAttempt(
+    codeId: number | readonly number[],
+    change: AuditedChange<number>,
+  ): Promise<number>;
+  /**
+   * Spends a code and makes its change ({@link CodeUse}) in one transaction (a code with a
+   * `passwordHash` also makes it the user's); resolves to how many live tokens a new password
+   * ended.
    * @throws {StoreConflict} when the code was used meanwhile (nothing written).
    */
   usePortalCode(codeId: number, change: AuditedChange<number> & CodeUse): Promise<number>;

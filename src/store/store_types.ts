@@ -222,6 +222,21 @@ export interface TokenRow {
 export interface DeletedUser {
   apiKeys: number;
   tokens: number;
+  /** With `anonymousRef`: the earlier audit rows that took it instead of the user's e-mail. */
+  auditRows?: number;
+}
+
+/**
+ * Makes a deleted user's earlier audit rows anonymous, in the delete's transaction (the one
+ * exception to the append-only log): every row whose subject is `user:<address>` for the
+ * user's e-mail or one it had before (the `from` of its `user.renamed` and
+ * `portal.email_changed` rows, followed back) takes `ref` as subject, and each of those
+ * addresses, and any other address in those rows' details (`to` of an e-mail change asked),
+ * is replaced by `ref` in their details.
+ */
+export interface AuditAnonymizing {
+  /** The opaque name the rows take (`user:deleted:…`). */
+  anonymousRef?: string;
 }
 
 /** The lowest and highest token row ids. */

@@ -43,6 +43,7 @@ Deno.test("readConfig() uses the documented defaults", () => {
     loginQueueWaitSeconds: 5,
     workers: 1,
     portal: false,
+    portalExistingUsers: false,
     portalMode: "open",
     portalUnverifiedTtlSeconds: 7 * 86400,
   });
@@ -200,6 +201,7 @@ Deno.test("readConfig() reads every boolean setting the same way: bare, words, e
     "behind-proxy",
     "unicode-paths",
     "portal",
+    "portal-existing-users",
   ]);
   for (const setting of booleans) {
     const key = setting.key as "metrics";

@@ -52,6 +52,10 @@ export interface PortalBrowser {
 export interface PortalRigOptions {
   mode?: SignUpMode;
   domains?: string[];
+  /** `--portal-existing-users` (default off). */
+  existingUsers?: boolean;
+  /** The key of `--portal-secret-file` (default: none, plain SHA-256 digests). */
+  codeKey?: Uint8Array;
   throttleRules?: PortalThrottleRules;
 }
 
@@ -78,6 +82,8 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       }),
       mode: options.mode ?? "open",
       domains: options.domains,
+      existingUsers: options.existingUsers ?? false,
+      codeKey: options.codeKey,
       origin: ORIGIN,
       onMailQueued: () => wake(),
     },

@@ -30,6 +30,7 @@ import {
   registerLimitLeaseTests,
   registerLimitRuleTests,
 } from "./contract_limits.ts";
+import { registerPortalSafetyTests } from "./contract_portal_safety.ts";
 
 export type { ContractStore } from "./_contract_fixtures.ts";
 
@@ -76,4 +77,5 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerLimitRuleTests(test);
   registerLimitLeaseTests(test);
   registerLimitChangeTests(test);
+  registerPortalSafetyTests(test);
 }

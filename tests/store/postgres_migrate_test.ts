@@ -64,7 +64,7 @@ Deno.test({
     const clients = Array.from({ length: 4 }, () => openPostgresClient(location, { max: 1 }));
     try {
       const results = await Promise.all(clients.map((sql) => migratePostgres(sql)));
-      const applied = results.flatMap((result) => result.applied).sort();
+      const applied = results.flatMap((result) => result.applied).sort((a, b) => a - b);
       assert.deepEqual(applied, POSTGRES_MIGRATIONS.map((m) => m.version));
       for (const result of results) assert.equal(result.version, POSTGRES_MIGRATIONS.length);
       const [{ n }] = await clients[0]`SELECT count(*) AS n FROM users`;

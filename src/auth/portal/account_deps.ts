@@ -25,8 +25,15 @@ export interface PortalAccountDeps {
   hasher: Pick<PasswordHasher, "hash" | "verify">;
   throttle: PortalThrottle;
   mode: SignUpMode;
-  /** `domains` mode: the domains that may sign up. */
+  /** `domains` mode: the domains that may sign up, and sign in. */
   domains?: readonly string[];
+  /**
+   * Whether users an operator added without a portal account may sign in and reset their
+   * password through the portal (`--portal-existing-users`); default: not until enrolled.
+   */
+  existingUsers?: boolean;
+  /** The key of the codes' digests (`--portal-secret-file`); without it, plain SHA-256. */
+  codeKey?: Uint8Array;
   /**
    * Runs work whose cost depends on whether an account exists after the answer is sent
    * (forgot-password's code and mail), so that the answer's timing cannot tell. Default: now.
@@ -82,10 +89,21 @@ export async function findAccount(
   return user && { user, account };
 }
 
-/** Whether a user may sign in and manage keys: enabled, and its account (if any) active. */
+/**
+ * Whether a user may sign in to the portal and reset its password there: enabled; its account
+ * active, or, without one (an operator's user), only with `existingUsers`; and in `domains`
+ * mode, its address in an allowed domain.
+ */
 export function isActive(
   found: { user: User; account?: PortalAccount } | undefined,
+  policy: Pick<PortalAccountDeps, "mode" | "domains" | "existingUsers">,
 ): found is { user: User; account?: PortalAccount } {
-  return found !== undefined && !found.user.disabled &&
-    (found.account === undefined || found.account.state === "active");
+  if (found === undefined || found.user.disabled) return false;
+  if (policy.mode === "domains") {
+    const domain = found.user.email.slice(found.user.email.lastIndexOf("@") + 1);
+    if (!(policy.domains ?? []).includes(domain)) return false;
+  }
+  return found.account === undefined
+    ? policy.existingUsers === true
+    : found.account.state === "active";
 }

@@ -42,6 +42,11 @@ import { type OpenedSession, openSession } from "./sessions.ts";
 
 /** How long a verification code works. */
 export const VERIFY_CODE_MS = 24 * 3_600_000;
+/**
+ * Live verification codes an unverified address keeps: each sign-up adds one (with its own
+ * password) and ends the oldest beyond this, so a stranger's sign-up cannot end the owner's.
+ */
+export const MAX_VERIFY_CANDIDATES = 5;
 
 /** @throws {AuthError} `forbidden` when the sign-up mode refuses the address (by itself). */
 function checkMode(deps: PortalAccountDeps, email: string): void {
@@ -58,8 +63,9 @@ function checkMode(deps: PortalAccountDeps, email: string): void {
 
 /**
  * Sign-up. Resolves the same way whether the address has an account or not: a new account
- * gets a verification code, a pending one a new code (and the new password), an existing one
- * a notice; each by mail.
+ * gets a verification code, a pending one a new candidate code bound to the new password
+ * (earlier candidates stay, up to {@link MAX_VERIFY_CANDIDATES}), an existing one a notice;
+ * each by mail.
  *
  * @throws {AuthError} `invalid_request` for the e-mail or password, `forbidden` when the mode
  * refuses the address (decided by the address alone), `too_many_attempts`.
@@ -87,8 +93,9 @@ export async function signUp(
         state: "pending_verification",
         code: {
           purpose: "verify",
-          codeHash: hashCode(email, code),
+          codeHash: hashCode(email, code, deps.codeKey),
           expiresAt: now + VERIFY_CODE_MS,
+          passwordHash,
         },
         mail: toVerifyMail(client.links, email, code),
         audit: (user: User) =>
@@ -102,11 +109,18 @@ export async function signUp(
   }
   if (found.account?.state === "pending_verification") {
     const code = generateCode();
-    await deps.store.replacePortalCode(found.user.id, {
+    // A candidate beside the earlier ones: whoever signed up before keeps their code and
+    // password (a stranger cannot end the owner's), and a code works only with its own.
+    await deps.store.addPortalCode(found.user.id, {
       now,
-      code: { purpose: "verify", codeHash: hashCode(email, code), expiresAt: now + VERIFY_CODE_MS },
+      code: {
+        purpose: "verify",
+        codeHash: hashCode(email, code, deps.codeKey),
+        expiresAt: now + VERIFY_CODE_MS,
+        passwordHash,
+      },
       mail: toVerifyMail(client.links, email, code),
-      passwordHash,
+      keep: MAX_VERIFY_CANDIDATES,
       audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
     });
     return;
@@ -133,9 +147,11 @@ export type Verified =
 /**
  * Verifies an e-mail with its code and the password the account was signed up with, and
  * signs in, in one step: the account becomes active (and a session opens), or waits for an
- * operator in `approval` mode. The password defeats pre-hijacking: whoever signed the address
- * up first cannot have its owner's click activate an account with their password; the owner
- * signs up again (a new password, and every earlier code ends) and verifies with that.
+ * operator in `approval` mode. The password defeats pre-hijacking: each code works only with
+ * the password of the sign-up that made it, so whoever signed the address up first cannot
+ * have its owner's code activate an account with their password; and a later sign-up adds a
+ * candidate instead of ending earlier ones, so neither can a stranger's sign-up end the
+ * owner's code. The code's password becomes the user's.
  * A user an operator disabled is refused, and stays disabled.
  * @throws {AuthError} `invalid_request` ({@link invalidVerification}) for a wrong, used or
  * expired code, a wrong password, or a disabled user, alike.

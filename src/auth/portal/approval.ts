@@ -37,7 +37,8 @@ export async function listPendingAccounts(store: Store): Promise<PendingAccount[
  * An operator refuses an account waiting in `approval` mode: the user and its portal rows are
  * deleted in one transaction (it never held keys or tokens), and the address may sign up
  * again. No mail is sent. The audit entry names the account by an opaque id and its numeric
- * user id, never the e-mail, as a deleted account's does.
+ * user id, never the e-mail, and the account's earlier entries take that id too, as a deleted
+ * account's do (`deleteOwnAccount`).
  * @throws {AuthError} `not_found` without such an account, `conflict` unless it waits.
  */
 export async function refuseAccount(deps: ChangeDeps, user: User): Promise<DeletedUser> {
@@ -51,9 +52,10 @@ export async function refuseAccount(deps: ChangeDeps, user: User): Promise<Delet
       `Cannot refuse ${user.email}: the account is ${account.state.replace("_", " ")}`,
     );
   }
+  const ref = generateDeletedRef();
   return await deps.store.deleteUser(user.id, {
     now: deps.clock.now(),
-    audit: () =>
-      entry(deps, deps.actor, "portal.refused", generateDeletedRef(), { user_id: user.id }),
+    anonymousRef: ref,
+    audit: () => entry(deps, deps.actor, "portal.refused", ref, { user_id: user.id }),
   });
 }

@@ -1,12 +1,12 @@
 /**
  * Checking a mailed one-time code (verification and reset): the user's live code of the
  * purpose, compared in constant time, a wrong one counted against the code (dead after
- * {@link MAX_CODE_ATTEMPTS}) and the throttle; at verification, with the account's pending
- * password. Every failure is one uniform answer.
+ * {@link MAX_CODE_ATTEMPTS}) and the throttle; at verification, each candidate code with the
+ * pending password of the sign-up that made it. Every failure is one uniform answer.
  *
  * @module
  */
-import type { User } from "../../store/store.ts";
+import type { PortalCode, User } from "../../store/store.ts";
 import { isPasswordSized, normalizeEmail } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
 import { AuthError } from "../errors.ts";
@@ -24,10 +24,12 @@ export function invalidCode(): AuthError {
 }
 
 /**
- * Checks `code` against the user's live code of `purpose`, counting a wrong one against the
- * code (dead after {@link MAX_CODE_ATTEMPTS}) and the client's counter. With `verify`
- * (verification), the account's pending password must match too, checked whatever the code
- * (the same work), and a wrong one counts as a wrong code.
+ * Checks `code` against the user's live codes of `purpose` (one, but a verification may have
+ * several candidates: one per sign-up while unverified, each with its own pending password).
+ * Every live code is compared, in constant time; a wrong code counts against every live code
+ * (dead after {@link MAX_CODE_ATTEMPTS}) and the client's counter. With `verify`
+ * (verification), the matching code's pending password must match too, checked whatever the
+ * code (the same work), and a wrong one counts as a wrong code against that code.
  * @throws {AuthError} `verify.refused()`, by default the uniform {@link invalidCode} answer.
  */
 export async function checkCode(
@@ -42,15 +44,28 @@ export async function checkCode(
   const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
   await deps.throttle.check("code", client.address, email);
   const user = code === undefined ? undefined : await deps.store.findUserByEmail(email);
-  const stored = user && await deps.store.findPortalCode(user.id, purpose, deps.clock.now());
+  const live = user === undefined
+    ? []
+    : (await deps.store.findPortalCodes(user.id, purpose, deps.clock.now()))
+      .filter((stored) => stored.attempts < MAX_CODE_ATTEMPTS);
+  const digest = user === undefined ? undefined : hashCode(email, code!, deps.codeKey);
+  let matched: PortalCode | undefined;
+  for (const stored of live) {
+    // No early exit: every candidate is compared.
+    if (isSameDigest(stored.codeHash, digest!) && matched === undefined) matched = stored;
+  }
   const passwordOk = verify === undefined ||
-    await isPendingPassword(deps, stored && user, verify.password);
-  if (user === undefined || stored === undefined || stored.attempts >= MAX_CODE_ATTEMPTS) {
+    await isPendingPassword(
+      deps,
+      matched && (matched.passwordHash ?? user?.passwordHash),
+      verify.password,
+    );
+  if (user === undefined || live.length === 0) {
     await deps.throttle.count("code", client.address, email);
     throw refused();
   }
-  if (!isSameDigest(stored.codeHash, hashCode(email, code!)) || !passwordOk) {
-    await deps.store.recordPortalCodeAttempt(stored.id, {
+  if (matched === undefined || !passwordOk) {
+    await deps.store.recordPortalCodeAttempt(matched?.id ?? live.map((stored) => stored.id), {
       now: deps.clock.now(),
       audit: entry(deps, toAnonymousActor(client), "portal.code_failed", toUserRef(email), {
         purpose,
@@ -59,16 +74,16 @@ export async function checkCode(
     await deps.throttle.count("code", client.address, email);
     throw refused();
   }
-  return { user, codeId: stored.id, email };
+  return { user, codeId: matched.id, email };
 }
 
-/** Whether `password` is `user`'s; without a user, the same work against a dummy hash. */
+/** Whether `password` matches `hash`; without a hash, the same work against a dummy hash. */
 async function isPendingPassword(
   deps: PortalAccountDeps,
-  user: User | undefined,
+  hash: string | undefined,
   password: unknown,
 ): Promise<boolean> {
   const given = typeof password === "string" && isPasswordSized(password) ? password : "";
-  const verified = await deps.hasher.verify(user?.passwordHash, given || " ");
-  return user !== undefined && verified && given !== "";
+  const verified = await deps.hasher.verify(hash, given || " ");
+  return hash !== undefined && verified && given !== "";
 }

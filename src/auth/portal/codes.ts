@@ -1,11 +1,13 @@
 /**
  * One-time codes and portal session ids: generated from the system's CSPRNG, stored only as
- * SHA-256 digests. A code is ten letters and digits a person can type (`K7QM2-XT9PA`, about
- * 49 bits), bound to its user in its digest; a session id is 256 random bits.
+ * digests. A code is ten letters and digits a person can type (`K7QM2-XT9PA`, about 49 bits),
+ * bound to its user in its digest, which is an HMAC-SHA-256 keyed by `--portal-secret-file`
+ * (kept outside the database, so a database reader cannot try codes offline), or without that
+ * setting a plain SHA-256; a session id is 256 random bits (SHA-256 is enough for those).
  *
  * @module
  */
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { hashSecret } from "../credentials.ts";
 
 /** Letters and digits without look-alikes (0/O, 1/I/L, U/V). */
@@ -36,9 +38,14 @@ export function normalizeCode(text: string): string | undefined {
     : undefined;
 }
 
-/** The stored digest of a code mailed to `email` (bound to it: a code works for its address only). */
-export function hashCode(email: string, code: string): Uint8Array {
-  return hashSecret(`portal-code:${email}:${normalizeCode(code) ?? code}`);
+/**
+ * The stored digest of a code mailed to `email` (bound to it: a code works for its address
+ * only): HMAC-SHA-256 with `key` (`--portal-secret-file`), else SHA-256.
+ */
+export function hashCode(email: string, code: string, key?: Uint8Array): Uint8Array {
+  const text = `portal-code:${email}:${normalizeCode(code) ?? code}`;
+  if (key === undefined) return hashSecret(text);
+  return new Uint8Array(createHmac("sha256", key).update(text).digest());
 }
 
 /** Whether two digests are equal, in constant time. */

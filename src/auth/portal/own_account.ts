@@ -38,6 +38,8 @@ export interface OwnAccountDeps {
   /** The sign-up mode: in `domains` mode a new address must be in one of `domains` too. */
   mode?: SignUpMode;
   domains?: readonly string[];
+  /** The key of the codes' digests (`--portal-secret-file`). */
+  codeKey?: Uint8Array;
 }
 
 /**
@@ -109,7 +111,7 @@ export async function requestEmailChange(
     now,
     code: {
       purpose: "email",
-      codeHash: hashCode(email, code),
+      codeHash: hashCode(email, code, deps.codeKey),
       expiresAt: now + VERIFY_CODE_MS,
       newEmail: email,
     },
@@ -142,7 +144,7 @@ export async function confirmEmailChange(
   const actor = toPortalActor(user);
   if (
     stored?.newEmail === undefined || stored.attempts >= MAX_CODE_ATTEMPTS ||
-    !isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!))
+    !isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!, deps.codeKey))
   ) {
     if (stored !== undefined) {
       await deps.store.recordPortalCodeAttempt(stored.id, {
@@ -211,8 +213,10 @@ export function generateDeletedRef(): string {
 /**
  * Deletes the user's account after checking the password: the user, its keys, tokens, codes
  * and sessions go in one transaction (each grant's end recorded as for any delete). The
- * deletion's audit entry names the account by an opaque id and its numeric user id, never
- * the e-mail; entries written before stay as they are (the log is append-only).
+ * deletion's audit entry names the account by an opaque id and its numeric user id, and in
+ * the same transaction every earlier entry naming the account (by its e-mail, or one it had
+ * before) takes that id instead, its details too (the one exception to the append-only log,
+ * docs/security.md); the entry counts them (`audit_rows_anonymized`).
  * @throws {AuthError} `invalid_credentials` for a wrong password, `too_many_attempts`.
  */
 export async function deleteOwnAccount(
@@ -225,10 +229,12 @@ export async function deleteOwnAccount(
   const ref = generateDeletedRef();
   return await deps.store.deleteUser(user.id, {
     now: deps.clock.now(),
+    anonymousRef: ref,
     audit: (deleted: DeletedUser) =>
       entry(deps, toPortalActor(user), "portal.account_deleted", ref, {
         api_keys_deleted: deleted.apiKeys,
         tokens_deleted: deleted.tokens,
+        audit_rows_anonymized: deleted.auditRows ?? 0,
       }),
   });
 }

@@ -40,12 +40,16 @@ export async function requestPasswordReset(
   await deps.throttle.count("mail", client.address, email);
   const queueCode = async () => {
     const found = await findAccount(deps.store, email);
-    if (!isActive(found)) return;
+    if (!isActive(found, deps)) return;
     const code = generateCode();
     const now = deps.clock.now();
     await deps.store.replacePortalCode(found.user.id, {
       now,
-      code: { purpose: "reset", codeHash: hashCode(email, code), expiresAt: now + RESET_CODE_MS },
+      code: {
+        purpose: "reset",
+        codeHash: hashCode(email, code, deps.codeKey),
+        expiresAt: now + RESET_CODE_MS,
+      },
       mail: toResetMail(client.links, email, code),
       audit: entry(deps, toAnonymousActor(client), "portal.reset_requested", toUserRef(email)),
     });

@@ -72,7 +72,7 @@ export async function signIn(
     : "";
   await deps.throttle.check("signIn", client.address, email);
   const found = await findAccount(deps.store, email);
-  const usable = isActive(found) ? found.user : undefined;
+  const usable = isActive(found, deps) ? found.user : undefined;
   const verified = await deps.hasher.verify(usable?.passwordHash, password || " ", signal);
   if (usable === undefined || !verified || password === "") {
     await deps.throttle.count("signIn", client.address, email);

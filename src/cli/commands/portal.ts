@@ -4,6 +4,7 @@
  * @module
  */
 import { approveAccount } from "../../auth/portal/accounts.ts";
+import { enrolUser } from "../../auth/portal/enrolment.ts";
 import { findUserOrFail } from "../../auth/users.ts";
 import type { Command } from "../command.ts";
 
@@ -27,6 +28,19 @@ export const PORTAL_COMMANDS: readonly Command[] = [
         "https://localhost:8443";
       await approveAccount(changes, user, { origin });
       io.stdout(`Approved ${user.email}; the approval mail is queued`);
+    },
+  },
+  {
+    words: ["portal", "enrol"],
+    summary: "Let a user an operator added sign in to the portal and reset its password there " +
+      "(needed with --portal-existing-users off, the default)",
+    arguments: [{ name: "EMAIL", description: "The user's e-mail address" }],
+    options: [],
+    database: "existing",
+    async run({ args, io, changes, store }) {
+      const user = await findUserOrFail(store, args.EMAIL!);
+      await enrolUser(changes, user);
+      io.stdout(`Enrolled ${user.email} in the portal`);
     },
   },
 ];

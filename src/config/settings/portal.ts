@@ -11,6 +11,7 @@ import {
   parseDomains,
   parseMailFrom,
   parsePortalMode,
+  parseSecretFilePath,
   parseSmtpUrl,
   parseUnverifiedTtl,
 } from "../portal_settings.ts";
@@ -44,6 +45,25 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     parse: parseDomains,
     placeholder: "DOMAIN,…",
     description: "With --portal-mode domains: the e-mail domains that may sign up",
+  }),
+  setting({
+    key: "portalExistingUsers",
+    flag: "portal-existing-users",
+    env: "KEYGATE_PORTAL_EXISTING_USERS",
+    default: "off",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Let users an operator added sign in to the portal and reset their password " +
+      "there without being enrolled (deno task admin portal enrol EMAIL)",
+  }),
+  setting({
+    key: "portalSecretFile",
+    flag: "portal-secret-file",
+    env: "KEYGATE_PORTAL_SECRET_FILE",
+    parse: parseSecretFilePath,
+    placeholder: "PATH",
+    description: "A file of at least 32 random bytes, the same on every instance, that keys the " +
+      "portal's one-time code digests (HMAC-SHA-256), so a database reader cannot try codes",
   }),
   setting({
     key: "smtpUrl",

@@ -35,6 +35,7 @@ function toPortalCode(row: Row): PortalCode {
     attempts: Number(row.attempts),
     usedAt: row.used_at === null ? null : Number(row.used_at),
     ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
+    ...(row.password_hash == null ? {} : { passwordHash: row.password_hash as string }),
   };
 }
 
@@ -80,9 +81,9 @@ async function insertCode(
   now: number,
 ): Promise<void> {
   await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
-      new_email)
+      new_email, password_hash)
     VALUES (${userId}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt},
-      ${code.newEmail ?? null})`;
+      ${code.newEmail ?? null}, ${code.passwordHash ?? null})`;
 }
 
 /**
@@ -95,9 +96,14 @@ async function spendCode(
   { now, changeEmail }: { now: number; changeEmail?: boolean },
 ): Promise<number> {
   const [used] = await tx<Row[]>`UPDATE portal_codes SET used_at = ${now}
-    WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id, new_email`;
+    WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id, new_email, password_hash`;
   if (used === undefined) throw new StoreConflict("The code was used meanwhile");
   const userId = Number(used.user_id);
+  if (used.password_hash !== null) {
+    // The sign-up's own pending password (a verification code's candidate).
+    await tx`UPDATE users SET password_hash = ${used.password_hash as string}, updated_at = ${now}
+      WHERE id = ${userId}`;
+  }
   if (changeEmail) {
     if (used.new_email === null) throw new StoreConflict("The code changes no e-mail");
     // A unique violation (the address taken meanwhile) rolls everything back.
@@ -145,6 +151,15 @@ export function createPortalStore(db: PgContext): PortalStore {
         return added;
       }, { audit, ends: () => NONE });
     },
+    async insertPortalAccount(userId, { now, audit }) {
+      await db.write(async (tx) => {
+        const added = await tx`INSERT INTO portal_accounts (user_id, state, created_at,
+            updated_at, user_held)
+          VALUES (${userId}, 'active', ${now}, ${now}, 0) ON CONFLICT (user_id) DO NOTHING
+          RETURNING user_id`;
+        if (added.length === 0) throw new StoreConflict("The user has a portal account already");
+      }, { audit, ends: () => NONE });
+    },
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
       // A disabled user (an unverified sign-up) has no grant: no bump, as a first sign-up.
       let grantChanged = false;
@@ -161,6 +176,24 @@ export function createPortalStore(db: PgContext): PortalStore {
         await queue(tx, mail, now);
       }, { audit, ends: () => grantChanged ? userScope(userId) : NONE });
     },
+    async addPortalCode(userId, { now, audit, code, mail, keep }) {
+      await db.write(async (tx) => {
+        await tx`UPDATE portal_codes SET used_at = ${now}
+          WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL
+            AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = ${userId}
+              AND purpose = ${code.purpose} AND used_at IS NULL AND expires_at > ${now}
+              ORDER BY id DESC LIMIT ${keep - 1})`;
+        await insertCode(tx, userId, code, now);
+        await queue(tx, mail, now);
+      }, { audit, ends: () => NONE });
+    },
+    async findPortalCodes(userId, purpose, now) {
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT * FROM portal_codes WHERE user_id = ${userId} AND purpose = ${purpose}
+          AND used_at IS NULL AND expires_at > ${now} ORDER BY id DESC`
+      );
+      return rows.map(toPortalCode);
+    },
     async findPortalCode(userId, purpose, now) {
       const [row] = await db.read((sql) =>
         sql<Row[]>`SELECT * FROM portal_codes WHERE user_id = ${userId} AND purpose = ${purpose}
@@ -169,10 +202,12 @@ export function createPortalStore(db: PgContext): PortalStore {
       return row && toPortalCode(row);
     },
     recordPortalCodeAttempt(codeId, { audit }) {
+      const ids = typeof codeId === "number" ? [codeId] : [...codeId];
       return db.write(async (tx) => {
-        const [row] = await tx<Row[]>`UPDATE portal_codes SET attempts = attempts + 1
-          WHERE id = ${codeId} RETURNING attempts`;
-        return row === undefined ? 0 : Number(row.attempts);
+        const rows = await tx<Row[]>`UPDATE portal_codes SET attempts = attempts + 1
+          WHERE id IN ${tx(ids)} RETURNING id, attempts`;
+        const first = rows.find((row) => Number(row.id) === ids[0]);
+        return first === undefined ? 0 : Number(first.attempts);
       }, { audit, ends: () => NONE });
     },
     usePortalCode(codeId, { now, audit, state, passwordHash, mail, changeEmail }) {
@@ -192,7 +227,7 @@ export function createPortalStore(db: PgContext): PortalStore {
       }, {
         audit,
         ends: () =>
-          state === "active" || passwordHash !== undefined || changeEmail
+          state !== undefined || passwordHash !== undefined || changeEmail
             ? userScope(userId)
             : NONE,
       });

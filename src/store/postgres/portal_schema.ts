@@ -69,3 +69,26 @@ ALTER TABLE portal_accounts ADD COLUMN user_held smallint NOT NULL DEFAULT 0
 UPDATE portal_accounts SET user_held = 1
 WHERE state <> 'active' AND user_id IN (SELECT id FROM users WHERE disabled = 1);
 `;
+
+/**
+ * Portal safety (sqlite/portal_schema.ts): a verification code's own pending password hash,
+ * and the one exception to the append-only audit log: a deleted account's rows may take its
+ * opaque id as subject (and in `detail`), only in a transaction that sets
+ * `keygate.audit_redact` to that id, and nothing else of a row may change.
+ */
+export const PORTAL_SAFETY_SQL = `
+ALTER TABLE portal_codes ADD COLUMN password_hash text;
+CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' AND OLD.at < coalesce(
+    nullif(current_setting('keygate.audit_prune_before', true), '')::bigint, 0) THEN
+    RETURN OLD;
+  END IF;
+  IF TG_OP = 'UPDATE' AND NEW.subject = nullif(current_setting('keygate.audit_redact', true), '')
+    AND NEW.id = OLD.id AND NEW.at = OLD.at AND NEW.actor = OLD.actor
+    AND NEW.action = OLD.action THEN
+    RETURN NEW;
+  END IF;
+  RAISE EXCEPTION 'audit_log is append-only';
+END $$;
+`;

@@ -22,6 +22,7 @@ import {
 } from "../canonical_emails.ts";
 import {
   PORTAL_EMAIL_CODES_SQL,
+  PORTAL_SAFETY_SQL,
   PORTAL_SCHEMA_SQL,
   PORTAL_USER_HOLD_SQL,
 } from "./portal_schema.ts";
@@ -267,5 +268,12 @@ CREATE TABLE limit_usage (
     version: 9,
     name: "portal user hold",
     sql: PORTAL_USER_HOLD_SQL,
+  },
+  {
+    // Verification codes with their own pending password, and a deleted account's audit rows
+    // made anonymous (portal_schema.ts).
+    version: 10,
+    name: "portal safety",
+    sql: PORTAL_SAFETY_SQL,
   },
 ];

@@ -7,6 +7,7 @@
 import type { AuditedChange, NewUser, User, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toApiKey, toLoginFailures, toUser } from "../rows.ts";
+import { anonymizeAudit } from "./audit_anonymize.ts";
 import { raiseCutoff } from "./user_cutoff.ts";
 
 /** The columns of `row` whose names start with `prefix`, without it. */
@@ -135,7 +136,10 @@ export function createUserStore(db: PgContext): UserStore {
         // Keys before their user, as a login does (its key's row, then the user's for the token's
         // foreign key): the same order, so a login and a delete never deadlock.
         await tx`SELECT id FROM api_keys WHERE user_id = ${userId} ORDER BY id FOR UPDATE`;
-        await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+        const [user] = await tx<Row[]>`SELECT email FROM users WHERE id = ${userId} FOR UPDATE`;
+        const auditRows = change.anonymousRef === undefined || user === undefined
+          ? undefined
+          : await anonymizeAudit(tx, user.email as string, change.anonymousRef);
         const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
         await tx`DELETE FROM login_failures WHERE subject IN (
             SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
@@ -146,7 +150,8 @@ export function createUserStore(db: PgContext): UserStore {
         await tx`DELETE FROM portal_codes WHERE user_id = ${userId}`;
         await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
         await tx`DELETE FROM users WHERE id = ${userId}`;
-        return { apiKeys: keys.length, tokens: tokens.length };
+        const deleted = { apiKeys: keys.length, tokens: tokens.length };
+        return auditRows === undefined ? deleted : { ...deleted, auditRows };
       }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
     },
   };

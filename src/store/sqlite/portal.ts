@@ -30,6 +30,7 @@ function toPortalCode(row: Row): PortalCode {
     attempts: row.attempts as number,
     usedAt: row.used_at as number | null,
     ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
+    ...(row.password_hash == null ? {} : { passwordHash: row.password_hash as string }),
   };
 }
 
@@ -49,6 +50,12 @@ function prepareAccountStatements({ sql }: Connection) {
     accountInsert: sql(
       `INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
        VALUES (:user_id, :state, :now, :now, :user_held)`,
+      "keeps-grants",
+    ),
+    // An operator's user enrolled: active, never held.
+    accountEnrol: sql(
+      `INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
+       VALUES (:user_id, 'active', :now, :now, 0) ON CONFLICT (user_id) DO NOTHING`,
       "keeps-grants",
     ),
     // Activation ends the hold; the hold is read first (userEnable).
@@ -88,9 +95,23 @@ function prepareAccountStatements({ sql }: Connection) {
       "keeps-grants",
     ),
     codeInsert: sql(
-      `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at, new_email)
-       VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email)`,
+      `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at, new_email,
+         password_hash)
+       VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email, :password_hash)`,
       "keeps-grants",
+    ),
+    // Ends the live codes of a purpose but the newest `keep` (a new candidate is added next).
+    codesEndOldest: sql(
+      `UPDATE portal_codes SET used_at = :now
+       WHERE user_id = :user_id AND purpose = :purpose AND used_at IS NULL
+         AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = :user_id
+           AND purpose = :purpose AND used_at IS NULL AND expires_at > :now
+           ORDER BY id DESC LIMIT :keep)`,
+      "keeps-grants",
+    ),
+    codesFind: sql(
+      `SELECT * FROM portal_codes WHERE user_id = :user_id AND purpose = :purpose
+         AND used_at IS NULL AND expires_at > :now ORDER BY id DESC`,
     ),
     codeFind: sql(
       `SELECT * FROM portal_codes WHERE user_id = :user_id AND purpose = :purpose
@@ -102,7 +123,7 @@ function prepareAccountStatements({ sql }: Connection) {
     ),
     codeUse: sql(
       `UPDATE portal_codes SET used_at = :now WHERE id = :id AND used_at IS NULL
-       RETURNING user_id, new_email`,
+       RETURNING user_id, new_email, password_hash`,
       "keeps-grants",
     ),
     // Alters grants: a cached grant carries the e-mail.
@@ -204,10 +225,18 @@ export function createPortalStore(conn: Connection): PortalStore {
             now,
             expires_at: code.expiresAt,
             new_email: code.newEmail ?? null,
+            password_hash: code.passwordHash ?? null,
           });
         }
         queue(mail, now);
         return added;
+      }, audit);
+    },
+    async insertPortalAccount(userId, { now, audit }) {
+      await conn.write(() => {
+        if (Number(st.accountEnrol.run({ user_id: userId, now }).changes) === 0) {
+          throw new StoreConflict("The user has a portal account already");
+        }
       }, audit);
     },
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
@@ -220,6 +249,7 @@ export function createPortalStore(conn: Connection): PortalStore {
           now,
           expires_at: code.expiresAt,
           new_email: code.newEmail ?? null,
+          password_hash: code.passwordHash ?? null,
         });
         if (passwordHash !== undefined) {
           const set = { id: userId, password_hash: passwordHash, now };
@@ -228,6 +258,26 @@ export function createPortalStore(conn: Connection): PortalStore {
         queue(mail, now);
       }, audit);
     },
+    async addPortalCode(userId, { now, audit, code, mail, keep }) {
+      await conn.write(() => {
+        st.codesEndOldest.run({ user_id: userId, purpose: code.purpose, now, keep: keep - 1 });
+        st.codeInsert.run({
+          user_id: userId,
+          purpose: code.purpose,
+          code_hash: code.codeHash,
+          now,
+          expires_at: code.expiresAt,
+          new_email: code.newEmail ?? null,
+          password_hash: code.passwordHash ?? null,
+        });
+        queue(mail, now);
+      }, audit);
+    },
+    findPortalCodes(userId, purpose, now) {
+      return conn.read(() =>
+        (st.codesFind.all({ user_id: userId, purpose, now }) as Row[]).map(toPortalCode)
+      );
+    },
     findPortalCode(userId, purpose, now) {
       return conn.read(() => {
         const row = st.codeFind.get({ user_id: userId, purpose, now }) as Row | undefined;
@@ -235,10 +285,13 @@ export function createPortalStore(conn: Connection): PortalStore {
       });
     },
     recordPortalCodeAttempt(codeId, { audit }) {
-      return conn.write(
-        () => ((st.codeAttempt.get({ id: codeId }) as Row | undefined)?.attempts as number) ?? 0,
-        audit,
-      );
+      const ids = typeof codeId === "number" ? [codeId] : codeId;
+      return conn.write(() => {
+        const counts = ids.map((id) =>
+          ((st.codeAttempt.get({ id }) as Row | undefined)?.attempts as number) ?? 0
+        );
+        return counts[0] ?? 0;
+      }, audit);
     },
     usePortalCode(codeId, { now, audit, state, passwordHash, mail, changeEmail }) {
       return conn.write(() => {
@@ -249,6 +302,9 @@ export function createPortalStore(conn: Connection): PortalStore {
           if (used.new_email === null) throw new StoreConflict("The code changes no e-mail");
           // A unique violation (the address taken meanwhile) rolls everything back.
           st.userSetEmail.run({ id: userId, email: used.new_email as string, now });
+        }
+        if (used.password_hash !== null) {
+          st.userSetPassword.run({ id: userId, password_hash: used.password_hash as string, now });
         }
         if (state !== undefined) setState(st, userId, state, now);
         const ended = passwordHash === undefined

@@ -88,3 +88,20 @@ ALTER TABLE portal_accounts ADD COLUMN user_held INTEGER NOT NULL DEFAULT 0
 UPDATE portal_accounts SET user_held = 1
 WHERE state <> 'active' AND user_id IN (SELECT id FROM users WHERE disabled = 1);
 `;
+
+/**
+ * Portal safety: each verification code holds the password hash of the sign-up that created
+ * it (a later sign-up adds a candidate instead of replacing the owner's password and code);
+ * and a deleted account's earlier audit rows may be made anonymous (the one exception to the
+ * append-only log): only inside a transaction that first writes a row to `audit_redact`, and
+ * only `subject` and `detail` may change.
+ */
+export const PORTAL_SAFETY_SQL = `
+ALTER TABLE portal_codes ADD COLUMN password_hash TEXT;
+CREATE TABLE audit_redact (user_ref TEXT NOT NULL) STRICT;
+DROP TRIGGER audit_log_no_update;
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+WHEN NOT EXISTS (SELECT 1 FROM audit_redact WHERE user_ref = NEW.subject)
+  OR NEW.id <> OLD.id OR NEW.at <> OLD.at OR NEW.actor <> OLD.actor OR NEW.action <> OLD.action
+BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+`;

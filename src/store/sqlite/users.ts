@@ -7,6 +7,7 @@
 import type { ApiKeyStore, LoginFailures, LoginFailureStore, User, UserStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toUser } from "../rows.ts";
+import { createAuditAnonymizer } from "./audit_anonymize.ts";
 import { createUserCutoff } from "./user_cutoff.ts";
 
 /** The other groups a login's first read ({@link UserStore.findUserAndKey}) combines. */
@@ -71,6 +72,7 @@ function prepareUserStatements({ sql }: Connection) {
 export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStore {
   const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
   const statements = prepareUserStatements(conn);
+  const anonymizeAudit = createAuditAnonymizer(conn);
   function findUserByEmail(email: string): Promise<User | undefined> {
     return conn.read(() => {
       const row = statements.userByEmail.get({ email }) as Row | undefined;
@@ -145,13 +147,19 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
       }, audit);
     },
 
-    deleteUser(userId, { audit }) {
+    deleteUser(userId, { audit, anonymousRef }) {
       return conn.write(() => {
+        const email = (statements.userById.get({ id: userId }) as Row | undefined)?.email as
+          | string
+          | undefined;
+        const auditRows = anonymousRef === undefined || email === undefined
+          ? undefined
+          : anonymizeAudit(email, anonymousRef);
         const tokens = Number(statements.userTokensDelete.run({ user_id: userId }).changes);
         statements.userFailuresDelete.run({ user_id: userId });
         const apiKeys = Number(statements.userKeysDelete.run({ user_id: userId }).changes);
         statements.userDelete.run({ id: userId });
-        return { apiKeys, tokens };
+        return auditRows === undefined ? { apiKeys, tokens } : { apiKeys, tokens, auditRows };
       }, audit);
     },
   };

@@ -1,0 +1,179 @@
+/**
+ * The portal's answers to a security review (issue 25): a stranger's sign-up of a pending
+ * address ends neither the owner's code nor password; a deleted account leaves no address in
+ * any audit row. Real handler, test store on both backends, real SMTP server and mailer.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { MAX_VERIFY_CANDIDATES } from "../../src/auth/portal/accounts.ts";
+import { refuseAccount } from "../../src/auth/portal/approval.ts";
+import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
+import { readCode } from "./_smtp.ts";
+import { startPortalRig } from "./_portal.ts";
+
+const OWNER_PASSWORD = "correct horse battery";
+const STRANGER_PASSWORD = "stranger danger 12345";
+
+async function json(response: Response) {
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  return await response.json();
+}
+
+Deno.test("[e2e] a stranger re-signing-up a pending address ends neither the owner's code nor password", async () => {
+  await using rig = await startPortalRig();
+  const email = "owner@example.org";
+  let response = await rig.api("POST", "/signup", { email, password: OWNER_PASSWORD });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const ownerCode = readCode(await rig.smtp.waitFor(email, "Verify"));
+  response = await rig.api("POST", "/signup", { email, password: STRANGER_PASSWORD });
+  assert.equal(response.status, 202, "the same answer as the first sign-up");
+  await response.body?.cancel();
+  const strangerCode = readCode(await rig.smtp.waitFor(email, "Verify", { skip: 1 }));
+  assert.notEqual(strangerCode, ownerCode);
+
+  // A code never works with the other sign-up's password (no pre-hijacking).
+  response = await rig.api("POST", "/verify", {
+    email,
+    code: strangerCode,
+    password: OWNER_PASSWORD,
+  });
+  assert.equal(response.status, 400);
+  assert.equal((await json(response)).error.code, "invalid_request");
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  assert.equal((await rig.app.store.findPortalAccount(user.id))?.state, "pending_verification");
+
+  // The owner's own code and password still verify, and become the account's.
+  response = await rig.api("POST", "/verify", { email, code: ownerCode, password: OWNER_PASSWORD });
+  assert.equal(response.status, 200);
+  assert.equal((await json(response)).state, "active");
+  assert.equal((await rig.app.store.findPortalAccount(user.id))?.state, "active");
+  // Signed in with the owner's password; the stranger's is refused.
+  await rig.browser().signIn(email, OWNER_PASSWORD);
+  response = await rig.api("POST", "/signin", { email, password: STRANGER_PASSWORD });
+  assert.equal(response.status, 401);
+  await response.body?.cancel();
+  // The stranger's candidate stays unusable once the account is active.
+  response = await rig.api("POST", "/verify", {
+    email,
+    code: strangerCode,
+    password: STRANGER_PASSWORD,
+  });
+  assert.equal(response.status, 400, "an active account verifies no more");
+  await response.body?.cancel();
+});
+
+Deno.test("[e2e] a pending address keeps at most the newest candidates; the oldest ends", async () => {
+  await using rig = await startPortalRig({
+    throttleRules: {
+      ...PORTAL_THROTTLE_RULES,
+      mail: { threshold: 20, baseDelayMs: 60_000, maxDelayMs: 60_000, windowMs: 3_600_000 },
+    },
+  });
+  const email = "many@example.org";
+  const codes: string[] = [];
+  for (let i = 0; i <= MAX_VERIFY_CANDIDATES; i++) {
+    const response = await rig.api("POST", "/signup", {
+      email,
+      password: `${OWNER_PASSWORD} ${i}`,
+    });
+    assert.equal(response.status, 202);
+    await response.body?.cancel();
+    codes.push(readCode(await rig.smtp.waitFor(email, "Verify", { skip: i })));
+  }
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  const live = await rig.app.store.findPortalCodes(user.id, "verify", rig.app.clock.now());
+  assert.equal(live.length, MAX_VERIFY_CANDIDATES);
+  assert.ok(live.every((code) => code.passwordHash !== undefined), "each with its password");
+
+  let response = await rig.api("POST", "/verify", {
+    email,
+    code: codes[0],
+    password: `${OWNER_PASSWORD} 0`,
+  });
+  assert.equal(response.status, 400, "the oldest candidate ended");
+  await response.body?.cancel();
+  response = await rig.api("POST", "/verify", {
+    email,
+    code: codes[1],
+    password: `${OWNER_PASSWORD} 1`,
+  });
+  assert.equal(response.status, 200);
+  assert.equal((await json(response)).state, "active");
+});
+
+Deno.test("[e2e] deleting an account leaves its addresses in no audit row, of any action", async () => {
+  await using rig = await startPortalRig();
+  const email = "leaver@example.org";
+  (await rig.api("POST", "/signup", { email, password: OWNER_PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  (await rig.api("POST", "/verify", { email, code, password: OWNER_PASSWORD })).body?.cancel();
+  const browser = rig.browser();
+  await browser.signIn(email, OWNER_PASSWORD);
+  // A former address (an e-mail change) and a change asked but never confirmed.
+  let response = await browser.call("POST", "/email", {
+    email: "moved@example.org",
+    password: OWNER_PASSWORD,
+  });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const moved = readCode(await rig.smtp.waitFor("moved@example.org", "Confirm your new e-mail"));
+  response = await browser.call("POST", "/email/confirm", { code: moved });
+  assert.equal(response.status, 200);
+  await response.body?.cancel();
+  response = await browser.call("POST", "/email", {
+    email: "never@example.org",
+    password: OWNER_PASSWORD,
+  });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  // Another user's rows stay as they are.
+  (await rig.api("POST", "/signup", { email: "other@example.org", password: OWNER_PASSWORD }))
+    .body?.cancel();
+  const before = await rig.app.store.listAudit();
+  assert.ok(before.some((row) => JSON.stringify(row).includes(email)));
+
+  response = await browser.call("POST", "/account/delete", { password: OWNER_PASSWORD });
+  assert.equal(response.status, 200);
+  await response.body?.cancel();
+
+  const after = await rig.app.store.listAudit();
+  assert.equal(after.length, before.length + 1, "no row lost, one added");
+  for (const address of [email, "moved@example.org", "never@example.org"]) {
+    const left = after.filter((row) => JSON.stringify(row).includes(address));
+    assert.deepEqual(left, [], address);
+  }
+  const deleted = after.find((row) => row.action === "portal.account_deleted")!;
+  assert.match(deleted.subject, /^user:deleted:[A-Za-z0-9_-]{16}$/);
+  const renamed = after.filter((row) => row.subject === deleted.subject);
+  assert.ok(renamed.some((row) => row.action === "portal.signed_up"));
+  assert.ok(renamed.some((row) => row.action === "portal.email_changed"));
+  assert.equal(deleted.detail.audit_rows_anonymized, renamed.length - 1);
+  assert.ok(after.some((row) => row.subject === "user:other@example.org"), "others untouched");
+  // Outside that one delete, the log is still append-only.
+  await assert.rejects(
+    rig.app.querySql("UPDATE audit_log SET subject = 'x' WHERE action = 'portal.signed_up'"),
+  );
+});
+
+Deno.test("[e2e] refusing a waiting account leaves its address in no audit row", async () => {
+  await using rig = await startPortalRig({ mode: "approval" });
+  const email = "refused@example.org";
+  (await rig.api("POST", "/signup", { email, password: OWNER_PASSWORD })).body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  const response = await rig.api("POST", "/verify", { email, code, password: OWNER_PASSWORD });
+  assert.deepEqual(await json(response), { state: "pending_approval" });
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  const before = await rig.app.store.listAudit();
+  assert.ok(before.some((row) => row.subject === `user:${email}`));
+
+  await refuseAccount({ store: rig.app.store, clock: rig.app.clock, actor: "cli:ops" }, user);
+
+  const after = await rig.app.store.listAudit();
+  assert.equal(after.length, before.length + 1);
+  assert.deepEqual(after.filter((row) => JSON.stringify(row).includes(email)), []);
+  const refused = after.at(-1)!;
+  assert.equal(refused.action, "portal.refused");
+  assert.ok(after.filter((row) => row.subject === refused.subject).length >= 3);
+});
