@@ -1,8 +1,9 @@
 /**
  * A sign-up repeated while the address waits for verification commits as a first sign-up does
- * (issue 25, timing of pending addresses): replacing an unverified user's password is no grant
- * change, so it neither bumps the grant epoch nor waits for the durability sync that a grant
- * change costs, and the answer takes no longer than a fresh address's. A user who is not
+ * (issue 25, timing of pending addresses): it adds a second code bound to its own password and
+ * changes no user row, so it neither bumps the grant epoch nor waits for the durability sync that
+ * a grant change costs, and the answer takes no longer than a fresh address's. Replacing an
+ * unverified user's password (`replacePortalCode`) is no grant change either. A user who is not
  * disabled still gets the bump. Both backends (the test store).
  *
  * @module
@@ -29,7 +30,11 @@ Deno.test("[e2e] portal: a repeated sign-up of a pending address is no grant cha
   const epoch = store.readGrantEpoch();
   await signUp("another long passphrase 7");
   const again = (await store.findUserByEmail(email))!;
-  assert.notEqual(again.passwordHash, first.passwordHash, "the pending password is replaced");
+  // The owner's pending password stays; the new one is bound to a second code of its own.
+  assert.equal(again.passwordHash, first.passwordHash, "the first pending password is kept");
+  const codes = await store.findPortalCodes(again.id, "verify", rig.app.clock.now());
+  assert.equal(codes.length, 2);
+  assert.equal(codes.filter((code) => code.passwordHash !== undefined).length, 2);
   assert.equal((await store.findPortalAccount(again.id))?.state, "pending_verification");
   assert.equal(store.readGrantEpoch(), epoch, "no grant epoch bump for a disabled user");
 });
