@@ -1,56 +1,135 @@
 /**
- * Which addresses a deleted user's audit rows hold ({@link AuditAnonymizing}), for both
- * backends: the user's own former e-mails (the `from` of a rename or an e-mail change, whose
- * rows are the user's under its newer address) and any other address in a detail (the `to`
- * of an e-mail change asked), which is replaced but never followed (it may be another user's).
+ * Which audit rows a deleted user's anonymization rewrites ({@link AuditAnonymizing}), for both
+ * backends. It goes by the user, not by an address alone: an address may have had another
+ * holder before the user, or have one after it (a freed address taken by a new sign-up), and
+ * their rows stay as they are.
+ *
+ * The backend walks back from the user's current e-mail: each address was the user's from the
+ * row that started its hold (the user's creation, or the rename or e-mail change that moved the
+ * user to it: the latest such row before the hold ended) until the row that moved the user away
+ * (or now). Audit row ids, not times, bound the holds: ids follow the order of the commits,
+ * where two rows may share a millisecond.
+ *
+ * Then, in one pass over the rows found ({@link planAuditRewrites}):
+ * - a row whose subject is `user:<address>` within the user's hold of it takes the opaque id as
+ *   subject, and every address in its detail is replaced by the id (the `to` of an e-mail
+ *   change asked, too: never followed, as it may be another user's);
+ * - a row written by the user (actor `portal:user:<id>`, from its first hold on) has every
+ *   address in its detail replaced;
+ * - any other row (`key.created` and `token.revoked` name the user in `detail.user`) has the
+ *   user's addresses replaced where they fall within the user's hold of them.
  *
  * @module
  */
 
-/** The actions whose `from` is the user's own former e-mail. */
+/** The actions whose `from` is the user's own former e-mail, moved to the row's subject. */
 const RENAMES: ReadonlySet<string> = new Set(["user.renamed", "portal.email_changed"]);
 
-/** The addresses in one of the user's rows: its former e-mails, and others to replace. */
-export function readAuditAddresses(
-  action: string,
-  detail: Readonly<Record<string, unknown>>,
-): { former: string[]; other: string[] } {
-  const former: string[] = [];
-  const other: string[] = [];
-  for (const [key, value] of Object.entries(detail)) {
-    if (typeof value !== "string" || !value.includes("@")) continue;
-    if (key === "from" && RENAMES.has(action)) former.push(value);
-    else other.push(value);
-  }
-  return { former, other };
+/** The actions that start a user's hold of an address: its creation, or a move to it. */
+export const AUDIT_HOLD_STARTS: readonly string[] = [
+  "user.added",
+  "portal.signed_up",
+  ...RENAMES,
+];
+
+/** The highest audit row id the walk starts below (no row has it). */
+export const AUDIT_ID_END = Number.MAX_SAFE_INTEGER;
+
+/** At most this many holds are followed back (a user renamed more often keeps older rows). */
+export const MAX_ADDRESS_HOLDS = 1000;
+
+/** The audit rows with ids in `[fromId, untilId)` are the user's under `address`. */
+export interface AddressHold {
+  address: string;
+  fromId: number;
+  untilId: number;
 }
 
-/** The addresses found so far: the user's own (their rows take the opaque subject) and all. */
-export interface AuditAddresses {
-  own: string[];
-  all: Set<string>;
-}
-
-/** The walk's start: the user's current e-mail. */
-export function startAuditAddresses(email: string): AuditAddresses {
-  return { own: [email], all: new Set([email]) };
+/** The row that started a hold ({@link AUDIT_HOLD_STARTS}), as the backend read it. */
+export interface HoldStart {
+  id: number;
+  action: string;
+  detail: Readonly<Record<string, unknown>>;
 }
 
 /**
- * Adds the addresses of the rows whose subject is `user:<one of own>` (only those whose detail
- * holds an `@` need be read). The backend reads the rows of each `own[i]` in turn, until `i`
- * reaches the end (a former address appends to `own`).
+ * One step of the walk back: the hold of `address` that ended at `untilId`, started by `start`
+ * (`undefined` when no such row is left: retention pruned it; the hold then reaches back to
+ * the first row), and the address the user held before it, if `start` moved the user.
  */
-export function addAuditAddresses(
-  found: AuditAddresses,
-  rows: readonly { action: string; detail: Readonly<Record<string, unknown>> }[],
-): void {
+export function toAddressHold(
+  address: string,
+  untilId: number,
+  start: HoldStart | undefined,
+): { hold: AddressHold; before?: { address: string; untilId: number } } {
+  const hold = { address, fromId: start?.id ?? 0, untilId };
+  const from = start === undefined || !RENAMES.has(start.action) ? undefined : start.detail.from;
+  return typeof from === "string" && from !== address
+    ? { hold, before: { address: from, untilId: start!.id } }
+    : { hold };
+}
+
+/** An audit row as the backend read it. */
+export interface AuditRowRead {
+  id: number;
+  actor: string;
+  subject: string;
+  detail: Readonly<Record<string, unknown>>;
+}
+
+/** What to write back: the row's new subject and detail. */
+export interface AuditRewrite {
+  id: number;
+  subject: string;
+  detail: Record<string, unknown>;
+}
+
+/** The rewrites of one deletion, the rows that took the id as subject, the addresses replaced. */
+export interface AuditRewritePlan {
+  rewrites: AuditRewrite[];
+  renamed: number;
+  addresses: string[];
+}
+
+function isHeld(holds: readonly AddressHold[], address: string, id: number): boolean {
+  return holds.some((hold) => hold.address === address && id >= hold.fromId && id < hold.untilId);
+}
+
+/** Whether a detail value is an address (what the trigger lets become the id). */
+function isAddress(value: unknown): value is string {
+  return typeof value === "string" && value.includes("@");
+}
+
+/**
+ * The rewrites of `rows` (any rows; those the rules of the @module leave alone are skipped) for
+ * the user with these `holds` and `actor`, to the opaque `ref`.
+ */
+export function planAuditRewrites(
+  rows: readonly AuditRowRead[],
+  options: { holds: readonly AddressHold[]; actor?: string; ref: string },
+): AuditRewritePlan {
+  const { holds, actor, ref } = options;
+  const firstId = Math.min(...holds.map((hold) => hold.fromId));
+  const rewrites: AuditRewrite[] = [];
+  const addresses = new Set<string>(holds.map((hold) => hold.address));
+  let renamed = 0;
   for (const row of rows) {
-    const { former, other } = readAuditAddresses(row.action, row.detail);
-    for (const address of former) {
-      if (!found.own.includes(address)) found.own.push(address);
-      found.all.add(address);
+    const own = row.subject.startsWith("user:") && isHeld(holds, row.subject.slice(5), row.id);
+    const mine = own || (actor !== undefined && row.actor === actor && row.id >= firstId);
+    const detail: Record<string, unknown> = {};
+    let changed = own;
+    for (const [key, value] of Object.entries(row.detail)) {
+      if (isAddress(value) && (mine || isHeld(holds, value, row.id))) {
+        detail[key] = ref;
+        addresses.add(value);
+        changed = true;
+      } else {
+        detail[key] = value;
+      }
     }
-    for (const address of other) found.all.add(address);
+    if (!changed) continue;
+    if (own) renamed++;
+    rewrites.push({ id: row.id, subject: own ? ref : row.subject, detail });
   }
+  return { rewrites, renamed, addresses: [...addresses] };
 }

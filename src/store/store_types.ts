@@ -222,21 +222,26 @@ export interface TokenRow {
 export interface DeletedUser {
   apiKeys: number;
   tokens: number;
-  /** With `anonymousRef`: the earlier audit rows that took it instead of the user's e-mail. */
+  /** With `anonymousRef`: the audit rows that took it as subject instead of an e-mail. */
   auditRows?: number;
 }
 
 /**
- * Makes a deleted user's earlier audit rows anonymous, in the delete's transaction (the one
- * exception to the append-only log): every row whose subject is `user:<address>` for the
- * user's e-mail or one it had before (the `from` of its `user.renamed` and
- * `portal.email_changed` rows, followed back) takes `ref` as subject, and each of those
- * addresses, and any other address in those rows' details (`to` of an e-mail change asked),
- * is replaced by `ref` in their details.
+ * Makes a deleted user's audit rows anonymous, in the delete's transaction (the one exception
+ * to the append-only log; src/store/audit_anonymize.ts has the rules): the rows whose subject
+ * is `user:<address>` while the user held that address (its e-mail, and the ones it had before,
+ * followed back through its `user.renamed` and `portal.email_changed` rows; never a row of
+ * another holder of the address, before or after) take `ref` as subject, and every address in
+ * their details is replaced by `ref`; so are the addresses in the details of the user's own
+ * rows (actor `anonymousActor`) and the user's addresses in any other row of its time with
+ * them (`detail.user` of `key.created` and `token.revoked`). The outbox's mail to those
+ * addresses goes too, unless another user holds the address now.
  */
 export interface AuditAnonymizing {
   /** The opaque name the rows take (`user:deleted:…`). */
   anonymousRef?: string;
+  /** With `anonymousRef`: the actor of the user's own changes (`portal:user:<id>`). */
+  anonymousActor?: string;
 }
 
 /** The lowest and highest token row ids. */

@@ -7,7 +7,7 @@
 import type { DeletedUser, Store, User } from "../../store/store.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
-import { entry } from "./account_deps.ts";
+import { entry, toPortalActor } from "./account_deps.ts";
 import { generateDeletedRef } from "./own_account.ts";
 
 /** A portal account that waits for an operator. */
@@ -56,6 +56,7 @@ export async function refuseAccount(deps: ChangeDeps, user: User): Promise<Delet
   return await deps.store.deleteUser(user.id, {
     now: deps.clock.now(),
     anonymousRef: ref,
+    anonymousActor: toPortalActor(user),
     audit: () => entry(deps, deps.actor, "portal.refused", ref, { user_id: user.id }),
   });
 }

@@ -214,9 +214,12 @@ export function generateDeletedRef(): string {
  * Deletes the user's account after checking the password: the user, its keys, tokens, codes
  * and sessions go in one transaction (each grant's end recorded as for any delete). The
  * deletion's audit entry names the account by an opaque id and its numeric user id, and in
- * the same transaction every earlier entry naming the account (by its e-mail, or one it had
- * before) takes that id instead, its details too (the one exception to the append-only log,
- * docs/security.md); the entry counts them (`audit_rows_anonymized`).
+ * the same transaction every earlier entry naming the account (by its e-mail while it held it,
+ * or one it had before) takes that id instead, and the account's addresses in the details of
+ * its entries and of those of its time (its keys' `key.created`, its tokens' `token.revoked`)
+ * become that id too (the one exception to the append-only log, docs/security.md); the entry
+ * counts the entries that took the id (`audit_rows_anonymized`). Its mail still in the outbox
+ * goes as well.
  * @throws {AuthError} `invalid_credentials` for a wrong password, `too_many_attempts`.
  */
 export async function deleteOwnAccount(
@@ -230,6 +233,7 @@ export async function deleteOwnAccount(
   return await deps.store.deleteUser(user.id, {
     now: deps.clock.now(),
     anonymousRef: ref,
+    anonymousActor: toPortalActor(user),
     audit: (deleted: DeletedUser) =>
       entry(deps, toPortalActor(user), "portal.account_deleted", ref, {
         api_keys_deleted: deleted.apiKeys,

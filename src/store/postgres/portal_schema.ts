@@ -92,3 +92,44 @@ BEGIN
   RAISE EXCEPTION 'audit_log is append-only';
 END $$;
 `;
+
+/**
+ * The append-only exception tied to the deleting transaction (sqlite/portal_schema.ts), instead
+ * of the setting `keygate.audit_redact` any session could set: an update passes only while
+ * `audit_redact` holds a row the current transaction wrote (`xact`, the top-level transaction
+ * id, never reused), naming a `user:deleted:…` id. Even then only `subject` and `detail` may
+ * change: a `user:` subject (not already a deleted one) may become that id, and a detail value
+ * holding an `@` may become that id; keys, other values and every other column stay.
+ */
+export const PORTAL_REDACT_SQL = `
+CREATE TABLE audit_redact (
+  ref text NOT NULL CHECK (ref LIKE 'user:deleted:_%'),
+  xact xid8 NOT NULL DEFAULT pg_current_xact_id()
+);
+CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  marker text;
+BEGIN
+  IF TG_OP = 'DELETE' AND OLD.at < coalesce(
+    nullif(current_setting('keygate.audit_prune_before', true), '')::bigint, 0) THEN
+    RETURN OLD;
+  END IF;
+  IF TG_OP = 'UPDATE' THEN
+    SELECT r.ref INTO marker FROM audit_redact AS r WHERE r.xact = pg_current_xact_id() LIMIT 1;
+    IF marker IS NOT NULL AND NEW.id = OLD.id AND NEW.at = OLD.at AND NEW.actor = OLD.actor
+      AND NEW.action = OLD.action
+      AND (NEW.subject = OLD.subject OR (OLD.subject LIKE 'user:%'
+        AND OLD.subject NOT LIKE 'user:deleted:%' AND NEW.subject = marker))
+      AND NOT EXISTS (
+        SELECT 1 FROM jsonb_each(OLD.detail) AS o
+        FULL JOIN jsonb_each(NEW.detail) AS n ON n.key = o.key
+        WHERE o.key IS NULL OR n.key IS NULL OR (n.value <> o.value AND NOT (
+          jsonb_typeof(o.value) = 'string' AND strpos(o.value #>> '{}', '@') > 0
+          AND n.value = to_jsonb(marker))))
+    THEN
+      RETURN NEW;
+    END IF;
+  END IF;
+  RAISE EXCEPTION 'audit_log is append-only';
+END $$;
+`;

@@ -22,6 +22,7 @@ import {
 } from "../canonical_emails.ts";
 import {
   PORTAL_EMAIL_CODES_SQL,
+  PORTAL_REDACT_SQL,
   PORTAL_SAFETY_SQL,
   PORTAL_SCHEMA_SQL,
   PORTAL_USER_HOLD_SQL,
@@ -275,5 +276,12 @@ CREATE TABLE limit_usage (
     version: 10,
     name: "portal safety",
     sql: PORTAL_SAFETY_SQL,
+  },
+  {
+    // The audit log's one rewrite tied to the deleting transaction, and limited to making
+    // addresses anonymous (portal_schema.ts).
+    version: 11,
+    name: "portal audit redact",
+    sql: PORTAL_REDACT_SQL,
   },
 ];

@@ -139,7 +139,11 @@ export function createUserStore(db: PgContext): UserStore {
         const [user] = await tx<Row[]>`SELECT email FROM users WHERE id = ${userId} FOR UPDATE`;
         const auditRows = change.anonymousRef === undefined || user === undefined
           ? undefined
-          : await anonymizeAudit(tx, user.email as string, change.anonymousRef);
+          : await anonymizeAudit(tx, {
+            id: userId,
+            email: user.email as string,
+            actor: change.anonymousActor,
+          }, change.anonymousRef);
         const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
         await tx`DELETE FROM login_failures WHERE subject IN (
             SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;

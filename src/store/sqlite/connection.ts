@@ -25,6 +25,7 @@ import type {
   GrantScope,
 } from "../store.ts";
 import { listAuditEntries } from "../audit_entries.ts";
+import { defineAuditRedact } from "./audit_anonymize.ts";
 import { writeWhenUnlocked } from "./busy_retry.ts";
 import { toStoreError } from "./errors.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
@@ -154,6 +155,8 @@ export function openConnection(path: string, options: SqliteStoreOptions = {}): 
     // Read pages through a memory map: token lookups in a large table cost no read()
     // system call, and the pages live in the OS page cache rather than our heap.
     db.exec(`PRAGMA mmap_size = ${MMAP_BYTES}`);
+    // The append-only trigger's exception asks this connection for it (audit_anonymize.ts).
+    defineAuditRedact(db);
     for (const line of migrate(db, MIGRATIONS)) options.onMigrationWarning?.(line);
     if (options.maxPageCount !== undefined) {
       if (!Number.isSafeInteger(options.maxPageCount) || options.maxPageCount < 1) {

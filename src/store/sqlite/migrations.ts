@@ -20,6 +20,7 @@ import {
 } from "../canonical_emails.ts";
 import {
   PORTAL_EMAIL_CODES_SQL,
+  PORTAL_REDACT_SQL,
   PORTAL_SAFETY_SQL,
   PORTAL_SCHEMA_SQL,
   PORTAL_USER_HOLD_SQL,
@@ -308,6 +309,13 @@ BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
     version: 13,
     name: "portal safety",
     sql: PORTAL_SAFETY_SQL,
+  },
+  {
+    // The audit log's one rewrite tied to the deleting transaction, and limited to making
+    // addresses anonymous (portal_schema.ts).
+    version: 14,
+    name: "portal audit redact",
+    sql: PORTAL_REDACT_SQL,
   },
 ];
 

@@ -105,3 +105,34 @@ WHEN NOT EXISTS (SELECT 1 FROM audit_redact WHERE user_ref = NEW.subject)
   OR NEW.id <> OLD.id OR NEW.at <> OLD.at OR NEW.actor <> OLD.actor OR NEW.action <> OLD.action
 BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
 `;
+
+/**
+ * The append-only exception tied to the deleting transaction (replacing `audit_redact`, which
+ * any connection could fill): an update passes only while `keygate_audit_redact()` names a
+ * `user:deleted:…` id, which only the store's own connection defines, and only inside the
+ * delete's write (audit_anonymize.ts); other connections lack the function, so their updates
+ * fail. Even then only `subject` and `detail` may change: a `user:` subject (not already a
+ * deleted one) may become that id, and a detail value holding an `@` may become that id; keys,
+ * other values and every other column stay.
+ */
+export const PORTAL_REDACT_SQL = `
+DROP TRIGGER audit_log_no_update;
+DROP TABLE audit_redact;
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+WHEN NOT (
+  coalesce(keygate_audit_redact() LIKE 'user:deleted:_%', 0)
+  AND NEW.id = OLD.id AND NEW.at = OLD.at AND NEW.actor = OLD.actor AND NEW.action = OLD.action
+  AND (NEW.subject = OLD.subject OR (OLD.subject LIKE 'user:%'
+    AND OLD.subject NOT LIKE 'user:deleted:%' AND NEW.subject = keygate_audit_redact()))
+  AND json_valid(NEW.detail)
+  AND (SELECT count(*) FROM json_each(NEW.detail)) = (SELECT count(*) FROM json_each(OLD.detail))
+  AND NOT EXISTS (
+    SELECT 1 FROM json_each(OLD.detail) AS o LEFT JOIN json_each(NEW.detail) AS n ON n.key = o.key
+    WHERE n.key IS NULL OR NOT (
+      (o.type = n.type AND CASE WHEN o.type IN ('object', 'array')
+        THEN json(o.value) = json(n.value) ELSE o.atom IS n.atom END)
+      OR (o.type = 'text' AND instr(o.atom, '@') > 0 AND n.type = 'text'
+        AND n.atom = keygate_audit_redact())))
+)
+BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;
+`;

@@ -147,14 +147,14 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
       }, audit);
     },
 
-    deleteUser(userId, { audit, anonymousRef }) {
+    deleteUser(userId, { audit, anonymousRef, anonymousActor }) {
       return conn.write(() => {
         const email = (statements.userById.get({ id: userId }) as Row | undefined)?.email as
           | string
           | undefined;
         const auditRows = anonymousRef === undefined || email === undefined
           ? undefined
-          : anonymizeAudit(email, anonymousRef);
+          : anonymizeAudit({ id: userId, email, actor: anonymousActor }, anonymousRef);
         const tokens = Number(statements.userTokensDelete.run({ user_id: userId }).changes);
         statements.userFailuresDelete.run({ user_id: userId });
         const apiKeys = Number(statements.userKeysDelete.run({ user_id: userId }).changes);
