@@ -119,17 +119,25 @@ Deno.test("every store interface is read, and every listed reader is one of its 
   assert.ok(writing.length >= 40, `only ${writing.length} writing methods found`);
 });
 
-/** `store.x(`, `deps.store?.x(`, `portalStore.x(`, for x a writing method. */
+/**
+ * `store.x(`, `deps.store?.x(`, `portalStore.x(`, for x a writing method, also split across
+ * lines (`deps.store\n  .x(`): found in the text with comment lines blanked, each at the line of
+ * its method name. The receiver must be named `…store`/`…Store`: a store under another name
+ * (`const s = deps.store; s.x(…)`, or a method taken out of it) is not found, so review keeps
+ * edges from aliasing the store.
+ */
 function findWritingCalls(text: string, writing: readonly string[]): string[] {
   // The receiver must be a store: a use case of the same name (`revocation.revokeTokenOfKey`)
   // is no match.
-  const call = new RegExp(`\\b\\w*[sS]tore\\??\\.(${writing.join("|")})\\(`, "g");
+  const call = new RegExp(`\\b\\w*[sS]tore\\s*\\??\\s*\\.\\s*(${writing.join("|")})\\s*\\(`, "g");
+  // Comments may name a method; code may not call one. Blanked, so lines keep their numbers.
+  const code = text.split("\n").map((line) => /^\s*(\*|\/\/)/.test(line) ? "" : line).join("\n");
   const found: string[] = [];
-  text.split("\n").forEach((line, i) => {
-    // Comments may name a method; code may not call one.
-    if (/^\s*(\*|\/\/)/.test(line)) return;
-    for (const match of line.matchAll(call)) found.push(`${i + 1}: ${match[1]}`);
-  });
+  for (const match of code.matchAll(call)) {
+    const at = match.index! + match[0].lastIndexOf(match[1]);
+    const line = code.slice(0, at).split("\n").length;
+    found.push(`${line}: ${match[1]}`);
+  }
   return found;
 }
 
@@ -142,11 +150,22 @@ Deno.test("a writing call is found on any store receiver, a use case of that nam
     "// store.deleteLimit(id) in a comment",
     "await revocation.revokeTokenOfKey(token, who);",
     "await store.findPortalSession(hash, now);",
+    "await deps.store",
+    "  .insertMail(mail, change);",
+    "await deps.portalStore?.",
+    "  claimMail (now, options);",
+    "const written = await deps",
+    "  .store",
+    "  // a comment between",
+    "  .putLimit(limit, change);",
   ].join("\n");
   assert.deepEqual(findWritingCalls(text, writing), [
     "1: usePortalCode",
     "2: claimMail",
     "3: putLimit",
+    "8: insertMail",
+    "10: claimMail",
+    "14: putLimit",
   ]);
 });
 
