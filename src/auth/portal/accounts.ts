@@ -28,6 +28,7 @@ import {
   type PortalClient,
   toAnonymousActor,
 } from "./account_deps.ts";
+import { requireWaitingAccount } from "./approval.ts";
 import { checkCode } from "./code_check.ts";
 import { generateCode, hashCode } from "./codes.ts";
 import { toMailboxEmail } from "./mail_address.ts";
@@ -202,16 +203,7 @@ export async function approveAccount(
   user: User,
   links: MailLinks,
 ): Promise<void> {
-  const account = await deps.store.findPortalAccount(user.id);
-  if (account === undefined) {
-    throw new AuthError("not_found", `No portal account for "${user.email}"`);
-  }
-  if (account.state !== "pending_approval") {
-    throw new AuthError(
-      "conflict",
-      `Cannot approve ${user.email}: the account is ${account.state.replace("_", " ")}`,
-    );
-  }
+  await requireWaitingAccount(deps, user, "approve");
   await deps.store.updatePortalState(user.id, {
     now: deps.clock.now(),
     state: "active",

@@ -41,7 +41,15 @@ export async function listPendingAccounts(store: Store): Promise<PendingAccount[
  * account's do (`deleteOwnAccount`).
  * @throws {AuthError} `not_found` without such an account, `conflict` unless it waits.
  */
-export async function refuseAccount(deps: ChangeDeps, user: User): Promise<DeletedUser> {
+/**
+ * Checks that `user`'s portal account waits for an operator, before `verb` (approve, refuse).
+ * @throws {AuthError} `not_found` without such an account, `conflict` unless it waits.
+ */
+export async function requireWaitingAccount(
+  deps: Pick<ChangeDeps, "store">,
+  user: User,
+  verb: string,
+): Promise<void> {
   const account = await deps.store.findPortalAccount(user.id);
   if (account === undefined) {
     throw new AuthError("not_found", `No portal account for "${user.email}"`);
@@ -49,9 +57,13 @@ export async function refuseAccount(deps: ChangeDeps, user: User): Promise<Delet
   if (account.state !== "pending_approval") {
     throw new AuthError(
       "conflict",
-      `Cannot refuse ${user.email}: the account is ${account.state.replace("_", " ")}`,
+      `Cannot ${verb} ${user.email}: the account is ${account.state.replace("_", " ")}`,
     );
   }
+}
+
+export async function refuseAccount(deps: ChangeDeps, user: User): Promise<DeletedUser> {
+  await requireWaitingAccount(deps, user, "refuse");
   const ref = generateDeletedRef();
   return await deps.store.deleteUser(user.id, {
     now: deps.clock.now(),
