@@ -59,8 +59,9 @@ export async function requestPasswordReset(
 }
 
 /**
- * Sets a new password with a reset code: every token of the user ends (the revoke-all
- * cutoff), every portal session too, and a notice is mailed. Resolves to how many live tokens
+ * Sets a new password with a reset code, for an account that may still use the portal
+ * ({@link isActive}): every token of the user ends (the revoke-all cutoff), every portal
+ * session too, and a notice is mailed. Resolves to how many live tokens
  * ended.
  * @throws {AuthError} `invalid_request` for the password or a wrong, used or expired code.
  */
@@ -72,6 +73,10 @@ export async function resetPassword(
   const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
   const password = toPortalPassword(input.password, email);
   const { user, codeId } = await checkCode(deps, client, input, "reset");
+  // The rules of enrolment apply when the code is used too, not only when it was asked for
+  // (`--portal-existing-users` turned off, a domain removed, the user disabled meanwhile).
+  const account = await deps.store.findPortalAccount(user.id);
+  if (!isActive({ user, account }, deps)) throw invalidCode();
   const passwordHash = await deps.hasher.hash(password);
   try {
     return await deps.store.usePortalCode(codeId, {
