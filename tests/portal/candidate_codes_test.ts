@@ -8,6 +8,11 @@
  * @module
  */
 import assert from "node:assert/strict";
+import type { PortalAccountDeps } from "../../src/auth/portal/account_deps.ts";
+import { signUp } from "../../src/auth/portal/accounts.ts";
+import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
+import { createPasswordHasher } from "../../src/passwords/passwords.ts";
+import type { Store } from "../../src/store/store.ts";
 import { readCode } from "./_smtp.ts";
 import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
 
@@ -73,4 +78,56 @@ Deno.test("[e2e] a right code with a wrong password still counts against that co
   const user = (await rig.app.store.findUserByEmail(email))!;
   const live = await rig.app.store.findPortalCodes(user.id, "verify", rig.app.clock.now());
   assert.deepEqual(live.map((stored) => stored.attempts), [1]);
+});
+
+Deno.test("[e2e] a first sign-up that loses the race to another gets its own candidate code", async () => {
+  await using rig = await startPortalRig();
+  const email = "racer@example.org";
+  const store = rig.app.store;
+  const deps: PortalAccountDeps = {
+    store,
+    clock: rig.app.clock,
+    hasher: createPasswordHasher(),
+    throttle: createPortalThrottle({ store, clock: rig.app.clock }),
+    mode: "open",
+  };
+  const client = { address: "192.0.2.1", links: { origin: ORIGIN } };
+  // The other sign-up commits between this one's read (no account yet) and its insert.
+  let raced = false;
+  const racing = new Proxy(store, {
+    get(target, name) {
+      if (name === "insertPortalUser" && !raced) {
+        return async (...args: Parameters<Store["insertPortalUser"]>) => {
+          raced = true;
+          await signUp(deps, client, { email, password: STRANGER_PASSWORD });
+          return await target.insertPortalUser(...args);
+        };
+      }
+      const value = Reflect.get(target, name, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  await signUp({ ...deps, store: racing }, client, { email, password: OWNER_PASSWORD });
+  assert.ok(raced);
+  const user = (await store.findUserByEmail(email))!;
+  const live = await store.findPortalCodes(user.id, "verify", rig.app.clock.now());
+  assert.equal(live.length, 2, "the loser's code is a candidate beside the winner's");
+  const audit = (await store.listAudit()).map((row) => row.action);
+  assert.deepEqual(audit.filter((action) => action.startsWith("portal.sign")), [
+    "portal.signed_up",
+    "portal.sign_up_repeated",
+  ]);
+  // Two mails (in either order); one of the codes verifies with the loser's password.
+  const codes = [
+    readCode(await rig.smtp.waitFor(email, "Verify")),
+    readCode(await rig.smtp.waitFor(email, "Verify", { skip: 1 })),
+  ];
+  assert.notEqual(codes[0], codes[1]);
+  const statuses: number[] = [];
+  for (const code of codes) {
+    const answer = await from(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
+    statuses.push(answer.status);
+    if (answer.status === 200) assert.equal(answer.body.state, "active");
+  }
+  assert.deepEqual(statuses.toSorted(), [200, 400]);
 });

@@ -17,7 +17,7 @@
  * @module
  */
 import { StoreConflict } from "../../store/errors.ts";
-import type { User } from "../../store/store.ts";
+import type { PortalAccount, User } from "../../store/store.ts";
 import { toUserRef } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
@@ -85,28 +85,44 @@ export async function signUp(
   const now = deps.clock.now();
   const found = await findAccount(deps.store, email);
   const actor = toAnonymousActor(client);
-  if (found === undefined) {
-    const code = generateCode();
-    try {
-      await deps.store.insertPortalUser({ email, passwordHash, tokenTimeoutSeconds: null }, {
-        now,
-        state: "pending_verification",
-        code: {
-          purpose: "verify",
-          codeHash: hashCode(email, code, deps.codeKey),
-          expiresAt: now + VERIFY_CODE_MS,
-          passwordHash,
-        },
-        mail: toVerifyMail(client.links, email, code),
-        audit: (user: User) =>
-          entry(deps, actor, "portal.signed_up", toUserRef(user.email), { user_id: user.id }),
-      });
-    } catch (error) {
-      // Signed up meanwhile by another request, which mailed.
-      if (!(error instanceof StoreConflict)) throw error;
-    }
-    return;
+  const attempt = { email, passwordHash, now, actor };
+  if (found !== undefined) return await signUpAgain(deps, client, found, attempt);
+  const code = generateCode();
+  try {
+    await deps.store.insertPortalUser({ email, passwordHash, tokenTimeoutSeconds: null }, {
+      now,
+      state: "pending_verification",
+      code: {
+        purpose: "verify",
+        codeHash: hashCode(email, code, deps.codeKey),
+        expiresAt: now + VERIFY_CODE_MS,
+        passwordHash,
+      },
+      mail: toVerifyMail(client.links, email, code),
+      audit: (user: User) =>
+        entry(deps, actor, "portal.signed_up", toUserRef(user.email), { user_id: user.id }),
+    });
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    // Signed up meanwhile by another request: this one is a repeated sign-up of that account
+    // (a candidate code beside the other's), never silently dropped.
+    const raced = await findAccount(deps.store, email);
+    if (raced === undefined) throw error;
+    await signUpAgain(deps, client, raced, attempt);
   }
+}
+
+/**
+ * A sign-up of an address that has a user: a pending one gets a new candidate code bound to
+ * the new password, any other a notice; each by mail.
+ */
+async function signUpAgain(
+  deps: PortalAccountDeps,
+  client: PortalClient,
+  found: { user: User; account?: PortalAccount },
+  attempt: { email: string; passwordHash: string; now: number; actor: string },
+): Promise<void> {
+  const { email, passwordHash, now, actor } = attempt;
   if (found.account?.state === "pending_verification") {
     const code = generateCode();
     // A candidate beside the earlier ones: whoever signed up before keeps their code and
