@@ -131,3 +131,26 @@ Deno.test("[e2e] a first sign-up that loses the race to another gets its own can
   }
   assert.deepEqual(statuses.toSorted(), [200, 400]);
 });
+
+Deno.test("[e2e] strangers' sign-ups from other networks leave the owner's re-sign-up unthrottled", async () => {
+  await using rig = await startPortalRig();
+  const email = "owner2@example.org";
+  assert.equal(
+    (await from(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD })).status,
+    202,
+  );
+  for (let i = 1; i <= 5; i++) {
+    const answer = await from(rig, `203.0.${i}.9`, "/signup", {
+      email,
+      password: `${STRANGER_PASSWORD} ${i}`,
+    });
+    assert.equal(answer.status, 202, JSON.stringify(answer.body));
+  }
+  // Before, the address's one mail counter (5) held the owner back too.
+  const again = await from(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD });
+  assert.equal(again.status, 202, JSON.stringify(again.body));
+  assert.equal(again.body.status, "accepted");
+  const code = readCode(await rig.smtp.waitFor(email, "Verify", { skip: 6 }));
+  const answer = await from(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+});
