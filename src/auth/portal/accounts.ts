@@ -38,15 +38,23 @@ import {
   toVerifyMail,
 } from "./portal_mail.ts";
 import { toPortalPassword } from "./portal_password.ts";
+import { toPortalNetwork } from "./portal_throttle.ts";
 import { type OpenedSession, openSession } from "./sessions.ts";
 
 /** How long a verification code works. */
 export const VERIFY_CODE_MS = 24 * 3_600_000;
 /**
- * Live verification codes an unverified address keeps: each sign-up adds one (with its own
- * password) and ends the oldest beyond this, so a stranger's sign-up cannot end the owner's.
+ * Live verification codes an unverified address keeps from one client network (an IPv4
+ * address's /24, an IPv6 one's /64): each sign-up adds one (with its own password) and ends
+ * its own network's oldest beyond this, so one network's sign-ups cannot end another's code.
  */
-export const MAX_VERIFY_CANDIDATES = 5;
+export const MAX_VERIFY_CANDIDATES_PER_NETWORK = 3;
+/**
+ * Live verification codes an unverified address keeps in all: beyond this a sign-up ends the
+ * oldest of any network (more networks than this, within the mail ceiling, could end the
+ * owner's; the owner's own sign-up, throttled per network, then gets a new one).
+ */
+export const MAX_VERIFY_CANDIDATES = 20;
 
 /** @throws {AuthError} `forbidden` when the sign-up mode refuses the address (by itself). */
 function checkMode(deps: PortalAccountDeps, email: string): void {
@@ -64,7 +72,8 @@ function checkMode(deps: PortalAccountDeps, email: string): void {
 /**
  * Sign-up. Resolves the same way whether the address has an account or not: a new account
  * gets a verification code, a pending one a new candidate code bound to the new password
- * (earlier candidates stay, up to {@link MAX_VERIFY_CANDIDATES}), an existing one a notice;
+ * (earlier candidates stay, up to {@link MAX_VERIFY_CANDIDATES_PER_NETWORK} per client network
+ * and {@link MAX_VERIFY_CANDIDATES} in all), an existing one a notice;
  * each by mail.
  *
  * @throws {AuthError} `invalid_request` for the e-mail or password, `forbidden` when the mode
@@ -97,6 +106,7 @@ export async function signUp(
         codeHash: hashCode(email, code, deps.codeKey),
         expiresAt: now + VERIFY_CODE_MS,
         passwordHash,
+        network: toPortalNetwork(client.address),
       },
       mail: toVerifyMail(client.links, email, code),
       audit: (user: User) =>
@@ -126,7 +136,8 @@ async function signUpAgain(
   if (found.account?.state === "pending_verification") {
     const code = generateCode();
     // A candidate beside the earlier ones: whoever signed up before keeps their code and
-    // password (a stranger cannot end the owner's), and a code works only with its own.
+    // password (a stranger's network ends only its own candidates, never the owner's), and a
+    // code works only with its own password.
     await deps.store.addPortalCode(found.user.id, {
       now,
       code: {
@@ -134,9 +145,11 @@ async function signUpAgain(
         codeHash: hashCode(email, code, deps.codeKey),
         expiresAt: now + VERIFY_CODE_MS,
         passwordHash,
+        network: toPortalNetwork(client.address),
       },
       mail: toVerifyMail(client.links, email, code),
       keep: MAX_VERIFY_CANDIDATES,
+      keepPerNetwork: MAX_VERIFY_CANDIDATES_PER_NETWORK,
       audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
     });
     return;

@@ -21,6 +21,7 @@ import {
   type StoredEmail,
 } from "../canonical_emails.ts";
 import {
+  PORTAL_CODE_NETWORK_SQL,
   PORTAL_EMAIL_CODES_SQL,
   PORTAL_SAFETY_SQL,
   PORTAL_SCHEMA_SQL,
@@ -275,5 +276,11 @@ CREATE TABLE limit_usage (
     version: 10,
     name: "portal safety",
     sql: PORTAL_SAFETY_SQL,
+  },
+  {
+    // Verification codes keep their sign-up's client network (portal_schema.ts).
+    version: 11,
+    name: "portal code network",
+    sql: PORTAL_CODE_NETWORK_SQL,
   },
 ];
