@@ -59,6 +59,27 @@ export interface PortalRigOptions {
   throttleRules?: PortalThrottleRules;
 }
 
+/**
+ * A JSON `POST` to the portal's API from `address`, as the listener would hand it over; its
+ * status, `Retry-After` and JSON body (the content type checked).
+ */
+export async function postFrom(rig: PortalRig, address: string, path: string, body: unknown) {
+  const response = await rig.app.handler(
+    new Request(`${ORIGIN}/api/portal/v1${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: ORIGIN },
+      body: JSON.stringify(body),
+    }),
+    { remoteAddr: { hostname: address } },
+  );
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  return {
+    status: response.status,
+    retryAfter: response.headers.get("retry-after"),
+    body: await response.json(),
+  };
+}
+
 /** Starts the rig. */
 export async function startPortalRig(options: PortalRigOptions = {}): Promise<PortalRig> {
   const tls = await testCertificate();

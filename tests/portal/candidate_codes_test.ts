@@ -14,38 +14,20 @@ import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import type { Store } from "../../src/store/store.ts";
 import { readCode } from "./_smtp.ts";
-import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
+import { ORIGIN, postFrom, startPortalRig } from "./_portal.ts";
 
 const OWNER_PASSWORD = "correct horse battery";
 const STRANGER_PASSWORD = "stranger danger 12345";
 const OWNER = "198.51.100.7";
 
-/** A request from `address`, as the listener would hand it over. */
-async function from(rig: PortalRig, address: string, path: string, body: unknown) {
-  const response = await rig.app.handler(
-    new Request(`${ORIGIN}/api/portal/v1${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", origin: ORIGIN },
-      body: JSON.stringify(body),
-    }),
-    { remoteAddr: { hostname: address } },
-  );
-  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
-  return {
-    status: response.status,
-    retryAfter: response.headers.get("retry-after"),
-    body: await response.json(),
-  };
-}
-
 Deno.test("[e2e] five wrong codes from a stranger do not end the owner's verification code", async () => {
   await using rig = await startPortalRig();
   const email = "owner@example.org";
-  let answer = await from(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD });
+  let answer = await postFrom(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD });
   assert.equal(answer.status, 202);
   const code = readCode(await rig.smtp.waitFor(email, "Verify"));
   for (let i = 0; i < 5; i++) {
-    answer = await from(rig, "203.0.113.9", "/verify", {
+    answer = await postFrom(rig, "203.0.113.9", "/verify", {
       email,
       code: "AAAAA-AAAAA",
       password: STRANGER_PASSWORD,
@@ -60,7 +42,7 @@ Deno.test("[e2e] five wrong codes from a stranger do not end the owner's verific
     row.action === "portal.code_failed"
   );
   assert.equal(failed.length, 5, "each guess is still audited");
-  answer = await from(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
+  answer = await postFrom(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
   assert.equal(answer.status, 200);
   assert.equal(answer.body.state, "active");
 });
@@ -69,11 +51,15 @@ Deno.test("[e2e] a right code with a wrong password still counts against that co
   await using rig = await startPortalRig();
   const email = "owner@example.org";
   assert.equal(
-    (await from(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD })).status,
+    (await postFrom(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD })).status,
     202,
   );
   const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  const answer = await from(rig, OWNER, "/verify", { email, code, password: STRANGER_PASSWORD });
+  const answer = await postFrom(rig, OWNER, "/verify", {
+    email,
+    code,
+    password: STRANGER_PASSWORD,
+  });
   assert.equal(answer.status, 400);
   const user = (await rig.app.store.findUserByEmail(email))!;
   const live = await rig.app.store.findPortalCodes(user.id, "verify", rig.app.clock.now());
@@ -125,7 +111,7 @@ Deno.test("[e2e] a first sign-up that loses the race to another gets its own can
   assert.notEqual(codes[0], codes[1]);
   const statuses: number[] = [];
   for (const code of codes) {
-    const answer = await from(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
+    const answer = await postFrom(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
     statuses.push(answer.status);
     if (answer.status === 200) assert.equal(answer.body.state, "active");
   }
@@ -136,21 +122,21 @@ Deno.test("[e2e] strangers' sign-ups from other networks leave the owner's re-si
   await using rig = await startPortalRig();
   const email = "owner2@example.org";
   assert.equal(
-    (await from(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD })).status,
+    (await postFrom(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD })).status,
     202,
   );
   for (let i = 1; i <= 5; i++) {
-    const answer = await from(rig, `203.0.${i}.9`, "/signup", {
+    const answer = await postFrom(rig, `203.0.${i}.9`, "/signup", {
       email,
       password: `${STRANGER_PASSWORD} ${i}`,
     });
     assert.equal(answer.status, 202, JSON.stringify(answer.body));
   }
   // Before, the address's one mail counter (5) held the owner back too.
-  const again = await from(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD });
+  const again = await postFrom(rig, OWNER, "/signup", { email, password: OWNER_PASSWORD });
   assert.equal(again.status, 202, JSON.stringify(again.body));
   assert.equal(again.body.status, "accepted");
   const code = readCode(await rig.smtp.waitFor(email, "Verify", { skip: 6 }));
-  const answer = await from(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
+  const answer = await postFrom(rig, OWNER, "/verify", { email, code, password: OWNER_PASSWORD });
   assert.equal(answer.status, 200, JSON.stringify(answer.body));
 });

@@ -55,6 +55,26 @@ async function assertError(response: Response, status: number, code: string) {
   assert.equal((await response.json()).error.code, code);
 }
 
+/** `later` refuses the session and the reset code, and nothing was changed. */
+async function assertRefused(
+  rig: PortalRig,
+  later: ReturnType<typeof restarted>,
+  held: { email: string; cookie: string; code: string },
+) {
+  const { email, cookie, code } = held;
+  await assertError(await later("/session", undefined, cookie), 401, "not_signed_in");
+  await assertError(
+    await later("/reset", { email, code, password: NEW_PASSWORD }),
+    400,
+    "invalid_request",
+  );
+  const user = (await rig.app.store.findUserByEmail(email))!;
+  const live = await rig.app.store.findPortalCodes(user.id, "reset", rig.app.clock.now());
+  assert.equal(live.length, 1, "the code was not spent");
+  const audit = await rig.app.store.listAudit();
+  assert.ok(!audit.some((row) => row.action === "portal.password_reset"), "no reset");
+}
+
 /** Signs in with `browser`, asks a reset code, and returns the session cookie and the code. */
 async function sessionAndResetCode(rig: PortalRig, email: string) {
   const browser = rig.browser();
@@ -75,17 +95,7 @@ Deno.test("[e2e] --portal-existing-users turned off ends an operator's user's se
   await rig.app.addUser(email, PASSWORD);
   const { cookie, code } = await sessionAndResetCode(rig, email);
   const later = restarted(rig, { mode: "open", existingUsers: false });
-  await assertError(await later("/session", undefined, cookie), 401, "not_signed_in");
-  await assertError(
-    await later("/reset", { email, code, password: NEW_PASSWORD }),
-    400,
-    "invalid_request",
-  );
-  const user = (await rig.app.store.findUserByEmail(email))!;
-  const live = await rig.app.store.findPortalCodes(user.id, "reset", rig.app.clock.now());
-  assert.equal(live.length, 1, "the code was not spent");
-  const audit = await rig.app.store.listAudit();
-  assert.ok(!audit.some((row) => row.action === "portal.password_reset"), "no reset");
+  await assertRefused(rig, later, { email, cookie, code });
   // Back on, both work again: nothing was changed meanwhile.
   const again = restarted(rig, { mode: "open", existingUsers: true });
   const response = await again("/session", undefined, cookie);
@@ -105,13 +115,5 @@ Deno.test("[e2e] a domain removed ends its accounts' sessions and reset codes", 
   await response.body?.cancel();
   const { cookie, code } = await sessionAndResetCode(rig, email);
   const later = restarted(rig, { mode: "domains", domains: ["example.com"], existingUsers: false });
-  await assertError(await later("/session", undefined, cookie), 401, "not_signed_in");
-  await assertError(
-    await later("/reset", { email, code, password: NEW_PASSWORD }),
-    400,
-    "invalid_request",
-  );
-  const user = (await rig.app.store.findUserByEmail(email))!;
-  const live = await rig.app.store.findPortalCodes(user.id, "reset", rig.app.clock.now());
-  assert.equal(live.length, 1, "the code was not spent");
+  await assertRefused(rig, later, { email, cookie, code });
 });

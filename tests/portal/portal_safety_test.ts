@@ -13,7 +13,7 @@ import {
 import { refuseAccount } from "../../src/auth/portal/approval.ts";
 import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
 import { readCode } from "./_smtp.ts";
-import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
+import { type PortalRig, postFrom, startPortalRig } from "./_portal.ts";
 
 const OWNER_PASSWORD = "correct horse battery";
 const STRANGER_PASSWORD = "stranger danger 12345";
@@ -67,18 +67,9 @@ Deno.test("[e2e] a stranger re-signing-up a pending address ends neither the own
   await response.body?.cancel();
 });
 
-/** A sign-up of `email` from `address`, as the listener would hand it over. */
+/** A sign-up of `email` from `address`. */
 async function signUpFrom(rig: PortalRig, address: string, email: string, password: string) {
-  const response = await rig.app.handler(
-    new Request(`${ORIGIN}/api/portal/v1/signup`, {
-      method: "POST",
-      headers: { "content-type": "application/json", origin: ORIGIN },
-      body: JSON.stringify({ email, password }),
-    }),
-    { remoteAddr: { hostname: address } },
-  );
-  assert.equal(response.status, 202);
-  await response.body?.cancel();
+  assert.equal((await postFrom(rig, address, "/signup", { email, password })).status, 202);
 }
 
 Deno.test("[e2e] a pending address keeps the newest candidates of each network; one network ends only its own", async () => {

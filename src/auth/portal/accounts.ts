@@ -17,7 +17,7 @@
  * @module
  */
 import { StoreConflict } from "../../store/errors.ts";
-import type { PortalAccount, User } from "../../store/store.ts";
+import type { NewMail, NewPortalCode, PortalAccount, User } from "../../store/store.ts";
 import { toUserRef } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
@@ -96,19 +96,11 @@ export async function signUp(
   const actor = toAnonymousActor(client);
   const attempt = { email, passwordHash, now, actor };
   if (found !== undefined) return await signUpAgain(deps, client, found, attempt);
-  const code = generateCode();
   try {
     await deps.store.insertPortalUser({ email, passwordHash, tokenTimeoutSeconds: null }, {
       now,
       state: "pending_verification",
-      code: {
-        purpose: "verify",
-        codeHash: hashCode(email, code, deps.codeKey),
-        expiresAt: now + VERIFY_CODE_MS,
-        passwordHash,
-        network: toPortalNetwork(client.address),
-      },
-      mail: toVerifyMail(client.links, email, code),
+      ...toCandidate(deps, client, attempt),
       audit: (user: User) =>
         entry(deps, actor, "portal.signed_up", toUserRef(user.email), { user_id: user.id }),
     });
@@ -120,6 +112,25 @@ export async function signUp(
     if (raced === undefined) throw error;
     await signUpAgain(deps, client, raced, attempt);
   }
+}
+
+/** A new verification code bound to the sign-up's password and network, and its mail. */
+function toCandidate(
+  deps: PortalAccountDeps,
+  client: PortalClient,
+  attempt: { email: string; passwordHash: string; now: number },
+): { code: NewPortalCode; mail: NewMail } {
+  const code = generateCode();
+  return {
+    code: {
+      purpose: "verify",
+      codeHash: hashCode(attempt.email, code, deps.codeKey),
+      expiresAt: attempt.now + VERIFY_CODE_MS,
+      passwordHash: attempt.passwordHash,
+      network: toPortalNetwork(client.address),
+    },
+    mail: toVerifyMail(client.links, attempt.email, code),
+  };
 }
 
 /**
@@ -134,20 +145,12 @@ async function signUpAgain(
 ): Promise<void> {
   const { email, passwordHash, now, actor } = attempt;
   if (found.account?.state === "pending_verification") {
-    const code = generateCode();
     // A candidate beside the earlier ones: whoever signed up before keeps their code and
     // password (a stranger's network ends only its own candidates, never the owner's), and a
     // code works only with its own password.
     await deps.store.addPortalCode(found.user.id, {
       now,
-      code: {
-        purpose: "verify",
-        codeHash: hashCode(email, code, deps.codeKey),
-        expiresAt: now + VERIFY_CODE_MS,
-        passwordHash,
-        network: toPortalNetwork(client.address),
-      },
-      mail: toVerifyMail(client.links, email, code),
+      ...toCandidate(deps, client, attempt),
       keep: MAX_VERIFY_CANDIDATES,
       keepPerNetwork: MAX_VERIFY_CANDIDATES_PER_NETWORK,
       audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
