@@ -166,8 +166,8 @@ export interface PortalStore {
   /** Every unused and unexpired code of `purpose` at `now`, the newest first. */
   findPortalCodes(userId: number, purpose: PortalCodePurpose, now: number): Promise<PortalCode[]>;
   /**
-   * Counts a wrong code against a code (or each of several: a guess matching none of a user's
-   * candidates); resolves to the (first) code's attempts now.
+   * Counts a wrong code against a code (or each of several); resolves to the (first) code's
+   * attempts now.
    */
   recordPortalCodeAttempt(
     codeId: number | readonly number[],

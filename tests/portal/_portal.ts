@@ -57,6 +57,16 @@ export interface PortalRigOptions {
   /** The key of `--portal-secret-file` (default: none, plain SHA-256 digests). */
   codeKey?: Uint8Array;
   throttleRules?: PortalThrottleRules;
+  /** The password hasher (default: one shared by the rigs, see {@link withRefusal}). */
+  hasher?: typeof hasher;
+}
+
+/**
+ * The rigs' hasher, but refusing as an overloaded pool would while `refusal()` returns a
+ * Retry-After in seconds (`findRefusal`, the check a request makes before any work).
+ */
+export function withRefusal(refusal: () => number | undefined): typeof hasher {
+  return { ...hasher, findRefusal: () => refusal() ?? hasher.findRefusal() };
 }
 
 /**
@@ -91,7 +101,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
   });
   const handler = createHandler({
     store: app.store,
-    hasher,
+    hasher: options.hasher ?? hasher,
     clock: app.clock,
     logger: silentLogger,
     defaultTimeoutSeconds: 36000,

@@ -71,7 +71,7 @@ export function registerPortalSafetyTests(test: ContractTest): void {
     assert.equal(await store.countQueuedMail(), 4);
     assert.deepEqual(await store.findPortalCodes(user.id, "verify", T0 + HOUR + 10), []);
 
-    // A guess matching none counts against every live candidate.
+    // An attempt may count against several codes at once, or one.
     const ids = live.map((code) => code.id);
     assert.equal(await store.recordPortalCodeAttempt(ids, { now: T0, ...NO_AUDIT }), 1);
     assert.equal(await store.recordPortalCodeAttempt(ids[1], { now: T0, ...NO_AUDIT }), 2);

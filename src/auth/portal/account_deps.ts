@@ -115,13 +115,28 @@ export function isActive(
  * work against a dummy hash. Callers first refuse while the pool is busy (`refuseIfBusy`).
  */
 export async function verifyPortalPassword(
-  hasher: Pick<PasswordHasher, "verify" | "findRefusal">,
+  hasher: Pick<PasswordHasher, "verify">,
   hash: string | undefined,
   password: string,
   signal?: AbortSignal,
 ): Promise<boolean> {
   try {
     return await hasher.verify(hash, password, signal);
+  } catch (error) {
+    throw toHasherError(error);
+  }
+}
+
+/**
+ * A new password's hash, with the pool's own errors as the domain's (as
+ * {@link verifyPortalPassword}).
+ */
+export async function hashPortalPassword(
+  hasher: Pick<PasswordHasher, "hash">,
+  password: string,
+): Promise<string> {
+  try {
+    return await hasher.hash(password);
   } catch (error) {
     throw toHasherError(error);
   }

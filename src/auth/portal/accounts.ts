@@ -21,9 +21,11 @@ import type { NewMail, NewPortalCode, PortalAccount, User } from "../../store/st
 import { toUserRef } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
+import { refuseIfBusy } from "../login.ts";
 import {
   entry,
   findAccount,
+  hashPortalPassword,
   type PortalAccountDeps,
   type PortalClient,
   toAnonymousActor,
@@ -77,7 +79,8 @@ function checkMode(deps: PortalAccountDeps, email: string): void {
  * each by mail.
  *
  * @throws {AuthError} `invalid_request` for the e-mail or password, `forbidden` when the mode
- * refuses the address (decided by the address alone), `too_many_attempts`.
+ * refuses the address (decided by the address alone), `too_many_attempts`, `service_busy` while
+ * the password pool is busy (before anything is counted or read).
  */
 export async function signUp(
   deps: PortalAccountDeps,
@@ -87,10 +90,11 @@ export async function signUp(
   const email = toMailboxEmail(input.email);
   const password = toPortalPassword(input.password, email);
   checkMode(deps, email);
+  refuseIfBusy(deps.hasher);
   await deps.throttle.check("mail", client.address, email);
   await deps.throttle.count("mail", client.address, email);
   // Hashed whoever has the address: the same work for both answers.
-  const passwordHash = await deps.hasher.hash(password);
+  const passwordHash = await hashPortalPassword(deps.hasher, password);
   const now = deps.clock.now();
   const found = await findAccount(deps.store, email);
   const actor = toAnonymousActor(client);
@@ -143,7 +147,7 @@ async function signUpAgain(
   found: { user: User; account?: PortalAccount },
   attempt: { email: string; passwordHash: string; now: number; actor: string },
 ): Promise<void> {
-  const { email, passwordHash, now, actor } = attempt;
+  const { email, now, actor } = attempt;
   if (found.account?.state === "pending_verification") {
     // A candidate beside the earlier ones: whoever signed up before keeps their code and
     // password (a stranger's network ends only its own candidates, never the owner's), and a

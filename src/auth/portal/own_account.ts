@@ -24,6 +24,7 @@ import { findUserInAnyForm } from "../users.ts";
 import { toMailboxEmail } from "./mail_address.ts";
 import {
   entry,
+  hashPortalPassword,
   type PortalClient,
   type SignUpMode,
   toPortalActor,
@@ -194,7 +195,8 @@ export async function confirmEmailChange(
  * Changes the user's password after checking the current one: every token ends, every other
  * portal session too, and a notice is mailed. Resolves to how many live tokens ended.
  * @throws {AuthError} `invalid_credentials` for a wrong current password, `invalid_request`
- * for the new one, `too_many_attempts` (the sign-in throttle's, see `checkPassword`).
+ * for the new one, `too_many_attempts` (the sign-in throttle's, see `checkPassword`),
+ * `service_busy` while the password pool is busy.
  */
 export async function changeOwnPassword(
   deps: OwnAccountDeps,
@@ -204,7 +206,7 @@ export async function changeOwnPassword(
 ): Promise<number> {
   const password = toPortalPassword(input.password, user.email);
   await checkPassword(deps, client, user, input.current);
-  const passwordHash = await deps.hasher.hash(password);
+  const passwordHash = await hashPortalPassword(deps.hasher, password);
   return await deps.store.updatePortalPassword(user.id, {
     now: deps.clock.now(),
     passwordHash,

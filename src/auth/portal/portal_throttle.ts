@@ -19,8 +19,13 @@
  * - **mail ceiling**: mail asked for per e-mail from every network, higher, against a flood
  *   spread over many networks; like the sign-in ceiling it never holds back a known network.
  *
- * Codes (verification, reset) count on the client and e-mail × network counters only: each
- * code dies after a few wrong tries (codes.ts), which bounds a spread-out guesser already.
+ * Codes (verification, reset) count on the client and e-mail × network counters only: a
+ * spread-out guesser is bounded by a code's ~49 bits and short life, a reset code's few wrong
+ * tries (codes.ts) and, at verification, the candidate's password a match needs too. A ceiling
+ * there would let strangers block a verification, which no known network exempts yet.
+ *
+ * Callers check before their slow password check and again after it (requests in flight
+ * together all pass the first check), and count a failure after the second.
  *
  * @module
  */

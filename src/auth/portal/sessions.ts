@@ -60,7 +60,9 @@ export async function openSession(
 /**
  * Sign-in with e-mail and password; resolves to a new session. Every failure (unknown
  * address, wrong password, unverified or unapproved account, disabled user) is the same
- * `invalid_credentials` after the same work.
+ * `invalid_credentials` after the same work. While the password pool would refuse the check,
+ * `service_busy` before any work; while the throttle blocks, before or after the password check,
+ * `too_many_attempts` whatever the password.
  */
 export async function signIn(
   deps: PortalAccountDeps,
