@@ -160,21 +160,32 @@ async function verifyPassword(
   try {
     return await hasher.verify(passwordHash, attempt.credentials.password, attempt.signal);
   } catch (error) {
-    if (error instanceof PasswordCheckAborted) {
-      throw new AuthError("request_aborted", error.message, { cause: error });
-    }
-    if (error instanceof PasswordPoolBusy) {
-      throw new AuthError("service_busy", error.message, {
-        retryAfterSeconds: error.retryAfterSeconds,
-        cause: error,
-      });
-    }
-    throw error;
+    throw toHasherError(error);
   }
 }
 
-/** `service_busy` now, before any read, when the password pool would refuse the check. */
-function refuseIfBusy(hasher: Pick<PasswordHasher, "findRefusal">): void {
+/**
+ * The password pool's own errors as the domain's (`request_aborted`, `service_busy` with the
+ * pool's Retry-After); anything else as it is. Also used by the portal's password checks.
+ */
+export function toHasherError(error: unknown): unknown {
+  if (error instanceof PasswordCheckAborted) {
+    return new AuthError("request_aborted", error.message, { cause: error });
+  }
+  if (error instanceof PasswordPoolBusy) {
+    return new AuthError("service_busy", error.message, {
+      retryAfterSeconds: error.retryAfterSeconds,
+      cause: error,
+    });
+  }
+  return error;
+}
+
+/**
+ * `service_busy` now, before any read, when the password pool would refuse the check. Also used
+ * by the portal's password checks.
+ */
+export function refuseIfBusy(hasher: Pick<PasswordHasher, "findRefusal">): void {
   const retryAfterSeconds = hasher.findRefusal?.();
   if (retryAfterSeconds !== undefined) {
     throw new AuthError("service_busy", POOL_BUSY_MESSAGE, { retryAfterSeconds });

@@ -40,6 +40,11 @@ export interface NewPortalCode {
    * makes it the user's (a later sign-up adds a code of its own and replaces nothing).
    */
   passwordHash?: string;
+  /**
+   * Purpose `verify`: the client network of the sign-up that made the code (an IPv4 address's
+   * /24, an IPv6 one's /64), so that one network's sign-ups end only that network's candidates.
+   */
+  network?: string;
 }
 
 /** A stored one-time code. */
@@ -130,12 +135,19 @@ export interface PortalStore {
   ): Promise<void>;
   /**
    * Adds `code` beside the user's live codes of its purpose (a sign-up repeated while
-   * unverified: one candidate more), ending the oldest so that at most `keep` stay live, and
-   * queues `mail`, in one transaction.
+   * unverified: one candidate more), and queues `mail`, in one transaction. First, with
+   * `keepPerNetwork` and a `code.network`, the oldest codes of that network end so that at most
+   * `keepPerNetwork` of it stay live; then the oldest of any network, so that at most `keep`
+   * stay live.
    */
   addPortalCode(
     userId: number,
-    change: AuditedChange<void> & { code: NewPortalCode; mail: NewMail; keep: number },
+    change: AuditedChange<void> & {
+      code: NewPortalCode;
+      mail: NewMail;
+      keep: number;
+      keepPerNetwork?: number;
+    },
   ): Promise<void>;
   /**
    * Enrols a user an operator added: gives it an `active` portal account (not held), so that
@@ -154,8 +166,8 @@ export interface PortalStore {
   /** Every unused and unexpired code of `purpose` at `now`, the newest first. */
   findPortalCodes(userId: number, purpose: PortalCodePurpose, now: number): Promise<PortalCode[]>;
   /**
-   * Counts a wrong code against a code (or each of several: a guess matching none of a user's
-   * candidates); resolves to the (first) code's attempts now.
+   * Counts a wrong code against a code (or each of several); resolves to the (first) code's
+   * attempts now.
    */
   recordPortalCodeAttempt(
     codeId: number | readonly number[],

@@ -57,6 +57,37 @@ export interface PortalRigOptions {
   /** The key of `--portal-secret-file` (default: none, plain SHA-256 digests). */
   codeKey?: Uint8Array;
   throttleRules?: PortalThrottleRules;
+  /** The password hasher (default: one shared by the rigs, see {@link withRefusal}). */
+  hasher?: typeof hasher;
+}
+
+/**
+ * The rigs' hasher, but refusing as an overloaded pool would while `refusal()` returns a
+ * Retry-After in seconds (`findRefusal`, the check a request makes before any work).
+ */
+export function withRefusal(refusal: () => number | undefined): typeof hasher {
+  return { ...hasher, findRefusal: () => refusal() ?? hasher.findRefusal() };
+}
+
+/**
+ * A JSON `POST` to the portal's API from `address`, as the listener would hand it over; its
+ * status, `Retry-After` and JSON body (the content type checked).
+ */
+export async function postFrom(rig: PortalRig, address: string, path: string, body: unknown) {
+  const response = await rig.app.handler(
+    new Request(`${ORIGIN}/api/portal/v1${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: ORIGIN },
+      body: JSON.stringify(body),
+    }),
+    { remoteAddr: { hostname: address } },
+  );
+  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
+  return {
+    status: response.status,
+    retryAfter: response.headers.get("retry-after"),
+    body: await response.json(),
+  };
 }
 
 /** Starts the rig. */
@@ -70,7 +101,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
   });
   const handler = createHandler({
     store: app.store,
-    hasher,
+    hasher: options.hasher ?? hasher,
     clock: app.clock,
     logger: silentLogger,
     defaultTimeoutSeconds: 36000,

@@ -6,11 +6,14 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { MAX_VERIFY_CANDIDATES } from "../../src/auth/portal/accounts.ts";
+import {
+  MAX_VERIFY_CANDIDATES,
+  MAX_VERIFY_CANDIDATES_PER_NETWORK,
+} from "../../src/auth/portal/accounts.ts";
 import { refuseAccount } from "../../src/auth/portal/approval.ts";
 import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
 import { readCode } from "./_smtp.ts";
-import { startPortalRig } from "./_portal.ts";
+import { type PortalRig, postFrom, startPortalRig } from "./_portal.ts";
 
 const OWNER_PASSWORD = "correct horse battery";
 const STRANGER_PASSWORD = "stranger danger 12345";
@@ -64,40 +67,68 @@ Deno.test("[e2e] a stranger re-signing-up a pending address ends neither the own
   await response.body?.cancel();
 });
 
-Deno.test("[e2e] a pending address keeps at most the newest candidates; the oldest ends", async () => {
+/** A sign-up of `email` from `address`. */
+async function signUpFrom(rig: PortalRig, address: string, email: string, password: string) {
+  assert.equal((await postFrom(rig, address, "/signup", { email, password })).status, 202);
+}
+
+Deno.test("[e2e] a pending address keeps the newest candidates of each network; one network ends only its own", async () => {
+  const loose = { threshold: 100, baseDelayMs: 60_000, maxDelayMs: 60_000, windowMs: 3_600_000 };
   await using rig = await startPortalRig({
-    throttleRules: {
-      ...PORTAL_THROTTLE_RULES,
-      mail: { threshold: 20, baseDelayMs: 60_000, maxDelayMs: 60_000, windowMs: 3_600_000 },
-    },
+    throttleRules: { ...PORTAL_THROTTLE_RULES, mail: loose, mailCeiling: loose },
   });
   const email = "many@example.org";
-  const codes: string[] = [];
-  for (let i = 0; i <= MAX_VERIFY_CANDIDATES; i++) {
-    const response = await rig.api("POST", "/signup", {
-      email,
-      password: `${OWNER_PASSWORD} ${i}`,
-    });
-    assert.equal(response.status, 202);
-    await response.body?.cancel();
-    codes.push(readCode(await rig.smtp.waitFor(email, "Verify", { skip: i })));
+  const live = async () => {
+    const user = (await rig.app.store.findUserByEmail(email))!;
+    return await rig.app.store.findPortalCodes(user.id, "verify", rig.app.clock.now());
+  };
+  await signUpFrom(rig, "198.51.100.7", email, OWNER_PASSWORD);
+  const ownerCode = readCode(await rig.smtp.waitFor(email, "Verify"));
+  const ownerId = (await live())[0].id;
+  // One stranger network, one sign-up more than its share: its own oldest ends.
+  const strangerCodes: string[] = [];
+  for (let i = 1; i <= MAX_VERIFY_CANDIDATES_PER_NETWORK + 1; i++) {
+    await signUpFrom(rig, `203.0.113.${i}`, email, `${STRANGER_PASSWORD} ${i}`);
+    strangerCodes.push(readCode(await rig.smtp.waitFor(email, "Verify", { skip: i })));
   }
-  const user = (await rig.app.store.findUserByEmail(email))!;
-  const live = await rig.app.store.findPortalCodes(user.id, "verify", rig.app.clock.now());
-  assert.equal(live.length, MAX_VERIFY_CANDIDATES);
-  assert.ok(live.every((code) => code.passwordHash !== undefined), "each with its password");
-
+  let codes = await live();
+  assert.equal(codes.length, 1 + MAX_VERIFY_CANDIDATES_PER_NETWORK);
+  assert.ok(codes.some((code) => code.id === ownerId), "the owner's candidate stays");
+  assert.deepEqual(
+    codes.map((code) => code.network).toSorted(),
+    ["198.51.100.0/24", ...Array(MAX_VERIFY_CANDIDATES_PER_NETWORK).fill("203.0.113.0/24")],
+  );
+  assert.ok(codes.every((code) => code.passwordHash !== undefined), "each with its password");
   let response = await rig.api("POST", "/verify", {
     email,
-    code: codes[0],
-    password: `${OWNER_PASSWORD} 0`,
+    code: strangerCodes[0],
+    password: `${STRANGER_PASSWORD} 1`,
   });
-  assert.equal(response.status, 400, "the oldest candidate ended");
+  assert.equal(response.status, 400, "the network's oldest candidate ended");
+  await response.body?.cancel();
+  // Up to the total, other networks end nothing; beyond it, the oldest of any network ends.
+  const more = MAX_VERIFY_CANDIDATES - codes.length;
+  for (let i = 1; i <= more; i++) {
+    await signUpFrom(rig, `10.0.${i}.9`, email, `${STRANGER_PASSWORD} net ${i}`);
+  }
+  codes = await live();
+  assert.equal(codes.length, MAX_VERIFY_CANDIDATES);
+  assert.ok(codes.some((code) => code.id === ownerId), "the owner's candidate stays");
+  await signUpFrom(rig, "10.1.0.9", email, `${STRANGER_PASSWORD} last`);
+  codes = await live();
+  assert.equal(codes.length, MAX_VERIFY_CANDIDATES);
+  assert.ok(!codes.some((code) => code.id === ownerId), "past the total, the oldest ends");
+  response = await rig.api("POST", "/verify", {
+    email,
+    code: ownerCode,
+    password: OWNER_PASSWORD,
+  });
+  assert.equal(response.status, 400);
   await response.body?.cancel();
   response = await rig.api("POST", "/verify", {
     email,
-    code: codes[1],
-    password: `${OWNER_PASSWORD} 1`,
+    code: strangerCodes[1],
+    password: `${STRANGER_PASSWORD} 2`,
   });
   assert.equal(response.status, 200);
   assert.equal((await json(response)).state, "active");

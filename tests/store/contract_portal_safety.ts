@@ -71,7 +71,7 @@ export function registerPortalSafetyTests(test: ContractTest): void {
     assert.equal(await store.countQueuedMail(), 4);
     assert.deepEqual(await store.findPortalCodes(user.id, "verify", T0 + HOUR + 10), []);
 
-    // A guess matching none counts against every live candidate.
+    // An attempt may count against several codes at once, or one.
     const ids = live.map((code) => code.id);
     assert.equal(await store.recordPortalCodeAttempt(ids, { now: T0, ...NO_AUDIT }), 1);
     assert.equal(await store.recordPortalCodeAttempt(ids[1], { now: T0, ...NO_AUDIT }), 2);
@@ -89,6 +89,40 @@ export function registerPortalSafetyTests(test: ContractTest): void {
       (await store.findPortalCodes(user.id, "verify", T0 + 30)).map((code) => code.id),
       [ids[0], ids[2]],
     );
+  });
+
+  test("addPortalCode() with keepPerNetwork ends only the oldest of the new code's network", async ({ store }) => {
+    const user = await signUp(store);
+    const add = (name: string, network: string, now: number) =>
+      store.addPortalCode(user.id, {
+        now,
+        code: { ...candidate(name), network },
+        mail: MAIL,
+        keep: 4,
+        keepPerNetwork: 2,
+        ...NO_AUDIT,
+      });
+    await add("a1", "198.51.100.0/24", T0 + 1);
+    for (let i = 1; i <= 3; i++) await add(`b${i}`, "203.0.113.0/24", T0 + 1 + i);
+    const names = async () =>
+      (await store.findPortalCodes(user.id, "verify", T0 + 10)).map((code) =>
+        `${code.passwordHash?.slice("$argon2id$".length)}@${code.network ?? "-"}`
+      );
+    // c0 (no network, a sign-up from before networks were kept) and a1 stay; b1 ended.
+    assert.deepEqual(await names(), [
+      "b3@203.0.113.0/24",
+      "b2@203.0.113.0/24",
+      "a1@198.51.100.0/24",
+      "c0@-",
+    ]);
+    // The total cap (4) then ends the oldest of any network.
+    await add("d1", "2001:db8::/64", T0 + 6);
+    assert.deepEqual(await names(), [
+      "d1@2001:db8::/64",
+      "b3@203.0.113.0/24",
+      "b2@203.0.113.0/24",
+      "a1@198.51.100.0/24",
+    ]);
   });
 
   test("deleteUser() with anonymousRef renames the user's audit rows, former addresses too", async ({ store, execSql }) => {

@@ -12,6 +12,7 @@ import type { Clock } from "../../platform/clock.ts";
 import type { AuditEntry, PortalAccount, Store, User } from "../../store/store.ts";
 import type { AuditAction } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
+import { toHasherError } from "../login.ts";
 import type { MailLinks } from "./portal_mail.ts";
 import type { PortalThrottle } from "./portal_throttle.ts";
 
@@ -22,7 +23,7 @@ export type SignUpMode = "open" | "domains" | "approval" | "invite";
 export interface PortalAccountDeps {
   store: Store;
   clock: Clock;
-  hasher: Pick<PasswordHasher, "hash" | "verify">;
+  hasher: Pick<PasswordHasher, "hash" | "verify" | "findRefusal">;
   throttle: PortalThrottle;
   mode: SignUpMode;
   /** `domains` mode: the domains that may sign up, and sign in. */
@@ -106,4 +107,37 @@ export function isActive(
   return found.account === undefined
     ? policy.existingUsers === true
     : found.account.state === "active";
+}
+
+/**
+ * A portal password check, with the pool's own errors as the domain's (`service_busy` with the
+ * pool's Retry-After, `request_aborted`), as at the token endpoint; without `hash`, the same
+ * work against a dummy hash. Callers first refuse while the pool is busy (`refuseIfBusy`).
+ */
+export async function verifyPortalPassword(
+  hasher: Pick<PasswordHasher, "verify">,
+  hash: string | undefined,
+  password: string,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  try {
+    return await hasher.verify(hash, password, signal);
+  } catch (error) {
+    throw toHasherError(error);
+  }
+}
+
+/**
+ * A new password's hash, with the pool's own errors as the domain's (as
+ * {@link verifyPortalPassword}).
+ */
+export async function hashPortalPassword(
+  hasher: Pick<PasswordHasher, "hash">,
+  password: string,
+): Promise<string> {
+  try {
+    return await hasher.hash(password);
+  } catch (error) {
+    throw toHasherError(error);
+  }
 }

@@ -17,13 +17,15 @@
  * @module
  */
 import { StoreConflict } from "../../store/errors.ts";
-import type { User } from "../../store/store.ts";
+import type { NewMail, NewPortalCode, PortalAccount, User } from "../../store/store.ts";
 import { toUserRef } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
+import { refuseIfBusy } from "../login.ts";
 import {
   entry,
   findAccount,
+  hashPortalPassword,
   type PortalAccountDeps,
   type PortalClient,
   toAnonymousActor,
@@ -39,15 +41,23 @@ import {
   toVerifyMail,
 } from "./portal_mail.ts";
 import { toPortalPassword } from "./portal_password.ts";
+import { toPortalNetwork } from "./portal_throttle.ts";
 import { type OpenedSession, openSession } from "./sessions.ts";
 
 /** How long a verification code works. */
 export const VERIFY_CODE_MS = 24 * 3_600_000;
 /**
- * Live verification codes an unverified address keeps: each sign-up adds one (with its own
- * password) and ends the oldest beyond this, so a stranger's sign-up cannot end the owner's.
+ * Live verification codes an unverified address keeps from one client network (an IPv4
+ * address's /24, an IPv6 one's /64): each sign-up adds one (with its own password) and ends
+ * its own network's oldest beyond this, so one network's sign-ups cannot end another's code.
  */
-export const MAX_VERIFY_CANDIDATES = 5;
+export const MAX_VERIFY_CANDIDATES_PER_NETWORK = 3;
+/**
+ * Live verification codes an unverified address keeps in all: beyond this a sign-up ends the
+ * oldest of any network (more networks than this, within the mail ceiling, could end the
+ * owner's; the owner's own sign-up, throttled per network, then gets a new one).
+ */
+export const MAX_VERIFY_CANDIDATES = 20;
 
 /** @throws {AuthError} `forbidden` when the sign-up mode refuses the address (by itself). */
 function checkMode(deps: PortalAccountDeps, email: string): void {
@@ -65,11 +75,13 @@ function checkMode(deps: PortalAccountDeps, email: string): void {
 /**
  * Sign-up. Resolves the same way whether the address has an account or not: a new account
  * gets a verification code, a pending one a new candidate code bound to the new password
- * (earlier candidates stay, up to {@link MAX_VERIFY_CANDIDATES}), an existing one a notice;
+ * (earlier candidates stay, up to {@link MAX_VERIFY_CANDIDATES_PER_NETWORK} per client network
+ * and {@link MAX_VERIFY_CANDIDATES} in all), an existing one a notice;
  * each by mail.
  *
  * @throws {AuthError} `invalid_request` for the e-mail or password, `forbidden` when the mode
- * refuses the address (decided by the address alone), `too_many_attempts`.
+ * refuses the address (decided by the address alone), `too_many_attempts`, `service_busy` while
+ * the password pool is busy (before anything is counted or read).
  */
 export async function signUp(
   deps: PortalAccountDeps,
@@ -79,49 +91,73 @@ export async function signUp(
   const email = toMailboxEmail(input.email);
   const password = toPortalPassword(input.password, email);
   checkMode(deps, email);
+  refuseIfBusy(deps.hasher);
   await deps.throttle.check("mail", client.address, email);
   await deps.throttle.count("mail", client.address, email);
   // Hashed whoever has the address: the same work for both answers.
-  const passwordHash = await deps.hasher.hash(password);
+  const passwordHash = await hashPortalPassword(deps.hasher, password);
   const now = deps.clock.now();
   const found = await findAccount(deps.store, email);
   const actor = toAnonymousActor(client);
-  if (found === undefined) {
-    const code = generateCode();
-    try {
-      await deps.store.insertPortalUser({ email, passwordHash, tokenTimeoutSeconds: null }, {
-        now,
-        state: "pending_verification",
-        code: {
-          purpose: "verify",
-          codeHash: hashCode(email, code, deps.codeKey),
-          expiresAt: now + VERIFY_CODE_MS,
-          passwordHash,
-        },
-        mail: toVerifyMail(client.links, email, code),
-        audit: (user: User) =>
-          entry(deps, actor, "portal.signed_up", toUserRef(user.email), { user_id: user.id }),
-      });
-    } catch (error) {
-      // Signed up meanwhile by another request, which mailed.
-      if (!(error instanceof StoreConflict)) throw error;
-    }
-    return;
+  const attempt = { email, passwordHash, now, actor };
+  if (found !== undefined) return await signUpAgain(deps, client, found, attempt);
+  try {
+    await deps.store.insertPortalUser({ email, passwordHash, tokenTimeoutSeconds: null }, {
+      now,
+      state: "pending_verification",
+      ...toCandidate(deps, client, attempt),
+      audit: (user: User) =>
+        entry(deps, actor, "portal.signed_up", toUserRef(user.email), { user_id: user.id }),
+    });
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    // Signed up meanwhile by another request: this one is a repeated sign-up of that account
+    // (a candidate code beside the other's), never silently dropped.
+    const raced = await findAccount(deps.store, email);
+    if (raced === undefined) throw error;
+    await signUpAgain(deps, client, raced, attempt);
   }
+}
+
+/** A new verification code bound to the sign-up's password and network, and its mail. */
+function toCandidate(
+  deps: PortalAccountDeps,
+  client: PortalClient,
+  attempt: { email: string; passwordHash: string; now: number },
+): { code: NewPortalCode; mail: NewMail } {
+  const code = generateCode();
+  return {
+    code: {
+      purpose: "verify",
+      codeHash: hashCode(attempt.email, code, deps.codeKey),
+      expiresAt: attempt.now + VERIFY_CODE_MS,
+      passwordHash: attempt.passwordHash,
+      network: toPortalNetwork(client.address),
+    },
+    mail: toVerifyMail(client.links, attempt.email, code),
+  };
+}
+
+/**
+ * A sign-up of an address that has a user: a pending one gets a new candidate code bound to
+ * the new password, any other a notice; each by mail.
+ */
+async function signUpAgain(
+  deps: PortalAccountDeps,
+  client: PortalClient,
+  found: { user: User; account?: PortalAccount },
+  attempt: { email: string; passwordHash: string; now: number; actor: string },
+): Promise<void> {
+  const { email, now, actor } = attempt;
   if (found.account?.state === "pending_verification") {
-    const code = generateCode();
     // A candidate beside the earlier ones: whoever signed up before keeps their code and
-    // password (a stranger cannot end the owner's), and a code works only with its own.
+    // password (a stranger's network ends only its own candidates, never the owner's), and a
+    // code works only with its own password.
     await deps.store.addPortalCode(found.user.id, {
       now,
-      code: {
-        purpose: "verify",
-        codeHash: hashCode(email, code, deps.codeKey),
-        expiresAt: now + VERIFY_CODE_MS,
-        passwordHash,
-      },
-      mail: toVerifyMail(client.links, email, code),
+      ...toCandidate(deps, client, attempt),
       keep: MAX_VERIFY_CANDIDATES,
+      keepPerNetwork: MAX_VERIFY_CANDIDATES_PER_NETWORK,
       audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
     });
     return;

@@ -1,7 +1,7 @@
 /**
  * Checking a mailed one-time code (verification and reset): the user's live code of the
- * purpose, compared in constant time, a wrong one counted against the code (dead after
- * {@link MAX_CODE_ATTEMPTS}) and the throttle; at verification, each candidate code with the
+ * purpose, compared in constant time, a wrong one counted on the throttle (and against a reset
+ * code, dead after {@link MAX_CODE_ATTEMPTS}); at verification, each candidate code with the
  * pending password of the sign-up that made it. Every failure is one uniform answer.
  *
  * @module
@@ -10,11 +10,13 @@ import type { PortalCode, User } from "../../store/store.ts";
 import { isPasswordSized, normalizeEmail } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
 import { AuthError } from "../errors.ts";
+import { refuseIfBusy } from "../login.ts";
 import {
   entry,
   type PortalAccountDeps,
   type PortalClient,
   toAnonymousActor,
+  verifyPortalPassword,
 } from "./account_deps.ts";
 import { hashCode, isSameDigest, MAX_CODE_ATTEMPTS, normalizeCode } from "./codes.ts";
 
@@ -26,11 +28,15 @@ export function invalidCode(): AuthError {
 /**
  * Checks `code` against the user's live codes of `purpose` (one, but a verification may have
  * several candidates: one per sign-up while unverified, each with its own pending password).
- * Every live code is compared, in constant time; a wrong code counts against every live code
- * (dead after {@link MAX_CODE_ATTEMPTS}) and the client's counter. With `verify`
- * (verification), the matching code's pending password must match too, checked whatever the
- * code (the same work), and a wrong one counts as a wrong code against that code.
- * @throws {AuthError} `verify.refused()`, by default the uniform {@link invalidCode} answer.
+ * Every live code is compared, in constant time. A code that matches none counts on the
+ * throttle only, and for a reset against the reset code too (dead after
+ * {@link MAX_CODE_ATTEMPTS}); it never counts against verification candidates, so strangers'
+ * guesses cannot end the owner's code. With `verify` (verification), the matching code's
+ * pending password must match too, checked whatever the code (the same work), and a wrong one
+ * counts against that code. The throttle is checked before and again after the slow password
+ * check (parallel requests all pass the first).
+ * @throws {AuthError} `verify.refused()`, by default the uniform {@link invalidCode} answer;
+ * `too_many_attempts`; `service_busy` while the password pool is busy (verification).
  */
 export async function checkCode(
   deps: PortalAccountDeps,
@@ -42,6 +48,7 @@ export async function checkCode(
   const refused = verify?.refused ?? invalidCode;
   const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
   const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
+  if (verify !== undefined) refuseIfBusy(deps.hasher);
   await deps.throttle.check("code", client.address, email);
   const user = code === undefined ? undefined : await deps.store.findUserByEmail(email);
   const live = user === undefined
@@ -60,17 +67,22 @@ export async function checkCode(
       matched && (matched.passwordHash ?? user?.passwordHash),
       verify.password,
     );
+  await deps.throttle.check("code", client.address, email);
   if (user === undefined || live.length === 0) {
     await deps.throttle.count("code", client.address, email);
     throw refused();
   }
   if (matched === undefined || !passwordOk) {
-    await deps.store.recordPortalCodeAttempt(matched?.id ?? live.map((stored) => stored.id), {
-      now: deps.clock.now(),
-      audit: entry(deps, toAnonymousActor(client), "portal.code_failed", toUserRef(email), {
-        purpose,
-      }),
+    const audit = entry(deps, toAnonymousActor(client), "portal.code_failed", toUserRef(email), {
+      purpose,
     });
+    // The same one write either way.
+    const against = matched?.id ?? (purpose === "reset" ? live.map((stored) => stored.id) : []);
+    if (typeof against === "number" || against.length > 0) {
+      await deps.store.recordPortalCodeAttempt(against, { now: deps.clock.now(), audit });
+    } else {
+      await deps.store.appendAudit(audit);
+    }
     await deps.throttle.count("code", client.address, email);
     throw refused();
   }
@@ -84,6 +96,6 @@ async function isPendingPassword(
   password: unknown,
 ): Promise<boolean> {
   const given = typeof password === "string" && isPasswordSized(password) ? password : "";
-  const verified = await deps.hasher.verify(hash, given || " ");
+  const verified = await verifyPortalPassword(deps.hasher, hash, given || " ");
   return hash !== undefined && verified && given !== "";
 }

@@ -19,9 +19,17 @@ import type { DeletedUser, Store, User } from "../../store/store.ts";
 import { toUserRef } from "../audit.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
+import { refuseIfBusy } from "../login.ts";
 import { findUserInAnyForm } from "../users.ts";
 import { toMailboxEmail } from "./mail_address.ts";
-import { entry, type PortalClient, type SignUpMode, toPortalActor } from "./account_deps.ts";
+import {
+  entry,
+  hashPortalPassword,
+  type PortalClient,
+  type SignUpMode,
+  toPortalActor,
+  verifyPortalPassword,
+} from "./account_deps.ts";
 import { VERIFY_CODE_MS } from "./accounts.ts";
 import { invalidCode } from "./code_check.ts";
 import { toPortalPassword } from "./portal_password.ts";
@@ -33,7 +41,7 @@ import type { PortalThrottle } from "./portal_throttle.ts";
 export interface OwnAccountDeps {
   store: Store;
   clock: Clock;
-  hasher: Pick<PasswordHasher, "hash" | "verify">;
+  hasher: Pick<PasswordHasher, "hash" | "verify" | "findRefusal">;
   throttle: PortalThrottle;
   /** The sign-up mode: in `domains` mode a new address must be in one of `domains` too. */
   mode?: SignUpMode;
@@ -55,9 +63,13 @@ async function checkPassword(
   user: User,
   password: unknown,
 ): Promise<void> {
+  refuseIfBusy(deps.hasher);
   await deps.throttle.check("signIn", client.address, user.email);
   const given = typeof password === "string" && password !== "" ? password : " ";
-  if (!await deps.hasher.verify(user.passwordHash, given)) {
+  const verified = await verifyPortalPassword(deps.hasher, user.passwordHash, given);
+  // Again after the slow check (as at sign-in): parallel requests all passed the first one.
+  await deps.throttle.check("signIn", client.address, user.email);
+  if (!verified) {
     await deps.throttle.count("signIn", client.address, user.email);
     throw new AuthError("invalid_credentials", "The current password is wrong");
   }
@@ -142,10 +154,11 @@ export async function confirmEmailChange(
     ? undefined
     : await deps.store.findPortalCode(user.id, "email", now);
   const actor = toPortalActor(user);
-  if (
-    stored?.newEmail === undefined || stored.attempts >= MAX_CODE_ATTEMPTS ||
-    !isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!, deps.codeKey))
-  ) {
+  const matched = stored?.newEmail !== undefined && stored.attempts < MAX_CODE_ATTEMPTS &&
+    isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!, deps.codeKey));
+  // Again before the answer (as at sign-in): parallel requests all passed the first check.
+  await deps.throttle.check("signIn", client.address, user.email);
+  if (!matched || stored?.newEmail === undefined) {
     if (stored !== undefined) {
       await deps.store.recordPortalCodeAttempt(stored.id, {
         now,
@@ -182,7 +195,8 @@ export async function confirmEmailChange(
  * Changes the user's password after checking the current one: every token ends, every other
  * portal session too, and a notice is mailed. Resolves to how many live tokens ended.
  * @throws {AuthError} `invalid_credentials` for a wrong current password, `invalid_request`
- * for the new one, `too_many_attempts` (the sign-in throttle's, see `checkPassword`).
+ * for the new one, `too_many_attempts` (the sign-in throttle's, see `checkPassword`),
+ * `service_busy` while the password pool is busy.
  */
 export async function changeOwnPassword(
   deps: OwnAccountDeps,
@@ -192,7 +206,7 @@ export async function changeOwnPassword(
 ): Promise<number> {
   const password = toPortalPassword(input.password, user.email);
   await checkPassword(deps, client, user, input.current);
-  const passwordHash = await deps.hasher.hash(password);
+  const passwordHash = await hashPortalPassword(deps.hasher, password);
   return await deps.store.updatePortalPassword(user.id, {
     now: deps.clock.now(),
     passwordHash,

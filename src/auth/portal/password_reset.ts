@@ -10,9 +10,11 @@
 import { StoreConflict } from "../../store/errors.ts";
 import { normalizeEmail } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
+import { refuseIfBusy } from "../login.ts";
 import {
   entry,
   findAccount,
+  hashPortalPassword,
   isActive,
   type PortalAccountDeps,
   type PortalClient,
@@ -59,10 +61,11 @@ export async function requestPasswordReset(
 }
 
 /**
- * Sets a new password with a reset code: every token of the user ends (the revoke-all
- * cutoff), every portal session too, and a notice is mailed. Resolves to how many live tokens
- * ended.
- * @throws {AuthError} `invalid_request` for the password or a wrong, used or expired code.
+ * Sets a new password with a reset code, for an account that may still use the portal
+ * ({@link isActive}): every token of the user ends (the revoke-all cutoff), every portal
+ * session too, and a notice is mailed. Resolves to how many live tokens ended.
+ * @throws {AuthError} `invalid_request` for the password or a wrong, used or expired code,
+ * `too_many_attempts`, `service_busy` while the password pool is busy.
  */
 export async function resetPassword(
   deps: PortalAccountDeps,
@@ -71,8 +74,13 @@ export async function resetPassword(
 ): Promise<number> {
   const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
   const password = toPortalPassword(input.password, email);
+  refuseIfBusy(deps.hasher);
   const { user, codeId } = await checkCode(deps, client, input, "reset");
-  const passwordHash = await deps.hasher.hash(password);
+  // The rules of enrolment apply when the code is used too, not only when it was asked for
+  // (`--portal-existing-users` turned off, a domain removed, the user disabled meanwhile).
+  const account = await deps.store.findPortalAccount(user.id);
+  if (!isActive({ user, account }, deps)) throw invalidCode();
+  const passwordHash = await hashPortalPassword(deps.hasher, password);
   try {
     return await deps.store.usePortalCode(codeId, {
       now: deps.clock.now(),

@@ -13,11 +13,19 @@
  *   short delays, against a guesser spread over many networks; it never holds back a network
  *   the address has signed in from (a **known** network: a marker kept 30 days after each
  *   successful sign-in or verification), so strangers can slow down only newcomers;
- * - **mail**: mail asked for per e-mail (sign-up, forgot-password, change of address), which
- *   protects the inbox; it too never holds back a known network.
+ * - **mail × network**: mail asked for (sign-up, forgot-password, change of address) per
+ *   (e-mail, client network), which protects the inbox from one network; strangers on other
+ *   networks do not share it with the owner;
+ * - **mail ceiling**: mail asked for per e-mail from every network, higher, against a flood
+ *   spread over many networks; like the sign-in ceiling it never holds back a known network.
  *
- * Codes (verification, reset) count on the client and e-mail × network counters only: each
- * code dies after a few wrong tries (codes.ts), which bounds a spread-out guesser already.
+ * Codes (verification, reset) count on the client and e-mail × network counters only: a
+ * spread-out guesser is bounded by a code's ~49 bits and short life, a reset code's few wrong
+ * tries (codes.ts) and, at verification, the candidate's password a match needs too. A ceiling
+ * there would let strangers block a verification, which no known network exempts yet.
+ *
+ * Callers check before their slow password check and again after it (requests in flight
+ * together all pass the first check), and count a failure after the second.
  *
  * @module
  */
@@ -47,11 +55,22 @@ export const PORTAL_SIGN_IN_CEILING_RULE: ThrottleRule = {
 };
 
 /**
- * Mail asked for per e-mail (sign-up, forgot, change of address): 5, then 1 min, 2 min, … up to
- * 15 min; kept 1 h. Known networks are exempt.
+ * Mail asked for per (e-mail, network) (sign-up, forgot, change of address): 5, then 1 min,
+ * 2 min, … up to 15 min; kept 1 h.
  */
 export const PORTAL_MAIL_RULE: ThrottleRule = {
   threshold: 5,
+  baseDelayMs: 60_000,
+  maxDelayMs: 15 * 60_000,
+  windowMs: 3_600_000,
+};
+
+/**
+ * Mail asked for per e-mail from every network: 20, then 1 min, 2 min, … up to 15 min; kept
+ * 1 h. Known networks are exempt.
+ */
+export const PORTAL_MAIL_CEILING_RULE: ThrottleRule = {
+  threshold: 20,
   baseDelayMs: 60_000,
   maxDelayMs: 15 * 60_000,
   windowMs: 3_600_000,
@@ -66,8 +85,10 @@ export interface PortalThrottleRules {
   signIn: ThrottleRule;
   /** Per e-mail from every network: failed sign-ins (not codes); known networks exempt. */
   signInCeiling?: ThrottleRule;
-  /** Per e-mail: mail asked for; known networks exempt. */
+  /** Per (e-mail, network): mail asked for. */
   mail: ThrottleRule;
+  /** Per e-mail from every network: mail asked for; known networks exempt. */
+  mailCeiling?: ThrottleRule;
   /** Per client address. */
   client: ThrottleRule;
 }
@@ -76,6 +97,7 @@ export const PORTAL_THROTTLE_RULES: PortalThrottleRules = {
   signIn: PORTAL_SIGN_IN_RULE,
   signInCeiling: PORTAL_SIGN_IN_CEILING_RULE,
   mail: PORTAL_MAIL_RULE,
+  mailCeiling: PORTAL_MAIL_CEILING_RULE,
   client: CLIENT_THROTTLE,
 };
 
@@ -93,8 +115,8 @@ export interface PortalThrottle {
   count(counter: PortalCounter, client: string, email: string): Promise<void>;
   /**
    * A successful sign-in or verification from `client`: its network becomes known for `email`
-   * (exempt from the e-mail ceiling and the mail counter), and its e-mail × network counter
-   * is forgotten.
+   * (exempt from the e-mail's sign-in and mail ceilings), and its e-mail × network sign-in
+   * counter is forgotten.
    */
   succeeded(client: string, email: string): Promise<void>;
 }
@@ -117,7 +139,8 @@ function subjectsOf(client: string, email: string) {
     client: `portal-client:${toClientNetwork(client)}`.slice(0, 128),
     pair: `portal-login:${digest}:${network}`.slice(0, 128),
     ceiling: `portal-login-all:${digest}`,
-    mail: `portal-mail:${digest}`,
+    mail: `portal-mail:${digest}:${network}`.slice(0, 128),
+    mailCeiling: `portal-mail-all:${digest}`,
     known: `portal-known:${digest}:${network}`.slice(0, 128),
   };
 }
@@ -135,11 +158,14 @@ export function createPortalThrottle(
 ): PortalThrottle {
   const rules = deps.rules ?? PORTAL_THROTTLE_RULES;
   const ceilingRule = rules.signInCeiling ?? PORTAL_SIGN_IN_CEILING_RULE;
+  const mailCeilingRule = rules.mailCeiling ?? PORTAL_MAIL_CEILING_RULE;
   /** The store takes two subjects a call: the blocking pair, then the exempted one and its marker. */
   const readsOf = (counter: PortalCounter, client: string, email: string) => {
     const s = subjectsOf(client, email);
     if (counter === "code") return { blocking: [s.client, s.pair], exempted: [] };
-    if (counter === "mail") return { blocking: [s.client], exempted: [s.mail, s.known] };
+    if (counter === "mail") {
+      return { blocking: [s.client, s.mail], exempted: [s.mailCeiling, s.known] };
+    }
     return { blocking: [s.client, s.pair], exempted: [s.ceiling, s.known] };
   };
   return {
@@ -167,6 +193,8 @@ export function createPortalThrottle(
           ? rules.signIn
           : subject === s.ceiling
           ? ceilingRule
+          : subject === s.mailCeiling
+          ? mailCeilingRule
           : rules.mail;
       const record = (subjects: string[]) =>
         deps.store.recordLoginFailures(subjects, {
@@ -177,6 +205,7 @@ export function createPortalThrottle(
       if (counter === "mail") await record([s.client, s.mail]);
       else await record([s.client, s.pair]);
       if (counter === "signIn") await record([s.ceiling]);
+      if (counter === "mail") await record([s.mailCeiling]);
     },
     async succeeded(client, email) {
       const now = deps.clock.now();

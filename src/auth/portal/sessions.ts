@@ -11,6 +11,7 @@ import { isPasswordSized, normalizeEmail } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
+import { refuseIfBusy } from "../login.ts";
 import {
   entry,
   findAccount,
@@ -19,6 +20,7 @@ import {
   type PortalClient,
   toAnonymousActor,
   toPortalActor,
+  verifyPortalPassword,
 } from "./account_deps.ts";
 import { generateSessionId, isSessionIdShaped } from "./codes.ts";
 
@@ -58,7 +60,9 @@ export async function openSession(
 /**
  * Sign-in with e-mail and password; resolves to a new session. Every failure (unknown
  * address, wrong password, unverified or unapproved account, disabled user) is the same
- * `invalid_credentials` after the same work.
+ * `invalid_credentials` after the same work. While the password pool would refuse the check,
+ * `service_busy` before any work; while the throttle blocks, before or after the password check,
+ * `too_many_attempts` whatever the password.
  */
 export async function signIn(
   deps: PortalAccountDeps,
@@ -70,10 +74,20 @@ export async function signIn(
   const password = typeof input.password === "string" && isPasswordSized(input.password)
     ? input.password
     : "";
+  refuseIfBusy(deps.hasher);
   await deps.throttle.check("signIn", client.address, email);
   const found = await findAccount(deps.store, email);
   const usable = isActive(found, deps) ? found.user : undefined;
-  const verified = await deps.hasher.verify(usable?.passwordHash, password || " ", signal);
+  const verified = await verifyPortalPassword(
+    deps.hasher,
+    usable?.passwordHash,
+    password || " ",
+    signal,
+  );
+  // Again after the slow check, as at the token endpoint: requests in flight together all
+  // passed the first check, and the failures of those that finished first may block this one
+  // by now. A blocked request gets the throttle's answer, right password or wrong.
+  await deps.throttle.check("signIn", client.address, email);
   if (usable === undefined || !verified || password === "") {
     await deps.throttle.count("signIn", client.address, email);
     await deps.store.appendAudit(
@@ -99,18 +113,23 @@ export async function signIn(
   return await openSession(deps, client, usable);
 }
 
-/** The signed-in user of a session id, if the session is live and the account usable. */
+/**
+ * The signed-in user of a session id, if the session is live and the account may still sign
+ * in ({@link isActive}: the rules of enrolment apply to open sessions too, so turning
+ * `--portal-existing-users` off or removing a domain ends them).
+ */
 export async function findSessionUser(
-  deps: { store: Store; clock: Clock },
+  deps: Pick<PortalAccountDeps, "store" | "clock" | "mode" | "domains" | "existingUsers">,
   sessionId: string,
 ): Promise<{ user: User; expiresAt: number } | undefined> {
   if (!isSessionIdShaped(sessionId)) return undefined;
   const session = await deps.store.findPortalSession(hashSecret(sessionId), deps.clock.now());
   if (session === undefined) return undefined;
   const user = await deps.store.findUserById(session.userId);
-  if (user === undefined || user.disabled) return undefined;
+  if (user === undefined) return undefined;
   const account = await deps.store.findPortalAccount(user.id);
-  if (account !== undefined && account.state !== "active") return undefined;
+  const found = { user, account };
+  if (!isActive(found, deps)) return undefined;
   return { user, expiresAt: session.expiresAt };
 }
 

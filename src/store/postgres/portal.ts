@@ -36,6 +36,7 @@ function toPortalCode(row: Row): PortalCode {
     usedAt: row.used_at === null ? null : Number(row.used_at),
     ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
     ...(row.password_hash == null ? {} : { passwordHash: row.password_hash as string }),
+    ...(row.network == null ? {} : { network: row.network as string }),
   };
 }
 
@@ -81,9 +82,9 @@ async function insertCode(
   now: number,
 ): Promise<void> {
   await tx`INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at,
-      new_email, password_hash)
+      new_email, password_hash, network)
     VALUES (${userId}, ${code.purpose}, ${code.codeHash}, ${now}, ${code.expiresAt},
-      ${code.newEmail ?? null}, ${code.passwordHash ?? null})`;
+      ${code.newEmail ?? null}, ${code.passwordHash ?? null}, ${code.network ?? null})`;
 }
 
 /**
@@ -176,8 +177,16 @@ export function createPortalStore(db: PgContext): PortalStore {
         await queue(tx, mail, now);
       }, { audit, ends: () => grantChanged ? userScope(userId) : NONE });
     },
-    async addPortalCode(userId, { now, audit, code, mail, keep }) {
+    async addPortalCode(userId, { now, audit, code, mail, keep, keepPerNetwork }) {
       await db.write(async (tx) => {
+        if (code.network !== undefined && keepPerNetwork !== undefined) {
+          await tx`UPDATE portal_codes SET used_at = ${now}
+            WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL
+              AND network = ${code.network}
+              AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = ${userId}
+                AND purpose = ${code.purpose} AND used_at IS NULL AND expires_at > ${now}
+                AND network = ${code.network} ORDER BY id DESC LIMIT ${keepPerNetwork - 1})`;
+        }
         await tx`UPDATE portal_codes SET used_at = ${now}
           WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL
             AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = ${userId}

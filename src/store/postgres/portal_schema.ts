@@ -76,6 +76,14 @@ WHERE state <> 'active' AND user_id IN (SELECT id FROM users WHERE disabled = 1)
  * opaque id as subject (and in `detail`), only in a transaction that sets
  * `keygate.audit_redact` to that id, and nothing else of a row may change.
  */
+/**
+ * Portal throttles: each verification code keeps the client network of the sign-up that made
+ * it, so that a network's sign-ups end only its own candidates (docs/portal.md).
+ */
+export const PORTAL_CODE_NETWORK_SQL = `
+ALTER TABLE portal_codes ADD COLUMN network text;
+`;
+
 export const PORTAL_SAFETY_SQL = `
 ALTER TABLE portal_codes ADD COLUMN password_hash text;
 CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$

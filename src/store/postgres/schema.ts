@@ -21,6 +21,7 @@ import {
   type StoredEmail,
 } from "../canonical_emails.ts";
 import {
+  PORTAL_CODE_NETWORK_SQL,
   PORTAL_EMAIL_CODES_SQL,
   PORTAL_REDACT_SQL,
   PORTAL_SAFETY_SQL,
@@ -283,5 +284,11 @@ CREATE TABLE limit_usage (
     version: 11,
     name: "portal audit redact",
     sql: PORTAL_REDACT_SQL,
+  },
+  {
+    // Verification codes keep their sign-up's client network (portal_schema.ts).
+    version: 12,
+    name: "portal code network",
+    sql: PORTAL_CODE_NETWORK_SQL,
   },
 ];

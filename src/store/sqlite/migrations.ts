@@ -19,6 +19,7 @@ import {
   type StoredEmail,
 } from "../canonical_emails.ts";
 import {
+  PORTAL_CODE_NETWORK_SQL,
   PORTAL_EMAIL_CODES_SQL,
   PORTAL_REDACT_SQL,
   PORTAL_SAFETY_SQL,
@@ -316,6 +317,12 @@ BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
     version: 14,
     name: "portal audit redact",
     sql: PORTAL_REDACT_SQL,
+  },
+  {
+    // Verification codes keep their sign-up's client network (portal_schema.ts).
+    version: 15,
+    name: "portal code network",
+    sql: PORTAL_CODE_NETWORK_SQL,
   },
 ];
 

@@ -31,6 +31,7 @@ function toPortalCode(row: Row): PortalCode {
     usedAt: row.used_at as number | null,
     ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
     ...(row.password_hash == null ? {} : { passwordHash: row.password_hash as string }),
+    ...(row.network == null ? {} : { network: row.network as string }),
   };
 }
 
@@ -96,8 +97,9 @@ function prepareAccountStatements({ sql }: Connection) {
     ),
     codeInsert: sql(
       `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at, new_email,
-         password_hash)
-       VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email, :password_hash)`,
+         password_hash, network)
+       VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email, :password_hash,
+         :network)`,
       "keeps-grants",
     ),
     // Ends the live codes of a purpose but the newest `keep` (a new candidate is added next).
@@ -107,6 +109,15 @@ function prepareAccountStatements({ sql }: Connection) {
          AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = :user_id
            AND purpose = :purpose AND used_at IS NULL AND expires_at > :now
            ORDER BY id DESC LIMIT :keep)`,
+      "keeps-grants",
+    ),
+    // The same, among the live codes of one client network.
+    codesEndOldestOfNetwork: sql(
+      `UPDATE portal_codes SET used_at = :now
+       WHERE user_id = :user_id AND purpose = :purpose AND used_at IS NULL AND network = :network
+         AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = :user_id
+           AND purpose = :purpose AND used_at IS NULL AND expires_at > :now
+           AND network = :network ORDER BY id DESC LIMIT :keep)`,
       "keeps-grants",
     ),
     codesFind: sql(
@@ -226,6 +237,7 @@ export function createPortalStore(conn: Connection): PortalStore {
             expires_at: code.expiresAt,
             new_email: code.newEmail ?? null,
             password_hash: code.passwordHash ?? null,
+            network: code.network ?? null,
           });
         }
         queue(mail, now);
@@ -250,6 +262,7 @@ export function createPortalStore(conn: Connection): PortalStore {
           expires_at: code.expiresAt,
           new_email: code.newEmail ?? null,
           password_hash: code.passwordHash ?? null,
+          network: code.network ?? null,
         });
         if (passwordHash !== undefined) {
           const set = { id: userId, password_hash: passwordHash, now };
@@ -258,8 +271,17 @@ export function createPortalStore(conn: Connection): PortalStore {
         queue(mail, now);
       }, audit);
     },
-    async addPortalCode(userId, { now, audit, code, mail, keep }) {
+    async addPortalCode(userId, { now, audit, code, mail, keep, keepPerNetwork }) {
       await conn.write(() => {
+        if (code.network !== undefined && keepPerNetwork !== undefined) {
+          st.codesEndOldestOfNetwork.run({
+            user_id: userId,
+            purpose: code.purpose,
+            now,
+            network: code.network,
+            keep: keepPerNetwork - 1,
+          });
+        }
         st.codesEndOldest.run({ user_id: userId, purpose: code.purpose, now, keep: keep - 1 });
         st.codeInsert.run({
           user_id: userId,
@@ -269,6 +291,7 @@ export function createPortalStore(conn: Connection): PortalStore {
           expires_at: code.expiresAt,
           new_email: code.newEmail ?? null,
           password_hash: code.passwordHash ?? null,
+          network: code.network ?? null,
         });
         queue(mail, now);
       }, audit);

@@ -90,6 +90,14 @@ WHERE state <> 'active' AND user_id IN (SELECT id FROM users WHERE disabled = 1)
 `;
 
 /**
+ * Portal throttles: each verification code keeps the client network of the sign-up that made
+ * it, so that a network's sign-ups end only its own candidates (docs/portal.md).
+ */
+export const PORTAL_CODE_NETWORK_SQL = `
+ALTER TABLE portal_codes ADD COLUMN network TEXT;
+`;
+
+/**
  * Portal safety: each verification code holds the password hash of the sign-up that created
  * it (a later sign-up adds a candidate instead of replacing the owner's password and code);
  * and a deleted account's earlier audit rows may be made anonymous (the one exception to the
