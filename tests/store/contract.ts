@@ -30,7 +30,10 @@ import {
   registerLimitLeaseTests,
   registerLimitRuleTests,
 } from "./contract_limits.ts";
-import { registerPortalSafetyTests } from "./contract_portal_safety.ts";
+import {
+  registerPortalDeletionTests,
+  registerPortalSafetyTests,
+} from "./contract_portal_safety.ts";
 
 export type { ContractStore } from "./_contract_fixtures.ts";
 
@@ -78,4 +81,5 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerLimitLeaseTests(test);
   registerLimitChangeTests(test);
   registerPortalSafetyTests(test);
+  registerPortalDeletionTests(test);
 }

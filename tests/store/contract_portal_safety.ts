@@ -125,6 +125,41 @@ export function registerPortalSafetyTests(test: ContractTest): void {
     ]);
   });
 
+  test("insertPortalAccount() enrols an operator's user once, active and not held", async ({ store }) => {
+    const { userId } = await seedOperatorUser(store);
+    await store.insertPortalAccount(userId, {
+      now: T0 + 1,
+      audit: entry("portal.enrolled", "user:ops@b.org"),
+    });
+    assert.deepEqual(await store.findPortalAccount(userId), {
+      userId,
+      state: "active",
+      createdAt: T0 + 1,
+      userHeld: false,
+    });
+    await assert.rejects(
+      store.insertPortalAccount(userId, { now: T0 + 2, audit: entry("portal.enrolled", "x") }),
+      StoreConflict,
+    );
+    assert.deepEqual(
+      (await store.listAudit()).filter((row) => row.action === "portal.enrolled").map((row) =>
+        row.subject
+      ),
+      ["user:ops@b.org"],
+      "the refused one wrote nothing",
+    );
+    // A pending sign-up cannot be enrolled past its verification either.
+    const pending = await signUp(store, "pending@b.org");
+    await assert.rejects(
+      store.insertPortalAccount(pending.id, { now: T0 + 3, ...NO_AUDIT }),
+      StoreConflict,
+    );
+    assert.equal((await store.findPortalAccount(pending.id))?.state, "pending_verification");
+  });
+}
+
+/** Deleting a user with or without making its audit rows anonymous. */
+export function registerPortalDeletionTests(test: ContractTest): void {
   test("deleteUser() with anonymousRef renames the user's audit rows, former addresses too", async ({ store, execSql }) => {
     const user = await signUp(store, "first@b.org");
     const other = await signUp(store, "other@b.org");
@@ -190,38 +225,6 @@ export function registerPortalSafetyTests(test: ContractTest): void {
       execSql("UPDATE audit_log SET subject = 'x' WHERE subject = 'user:other@b.org'"),
     );
     await assert.rejects(execSql(`UPDATE audit_log SET actor = 'x' WHERE subject = '${ref}'`));
-  });
-
-  test("insertPortalAccount() enrols an operator's user once, active and not held", async ({ store }) => {
-    const { userId } = await seedOperatorUser(store);
-    await store.insertPortalAccount(userId, {
-      now: T0 + 1,
-      audit: entry("portal.enrolled", "user:ops@b.org"),
-    });
-    assert.deepEqual(await store.findPortalAccount(userId), {
-      userId,
-      state: "active",
-      createdAt: T0 + 1,
-      userHeld: false,
-    });
-    await assert.rejects(
-      store.insertPortalAccount(userId, { now: T0 + 2, audit: entry("portal.enrolled", "x") }),
-      StoreConflict,
-    );
-    assert.deepEqual(
-      (await store.listAudit()).filter((row) => row.action === "portal.enrolled").map((row) =>
-        row.subject
-      ),
-      ["user:ops@b.org"],
-      "the refused one wrote nothing",
-    );
-    // A pending sign-up cannot be enrolled past its verification either.
-    const pending = await signUp(store, "pending@b.org");
-    await assert.rejects(
-      store.insertPortalAccount(pending.id, { now: T0 + 3, ...NO_AUDIT }),
-      StoreConflict,
-    );
-    assert.equal((await store.findPortalAccount(pending.id))?.state, "pending_verification");
   });
 
   test("deleteUser() without anonymousRef keeps the audit rows as they are", async ({ store }) => {

@@ -196,6 +196,52 @@ export function createPortalStore(db: PgContext): PortalStore {
         await queue(tx, mail, now);
       }, { audit, ends: () => NONE });
     },
+    ...createCodeUseMethods(db),
+    async updatePortalState(userId, { now, audit, state, mail }) {
+      await db.write(async (tx) => {
+        await setState(tx, userId, state, now);
+        if (mail !== undefined) await queue(tx, mail, now);
+      }, { audit, ends: () => state === "active" ? userScope(userId) : NONE });
+    },
+    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
+      return db.write(async (tx) => {
+        await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
+          WHERE id = ${userId}`;
+        // The cutoff ends every token and every portal session but the one it was made in.
+        const ended = await raiseCutoff(tx, userId, now, undefined, keepSession);
+        await queue(tx, mail, now);
+        return ended;
+      }, { audit, ends: () => userScope(userId) });
+    },
+    async updateApiKeyLabel(keyId, { audit, label }) {
+      await db.write(async (tx) => {
+        await tx`UPDATE api_keys SET label = ${label} WHERE id = ${keyId}`;
+      }, { audit, ends: () => NONE });
+    },
+    deleteUnverifiedPortalUsers(before, { audit, limit }) {
+      let ids: number[] = [];
+      return db.write(async (tx) => {
+        const found = await tx<Row[]>`SELECT u.id, u.email FROM portal_accounts a
+            JOIN users u ON u.id = a.user_id
+          WHERE a.state = 'pending_verification' AND a.created_at < ${before}
+          ORDER BY a.created_at LIMIT ${limit} FOR UPDATE OF a, u`;
+        ids = found.map((row) => Number(row.id));
+        for (const id of ids) await deleteUserRows(tx, id);
+        return found.map((row) => row.email as string);
+      }, { audit, ends: () => ids.map((id): GrantScope => ({ kind: "user", id })) });
+    },
+  };
+}
+
+/** Reading, counting and spending one-time codes. */
+function createCodeUseMethods(
+  db: PgContext,
+): Pick<
+  PortalStore,
+  "findPortalCodes" | "findPortalCode" | "recordPortalCodeAttempt" | "usePortalCode"
+> {
+  const userScope = (userId: number): readonly GrantScope[] => [{ kind: "user", id: userId }];
+  return {
     async findPortalCodes(userId, purpose, now) {
       const rows = await db.read((sql) =>
         sql<Row[]>`SELECT * FROM portal_codes WHERE user_id = ${userId} AND purpose = ${purpose}
@@ -240,39 +286,6 @@ export function createPortalStore(db: PgContext): PortalStore {
             ? userScope(userId)
             : NONE,
       });
-    },
-    async updatePortalState(userId, { now, audit, state, mail }) {
-      await db.write(async (tx) => {
-        await setState(tx, userId, state, now);
-        if (mail !== undefined) await queue(tx, mail, now);
-      }, { audit, ends: () => state === "active" ? userScope(userId) : NONE });
-    },
-    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
-      return db.write(async (tx) => {
-        await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
-          WHERE id = ${userId}`;
-        // The cutoff ends every token and every portal session but the one it was made in.
-        const ended = await raiseCutoff(tx, userId, now, undefined, keepSession);
-        await queue(tx, mail, now);
-        return ended;
-      }, { audit, ends: () => userScope(userId) });
-    },
-    async updateApiKeyLabel(keyId, { audit, label }) {
-      await db.write(async (tx) => {
-        await tx`UPDATE api_keys SET label = ${label} WHERE id = ${keyId}`;
-      }, { audit, ends: () => NONE });
-    },
-    deleteUnverifiedPortalUsers(before, { audit, limit }) {
-      let ids: number[] = [];
-      return db.write(async (tx) => {
-        const found = await tx<Row[]>`SELECT u.id, u.email FROM portal_accounts a
-            JOIN users u ON u.id = a.user_id
-          WHERE a.state = 'pending_verification' AND a.created_at < ${before}
-          ORDER BY a.created_at LIMIT ${limit} FOR UPDATE OF a, u`;
-        ids = found.map((row) => Number(row.id));
-        for (const id of ids) await deleteUserRows(tx, id);
-        return found.map((row) => row.email as string);
-      }, { audit, ends: () => ids.map((id): GrantScope => ({ kind: "user", id })) });
     },
   };
 }

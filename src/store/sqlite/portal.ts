@@ -18,6 +18,7 @@ import { toUser } from "../rows.ts";
 import type { Connection, Row } from "./connection.ts";
 import { createMailOutbox } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
+import { type AccountStatements, prepareAccountStatements } from "./portal_statements.ts";
 
 function toPortalCode(row: Row): PortalCode {
   return {
@@ -32,133 +33,6 @@ function toPortalCode(row: Row): PortalCode {
     ...(row.new_email === null ? {} : { newEmail: row.new_email as string }),
     ...(row.password_hash == null ? {} : { passwordHash: row.password_hash as string }),
     ...(row.network == null ? {} : { network: row.network as string }),
-  };
-}
-
-/** The statements of accounts, their users and codes. */
-type AccountStatements = ReturnType<typeof prepareAccountStatements>;
-
-function prepareAccountStatements({ sql }: Connection) {
-  return {
-    accountFind: sql("SELECT * FROM portal_accounts WHERE user_id = :user_id"),
-    // Keeps grants: a new user has no tokens, and is disabled until active.
-    userInsert: sql(
-      `INSERT INTO users (email, password_hash, token_timeout_seconds, disabled, created_at,
-         updated_at)
-       VALUES (:email, :password_hash, :timeout, :disabled, :now, :now) RETURNING *`,
-      "keeps-grants",
-    ),
-    accountInsert: sql(
-      `INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
-       VALUES (:user_id, :state, :now, :now, :user_held)`,
-      "keeps-grants",
-    ),
-    // An operator's user enrolled: active, never held.
-    accountEnrol: sql(
-      `INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
-       VALUES (:user_id, 'active', :now, :now, 0) ON CONFLICT (user_id) DO NOTHING`,
-      "keeps-grants",
-    ),
-    // Activation ends the hold; the hold is read first (userEnable).
-    accountSetState: sql(
-      `UPDATE portal_accounts SET state = :state, updated_at = :now,
-         user_held = CASE WHEN :state = 'active' THEN 0 ELSE user_held END
-       WHERE user_id = :user_id`,
-      "keeps-grants",
-    ),
-    // Only a user the portal holds disabled: never an operator's disable (which ends the hold).
-    userEnable: sql(
-      `UPDATE users SET disabled = 0, updated_at = :now WHERE id = :id AND disabled = 1
-         AND EXISTS (SELECT 1 FROM portal_accounts WHERE user_id = :id AND user_held = 1)`,
-    ),
-    userSetPassword: sql(
-      "UPDATE users SET password_hash = :password_hash, updated_at = :now WHERE id = :id",
-    ),
-    // Keeps grants: a disabled user has none (an unverified sign-up's new password).
-    userSetHeldPassword: sql(
-      `UPDATE users SET password_hash = :password_hash, updated_at = :now
-       WHERE id = :id AND disabled = 1`,
-      "keeps-grants",
-    ),
-    userRaiseCutoff: sql(
-      `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
-       WHERE id = :id`,
-    ),
-    userRow: sql("SELECT tokens_valid_from FROM users WHERE id = :id"),
-    tokensLatest: sql("SELECT max(issued_at) AS latest FROM tokens WHERE user_id = :id"),
-    tokensLive: sql(
-      `SELECT count(*) AS n FROM tokens WHERE user_id = :id AND revoked_at IS NULL
-         AND expires_at > :now AND issued_at >= :from AND issued_at < :cutoff`,
-    ),
-    codesEnd: sql(
-      `UPDATE portal_codes SET used_at = :now
-       WHERE user_id = :user_id AND purpose = :purpose AND used_at IS NULL`,
-      "keeps-grants",
-    ),
-    codeInsert: sql(
-      `INSERT INTO portal_codes (user_id, purpose, code_hash, created_at, expires_at, new_email,
-         password_hash, network)
-       VALUES (:user_id, :purpose, :code_hash, :now, :expires_at, :new_email, :password_hash,
-         :network)`,
-      "keeps-grants",
-    ),
-    // Ends the live codes of a purpose but the newest `keep` (a new candidate is added next).
-    codesEndOldest: sql(
-      `UPDATE portal_codes SET used_at = :now
-       WHERE user_id = :user_id AND purpose = :purpose AND used_at IS NULL
-         AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = :user_id
-           AND purpose = :purpose AND used_at IS NULL AND expires_at > :now
-           ORDER BY id DESC LIMIT :keep)`,
-      "keeps-grants",
-    ),
-    // The same, among the live codes of one client network.
-    codesEndOldestOfNetwork: sql(
-      `UPDATE portal_codes SET used_at = :now
-       WHERE user_id = :user_id AND purpose = :purpose AND used_at IS NULL AND network = :network
-         AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = :user_id
-           AND purpose = :purpose AND used_at IS NULL AND expires_at > :now
-           AND network = :network ORDER BY id DESC LIMIT :keep)`,
-      "keeps-grants",
-    ),
-    codesFind: sql(
-      `SELECT * FROM portal_codes WHERE user_id = :user_id AND purpose = :purpose
-         AND used_at IS NULL AND expires_at > :now ORDER BY id DESC`,
-    ),
-    codeFind: sql(
-      `SELECT * FROM portal_codes WHERE user_id = :user_id AND purpose = :purpose
-         AND used_at IS NULL AND expires_at > :now ORDER BY id DESC LIMIT 1`,
-    ),
-    codeAttempt: sql(
-      "UPDATE portal_codes SET attempts = attempts + 1 WHERE id = :id RETURNING attempts",
-      "keeps-grants",
-    ),
-    codeUse: sql(
-      `UPDATE portal_codes SET used_at = :now WHERE id = :id AND used_at IS NULL
-       RETURNING user_id, new_email, password_hash`,
-      "keeps-grants",
-    ),
-    // Alters grants: a cached grant carries the e-mail.
-    userSetEmail: sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id"),
-    // Keeps grants: a label is in no grant.
-    keySetLabel: sql("UPDATE api_keys SET label = :label WHERE id = :id", "keeps-grants"),
-    unverifiedFind: sql(
-      `SELECT u.id, u.email FROM portal_accounts a JOIN users u ON u.id = a.user_id
-       WHERE a.state = 'pending_verification' AND a.created_at < :before
-       ORDER BY a.created_at LIMIT :limit`,
-    ),
-    // Alter grants (the triggers record each scope); the portal rows go by cascade. An
-    // unverified user has no keys unless an operator made one: they go too, as with deleteUser.
-    userTokensDelete: sql("DELETE FROM tokens WHERE user_id = :id"),
-    userKeysDelete: sql("DELETE FROM api_keys WHERE user_id = :id"),
-    userDelete: sql("DELETE FROM users WHERE id = :id"),
-    sessionsOthersDelete: sql(
-      "DELETE FROM portal_sessions WHERE user_id = :user_id AND id_hash <> :keep",
-      "keeps-grants",
-    ),
-    sessionsOfUserDelete: sql(
-      "DELETE FROM portal_sessions WHERE user_id = :user_id",
-      "keeps-grants",
-    ),
   };
 }
 
@@ -296,6 +170,34 @@ export function createPortalStore(conn: Connection): PortalStore {
         queue(mail, now);
       }, audit);
     },
+    ...createCodeUseMethods(conn, st, queue),
+    async updatePortalState(userId, { now, audit, state, mail }) {
+      await conn.write(() => {
+        setState(st, userId, state, now);
+        if (mail !== undefined) queue(mail, now);
+      }, audit);
+    },
+    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
+      return conn.write(() => {
+        const ended = replacePassword(st, userId, { passwordHash, now, keepSession });
+        queue(mail, now);
+        return ended;
+      }, audit);
+    },
+    ...createCleanUpMethods(conn, st),
+  };
+}
+
+/** Reading, counting and spending one-time codes. */
+function createCodeUseMethods(
+  conn: Connection,
+  st: AccountStatements,
+  queue: ReturnType<typeof createMailOutbox>["queue"],
+): Pick<
+  PortalStore,
+  "findPortalCodes" | "findPortalCode" | "recordPortalCodeAttempt" | "usePortalCode"
+> {
+  return {
     findPortalCodes(userId, purpose, now) {
       return conn.read(() =>
         (st.codesFind.all({ user_id: userId, purpose, now }) as Row[]).map(toPortalCode)
@@ -337,19 +239,15 @@ export function createPortalStore(conn: Connection): PortalStore {
         return ended;
       }, audit);
     },
-    async updatePortalState(userId, { now, audit, state, mail }) {
-      await conn.write(() => {
-        setState(st, userId, state, now);
-        if (mail !== undefined) queue(mail, now);
-      }, audit);
-    },
-    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
-      return conn.write(() => {
-        const ended = replacePassword(st, userId, { passwordHash, now, keepSession });
-        queue(mail, now);
-        return ended;
-      }, audit);
-    },
+  };
+}
+
+/** Key labels, and the janitor's deletion of unverified sign-ups. */
+function createCleanUpMethods(
+  conn: Connection,
+  st: AccountStatements,
+): Pick<PortalStore, "updateApiKeyLabel" | "deleteUnverifiedPortalUsers"> {
+  return {
     async updateApiKeyLabel(keyId, { label, audit }) {
       await conn.write(() => {
         st.keySetLabel.run({ id: keyId, label });
