@@ -26,14 +26,14 @@ export interface ChangeFollower {
 }
 
 /**
- * Creates a follower that starts at the store's position now (`seen`: at an earlier one, or
- * `undefined` for none: the first position confirmed then applies `all`).
+ * Creates a follower that starts at the store's position now (none confirmed yet: the first
+ * position confirmed then applies `all`).
  */
 export function createChangeFollower(
   store: Pick<Store, "readGrantEpoch" | "readGrantChanges">,
   apply: (scope: GrantScope) => void,
-  seen: GrantEpoch | undefined = store.readGrantEpoch(),
 ): ChangeFollower {
+  let seen: GrantEpoch | undefined = store.readGrantEpoch();
   return {
     follow() {
       const epoch = store.readGrantEpoch();

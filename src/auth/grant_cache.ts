@@ -165,9 +165,8 @@ function createExactCache<I, V>(
     }
   }
 
-  // Applies the scopes learned since the position last seen; none seen yet: `all`, on a cache
-  // that is still empty then.
-  const follower = createChangeFollower(store, invalidate, undefined);
+  // Evicts the scopes learned since the position last seen (`all` where the log cannot say).
+  const follower = createChangeFollower(store, invalidate);
 
   async function lookUp(key: string, input: I, now: number, started: GrantEpoch | undefined) {
     misses++;

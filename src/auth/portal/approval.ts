@@ -34,14 +34,6 @@ export async function listPendingAccounts(store: Store): Promise<PendingAccount[
 }
 
 /**
- * An operator refuses an account waiting in `approval` mode: the user and its portal rows are
- * deleted in one transaction (it never held keys or tokens), and the address may sign up
- * again. No mail is sent. The audit entry names the account by an opaque id and its numeric
- * user id, never the e-mail, and the account's earlier entries take that id too, as a deleted
- * account's do (`deleteOwnAccount`).
- * @throws {AuthError} `not_found` without such an account, `conflict` unless it waits.
- */
-/**
  * Checks that `user`'s portal account waits for an operator, before `verb` (approve, refuse).
  * @throws {AuthError} `not_found` without such an account, `conflict` unless it waits.
  */
@@ -62,6 +54,14 @@ export async function requireWaitingAccount(
   }
 }
 
+/**
+ * An operator refuses an account waiting in `approval` mode: the user and its portal rows are
+ * deleted in one transaction (it never held keys or tokens), and the address may sign up
+ * again. No mail is sent. The audit entry names the account by an opaque id and its numeric
+ * user id, never the e-mail, and the account's earlier entries take that id too, as a deleted
+ * account's do (`deleteOwnAccount`).
+ * @throws {AuthError} `not_found` without such an account, `conflict` unless it waits.
+ */
 export async function refuseAccount(deps: ChangeDeps, user: User): Promise<DeletedUser> {
   await requireWaitingAccount(deps, user, "refuse");
   const ref = generateDeletedRef();

@@ -128,8 +128,11 @@ async function deleteUserRows(tx: postgres.TransactionSql, id: number): Promise<
 
 const NONE: readonly GrantScope[] = [];
 
+function userScope(userId: number): readonly GrantScope[] {
+  return [{ kind: "user", id: userId }];
+}
+
 export function createPortalStore(db: PgContext): PortalStore {
-  const userScope = (userId: number): readonly GrantScope[] => [{ kind: "user", id: userId }];
   return {
     ...createMailOutboxMethods(db),
     ...createPortalSessionMethods(db),
@@ -240,7 +243,6 @@ function createCodeUseMethods(
   PortalStore,
   "findPortalCodes" | "findPortalCode" | "recordPortalCodeAttempt" | "usePortalCode"
 > {
-  const userScope = (userId: number): readonly GrantScope[] => [{ kind: "user", id: userId }];
   return {
     async findPortalCodes(userId, purpose, now) {
       const rows = await db.read((sql) =>
@@ -274,8 +276,8 @@ function createCodeUseMethods(
         if (passwordHash !== undefined) {
           await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
             WHERE id = ${userId}`;
+          // The cutoff ends the user's portal sessions too.
           ended = await raiseCutoff(tx, userId, now);
-          await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
         }
         if (mail !== undefined) await queue(tx, mail, now);
         return ended;
