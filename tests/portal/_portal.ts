@@ -21,7 +21,8 @@ import { systemClock } from "../../src/platform/clock.ts";
 import { createHandler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 
-const hasher = createPasswordHasher();
+/** The password hasher the rigs share (one worker pool for the whole test file). */
+export const hasher = createPasswordHasher();
 
 export const ORIGIN = BASE;
 
