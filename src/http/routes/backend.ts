@@ -20,10 +20,9 @@
  *
  * @module
  */
-import type { ForwardAuthHeader, RequestContext } from "../context.ts";
+import type { RequestContext } from "../context.ts";
 import { isTokenShaped } from "../../auth/credentials.ts";
 import { AuthError } from "../../auth/errors.ts";
-import type { Gate } from "../../auth/gate.ts";
 import type { AdmitLimits } from "../limits.ts";
 import { createTokenStatusCache } from "../../auth/grant_cache.ts";
 import { createRevocation } from "../../auth/revocation.ts";
@@ -31,10 +30,9 @@ import { CONTENT_TYPES, type DocumentValue, toResponse } from "../respond.ts";
 import type { Route } from "../route_table.ts";
 import type { Store } from "../../store/store.ts";
 import type { Clock } from "../../platform/clock.ts";
-import type { Logger } from "../../platform/logger.ts";
 import type { Metrics } from "../../platform/metrics.ts";
 import { CLIENT_AUTH_METHODS } from "../oauth_client.ts";
-import { createForwardAuthRoute } from "./forward_auth.ts";
+import { createForwardAuthRoute, type ForwardAuthDeps } from "./forward_auth.ts";
 import { createCallerReader } from "./oauth_caller.ts";
 
 /** Token introspection (RFC 7662), for resource-server keys. */
@@ -48,18 +46,13 @@ export const METADATA_PATH = "/.well-known/oauth-authorization-server";
 /** Root element of the introspection answer in XML (JSON has RFC 7662's bare object). */
 export const INTROSPECTION_ROOT = "token_introspection";
 
-/** What the backend endpoints need. */
-export interface BackendRouteDeps {
+/** What the backend endpoints need: forward-auth's, and the store's for the rest. */
+export interface BackendRouteDeps extends ForwardAuthDeps {
   store: Store;
   clock: Clock;
-  logger: Logger;
-  /** The listener's gate: forward-auth asks it about the original request. */
-  gate: Gate;
   grantCacheSize?: number;
   /** Where the token-status cache reports its hits, misses and evictions. */
   metrics?: Partial<Pick<Metrics, "watchCache">>;
-  forwardAuthHeader?: ForwardAuthHeader;
-  unicodePaths?: boolean;
   /** The metadata's `issuer` (`--issuer`); default: the origin the client asked. */
   issuer?: string;
   /** The caller's limits: forward-auth's original request, introspection's and revocation's caller. */

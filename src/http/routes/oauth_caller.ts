@@ -21,7 +21,7 @@ import {
 } from "../oauth_client.ts";
 
 /** An authenticated caller of introspection or revocation and its token request. */
-export interface Caller {
+export interface AuthenticatedCaller {
   caller: KeyHolder;
   body: TokenRequest;
 }
@@ -30,7 +30,7 @@ export interface Caller {
 export function createCallerReader(
   gate: Pick<Gate, "authenticateKey" | "authenticateClient">,
   admitLimits: AdmitLimits = () => {},
-): (request: Request, context: RequestContext) => Promise<Caller> {
+): (request: Request, context: RequestContext) => Promise<AuthenticatedCaller> {
   /**
    * The caller of introspection or revocation and its token request, the
    * caller authenticated by its key (`X-Api-Key` or `api_key`), by
@@ -39,7 +39,7 @@ export function createCallerReader(
   async function readCaller(
     request: Request,
     context: RequestContext,
-  ): Promise<Caller> {
+  ): Promise<AuthenticatedCaller> {
     // From the first sign of OAuth client authentication, errors are RFC 6749's.
     const isBasic = hasBasicAuthorization(request);
     if (isBasic) context.oauthClientAuth = "client_secret_basic";

@@ -85,7 +85,7 @@ export function createTokenRoutes(deps: TokenRouteDeps): Route<RequestContext>[]
       const error = toHttpError(thrown);
       metrics.loginFailed(error.code);
       if (error.code === "service_busy") {
-        const now = performance.now();
+        const now = clock.now();
         if (now - busySince < 1000) {
           busyUnlogged++;
           throw thrown;
