@@ -329,3 +329,39 @@ Deno.test({
 });
 
 Deno.test({ name: "[pg] stop the cluster", ignore, fn: () => cluster!.stop() });
+
+Deno.test({
+  name:
+    "[pg instances] the change-delay metric counts another instance's commit, never the instance's own",
+  ignore,
+  async fn() {
+    await using db = await twoInstances();
+    // Two more instances on the same database, each with its own metric.
+    const delays = { c: [] as number[], d: [] as number[] };
+    const open = (name: "c" | "d") =>
+      openPostgresStore(db.url, {
+        pollMs: 60_000,
+        stalenessMs: 120_000,
+        applicationName: `keygate-${name}`,
+        onChangeDelay: (ms) => delays[name].push(ms),
+      });
+    const [c, d] = await Promise.all([open("c"), open("d")]);
+    try {
+      await waitForListeners(c, d);
+      assert.equal(await d.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined }), true);
+      // Both hear the notification (every listener hears its own), and both polls read it.
+      await waitFor(
+        "notified",
+        () => [c, d].every((s) => s.readGrantEpochStats().notifications === 1),
+        5000,
+      );
+      await Promise.all([c.refreshGrantEpoch(), d.refreshGrantEpoch()]);
+      assert.equal(delays.c.length, 1, "c learned d's commit: one delay");
+      assert.ok(delays.c[0] >= 0);
+      assert.deepEqual(delays.d, [], "d's own commit is no other instance's change");
+      assert.equal(c.readGrantEpochStats().epoch, d.readGrantEpochStats().epoch);
+    } finally {
+      await Promise.all([c.closeStore(), d.closeStore()]);
+    }
+  },
+});
