@@ -17,7 +17,7 @@ import {
   type PostgresCluster,
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
-import { NOW, openTwoInstances } from "../_helpers/postgres_instances.ts";
+import { digest, NOW, openTwoInstances } from "../_helpers/postgres_instances.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -328,8 +328,6 @@ Deno.test({
   },
 });
 
-Deno.test({ name: "[pg] stop the cluster", ignore, fn: () => cluster!.stop() });
-
 Deno.test({
   name:
     "[pg instances] the change-delay metric counts another instance's commit, never the instance's own",
@@ -365,3 +363,58 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "[pg instances] after a sustained burst of another instance's revocations, a notification still makes the instance read the record",
+  ignore,
+  async fn() {
+    // No periodic poll within the test: only notifications can move a's position.
+    await using db = await twoInstances({ pollMs: 600_000, stalenessMs: 1_200_000 });
+    await waitForListeners(db.a, db.b);
+    const BURST = 600;
+    const ids: number[] = [];
+    for (let i = 0; i < BURST; i++) {
+      ids.push(
+        await db.a.insertToken({
+          tokenHash: digest(`burst ${i}`),
+          userId: db.user.id,
+          apiKeyId: db.key.id,
+          issuedAt: NOW,
+          expiresAt: NOW + 3_600_000,
+          maxLiveTokens: 1_000_000,
+        }, { audit: undefined }),
+      );
+    }
+    // b revokes them with 16 writes in flight, as a server under load does.
+    let next = 0;
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      while (next < ids.length) {
+        const id = ids[next++];
+        assert.equal(await db.b.revokeToken(id, { now: NOW + 2000, audit: undefined }), true);
+      }
+    }));
+    await db.b.refreshGrantEpoch();
+    const burstEnd = db.b.readGrantEpochStats().epoch;
+    // A poll prompted by one notification may read changes whose notifications are still coming.
+    await waitFor(
+      "every burst change heard and learned",
+      () => {
+        const stats = db.a.readGrantEpochStats();
+        return stats.notifications === BURST && stats.epoch === burstEnd;
+      },
+      10_000,
+    );
+    assert.equal(db.a.readGrantEpochStats().listening, true);
+    // After the burst, one more revocation reaches a by its notification alone.
+    assert.equal((await db.a.findTokenGrant(db.lookup))?.tokenId, db.tokenId);
+    const before = db.a.readGrantEpoch();
+    assert.equal(await db.b.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined }), true);
+    await waitFor("notified after the burst", () => db.a.readGrantEpoch() !== before, 10_000);
+    assert.deepEqual(db.a.readGrantChanges(before!), [{ kind: "token", id: db.tokenId }]);
+    assert.equal(db.a.readGrantEpochStats().notifications, BURST + 1);
+    assert.equal(await db.a.findTokenGrant(db.lookup), undefined);
+  },
+});
+
+Deno.test({ name: "[pg] stop the cluster", ignore, fn: () => cluster!.stop() });
