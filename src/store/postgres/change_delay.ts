@@ -12,6 +12,8 @@
  * This instance's own commits (and its sibling workers', learned through the process's shared
  * ring) are no other instance's: the watcher tells the tracker to {@link ChangeDelayTracker.forget}
  * them, whether their notification (every listener hears its own) came before or comes after.
+ * One race is left: a poll under way at the commit reads the position, and its notification is
+ * handled before the write has resolved; it then counts from its arrival, at about 0 ms.
  *
  * @module
  */
