@@ -39,7 +39,11 @@ export async function measureIdleDelays(ctx: { notes: string[] }, run: ProbedRun
   let after = await readCacheCounters(run.client, run.metricsPort);
   ctx.notes.push(
     `Production mix, ${run.backend}: revocation to refusal on A with A idle (no wrk load): ` +
-      formatDelays(idle) + formatLearned(before.delayBuckets, after.delayBuckets),
+      formatDelays(idle) + formatLearned(before.delayBuckets, after.delayBuckets) +
+      (after.listening === undefined
+        ? ""
+        : `; A heard ${after.notifications - before.notifications} notifications for ` +
+          `${idle.length} revocations, its listener ${after.listening ? "up" : "DOWN"} after`),
   );
   if (!/^postgres/.test(store)) return;
   const sql = postgres(store, { max: 1, onnotice: () => {} });
@@ -89,8 +93,9 @@ export function formatLearned(before: Map<number, number>, after: Map<number, nu
 }
 
 /**
- * A's grant-cache hits and misses and its change-delay histogram, from its /metrics (plain HTTP,
- * else HTTPS).
+ * A's grant-cache hits and misses, its change-delay histogram, and on PostgreSQL the
+ * notifications it received and whether its listener is up, from its /metrics (plain HTTP, else
+ * HTTPS).
  */
 export async function readCacheCounters(client: Deno.HttpClient, port: number) {
   const response = await fetch(`http://127.0.0.1:${port}/metrics`, { client }).catch(() =>
@@ -111,7 +116,17 @@ export async function readCacheCounters(client: Deno.HttpClient, port: number) {
   ) {
     delayBuckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
   }
-  return { hits: value("hit"), misses: value("miss"), delayBuckets };
+  // PostgreSQL: notifications received and the listener's state (NaN and undefined on SQLite).
+  const gauge = (name: string) =>
+    Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? NaN);
+  const up = gauge("keygate_store_listener_up");
+  return {
+    hits: value("hit"),
+    misses: value("miss"),
+    delayBuckets,
+    notifications: gauge("keygate_store_notifications_total"),
+    listening: Number.isNaN(up) ? undefined : up === 1,
+  };
 }
 
 /**

@@ -11,7 +11,7 @@ import type { SeedEntry } from "./seed.ts";
 /** Logins on A during every run. */
 export const LOGINS_PER_SECOND = 2;
 /** Revocation requests in flight at most (the revoker falls behind rather than piling up). */
-const MAX_OUTSTANDING = 32;
+export const MAX_OUTSTANDING = 32;
 /**
  * HTTP clients the revoker spreads its requests over, in turn. One `Deno.HttpClient` kept its
  * requests to B on about one connection, one at a time: B idled at about 220 revocations a
@@ -71,6 +71,15 @@ export interface RevokerResult {
   failures: Record<string, number>;
   /** Whether the list of revocations ran out before the run ended. */
   ranOut: boolean;
+  /** Seconds from the first request due to the stop. */
+  seconds: number;
+  /** Milliseconds from sending to B's answer, summed over the writes answered. */
+  answerMs: number;
+  /**
+   * Requests due by the stop but never sent: the revoker waited for B's answers, its
+   * {@link MAX_OUTSTANDING} requests all in flight (B, or the core it shares, is the limit).
+   */
+  unsent: number;
 }
 
 /** Ends other users' grants through B at `rate` per second until told to stop. */
@@ -83,7 +92,15 @@ export async function revoke(
     revocations: Generator<Revocation>;
   },
 ): Promise<RevokerResult> {
-  const result: RevokerResult = { done: 0, failed: 0, failures: {}, ranOut: false };
+  const result: RevokerResult = {
+    done: 0,
+    failed: 0,
+    failures: {},
+    ranOut: false,
+    seconds: 0,
+    answerMs: 0,
+    unsent: 0,
+  };
   const fail = (reason: string) => {
     result.failed++;
     result.failures[reason] = (result.failures[reason] ?? 0) + 1;
@@ -96,8 +113,10 @@ export async function revoke(
   let turn = 0;
   const one = async (revocation: Revocation) => {
     const client = options.clients[turn++ % options.clients.length];
+    const sentAt = performance.now();
     const response = await sendRevocation({ ...options, client }, revocation);
     await response.arrayBuffer();
+    result.answerMs += performance.now() - sentAt;
     if (response.ok) result.done++;
     else fail(String(response.status));
   };
@@ -120,6 +139,10 @@ export async function revoke(
       sent++;
     }
     await sleep(Math.max(1, 1000 / options.rate / 2));
+  }
+  result.seconds = (performance.now() - started) / 1000;
+  if (!result.ranOut) {
+    result.unsent = Math.max(0, Math.floor(result.seconds * options.rate) - sent);
   }
   while (!options.stop.now) await sleep(50);
   await Promise.all(running);

@@ -13,9 +13,14 @@
  * - among those revocations, one to four a second are a probe's: the delay from B's answer to a
  *   token's revocation to A's first 401 for it (A asked one request at a time).
  *
- * Each row reports A's throughput, p99, grant-cache hit ratio over the run (from A's /metrics)
- * and the share of the no-revocation row's rate, the revocations B achieved, the delays, and
- * wrk's CPU share. The revoker, the logins and the probe run in the bench's own process, on
+ * Every run of every row follows the same warm-up (wrk for {@link WARM_UP_SECONDS} without
+ * revocations), and `--rounds` runs each row that many times, the rows' order alternating from
+ * round to round; a row reports its median run and the ratio of the medians. Each row reports
+ * A's throughput, p99, grant-cache hit ratio over the run (from A's /metrics) and the share of
+ * the no-revocation row's rate, the revocations B achieved (with B's answer time, the requests
+ * never sent because all were in flight, and the CPU of B and of the bench's own traffic: what
+ * held the rate back), the delays (with, on PostgreSQL, the notifications A heard), and wrk's
+ * CPU share. The revoker, the logins and the probe run in the bench's own process, on
  * wrk's core. What is read of A (its /metrics, the probes with A idle) is in mix_probes.ts.
  *
  * @module
@@ -24,14 +29,16 @@ import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { percentile } from "./revocation.ts";
-import { pinSelf, pinTree } from "./proc.ts";
+import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
 import {
   listRevocations,
   logIn,
+  MAX_OUTSTANDING,
   probeDelays,
   type Revocation,
   revoke,
   REVOKER_CLIENTS,
+  type RevokerResult,
 } from "./mix_traffic.ts";
 import { copyMixToPostgres, type MixSeed, seedMix, ZIPF_ALPHA, zipfHotShare } from "./mix_seed.ts";
 import { formatLearned, measureIdleDelays, readCacheCounters } from "./mix_probes.ts";
@@ -49,6 +56,8 @@ export interface ProductionMixContext {
   tokens: number;
   /** Seconds per run. */
   duration: number;
+  /** Runs of every row, in alternating order; each row reports its median run. */
+  rounds: number;
   /** The servers' certificate (self-signed), PEM. */
   cert: string;
   /** The shared password hash of every seeded user. */
@@ -68,6 +77,9 @@ export const PRODUCTION_MIX_COLUMNS = [
   "revocations through B",
   "revocation to refusal on A",
 ];
+
+/** Seconds of wrk (no revocations) right before every run of every row: the same warm-up for all. */
+const WARM_UP_SECONDS = 3;
 
 /** Revocations per second through the other instance, one row each. */
 export const REVOCATION_RATES = [0, 10, 100, 1000];
@@ -234,15 +246,21 @@ async function runBackend(
     operator,
     load: { kind: "lua", url: a.origin, args: [options.pairs, "zipf", `${ZIPF_ALPHA}`] },
   };
-  const rows: Row[] = [];
+  const rounds: Record<number, RateRun[]> = {};
   try {
-    ctx.log(`production mix, ${options.backend}: warming up`);
-    await ctx.measure(a, run.load, { duration: 3 });
-    let base: Measured | undefined;
-    for (const rate of REVOCATION_RATES) {
-      const row = await measureRate(ctx, run, rate, base);
-      base ??= row.result;
-      rows.push(row);
+    // Every row gets the same warm-up right before it, and the order of the rows alternates
+    // from round to round (0, 10, 100, 1,000, then back), so that no row owes its rate to the
+    // cache the rows before it warmed, nor to where the machine's slow spells fell.
+    for (let round = 1; round <= ctx.rounds; round++) {
+      const order = round % 2 === 1 ? REVOCATION_RATES : [...REVOCATION_RATES].reverse();
+      for (const rate of order) {
+        ctx.log(
+          `production mix, ${options.backend}, round ${round}/${ctx.rounds}: warming up, then ` +
+            `${rate} revocations/s through B`,
+        );
+        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS });
+        (rounds[rate] ??= []).push(await measureRate(ctx, run, rate));
+      }
     }
     await measureIdleDelays(ctx, run, options.store);
   } finally {
@@ -251,20 +269,54 @@ async function runBackend(
     await a.stop();
     await b.stop();
   }
-  return rows;
+  const base = medianRun(rounds[0]);
+  return REVOCATION_RATES.map((rate) => {
+    const runs = rounds[rate];
+    if (runs.length > 1) {
+      ctx.notes.push(
+        `Production mix, ${options.backend}, ${rate} revocations/s: req/s by round ` +
+          runs.map((r) => r.result.rps.toFixed(0)).join(", ") +
+          (rate === 0
+            ? ""
+            : `; of the same round's base ${
+              runs.map((r, i) => formatRatio(r.result, rounds[0][i].result)).join(", ")
+            }`) +
+          ".",
+      );
+    }
+    return toRow(ctx, run.backend, rate, runs, base);
+  });
 }
 
-/** One row: A measured while B takes `rate` revocations a second, logins and the probe run. */
-async function measureRate(
-  ctx: ProductionMixContext,
-  run: MixRun,
-  rate: number,
-  base: Measured | undefined,
-): Promise<Row> {
-  ctx.log(`production mix, ${run.backend}: ${rate} revocations/s through B`);
+/** What one run of one row measured. */
+interface RateRun {
+  result: Measured;
+  hits: number;
+  lookups: number;
+  revoked: RevokerResult;
+  /** The probe's delays, ms. */
+  delays: number[];
+  logged: string;
+  /** B's CPU seconds, and this process's (the revoker, the logins and the probe). */
+  bCpu: number;
+  generatorCpu: number;
+  /** Notifications A received over the run (PostgreSQL), and whether its listener was up after. */
+  notified: number;
+  listening: boolean | undefined;
+  learned: { before: Map<number, number>; after: Map<number, number> };
+}
+
+/** The run whose rate is the median of `runs`. */
+function medianRun(runs: RateRun[]): RateRun {
+  return [...runs].sort((x, y) => x.result.rps - y.result.rps)[runs.length >> 1];
+}
+
+/** One run of one row: A measured while B takes `rate` revocations a second, logins and the probe run. */
+async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number): Promise<RateRun> {
   const { client, a, b } = run;
   const before = await readCacheCounters(client, run.metricsPort);
   const bCpuBefore = b.readCpuSeconds();
+  const generatorCpuBefore = readProcessCpuSeconds(Deno.pid);
   const stop = { now: false };
   const revoker = revoke({
     rate: rate - probeRate(rate),
@@ -292,33 +344,73 @@ async function measureRate(
   }
   const [revoked, logged, delays] = [await revoker, await logins, await probe];
   const after = await readCacheCounters(client, run.metricsPort);
-  const bCpu = b.readCpuSeconds() - bCpuBefore;
-  const writes = revoked.done + revoked.failed + delays.length;
   const hits = after.hits - before.hits;
-  const lookups = hits + after.misses - before.misses;
-  const ms = (n: number | undefined) => n === undefined ? "–" : `${n.toFixed(1)} ms`;
   return {
-    scenario: `production mix, ${rate} revocations/s of other grants through B`,
-    server: `keygate on ${run.backend}`,
+    result,
+    hits,
+    lookups: hits + after.misses - before.misses,
+    revoked,
+    delays,
+    logged,
+    bCpu: b.readCpuSeconds() - bCpuBefore,
+    generatorCpu: readProcessCpuSeconds(Deno.pid) - generatorCpuBefore,
+    notified: after.notifications - before.notifications,
+    listening: after.listening,
+    learned: { before: before.delayBuckets, after: after.delayBuckets },
+  };
+}
+
+/** A row of the report from the runs of one rate: the median run, the probes of every run. */
+function toRow(
+  ctx: ProductionMixContext,
+  backend: string,
+  rate: number,
+  runs: RateRun[],
+  base: RateRun,
+): Row {
+  const median = medianRun(runs);
+  const { result, revoked, hits, lookups } = median;
+  const delays = runs.flatMap((r) => r.delays);
+  const ms = (n: number | undefined) => n === undefined ? "–" : `${n.toFixed(1)} ms`;
+  const rounds = runs.length > 1 ? ` (the median of ${runs.length} rounds)` : "";
+  const achieved = (revoked.done + median.delays.length) / Math.max(revoked.seconds, ctx.duration);
+  const writes = revoked.done + revoked.failed + median.delays.length;
+  const answered = revoked.done + revoked.failed;
+  const postgres = !Number.isNaN(median.notified);
+  return {
+    scenario: `production mix, ${rate} revocations/s of other grants through B${rounds}`,
+    server: `keygate on ${backend}`,
     load: `Lua, ${ZIPF_ALPHA === 1 ? "Zipf" : `Zipf α ${ZIPF_ALPHA}`} over the tokens in use`,
     result,
     extra: {
       "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
-      "of the no-revocation rate": rate === 0 ? "(the base)" : formatRatio(result, base ?? result),
-      "revocations through B": `${rate}/s asked, ` +
-        `${((revoked.done + delays.length) / ctx.duration).toFixed(0)}/s achieved ` +
-        `(${delays.length} of them the probe's, ${revoked.failed} failed` +
+      "of the no-revocation rate": rate === 0
+        ? "(the base)"
+        : formatRatio(result, base.result) + (runs.length > 1 ? " (of the medians)" : ""),
+      "revocations through B": `${rate}/s asked, **${achieved.toFixed(0)}/s achieved**` +
+        ` (${median.delays.length} of them the probe's, ${revoked.failed} failed` +
         (revoked.failed === 0 ? "" : `: ${formatFailures(revoked.failures)}`) +
         (revoked.ranOut ? "; the victims ran out: seed more --tokens" : "") +
-        `); B: ${(bCpu / result.seconds).toFixed(2)} cores busy` +
-        (writes === 0 ? "" : `, ${(bCpu * 1e6 / writes).toFixed(0)} µs CPU per revocation`) +
-        `; logins on A ${logged}`,
+        (revoked.unsent === 0
+          ? ""
+          : `; ${revoked.unsent} due were never sent: all ${MAX_OUTSTANDING} in flight`) +
+        `); B answered in ${answered === 0 ? "–" : ms(revoked.answerMs / answered)} on average, ${
+          (median.bCpu / result.seconds).toFixed(2)
+        } cores busy` +
+        (writes === 0 ? "" : `, ${(median.bCpu * 1e6 / writes).toFixed(0)} µs CPU per revocation`) +
+        `; the bench's revoker, probe and logins ${
+          (median.generatorCpu / result.seconds).toFixed(2)
+        } cores busy; logins on A ${median.logged}`,
       "revocation to refusal on A":
         (delays.length === 0
           ? "–"
           : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
             `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
-        formatLearned(before.delayBuckets, after.delayBuckets),
+        formatLearned(median.learned.before, median.learned.after) +
+        (postgres && rate > 0
+          ? `; A heard ${median.notified} notifications for ${writes} revocations, ` +
+            `its listener ${median.listening ? "up" : "DOWN"} after the run`
+          : ""),
     },
   };
 }

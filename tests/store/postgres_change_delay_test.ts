@@ -71,3 +71,31 @@ Deno.test("change delay: positions never learned stay bounded", () => {
   tracker.learned(Number.MAX_SAFE_INTEGER);
   assert.equal(seen.length, PENDING_NOTIFICATIONS);
 });
+
+Deno.test("change delay: an own commit counts nothing, its notification before or after", () => {
+  const { tracker, seen } = track();
+  // The notification first (a poll had not learned it yet), then the commit is learned as own.
+  tracker.notified("7 token:3 @9990", 6);
+  tracker.forget(7);
+  // The commit learned as own first, then its notification (already learned, or not yet).
+  tracker.forget(8);
+  tracker.notified("8 token:4 @9990", 8);
+  tracker.forget(9);
+  tracker.notified("9 token:5 @9990", 6);
+  tracker.learned(9);
+  assert.deepEqual(seen, []);
+  // Another instance's change beside them still counts.
+  tracker.notified("10 key:1 @9996", 9);
+  tracker.learned(10);
+  assert.deepEqual(seen, [4]);
+});
+
+Deno.test("change delay: own positions whose notification never comes stay bounded", () => {
+  const { tracker, seen } = track();
+  for (let i = 1; i <= PENDING_NOTIFICATIONS + 10; i++) tracker.forget(i);
+  // The oldest own positions were dropped: their notifications, if they came now, would count.
+  tracker.notified("1 token:1 @9999", 0);
+  tracker.notified(`${PENDING_NOTIFICATIONS + 10} token:1 @9999`, 0);
+  tracker.learned(Number.MAX_SAFE_INTEGER);
+  assert.deepEqual(seen, [1]);
+});

@@ -17,7 +17,7 @@ import {
   type PostgresCluster,
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
-import { NOW, openTwoInstances } from "../_helpers/postgres_instances.ts";
+import { digest, NOW, openTwoInstances } from "../_helpers/postgres_instances.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -325,6 +325,95 @@ Deno.test({
     await waitFor("confirmed again", () => db.b.readGrantEpoch() !== undefined, 10_000);
     assert.equal(await db.b.checkStoreReady(), true);
     assert.equal((await db.b.findTokenGrant(db.lookup))?.tokenId, db.tokenId);
+  },
+});
+
+Deno.test({
+  name:
+    "[pg instances] the change-delay metric counts another instance's commit, never the instance's own",
+  ignore,
+  async fn() {
+    await using db = await twoInstances();
+    // Two more instances on the same database, each with its own metric.
+    const delays = { c: [] as number[], d: [] as number[] };
+    const open = (name: "c" | "d") =>
+      openPostgresStore(db.url, {
+        pollMs: 60_000,
+        stalenessMs: 120_000,
+        applicationName: `keygate-${name}`,
+        onChangeDelay: (ms) => delays[name].push(ms),
+      });
+    const [c, d] = await Promise.all([open("c"), open("d")]);
+    try {
+      await waitForListeners(c, d);
+      assert.equal(await d.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined }), true);
+      // Both hear the notification (every listener hears its own), and both polls read it.
+      await waitFor(
+        "notified",
+        () => [c, d].every((s) => s.readGrantEpochStats().notifications === 1),
+        5000,
+      );
+      await Promise.all([c.refreshGrantEpoch(), d.refreshGrantEpoch()]);
+      assert.equal(delays.c.length, 1, "c learned d's commit: one delay");
+      assert.ok(delays.c[0] >= 0);
+      assert.deepEqual(delays.d, [], "d's own commit is no other instance's change");
+      assert.equal(c.readGrantEpochStats().epoch, d.readGrantEpochStats().epoch);
+    } finally {
+      await Promise.all([c.closeStore(), d.closeStore()]);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "[pg instances] after a sustained burst of another instance's revocations, a notification still makes the instance read the record",
+  ignore,
+  async fn() {
+    // No periodic poll within the test: only notifications can move a's position.
+    await using db = await twoInstances({ pollMs: 600_000, stalenessMs: 1_200_000 });
+    await waitForListeners(db.a, db.b);
+    const BURST = 600;
+    const ids: number[] = [];
+    for (let i = 0; i < BURST; i++) {
+      ids.push(
+        await db.a.insertToken({
+          tokenHash: digest(`burst ${i}`),
+          userId: db.user.id,
+          apiKeyId: db.key.id,
+          issuedAt: NOW,
+          expiresAt: NOW + 3_600_000,
+          maxLiveTokens: 1_000_000,
+        }, { audit: undefined }),
+      );
+    }
+    // b revokes them with 16 writes in flight, as a server under load does.
+    let next = 0;
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      while (next < ids.length) {
+        const id = ids[next++];
+        assert.equal(await db.b.revokeToken(id, { now: NOW + 2000, audit: undefined }), true);
+      }
+    }));
+    await db.b.refreshGrantEpoch();
+    const burstEnd = db.b.readGrantEpochStats().epoch;
+    // A poll prompted by one notification may read changes whose notifications are still coming.
+    await waitFor(
+      "every burst change heard and learned",
+      () => {
+        const stats = db.a.readGrantEpochStats();
+        return stats.notifications === BURST && stats.epoch === burstEnd;
+      },
+      10_000,
+    );
+    assert.equal(db.a.readGrantEpochStats().listening, true);
+    // After the burst, one more revocation reaches a by its notification alone.
+    assert.equal((await db.a.findTokenGrant(db.lookup))?.tokenId, db.tokenId);
+    const before = db.a.readGrantEpoch();
+    assert.equal(await db.b.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined }), true);
+    await waitFor("notified after the burst", () => db.a.readGrantEpoch() !== before, 10_000);
+    assert.deepEqual(db.a.readGrantChanges(before!), [{ kind: "token", id: db.tokenId }]);
+    assert.equal(db.a.readGrantEpochStats().notifications, BURST + 1);
+    assert.equal(await db.a.findTokenGrant(db.lookup), undefined);
   },
 });
 

@@ -9,6 +9,12 @@
  * same clock (one host) or closely synchronised. A notification that arrives after its position
  * was learned (an earlier poll read it) counts from its arrival: an upper bound.
  *
+ * This instance's own commits (and its sibling workers', learned through the process's shared
+ * ring) are no other instance's: the watcher tells the tracker to {@link ChangeDelayTracker.forget}
+ * them, whether their notification (every listener hears its own) came before or comes after.
+ * One race is left: a poll under way at the commit reads the position, and its notification is
+ * handled before the write has resolved; it then counts from its arrival, at about 0 ms.
+ *
  * @module
  */
 
@@ -23,6 +29,8 @@ export interface ChangeDelayTracker {
   notified(payload: string, learnedUpTo: number | undefined): void;
   /** Every position up to `position` has been learned. */
   learned(position: number): void;
+  /** `position` is this process's own commit: its notification, before or after, counts nothing. */
+  forget(position: number): void;
 }
 
 /** Tells `observe` each delay, in milliseconds. */
@@ -32,12 +40,15 @@ export function createChangeDelayTracker(
 ): ChangeDelayTracker {
   /** Commit times by position, in arrival order. */
   const pending = new Map<number, number>();
+  /** Own positions whose notification has not arrived yet (bounded like `pending`). */
+  const own = new Set<number>();
   const report = (committedAt: number) => observe(Math.max(0, wallNow() - committedAt));
   return {
     notified(payload, learnedUpTo) {
       const match = PAYLOAD.exec(payload);
       if (match === null) return;
       const [position, committedAt] = [Number(match[1]), Number(match[2])];
+      if (own.delete(position)) return;
       if (learnedUpTo !== undefined && position <= learnedUpTo) return report(committedAt);
       if (pending.has(position)) return;
       pending.set(position, committedAt);
@@ -49,6 +60,11 @@ export function createChangeDelayTracker(
         report(committedAt);
         pending.delete(waiting);
       }
+    },
+    forget(position) {
+      if (pending.delete(position)) return;
+      own.add(position);
+      if (own.size > PENDING_NOTIFICATIONS) own.delete(own.values().next().value!);
     },
   };
 }

@@ -274,6 +274,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     const { entries, complete } = readRingSince(shared, ringSeen, head);
     for (const entry of entries) {
       log.push(entry.scope);
+      delays?.forget(entry.position); // a sibling worker's commit: this instance's own
       if (seen.cursor === undefined || entry.position > seen.cursor.position) {
         seen.learned.add(entry.position);
       }
@@ -302,6 +303,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     changesSince: (since) => log.since(since),
     invalidations: () => log.counts(),
     learnOwn(change) {
+      delays?.forget(change.position); // not another instance's change: no delay to report
       // A poll prompted by our own notification may have read this position already.
       if (seen.cursor === undefined || change.position > seen.cursor.position) {
         for (const scope of change.scopes) log.push(scope);
