@@ -35,6 +35,7 @@ import type { Logger } from "../platform/logger.ts";
 import { StoreUnavailable } from "../store/errors.ts";
 import type { LimitKind, LimitOwner, LimitSlice, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
+import { createLeaseBatcher } from "./limit_batch.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
 import {
   checkSlots,
@@ -66,6 +67,10 @@ export interface LimiterDeps {
   metrics?: {
     limitedRequest(kind: LimitKind): void;
     limitStoreUnavailable(kind: LimitKind): void;
+    /** A store call leased for `keys` keys at once. */
+    limitLeases?(keys: number): void;
+    /** A request waited for a lease (its key had no units in hand). */
+    limitLeaseWait?(): void;
   };
 }
 
@@ -95,7 +100,10 @@ function openForOutage(
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
   const keys = createLimitKeys();
-  const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, clock.now()));
+  /** When `admit` read the clock: the learned changes are applied as of then. */
+  let followedAt = 0;
+  const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
+  const batcher = createLeaseBatcher(leaseBatch);
   let timer: ReturnType<typeof setInterval> | undefined;
   let warnedUnavailable = false;
 
@@ -105,15 +113,18 @@ export function createLimiter(deps: LimiterDeps) {
     throw new LimitExceeded(denied.rule.kind, statuses, toRetryAfter(denied, now));
   }
 
-  async function lease(entry: LimitEntry): Promise<void> {
+  /** Leases for a batch of keys in one store call; each key's outcome, in order. */
+  async function leaseBatch(entries: LimitEntry[]): Promise<unknown[]> {
     const now = clock.now();
-    const round = startLeaseRound(entry, now);
-    let slices: LimitSlice[];
+    const rounds = entries.map((entry) => startLeaseRound(entry, now));
+    metrics?.limitLeases?.(entries.length);
+    let answers: LimitSlice[][];
     try {
-      slices = await store.leaseLimits({ ...entry.owner, now, want: round.want });
+      answers = await store.leaseLimits(
+        entries.map((entry, i) => ({ ...entry.owner, now, want: rounds[i].want })),
+      );
     } catch (error) {
-      if (!(error instanceof StoreUnavailable)) throw error;
-      openForOutage(entry, error, now, metrics);
+      if (!(error instanceof StoreUnavailable)) return entries.map(() => error);
       if (!warnedUnavailable) {
         warnedUnavailable = true;
         deps.logger?.warn(
@@ -121,19 +132,31 @@ export function createLimiter(deps: LimiterDeps) {
           { event: "limits_store_unavailable" },
         );
       }
-      return;
+      return entries.map((entry) => {
+        try {
+          openForOutage(entry, error, now, metrics);
+          return undefined;
+        } catch (refused) {
+          return refused;
+        }
+      });
     }
-    // Dropped meanwhile (its limits changed): the units go straight back.
-    if (keys.isCurrent(entry)) round.keep(slices, clock.now());
-    else keys.giveBack(toSliceReturns(slices));
+    const after = clock.now();
+    return entries.map((entry, i) => {
+      // Dropped meanwhile (its limits changed): the units go straight back.
+      if (keys.isCurrent(entry)) rounds[i].keep(answers[i], after);
+      else keys.giveBack(toSliceReturns(answers[i]));
+      return undefined;
+    });
   }
 
   async function admitLeasing(owner: LimitOwner): Promise<LimitStatuses> {
     for (let attempt = 0;; attempt++) {
       const entry = keys.entryOf(owner, clock.now());
       entry.waiting++;
+      metrics?.limitLeaseWait?.();
       try {
-        await (entry.leasing ??= lease(entry).finally(() => entry.leasing = undefined));
+        await (entry.leasing ??= batcher.lease(entry).finally(() => entry.leasing = undefined));
       } finally {
         entry.waiting--;
       }
@@ -155,6 +178,7 @@ export function createLimiter(deps: LimiterDeps) {
    */
   function admit(owner: LimitOwner): LimitStatuses | Promise<LimitStatuses> {
     const now = clock.now();
+    followedAt = now;
     follower.follow();
     const entry = keys.entryOf(owner, now);
     const slots = entry.slots;
@@ -196,6 +220,8 @@ export function createLimiter(deps: LimiterDeps) {
     },
     /** Gives back idle units now (tests). */
     flush: () => flush(),
+    /** Store calls that leased so far (tests). */
+    readLeaseCalls: batcher.readBatches,
     /** Units in hand, by key (tests and the admin view). */
     readUnitsInHand: keys.readUnitsInHand,
   };
