@@ -11,7 +11,8 @@
  * lease granted, and the leases of a window sum to at most its limit.
  *
  * The pieces: limit_slots.ts sizes the slices and keeps the units in hand of one key,
- * limit_keys.ts holds the keys and the units on their way back, limit_status.ts is what the
+ * limit_keys.ts holds the keys and the units on their way back, limit_batch.ts coalesces the
+ * leases of the keys that need units at once into one store call, limit_status.ts is what the
  * edge's `RateLimit` headers are made of, change_follower.ts follows the change feed.
  *
  * What can be lost (admitted fewer than the limit allows, never more): units a thread holds
