@@ -5,7 +5,9 @@
  * high enough never to refuse, so every request is admitted through the limiter's leases), set
  * through the admin CLI on a copy of the same database; the servers with and without limits are
  * warmed, then measured in alternating rounds. Target: ≥ 0.90 of the rate without, p99 at most
- * 0.5 ms worse.
+ * 0.5 ms worse. Every server serves its metrics (both sides alike), so that the notes can say
+ * what the leases did in each run with limits: calls and keys leased per 1,000 requests, and
+ * requests that waited for one.
  *
  * @module
  */
@@ -47,6 +49,56 @@ async function setLimits(store: string): Promise<void> {
   await runAdmin(store, ["limit", "set", "default", "--quota", QUOTA]);
 }
 
+/** Every server of the section serves its metrics (the lease counters), on a port of its own. */
+const METRICS = ["--metrics", "on", "--metrics-port", "0"];
+const METRICS_AT = /metrics on http:\/\/[^:]+:(\d+)\/metrics/;
+
+/** The lease counters of the limited servers, summed. */
+interface LeaseCounts {
+  leases: number;
+  keys: number;
+  waits: number;
+}
+
+async function readLeaseCounts(ctx: BenchContext, servers: Server[]): Promise<LeaseCounts> {
+  const sum = { leases: 0, keys: 0, waits: 0 };
+  for (const server of servers) {
+    const log = await Deno.readTextFile(`${ctx.work}/${server.name}.log`);
+    const port = METRICS_AT.exec(log)?.[1];
+    if (port === undefined) throw new Error(`${server.name}: no metrics listener in its log`);
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+    sum.leases += read("keygate_limit_leases_total");
+    sum.keys += read("keygate_limit_leased_keys_total");
+    sum.waits += read("keygate_limit_lease_waits_total");
+  }
+  return sum;
+}
+
+/**
+ * Measures the limited servers, and notes what their leases did meanwhile: store calls and keys
+ * leased per 1,000 requests, keys per call, requests that waited for a lease.
+ */
+async function measureLeases(
+  ctx: BenchContext,
+  label: string,
+  servers: Server[],
+): Promise<Measured> {
+  const before = await readLeaseCounts(ctx, servers);
+  const result = await measureAll(ctx, servers);
+  const after = await readLeaseCounts(ctx, servers);
+  const per1000 = (n: number) => (n * 1000 / Math.max(1, result.requests)).toFixed(1);
+  const calls = after.leases - before.leases;
+  const keys = after.keys - before.keys;
+  ctx.notes.push(
+    `${label} (${new Date().toISOString().slice(11, 19)} UTC, ${result.requests} requests): ` +
+      `${per1000(calls)} lease calls and ${per1000(keys)} keys leased per 1,000 requests ` +
+      `(${(keys / Math.max(1, calls)).toFixed(1)} keys a call), ` +
+      `${per1000(after.waits - before.waits)} requests per 1,000 waited for a lease.`,
+  );
+  return result;
+}
+
 /** Several servers measured at once (one wrk each): requests summed, the worst p99. */
 async function measureAll(ctx: BenchContext, servers: Server[]): Promise<Measured> {
   const results = await Promise.all(
@@ -73,10 +125,12 @@ async function compare(
   servers: Record<"without" | "with", Server[]>,
 ): Promise<Record<"without" | "with", Measured>> {
   await measureAll(ctx, servers.without); // warm: caches full
-  await measureAll(ctx, servers.with); // warm: caches full, every key holding its slices
+  // Warm: caches full, and the sampled keys leased (as many as the warm-up reached).
+  await measureLeases(ctx, `${label}, warm-up with limits`, servers.with);
+  let round = 0;
   const runs = await ctx.alternate(label, {
     without: () => measureAll(ctx, servers.without),
-    with: () => measureAll(ctx, servers.with),
+    with: () => measureLeases(ctx, `${label}, with limits, round ${++round}`, servers.with),
   });
   return runs as Record<"without" | "with", Measured>;
 }
@@ -109,9 +163,9 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
   await setLimits(limitedPath);
   const started: Server[] = [];
   try {
-    const plain = await ctx.startKeygate("keygate-plain", ctx.sqlitePath, ctx.serverCore);
+    const plain = await ctx.startKeygate("keygate-plain", ctx.sqlitePath, ctx.serverCore, METRICS);
     started.push(plain);
-    const limited = await ctx.startKeygate("keygate-limited", limitedPath, ctx.serverCore);
+    const limited = await ctx.startKeygate("keygate-limited", limitedPath, ctx.serverCore, METRICS);
     started.push(limited);
     const runs = await compare(ctx, "rates and quotas, SQLite", {
       without: [plain],
@@ -131,13 +185,19 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
     await setLimits(limitedUrl);
     const servers = { without: [] as Server[], with: [] as Server[] };
     for (const name of ["a", "b"]) {
-      const plain = await ctx.startKeygate(`keygate-pg-plain-${name}`, plainUrl, ctx.serverCore);
+      const plain = await ctx.startKeygate(
+        `keygate-pg-plain-${name}`,
+        plainUrl,
+        ctx.serverCore,
+        METRICS,
+      );
       started.push(plain);
       servers.without.push(plain);
       const limited = await ctx.startKeygate(
         `keygate-pg-limits-${name}`,
         limitedUrl,
         ctx.serverCore,
+        METRICS,
       );
       started.push(limited);
       servers.with.push(limited);

@@ -207,8 +207,10 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
       return wantUnits(rule, slot, key.waiting, used, now);
     },
     keep(slices, after) {
-      key.policies = undefined;
-      key.slots = slices.map((slice) => {
+      const before = key.slots;
+      // The policies array (and the headers rendered from it) stays while no policy changed.
+      let changed = before === undefined || before.length !== slices.length;
+      key.slots = slices.map((slice, i) => {
         const slot = known.get(slice.rule.id) ?? toSlot(slice, now);
         slot.rule = slice.rule;
         if (slot.windowStart !== slice.window.start) {
@@ -216,7 +218,9 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
           slot.windowEnd = slice.window.end;
           slot.local = 0;
         }
-        slot.policy = toLimitPolicy(slot, slot.policy);
+        const was = slot.policy;
+        slot.policy = toLimitPolicy(slot, was);
+        if (slot.policy !== was || before?.[i] !== slot) changed = true;
         slot.local += slice.granted;
         slot.used = slice.used;
         if (asked.has(slice.rule.id)) {
@@ -231,6 +235,7 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
         }
         return slot;
       });
+      if (changed) key.policies = undefined;
     },
   };
 }

@@ -11,7 +11,8 @@
  * lease granted, and the leases of a window sum to at most its limit.
  *
  * The pieces: limit_slots.ts sizes the slices and keeps the units in hand of one key,
- * limit_keys.ts holds the keys and the units on their way back, limit_status.ts is what the
+ * limit_keys.ts holds the keys and the units on their way back, limit_batch.ts coalesces the
+ * leases of the keys that need units at once into one store call, limit_status.ts is what the
  * edge's `RateLimit` headers are made of, change_follower.ts follows the change feed.
  *
  * What can be lost (admitted fewer than the limit allows, never more): units a thread holds
@@ -35,6 +36,7 @@ import type { Logger } from "../platform/logger.ts";
 import { StoreUnavailable } from "../store/errors.ts";
 import type { LimitKind, LimitOwner, LimitSlice, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
+import { createLeaseBatcher } from "./limit_batch.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
 import {
   checkSlots,
@@ -66,6 +68,10 @@ export interface LimiterDeps {
   metrics?: {
     limitedRequest(kind: LimitKind): void;
     limitStoreUnavailable(kind: LimitKind): void;
+    /** A store call leased for `keys` keys at once. */
+    limitLeases?(keys: number): void;
+    /** A request waited for a lease (its key had no units in hand). */
+    limitLeaseWait?(): void;
   };
 }
 
@@ -95,7 +101,10 @@ function openForOutage(
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
   const keys = createLimitKeys();
-  const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, clock.now()));
+  /** When `admit` read the clock: the learned changes are applied as of then. */
+  let followedAt = 0;
+  const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
+  const batcher = createLeaseBatcher(leaseBatch);
   let timer: ReturnType<typeof setInterval> | undefined;
   let warnedUnavailable = false;
 
@@ -105,15 +114,18 @@ export function createLimiter(deps: LimiterDeps) {
     throw new LimitExceeded(denied.rule.kind, statuses, toRetryAfter(denied, now));
   }
 
-  async function lease(entry: LimitEntry): Promise<void> {
+  /** Leases for a batch of keys in one store call; each key's outcome, in order. */
+  async function leaseBatch(entries: LimitEntry[]): Promise<unknown[]> {
     const now = clock.now();
-    const round = startLeaseRound(entry, now);
-    let slices: LimitSlice[];
+    const rounds = entries.map((entry) => startLeaseRound(entry, now));
+    metrics?.limitLeases?.(entries.length);
+    let answers: LimitSlice[][];
     try {
-      slices = await store.leaseLimits({ ...entry.owner, now, want: round.want });
+      answers = await store.leaseLimits(
+        entries.map((entry, i) => ({ ...entry.owner, now, want: rounds[i].want })),
+      );
     } catch (error) {
-      if (!(error instanceof StoreUnavailable)) throw error;
-      openForOutage(entry, error, now, metrics);
+      if (!(error instanceof StoreUnavailable)) return entries.map(() => error);
       if (!warnedUnavailable) {
         warnedUnavailable = true;
         deps.logger?.warn(
@@ -121,19 +133,31 @@ export function createLimiter(deps: LimiterDeps) {
           { event: "limits_store_unavailable" },
         );
       }
-      return;
+      return entries.map((entry) => {
+        try {
+          openForOutage(entry, error, now, metrics);
+          return undefined;
+        } catch (refused) {
+          return refused;
+        }
+      });
     }
-    // Dropped meanwhile (its limits changed): the units go straight back.
-    if (keys.isCurrent(entry)) round.keep(slices, clock.now());
-    else keys.giveBack(toSliceReturns(slices));
+    const after = clock.now();
+    return entries.map((entry, i) => {
+      // Dropped meanwhile (its limits changed): the units go straight back.
+      if (keys.isCurrent(entry)) rounds[i].keep(answers[i], after);
+      else keys.giveBack(toSliceReturns(answers[i]));
+      return undefined;
+    });
   }
 
   async function admitLeasing(owner: LimitOwner): Promise<LimitStatuses> {
     for (let attempt = 0;; attempt++) {
       const entry = keys.entryOf(owner, clock.now());
       entry.waiting++;
+      metrics?.limitLeaseWait?.();
       try {
-        await (entry.leasing ??= lease(entry).finally(() => entry.leasing = undefined));
+        await (entry.leasing ??= batcher.lease(entry).finally(() => entry.leasing = undefined));
       } finally {
         entry.waiting--;
       }
@@ -155,6 +179,7 @@ export function createLimiter(deps: LimiterDeps) {
    */
   function admit(owner: LimitOwner): LimitStatuses | Promise<LimitStatuses> {
     const now = clock.now();
+    followedAt = now;
     follower.follow();
     const entry = keys.entryOf(owner, now);
     const slots = entry.slots;
@@ -196,6 +221,8 @@ export function createLimiter(deps: LimiterDeps) {
     },
     /** Gives back idle units now (tests). */
     flush: () => flush(),
+    /** Store calls that leased so far (tests). */
+    readLeaseCalls: batcher.readBatches,
     /** Units in hand, by key (tests and the admin view). */
     readUnitsInHand: keys.readUnitsInHand,
   };

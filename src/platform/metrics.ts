@@ -111,6 +111,10 @@ export interface Metrics {
    * (503).
    */
   limitStoreUnavailable(kind: "rate" | "quota"): void;
+  /** A limiter's store call leased for `keys` keys at once. */
+  limitLeases(keys: number): void;
+  /** A request waited for a lease of its key's limits (no units in hand). */
+  limitLeaseWait(): void;
   /** A database operation failed (`request`, `readiness`, `janitor`, `live_tokens`). */
   databaseError(source: string): void;
   /** Token rows deleted by the janitor. */
@@ -190,6 +194,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       counters.latency.observe(route, method, status, seconds),
     limitedRequest: (kind) => limits.limited.inc({ kind }),
     limitStoreUnavailable: (kind) => limits.unavailable.inc({ kind }),
+    limitLeases: (keys) => {
+      limits.leases.inc();
+      limits.leasedKeys.inc(keys);
+    },
+    limitLeaseWait: () => limits.leaseWaits.inc(),
     databaseError: (source) => counters.databaseErrors.inc({ source }),
     tokensPurged: (count) => counters.purged.inc(count),
     watchCache,
@@ -296,7 +305,10 @@ function registerRequestMetrics(registry: Registry) {
   return { issued, loginFailures, throttled, secure, latency, databaseErrors, purged };
 }
 
-/** Requests refused by a rate or a quota, and leases the store could not answer, by kind. */
+/**
+ * Requests refused by a rate or a quota, and leases the store could not answer, by kind; the
+ * leases themselves and the requests that waited for one.
+ */
 function registerLimitMetrics(registers: Registry[]) {
   const limited = new Counter({
     name: "keygate_limited_requests_total",
@@ -310,12 +322,27 @@ function registerLimitMetrics(registers: Registry[]) {
     labelNames: ["kind"] as const,
     registers,
   });
+  const leases = new Counter({
+    name: "keygate_limit_leases_total",
+    help: "Store calls that leased units of limits (one transaction each, for one or more keys)",
+    registers,
+  });
+  const leasedKeys = new Counter({
+    name: "keygate_limit_leased_keys_total",
+    help: "Keys whose limits were leased (a store call leases for many keys at once)",
+    registers,
+  });
+  const leaseWaits = new Counter({
+    name: "keygate_limit_lease_waits_total",
+    help: "Requests that waited for a lease of their key's limits (no units in hand)",
+    registers,
+  });
   // Both kinds start at zero, so rates work from the first scrape.
   for (const kind of ["rate", "quota"]) {
     limited.inc({ kind }, 0);
     unavailable.inc({ kind }, 0);
   }
-  return { limited, unavailable };
+  return { limited, unavailable, leases, leasedKeys, leaseWaits };
 }
 
 /**

@@ -156,14 +156,19 @@ export interface LimitStore {
     change: AuditedChange<LimitRule | undefined>,
   ): Promise<LimitRule | undefined>;
   /**
-   * The limits that apply to a key (its own, else the default, per kind; and its user's), each
-   * with units granted from its current window, in one transaction: the sum of grants in a
-   * window never exceeds the limit's `max`. A window the store has already moved past (a
-   * server whose clock lags) grants nothing. Not audited: bookkeeping, as key usage. A key
-   * without limits is answered by a read alone (no write lock), so that such keys keep working
+   * The limits that apply to each requested key (its own, else the default, per kind; and its
+   * user's), each with units granted from its current window, answered in the order asked, all
+   * in one transaction: the sum of grants in a window never exceeds the limit's `max`, also when
+   * several requests of one batch share a counter (two keys of one user: the later one is
+   * granted from what the earlier left). A window the store has already moved past (a server
+   * whose clock lags) grants nothing. Not audited: bookkeeping, as key usage. A batch whose keys
+   * have no limits is answered by a read alone (no write lock), so that such keys keep working
    * while another process holds the database's write lock.
+   *
+   * One call leases for many keys so that a thread's leases of many sparse keys cost one
+   * transaction, not one each (the limiter coalesces them: src/auth/limit_batch.ts).
    */
-  leaseLimits(request: LimitLeaseRequest): Promise<LimitSlice[]>;
+  leaseLimits(requests: readonly LimitLeaseRequest[]): Promise<LimitSlice[][]>;
   /** Gives unspent units back to their window, if it is still the counter's; never below 0. */
   returnLimitUnits(units: readonly LimitReturn[]): Promise<void>;
   /** The limits that apply to a key (with `apiKeyId`) or a user's own (`userId` alone), used. */

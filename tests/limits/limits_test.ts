@@ -283,6 +283,71 @@ Deno.test("limiter: while the store is unreachable a quota refuses (503), as doe
   assert.equal(usage.used, admitted);
 });
 
+Deno.test("limiter: the keys that need units together are leased in one store call, those asking meanwhile in the next", async () => {
+  const { app, userId } = await setup();
+  using _ = app;
+  await setLimit(change(app), { scope: "default" }, { kind: "rate", max: 100, period: "minute" });
+  await setLimit(change(app), { scope: "user", user: { id: userId, email: "alice@example.org" } }, {
+    kind: "quota",
+    max: 1000,
+    period: "none",
+  });
+  for (let i = 0; i < 8; i++) await app.createKey(userId);
+  const owners = (await app.store.listApiKeys(userId)).map((key) => ({ apiKeyId: key.id, userId }));
+  assert.equal(owners.length, 9);
+  // The store holds the first call open until released, so that the keys asking meanwhile
+  // are known to ask while it is under way.
+  const calls: number[] = [];
+  let entered!: () => void;
+  const inFirst = new Promise<void>((resolve) => entered = resolve);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => release = resolve);
+  const store: Store = Object.assign(Object.create(app.store), {
+    async leaseLimits(requests: Parameters<Store["leaseLimits"]>[0]) {
+      calls.push(requests.length);
+      if (calls.length === 1) {
+        entered();
+        await held;
+      }
+      return await app.store.leaseLimits(requests);
+    },
+  });
+  const leased: number[] = [];
+  const limiter = createLimiter({
+    store,
+    clock: app.clock,
+    metrics: {
+      limitedRequest: () => {},
+      limitStoreUnavailable: () => {},
+      limitLeases: (keys) => leased.push(keys),
+    },
+  });
+  // Five keys in one turn of the event loop: one call.
+  const first = owners.slice(0, 5).map((owner) => limiter.admit(owner));
+  await inFirst;
+  const second = owners.slice(5).map((owner) => limiter.admit(owner));
+  release();
+  const statuses = await Promise.all([...first, ...second]);
+  assert.deepEqual(calls, [5, 4]);
+  assert.deepEqual(leased, [5, 4]);
+  assert.equal(limiter.readLeaseCalls(), 2);
+  for (const answer of statuses) {
+    assert.deepEqual(answer.policies.map((p) => p.name), [
+      "default-rate-minute",
+      "user-quota-none",
+    ]);
+  }
+  // The keys share their user's quota: the batch's grants of it are in its one counter.
+  const quota = (await app.store.listLimitUsage({ userId }, app.clock.now()))[0];
+  assert.ok(quota.used >= 9 && quota.used <= 1000, `quota used ${quota.used}`);
+  // Units in hand admit without a store call.
+  for (const owner of owners) await limiter.admit(owner);
+  assert.deepEqual(calls, [5, 4]);
+  await limiter.stop();
+  const [after] = await app.store.listLimitUsage({ userId }, app.clock.now());
+  assert.equal(after.used, 18, "a clean stop gives back every unit not spent");
+});
+
 Deno.test("[e2e] --upstream: a limited key's requests reach the upstream with RateLimit headers, then 429 without reaching it", async () => {
   let reached = 0;
   const upstream = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, () => {

@@ -18,13 +18,14 @@ function put(store: Store, limit: NewLimit, now = T0): Promise<LimitRule> {
   return store.putLimit(limit, { now, ...NO_AUDIT });
 }
 
-function lease(
+async function lease(
   store: Store,
   owner: { apiKeyId: number; userId: number },
   now: number,
   want: (rule: LimitRule, used: number) => number = EVERYTHING,
 ): Promise<LimitSlice[]> {
-  return store.leaseLimits({ ...owner, now, want });
+  const [slices] = await store.leaseLimits([{ ...owner, now, want }]);
+  return slices;
 }
 
 const brief = (slices: LimitSlice[]) =>
@@ -157,6 +158,72 @@ export function registerLimitLeaseTests(test: ContractTest): void {
     );
     const granted = leases.flat().reduce((sum, s) => sum + s.granted, 0);
     assert.equal(granted, 100, "a user's quota is shared by its keys, and never exceeded");
+    const [usage] = await store.listLimitUsage({ userId: user.id }, T0);
+    assert.equal(usage.used, 100);
+  });
+
+  test("limits: one lease call serves many keys in order; keys sharing a counter get what is left", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const other = await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k2"), prefix: "k2", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    const stranger = await store.insertUser(
+      { email: "c@d.org", passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+      { now: T0, ...NO_AUDIT },
+    );
+    const free = await store.insertApiKey(
+      { userId: stranger.id, keyHash: hashSecret("k3"), prefix: "k3", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    await put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 10, period: "second" });
+    await put(store, { scope: "user", subjectId: user.id, kind: "quota", max: 5, period: "none" });
+    const three = () => 3;
+    const answers = await store.leaseLimits([
+      { apiKeyId: key.id, userId: user.id, now: T0, want: three },
+      { apiKeyId: free.id, userId: stranger.id, now: T0, want: three },
+      { apiKeyId: other.id, userId: user.id, now: T0, want: three },
+    ]);
+    assert.deepEqual(answers.map(brief), [
+      ["key/rate/second:3/3", "user/quota/none:3/3"],
+      [],
+      ["user/quota/none:2/5"],
+    ]);
+    const [usage] = await store.listLimitUsage({ userId: user.id }, T0);
+    assert.equal(usage.used, 5, "the batch's grants of one counter are stored as their sum");
+    const rates = await store.listLimitUsage({ apiKeyId: key.id, userId: user.id }, T0);
+    assert.deepEqual(rates.map((u) => `${u.rule.kind}:${u.used}`), ["rate:3", "quota:5"]);
+    assert.deepEqual(await store.leaseLimits([]), []);
+    // A batch of keys without limits only reads, and answers each with none.
+    assert.deepEqual(
+      await store.leaseLimits([{ apiKeyId: free.id, userId: stranger.id, now: T0, want: three }]),
+      [[]],
+    );
+  });
+
+  test("limits: concurrent lease calls of many keys grant exactly a shared limit", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const other = await store.insertApiKey(
+      { userId: user.id, keyHash: hashSecret("k2"), prefix: "k2", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    await put(store, {
+      scope: "user",
+      subjectId: user.id,
+      kind: "quota",
+      max: 100,
+      period: "none",
+    });
+    const want = () => 3;
+    const batch = [
+      { apiKeyId: key.id, userId: user.id, now: T0, want },
+      { apiKeyId: other.id, userId: user.id, now: T0, want },
+    ];
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => store.leaseLimits(i % 2 ? batch : [...batch].reverse())),
+    );
+    const granted = answers.flat(2).reduce((sum, s) => sum + s.granted, 0);
+    assert.equal(granted, 100, "never more than the limit, whatever the batches hold");
     const [usage] = await store.listLimitUsage({ userId: user.id }, T0);
     assert.equal(usage.used, 100);
   });

@@ -8,7 +8,7 @@
  */
 import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
-import { type CounterPlan, planLease, type StoredCounter } from "../limit_lease.ts";
+import { planLease, type StoredCounter } from "../limit_lease.ts";
 import { type Row, toLimitRule } from "../rows.ts";
 import type {
   GrantScope,
@@ -81,24 +81,52 @@ async function writeLimit(
   return toLimitRule(row);
 }
 
-/** `leaseLimits`' reads and writes, in its transaction. */
-async function writeLease(
+/** The limits that apply to each of `requests`' keys (`ord`: the request's index), one statement. */
+function applyingToEach(tx: postgres.TransactionSql, requests: readonly LimitLeaseRequest[]) {
+  const owners = requests.map((r, i) => [i, r.apiKeyId, r.userId]);
+  return tx<Row[]>`SELECT o.ord::int AS ord, l.* FROM (VALUES ${tx(owners)})
+      AS o (ord, api_key_id, user_id)
+    JOIN limits l ON (l.scope = 'key' AND l.api_key_id = o.api_key_id::bigint)
+      OR (l.scope = 'user' AND l.user_id = o.user_id::bigint)
+      OR (l.scope = 'default' AND NOT EXISTS (SELECT 1 FROM limits x
+        WHERE x.scope = 'key' AND x.api_key_id = o.api_key_id::bigint AND x.kind = l.kind))
+    ORDER BY o.ord::int, l.id`;
+}
+
+/**
+ * `leaseLimits`' reads and writes, in its transaction, for a whole batch in three statements:
+ * the limits that apply to every key; the counters locked (created if missing) in one order,
+ * limit id then subject, so that concurrent leases never deadlock, and read; the new counters
+ * written. Requests sharing a counter (a user's limit) are planned one after the other, each
+ * from what the one before it left.
+ */
+async function writeLeases(
   tx: postgres.TransactionSql,
-  request: LimitLeaseRequest,
-): Promise<LimitSlice[]> {
-  const rules = (await applying(tx, request)).map(toLimitRule);
-  if (rules.length === 0) return [];
-  const targets = rules
-    .map((rule) => ({ rule, subjectId: toLimitSubject(rule, request) }))
-    .sort((a, b) => a.rule.id - b.rule.id || a.subjectId - b.subjectId);
-  // Locks every counter in that order (creating the missing ones), and reads it: a
-  // concurrent lease of the same counter waits here until this one commits.
+  requests: readonly LimitLeaseRequest[],
+): Promise<LimitSlice[][]> {
+  const rulesOf: LimitRule[][] = requests.map(() => []);
+  for (const row of await applyingToEach(tx, requests)) {
+    rulesOf[row.ord as number].push(toLimitRule(row));
+  }
+  const counters = new Map<string, { limitId: number; subjectId: number }>();
+  rulesOf.forEach((rules, i) => {
+    for (const rule of rules) {
+      const subjectId = toLimitSubject(rule, requests[i]);
+      counters.set(`${rule.id}:${subjectId}`, { limitId: rule.id, subjectId });
+    }
+  });
+  if (counters.size === 0) return rulesOf.map(() => []);
+  const ordered = [...counters.values()]
+    .sort((a, b) => a.limitId - b.limitId || a.subjectId - b.subjectId);
+  // Locks every counter in that order (creating a missing one at window 0, which every window
+  // after it replaces), and reads it: a concurrent lease of one of them waits here until this
+  // one commits.
   const locked = await tx<Row[]>`INSERT INTO limit_usage ${
     tx(
-      targets.map((t) => ({
-        limit_id: t.rule.id,
-        subject_id: t.subjectId,
-        window_start: toLimitWindow(t.rule.period, request.now).start,
+      ordered.map((c) => ({
+        limit_id: c.limitId,
+        subject_id: c.subjectId,
+        window_start: 0,
         used: 0,
       })),
       "limit_id",
@@ -109,18 +137,30 @@ async function writeLease(
   }
     ON CONFLICT (limit_id, subject_id) DO UPDATE SET used = limit_usage.used
     RETURNING limit_id, subject_id, window_start, used`;
-  const stored = new Map(locked.map((row) => [`${row.limit_id}:${row.subject_id}`, row]));
-  const plans: CounterPlan[] = targets.map(({ rule, subjectId }) => {
-    const row = stored.get(`${rule.id}:${subjectId}`);
-    return planLease(rule, subjectId, row && toCounter(row), request);
-  });
-  for (const plan of plans) {
-    if (plan.write === undefined) continue;
-    await tx`UPDATE limit_usage SET window_start = ${plan.write.windowStart},
-        used = ${plan.write.used}
-      WHERE limit_id = ${plan.slice.rule.id} AND subject_id = ${plan.slice.subjectId}`;
+  const stored = new Map<string, StoredCounter>(
+    locked.map((row) => [`${row.limit_id}:${row.subject_id}`, toCounter(row)]),
+  );
+  const written = new Map<string, StoredCounter>();
+  const slices = rulesOf.map((rules, i) =>
+    rules.map((rule) => {
+      const subjectId = toLimitSubject(rule, requests[i]);
+      const id = `${rule.id}:${subjectId}`;
+      const plan = planLease(rule, subjectId, stored.get(id), requests[i]);
+      if (plan.write !== undefined) {
+        stored.set(id, plan.write);
+        written.set(id, plan.write);
+      }
+      return plan.slice;
+    })
+  );
+  if (written.size > 0) {
+    const rows = [...written].map(([id, c]) => [...id.split(":"), c.windowStart, c.used]);
+    await tx`UPDATE limit_usage u SET window_start = w.window_start::bigint,
+        used = w.used::bigint
+      FROM (VALUES ${tx(rows)}) AS w (limit_id, subject_id, window_start, used)
+      WHERE u.limit_id = w.limit_id::bigint AND u.subject_id = w.subject_id::bigint`;
   }
-  return plans.map((plan) => plan.slice);
+  return slices;
 }
 
 /** `listLimitUsage`'s reads. */
@@ -178,10 +218,11 @@ export function createLimitStore(db: PgContext): LimitStore {
       }, { audit: change.audit, ends: (rule) => scopeOf(rule) });
     },
 
-    async leaseLimits(request) {
-      // A key without limits is answered by a read: no transaction, no row locked.
-      if ((await db.read((sql) => applying(sql, request))).length === 0) return [];
-      return await db.write((tx) => writeLease(tx, request), { ends: () => [] });
+    leaseLimits(requests) {
+      if (requests.length === 0) return Promise.resolve([]);
+      // No audit and no grant ended: the transaction ends with its last write, without the
+      // write path's ending statement. A batch without limits only reads.
+      return db.write((tx) => writeLeases(tx, requests), { recorded: () => undefined });
     },
 
     async returnLimitUnits(units) {

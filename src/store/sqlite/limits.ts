@@ -188,11 +188,18 @@ export function createLimitStore(conn: Connection): LimitStore {
       }, audit);
     },
 
-    async leaseLimits(request) {
-      const owner = { api_key_id: request.apiKeyId, user_id: request.userId };
-      // A key without limits is answered by a read: no write lock is taken for it.
-      if (await conn.read(() => applying.get(owner) === undefined)) return [];
-      return await conn.write(() => writeLease(statements, request));
+    async leaseLimits(requests) {
+      // Keys without limits are answered by a read: no write lock is taken for them.
+      const limited = await conn.read(() =>
+        requests.map((r) =>
+          applying.get({ api_key_id: r.apiKeyId, user_id: r.userId }) !== undefined
+        )
+      );
+      if (!limited.includes(true)) return requests.map(() => []);
+      // One transaction for the batch; a later request reads the counters an earlier one wrote.
+      return await conn.write(() =>
+        requests.map((request, i) => limited[i] ? writeLease(statements, request) : [])
+      );
     },
 
     async returnLimitUnits(units) {

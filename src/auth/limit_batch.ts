@@ -1,0 +1,82 @@
+/**
+ * Coalesces a limiter's leases: the keys that need units while a lease is under way, or within
+ * the same turn of the event loop, are leased together in one store call (`Store.leaseLimits`
+ * takes many keys: one transaction, a few statements, for all of them). So a thread that serves
+ * many sparse keys pays one transaction per batch, not one per key, and the batches grow with
+ * the load: at most one store call is under way per thread, and the keys that ask meanwhile go
+ * in the next one.
+ *
+ * A quiet thread leases at once (the first key waits only for the next turn of the event loop,
+ * where the other keys of the same burst join it). Nothing here is about counting: the store's
+ * transaction keeps the sum of a window's grants within its limit whatever a batch holds.
+ *
+ * @module
+ */
+
+/** The most keys one store call leases for (the rest wait for the next call). */
+export const MAX_BATCH = 256;
+
+/**
+ * Runs one batch; resolves to each item's outcome, in order: `undefined` when it was served,
+ * else the error its waiters get.
+ */
+export type BatchRun<T> = (items: T[]) => Promise<unknown[]>;
+
+/** A lease coalescer. */
+export interface LeaseBatcher<T> {
+  /** Queues `item` for the next batch; settles when its batch has run (rejects with its error). */
+  lease(item: T): Promise<void>;
+  /** Batches run so far (metrics and tests). */
+  readBatches(): number;
+}
+
+interface Waiter<T> {
+  item: T;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+/** Creates a coalescer that runs batches with `run`, one at a time. */
+export function createLeaseBatcher<T>(run: BatchRun<T>): LeaseBatcher<T> {
+  let queue: Waiter<T>[] = [];
+  let running = false;
+  let scheduled = false;
+  let batches = 0;
+
+  async function flush(): Promise<void> {
+    scheduled = false;
+    if (running || queue.length === 0) return;
+    running = true;
+    const batch = queue.slice(0, MAX_BATCH);
+    queue = queue.slice(batch.length);
+    batches++;
+    try {
+      let outcomes: unknown[];
+      try {
+        outcomes = await run(batch.map((waiter) => waiter.item));
+      } catch (error) {
+        outcomes = batch.map(() => error ?? new Error("A lease failed"));
+      }
+      batch.forEach((waiter, i) => {
+        if (outcomes[i] === undefined) waiter.resolve();
+        else waiter.reject(outcomes[i]);
+      });
+    } finally {
+      running = false;
+      // The keys that asked meanwhile go at once, together.
+      if (queue.length > 0) void flush();
+    }
+  }
+
+  return {
+    lease(item) {
+      const settled = new Promise<void>((resolve, reject) => queue.push({ item, resolve, reject }));
+      if (!running && !scheduled) {
+        scheduled = true;
+        setTimeout(() => void flush(), 0);
+      }
+      return settled;
+    },
+    readBatches: () => batches,
+  };
+}

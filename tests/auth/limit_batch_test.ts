@@ -1,0 +1,86 @@
+import assert from "node:assert/strict";
+import { createLeaseBatcher, MAX_BATCH } from "../../src/auth/limit_batch.ts";
+
+/** A batch run that records its batches and holds each open until released. */
+function heldRun() {
+  const batches: number[][] = [];
+  const releases: (() => void)[] = [];
+  const started: (() => void)[] = [];
+  let nextStart = new Promise<void>((resolve) => started.push(resolve));
+  return {
+    batches,
+    run: async (items: number[]): Promise<unknown[]> => {
+      batches.push(items);
+      const held = new Promise<void>((resolve) => releases.push(resolve));
+      started.shift()!();
+      nextStart = new Promise<void>((resolve) => started.push(resolve));
+      await held;
+      return items.map((item) => item < 0 ? new RangeError(`refused ${item}`) : undefined);
+    },
+    /** Resolves when the next batch has started. */
+    started: () => nextStart,
+    release: () => releases.shift()!(),
+  };
+}
+
+Deno.test("createLeaseBatcher() runs the items asked in one turn as one batch", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run);
+  const started = held.started();
+  const leases = [1, 2, 3].map((item) => batcher.lease(item));
+  await started;
+  assert.deepEqual(held.batches, [[1, 2, 3]]);
+  held.release();
+  await Promise.all(leases);
+  assert.equal(batcher.readBatches(), 1);
+});
+
+Deno.test("createLeaseBatcher() runs one batch at a time; the items asked meanwhile go next, together", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run);
+  let started = held.started();
+  const first = batcher.lease(1);
+  await started;
+  started = held.started();
+  const meanwhile = [2, 3, 4].map((item) => batcher.lease(item));
+  assert.deepEqual(held.batches, [[1]], "no second batch while the first is under way");
+  held.release();
+  await first;
+  await started;
+  assert.deepEqual(held.batches, [[1], [2, 3, 4]]);
+  held.release();
+  await Promise.all(meanwhile);
+  assert.equal(batcher.readBatches(), 2);
+});
+
+Deno.test("createLeaseBatcher() takes at most MAX_BATCH items a batch", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run);
+  let started = held.started();
+  const leases = Array.from({ length: MAX_BATCH + 5 }, (_, i) => batcher.lease(i));
+  await started;
+  started = held.started();
+  held.release();
+  await started;
+  held.release();
+  await Promise.all(leases);
+  assert.deepEqual(held.batches.map((batch) => batch.length), [MAX_BATCH, 5]);
+  assert.equal(held.batches[1][0], MAX_BATCH, "in the order asked");
+});
+
+Deno.test("createLeaseBatcher() rejects only the items whose outcome is an error; a failed run rejects all", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run);
+  const started = held.started();
+  const ok = batcher.lease(1);
+  const refused = batcher.lease(-1);
+  await started;
+  held.release();
+  await ok;
+  await assert.rejects(refused, { name: "RangeError", message: "refused -1" });
+
+  const failing = createLeaseBatcher<number>(() => Promise.reject(new Error("store gone")));
+  const both = [failing.lease(1), failing.lease(2)];
+  for (const lease of both) await assert.rejects(lease, { message: "store gone" });
+  assert.equal(failing.readBatches(), 1);
+});
