@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { AuditedChange, NewUser, User } from "./store_types.ts";
+import type { AuditAnonymizing, AuditedChange, DeletedUser, NewUser, User } from "./store_types.ts";
 
 /** Where a portal account stands: only `active` accounts may sign in or hold keys. */
 export type PortalAccountState = "pending_verification" | "pending_approval" | "active";
@@ -55,6 +55,13 @@ export interface PortalCode extends NewPortalCode {
   /** Wrong codes tried against it; the domain refuses it past its limit. */
   attempts: number;
   usedAt: number | null;
+}
+
+/** A user {@link PortalStore.deleteUnverifiedPortalUsers} deleted. */
+export interface DeletedPortalUser extends DeletedUser {
+  userId: number;
+  /** The opaque name its audit rows took (`AuditAnonymizing.anonymousRef`). */
+  anonymousRef: string;
 }
 
 /** A message to queue in the outbox. */
@@ -213,8 +220,6 @@ export interface PortalStore {
     id: number,
     failure: { now: number; nextAttemptAt: number | null; error: string },
   ): Promise<void>;
-  /** Queued messages not yet sent nor given up (for metrics and tests). */
-  countQueuedMail(): Promise<number>;
   /** The outbox's counts (for metrics). */
   countMail(): Promise<MailCounts>;
   /**
@@ -234,11 +239,15 @@ export interface PortalStore {
   updateApiKeyLabel(keyId: number, change: AuditedChange<void> & { label: string }): Promise<void>;
   /**
    * Deletes up to `limit` users whose portal account is still `pending_verification` and was
-   * created before `before` (sign-ups never verified), with their codes; resolves to their
-   * e-mails. Each user's delete records its grant scope like `deleteUser`.
+   * created before `before` (sign-ups never verified), each as `deleteUser` deletes one (its
+   * keys, tokens, counters, portal rows, and its audit rows made anonymous with what
+   * `anonymize` gives for its id), in one transaction; resolves to what went, per user.
    */
   deleteUnverifiedPortalUsers(
     before: number,
-    change: AuditedChange<string[]> & { limit: number },
-  ): Promise<string[]>;
+    change: AuditedChange<DeletedPortalUser[]> & {
+      limit: number;
+      anonymize: (userId: number) => AuditAnonymizing;
+    },
+  ): Promise<DeletedPortalUser[]>;
 }

@@ -60,7 +60,7 @@ Deno.test({
       // attempt holds its lease (MAIL_LEASE_MS), which the restarted server then waits out.
       first.child.kill("SIGKILL");
       await first.exited();
-      assert.equal(await opened.store.countQueuedMail(), 1);
+      assert.equal((await opened.store.countMail()).pending, 1);
       assert.equal(
         first.lines.some((line) => line.includes("secret@") || line.includes(":secret")),
         false,
@@ -76,7 +76,7 @@ Deno.test({
         });
         await new Promise((resolve) => setTimeout(resolve, 2500));
         assert.equal(smtp.received.length, 1, "exactly once");
-        assert.equal(await opened.store.countQueuedMail(), 0);
+        assert.equal((await opened.store.countMail()).pending, 0);
         response = await fetch(`${second.origin}/api/portal/v1/verify`, {
           method: "POST",
           client,

@@ -53,7 +53,6 @@ const READERS = new Set([
   "findPortalAccount",
   "findPortalCode",
   "findPortalSession",
-  "countQueuedMail",
   "countMail",
 ]);
 
