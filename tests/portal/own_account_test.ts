@@ -9,26 +9,10 @@ import assert from "node:assert/strict";
 import { issueToken, secureGet } from "../_helpers/requests.ts";
 import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
 import { readCode } from "./_smtp.ts";
-import { type PortalRig, startPortalRig } from "./_portal.ts";
-
-const PASSWORD = "correct horse battery";
-const NEW_PASSWORD = "another long secret 42";
-
-async function json(response: Response) {
-  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
-  return await response.json();
-}
+import { activeUser, startPortalRig } from "./_portal.ts";
+import { json, NEW_PASSWORD, PASSWORD } from "./_portal_answers.ts";
 
 /** An active account, signed in. */
-async function activeUser(rig: PortalRig, email: string) {
-  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
-  const browser = rig.browser();
-  await browser.signIn(email, PASSWORD);
-  return browser;
-}
-
 Deno.test("[e2e] POST /api/portal/v1/email moves the account only once the new address confirms", async () => {
   await using rig = await startPortalRig();
   const browser = await activeUser(rig, "old@example.org");

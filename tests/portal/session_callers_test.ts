@@ -11,8 +11,7 @@ import { PORTAL_API, type PortalRoute } from "../../src/http/portal/portal_reque
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { readCode } from "./_smtp.ts";
 import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
-
-const PASSWORD = "correct horse battery staple";
+import { assertError as assertRefused, PASSWORD } from "./_portal_answers.ts";
 
 /** The table's rows, built as the handler builds them (over the rig's store and clock). */
 function readRoutes(rig: PortalRig): PortalRoute[] {
@@ -42,12 +41,6 @@ async function readStoredState(rig: PortalRig) {
     tokens: await store.countRows("tokens"),
     audit: await store.countRows("audit_log"),
   };
-}
-
-async function assertRefused(response: Response, status: number, code: string, what: string) {
-  assert.equal(response.status, status, what);
-  assert.match(response.headers.get("content-type") ?? "", /^application\/json/, what);
-  assert.equal((await response.json()).error.code, code, what);
 }
 
 Deno.test("[e2e] portal: the table's callers: every API row but sign-up's needs a session", async () => {
