@@ -41,6 +41,13 @@ export interface PortalRig extends AsyncDisposable {
   ): Promise<Response>;
   /** A client with its own cookie jar. */
   browser(): PortalBrowser;
+  /**
+   * How often the portal has told the mailer that mail may be queued (`onMailQueued`): by a
+   * route, and once more when forgot-password's deferred work (after the answer) is done.
+   */
+  mailQueuedCalls(): number;
+  /** Resolves once {@link mailQueuedCalls} reaches `count` (at most 20 s). */
+  waitForMailQueued(count: number): Promise<void>;
 }
 
 /** A client that keeps the session cookie and CSRF token. */
@@ -98,6 +105,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
   const tls = await testCertificate();
   const smtp = await startTestSmtp(tls);
   let wake = () => {};
+  let mailQueuedCalls = 0;
   const app = await createTestApp().catch(async (error) => {
     await smtp[Symbol.asyncDispose]();
     throw error;
@@ -119,7 +127,10 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       existingUsers: options.existingUsers ?? false,
       codeKey: options.codeKey,
       origin: ORIGIN,
-      onMailQueued: () => wake(),
+      onMailQueued: () => {
+        mailQueuedCalls++;
+        wake();
+      },
     },
   });
   const mailer = startMailer({
@@ -170,6 +181,14 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
         },
       };
       return browser;
+    },
+    mailQueuedCalls: () => mailQueuedCalls,
+    async waitForMailQueued(count) {
+      const until = Date.now() + 20_000;
+      while (mailQueuedCalls < count) {
+        if (Date.now() > until) throw new Error(`onMailQueued called ${mailQueuedCalls} times`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
     },
     async [Symbol.asyncDispose]() {
       await mailer[Symbol.asyncDispose]();
