@@ -57,6 +57,20 @@ export interface PortalCode extends NewPortalCode {
   usedAt: number | null;
 }
 
+/** A user with its portal account ({@link PortalStore.listPortalUsers}). */
+export interface PortalUser {
+  user: User;
+  account: PortalAccount;
+}
+
+/** A live session with its user, and the user's portal account if it has one. */
+export interface PortalSessionUser {
+  session: PortalSession;
+  user: User;
+  /** `undefined` for an operator's user the portal has no account of. */
+  account?: PortalAccount;
+}
+
 /** A user {@link PortalStore.deleteUnverifiedPortalUsers} deleted. */
 export interface DeletedPortalUser extends DeletedUser {
   userId: number;
@@ -116,6 +130,11 @@ export interface MailCounts {
 /** The portal's accounts, codes, sessions and outbox. Part of `Store`. */
 export interface PortalStore {
   findPortalAccount(userId: number): Promise<PortalAccount | undefined>;
+  /**
+   * The users whose portal account is in `state`, with it, the oldest account first (then by
+   * user id): one query over the accounts' index by state, not a scan of the users.
+   */
+  listPortalUsers(state: PortalAccountState): Promise<PortalUser[]>;
   /**
    * Adds a user (disabled until its account is `active`) with its portal account, its
    * first code and its mail, in one transaction.
@@ -202,6 +221,11 @@ export interface PortalStore {
   ): Promise<void>;
   /** The session with this digest, unexpired at `now`. */
   findPortalSession(idHash: Uint8Array, now: number): Promise<PortalSession | undefined>;
+  /**
+   * A signed-in request's one read: the live session by its digest, its user and the user's
+   * portal account, in one query; `undefined` when the session is unknown or expired at `now`.
+   */
+  findPortalSessionUser(idHash: Uint8Array, now: number): Promise<PortalSessionUser | undefined>;
   /** Ends one session (sign-out); resolves to whether it existed. */
   deletePortalSession(idHash: Uint8Array, change: AuditedChange<boolean>): Promise<boolean>;
   /**

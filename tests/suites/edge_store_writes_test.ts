@@ -53,6 +53,8 @@ const READERS = new Set([
   "findPortalAccount",
   "findPortalCode",
   "findPortalSession",
+  "findPortalSessionUser",
+  "listPortalUsers",
   "countMail",
 ]);
 

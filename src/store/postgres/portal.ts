@@ -19,7 +19,7 @@ import type {
   PortalStore,
   User,
 } from "../store.ts";
-import { type Row, toUser } from "../rows.ts";
+import { type Row, toPortalAccount, toUser } from "../rows.ts";
 import type { PgContext } from "./db.ts";
 import { createMailOutboxMethods, queue } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
@@ -130,12 +130,17 @@ export function createPortalStore(db: PgContext): PortalStore {
       const [row] = await db.read((sql) =>
         sql<Row[]>`SELECT * FROM portal_accounts WHERE user_id = ${userId}`
       );
-      return row && {
-        userId: Number(row.user_id),
-        state: row.state as PortalAccountState,
-        createdAt: Number(row.created_at),
-        userHeld: Number(row.user_held) === 1,
-      };
+      return row && toPortalAccount(row);
+    },
+    async listPortalUsers(state) {
+      // By the accounts' index on (state, created_at).
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT u.*, a.user_id AS a_user_id, a.state AS a_state,
+            a.created_at AS a_created_at, a.user_held AS a_user_held
+          FROM portal_accounts a JOIN users u ON u.id = a.user_id
+          WHERE a.state = ${state} ORDER BY a.created_at, a.user_id`
+      );
+      return rows.map((row) => ({ user: toUser(row), account: toPortalAccount(row, "a_") }));
     },
     insertPortalUser(user, { now, audit, state, code, mail }) {
       return db.write(async (tx) => {

@@ -9,13 +9,12 @@
 import { StoreConflict } from "../errors.ts";
 import type {
   DeletedPortalUser,
-  PortalAccount,
   PortalAccountState,
   PortalCode,
   PortalCodePurpose,
   PortalStore,
 } from "../store.ts";
-import { toUser } from "../rows.ts";
+import { toPortalAccount, toUser } from "../rows.ts";
 import type { Connection, Row } from "./connection.ts";
 import { createMailOutbox } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
@@ -66,15 +65,6 @@ function replacePassword(
   return cutoff.revokeTokensBefore(userId, before, now, keepSession ?? null);
 }
 
-function toPortalAccount(row: Row): PortalAccount {
-  return {
-    userId: row.user_id as number,
-    state: row.state as PortalAccountState,
-    createdAt: row.created_at as number,
-    userHeld: row.user_held === 1,
-  };
-}
-
 export function createPortalStore(conn: Connection): PortalStore {
   const st = prepareAccountStatements(conn);
   const cutoff = createUserCutoff(conn);
@@ -83,6 +73,14 @@ export function createPortalStore(conn: Connection): PortalStore {
   return {
     ...outbox.methods,
     ...createPortalSessionMethods(conn),
+    listPortalUsers(state) {
+      return conn.read(() =>
+        (st.usersInState.all({ state }) as Row[]).map((row) => ({
+          user: toUser(row),
+          account: toPortalAccount(row, "a_"),
+        }))
+      );
+    },
     findPortalAccount(userId) {
       return conn.read(() => {
         const row = st.accountFind.get({ user_id: userId }) as Row | undefined;

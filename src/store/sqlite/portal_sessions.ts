@@ -7,11 +7,12 @@
  */
 import type { PortalStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
+import { toPortalSessionUser } from "../rows.ts";
 
 /** The session methods of the portal's group. */
 export type PortalSessionMethods = Pick<
   PortalStore,
-  "insertPortalSession" | "findPortalSession" | "deletePortalSession"
+  "insertPortalSession" | "findPortalSession" | "findPortalSessionUser" | "deletePortalSession"
 >;
 
 /** Prepares the session statements on `conn`. */
@@ -31,6 +32,15 @@ export function createPortalSessionMethods(conn: Connection): PortalSessionMetho
   const sessionFind = sql(
     "SELECT * FROM portal_sessions WHERE id_hash = :id_hash AND expires_at > :now",
   );
+  // A signed-in request's one read: the session, its user and the user's portal account.
+  const sessionUserFind = sql(
+    `SELECT u.*, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
+       a.user_id AS a_user_id, a.state AS a_state, a.created_at AS a_created_at,
+       a.user_held AS a_user_held
+     FROM portal_sessions s JOIN users u ON u.id = s.user_id
+       LEFT JOIN portal_accounts a ON a.user_id = s.user_id
+     WHERE s.id_hash = :id_hash AND s.expires_at > :now`,
+  );
   const sessionDelete = sql("DELETE FROM portal_sessions WHERE id_hash = :id_hash", "keeps-grants");
   return {
     async insertPortalSession(idHash, { now, audit, userId, expiresAt }) {
@@ -47,6 +57,12 @@ export function createPortalSessionMethods(conn: Connection): PortalSessionMetho
           createdAt: row.created_at as number,
           expiresAt: row.expires_at as number,
         };
+      });
+    },
+    findPortalSessionUser(idHash, now) {
+      return conn.read(() => {
+        const row = sessionUserFind.get({ id_hash: idHash, now }) as Row | undefined;
+        return row && toPortalSessionUser(row);
       });
     },
     deletePortalSession(idHash, { audit }) {

@@ -13,6 +13,13 @@ export function prepareAccountStatements(conn: Connection) {
   const { sql } = conn;
   return {
     accountFind: sql("SELECT * FROM portal_accounts WHERE user_id = :user_id"),
+    // By the accounts' index on (state, created_at).
+    usersInState: sql(
+      `SELECT u.*, a.user_id AS a_user_id, a.state AS a_state, a.created_at AS a_created_at,
+         a.user_held AS a_user_held
+       FROM portal_accounts a JOIN users u ON u.id = a.user_id
+       WHERE a.state = :state ORDER BY a.created_at, a.user_id`,
+    ),
     // Keeps grants: a new user has no tokens, and is disabled until active.
     userInsert: sql(
       `INSERT INTO users (email, password_hash, token_timeout_seconds, disabled, created_at,
