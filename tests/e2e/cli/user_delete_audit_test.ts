@@ -11,12 +11,14 @@ const PASSWORD = "a good password\n";
 
 Deno.test("[cli] deno task admin user delete leaves an opaque id in the audit log, never the e-mail", async () => {
   await using t = await openTestStore();
-  for (const args of [
-    ["user", "add", "first@example.org"],
-    ["user", "add", "kept@example.org"],
-    ["user", "rename", "first@example.org", "second@example.org"],
-    ["key", "create", "second@example.org"],
-  ]) {
+  for (
+    const args of [
+      ["user", "add", "first@example.org"],
+      ["user", "add", "kept@example.org"],
+      ["user", "rename", "first@example.org", "second@example.org"],
+      ["key", "create", "second@example.org"],
+    ]
+  ) {
     const run = await cli(t.path, args, PASSWORD);
     assert.equal(run.code, 0, `${args.join(" ")}: ${run.err}`);
   }
