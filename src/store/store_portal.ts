@@ -219,8 +219,6 @@ export interface PortalStore {
     idHash: Uint8Array,
     change: AuditedChange<void> & { userId: number; expiresAt: number },
   ): Promise<void>;
-  /** The session with this digest, unexpired at `now`. */
-  findPortalSession(idHash: Uint8Array, now: number): Promise<PortalSession | undefined>;
   /**
    * A signed-in request's one read: the live session by its digest, its user and the user's
    * portal account, in one query; `undefined` when the session is unknown or expired at `now`.

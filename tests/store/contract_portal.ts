@@ -239,7 +239,7 @@ export function registerPortalCodeTests(test: ContractTest): void {
       }),
       undefined,
     );
-    assert.equal(await store.findPortalSession(hashSecret("s1"), T0 + 11), undefined);
+    assert.equal(await store.findPortalSessionUser(hashSecret("s1"), T0 + 11), undefined);
     assert.equal((await store.countMail()).pending, 4);
   });
 
@@ -289,19 +289,19 @@ export function registerPortalSessionTests(test: ContractTest): void {
     const session = { now: T0, userId: user.id, expiresAt: T0 + HOUR, ...NO_AUDIT };
     await store.insertPortalSession(hashSecret("s1"), session);
     await store.insertPortalSession(hashSecret("s2"), session);
-    assert.deepEqual(await store.findPortalSession(hashSecret("s1"), T0 + 1), {
+    assert.deepEqual((await store.findPortalSessionUser(hashSecret("s1"), T0 + 1))?.session, {
       userId: user.id,
       createdAt: T0,
       expiresAt: T0 + HOUR,
     });
-    assert.equal(await store.findPortalSession(hashSecret("s1"), T0 + HOUR), undefined);
+    assert.equal(await store.findPortalSessionUser(hashSecret("s1"), T0 + HOUR), undefined);
     assert.equal(await store.deletePortalSession(hashSecret("s1"), { now: T0, ...NO_AUDIT }), true);
     assert.equal(
       await store.deletePortalSession(hashSecret("s1"), { now: T0, ...NO_AUDIT }),
       false,
     );
     await store.deleteUser(user.id, { now: T0, ...anonymizing(user.id), ...NO_AUDIT });
-    assert.equal(await store.findPortalSession(hashSecret("s2"), T0 + 1), undefined);
+    assert.equal(await store.findPortalSessionUser(hashSecret("s2"), T0 + 1), undefined);
     assert.equal(await store.findPortalAccount(user.id), undefined);
   });
 
@@ -310,7 +310,7 @@ export function registerPortalSessionTests(test: ContractTest): void {
     const other = await signUp(store, "other@b.org");
     const session = { now: T0, userId: user.id, expiresAt: T0 + HOUR, ...NO_AUDIT };
     const live = async (id: string) =>
-      (await store.findPortalSession(hashSecret(id), T0 + 1)) !== undefined;
+      (await store.findPortalSessionUser(hashSecret(id), T0 + 1)) !== undefined;
     const open = async (...ids: string[]) => {
       for (const id of ids) await store.insertPortalSession(hashSecret(id), session);
     };

@@ -12,7 +12,7 @@ import type { PgContext } from "./db.ts";
 /** The session methods of the portal's group. */
 export type PortalSessionMethods = Pick<
   PortalStore,
-  "insertPortalSession" | "findPortalSession" | "findPortalSessionUser" | "deletePortalSession"
+  "insertPortalSession" | "findPortalSessionUser" | "deletePortalSession"
 >;
 
 const NONE: readonly GrantScope[] = [];
@@ -27,17 +27,6 @@ export function createPortalSessionMethods(db: PgContext): PortalSessionMethods 
         await tx`INSERT INTO portal_sessions (id_hash, user_id, created_at, expires_at)
           VALUES (${idHash}, ${userId}, ${now}, ${expiresAt})`;
       }, { audit, ends: () => NONE });
-    },
-    async findPortalSession(idHash, now) {
-      const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT * FROM portal_sessions WHERE id_hash = ${idHash}
-          AND expires_at > ${now}`
-      );
-      return row && {
-        userId: Number(row.user_id),
-        createdAt: Number(row.created_at),
-        expiresAt: Number(row.expires_at),
-      };
     },
     async findPortalSessionUser(idHash, now) {
       // A signed-in request's one read: the session, its user and the user's portal account.

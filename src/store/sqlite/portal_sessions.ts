@@ -12,7 +12,7 @@ import { toPortalSessionUser } from "../rows.ts";
 /** The session methods of the portal's group. */
 export type PortalSessionMethods = Pick<
   PortalStore,
-  "insertPortalSession" | "findPortalSession" | "findPortalSessionUser" | "deletePortalSession"
+  "insertPortalSession" | "findPortalSessionUser" | "deletePortalSession"
 >;
 
 /** Prepares the session statements on `conn`. */
@@ -28,9 +28,6 @@ export function createPortalSessionMethods(conn: Connection): PortalSessionMetho
     `DELETE FROM portal_sessions WHERE id_hash IN (
        SELECT id_hash FROM portal_sessions WHERE expires_at <= :now LIMIT 100)`,
     "keeps-grants",
-  );
-  const sessionFind = sql(
-    "SELECT * FROM portal_sessions WHERE id_hash = :id_hash AND expires_at > :now",
   );
   // A signed-in request's one read: the session, its user and the user's portal account.
   const sessionUserFind = sql(
@@ -48,16 +45,6 @@ export function createPortalSessionMethods(conn: Connection): PortalSessionMetho
         sessionsPrune.run({ now });
         sessionInsert.run({ id_hash: idHash, user_id: userId, now, expires_at: expiresAt });
       }, audit);
-    },
-    findPortalSession(idHash, now) {
-      return conn.read(() => {
-        const row = sessionFind.get({ id_hash: idHash, now }) as Row | undefined;
-        return row && {
-          userId: row.user_id as number,
-          createdAt: row.created_at as number,
-          expiresAt: row.expires_at as number,
-        };
-      });
     },
     findPortalSessionUser(idHash, now) {
       return conn.read(() => {
