@@ -18,7 +18,8 @@
  * With an unverified-sign-up lifetime (`--portal-unverified-ttl`), each sweep also deletes the
  * portal sign-ups still unverified that long after they were made, {@link JANITOR_BATCH_ROWS}
  * per transaction, each with one `portal.unverified_deleted` entry naming the account by a
- * random id (`user:deleted:…`), never its e-mail.
+ * random id (`user:deleted:…`), never its e-mail; the account's earlier entries take that id
+ * too, in the same transaction (src/auth/user_anonymity.ts).
  *
  * @module
  */
@@ -28,7 +29,7 @@ import type { Metrics } from "../platform/metrics.ts";
 import { nextTask } from "../platform/next_task.ts";
 import { isStoreUnavailable } from "../store/errors.ts";
 import type { Store } from "../store/store.ts";
-import { generateDeletedRef } from "./portal/own_account.ts";
+import { toAnonymizing } from "./user_anonymity.ts";
 
 /** Row ids per transaction. */
 export const JANITOR_BATCH_ROWS = 500;
@@ -128,22 +129,27 @@ async function pruneUnverified(pass: SweepPass): Promise<number> {
   let deleted = 0;
   while (!pass.isStopped()) {
     const now = clock.now();
-    const emails = await store.deleteUnverifiedPortalUsers(before, {
+    const gone = await store.deleteUnverifiedPortalUsers(before, {
       now,
       limit: batchRows,
-      // One entry per account, by a random id: the e-mail of a sign-up never verified (perhaps
-      // not its owner's) stays out of the log.
-      audit: (gone: string[]) =>
-        gone.map(() => ({
+      // Each account's earlier rows take the random id its entry names, as any deletion's do.
+      anonymize: toAnonymizing,
+      // One entry per account, by that id: the e-mail of a sign-up never verified (perhaps not
+      // its owner's) stays out of the log.
+      audit: (deleted) =>
+        deleted.map(({ anonymousRef, auditRows }) => ({
           at: now,
           actor: "janitor",
           action: "portal.unverified_deleted",
-          subject: generateDeletedRef(),
-          detail: { created_before: new Date(before).toISOString() },
+          subject: anonymousRef,
+          detail: {
+            created_before: new Date(before).toISOString(),
+            audit_rows_anonymized: auditRows,
+          },
         })),
     });
-    deleted += emails.length;
-    if (emails.length < batchRows) break;
+    deleted += gone.length;
+    if (gone.length < batchRows) break;
     await nextTask();
   }
   return deleted;

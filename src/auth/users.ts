@@ -23,6 +23,7 @@ import {
 import { toUserRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { AuthError } from "./errors.ts";
+import { toAnonymizing } from "./user_anonymity.ts";
 
 /** A user's token lifetime as the audit log and listings show it. */
 export function describeTimeout(user: Pick<User, "tokenTimeoutSeconds">): string {
@@ -277,21 +278,27 @@ export async function renameUser(deps: ChangeDeps, user: User, newEmail: string)
 }
 
 /**
- * Deletes a user with their API keys, tokens and failed-login counters, in
- * one audited change (the audit log keeps the user's history).
+ * Deletes a user with their API keys, tokens and failed-login counters, in one audited change.
+ * The audit log keeps the user's history under an opaque id (`user:deleted:…`, the entry's
+ * subject, with the numeric user id in its detail): in the same transaction the user's earlier
+ * entries take it instead of the e-mail, as every deletion of a user does (user_anonymity.ts).
  */
 export async function deleteUser(deps: ChangeDeps, user: User): Promise<DeletedUser> {
+  const anonymizing = toAnonymizing(user.id);
   const change = observeAudit(
     deps,
     (deleted: DeletedUser) =>
-      toAuditEntry(deps, "user.deleted", toUserRef(user.email), {
+      toAuditEntry(deps, "user.deleted", anonymizing.anonymousRef, {
+        user_id: user.id,
         api_keys_deleted: deleted.apiKeys,
         tokens_deleted: deleted.tokens,
+        audit_rows_anonymized: deleted.auditRows,
       }),
   );
   const deleted = await deps.store.deleteUser(user.id, {
     now: deps.clock.now(),
     audit: change.audit,
+    ...anonymizing,
   });
   change.notify();
   return deleted;

@@ -33,10 +33,10 @@ export const AUDIT_HOLD_STARTS: readonly string[] = [
 ];
 
 /** The highest audit row id the walk starts below (no row has it). */
-export const AUDIT_ID_END = Number.MAX_SAFE_INTEGER;
+const AUDIT_ID_END = Number.MAX_SAFE_INTEGER;
 
 /** At most this many holds are followed back (a user renamed more often keeps older rows). */
-export const MAX_ADDRESS_HOLDS = 1000;
+const MAX_ADDRESS_HOLDS = 1000;
 
 /** The audit rows with ids in `[fromId, untilId)` are the user's under `address`. */
 export interface AddressHold {
@@ -57,7 +57,7 @@ export interface HoldStart {
  * (`undefined` when no such row is left: retention pruned it; the hold then reaches back to
  * the first row), and the address the user held before it, if `start` moved the user.
  */
-export function toAddressHold(
+function toAddressHold(
   address: string,
   untilId: number,
   start: HoldStart | undefined,
@@ -132,4 +132,50 @@ export function planAuditRewrites(
     rewrites.push({ id: row.id, subject: own ? ref : row.subject, detail });
   }
   return { rewrites, renamed, addresses: [...addresses] };
+}
+
+/** A read the walk ({@link walkAuditRows}) asks its backend for. */
+export type AuditRowQuery =
+  /** The latest row before `untilId` with subject `user:<address>` that started a hold. */
+  | { kind: "hold_start"; address: string; untilId: number }
+  /** The rows of a hold: subject `user:<address>`, or the quoted address in the detail. */
+  | { kind: "held_rows"; hold: AddressHold }
+  /** The rows by `actor` from `fromId` on. */
+  | { kind: "actor_rows"; fromId: number; actor: string };
+
+/** What the backend answers a {@link AuditRowQuery}: a hold's start, or rows. */
+export type AuditRowAnswer = HoldStart | undefined | readonly AuditRowRead[];
+
+/**
+ * The walk over the user's address holds and their rows, shared by both backends: it yields
+ * the reads it needs and returns the plan ({@link planAuditRewrites}). SQLite answers each read
+ * synchronously (its anonymization runs inside a synchronous write), PostgreSQL with `await`.
+ */
+export function* walkAuditRows(
+  user: { email: string; actor?: string },
+  ref: string,
+): Generator<AuditRowQuery, AuditRewritePlan, AuditRowAnswer> {
+  const holds: AddressHold[] = [];
+  let next: { address: string; untilId: number } | undefined = {
+    address: user.email,
+    untilId: AUDIT_ID_END,
+  };
+  while (next !== undefined && holds.length < MAX_ADDRESS_HOLDS) {
+    const start = (yield { kind: "hold_start", ...next }) as HoldStart | undefined;
+    const step = toAddressHold(next.address, next.untilId, start);
+    holds.push(step.hold);
+    next = step.before;
+  }
+  const rows = new Map<number, AuditRowRead>();
+  for (const hold of holds) {
+    const found = (yield { kind: "held_rows", hold }) as readonly AuditRowRead[];
+    for (const row of found) rows.set(row.id, row);
+  }
+  if (user.actor !== undefined) {
+    const fromId = Math.min(...holds.map((hold) => hold.fromId));
+    const found =
+      (yield { kind: "actor_rows", fromId, actor: user.actor }) as readonly AuditRowRead[];
+    for (const row of found) rows.set(row.id, row);
+  }
+  return planAuditRewrites([...rows.values()], { holds, actor: user.actor, ref });
 }

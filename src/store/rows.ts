@@ -15,6 +15,9 @@ import type {
   LoginFailures,
   Operator,
   OperatorRole,
+  PortalAccount,
+  PortalAccountState,
+  PortalSessionUser,
   TokenRow,
   TokenStatus,
   User,
@@ -48,6 +51,33 @@ export function toUser(row: Row): User {
     createdAt: row.created_at as number,
     updatedAt: row.updated_at as number,
     tokensValidFrom: row.tokens_valid_from as number,
+  };
+}
+
+/** A portal account from the columns `prefix` + `user_id`, `state`, `created_at`, `user_held`. */
+export function toPortalAccount(row: Row, prefix = ""): PortalAccount {
+  return {
+    userId: Number(row[`${prefix}user_id`]),
+    state: row[`${prefix}state`] as PortalAccountState,
+    createdAt: Number(row[`${prefix}created_at`]),
+    userHeld: Number(row[`${prefix}user_held`]) === 1,
+  };
+}
+
+/**
+ * A session's user row (`users.*`) with the session's `s_created_at`, `s_expires_at` and the
+ * account's `a_…` columns (null without an account).
+ */
+export function toPortalSessionUser(row: Row): PortalSessionUser {
+  const user = toUser(row);
+  return {
+    session: {
+      userId: user.id,
+      createdAt: Number(row.s_created_at),
+      expiresAt: Number(row.s_expires_at),
+    },
+    user,
+    ...(row.a_user_id == null ? {} : { account: toPortalAccount(row, "a_") }),
   };
 }
 

@@ -149,8 +149,8 @@ export interface UserStore {
   /**
    * Deletes a user with their API keys, tokens and failed-login counters, in
    * one transaction; the audit log keeps its rows. Resolves to how many keys and
-   * token rows went. With `anonymousRef`, the user's earlier audit rows take it instead of
-   * its e-mail ({@link AuditAnonymizing}).
+   * token rows went. The user's earlier audit rows take `anonymousRef` instead of its e-mail
+   * ({@link AuditAnonymizing}).
    */
   deleteUser(
     userId: number,

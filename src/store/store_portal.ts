@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { AuditedChange, NewUser, User } from "./store_types.ts";
+import type { AuditAnonymizing, AuditedChange, DeletedUser, NewUser, User } from "./store_types.ts";
 
 /** Where a portal account stands: only `active` accounts may sign in or hold keys. */
 export type PortalAccountState = "pending_verification" | "pending_approval" | "active";
@@ -55,6 +55,27 @@ export interface PortalCode extends NewPortalCode {
   /** Wrong codes tried against it; the domain refuses it past its limit. */
   attempts: number;
   usedAt: number | null;
+}
+
+/** A user with its portal account ({@link PortalStore.listPortalUsers}). */
+export interface PortalUser {
+  user: User;
+  account: PortalAccount;
+}
+
+/** A live session with its user, and the user's portal account if it has one. */
+export interface PortalSessionUser {
+  session: PortalSession;
+  user: User;
+  /** `undefined` for an operator's user the portal has no account of. */
+  account?: PortalAccount;
+}
+
+/** A user {@link PortalStore.deleteUnverifiedPortalUsers} deleted. */
+export interface DeletedPortalUser extends DeletedUser {
+  userId: number;
+  /** The opaque name its audit rows took (`AuditAnonymizing.anonymousRef`). */
+  anonymousRef: string;
 }
 
 /** A message to queue in the outbox. */
@@ -109,6 +130,11 @@ export interface MailCounts {
 /** The portal's accounts, codes, sessions and outbox. Part of `Store`. */
 export interface PortalStore {
   findPortalAccount(userId: number): Promise<PortalAccount | undefined>;
+  /**
+   * The users whose portal account is in `state`, with it, the oldest account first (then by
+   * user id): one query over the accounts' index by state, not a scan of the users.
+   */
+  listPortalUsers(state: PortalAccountState): Promise<PortalUser[]>;
   /**
    * Adds a user (disabled until its account is `active`) with its portal account, its
    * first code and its mail, in one transaction.
@@ -193,8 +219,11 @@ export interface PortalStore {
     idHash: Uint8Array,
     change: AuditedChange<void> & { userId: number; expiresAt: number },
   ): Promise<void>;
-  /** The session with this digest, unexpired at `now`. */
-  findPortalSession(idHash: Uint8Array, now: number): Promise<PortalSession | undefined>;
+  /**
+   * A signed-in request's one read: the live session by its digest, its user and the user's
+   * portal account, in one query; `undefined` when the session is unknown or expired at `now`.
+   */
+  findPortalSessionUser(idHash: Uint8Array, now: number): Promise<PortalSessionUser | undefined>;
   /** Ends one session (sign-out); resolves to whether it existed. */
   deletePortalSession(idHash: Uint8Array, change: AuditedChange<boolean>): Promise<boolean>;
   /**
@@ -213,8 +242,6 @@ export interface PortalStore {
     id: number,
     failure: { now: number; nextAttemptAt: number | null; error: string },
   ): Promise<void>;
-  /** Queued messages not yet sent nor given up (for metrics and tests). */
-  countQueuedMail(): Promise<number>;
   /** The outbox's counts (for metrics). */
   countMail(): Promise<MailCounts>;
   /**
@@ -234,11 +261,15 @@ export interface PortalStore {
   updateApiKeyLabel(keyId: number, change: AuditedChange<void> & { label: string }): Promise<void>;
   /**
    * Deletes up to `limit` users whose portal account is still `pending_verification` and was
-   * created before `before` (sign-ups never verified), with their codes; resolves to their
-   * e-mails. Each user's delete records its grant scope like `deleteUser`.
+   * created before `before` (sign-ups never verified), each as `deleteUser` deletes one (its
+   * keys, tokens, counters, portal rows, and its audit rows made anonymous with what
+   * `anonymize` gives for its id), in one transaction; resolves to what went, per user.
    */
   deleteUnverifiedPortalUsers(
     before: number,
-    change: AuditedChange<string[]> & { limit: number },
-  ): Promise<string[]>;
+    change: AuditedChange<DeletedPortalUser[]> & {
+      limit: number;
+      anonymize: (userId: number) => AuditAnonymizing;
+    },
+  ): Promise<DeletedPortalUser[]>;
 }

@@ -222,12 +222,13 @@ export interface TokenRow {
 export interface DeletedUser {
   apiKeys: number;
   tokens: number;
-  /** With `anonymousRef`: the audit rows that took it as subject instead of an e-mail. */
-  auditRows?: number;
+  /** The audit rows that took `anonymousRef` as subject instead of an e-mail. */
+  auditRows: number;
 }
 
 /**
- * Makes a deleted user's audit rows anonymous, in the delete's transaction (the one exception
+ * Makes a deleted user's audit rows anonymous, in the delete's transaction: every deletion of a
+ * user (its own, an operator's, a refused or expired sign-up's) does (the one exception
  * to the append-only log; src/store/audit_anonymize.ts has the rules): the rows whose subject
  * is `user:<address>` while the user held that address (its e-mail, and the ones it had before,
  * followed back through its `user.renamed` and `portal.email_changed` rows; never a row of
@@ -239,9 +240,9 @@ export interface DeletedUser {
  */
 export interface AuditAnonymizing {
   /** The opaque name the rows take (`user:deleted:…`). */
-  anonymousRef?: string;
-  /** With `anonymousRef`: the actor of the user's own changes (`portal:user:<id>`). */
-  anonymousActor?: string;
+  anonymousRef: string;
+  /** The actor of the user's own changes (`portal:user:<id>`). */
+  anonymousActor: string;
 }
 
 /** The lowest and highest token row ids. */

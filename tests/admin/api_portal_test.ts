@@ -102,12 +102,12 @@ Deno.test("[admin] POST /admin/v1/portal/pending/:id/approve activates the accou
     { actor: "operator:admin", action: "portal.approved", subject: "user:wait@example.org" },
   );
 
-  const queued = await t.store.countQueuedMail();
+  const queued = (await t.store.countMail()).pending;
   answer = await t.call("POST", path);
   assert.equal(answer.status, 409);
   assert.equal(answer.body.error.code, "conflict");
   assert.match(answer.body.error.message, /the account is active/);
-  assert.equal(await t.store.countQueuedMail(), queued);
+  assert.equal((await t.store.countMail()).pending, queued);
   const plain = await t.addUser("operator-made@example.org");
   answer = await t.call("POST", `/admin/v1/portal/pending/${plain}/approve`);
   assert.equal(answer.status, 404);
@@ -140,7 +140,7 @@ Deno.test("[admin] POST /admin/v1/portal/pending/:id/refuse deletes the waiting 
   const user = await seedPortalUser(t, "nope@example.org", "pending_approval");
   const active = await seedPortalUser(t, "active@example.org", "active");
   await readOutbox(t.store, t.clock.now());
-  const queued = await t.store.countQueuedMail();
+  const queued = (await t.store.countMail()).pending;
   const path = `/admin/v1/portal/pending/${user.id}/refuse`;
 
   let answer = await t.call("POST", path, { token: t.readToken });
@@ -153,7 +153,7 @@ Deno.test("[admin] POST /admin/v1/portal/pending/:id/refuse deletes the waiting 
   assert.equal(await t.store.findUserById(user.id), undefined);
   assert.equal(await t.store.findPortalAccount(user.id), undefined);
   assert.deepEqual(await readOutbox(t.store, t.clock.now()), []);
-  assert.ok(await t.store.countQueuedMail() <= queued);
+  assert.ok((await t.store.countMail()).pending <= queued);
   const [row] = await t.store.searchAudit({ limit: 1 });
   assert.equal(row.actor, "operator:admin");
   assert.equal(row.action, "portal.refused");

@@ -180,4 +180,17 @@ Deno.test("[admin] PUT .../email renames a user and DELETE removes them with the
     r.action
   );
   assert.deepEqual(actions, ["user.deleted", "user.added", "user.renamed"]);
+  // The audit log keeps the user's history under an opaque id, never its e-mail.
+  const [gone] = await t.store.searchAudit({ limit: 1, actor: "operator:admin" });
+  assert.match(gone.subject, /^user:deleted:[A-Za-z0-9_-]{16}$/);
+  assert.deepEqual(gone.detail, {
+    user_id: id,
+    api_keys_deleted: 1,
+    tokens_deleted: 1,
+    audit_rows_anonymized: 3,
+  });
+  assert.deepEqual(
+    (await t.store.listAudit()).filter((row) => /ann\.smith|ann@/i.test(JSON.stringify(row))),
+    [],
+  );
 });

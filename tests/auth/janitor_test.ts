@@ -259,7 +259,13 @@ Deno.test("janitor sweep() deletes sign-ups unverified past --portal-unverified-
         state: "pending_verification",
         code: { purpose: "verify", codeHash: new Uint8Array(32), expiresAt: at + DAY },
         mail: { recipient: email, subject: "Verify", text: "code" },
-        audit: undefined,
+        audit: {
+          at,
+          actor: "portal:192.0.2.1",
+          action: "portal.signed_up",
+          subject: `user:${email}`,
+          detail: {},
+        },
       },
     );
   }
@@ -291,6 +297,16 @@ Deno.test("janitor sweep() deletes sign-ups unverified past --portal-unverified-
     assert.doesNotMatch(JSON.stringify(record), /example\.org/, "never the e-mail");
   }
   assert.equal(new Set(records.map((r) => r.subject)).size, 3, "one random id each");
+  // Each account's sign-up row took its id, in the deletion's transaction: no row names it.
+  const audit = await app.store.listAudit();
+  assert.deepEqual(audit.filter((r) => /old\d@example\.org/.test(JSON.stringify(r))), []);
+  for (const record of records) {
+    assert.deepEqual(record.detail.audit_rows_anonymized, 1);
+    assert.deepEqual(
+      audit.filter((r) => r.subject === record.subject).map((r) => r.action),
+      ["portal.signed_up", "portal.unverified_deleted"],
+    );
+  }
   assert.equal(JSON.parse(lines.at(-1)!).unverified_deleted, 3);
   await janitor.sweep();
   assert.equal(

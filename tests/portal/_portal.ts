@@ -15,7 +15,9 @@ import { startMailer } from "../../src/server/start_mailer.ts";
 import { BASE } from "../_helpers/requests.ts";
 import { createTestApp, type TestApp } from "../_helpers/test_app.ts";
 import { testCertificate } from "../_helpers/tls_server.ts";
-import { startTestSmtp, type TestSmtp } from "./_smtp.ts";
+import { readCode, startTestSmtp, type TestSmtp } from "./_smtp.ts";
+import { PASSWORD } from "./_portal_answers.ts";
+import type { Store } from "../../src/store/store.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { createHandler } from "../../src/http/app.ts";
@@ -39,6 +41,13 @@ export interface PortalRig extends AsyncDisposable {
   ): Promise<Response>;
   /** A client with its own cookie jar. */
   browser(): PortalBrowser;
+  /**
+   * How often the portal has told the mailer that mail may be queued (`onMailQueued`): by a
+   * route, and once more when forgot-password's deferred work (after the answer) is done.
+   */
+  mailQueuedCalls(): number;
+  /** Resolves once {@link mailQueuedCalls} reaches `count` (at most 20 s). */
+  waitForMailQueued(count: number): Promise<void>;
 }
 
 /** A client that keeps the session cookie and CSRF token. */
@@ -96,6 +105,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
   const tls = await testCertificate();
   const smtp = await startTestSmtp(tls);
   let wake = () => {};
+  let mailQueuedCalls = 0;
   const app = await createTestApp().catch(async (error) => {
     await smtp[Symbol.asyncDispose]();
     throw error;
@@ -117,7 +127,10 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       existingUsers: options.existingUsers ?? false,
       codeKey: options.codeKey,
       origin: ORIGIN,
-      onMailQueued: () => wake(),
+      onMailQueued: () => {
+        mailQueuedCalls++;
+        wake();
+      },
     },
   });
   const mailer = startMailer({
@@ -169,10 +182,54 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       };
       return browser;
     },
+    mailQueuedCalls: () => mailQueuedCalls,
+    async waitForMailQueued(count) {
+      const until = Date.now() + 20_000;
+      while (mailQueuedCalls < count) {
+        if (Date.now() > until) throw new Error(`onMailQueued called ${mailQueuedCalls} times`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    },
     async [Symbol.asyncDispose]() {
       await mailer[Symbol.asyncDispose]();
       await smtp[Symbol.asyncDispose]();
       await app[Symbol.asyncDispose]();
     },
   };
+}
+
+/** Signs `email` up and verifies it with the code mailed to it: the account is active. */
+export async function verifiedAccount(
+  rig: PortalRig,
+  email: string,
+  password = PASSWORD,
+): Promise<void> {
+  let response = await rig.api("POST", "/signup", { email, password });
+  assert.equal(response.status, 202);
+  await response.body?.cancel();
+  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
+  response = await rig.api("POST", "/verify", { email, code, password });
+  assert.equal(response.status, 200);
+  await response.body?.cancel();
+}
+
+/** {@link verifiedAccount}, and a browser signed in to it. */
+export async function activeUser(
+  rig: PortalRig,
+  email: string,
+  password = PASSWORD,
+): Promise<PortalBrowser> {
+  await verifiedAccount(rig, email, password);
+  const browser = rig.browser();
+  await browser.signIn(email, password);
+  return browser;
+}
+
+/** Resolves once the outbox holds `sent` sent messages (at most 40 s): none is sent again. */
+export async function waitForSentMail(store: Store, sent = 1): Promise<void> {
+  const until = Date.now() + 40_000;
+  while ((await store.countMail()).sent < sent) {
+    if (Date.now() > until) throw new Error(`Fewer than ${sent} message(s) marked sent`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }

@@ -8,28 +8,10 @@ import assert from "node:assert/strict";
 import { BASE, issueToken } from "../_helpers/requests.ts";
 import { TEST_STORE_NAME } from "../_helpers/store.ts";
 import { readCode } from "./_smtp.ts";
-import { type PortalRig, startPortalRig } from "./_portal.ts";
-
-const PASSWORD = "correct horse battery";
-const OTHER_PASSWORD = "stranger danger 12345";
-
-async function json(response: Response) {
-  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
-  return await response.json();
-}
+import { activeUser, type PortalRig, startPortalRig } from "./_portal.ts";
+import { json, OTHER_PASSWORD, PASSWORD } from "./_portal_answers.ts";
 
 /** An active account, signed in. */
-async function activeUser(rig: PortalRig, email: string, password = PASSWORD) {
-  (await rig.api("POST", "/signup", { email, password })).body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  const response = await rig.api("POST", "/verify", { email, code, password });
-  assert.equal(response.status, 200);
-  await response.body?.cancel();
-  const browser = rig.browser();
-  await browser.signIn(email, password);
-  return browser;
-}
-
 async function outboxRecipients(rig: PortalRig): Promise<string[]> {
   const rows = await rig.app.querySql("SELECT recipient FROM mail_outbox ORDER BY id");
   return rows.map((row) => row.recipient as string);

@@ -15,9 +15,11 @@ import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import type { Store } from "../../src/store/store.ts";
 import { readCode } from "./_smtp.ts";
 import { ORIGIN, postFrom, startPortalRig } from "./_portal.ts";
+import {
+  OTHER_PASSWORD as STRANGER_PASSWORD,
+  PASSWORD as OWNER_PASSWORD,
+} from "./_portal_answers.ts";
 
-const OWNER_PASSWORD = "correct horse battery";
-const STRANGER_PASSWORD = "stranger danger 12345";
 const OWNER = "198.51.100.7";
 
 Deno.test("[e2e] five wrong codes from a stranger do not end the owner's verification code", async () => {

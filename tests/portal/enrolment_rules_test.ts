@@ -13,10 +13,8 @@ import { createHandler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { readCode } from "./_smtp.ts";
-import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
-
-const PASSWORD = "correct horse battery";
-const NEW_PASSWORD = "another long secret 42";
+import { ORIGIN, type PortalRig, startPortalRig, verifiedAccount } from "./_portal.ts";
+import { assertError, NEW_PASSWORD, PASSWORD } from "./_portal_answers.ts";
 
 /** The rig's store and clock behind a handler with other portal settings (a restart). */
 function restarted(
@@ -47,12 +45,6 @@ function restarted(
         body: body === undefined ? undefined : JSON.stringify(body),
       }),
     );
-}
-
-async function assertError(response: Response, status: number, code: string) {
-  assert.equal(response.status, status);
-  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
-  assert.equal((await response.json()).error.code, code);
 }
 
 /** `later` refuses the session and the reset code, and nothing was changed. */
@@ -106,13 +98,7 @@ Deno.test("[e2e] --portal-existing-users turned off ends an operator's user's se
 Deno.test("[e2e] a domain removed ends its accounts' sessions and reset codes", async () => {
   await using rig = await startPortalRig({ mode: "domains", domains: ["example.org"] });
   const email = "member@example.org";
-  let response = await rig.api("POST", "/signup", { email, password: PASSWORD });
-  assert.equal(response.status, 202);
-  await response.body?.cancel();
-  const verifyCode = readCode(await rig.smtp.waitFor(email, "Verify"));
-  response = await rig.api("POST", "/verify", { email, code: verifyCode, password: PASSWORD });
-  assert.equal(response.status, 200);
-  await response.body?.cancel();
+  await verifiedAccount(rig, email);
   const { cookie, code } = await sessionAndResetCode(rig, email);
   const later = restarted(rig, { mode: "domains", domains: ["example.com"], existingUsers: false });
   await assertRefused(rig, later, { email, cookie, code });

@@ -10,9 +10,8 @@ import assert from "node:assert/strict";
 import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
 import { readCode } from "./_smtp.ts";
 import { type PortalRig, postFrom, startPortalRig } from "./_portal.ts";
+import { NEW_PASSWORD, PASSWORD } from "./_portal_answers.ts";
 
-const PASSWORD = "correct horse battery";
-const NEW_PASSWORD = "another long secret 42";
 const VICTIM_NET = "198.51.100.";
 
 /** A stranger's address on network `i` (each its own /24 and /64). */

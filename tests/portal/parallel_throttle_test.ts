@@ -8,10 +8,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { readCode } from "./_smtp.ts";
-import { hasher, type PortalRig, startPortalRig, withRefusal } from "./_portal.ts";
-
-const PASSWORD = "correct horse battery";
+import { hasher, startPortalRig, verifiedAccount, withRefusal } from "./_portal.ts";
+import { PASSWORD } from "./_portal_answers.ts";
 
 /**
  * The rigs' hasher, but once armed, a check of {@link PASSWORD} waits until released: so the
@@ -39,16 +37,6 @@ function holdingHasher() {
   };
 }
 
-async function activeAccount(rig: PortalRig, email: string): Promise<void> {
-  let response = await rig.api("POST", "/signup", { email, password: PASSWORD });
-  assert.equal(response.status, 202);
-  await response.body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  response = await rig.api("POST", "/verify", { email, code, password: PASSWORD });
-  assert.equal(response.status, 200);
-  await response.body?.cancel();
-}
-
 /** Status counts of `statuses`, e.g. `{ 401: 10, 429: 50 }`. */
 function tally(statuses: number[]): Record<number, number> {
   const counts: Record<number, number> = {};
@@ -60,7 +48,7 @@ Deno.test("[e2e] 60 parallel sign-ins: the guesses are blocked, and so is the ri
   const hold = holdingHasher();
   await using rig = await startPortalRig({ hasher: hold.hasher });
   const email = "target@example.org";
-  await activeAccount(rig, email);
+  await verifiedAccount(rig, email);
   const signIn = async (password: string) => {
     const response = await rig.api("POST", "/signin", { email, password });
     assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
@@ -109,7 +97,7 @@ Deno.test("[e2e] 30 parallel current-password checks: the guesses are blocked, a
   const hold = holdingHasher();
   await using rig = await startPortalRig({ hasher: hold.hasher });
   const email = "owner@example.org";
-  await activeAccount(rig, email);
+  await verifiedAccount(rig, email);
   const browser = rig.browser();
   await browser.signIn(email, PASSWORD);
   const before = (await rig.app.store.findUserByEmail(email))!.passwordHash;
@@ -170,7 +158,7 @@ Deno.test("[e2e] while the password hasher is overloaded, the portal's password 
   let busy = false;
   await using rig = await startPortalRig({ hasher: withRefusal(() => busy ? 7 : undefined) });
   const email = "busy@example.org";
-  await activeAccount(rig, email);
+  await verifiedAccount(rig, email);
   const browser = rig.browser();
   await browser.signIn(email, PASSWORD);
   const audited = (await rig.app.store.listAudit()).length;

@@ -11,8 +11,7 @@
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { startPortalRig } from "./_portal.ts";
-
-const PASSWORD = "correct horse battery";
+import { PASSWORD } from "./_portal_answers.ts";
 
 Deno.test("[e2e] portal: a repeated sign-up of a pending address is no grant change", async () => {
   await using rig = await startPortalRig();

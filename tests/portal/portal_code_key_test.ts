@@ -16,8 +16,8 @@ import { openTestStore } from "../_helpers/store.ts";
 import { runTask } from "../_helpers/task.ts";
 import { readCode } from "./_smtp.ts";
 import { startPortalRig } from "./_portal.ts";
+import { PASSWORD } from "./_portal_answers.ts";
 
-const PASSWORD = "correct horse battery";
 const KEY = new Uint8Array(32).map((_, i) => (i * 37 + 11) & 0xff);
 
 Deno.test("hashCode() with a key is an HMAC: not the unkeyed digest, and each key its own", () => {

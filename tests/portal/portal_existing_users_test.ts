@@ -24,11 +24,14 @@ async function signIn(rig: PortalRig, email: string, password: string): Promise<
 }
 
 /** Whether forgot-password queued a reset for `email` (its deferred work given time to run). */
+/** Whether forgot-password queued a reset code, read once its deferred work is done. */
 async function resetQueued(rig: PortalRig, email: string): Promise<boolean> {
+  const calls = rig.mailQueuedCalls();
   const response = await rig.api("POST", "/forgot", { email });
   assert.equal(response.status, 202, "the same answer either way");
   await response.body?.cancel();
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // The route's call, then the deferred work's (a fixed sleep would pass a late code unseen).
+  await rig.waitForMailQueued(calls + 2);
   return (await rig.app.store.listAudit()).some((row) =>
     row.action === "portal.reset_requested" && row.subject === `user:${email}`
   );

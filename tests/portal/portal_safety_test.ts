@@ -13,15 +13,12 @@ import {
 import { refuseAccount } from "../../src/auth/portal/approval.ts";
 import { PORTAL_THROTTLE_RULES } from "../../src/auth/portal/portal_throttle.ts";
 import { readCode } from "./_smtp.ts";
-import { type PortalRig, postFrom, startPortalRig } from "./_portal.ts";
-
-const OWNER_PASSWORD = "correct horse battery";
-const STRANGER_PASSWORD = "stranger danger 12345";
-
-async function json(response: Response) {
-  assert.equal(response.headers.get("content-type"), "application/json; charset=utf-8");
-  return await response.json();
-}
+import { activeUser, type PortalRig, postFrom, startPortalRig } from "./_portal.ts";
+import {
+  json,
+  OTHER_PASSWORD as STRANGER_PASSWORD,
+  PASSWORD as OWNER_PASSWORD,
+} from "./_portal_answers.ts";
 
 Deno.test("[e2e] a stranger re-signing-up a pending address ends neither the owner's code nor password", async () => {
   await using rig = await startPortalRig();
@@ -137,11 +134,7 @@ Deno.test("[e2e] a pending address keeps the newest candidates of each network; 
 Deno.test("[e2e] deleting an account leaves its addresses in no audit row, of any action", async () => {
   await using rig = await startPortalRig();
   const email = "leaver@example.org";
-  (await rig.api("POST", "/signup", { email, password: OWNER_PASSWORD })).body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code, password: OWNER_PASSWORD })).body?.cancel();
-  const browser = rig.browser();
-  await browser.signIn(email, OWNER_PASSWORD);
+  const browser = await activeUser(rig, email, OWNER_PASSWORD);
   // A former address (an e-mail change) and a change asked but never confirmed.
   let response = await browser.call("POST", "/email", {
     email: "moved@example.org",

@@ -5,18 +5,13 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { readCode } from "./_smtp.ts";
-import { ORIGIN, startPortalRig } from "./_portal.ts";
+import { activeUser, ORIGIN, startPortalRig, verifiedAccount } from "./_portal.ts";
 import { json, NEW_PASSWORD, PASSWORD } from "./_portal_answers.ts";
 
 Deno.test("[e2e] portal: changes need the session's CSRF token and the portal's Origin", async () => {
   await using rig = await startPortalRig();
   const email = "csrf@example.org";
-  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
-  const browser = rig.browser();
-  await browser.signIn(email, PASSWORD);
+  const browser = await activeUser(rig, email);
   const cookie = browser.cookie!;
   let response = await rig.api("POST", "/keys", { label: "x" }, { cookie });
   assert.equal(response.status, 403);
@@ -53,11 +48,7 @@ Deno.test("[e2e] portal: changes need the session's CSRF token and the portal's 
 Deno.test("[e2e] portal: sessions expire", async () => {
   await using rig = await startPortalRig();
   const email = "expire@example.org";
-  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
-  const browser = rig.browser();
-  await browser.signIn(email, PASSWORD);
+  const browser = await activeUser(rig, email);
   let response = await browser.call("GET", "/session");
   assert.equal((await json(response)).email, email);
   rig.app.clock.advance(8 * 3_600_000);
@@ -69,9 +60,7 @@ Deno.test("[e2e] portal: sessions expire", async () => {
 Deno.test("[e2e] portal: a password change ends the other sessions, not the one it was made in", async () => {
   await using rig = await startPortalRig();
   const email = "change@example.org";
-  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
+  await verifiedAccount(rig, email);
   const here = rig.browser();
   const elsewhere = rig.browser();
   await here.signIn(email, PASSWORD);

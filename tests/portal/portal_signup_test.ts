@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { issueToken, secureGet } from "../_helpers/requests.ts";
 import { readCode } from "./_smtp.ts";
-import { startPortalRig } from "./_portal.ts";
+import { startPortalRig, waitForSentMail } from "./_portal.ts";
+import { hashCode } from "../../src/auth/portal/codes.ts";
 import { json, NEW_PASSWORD, PASSWORD } from "./_portal_answers.ts";
 
 Deno.test("[e2e] portal: sign up, verify by mail, sign in, key, token, forgot, reset ends the token", async () => {
@@ -177,9 +178,24 @@ Deno.test("[e2e] portal: every mail goes out once, with its stored code", async 
     email: "once@example.org",
     password: PASSWORD,
   });
+  assert.equal(response.status, 202);
   await response.body?.cancel();
-  await rig.smtp.waitFor("once@example.org", "Verify");
-  await new Promise((r) => setTimeout(r, 400));
+  const mail = await rig.smtp.waitFor("once@example.org", "Verify");
+  // Marked sent (no sender takes it again) with no failed attempt: it went out once.
+  await waitForSentMail(rig.app.store);
+  assert.deepEqual(await rig.app.store.countMail(), {
+    pending: 0,
+    sent: 1,
+    givenUp: 0,
+    failedAttempts: 0,
+  });
   assert.equal(rig.smtp.received.length, 1);
-  assert.equal(await rig.app.store.countQueuedMail(), 0);
+  // The code mailed is the stored one (its digest).
+  const user = (await rig.app.store.findUserByEmail("once@example.org"))!;
+  const stored = await rig.app.store.findPortalCodes(user.id, "verify", rig.app.clock.now());
+  assert.equal(stored.length, 1);
+  assert.deepEqual(
+    stored[0].codeHash,
+    new Uint8Array(hashCode("once@example.org", readCode(mail))),
+  );
 });

@@ -9,10 +9,8 @@ import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
 import { createPortalRoutes, type PortalDeps } from "../../src/http/portal/portal_app.ts";
 import { PORTAL_API, type PortalRoute } from "../../src/http/portal/portal_request.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
-import { readCode } from "./_smtp.ts";
-import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
-
-const PASSWORD = "correct horse battery staple";
+import { activeUser, ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
+import { assertError as assertRefused } from "./_portal_answers.ts";
 
 /** The table's rows, built as the handler builds them (over the rig's store and clock). */
 function readRoutes(rig: PortalRig): PortalRoute[] {
@@ -42,12 +40,6 @@ async function readStoredState(rig: PortalRig) {
     tokens: await store.countRows("tokens"),
     audit: await store.countRows("audit_log"),
   };
-}
-
-async function assertRefused(response: Response, status: number, code: string, what: string) {
-  assert.equal(response.status, status, what);
-  assert.match(response.headers.get("content-type") ?? "", /^application\/json/, what);
-  assert.equal((await response.json()).error.code, code, what);
 }
 
 Deno.test("[e2e] portal: the table's callers: every API row but sign-up's needs a session", async () => {
@@ -97,11 +89,7 @@ Deno.test("[e2e] portal: every session route is refused without a live session, 
 Deno.test("[e2e] portal: every session+csrf route is refused without the CSRF token or from another Origin", async () => {
   await using rig = await startPortalRig();
   const email = "callers@example.org";
-  (await rig.api("POST", "/signup", { email, password: PASSWORD })).body?.cancel();
-  const code = readCode(await rig.smtp.waitFor(email, "Verify"));
-  (await rig.api("POST", "/verify", { email, code, password: PASSWORD })).body?.cancel();
-  const browser = rig.browser();
-  await browser.signIn(email, PASSWORD);
+  const browser = await activeUser(rig, email);
   const cookie = browser.cookie!;
   const before = await readStoredState(rig);
   const routes = readRoutes(rig);

@@ -23,6 +23,10 @@ export type ContractTest = (name: string, fn: (db: ContractStore) => Promise<voi
 export const T0 = 1_000_000;
 export const HOUR = 3_600_000;
 export const NO_AUDIT = { audit: undefined };
+/** What a deletion of user `userId` passes the store: an opaque id and the user's actor. */
+export function anonymizing(userId: number, ref = `user:deleted:test${userId}`) {
+  return { anonymousRef: ref, anonymousActor: `portal:user:${userId}` };
+}
 
 /** One user `a@b.org`, its key `k1`, and token `t1` issued at T0 that expires at T0 + 1 h. */
 export async function seed(store: Store) {

@@ -25,6 +25,7 @@ import {
   registerPortalSignUpTests,
 } from "./contract_portal.ts";
 import { registerPortalMailTests } from "./contract_portal_mail.ts";
+import { registerPortalReadTests } from "./contract_portal_reads.ts";
 import {
   registerLimitChangeTests,
   registerLimitLeaseTests,
@@ -77,6 +78,7 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerPortalSessionTests(test);
   registerPortalKeyTests(test);
   registerPortalMailTests(test);
+  registerPortalReadTests(test);
   registerLimitRuleTests(test);
   registerLimitLeaseTests(test);
   registerLimitChangeTests(test);

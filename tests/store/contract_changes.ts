@@ -9,6 +9,7 @@ import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { LoginFailures } from "../../src/store/store.ts";
 import {
+  anonymizing,
   type ContractTest,
   ENDED,
   entry,
@@ -228,7 +229,10 @@ function registerFeedTests(test: ContractTest): void {
         "updateUserEmail (a grant carries the e-mail)",
         () => store.updateUserEmail(user.id, { email: "renamed@b.org", now, ...NO_AUDIT }),
       ],
-      ["deleteUser", () => store.deleteUser(user.id, { now, ...NO_AUDIT })],
+      [
+        "deleteUser",
+        () => store.deleteUser(user.id, { now, ...anonymizing(user.id), ...NO_AUDIT }),
+      ],
     ];
     for (const [name, write] of ends) {
       const before = store.readGrantEpoch();
@@ -289,9 +293,10 @@ function registerUserChangeTests(test: ContractTest): void {
     });
     const deleted = await store.deleteUser(user.id, {
       now: T0 + 4,
-      audit: (result) => entry("user.deleted", "user:new@b.org", { ...result }),
+      ...anonymizing(user.id, "user:deleted:gone"),
+      audit: (result) => entry("user.deleted", "user:deleted:gone", { ...result }),
     });
-    assert.deepEqual(deleted, { apiKeys: 1, tokens: 2 });
+    assert.deepEqual(deleted, { apiKeys: 1, tokens: 2, auditRows: 1 });
     assert.equal(await store.findUserById(user.id), undefined);
     assert.equal(await store.findApiKeyById(key.id), undefined);
     assert.deepEqual(await store.listTokensOfUser(user.id), []);
@@ -303,7 +308,7 @@ function registerUserChangeTests(test: ContractTest): void {
     assert.ok(await grantOf(store, "o1", "k2", T0 + 5), "the other user keeps everything");
     assert.deepEqual((await store.listAudit()).map((row) => [row.action, row.detail]), [
       ["user.renamed", {}],
-      ["user.deleted", { apiKeys: 1, tokens: 2 }],
+      ["user.deleted", { apiKeys: 1, tokens: 2, auditRows: 1 }],
     ]);
   });
 

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import type { LimitRule, LimitSlice, NewLimit, Store } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
-import { type ContractTest, entry, NO_AUDIT, seed, T0 } from "./_contract_fixtures.ts";
+import { anonymizing, type ContractTest, entry, NO_AUDIT, seed, T0 } from "./_contract_fixtures.ts";
 
 const EVERYTHING = () => Number.MAX_SAFE_INTEGER;
 
@@ -290,7 +290,7 @@ export function registerLimitChangeTests(test: ContractTest): void {
     });
     assert.deepEqual(brief(await lease(store, owner, T0, () => 10)), ["key/quota/none:10/10"]);
     await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 1, period: "day" });
-    await store.deleteUser(user.id, { now: T0, ...NO_AUDIT });
+    await store.deleteUser(user.id, { now: T0, ...anonymizing(user.id), ...NO_AUDIT });
     assert.deepEqual(await store.listLimits(), []);
     assert.notEqual(again.id, undefined);
   });

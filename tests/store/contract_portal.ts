@@ -10,6 +10,7 @@ import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
 import {
+  anonymizing,
   type ContractTest,
   grantOf,
   HOUR,
@@ -58,13 +59,13 @@ export function registerPortalSignUpTests(test: ContractTest): void {
     assert.deepEqual(code?.codeHash, new Uint8Array(hashSecret("c1")));
     assert.equal(code?.attempts, 0);
     assert.equal(await store.findPortalCode(user.id, "verify", T0 + HOUR), undefined);
-    assert.equal(await store.countQueuedMail(), 1);
+    assert.equal((await store.countMail()).pending, 1);
     assert.equal(
       (await store.listAudit()).filter((r) => r.action === "portal.signed_up").length,
       1,
     );
     await assert.rejects(signUp(store), StoreConflict);
-    assert.equal(await store.countQueuedMail(), 1, "a refused sign-up queues nothing");
+    assert.equal((await store.countMail()).pending, 1, "a refused sign-up queues nothing");
   });
 
   test("usePortalCode() spends a code once, activates the account and enables the user", async ({ store }) => {
@@ -115,36 +116,75 @@ export function registerPortalSignUpTests(test: ContractTest): void {
 
   test("deleteUnverifiedPortalUsers() deletes only old unverified sign-ups, with their rows", async ({ store }) => {
     const old = await signUp(store, "old@b.org");
+    // An operator's key on the sign-up, with a login-failure counter: both go, as with deleteUser.
+    const key = await store.insertApiKey(
+      { userId: old.id, keyHash: hashSecret("ko"), prefix: "ko", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    await store.recordLoginFailures([`key:${key.id}`], {
+      now: T0,
+      ...NO_AUDIT,
+      next: (_previous, subject) => ({
+        subject,
+        failures: 1,
+        lastFailureAt: T0,
+        blockedUntil: 0,
+        forgetAt: T0 + HOUR,
+      }),
+    });
     const verified = await signUp(store, "verified@b.org");
     await store.updatePortalState(verified.id, { now: T0, state: "active", ...NO_AUDIT });
     const { user: operators } = await seed(store);
     const epoch = store.readGrantEpoch();
+    const asked: number[] = [];
+    const anonymize = (userId: number) => {
+      asked.push(userId);
+      return anonymizing(userId, `user:deleted:unverified${userId}`);
+    };
     assert.deepEqual(
-      await store.deleteUnverifiedPortalUsers(T0, { now: T0 + HOUR, limit: 10, ...NO_AUDIT }),
+      await store.deleteUnverifiedPortalUsers(T0, {
+        now: T0 + HOUR,
+        limit: 10,
+        anonymize,
+        ...NO_AUDIT,
+      }),
       [],
       "created at T0: not before T0",
     );
+    const ref = `user:deleted:unverified${old.id}`;
     const gone = await store.deleteUnverifiedPortalUsers(T0 + 1, {
       now: T0 + HOUR,
       limit: 10,
-      audit: (emails: string[]) => ({
-        at: T0 + HOUR,
-        actor: "janitor",
-        action: "portal.unverified_deleted",
-        subject: "portal",
-        detail: { accounts: emails.length },
-      }),
+      anonymize,
+      audit: (deleted) =>
+        deleted.map((user) => ({
+          at: T0 + HOUR,
+          actor: "janitor",
+          action: "portal.unverified_deleted",
+          subject: user.anonymousRef,
+          detail: { audit_rows: user.auditRows },
+        })),
     });
-    assert.deepEqual(gone, ["old@b.org"]);
+    assert.deepEqual(gone, [
+      { userId: old.id, anonymousRef: ref, apiKeys: 1, tokens: 0, auditRows: 1 },
+    ]);
+    assert.deepEqual(asked, [old.id]);
     assert.equal(await store.findUserById(old.id), undefined);
+    assert.equal(await store.findApiKeyById(key.id), undefined);
+    assert.deepEqual(await store.listLoginFailures(T0 + 1), [], "its key's counter went too");
     assert.equal(await store.findPortalAccount(old.id), undefined);
     assert.equal(await store.findPortalCode(old.id, "verify", T0), undefined);
     assert.notEqual(await store.findUserById(verified.id), undefined);
     assert.notEqual(await store.findUserById(operators.id), undefined);
     assert.notEqual(store.readGrantEpoch(), epoch);
-    assert.equal(
-      (await store.listAudit()).filter((r) => r.action === "portal.unverified_deleted").length,
-      1,
+    // The sign-up's own row took the id, in the same transaction as the delete's entry.
+    assert.deepEqual(
+      (await store.listAudit()).map((r) => [r.action, r.subject, r.detail]),
+      [
+        ["portal.signed_up", ref, {}],
+        ["portal.signed_up", "user:verified@b.org", {}],
+        ["portal.unverified_deleted", ref, { audit_rows: 1 }],
+      ],
     );
   });
 }
@@ -199,8 +239,8 @@ export function registerPortalCodeTests(test: ContractTest): void {
       }),
       undefined,
     );
-    assert.equal(await store.findPortalSession(hashSecret("s1"), T0 + 11), undefined);
-    assert.equal(await store.countQueuedMail(), 4);
+    assert.equal(await store.findPortalSessionUser(hashSecret("s1"), T0 + 11), undefined);
+    assert.equal((await store.countMail()).pending, 4);
   });
 
   test("usePortalCode() with changeEmail gives the user the code's address, once and if free", async ({ store }) => {
@@ -231,14 +271,14 @@ export function registerPortalCodeTests(test: ContractTest): void {
       ...NO_AUDIT,
     });
     const second = (await store.findPortalCode(user.id, "email", T0 + 6))!;
-    const queued = await store.countQueuedMail();
+    const queued = (await store.countMail()).pending;
     await assert.rejects(
       store.usePortalCode(second.id, { now: T0 + 7, changeEmail: true, mail: MAIL, ...NO_AUDIT }),
       StoreConflict,
     );
     assert.equal((await store.findUserById(user.id))?.email, "moved@b.org");
     assert.equal((await store.findPortalCode(user.id, "email", T0 + 8))?.id, second.id);
-    assert.equal(await store.countQueuedMail(), queued, "no mail from a refused change");
+    assert.equal((await store.countMail()).pending, queued, "no mail from a refused change");
   });
 }
 
@@ -249,19 +289,19 @@ export function registerPortalSessionTests(test: ContractTest): void {
     const session = { now: T0, userId: user.id, expiresAt: T0 + HOUR, ...NO_AUDIT };
     await store.insertPortalSession(hashSecret("s1"), session);
     await store.insertPortalSession(hashSecret("s2"), session);
-    assert.deepEqual(await store.findPortalSession(hashSecret("s1"), T0 + 1), {
+    assert.deepEqual((await store.findPortalSessionUser(hashSecret("s1"), T0 + 1))?.session, {
       userId: user.id,
       createdAt: T0,
       expiresAt: T0 + HOUR,
     });
-    assert.equal(await store.findPortalSession(hashSecret("s1"), T0 + HOUR), undefined);
+    assert.equal(await store.findPortalSessionUser(hashSecret("s1"), T0 + HOUR), undefined);
     assert.equal(await store.deletePortalSession(hashSecret("s1"), { now: T0, ...NO_AUDIT }), true);
     assert.equal(
       await store.deletePortalSession(hashSecret("s1"), { now: T0, ...NO_AUDIT }),
       false,
     );
-    await store.deleteUser(user.id, { now: T0, ...NO_AUDIT });
-    assert.equal(await store.findPortalSession(hashSecret("s2"), T0 + 1), undefined);
+    await store.deleteUser(user.id, { now: T0, ...anonymizing(user.id), ...NO_AUDIT });
+    assert.equal(await store.findPortalSessionUser(hashSecret("s2"), T0 + 1), undefined);
     assert.equal(await store.findPortalAccount(user.id), undefined);
   });
 
@@ -270,7 +310,7 @@ export function registerPortalSessionTests(test: ContractTest): void {
     const other = await signUp(store, "other@b.org");
     const session = { now: T0, userId: user.id, expiresAt: T0 + HOUR, ...NO_AUDIT };
     const live = async (id: string) =>
-      (await store.findPortalSession(hashSecret(id), T0 + 1)) !== undefined;
+      (await store.findPortalSessionUser(hashSecret(id), T0 + 1)) !== undefined;
     const open = async (...ids: string[]) => {
       for (const id of ids) await store.insertPortalSession(hashSecret(id), session);
     };

@@ -26,7 +26,7 @@ export function registerPortalMailTests(test: ContractTest): void {
       nextAttemptAt: T0 + 5000,
       error: "x",
     });
-    assert.equal(await store.countQueuedMail(), 1);
+    assert.equal((await store.countMail()).pending, 1);
     assert.deepEqual(await store.claimMail(T0 + 4999, { limit: 10, leaseMs: 1000 }), []);
     const retried = await store.claimMail(T0 + 5000, { limit: 10, leaseMs: 1000 });
     assert.deepEqual(retried.map((m) => [m.id, m.text, m.attempts]), [[
@@ -39,7 +39,7 @@ export function registerPortalMailTests(test: ContractTest): void {
       nextAttemptAt: null,
       error: "gave up",
     });
-    assert.equal(await store.countQueuedMail(), 0);
+    assert.equal((await store.countMail()).pending, 0);
   });
 
   test("markMailFailed() giving up clears the body (and its code); a retry keeps it", async ({ store, execSql }) => {

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { AuditEntry, Store } from "../../src/store/store.ts";
-import { type ContractTest, entry, HOUR, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
+import { anonymizing, type ContractTest, entry, HOUR, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
 
 const MAIL = { recipient: "new@b.org", subject: "Verify", text: "Your code: ABCD-EFGH" };
 
@@ -68,7 +68,7 @@ export function registerPortalSafetyTests(test: ContractTest): void {
       "$argon2id$c1",
     ]);
     assert.equal((await store.findUserById(user.id))?.passwordHash, "$argon2id$c0", "unchanged");
-    assert.equal(await store.countQueuedMail(), 4);
+    assert.equal((await store.countMail()).pending, 4);
     assert.deepEqual(await store.findPortalCodes(user.id, "verify", T0 + HOUR + 10), []);
 
     // An attempt may count against several codes at once, or one.
@@ -186,9 +186,9 @@ export function registerPortalDeletionTests(test: ContractTest): void {
     const ref = "user:deleted:abcdefghijklmnop";
     const deleted = await store.deleteUser(user.id, {
       now: T0 + 5,
-      anonymousRef: ref,
+      ...anonymizing(user.id, ref),
       audit: (gone) =>
-        at(entry("portal.account_deleted", ref, { audit_rows: gone.auditRows ?? -1 }), T0 + 5),
+        at(entry("portal.account_deleted", ref, { audit_rows: gone.auditRows }), T0 + 5),
     });
     assert.deepEqual(deleted, { apiKeys: 0, tokens: 0, auditRows: 4 });
     assert.equal(await store.findUserById(user.id), undefined);
@@ -231,13 +231,26 @@ export function registerPortalDeletionTests(test: ContractTest): void {
     );
   });
 
-  test("deleteUser() without anonymousRef keeps the audit rows as they are", async ({ store }) => {
-    const user = await signUp(store, "kept@b.org");
-    const deleted = await store.deleteUser(user.id, { now: T0 + 1, ...NO_AUDIT });
-    assert.deepEqual(deleted, { apiKeys: 0, tokens: 0 });
-    assert.deepEqual(
-      (await store.listAudit()).map((row) => row.subject),
-      ["user:kept@b.org"],
+  test("deleteUser() of an operator's user renames its audit rows as a portal user's are", async ({ store }) => {
+    const user = await store.insertUser(
+      { email: "ops@b.org", passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+      { now: T0, audit: entry("user.added", "user:ops@b.org") },
     );
+    const kept = await signUp(store, "kept@b.org");
+    await store.appendAudit(at(entry("user.disabled", "user:ops@b.org"), T0 + 1));
+    const ref = "user:deleted:operatorsuser0001";
+    const deleted = await store.deleteUser(user.id, {
+      now: T0 + 2,
+      ...anonymizing(user.id, ref),
+      audit: at(entry("user.deleted", ref), T0 + 2),
+    });
+    assert.deepEqual(deleted, { apiKeys: 0, tokens: 0, auditRows: 2 });
+    assert.deepEqual((await store.listAudit()).map((row) => [row.action, row.subject]), [
+      ["user.added", ref],
+      ["portal.signed_up", "user:kept@b.org"],
+      ["user.disabled", ref],
+      ["user.deleted", ref],
+    ]);
+    assert.notEqual(await store.findUserById(kept.id), undefined);
   });
 }

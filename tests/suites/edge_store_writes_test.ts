@@ -52,8 +52,8 @@ const READERS = new Set([
   "listLimitUsage",
   "findPortalAccount",
   "findPortalCode",
-  "findPortalSession",
-  "countQueuedMail",
+  "findPortalSessionUser",
+  "listPortalUsers",
   "countMail",
 ]);
 
@@ -149,7 +149,7 @@ Deno.test("a writing call is found on any store receiver, a use case of that nam
     "await store.putLimit(limit, change);",
     "// store.deleteLimit(id) in a comment",
     "await revocation.revokeTokenOfKey(token, who);",
-    "await store.findPortalSession(hash, now);",
+    "await store.findPortalSessionUser(hash, now);",
     "await deps.store",
     "  .insertMail(mail, change);",
     "await deps.portalStore?.",

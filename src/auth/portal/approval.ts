@@ -18,19 +18,13 @@ export interface PendingAccount {
 }
 
 /**
- * The accounts in state `pending_approval`, oldest sign-up first. Such a user is disabled
- * until approved, so only disabled users are looked up.
+ * The accounts in state `pending_approval` whose user is disabled (until approved; an
+ * operator's enable takes it off the list), oldest sign-up first: one indexed read.
  */
 export async function listPendingAccounts(store: Store): Promise<PendingAccount[]> {
-  const pending: PendingAccount[] = [];
-  for (const user of await store.listUsers()) {
-    if (!user.disabled) continue;
-    const account = await store.findPortalAccount(user.id);
-    if (account?.state === "pending_approval") {
-      pending.push({ user, signedUpAt: account.createdAt });
-    }
-  }
-  return pending.sort((a, b) => a.signedUpAt - b.signedUpAt || a.user.id - b.user.id);
+  return (await store.listPortalUsers("pending_approval"))
+    .filter(({ user }) => user.disabled)
+    .map(({ user, account }) => ({ user, signedUpAt: account.createdAt }));
 }
 
 /**

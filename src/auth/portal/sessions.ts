@@ -123,13 +123,11 @@ export async function findSessionUser(
   sessionId: string,
 ): Promise<{ user: User; expiresAt: number } | undefined> {
   if (!isSessionIdShaped(sessionId)) return undefined;
-  const session = await deps.store.findPortalSession(hashSecret(sessionId), deps.clock.now());
-  if (session === undefined) return undefined;
-  const user = await deps.store.findUserById(session.userId);
-  if (user === undefined) return undefined;
-  const account = await deps.store.findPortalAccount(user.id);
-  const found = { user, account };
-  if (!isActive(found, deps)) return undefined;
+  // One read: the session, its user and the user's account.
+  const found = await deps.store.findPortalSessionUser(hashSecret(sessionId), deps.clock.now());
+  if (found === undefined) return undefined;
+  const { user, account, session } = found;
+  if (!isActive({ user, account }, deps)) return undefined;
   return { user, expiresAt: session.expiresAt };
 }
 

@@ -11,13 +11,11 @@
  */
 import type postgres from "postgres";
 import {
-  type AddressHold,
   AUDIT_HOLD_STARTS,
-  AUDIT_ID_END,
+  type AuditRowAnswer,
+  type AuditRowQuery,
   type AuditRowRead,
-  MAX_ADDRESS_HOLDS,
-  planAuditRewrites,
-  toAddressHold,
+  walkAuditRows,
 } from "../audit_anonymize.ts";
 import type { Row } from "../rows.ts";
 
@@ -30,46 +28,48 @@ function toRowRead(row: Row): AuditRowRead {
   };
 }
 
+async function answer(
+  tx: postgres.TransactionSql,
+  query: AuditRowQuery,
+): Promise<AuditRowAnswer> {
+  switch (query.kind) {
+    case "hold_start": {
+      const [row] = await tx<Row[]>`SELECT id, action, detail FROM audit_log
+        WHERE subject = ${`user:${query.address}`} AND id < ${query.untilId}
+          AND action IN ${tx(AUDIT_HOLD_STARTS)}
+        ORDER BY id DESC LIMIT 1`;
+      return row && {
+        id: Number(row.id),
+        action: row.action as string,
+        detail: row.detail as Record<string, unknown>,
+      };
+    }
+    case "held_rows": {
+      const { hold } = query;
+      const found = await tx<Row[]>`SELECT id, actor, subject, detail FROM audit_log
+        WHERE id >= ${hold.fromId} AND id < ${hold.untilId}
+          AND (subject = ${`user:${hold.address}`}
+            OR strpos(detail::text, ${JSON.stringify(hold.address)}) > 0)`;
+      return found.map(toRowRead);
+    }
+    case "actor_rows": {
+      const found = await tx<Row[]>`SELECT id, actor, subject, detail FROM audit_log
+        WHERE id >= ${query.fromId} AND actor = ${query.actor}`;
+      return found.map(toRowRead);
+    }
+  }
+}
+
 /** Renames the user's rows to `ref` (see @module); resolves to how many took it as subject. */
 export async function anonymizeAudit(
   tx: postgres.TransactionSql,
   user: { id: number; email: string; actor?: string },
   ref: string,
 ): Promise<number> {
-  const holds: AddressHold[] = [];
-  let next: { address: string; untilId: number } | undefined = {
-    address: user.email,
-    untilId: AUDIT_ID_END,
-  };
-  while (next !== undefined && holds.length < MAX_ADDRESS_HOLDS) {
-    const [row] = await tx<Row[]>`SELECT id, action, detail FROM audit_log
-      WHERE subject = ${`user:${next.address}`} AND id < ${next.untilId}
-        AND action IN ${tx(AUDIT_HOLD_STARTS)}
-      ORDER BY id DESC LIMIT 1`;
-    const start = row && {
-      id: Number(row.id),
-      action: row.action as string,
-      detail: row.detail as Record<string, unknown>,
-    };
-    const step = toAddressHold(next.address, next.untilId, start);
-    holds.push(step.hold);
-    next = step.before;
-  }
-  const rows = new Map<number, AuditRowRead>();
-  for (const hold of holds) {
-    const found = await tx<Row[]>`SELECT id, actor, subject, detail FROM audit_log
-      WHERE id >= ${hold.fromId} AND id < ${hold.untilId}
-        AND (subject = ${`user:${hold.address}`}
-          OR strpos(detail::text, ${JSON.stringify(hold.address)}) > 0)`;
-    for (const row of found) rows.set(Number(row.id), toRowRead(row));
-  }
-  if (user.actor !== undefined) {
-    const fromId = Math.min(...holds.map((hold) => hold.fromId));
-    const found = await tx<Row[]>`SELECT id, actor, subject, detail FROM audit_log
-      WHERE id >= ${fromId} AND actor = ${user.actor}`;
-    for (const row of found) rows.set(Number(row.id), toRowRead(row));
-  }
-  const plan = planAuditRewrites([...rows.values()], { holds, actor: user.actor, ref });
+  const walk = walkAuditRows(user, ref);
+  let step = walk.next();
+  while (!step.done) step = walk.next(await answer(tx, step.value));
+  const plan = step.value;
   await tx`INSERT INTO audit_redact (ref) VALUES (${ref})`;
   for (const { id, subject, detail } of plan.rewrites) {
     await tx`UPDATE audit_log SET subject = ${subject}, detail = ${

@@ -14,7 +14,7 @@ import type { PgContext } from "./db.ts";
 /** The outbox's methods of the portal's group. */
 export type MailOutboxMethods = Pick<
   PortalStore,
-  "insertMail" | "claimMail" | "markMailSent" | "markMailFailed" | "countQueuedMail" | "countMail"
+  "insertMail" | "claimMail" | "markMailSent" | "markMailFailed" | "countMail"
 >;
 
 const NONE: readonly GrantScope[] = [];
@@ -73,12 +73,6 @@ export function createMailOutboxMethods(db: PgContext): MailOutboxMethods {
           body = CASE WHEN ${nextAttemptAt === null} THEN '' ELSE body END
           WHERE id = ${id}`;
       }, { ends: () => NONE });
-    },
-    async countQueuedMail() {
-      const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT count(*) AS n FROM mail_outbox WHERE next_attempt_at IS NOT NULL`
-      );
-      return Number(row.n);
     },
     async countMail() {
       const [row] = await db.read((sql) =>

@@ -9,6 +9,7 @@
 import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
 import type {
+  DeletedPortalUser,
   GrantScope,
   NewPortalCode,
   NewUser,
@@ -18,11 +19,12 @@ import type {
   PortalStore,
   User,
 } from "../store.ts";
-import { type Row, toUser } from "../rows.ts";
+import { type Row, toPortalAccount, toUser } from "../rows.ts";
 import type { PgContext } from "./db.ts";
 import { createMailOutboxMethods, queue } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
 import { raiseCutoff } from "./user_cutoff.ts";
+import { deleteUserRows } from "./user_deletion.ts";
 
 function toPortalCode(row: Row): PortalCode {
   return {
@@ -114,18 +116,6 @@ async function spendCode(
   return userId;
 }
 
-/** Deletes a user and every row of it (no foreign keys here: each table by hand). */
-async function deleteUserRows(tx: postgres.TransactionSql, id: number): Promise<void> {
-  // Keys before their user, as deleteUser locks them (user_removal.ts).
-  await tx`SELECT id FROM api_keys WHERE user_id = ${id} ORDER BY id FOR UPDATE`;
-  await tx`DELETE FROM tokens WHERE user_id = ${id}`;
-  await tx`DELETE FROM api_keys WHERE user_id = ${id}`;
-  await tx`DELETE FROM portal_codes WHERE user_id = ${id}`;
-  await tx`DELETE FROM portal_sessions WHERE user_id = ${id}`;
-  await tx`DELETE FROM portal_accounts WHERE user_id = ${id}`;
-  await tx`DELETE FROM users WHERE id = ${id}`;
-}
-
 const NONE: readonly GrantScope[] = [];
 
 function userScope(userId: number): readonly GrantScope[] {
@@ -140,12 +130,17 @@ export function createPortalStore(db: PgContext): PortalStore {
       const [row] = await db.read((sql) =>
         sql<Row[]>`SELECT * FROM portal_accounts WHERE user_id = ${userId}`
       );
-      return row && {
-        userId: Number(row.user_id),
-        state: row.state as PortalAccountState,
-        createdAt: Number(row.created_at),
-        userHeld: Number(row.user_held) === 1,
-      };
+      return row && toPortalAccount(row);
+    },
+    async listPortalUsers(state) {
+      // By the accounts' index on (state, created_at).
+      const rows = await db.read((sql) =>
+        sql<Row[]>`SELECT u.*, a.user_id AS a_user_id, a.state AS a_state,
+            a.created_at AS a_created_at, a.user_held AS a_user_held
+          FROM portal_accounts a JOIN users u ON u.id = a.user_id
+          WHERE a.state = ${state} ORDER BY a.created_at, a.user_id`
+      );
+      return rows.map((row) => ({ user: toUser(row), account: toPortalAccount(row, "a_") }));
     },
     insertPortalUser(user, { now, audit, state, code, mail }) {
       return db.write(async (tx) => {
@@ -221,17 +216,24 @@ export function createPortalStore(db: PgContext): PortalStore {
         await tx`UPDATE api_keys SET label = ${label} WHERE id = ${keyId}`;
       }, { audit, ends: () => NONE });
     },
-    deleteUnverifiedPortalUsers(before, { audit, limit }) {
-      let ids: number[] = [];
+    deleteUnverifiedPortalUsers(before, { audit, limit, anonymize }) {
+      const deleted: DeletedPortalUser[] = [];
       return db.write(async (tx) => {
-        const found = await tx<Row[]>`SELECT u.id, u.email FROM portal_accounts a
-            JOIN users u ON u.id = a.user_id
-          WHERE a.state = 'pending_verification' AND a.created_at < ${before}
-          ORDER BY a.created_at LIMIT ${limit} FOR UPDATE OF a, u`;
-        ids = found.map((row) => Number(row.id));
-        for (const id of ids) await deleteUserRows(tx, id);
-        return found.map((row) => row.email as string);
-      }, { audit, ends: () => ids.map((id): GrantScope => ({ kind: "user", id })) });
+        deleted.length = 0;
+        // The accounts first, then (deleteUserRows) each user's keys and user row.
+        const found = await tx<Row[]>`SELECT user_id FROM portal_accounts
+          WHERE state = 'pending_verification' AND created_at < ${before}
+          ORDER BY created_at LIMIT ${limit} FOR UPDATE`;
+        for (const row of found) {
+          const userId = Number(row.user_id);
+          const anonymizing = anonymize(userId);
+          const rows = await deleteUserRows(tx, userId, anonymizing);
+          if (rows !== undefined) {
+            deleted.push({ userId, anonymousRef: anonymizing.anonymousRef, ...rows });
+          }
+        }
+        return [...deleted];
+      }, { audit, ends: () => deleted.map(({ userId }): GrantScope => userScope(userId)[0]) });
     },
   };
 }

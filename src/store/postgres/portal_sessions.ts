@@ -6,13 +6,13 @@
  * @module
  */
 import type { GrantScope, PortalStore } from "../store.ts";
-import type { Row } from "../rows.ts";
+import { type Row, toPortalSessionUser } from "../rows.ts";
 import type { PgContext } from "./db.ts";
 
 /** The session methods of the portal's group. */
 export type PortalSessionMethods = Pick<
   PortalStore,
-  "insertPortalSession" | "findPortalSession" | "deletePortalSession"
+  "insertPortalSession" | "findPortalSessionUser" | "deletePortalSession"
 >;
 
 const NONE: readonly GrantScope[] = [];
@@ -28,16 +28,17 @@ export function createPortalSessionMethods(db: PgContext): PortalSessionMethods 
           VALUES (${idHash}, ${userId}, ${now}, ${expiresAt})`;
       }, { audit, ends: () => NONE });
     },
-    async findPortalSession(idHash, now) {
+    async findPortalSessionUser(idHash, now) {
+      // A signed-in request's one read: the session, its user and the user's portal account.
       const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT * FROM portal_sessions WHERE id_hash = ${idHash}
-          AND expires_at > ${now}`
+        sql<Row[]>`SELECT u.*, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
+            a.user_id AS a_user_id, a.state AS a_state, a.created_at AS a_created_at,
+            a.user_held AS a_user_held
+          FROM portal_sessions s JOIN users u ON u.id = s.user_id
+            LEFT JOIN portal_accounts a ON a.user_id = s.user_id
+          WHERE s.id_hash = ${idHash} AND s.expires_at > ${now}`
       );
-      return row && {
-        userId: Number(row.user_id),
-        createdAt: Number(row.created_at),
-        expiresAt: Number(row.expires_at),
-      };
+      return row && toPortalSessionUser(row);
     },
     deletePortalSession(idHash, { audit }) {
       return db.write(async (tx) => {

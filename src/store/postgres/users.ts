@@ -7,8 +7,8 @@
 import type { AuditedChange, NewUser, User, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toApiKey, toLoginFailures, toUser } from "../rows.ts";
-import { anonymizeAudit } from "./audit_anonymize.ts";
 import { raiseCutoff } from "./user_cutoff.ts";
+import { deleteUserRows } from "./user_deletion.ts";
 
 /** The columns of `row` whose names start with `prefix`, without it. */
 function unprefixed(row: Row, prefix: string): Row {
@@ -132,31 +132,13 @@ export function createUserStore(db: PgContext): UserStore {
     },
 
     deleteUser(userId, change) {
-      return db.write(async (tx) => {
-        // Keys before their user, as a login does (its key's row, then the user's for the token's
-        // foreign key): the same order, so a login and a delete never deadlock.
-        await tx`SELECT id FROM api_keys WHERE user_id = ${userId} ORDER BY id FOR UPDATE`;
-        const [user] = await tx<Row[]>`SELECT email FROM users WHERE id = ${userId} FOR UPDATE`;
-        const auditRows = change.anonymousRef === undefined || user === undefined
-          ? undefined
-          : await anonymizeAudit(tx, {
-            id: userId,
-            email: user.email as string,
-            actor: change.anonymousActor,
-          }, change.anonymousRef);
-        const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
-        await tx`DELETE FROM login_failures WHERE subject IN (
-            SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
-        const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
-        // The portal's rows hold no foreign key (a restored older dump must be able to drop
-        // users: docs/postgres.md), so they go here.
-        await tx`DELETE FROM portal_accounts WHERE user_id = ${userId}`;
-        await tx`DELETE FROM portal_codes WHERE user_id = ${userId}`;
-        await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
-        await tx`DELETE FROM users WHERE id = ${userId}`;
-        const deleted = { apiKeys: keys.length, tokens: tokens.length };
-        return auditRows === undefined ? deleted : { ...deleted, auditRows };
-      }, { audit: change.audit, ends: () => [{ kind: "user", id: userId }] });
+      const { anonymousRef, anonymousActor } = change;
+      return db.write(
+        async (tx) =>
+          await deleteUserRows(tx, userId, { anonymousRef, anonymousActor }) ??
+            { apiKeys: 0, tokens: 0, auditRows: 0 },
+        { audit: change.audit, ends: () => [{ kind: "user", id: userId }] },
+      );
     },
   };
 }

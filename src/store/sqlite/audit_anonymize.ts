@@ -14,12 +14,10 @@
 import type { DatabaseSync } from "node:sqlite";
 import {
   AUDIT_HOLD_STARTS,
-  AUDIT_ID_END,
+  type AuditRowAnswer,
+  type AuditRowQuery,
   type AuditRowRead,
-  type HoldStart,
-  MAX_ADDRESS_HOLDS,
-  planAuditRewrites,
-  toAddressHold,
+  walkAuditRows,
 } from "../audit_anonymize.ts";
 import type { Connection, Row } from "./connection.ts";
 
@@ -74,44 +72,38 @@ export function createAuditAnonymizer(
     "keeps-grants",
   );
   const actions = JSON.stringify(AUDIT_HOLD_STARTS);
-  return (user, ref) => {
-    const holds = [];
-    let next: { address: string; untilId: number } | undefined = {
-      address: user.email,
-      untilId: AUDIT_ID_END,
-    };
-    while (next !== undefined && holds.length < MAX_ADDRESS_HOLDS) {
-      const row = holdStart.get({
-        subject: `user:${next.address}`,
-        until_id: next.untilId,
-        actions,
-      }) as Row | undefined;
-      const start: HoldStart | undefined = row && {
-        id: Number(row.id),
-        action: row.action as string,
-        detail: JSON.parse(row.detail as string) as Record<string, unknown>,
-      };
-      const step = toAddressHold(next.address, next.untilId, start);
-      holds.push(step.hold);
-      next = step.before;
-    }
-    const rows = new Map<number, AuditRowRead>();
-    for (const hold of holds) {
-      const found = heldRows.all({
-        from_id: hold.fromId,
-        until_id: hold.untilId,
-        subject: `user:${hold.address}`,
-        quoted: JSON.stringify(hold.address),
-      }) as Row[];
-      for (const row of found) rows.set(Number(row.id), toRowRead(row));
-    }
-    if (user.actor !== undefined) {
-      const fromId = Math.min(...holds.map((hold) => hold.fromId));
-      for (const row of actorRows.all({ from_id: fromId, actor: user.actor }) as Row[]) {
-        rows.set(Number(row.id), toRowRead(row));
+  function answer(query: AuditRowQuery): AuditRowAnswer {
+    switch (query.kind) {
+      case "hold_start": {
+        const { address, untilId } = query;
+        const row = holdStart.get({ subject: `user:${address}`, until_id: untilId, actions }) as
+          | Row
+          | undefined;
+        return row && {
+          id: Number(row.id),
+          action: row.action as string,
+          detail: JSON.parse(row.detail as string) as Record<string, unknown>,
+        };
       }
+      case "held_rows": {
+        const { hold } = query;
+        return (heldRows.all({
+          from_id: hold.fromId,
+          until_id: hold.untilId,
+          subject: `user:${hold.address}`,
+          quoted: JSON.stringify(hold.address),
+        }) as Row[]).map(toRowRead);
+      }
+      case "actor_rows":
+        return (actorRows.all({ from_id: query.fromId, actor: query.actor }) as Row[])
+          .map(toRowRead);
     }
-    const plan = planAuditRewrites([...rows.values()], { holds, actor: user.actor, ref });
+  }
+  return (user, ref) => {
+    const walk = walkAuditRows(user, ref);
+    let step = walk.next();
+    while (!step.done) step = walk.next(answer(step.value));
+    const plan = step.value;
     redacting.set(conn.db, ref);
     try {
       for (const { id, subject, detail } of plan.rewrites) {

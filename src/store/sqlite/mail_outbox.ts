@@ -12,7 +12,7 @@ import type { Connection, Row } from "./connection.ts";
 /** The outbox's methods of the portal's group. */
 export type MailOutboxMethods = Pick<
   PortalStore,
-  "insertMail" | "claimMail" | "markMailSent" | "markMailFailed" | "countQueuedMail" | "countMail"
+  "insertMail" | "claimMail" | "markMailSent" | "markMailFailed" | "countMail"
 >;
 
 /** The outbox: `queue` for a write under way (inside its transaction), and its own methods. */
@@ -62,9 +62,6 @@ export function createMailOutbox(conn: Connection): SqliteMailOutbox {
      WHERE id = :id`,
     "keeps-grants",
   );
-  const mailQueued = sql(
-    "SELECT count(*) AS n FROM mail_outbox WHERE next_attempt_at IS NOT NULL",
-  );
   const mailCounts = sql(
     `SELECT count(*) FILTER (WHERE next_attempt_at IS NOT NULL) AS pending,
        count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
@@ -97,9 +94,6 @@ export function createMailOutbox(conn: Connection): SqliteMailOutbox {
         await conn.write(() =>
           mailFailed.run({ id, next: nextAttemptAt, error: error.slice(0, 500) })
         );
-      },
-      countQueuedMail() {
-        return conn.read(() => (mailQueued.get() as { n: number }).n);
       },
       countMail() {
         return conn.read(() => {

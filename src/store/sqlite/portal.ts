@@ -8,16 +8,18 @@
  */
 import { StoreConflict } from "../errors.ts";
 import type {
-  PortalAccount,
+  DeletedPortalUser,
   PortalAccountState,
   PortalCode,
   PortalCodePurpose,
   PortalStore,
 } from "../store.ts";
-import { toUser } from "../rows.ts";
+import { toPortalAccount, toUser } from "../rows.ts";
 import type { Connection, Row } from "./connection.ts";
 import { createMailOutbox } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
+import { createUserCutoff, type UserCutoff } from "./user_cutoff.ts";
+import { createUserDeletion } from "./user_deletion.ts";
 import { type AccountStatements, prepareAccountStatements } from "./portal_statements.ts";
 
 function toPortalCode(row: Row): PortalCode {
@@ -49,42 +51,36 @@ function setState(
 
 /**
  * A new password: the cutoff moves past every token so far, as `updateUserPassword` does, and
- * the user's portal sessions end (but `keepSession`). Resolves to how many live tokens ended.
+ * the user's portal sessions end (but `keepSession`). Returns how many live tokens ended.
  */
 function replacePassword(
   st: AccountStatements,
+  cutoff: UserCutoff,
   userId: number,
   change: { passwordHash: string; now: number; keepSession?: Uint8Array },
 ): number {
   const { passwordHash, now, keepSession } = change;
   st.userSetPassword.run({ id: userId, password_hash: passwordHash, now });
-  const from = (st.userRow.get({ id: userId }) as Row | undefined)?.tokens_valid_from as number ??
-    0;
-  const { latest } = st.tokensLatest.get({ id: userId }) as { latest: number | null };
-  const cutoff = Math.max(from + 1, now + 1, (latest ?? 0) + 1);
-  const { n } = st.tokensLive.get({ id: userId, now, from, cutoff }) as { n: number };
-  st.userRaiseCutoff.run({ id: userId, cutoff, now });
-  if (keepSession === undefined) st.sessionsOfUserDelete.run({ user_id: userId });
-  else st.sessionsOthersDelete.run({ user_id: userId, keep: keepSession });
-  return n;
-}
-
-function toPortalAccount(row: Row): PortalAccount {
-  return {
-    userId: row.user_id as number,
-    state: row.state as PortalAccountState,
-    createdAt: row.created_at as number,
-    userHeld: row.user_held === 1,
-  };
+  const before = cutoff.nextCutoff(userId, now);
+  return cutoff.revokeTokensBefore(userId, before, now, keepSession ?? null);
 }
 
 export function createPortalStore(conn: Connection): PortalStore {
   const st = prepareAccountStatements(conn);
+  const cutoff = createUserCutoff(conn);
   const outbox = createMailOutbox(conn);
   const { queue } = outbox;
   return {
     ...outbox.methods,
     ...createPortalSessionMethods(conn),
+    listPortalUsers(state) {
+      return conn.read(() =>
+        (st.usersInState.all({ state }) as Row[]).map((row) => ({
+          user: toUser(row),
+          account: toPortalAccount(row, "a_"),
+        }))
+      );
+    },
     findPortalAccount(userId) {
       return conn.read(() => {
         const row = st.accountFind.get({ user_id: userId }) as Row | undefined;
@@ -170,7 +166,7 @@ export function createPortalStore(conn: Connection): PortalStore {
         queue(mail, now);
       }, audit);
     },
-    ...createCodeUseMethods(conn, st, queue),
+    ...createCodeUseMethods(conn, { st, cutoff, queue }),
     async updatePortalState(userId, { now, audit, state, mail }) {
       await conn.write(() => {
         setState(st, userId, state, now);
@@ -179,7 +175,7 @@ export function createPortalStore(conn: Connection): PortalStore {
     },
     updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
       return conn.write(() => {
-        const ended = replacePassword(st, userId, { passwordHash, now, keepSession });
+        const ended = replacePassword(st, cutoff, userId, { passwordHash, now, keepSession });
         queue(mail, now);
         return ended;
       }, audit);
@@ -191,8 +187,11 @@ export function createPortalStore(conn: Connection): PortalStore {
 /** Reading, counting and spending one-time codes. */
 function createCodeUseMethods(
   conn: Connection,
-  st: AccountStatements,
-  queue: ReturnType<typeof createMailOutbox>["queue"],
+  { st, cutoff, queue }: {
+    st: AccountStatements;
+    cutoff: UserCutoff;
+    queue: ReturnType<typeof createMailOutbox>["queue"];
+  },
 ): Pick<
   PortalStore,
   "findPortalCodes" | "findPortalCode" | "recordPortalCodeAttempt" | "usePortalCode"
@@ -234,7 +233,7 @@ function createCodeUseMethods(
         if (state !== undefined) setState(st, userId, state, now);
         const ended = passwordHash === undefined
           ? 0
-          : replacePassword(st, userId, { passwordHash, now });
+          : replacePassword(st, cutoff, userId, { passwordHash, now });
         if (mail !== undefined) queue(mail, now);
         return ended;
       }, audit);
@@ -247,21 +246,25 @@ function createCleanUpMethods(
   conn: Connection,
   st: AccountStatements,
 ): Pick<PortalStore, "updateApiKeyLabel" | "deleteUnverifiedPortalUsers"> {
+  const deleteUserRows = createUserDeletion(conn);
   return {
     async updateApiKeyLabel(keyId, { label, audit }) {
       await conn.write(() => {
         st.keySetLabel.run({ id: keyId, label });
       }, audit);
     },
-    deleteUnverifiedPortalUsers(before, { limit, audit }) {
+    deleteUnverifiedPortalUsers(before, { limit, audit, anonymize }) {
       return conn.write(() => {
-        const found = st.unverifiedFind.all({ before, limit }) as Row[];
-        for (const row of found) {
-          st.userTokensDelete.run({ id: row.id });
-          st.userKeysDelete.run({ id: row.id });
-          st.userDelete.run({ id: row.id });
+        const deleted: DeletedPortalUser[] = [];
+        for (const row of st.unverifiedFind.all({ before, limit }) as Row[]) {
+          const userId = row.id as number;
+          const anonymizing = anonymize(userId);
+          const rows = deleteUserRows(userId, anonymizing);
+          if (rows !== undefined) {
+            deleted.push({ userId, anonymousRef: anonymizing.anonymousRef, ...rows });
+          }
         }
-        return found.map((row) => row.email as string);
+        return deleted;
       }, audit);
     },
   };

@@ -7,11 +7,12 @@
  */
 import type { PortalStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
+import { toPortalSessionUser } from "../rows.ts";
 
 /** The session methods of the portal's group. */
 export type PortalSessionMethods = Pick<
   PortalStore,
-  "insertPortalSession" | "findPortalSession" | "deletePortalSession"
+  "insertPortalSession" | "findPortalSessionUser" | "deletePortalSession"
 >;
 
 /** Prepares the session statements on `conn`. */
@@ -28,8 +29,14 @@ export function createPortalSessionMethods(conn: Connection): PortalSessionMetho
        SELECT id_hash FROM portal_sessions WHERE expires_at <= :now LIMIT 100)`,
     "keeps-grants",
   );
-  const sessionFind = sql(
-    "SELECT * FROM portal_sessions WHERE id_hash = :id_hash AND expires_at > :now",
+  // A signed-in request's one read: the session, its user and the user's portal account.
+  const sessionUserFind = sql(
+    `SELECT u.*, s.created_at AS s_created_at, s.expires_at AS s_expires_at,
+       a.user_id AS a_user_id, a.state AS a_state, a.created_at AS a_created_at,
+       a.user_held AS a_user_held
+     FROM portal_sessions s JOIN users u ON u.id = s.user_id
+       LEFT JOIN portal_accounts a ON a.user_id = s.user_id
+     WHERE s.id_hash = :id_hash AND s.expires_at > :now`,
   );
   const sessionDelete = sql("DELETE FROM portal_sessions WHERE id_hash = :id_hash", "keeps-grants");
   return {
@@ -39,14 +46,10 @@ export function createPortalSessionMethods(conn: Connection): PortalSessionMetho
         sessionInsert.run({ id_hash: idHash, user_id: userId, now, expires_at: expiresAt });
       }, audit);
     },
-    findPortalSession(idHash, now) {
+    findPortalSessionUser(idHash, now) {
       return conn.read(() => {
-        const row = sessionFind.get({ id_hash: idHash, now }) as Row | undefined;
-        return row && {
-          userId: row.user_id as number,
-          createdAt: row.created_at as number,
-          expiresAt: row.expires_at as number,
-        };
+        const row = sessionUserFind.get({ id_hash: idHash, now }) as Row | undefined;
+        return row && toPortalSessionUser(row);
       });
     },
     deletePortalSession(idHash, { audit }) {

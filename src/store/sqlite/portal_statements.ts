@@ -13,6 +13,13 @@ export function prepareAccountStatements(conn: Connection) {
   const { sql } = conn;
   return {
     accountFind: sql("SELECT * FROM portal_accounts WHERE user_id = :user_id"),
+    // By the accounts' index on (state, created_at).
+    usersInState: sql(
+      `SELECT u.*, a.user_id AS a_user_id, a.state AS a_state, a.created_at AS a_created_at,
+         a.user_held AS a_user_held
+       FROM portal_accounts a JOIN users u ON u.id = a.user_id
+       WHERE a.state = :state ORDER BY a.created_at, a.user_id`,
+    ),
     // Keeps grants: a new user has no tokens, and is disabled until active.
     userInsert: sql(
       `INSERT INTO users (email, password_hash, token_timeout_seconds, disabled, created_at,
@@ -51,16 +58,6 @@ export function prepareAccountStatements(conn: Connection) {
       `UPDATE users SET password_hash = :password_hash, updated_at = :now
        WHERE id = :id AND disabled = 1`,
       "keeps-grants",
-    ),
-    userRaiseCutoff: sql(
-      `UPDATE users SET tokens_valid_from = max(tokens_valid_from, :cutoff), updated_at = :now
-       WHERE id = :id`,
-    ),
-    userRow: sql("SELECT tokens_valid_from FROM users WHERE id = :id"),
-    tokensLatest: sql("SELECT max(issued_at) AS latest FROM tokens WHERE user_id = :id"),
-    tokensLive: sql(
-      `SELECT count(*) AS n FROM tokens WHERE user_id = :id AND revoked_at IS NULL
-         AND expires_at > :now AND issued_at >= :from AND issued_at < :cutoff`,
     ),
     codesEnd: sql(
       `UPDATE portal_codes SET used_at = :now
@@ -120,23 +117,11 @@ function prepareUserRowStatements({ sql }: Connection) {
     userSetEmail: sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id"),
     // Keeps grants: a label is in no grant.
     keySetLabel: sql("UPDATE api_keys SET label = :label WHERE id = :id", "keeps-grants"),
+    // Deleted by user_deletion.ts, as deleteUser deletes a user.
     unverifiedFind: sql(
-      `SELECT u.id, u.email FROM portal_accounts a JOIN users u ON u.id = a.user_id
-       WHERE a.state = 'pending_verification' AND a.created_at < :before
-       ORDER BY a.created_at LIMIT :limit`,
-    ),
-    // Alter grants (the triggers record each scope); the portal rows go by cascade. An
-    // unverified user has no keys unless an operator made one: they go too, as with deleteUser.
-    userTokensDelete: sql("DELETE FROM tokens WHERE user_id = :id"),
-    userKeysDelete: sql("DELETE FROM api_keys WHERE user_id = :id"),
-    userDelete: sql("DELETE FROM users WHERE id = :id"),
-    sessionsOthersDelete: sql(
-      "DELETE FROM portal_sessions WHERE user_id = :user_id AND id_hash <> :keep",
-      "keeps-grants",
-    ),
-    sessionsOfUserDelete: sql(
-      "DELETE FROM portal_sessions WHERE user_id = :user_id",
-      "keeps-grants",
+      `SELECT user_id AS id FROM portal_accounts
+       WHERE state = 'pending_verification' AND created_at < :before
+       ORDER BY created_at LIMIT :limit`,
     ),
   };
 }

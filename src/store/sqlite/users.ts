@@ -7,8 +7,8 @@
 import type { ApiKeyStore, LoginFailures, LoginFailureStore, User, UserStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
 import { toUser } from "../rows.ts";
-import { createAuditAnonymizer } from "./audit_anonymize.ts";
 import { createUserCutoff } from "./user_cutoff.ts";
+import { createUserDeletion } from "./user_deletion.ts";
 
 /** The other groups a login's first read ({@link UserStore.findUserAndKey}) combines. */
 export interface UserStoreDeps {
@@ -16,7 +16,7 @@ export interface UserStoreDeps {
   loginFailures: Pick<LoginFailureStore, "findLoginFailures">;
 }
 
-/** The users table's statements (and the deletions of a user's rows), prepared once. */
+/** The users table's statements, prepared once (deleting a user is user_deletion.ts). */
 function prepareUserStatements({ sql }: Connection) {
   const userByEmail = sql("SELECT * FROM users WHERE email = :email");
   const usersAll = sql("SELECT * FROM users ORDER BY email");
@@ -42,15 +42,6 @@ function prepareUserStatements({ sql }: Connection) {
   );
   // Alters grants: a cached grant carries the e-mail (token_info, X-Keygate-Email).
   const userSetEmail = sql("UPDATE users SET email = :email, updated_at = :now WHERE id = :id");
-  const userTokensDelete = sql("DELETE FROM tokens WHERE user_id = :user_id");
-  // Keeps grants: the counters of the user's keys hold no grant.
-  const userFailuresDelete = sql(
-    `DELETE FROM login_failures WHERE subject IN (
-       SELECT 'key:' || id FROM api_keys WHERE user_id = :user_id)`,
-    "keeps-grants",
-  );
-  const userKeysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
-  const userDelete = sql("DELETE FROM users WHERE id = :id");
   return {
     userByEmail,
     usersAll,
@@ -61,10 +52,6 @@ function prepareUserStatements({ sql }: Connection) {
     userSetDisabled,
     portalHoldEnd,
     userSetEmail,
-    userTokensDelete,
-    userFailuresDelete,
-    userKeysDelete,
-    userDelete,
   };
 }
 
@@ -72,7 +59,7 @@ function prepareUserStatements({ sql }: Connection) {
 export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStore {
   const { nextCutoff, revokeTokensBefore } = createUserCutoff(conn);
   const statements = prepareUserStatements(conn);
-  const anonymizeAudit = createAuditAnonymizer(conn);
+  const deleteUserRows = createUserDeletion(conn);
   function findUserByEmail(email: string): Promise<User | undefined> {
     return conn.read(() => {
       const row = statements.userByEmail.get({ email }) as Row | undefined;
@@ -148,19 +135,12 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
     },
 
     deleteUser(userId, { audit, anonymousRef, anonymousActor }) {
-      return conn.write(() => {
-        const email = (statements.userById.get({ id: userId }) as Row | undefined)?.email as
-          | string
-          | undefined;
-        const auditRows = anonymousRef === undefined || email === undefined
-          ? undefined
-          : anonymizeAudit({ id: userId, email, actor: anonymousActor }, anonymousRef);
-        const tokens = Number(statements.userTokensDelete.run({ user_id: userId }).changes);
-        statements.userFailuresDelete.run({ user_id: userId });
-        const apiKeys = Number(statements.userKeysDelete.run({ user_id: userId }).changes);
-        statements.userDelete.run({ id: userId });
-        return auditRows === undefined ? { apiKeys, tokens } : { apiKeys, tokens, auditRows };
-      }, audit);
+      return conn.write(
+        () =>
+          deleteUserRows(userId, { anonymousRef, anonymousActor }) ??
+            { apiKeys: 0, tokens: 0, auditRows: 0 },
+        audit,
+      );
     },
   };
 }

@@ -66,6 +66,19 @@ async function boundFor(logins: number): Promise<number> {
   return seconds;
 }
 
+/**
+ * How long a client of an admitted burst waits before failing the test: a guard against a hang,
+ * not a measure. The bound is on a login's expected wait when it is admitted (docs/operations.md,
+ * "Login bursts"), not on its wall time: the hashes run at idle priority, and on a loaded machine
+ * other work starves them after admission for as long as it likes, so a wall-clock check of each
+ * answer against the bound fails there (it did, in CI) without the server doing anything wrong.
+ * What the bound decides is admission: a login over it is refused at once with 503, so a burst
+ * that answers 200 throughout was admitted within it, every login.
+ */
+function hangGuardMs(boundSeconds: number): number {
+  return Math.max(120_000, boundSeconds * 10_000);
+}
+
 /** What a login got, and how long it took from sending to the whole answer. */
 interface Outcome {
   status: number;
@@ -179,13 +192,22 @@ for (const workers of [[], ["--workers", "2"]]) {
       const client = Deno.createHttpClient({ caCerts: [setup.cert] });
       try {
         await warmUp(client, server.origin, setup.apiKey);
-        const outcomes = await burst(client, [server.origin], setup.apiKey, 100, 30_000);
+        const outcomes = await burst(
+          client,
+          [server.origin],
+          setup.apiKey,
+          100,
+          hangGuardMs(bound),
+        );
         console.log(`100 logins ${workers.join(" ")}: ${summary(outcomes)}`);
+        // Each admitted within the bound (a login over it is a 503 at once: hangGuardMs), none
+        // refused, each with its own token.
         for (const outcome of outcomes) {
           assert.equal(outcome.status, 200, `${summary(outcomes)}: ${outcome.body}`);
           assert.match(JSON.parse(outcome.body).auth_response.access_token, /\S/);
-          assert.ok(outcome.ms <= bound * 1000, summary(outcomes));
         }
+        const tokens = outcomes.map((o) => JSON.parse(o.body).auth_response.access_token);
+        assert.equal(new Set(tokens).size, 100, "100 distinct tokens");
       } finally {
         client.close();
         assert.equal((await server.stop()).code, 0);
@@ -273,11 +295,12 @@ Deno.test({
     try {
       for (const server of servers) await warmUp(client, server.origin, setup.apiKey);
       const origins = servers.map((server) => server.origin);
-      const outcomes = await burst(client, origins, setup.apiKey, 200, 60_000);
+      const outcomes = await burst(client, origins, setup.apiKey, 200, hangGuardMs(bound));
       console.log(`200 logins on two instances: ${summary(outcomes)}`);
+      // Each admitted within the bound by its instance (see hangGuardMs), none refused.
       for (const outcome of outcomes) {
         assert.equal(outcome.status, 200, `${summary(outcomes)}: ${outcome.body}`);
-        assert.ok(outcome.ms <= bound * 1000, summary(outcomes));
+        assert.match(JSON.parse(outcome.body).auth_response.access_token, /\S/);
       }
     } finally {
       client.close();
@@ -315,23 +338,31 @@ Deno.test({
         [burst(client, [server.origin], setup.apiKey, logins, 1000)],
       );
       assert.equal(gone[0].status, "rejected");
-      // The jobs workers already held run to the end, and the rest leave at once: the queue is
-      // empty well before the 5 s of hashing left would have taken.
+      // The jobs workers already held run to the end, and the rest leave without a hash. Counted,
+      // not timed (idle-priority hashes on a loaded machine take what they get): a login that is
+      // hashed is answered with a token even when its client has gone, so had the queue kept the
+      // gone logins, about all of them would have been issued one.
       const metric = async (name: string) => {
         const text = await (await fetch(server.metricsUrl!)).text();
         return Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1]);
       };
       let out = await metric("keygate_login_queue_jobs");
-      for (let waited = 0; out > 0 && waited < 1500; waited += 100) {
+      // A guard against a hang, not a measure.
+      for (let waited = 0; out > 0 && waited < 60_000; waited += 100) {
         await new Promise((resolve) => setTimeout(resolve, 100));
         out = await metric("keygate_login_queue_jobs");
       }
       assert.equal(out, 0, `${logins} logins: ${out} still out`);
+      const hashed = await metric("keygate_tokens_issued_total") - 4; // but the warm-up's
+      console.log(`${logins} logins, their clients gone after 1 s: ${hashed} hashed`);
+      assert.ok(
+        hashed < logins / 2,
+        `${hashed} of ${logins} logins hashed after their clients left`,
+      );
       assert.ok(await metric("keygate_password_hash_seconds") > 0);
       // A login now finds the queue empty.
       const [outcome] = await burst(client, [server.origin], setup.apiKey, 1, 30_000);
       assert.equal(outcome.status, 200, outcome.body);
-      assert.ok(outcome.ms < 1500, `answered in ${Math.round(outcome.ms)} ms`);
     } finally {
       client.close();
       assert.equal((await server.stop()).code, 0);

@@ -1,0 +1,44 @@
+/**
+ * Deleting a user on PostgreSQL, inside the caller's transaction: the one deletion that
+ * `deleteUser` (users.ts) and the janitor's `deleteUnverifiedPortalUsers` (portal.ts) both run.
+ * The user's audit rows are made anonymous first (audit_anonymize.ts), then its tokens, its
+ * keys' login-failure counters, its keys, its portal rows and the user go.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+import type { AuditAnonymizing, DeletedUser } from "../store.ts";
+import type { Row } from "../rows.ts";
+import { anonymizeAudit } from "./audit_anonymize.ts";
+
+/**
+ * Deletes user `userId` and every row of it; resolves to what went, or `undefined` when there
+ * is no such user. The caller's transaction records the user's grant scope.
+ */
+export async function deleteUserRows(
+  tx: postgres.TransactionSql,
+  userId: number,
+  { anonymousRef, anonymousActor }: AuditAnonymizing,
+): Promise<DeletedUser | undefined> {
+  // Keys before their user, as a login does (its key's row, then the user's for the token's
+  // foreign key): the same order, so a login and a delete never deadlock.
+  await tx`SELECT id FROM api_keys WHERE user_id = ${userId} ORDER BY id FOR UPDATE`;
+  const [user] = await tx<Row[]>`SELECT email FROM users WHERE id = ${userId} FOR UPDATE`;
+  if (user === undefined) return undefined;
+  const auditRows = await anonymizeAudit(tx, {
+    id: userId,
+    email: user.email as string,
+    actor: anonymousActor,
+  }, anonymousRef);
+  const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
+  await tx`DELETE FROM login_failures WHERE subject IN (
+      SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
+  const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
+  // The portal's rows hold no foreign key (a restored older dump must be able to drop
+  // users: docs/postgres.md), so they go here.
+  await tx`DELETE FROM portal_accounts WHERE user_id = ${userId}`;
+  await tx`DELETE FROM portal_codes WHERE user_id = ${userId}`;
+  await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
+  await tx`DELETE FROM users WHERE id = ${userId}`;
+  return { apiKeys: keys.length, tokens: tokens.length, auditRows };
+}
