@@ -25,6 +25,7 @@ import {
   registerPortalSignUpTests,
 } from "./contract_portal.ts";
 import { registerPortalMailTests } from "./contract_portal_mail.ts";
+import { registerPortalRefusalTests } from "./contract_portal_refusal.ts";
 import {
   registerLimitChangeTests,
   registerLimitLeaseTests,
@@ -82,4 +83,5 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerLimitChangeTests(test);
   registerPortalSafetyTests(test);
   registerPortalDeletionTests(test);
+  registerPortalRefusalTests(test);
 }

@@ -7,6 +7,7 @@
 import type { AuditedChange, NewUser, User, UserStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { type Row, toApiKey, toLoginFailures, toUser } from "../rows.ts";
+import { StoreConflict } from "../errors.ts";
 import { anonymizeAudit } from "./audit_anonymize.ts";
 import { raiseCutoff } from "./user_cutoff.ts";
 
@@ -137,6 +138,14 @@ export function createUserStore(db: PgContext): UserStore {
         // foreign key): the same order, so a login and a delete never deadlock.
         await tx`SELECT id FROM api_keys WHERE user_id = ${userId} ORDER BY id FOR UPDATE`;
         const [user] = await tx<Row[]>`SELECT email FROM users WHERE id = ${userId} FOR UPDATE`;
+        if (change.onlyPortalState !== undefined) {
+          // Users, then the account: the order an approval locks them in (portal.ts).
+          const [account] = await tx<Row[]>`SELECT state FROM portal_accounts
+            WHERE user_id = ${userId} FOR UPDATE`;
+          if (account?.state !== change.onlyPortalState) {
+            throw new StoreConflict(`The portal account is not ${change.onlyPortalState}`);
+          }
+        }
         const auditRows = change.anonymousRef === undefined || user === undefined
           ? undefined
           : await anonymizeAudit(tx, {
