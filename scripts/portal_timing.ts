@@ -83,6 +83,8 @@ export async function measurePortalTiming(requests: number, maxGapMs: number): P
           rules: { signIn: OPEN, signInCeiling: OPEN, mail: OPEN, mailCeiling: OPEN, client: OPEN },
         }),
         mode: "open",
+        // As --portal-secret-file: random, for this run only.
+        codeKey: crypto.getRandomValues(new Uint8Array(32)),
         origin: "https://keygate.test",
       },
     });

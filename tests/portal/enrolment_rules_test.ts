@@ -13,7 +13,7 @@ import { createHandler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { readCode } from "./_smtp.ts";
-import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
+import { ORIGIN, type PortalRig, startPortalRig, TEST_CODE_KEY } from "./_portal.ts";
 
 const PASSWORD = "correct horse battery";
 const NEW_PASSWORD = "another long secret 42";
@@ -32,6 +32,7 @@ function restarted(
     portal: {
       throttle: createPortalThrottle({ store: rig.app.store, clock: rig.app.clock }),
       ...settings,
+      codeKey: TEST_CODE_KEY,
       origin: ORIGIN,
     },
   });

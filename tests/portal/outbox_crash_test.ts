@@ -29,6 +29,7 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "keygate-portal-crash-" });
     const caFile = `${dir}/smtp-ca.pem`;
     await Deno.writeTextFile(caFile, tls.cert);
+    await Deno.writeFile(`${dir}/portal.key`, crypto.getRandomValues(new Uint8Array(32)));
     const smtpPort = freePort();
     const args = [
       "--portal",
@@ -41,6 +42,8 @@ Deno.test({
       "https://keys.example.org",
       "--self-signed-dir",
       dir,
+      "--portal-secret-file",
+      `${dir}/portal.key`,
     ];
     const env = { DENO_CERT: caFile };
     const email = "crash@example.org";

@@ -10,7 +10,7 @@ import { createPortalRoutes, type PortalDeps } from "../../src/http/portal/porta
 import { PORTAL_API, type PortalRoute } from "../../src/http/portal/portal_request.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { readCode } from "./_smtp.ts";
-import { ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
+import { ORIGIN, type PortalRig, startPortalRig, TEST_CODE_KEY } from "./_portal.ts";
 
 const PASSWORD = "correct horse battery staple";
 
@@ -22,6 +22,7 @@ function readRoutes(rig: PortalRig): PortalRoute[] {
     hasher: createPasswordHasher(),
     throttle: createPortalThrottle({ store: rig.app.store, clock: rig.app.clock }),
     mode: "open",
+    codeKey: TEST_CODE_KEY,
     origin: ORIGIN,
   };
   return createPortalRoutes(deps);

@@ -33,8 +33,8 @@ export interface PortalAccountDeps {
    * password through the portal (`--portal-existing-users`); default: not until enrolled.
    */
   existingUsers?: boolean;
-  /** The key of the codes' digests (`--portal-secret-file`); without it, plain SHA-256. */
-  codeKey?: Uint8Array;
+  /** The key of the codes' digests (`--portal-secret-file`, required with the portal on). */
+  codeKey: Uint8Array;
   /**
    * Runs work whose cost depends on whether an account exists after the answer is sent
    * (forgot-password's code and mail), so that the answer's timing cannot tell. Default: now.

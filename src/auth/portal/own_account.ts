@@ -47,7 +47,7 @@ export interface OwnAccountDeps {
   mode?: SignUpMode;
   domains?: readonly string[];
   /** The key of the codes' digests (`--portal-secret-file`). */
-  codeKey?: Uint8Array;
+  codeKey: Uint8Array;
 }
 
 /**
