@@ -13,6 +13,7 @@ import type { AuditEntry, PortalAccount, Store, User } from "../../store/store.t
 import type { AuditAction } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { toHasherError } from "../login.ts";
+import { isAllowedDomain } from "./mail_address.ts";
 import type { MailLinks } from "./portal_mail.ts";
 import type { PortalThrottle } from "./portal_throttle.ts";
 
@@ -100,10 +101,7 @@ export function isActive(
   policy: Pick<PortalAccountDeps, "mode" | "domains" | "existingUsers">,
 ): found is { user: User; account?: PortalAccount } {
   if (found === undefined || found.user.disabled) return false;
-  if (policy.mode === "domains") {
-    const domain = found.user.email.slice(found.user.email.lastIndexOf("@") + 1);
-    if (!(policy.domains ?? []).includes(domain)) return false;
-  }
+  if (!isAllowedDomain(found.user.email, policy)) return false;
   return found.account === undefined
     ? policy.existingUsers === true
     : found.account.state === "active";

@@ -7,7 +7,7 @@
  * @module
  */
 import type { PortalCode, User } from "../../store/store.ts";
-import { isPasswordSized, normalizeEmail } from "../account_rules.ts";
+import { isPasswordSized } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
 import { AuthError } from "../errors.ts";
 import { refuseIfBusy } from "../login.ts";
@@ -19,6 +19,7 @@ import {
   verifyPortalPassword,
 } from "./account_deps.ts";
 import { hashCode, isSameDigest, MAX_CODE_ATTEMPTS, normalizeCode } from "./codes.ts";
+import { toPortalEmail } from "./mail_address.ts";
 
 /** The uniform answer to a wrong, used, expired or unknown code. */
 export function invalidCode(): AuthError {
@@ -46,7 +47,7 @@ export async function checkCode(
   verify?: { password: unknown; refused: () => AuthError },
 ): Promise<{ user: User; codeId: number; email: string }> {
   const refused = verify?.refused ?? invalidCode;
-  const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
+  const email = toPortalEmail(input.email);
   const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
   if (verify !== undefined) refuseIfBusy(deps.hasher);
   await deps.throttle.check("code", client.address, email);

@@ -21,7 +21,7 @@ import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
 import { refuseIfBusy } from "../login.ts";
 import { findUserInAnyForm } from "../users.ts";
-import { toMailboxEmail } from "./mail_address.ts";
+import { isAllowedDomain, toMailboxEmail } from "./mail_address.ts";
 import {
   entry,
   hashPortalPassword,
@@ -90,14 +90,11 @@ export async function requestEmailChange(
   // One plain mailbox, as at sign-up; and in `domains` mode, an allowed domain (else a changed
   // address would pass what sign-up refuses).
   const email = toMailboxEmail(input.email);
-  if (deps.mode === "domains") {
-    const domain = email.slice(email.lastIndexOf("@") + 1);
-    if (!(deps.domains ?? []).includes(domain)) {
-      throw new AuthError(
-        "forbidden",
-        "The portal is open to some e-mail domains only, not this one",
-      );
-    }
+  if (!isAllowedDomain(email, deps)) {
+    throw new AuthError(
+      "forbidden",
+      "The portal is open to some e-mail domains only, not this one",
+    );
   }
   // The password first: a wrong one must not count against the target address's mail.
   await checkPassword(deps, client, user, input.password);

@@ -7,7 +7,7 @@
  */
 import type { Clock } from "../../platform/clock.ts";
 import type { Store, User } from "../../store/store.ts";
-import { isPasswordSized, normalizeEmail } from "../account_rules.ts";
+import { isPasswordSized } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
@@ -23,6 +23,7 @@ import {
   verifyPortalPassword,
 } from "./account_deps.ts";
 import { generateSessionId, isSessionIdShaped } from "./codes.ts";
+import { toPortalEmail } from "./mail_address.ts";
 
 /** How long a portal session lasts. */
 export const SESSION_MS = 8 * 3_600_000;
@@ -70,7 +71,7 @@ export async function signIn(
   input: { email: string; password: unknown },
   signal?: AbortSignal,
 ): Promise<OpenedSession> {
-  const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
+  const email = toPortalEmail(input.email);
   const password = typeof input.password === "string" && isPasswordSized(input.password)
     ? input.password
     : "";
