@@ -49,6 +49,8 @@ export interface PortalClient {
   address: string;
   /** Where links in mail point. */
   links: MailLinks;
+  /** Aborted when the client goes away: a slow password check stops. */
+  signal?: AbortSignal;
 }
 
 /** An audit entry now (exported for the other portal use cases). */
