@@ -86,11 +86,13 @@ export async function checkEmailChangeCode(
   const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
   await deps.throttle.check("code", client.address, user.email);
   const matched = await matchCode(deps, client, {
-    user: code === undefined ? undefined : user,
+    user,
     email: user.email,
     purpose: "email",
     digestOf: (stored) =>
-      stored.newEmail === undefined ? undefined : hashCode(stored.newEmail, code!, deps.codeKey),
+      code === undefined || stored.newEmail === undefined
+        ? undefined
+        : hashCode(stored.newEmail, code, deps.codeKey),
     actor: toPortalActor(user),
   });
   if (matched.newEmail === undefined) throw invalidCode(); // an email code always has one
@@ -117,10 +119,9 @@ async function matchCode(
 ): Promise<PortalCode> {
   const { user, email, purpose, verify } = attempt;
   const refused = verify?.refused ?? invalidCode;
-  const live = user === undefined
-    ? []
-    : (await deps.store.findPortalCodes(user.id, purpose, deps.clock.now()))
-      .filter((stored) => stored.attempts < MAX_CODE_ATTEMPTS);
+  // The same read without a user (an id no row has): known and unknown addresses alike.
+  const live = (await deps.store.findPortalCodes(user?.id ?? 0, purpose, deps.clock.now()))
+    .filter((stored) => user !== undefined && stored.attempts < MAX_CODE_ATTEMPTS);
   let matched: PortalCode | undefined;
   for (const stored of live) {
     // No early exit: every candidate is compared.
@@ -136,14 +137,18 @@ async function matchCode(
       verify.password,
     );
   await deps.throttle.check("code", client.address, email);
-  if (user === undefined || live.length === 0) {
-    await deps.throttle.count("code", client.address, email);
-    throw refused();
-  }
-  if (matched === undefined || !passwordOk) {
-    const audit = entry(deps, attempt.actor, "portal.code_failed", toUserRef(email), { purpose });
-    // The same one write either way. Verification candidates are charged only for their own
-    // code with a wrong password; a reset or e-mail code, which only its owner renews, for any.
+  if (user === undefined || matched === undefined || !passwordOk) {
+    const audit = entry(
+      deps,
+      attempt.actor,
+      "portal.code_failed",
+      user === undefined ? "user:unknown" : toUserRef(email),
+      { purpose },
+    );
+    // The same one write whoever the address is (an unknown one, one without a live code, or a
+    // wrong code): /verify must not tell a pending address by its time. Verification
+    // candidates are charged only for their own code with a wrong password; a reset or e-mail
+    // code, which only its owner renews, for any.
     const against = matched?.id ??
       (purpose === "verify" ? [] : live.map((stored) => stored.id));
     if (typeof against === "number" || against.length > 0) {
