@@ -93,10 +93,9 @@ async function run(
     return 0;
   }
   checkWorkers(config, options);
-  // The portal's code key: a missing or short file stops the start here, in one line.
-  if (config.portal && config.portalSecretFile !== undefined) {
-    readPortalSecretFile(config.portalSecretFile);
-  }
+  // The portal's code key (readConfig requires it): an unreadable or short file stops the start
+  // here, in one line.
+  if (config.portal) readPortalSecretFile(config.portalSecretFile!);
   const logger = createLogger({ level: config.logLevel });
   await serveUntilStopped(config, env, options, logger);
   logger.info("stopped");

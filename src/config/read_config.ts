@@ -140,6 +140,12 @@ function checkTogether(config: Config, from: (key: keyof Config) => Source | und
         `point to (${whence(from, "portal")})`,
     );
   }
+  if (config.portal && config.portalSecretFile === undefined) {
+    throw new ConfigError(
+      "Invalid portal settings: --portal on needs --portal-secret-file, the key of its one-time " +
+        `codes' digests (openssl rand -out FILE 32) (${whence(from, "portal")})`,
+    );
+  }
   if (config.portalMode === "domains" && config.portalDomains === undefined) {
     throw new ConfigError(
       "Invalid portal settings: --portal-mode domains needs --portal-domains " +

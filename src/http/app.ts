@@ -22,7 +22,7 @@ import { negotiateResponseFormat } from "./negotiate.ts";
 import { toOAuthErrorResponse } from "./oauth_client.ts";
 import { createPathParser, findSuffixFormat, splitRequestTarget } from "./paths.ts";
 import { createListenerHandler, type Handler } from "./pipeline.ts";
-import { createProxyTrust } from "./proxy_trust.ts";
+import { createNamedClientCheck, createProxyTrust } from "./proxy_trust.ts";
 import { HandlerContext } from "./request_context.ts";
 import { createRequestLog } from "./request_log.ts";
 import { createRouteTable } from "./route_table.ts";
@@ -72,6 +72,7 @@ export function createHandler(deps: AppDeps): Handler {
   const readHost = createHostReader();
   const readPath = createPathParser({ allowUnicode: deps.unicodePaths ?? false });
   const acceptProxied = deps.proxy && createProxyTrust(deps.proxy);
+  const requireNamedClient = createNamedClientCheck(logger);
   const answerHealth = createHealthCheck({ store, logger, metrics });
   const cors = createCors({
     origins: deps.corsOrigins ?? ["*"],
@@ -93,7 +94,10 @@ export function createHandler(deps: AppDeps): Handler {
     if (portal !== undefined && isPortalPath(context.rawPath)) {
       // Pages and JSON, whatever Accept says; proxy mode's checks as for every other path.
       context.portal = true;
-      if (acceptProxied) acceptProxied(request, context);
+      if (acceptProxied) {
+        acceptProxied(request, context);
+        requireNamedClient(context);
+      }
       return portal(request, context);
     }
     const target = readPath(context.rawPath);

@@ -49,6 +49,11 @@ export interface RequestContext {
    * first); `undefined` outside proxy mode, where a client-sent chain is never believed.
    */
   forwardedFor?: string;
+  /**
+   * Proxy mode: whether `X-Forwarded-For` named a client outside `--trusted-proxies`;
+   * otherwise {@link clientAddress} is a proxy's, shared by every such request.
+   */
+  clientNamed?: boolean;
   /** Id of the API key the request was authenticated with, once known (logged; never the key). */
   apiKeyId?: number;
   /**

@@ -44,6 +44,7 @@ export class HandlerContext implements RequestContext {
   readonly search: string;
   target?: Readonly<RequestPath>;
   forwardedFor?: string;
+  clientNamed?: boolean;
   apiKeyId?: number;
   /** Set once the request is authenticated with a token (declared: one object shape). */
   principal?: Principal;

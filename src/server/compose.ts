@@ -70,10 +70,9 @@ export function composeHandlerDeps(config: Config, services: ApiServices): AppDe
         mode: config.portalMode,
         domains: config.portalDomains,
         existingUsers: config.portalExistingUsers,
-        // Read by every thread that serves the portal (main.ts checked it at start).
-        codeKey: config.portalSecretFile === undefined
-          ? undefined
-          : readPortalSecretFile(config.portalSecretFile),
+        // Read by every thread that serves the portal (readConfig requires it with --portal on,
+        // main.ts checked it at start).
+        codeKey: readPortalSecretFile(config.portalSecretFile!),
         origin: config.portalOrigin!, // readConfig requires it with --portal on
         onMailQueued: services.mailer?.wake,
       }

@@ -25,7 +25,7 @@
  */
 
 import type { AdminStore } from "./store_admin.ts";
-import type { PortalStore } from "./store_portal.ts";
+import type { PortalAccountState, PortalStore } from "./store_portal.ts";
 import type { LimitStore } from "./store_limits.ts";
 import type {
   ApiKey,
@@ -150,11 +150,17 @@ export interface UserStore {
    * Deletes a user with their API keys, tokens and failed-login counters, in
    * one transaction; the audit log keeps its rows. Resolves to how many keys and
    * token rows went. The user's earlier audit rows take `anonymousRef` instead of its e-mail
-   * ({@link AuditAnonymizing}).
+   * ({@link AuditAnonymizing}). With `onlyPortalState`, only while the user's portal account is
+   * in that state, checked in the same transaction (an operator's refusal of a waiting account
+   * must not delete one approved meanwhile).
+   * @throws {StoreConflict} with `onlyPortalState`, when the account is not in it (or gone):
+   * nothing written.
    */
   deleteUser(
     userId: number,
-    change: AuditedChange<DeletedUser> & AuditAnonymizing,
+    change: AuditedChange<DeletedUser> & AuditAnonymizing & {
+      onlyPortalState?: PortalAccountState;
+    },
   ): Promise<DeletedUser>;
 }
 

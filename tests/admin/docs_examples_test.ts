@@ -53,6 +53,7 @@ Deno.test("[server] the admin listener is not the API port; the curl examples of
     "write",
   );
   await store.closeStore();
+  await Deno.writeFile(`${db.dir}/portal.key`, crypto.getRandomValues(new Uint8Array(32)));
   // The portal in approval mode, for the approval examples; its mail server is not there
   // (port 9 refuses), so the outbox only retries.
   const server = await startServerProcess(db.path, [
@@ -70,6 +71,8 @@ Deno.test("[server] the admin listener is not the API port; the curl examples of
     "smtp://127.0.0.1:9",
     "--mail-from",
     "keys@example.org",
+    "--portal-secret-file",
+    `${db.dir}/portal.key`,
   ]);
   try {
     assert.ok(server.adminOrigin);

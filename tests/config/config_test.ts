@@ -211,6 +211,7 @@ Deno.test("readConfig() reads every boolean setting the same way: bare, words, e
         KEYGATE_SMTP_URL: "smtp://mail.test",
         KEYGATE_MAIL_FROM: "keys@example.org",
         KEYGATE_PORTAL_ORIGIN: "https://keys.example.org",
+        KEYGATE_PORTAL_SECRET_FILE: "/etc/keygate/portal.key",
       }
       : {};
     const read = (args: string[], env: Record<string, string> = {}) =>
@@ -248,6 +249,19 @@ Deno.test("readConfig() checks the portal's settings and never shows the SMTP pa
         "point to (--portal is on the command line)",
     ),
   );
+  // Codes' digests are keyed: never plain SHA-256 a database reader could try offline.
+  assert.throws(
+    () =>
+      readConfig(["--portal", "on"], {
+        KEYGATE_SMTP_URL: "smtp://mail.test",
+        KEYGATE_MAIL_FROM: "keys@example.org",
+        KEYGATE_PORTAL_ORIGIN: "https://keys.example.org",
+      }),
+    new ConfigError(
+      "Invalid portal settings: --portal on needs --portal-secret-file, the key of its one-time " +
+        "codes' digests (openssl rand -out FILE 32) (--portal is on the command line)",
+    ),
+  );
   assert.throws(
     () => readConfig(["--portal-mode", "domains"], {}),
     /--portal-mode domains needs --portal-domains/,
@@ -270,6 +284,8 @@ Deno.test("readConfig() checks the portal's settings and never shows the SMTP pa
     "keys@example.org",
     "--portal-origin",
     "https://keys.example.org/",
+    "--portal-secret-file",
+    "/etc/keygate/portal.key",
   ], {}) as Config;
   assert.deepEqual(
     [config.portal, config.portalMode, config.portalDomains, config.portalOrigin],

@@ -28,6 +28,9 @@ export const hasher = createPasswordHasher();
 
 export const ORIGIN = BASE;
 
+/** The code key (`--portal-secret-file`, required with the portal on) the rigs use by default. */
+export const TEST_CODE_KEY = new Uint8Array(32).map((_, i) => (i * 53 + 7) & 0xff);
+
 /** The rig. */
 export interface PortalRig extends AsyncDisposable {
   app: TestApp;
@@ -64,7 +67,7 @@ export interface PortalRigOptions {
   domains?: string[];
   /** `--portal-existing-users` (default off). */
   existingUsers?: boolean;
-  /** The key of `--portal-secret-file` (default: none, plain SHA-256 digests). */
+  /** The key of `--portal-secret-file` (default: {@link TEST_CODE_KEY}). */
   codeKey?: Uint8Array;
   throttleRules?: PortalThrottleRules;
   /** The password hasher (default: one shared by the rigs, see {@link withRefusal}). */
@@ -125,7 +128,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       mode: options.mode ?? "open",
       domains: options.domains,
       existingUsers: options.existingUsers ?? false,
-      codeKey: options.codeKey,
+      codeKey: options.codeKey ?? TEST_CODE_KEY,
       origin: ORIGIN,
       onMailQueued: () => {
         mailQueuedCalls++;

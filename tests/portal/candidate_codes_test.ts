@@ -14,7 +14,7 @@ import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import type { Store } from "../../src/store/store.ts";
 import { readCode } from "./_smtp.ts";
-import { ORIGIN, postFrom, startPortalRig } from "./_portal.ts";
+import { ORIGIN, postFrom, startPortalRig, TEST_CODE_KEY } from "./_portal.ts";
 import {
   OTHER_PASSWORD as STRANGER_PASSWORD,
   PASSWORD as OWNER_PASSWORD,
@@ -78,6 +78,7 @@ Deno.test("[e2e] a first sign-up that loses the race to another gets its own can
     hasher: createPasswordHasher(),
     throttle: createPortalThrottle({ store, clock: rig.app.clock }),
     mode: "open",
+    codeKey: TEST_CODE_KEY,
   };
   const client = { address: "192.0.2.1", links: { origin: ORIGIN } };
   // The other sign-up commits between this one's read (no account yet) and its insert.

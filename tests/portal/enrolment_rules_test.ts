@@ -13,7 +13,13 @@ import { createHandler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { readCode } from "./_smtp.ts";
-import { ORIGIN, type PortalRig, startPortalRig, verifiedAccount } from "./_portal.ts";
+import {
+  ORIGIN,
+  type PortalRig,
+  startPortalRig,
+  TEST_CODE_KEY,
+  verifiedAccount,
+} from "./_portal.ts";
 import { assertError, NEW_PASSWORD, PASSWORD } from "./_portal_answers.ts";
 
 /** The rig's store and clock behind a handler with other portal settings (a restart). */
@@ -30,6 +36,7 @@ function restarted(
     portal: {
       throttle: createPortalThrottle({ store: rig.app.store, clock: rig.app.clock }),
       ...settings,
+      codeKey: TEST_CODE_KEY,
       origin: ORIGIN,
     },
   });

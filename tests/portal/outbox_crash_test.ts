@@ -41,6 +41,8 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "keygate-portal-crash-" });
     const caFile = `${dir}/smtp-ca.pem`;
     await Deno.writeTextFile(caFile, tls.cert);
+    const codeKey = crypto.getRandomValues(new Uint8Array(32));
+    await Deno.writeFile(`${dir}/portal.key`, codeKey);
     const smtpPort = freePort();
     const args = [
       "--portal",
@@ -53,6 +55,8 @@ Deno.test({
       "https://keys.example.org",
       "--self-signed-dir",
       dir,
+      "--portal-secret-file",
+      `${dir}/portal.key`,
     ];
     const env = { DENO_CERT: caFile };
     const email = "crash@example.org";
@@ -95,7 +99,7 @@ Deno.test({
         const user = (await opened.store.findUserByEmail(email))!;
         const stored = await opened.store.findPortalCodes(user.id, "verify", Date.now());
         assert.equal(stored.length, 1, "one code, made before the kill");
-        assert.deepEqual(stored[0].codeHash, new Uint8Array(hashCode(email, code)));
+        assert.deepEqual(stored[0].codeHash, new Uint8Array(hashCode(email, code, codeKey)));
         response = await fetch(`${second.origin}/api/portal/v1/verify`, {
           method: "POST",
           client,

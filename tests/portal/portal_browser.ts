@@ -24,6 +24,7 @@ import { startMailer } from "../../src/server/start_mailer.ts";
 import { openTestStore } from "../_helpers/store.ts";
 import { startTlsServer, testCertificate, type TlsServer } from "../_helpers/tls_server.ts";
 import { readCode, startTestSmtp, type TestSmtp } from "./_smtp.ts";
+import { TEST_CODE_KEY } from "./_portal.ts";
 import type { Store } from "../../src/store/store.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -224,6 +225,7 @@ Deno.test({
       portal: {
         throttle: createPortalThrottle({ store, clock }),
         mode: "open",
+        codeKey: TEST_CODE_KEY,
         origin: api.origin,
         onMailQueued: () => wake(),
       },

@@ -42,3 +42,22 @@ Deno.test("[server] portal: a malformed escape in --smtp-url is refused: one lin
   assert.match(run.err, /^keygate: .*--smtp-url.*percent-encoded/);
   assert.doesNotMatch(run.err + run.out, /SECRET/);
 });
+
+Deno.test("[server] portal: --portal on without --portal-secret-file is refused: one line, exit 2", async () => {
+  const run = await start([
+    "--smtp-url",
+    "smtp://u:SECRET@mail.test",
+    "--mail-from",
+    "keys@example.org",
+    "--portal-origin",
+    "https://keys.example.org",
+  ]);
+  assert.equal(run.code, 2, run.err);
+  assert.equal(
+    run.err,
+    "keygate: Invalid portal settings: --portal on needs --portal-secret-file, the key of its " +
+      "one-time codes' digests (openssl rand -out FILE 32) (--portal is on the command line) " +
+      "(see --help)\n",
+  );
+  assert.doesNotMatch(run.err + run.out, /SECRET/);
+});

@@ -9,7 +9,7 @@ import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
 import { createPortalRoutes, type PortalDeps } from "../../src/http/portal/portal_app.ts";
 import { PORTAL_API, type PortalRoute } from "../../src/http/portal/portal_request.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
-import { activeUser, ORIGIN, type PortalRig, startPortalRig } from "./_portal.ts";
+import { activeUser, ORIGIN, type PortalRig, startPortalRig, TEST_CODE_KEY } from "./_portal.ts";
 import { assertError as assertRefused } from "./_portal_answers.ts";
 
 /** The table's rows, built as the handler builds them (over the rig's store and clock). */
@@ -20,6 +20,7 @@ function readRoutes(rig: PortalRig): PortalRoute[] {
     hasher: createPasswordHasher(),
     throttle: createPortalThrottle({ store: rig.app.store, clock: rig.app.clock }),
     mode: "open",
+    codeKey: TEST_CODE_KEY,
     origin: ORIGIN,
   };
   return createPortalRoutes(deps);

@@ -26,6 +26,7 @@ import {
 } from "./contract_portal.ts";
 import { registerPortalMailTests } from "./contract_portal_mail.ts";
 import { registerPortalReadTests } from "./contract_portal_reads.ts";
+import { registerPortalRefusalTests } from "./contract_portal_refusal.ts";
 import {
   registerLimitChangeTests,
   registerLimitLeaseTests,
@@ -84,4 +85,5 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerLimitChangeTests(test);
   registerPortalSafetyTests(test);
   registerPortalDeletionTests(test);
+  registerPortalRefusalTests(test);
 }

@@ -13,6 +13,7 @@ import type { AuditEntry, PortalAccount, Store, User } from "../../store/store.t
 import type { AuditAction } from "../audit.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { toHasherError } from "../login.ts";
+import { isAllowedDomain } from "./mail_address.ts";
 import type { MailLinks } from "./portal_mail.ts";
 import type { PortalThrottle } from "./portal_throttle.ts";
 
@@ -33,8 +34,8 @@ export interface PortalAccountDeps {
    * password through the portal (`--portal-existing-users`); default: not until enrolled.
    */
   existingUsers?: boolean;
-  /** The key of the codes' digests (`--portal-secret-file`); without it, plain SHA-256. */
-  codeKey?: Uint8Array;
+  /** The key of the codes' digests (`--portal-secret-file`, required with the portal on). */
+  codeKey: Uint8Array;
   /**
    * Runs work whose cost depends on whether an account exists after the answer is sent
    * (forgot-password's code and mail), so that the answer's timing cannot tell. Default: now.
@@ -48,6 +49,8 @@ export interface PortalClient {
   address: string;
   /** Where links in mail point. */
   links: MailLinks;
+  /** Aborted when the client goes away: a slow password check stops. */
+  signal?: AbortSignal;
 }
 
 /** An audit entry now (exported for the other portal use cases). */
@@ -100,10 +103,7 @@ export function isActive(
   policy: Pick<PortalAccountDeps, "mode" | "domains" | "existingUsers">,
 ): found is { user: User; account?: PortalAccount } {
   if (found === undefined || found.user.disabled) return false;
-  if (policy.mode === "domains") {
-    const domain = found.user.email.slice(found.user.email.lastIndexOf("@") + 1);
-    if (!(policy.domains ?? []).includes(domain)) return false;
-  }
+  if (!isAllowedDomain(found.user.email, policy)) return false;
   return found.account === undefined
     ? policy.existingUsers === true
     : found.account.state === "active";

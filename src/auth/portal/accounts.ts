@@ -33,7 +33,7 @@ import {
 import { requireWaitingAccount } from "./approval.ts";
 import { checkCode } from "./code_check.ts";
 import { generateCode, hashCode } from "./codes.ts";
-import { toMailboxEmail } from "./mail_address.ts";
+import { isAllowedDomain, toMailboxEmail } from "./mail_address.ts";
 import {
   type MailLinks,
   toAlreadyRegisteredMail,
@@ -64,11 +64,8 @@ function checkMode(deps: PortalAccountDeps, email: string): void {
   if (deps.mode === "invite") {
     throw new AuthError("forbidden", "Sign-up is by invitation: ask the operator for an account");
   }
-  if (deps.mode === "domains") {
-    const domain = email.slice(email.lastIndexOf("@") + 1);
-    if (!(deps.domains ?? []).includes(domain)) {
-      throw new AuthError("forbidden", "Sign-up is open to some e-mail domains only, not this one");
-    }
+  if (!isAllowedDomain(email, deps)) {
+    throw new AuthError("forbidden", "Sign-up is open to some e-mail domains only, not this one");
   }
 }
 

@@ -4,11 +4,12 @@
  *
  * @module
  */
+import { StoreConflict } from "../../store/errors.ts";
 import type { DeletedUser, Store, User } from "../../store/store.ts";
 import type { ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
 import { entry, toPortalActor } from "./account_deps.ts";
-import { generateDeletedRef } from "./own_account.ts";
+import { generateDeletedRef } from "../user_anonymity.ts";
 
 /** A portal account that waits for an operator. */
 export interface PendingAccount {
@@ -59,10 +60,20 @@ export async function requireWaitingAccount(
 export async function refuseAccount(deps: ChangeDeps, user: User): Promise<DeletedUser> {
   await requireWaitingAccount(deps, user, "refuse");
   const ref = generateDeletedRef();
-  return await deps.store.deleteUser(user.id, {
-    now: deps.clock.now(),
-    anonymousRef: ref,
-    anonymousActor: toPortalActor(user),
-    audit: () => entry(deps, deps.actor, "portal.refused", ref, { user_id: user.id }),
-  });
+  try {
+    // The state is checked again in the delete's transaction: an approval between the check
+    // above and the delete (another operator, another instance) must win, not be undone.
+    return await deps.store.deleteUser(user.id, {
+      now: deps.clock.now(),
+      anonymousRef: ref,
+      anonymousActor: toPortalActor(user),
+      onlyPortalState: "pending_approval",
+      audit: () => entry(deps, deps.actor, "portal.refused", ref, { user_id: user.id }),
+    });
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    // Says what it became meanwhile (or that it is gone): the same answers as the first check.
+    await requireWaitingAccount(deps, user, "refuse");
+    throw new AuthError("conflict", `Cannot refuse ${user.email}: the account changed meanwhile`);
+  }
 }

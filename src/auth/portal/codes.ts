@@ -2,8 +2,8 @@
  * One-time codes and portal session ids: generated from the system's CSPRNG, stored only as
  * digests. A code is ten letters and digits a person can type (`K7QM2-XT9PA`, about 49 bits),
  * bound to its user in its digest, which is an HMAC-SHA-256 keyed by `--portal-secret-file`
- * (kept outside the database, so a database reader cannot try codes offline), or without that
- * setting a plain SHA-256; a session id is 256 random bits (SHA-256 is enough for those).
+ * (kept outside the database, so a database reader cannot try codes offline; required with
+ * the portal on); a session id is 256 random bits (SHA-256 is enough for those).
  *
  * @module
  */
@@ -40,11 +40,11 @@ export function normalizeCode(text: string): string | undefined {
 
 /**
  * The stored digest of a code mailed to `email` (bound to it: a code works for its address
- * only): HMAC-SHA-256 with `key` (`--portal-secret-file`), else SHA-256.
+ * only): HMAC-SHA-256 with `key` (`--portal-secret-file`). There is no unkeyed form: a plain
+ * digest of ~49 bits could be tried offline by whoever reads the database.
  */
-export function hashCode(email: string, code: string, key?: Uint8Array): Uint8Array {
+export function hashCode(email: string, code: string, key: Uint8Array): Uint8Array {
   const text = `portal-code:${email}:${normalizeCode(code) ?? code}`;
-  if (key === undefined) return hashSecret(text);
   return new Uint8Array(createHmac("sha256", key).update(text).digest());
 }
 

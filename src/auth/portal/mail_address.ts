@@ -5,8 +5,16 @@
  * and an address, so an address of another shape would let a sign-up mail strangers, or pass
  * the `domains` mode with a domain that is not the one mailed.
  *
+ * One canonical form for every portal lookup ({@link toPortalEmail}): sign-up stores it, and
+ * sign-in, verification, forgot-password, reset, a change of address and the throttle's keys
+ * look addresses up in it, so two spellings of one mailbox (letter case, NFC, and a domain as
+ * IDNA spells it: `exämple.org`, `xn--exmple-cua.org` and `ｅxämple.org` are one domain)
+ * reach one account and one throttle budget.
+ *
  * @module
  */
+import { domainToASCII, domainToUnicode } from "node:url";
+import { MAX_EMAIL_LENGTH, normalizeEmail } from "../account_rules.ts";
 import { AuthError } from "../errors.ts";
 import { toAccountEmail } from "../users.ts";
 
@@ -27,13 +35,47 @@ export function isMailboxAddress(email: string): boolean {
 }
 
 /**
- * The e-mail address of a portal sign-up or reset request, normalised: an account's address
- * (`toAccountEmail`) that is also one plain mailbox ({@link isMailboxAddress}).
+ * An address in the portal's canonical form: the account form (`normalizeEmail`: NFC, lower
+ * case) with its domain as IDNA maps it (UTS 46: full-width letters, `xn--` labels and
+ * Unicode labels of one domain become its one Unicode form); a domain IDNA refuses stays as
+ * given. Not checked otherwise (a lookup of a malformed address finds nothing); at most
+ * {@link MAX_EMAIL_LENGTH} characters.
+ */
+export function toPortalEmail(text: unknown): string {
+  const email = normalizeEmail(String(text ?? "")).slice(0, MAX_EMAIL_LENGTH);
+  const at = email.lastIndexOf("@");
+  if (at < 0) return email;
+  const ascii = domainToASCII(email.slice(at + 1));
+  if (ascii === "") return email;
+  return normalizeEmail(`${email.slice(0, at)}@${domainToUnicode(ascii)}`).slice(
+    0,
+    MAX_EMAIL_LENGTH,
+  );
+}
+
+/**
+ * Whether `email` may use the portal under `policy`: any address, but in `domains` mode only
+ * one whose domain is in `domains` (compared in their ASCII form, as `--portal-domains` is
+ * written). Sign-up, a change of address and every sign-in and reset (`isActive`) ask this.
+ */
+export function isAllowedDomain(
+  email: string,
+  policy: { mode?: string; domains?: readonly string[] },
+): boolean {
+  if (policy.mode !== "domains") return true;
+  const domain = domainToASCII(email.slice(email.lastIndexOf("@") + 1));
+  return domain !== "" && (policy.domains ?? []).includes(domain);
+}
+
+/**
+ * The e-mail address of a portal sign-up, forgot-password or change of address, in the
+ * portal's canonical form ({@link toPortalEmail}): an account's address (`toAccountEmail`)
+ * that is also one plain mailbox ({@link isMailboxAddress}).
  *
  * @throws {AuthError} `invalid_request` otherwise.
  */
 export function toMailboxEmail(text: string): string {
-  const email = toAccountEmail(text);
+  const email = toPortalEmail(toAccountEmail(text));
   if (!isMailboxAddress(email)) {
     throw new AuthError(
       "invalid_request",

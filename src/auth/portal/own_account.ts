@@ -11,7 +11,6 @@
  *
  * @module
  */
-import { randomBytes } from "node:crypto";
 import type { PasswordHasher } from "../../passwords/passwords.ts";
 import type { Clock } from "../../platform/clock.ts";
 import { StoreConflict } from "../../store/errors.ts";
@@ -19,21 +18,21 @@ import type { DeletedUser, Store, User } from "../../store/store.ts";
 import { toUserRef } from "../audit.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
-import { refuseIfBusy } from "../login.ts";
 import { findUserInAnyForm } from "../users.ts";
-import { toMailboxEmail } from "./mail_address.ts";
+import { generateDeletedRef } from "../user_anonymity.ts";
+import { isAllowedDomain, toMailboxEmail } from "./mail_address.ts";
 import {
   entry,
   hashPortalPassword,
   type PortalClient,
   type SignUpMode,
   toPortalActor,
-  verifyPortalPassword,
 } from "./account_deps.ts";
 import { VERIFY_CODE_MS } from "./accounts.ts";
-import { invalidCode } from "./code_check.ts";
+import { checkEmailChangeCode } from "./code_check.ts";
+import { checkSignInPassword } from "./sessions.ts";
 import { toPortalPassword } from "./portal_password.ts";
-import { generateCode, hashCode, isSameDigest, MAX_CODE_ATTEMPTS, normalizeCode } from "./codes.ts";
+import { generateCode, hashCode } from "./codes.ts";
 import { toEmailChangedMail, toEmailChangeMail, toPasswordChangedMail } from "./portal_mail.ts";
 import type { PortalThrottle } from "./portal_throttle.ts";
 
@@ -47,15 +46,15 @@ export interface OwnAccountDeps {
   mode?: SignUpMode;
   domains?: readonly string[];
   /** The key of the codes' digests (`--portal-secret-file`). */
-  codeKey?: Uint8Array;
+  codeKey: Uint8Array;
 }
 
 /**
- * Checks the signed-in user's current password, with the sign-in throttle's rules: refused
- * while the client or the account's e-mail is blocked, and a wrong password counts against
- * both, as a failed sign-in does (a stolen session cannot guess the password faster).
- * @throws {AuthError} `too_many_attempts`, or `invalid_credentials` unless `password` is the
- * user's.
+ * Checks the signed-in user's current password with sign-in's own password step
+ * (`checkSignInPassword`: its throttle, size rule and abort signal), so a stolen session cannot
+ * guess the password faster than sign-in allows.
+ * @throws {AuthError} `too_many_attempts`, `service_busy`, `request_aborted`, or
+ * `invalid_credentials` unless `password` is the user's.
  */
 async function checkPassword(
   deps: OwnAccountDeps,
@@ -63,14 +62,8 @@ async function checkPassword(
   user: User,
   password: unknown,
 ): Promise<void> {
-  refuseIfBusy(deps.hasher);
-  await deps.throttle.check("signIn", client.address, user.email);
-  const given = typeof password === "string" && password !== "" ? password : " ";
-  const verified = await verifyPortalPassword(deps.hasher, user.passwordHash, given);
-  // Again after the slow check (as at sign-in): parallel requests all passed the first one.
-  await deps.throttle.check("signIn", client.address, user.email);
-  if (!verified) {
-    await deps.throttle.count("signIn", client.address, user.email);
+  const attempt = { email: user.email, hash: user.passwordHash, password };
+  if (!await checkSignInPassword(deps, client, attempt)) {
     throw new AuthError("invalid_credentials", "The current password is wrong");
   }
 }
@@ -90,14 +83,11 @@ export async function requestEmailChange(
   // One plain mailbox, as at sign-up; and in `domains` mode, an allowed domain (else a changed
   // address would pass what sign-up refuses).
   const email = toMailboxEmail(input.email);
-  if (deps.mode === "domains") {
-    const domain = email.slice(email.lastIndexOf("@") + 1);
-    if (!(deps.domains ?? []).includes(domain)) {
-      throw new AuthError(
-        "forbidden",
-        "The portal is open to some e-mail domains only, not this one",
-      );
-    }
+  if (!isAllowedDomain(email, deps)) {
+    throw new AuthError(
+      "forbidden",
+      "The portal is open to some e-mail domains only, not this one",
+    );
   }
   // The password first: a wrong one must not count against the target address's mail.
   await checkPassword(deps, client, user, input.password);
@@ -147,33 +137,12 @@ export async function confirmEmailChange(
   user: User,
   input: { code: unknown },
 ): Promise<string> {
-  const code = typeof input.code === "string" ? normalizeCode(input.code) : undefined;
-  await deps.throttle.check("signIn", client.address, user.email);
-  const now = deps.clock.now();
-  const stored = code === undefined
-    ? undefined
-    : await deps.store.findPortalCode(user.id, "email", now);
+  const stored = await checkEmailChangeCode(deps, client, user, input);
   const actor = toPortalActor(user);
-  const matched = stored?.newEmail !== undefined && stored.attempts < MAX_CODE_ATTEMPTS &&
-    isSameDigest(stored.codeHash, hashCode(stored.newEmail, code!, deps.codeKey));
-  // Again before the answer (as at sign-in): parallel requests all passed the first check.
-  await deps.throttle.check("signIn", client.address, user.email);
-  if (!matched || stored?.newEmail === undefined) {
-    if (stored !== undefined) {
-      await deps.store.recordPortalCodeAttempt(stored.id, {
-        now,
-        audit: entry(deps, actor, "portal.code_failed", toUserRef(user.email), {
-          purpose: "email",
-        }),
-      });
-    }
-    await deps.throttle.count("signIn", client.address, user.email);
-    throw invalidCode();
-  }
   const email = stored.newEmail;
   try {
     await deps.store.usePortalCode(stored.id, {
-      now,
+      now: deps.clock.now(),
       changeEmail: true,
       mail: toEmailChangedMail(client.links, user.email, email),
       audit: entry(deps, actor, "portal.email_changed", toUserRef(email), {
@@ -217,11 +186,6 @@ export async function changeOwnPassword(
         tokens_revoked: ended,
       }),
   });
-}
-
-/** The audit log's name for a deleted account: random, so nothing leads back to the e-mail. */
-export function generateDeletedRef(): string {
-  return `user:deleted:${randomBytes(12).toString("base64url")}`;
 }
 
 /**

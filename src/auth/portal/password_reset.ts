@@ -8,7 +8,6 @@
  * @module
  */
 import { StoreConflict } from "../../store/errors.ts";
-import { normalizeEmail } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
 import { refuseIfBusy } from "../login.ts";
 import {
@@ -22,7 +21,7 @@ import {
 } from "./account_deps.ts";
 import { checkCode, invalidCode } from "./code_check.ts";
 import { generateCode, hashCode } from "./codes.ts";
-import { toMailboxEmail } from "./mail_address.ts";
+import { toMailboxEmail, toPortalEmail } from "./mail_address.ts";
 import { toPasswordChangedMail, toResetMail } from "./portal_mail.ts";
 import { toPortalPassword } from "./portal_password.ts";
 
@@ -72,7 +71,7 @@ export async function resetPassword(
   client: PortalClient,
   input: { email: string; code: unknown; password: unknown },
 ): Promise<number> {
-  const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
+  const email = toPortalEmail(input.email);
   const password = toPortalPassword(input.password, email);
   refuseIfBusy(deps.hasher);
   const { user, codeId } = await checkCode(deps, client, input, "reset");

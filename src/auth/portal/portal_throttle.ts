@@ -10,19 +10,21 @@
  *   address as its /24, an IPv6 one as its /64); this is the counter that blocks a guesser,
  *   and strangers on other networks do not share it with the owner;
  * - **e-mail ceiling**: failed sign-ins per e-mail from every network, much higher and with
- *   short delays, against a guesser spread over many networks; it never holds back a network
- *   the address has signed in from (a **known** network: a marker kept 30 days after each
- *   successful sign-in or verification), so strangers can slow down only newcomers;
+ *   short delays, against a guesser spread over many networks; it never holds back a client
+ *   the address has signed in from (a **known** client: a marker kept 30 days after each
+ *   successful sign-in or verification, for the exact IPv4 address or the IPv6 /64, never a
+ *   whole IPv4 /24, which strangers on the same ISP or campus share), so strangers can slow
+ *   down only newcomers;
  * - **mail × network**: mail asked for (sign-up, forgot-password, change of address) per
  *   (e-mail, client network), which protects the inbox from one network; strangers on other
  *   networks do not share it with the owner;
  * - **mail ceiling**: mail asked for per e-mail from every network, higher, against a flood
- *   spread over many networks; like the sign-in ceiling it never holds back a known network.
+ *   spread over many networks; like the sign-in ceiling it never holds back a known client.
  *
  * Codes (verification, reset) count on the client and e-mail × network counters only: a
  * spread-out guesser is bounded by a code's ~49 bits and short life, a reset code's few wrong
  * tries (codes.ts) and, at verification, the candidate's password a match needs too. A ceiling
- * there would let strangers block a verification, which no known network exempts yet.
+ * there would let strangers block a verification, which no known client exempts yet.
  *
  * Callers check before their slow password check and again after it (requests in flight
  * together all pass the first check), and count a failure after the second.
@@ -45,7 +47,7 @@ export const PORTAL_SIGN_IN_RULE: ThrottleRule = {
 
 /**
  * Failed sign-ins per e-mail from every network: 100, then 1 s, 2 s, … up to 1 min; kept 1 h.
- * Known networks are exempt.
+ * Known clients are exempt.
  */
 export const PORTAL_SIGN_IN_CEILING_RULE: ThrottleRule = {
   threshold: 100,
@@ -67,7 +69,7 @@ export const PORTAL_MAIL_RULE: ThrottleRule = {
 
 /**
  * Mail asked for per e-mail from every network: 20, then 1 min, 2 min, … up to 15 min; kept
- * 1 h. Known networks are exempt.
+ * 1 h. Known clients are exempt.
  */
 export const PORTAL_MAIL_CEILING_RULE: ThrottleRule = {
   threshold: 20,
@@ -76,18 +78,18 @@ export const PORTAL_MAIL_CEILING_RULE: ThrottleRule = {
   windowMs: 3_600_000,
 };
 
-/** How long a network stays known after the address last signed in from it. */
+/** How long a client stays known after the address last signed in from it. */
 export const PORTAL_KNOWN_NETWORK_MS = 30 * 24 * 3_600_000;
 
 /** The portal's rules. */
 export interface PortalThrottleRules {
   /** Per (e-mail, network): failed sign-ins, codes and current-password checks. */
   signIn: ThrottleRule;
-  /** Per e-mail from every network: failed sign-ins (not codes); known networks exempt. */
+  /** Per e-mail from every network: failed sign-ins (not codes); known clients exempt. */
   signInCeiling?: ThrottleRule;
   /** Per (e-mail, network): mail asked for. */
   mail: ThrottleRule;
-  /** Per e-mail from every network: mail asked for; known networks exempt. */
+  /** Per e-mail from every network: mail asked for; known clients exempt. */
   mailCeiling?: ThrottleRule;
   /** Per client address. */
   client: ThrottleRule;
@@ -114,9 +116,9 @@ export interface PortalThrottle {
   /** Counts one against the request's counters. */
   count(counter: PortalCounter, client: string, email: string): Promise<void>;
   /**
-   * A successful sign-in or verification from `client`: its network becomes known for `email`
-   * (exempt from the e-mail's sign-in and mail ceilings), and its e-mail × network sign-in
-   * counter is forgotten.
+   * A successful sign-in or verification from `client`: the client (its IPv4 address, its IPv6
+   * /64) becomes known for `email` (exempt from the e-mail's sign-in and mail ceilings), and its
+   * e-mail × network sign-in counter is forgotten.
    */
   succeeded(client: string, email: string): Promise<void>;
 }
@@ -141,7 +143,8 @@ function subjectsOf(client: string, email: string) {
     ceiling: `portal-login-all:${digest}`,
     mail: `portal-mail:${digest}:${network}`.slice(0, 128),
     mailCeiling: `portal-mail-all:${digest}`,
-    known: `portal-known:${digest}:${network}`.slice(0, 128),
+    // The client counter's unit, not the /24: a neighbour is no known client.
+    known: `portal-known:${digest}:${toClientNetwork(client)}`.slice(0, 128),
   };
 }
 

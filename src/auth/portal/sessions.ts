@@ -7,7 +7,7 @@
  */
 import type { Clock } from "../../platform/clock.ts";
 import type { Store, User } from "../../store/store.ts";
-import { isPasswordSized, normalizeEmail } from "../account_rules.ts";
+import { isPasswordSized } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
 import { hashSecret } from "../credentials.ts";
 import { AuthError } from "../errors.ts";
@@ -23,6 +23,7 @@ import {
   verifyPortalPassword,
 } from "./account_deps.ts";
 import { generateSessionId, isSessionIdShaped } from "./codes.ts";
+import { toPortalEmail } from "./mail_address.ts";
 
 /** How long a portal session lasts. */
 export const SESSION_MS = 8 * 3_600_000;
@@ -70,26 +71,16 @@ export async function signIn(
   input: { email: string; password: unknown },
   signal?: AbortSignal,
 ): Promise<OpenedSession> {
-  const email = normalizeEmail(String(input.email ?? "")).slice(0, 254);
-  const password = typeof input.password === "string" && isPasswordSized(input.password)
-    ? input.password
-    : "";
+  const email = toPortalEmail(input.email);
   refuseIfBusy(deps.hasher);
-  await deps.throttle.check("signIn", client.address, email);
   const found = await findAccount(deps.store, email);
   const usable = isActive(found, deps) ? found.user : undefined;
-  const verified = await verifyPortalPassword(
-    deps.hasher,
-    usable?.passwordHash,
-    password || " ",
-    signal,
+  const verified = await checkSignInPassword(
+    deps,
+    { ...client, signal: signal ?? client.signal },
+    { email, hash: usable?.passwordHash, password: input.password },
   );
-  // Again after the slow check, as at the token endpoint: requests in flight together all
-  // passed the first check, and the failures of those that finished first may block this one
-  // by now. A blocked request gets the throttle's answer, right password or wrong.
-  await deps.throttle.check("signIn", client.address, email);
-  if (usable === undefined || !verified || password === "") {
-    await deps.throttle.count("signIn", client.address, email);
+  if (!verified || usable === undefined) {
     await deps.store.appendAudit(
       entry(
         deps,
@@ -111,6 +102,34 @@ export async function signIn(
     );
   }
   return await openSession(deps, client, usable);
+}
+
+/**
+ * The password step of sign-in, and of a signed-in user's current-password checks
+ * (own_account.ts): refused while the pool is busy, then the throttle checked before the slow
+ * check and again after it, as at the token endpoint (requests in flight together all passed
+ * the first check, and the failures of those that finished first may block this one by now: a
+ * blocked request gets the throttle's answer, right password or wrong); a failure counts as a
+ * failed sign-in. A password of the wrong size, or no hash (no usable account), is a failure
+ * after the same work (a dummy hash). The client's abort signal stops the check.
+ * @throws {AuthError} `service_busy`, `too_many_attempts`, `request_aborted`.
+ */
+export async function checkSignInPassword(
+  deps: Pick<PortalAccountDeps, "hasher" | "throttle">,
+  client: Pick<PortalClient, "address" | "signal">,
+  attempt: { email: string; hash: string | undefined; password: unknown },
+): Promise<boolean> {
+  const { email, hash } = attempt;
+  const given = typeof attempt.password === "string" && isPasswordSized(attempt.password)
+    ? attempt.password
+    : "";
+  refuseIfBusy(deps.hasher);
+  await deps.throttle.check("signIn", client.address, email);
+  const verified = await verifyPortalPassword(deps.hasher, hash, given || " ", client.signal);
+  await deps.throttle.check("signIn", client.address, email);
+  const ok = hash !== undefined && verified && given !== "";
+  if (!ok) await deps.throttle.count("signIn", client.address, email);
+  return ok;
 }
 
 /**

@@ -63,7 +63,8 @@ export const PORTAL_SETTINGS: readonly Setting[] = [
     parse: parseSecretFilePath,
     placeholder: "PATH",
     description: "A file of at least 32 random bytes, the same on every instance, that keys the " +
-      "portal's one-time code digests (HMAC-SHA-256), so a database reader cannot try codes",
+      "portal's one-time code digests (HMAC-SHA-256), so a database reader cannot try codes; " +
+      "required with --portal on",
   }),
   setting({
     key: "smtpUrl",

@@ -110,7 +110,11 @@ export function createPortalHandler(deps: PortalDeps) {
     request: Request,
     found: { route: PortalRoute; params: Record<string, string>; context: HandlerContext },
   ): Promise<PortalCall> {
-    const client: PortalClient = { address: found.context.clientAddress, links: { origin } };
+    const client: PortalClient = {
+      address: found.context.clientAddress,
+      links: { origin },
+      signal: request.signal,
+    };
     const call: PortalCall = { context: found.context, params: found.params, client, origin };
     if (found.route.caller === "anyone") return call;
     const change = found.route.caller === "session+csrf";

@@ -7,23 +7,36 @@
  * @module
  */
 import type postgres from "postgres";
-import type { AuditAnonymizing, DeletedUser } from "../store.ts";
+import type { AuditAnonymizing, DeletedUser, PortalAccountState } from "../store.ts";
 import type { Row } from "../rows.ts";
+import { StoreConflict } from "../errors.ts";
 import { anonymizeAudit } from "./audit_anonymize.ts";
 
 /**
  * Deletes user `userId` and every row of it; resolves to what went, or `undefined` when there
- * is no such user. The caller's transaction records the user's grant scope.
+ * is no such user. The caller's transaction records the user's grant scope. With
+ * `onlyPortalState`, only while the user's portal account is in that state (checked under the
+ * account's lock).
+ * @throws {StoreConflict} with `onlyPortalState`, when the account is not in it (or gone).
  */
 export async function deleteUserRows(
   tx: postgres.TransactionSql,
   userId: number,
   { anonymousRef, anonymousActor }: AuditAnonymizing,
+  { onlyPortalState }: { onlyPortalState?: PortalAccountState } = {},
 ): Promise<DeletedUser | undefined> {
   // Keys before their user, as a login does (its key's row, then the user's for the token's
   // foreign key): the same order, so a login and a delete never deadlock.
   await tx`SELECT id FROM api_keys WHERE user_id = ${userId} ORDER BY id FOR UPDATE`;
   const [user] = await tx<Row[]>`SELECT email FROM users WHERE id = ${userId} FOR UPDATE`;
+  if (onlyPortalState !== undefined) {
+    // Users, then the account: the order an approval locks them in (portal.ts).
+    const [account] = await tx<Row[]>`SELECT state FROM portal_accounts
+      WHERE user_id = ${userId} FOR UPDATE`;
+    if (account?.state !== onlyPortalState) {
+      throw new StoreConflict(`The portal account is not ${onlyPortalState}`);
+    }
+  }
   if (user === undefined) return undefined;
   const auditRows = await anonymizeAudit(tx, {
     id: userId,

@@ -132,11 +132,12 @@ export function createUserStore(db: PgContext): UserStore {
     },
 
     deleteUser(userId, change) {
-      const { anonymousRef, anonymousActor } = change;
+      const { anonymousRef, anonymousActor, onlyPortalState } = change;
       return db.write(
         async (tx) =>
-          await deleteUserRows(tx, userId, { anonymousRef, anonymousActor }) ??
-            { apiKeys: 0, tokens: 0, auditRows: 0 },
+          await deleteUserRows(tx, userId, { anonymousRef, anonymousActor }, {
+            onlyPortalState,
+          }) ?? { apiKeys: 0, tokens: 0, auditRows: 0 },
         { audit: change.audit, ends: () => [{ kind: "user", id: userId }] },
       );
     },

@@ -6,6 +6,7 @@
  */
 import type { ApiKeyStore, LoginFailures, LoginFailureStore, User, UserStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
+import { StoreConflict } from "../errors.ts";
 import { toUser } from "../rows.ts";
 import { createUserCutoff } from "./user_cutoff.ts";
 import { createUserDeletion } from "./user_deletion.ts";
@@ -36,6 +37,7 @@ function prepareUserStatements({ sql }: Connection) {
   const userSetDisabled = sql(
     "UPDATE users SET disabled = :disabled, updated_at = :now WHERE id = :id",
   );
+  const portalStateOf = sql("SELECT state FROM portal_accounts WHERE user_id = :user_id");
   const portalHoldEnd = sql(
     "UPDATE portal_accounts SET user_held = 0 WHERE user_id = :user_id AND user_held = 1",
     "keeps-grants",
@@ -51,6 +53,7 @@ function prepareUserStatements({ sql }: Connection) {
     userSetPassword,
     userSetDisabled,
     portalHoldEnd,
+    portalStateOf,
     userSetEmail,
   };
 }
@@ -134,13 +137,17 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
       }, audit);
     },
 
-    deleteUser(userId, { audit, anonymousRef, anonymousActor }) {
-      return conn.write(
-        () =>
-          deleteUserRows(userId, { anonymousRef, anonymousActor }) ??
-            { apiKeys: 0, tokens: 0, auditRows: 0 },
-        audit,
-      );
+    deleteUser(userId, { audit, anonymousRef, anonymousActor, onlyPortalState }) {
+      return conn.write(() => {
+        if (onlyPortalState !== undefined) {
+          const account = statements.portalStateOf.get({ user_id: userId }) as Row | undefined;
+          if (account?.state !== onlyPortalState) {
+            throw new StoreConflict(`The portal account is not ${onlyPortalState}`);
+          }
+        }
+        return deleteUserRows(userId, { anonymousRef, anonymousActor }) ??
+          { apiKeys: 0, tokens: 0, auditRows: 0 };
+      }, audit);
     },
   };
 }

@@ -1,0 +1,89 @@
+/**
+ * Refusing a waiting account (issue 25's review): the state is checked in the delete's own
+ * transaction, so an approval that lands between refuseAccount()'s first check and its delete
+ * wins. The race is held open by a store whose `deleteUser` waits for the test's go, never by
+ * timing.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { approveAccount } from "../../src/auth/portal/accounts.ts";
+import { refuseAccount } from "../../src/auth/portal/approval.ts";
+import { AuthError } from "../../src/auth/errors.ts";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import type { Store } from "../../src/store/store.ts";
+import { createFakeClock } from "../_helpers/fake_clock.ts";
+import { openTestStore } from "../_helpers/store.ts";
+
+const LINKS = { origin: "https://keys.example.org" };
+
+async function waitingAccount(store: Store, email: string, now: number) {
+  const user = await store.insertPortalUser(
+    { email, passwordHash: "$argon2id$w", tokenTimeoutSeconds: null },
+    {
+      now,
+      state: "pending_verification",
+      code: { purpose: "verify", codeHash: hashSecret(email), expiresAt: now + 3_600_000 },
+      mail: { recipient: email, subject: "Verify", text: "Your code: ABCD-EFGH" },
+      audit: undefined,
+    },
+  );
+  await store.updatePortalState(user.id, { now, state: "pending_approval", audit: undefined });
+  return user;
+}
+
+/**
+ * `store`, but its `deleteUser` tells `reached` and then waits for `go()`: the moment between
+ * refuseAccount()'s check and its write, held open.
+ */
+function withPausedDelete(store: Store) {
+  const { promise: reached, resolve: arrive } = Promise.withResolvers<void>();
+  const { promise: released, resolve: go } = Promise.withResolvers<void>();
+  const paused: Store = Object.create(store);
+  paused.deleteUser = async (...args: Parameters<Store["deleteUser"]>) => {
+    arrive();
+    await released;
+    return await store.deleteUser(...args);
+  };
+  return { store: paused, reached, go };
+}
+
+Deno.test("refuseAccount() refuses, deleting nothing, when the account was approved between its check and its delete", async () => {
+  await using opened = await openTestStore();
+  const clock = createFakeClock();
+  const user = await waitingAccount(opened.store, "race@example.org", clock.now());
+  const paused = withPausedDelete(opened.store);
+  const refusing = refuseAccount({ store: paused.store, clock, actor: "admin:ops" }, user);
+  await paused.reached;
+  // Another operator approves while the refusal waits between its check and its delete.
+  await approveAccount({ store: opened.store, clock, actor: "admin:other" }, user, LINKS);
+  paused.go();
+
+  await assert.rejects(refusing, (error: unknown) => {
+    assert.ok(error instanceof AuthError);
+    assert.equal(error.code, "conflict");
+    assert.equal(error.message, "Cannot refuse race@example.org: the account is active");
+    return true;
+  });
+  assert.equal((await opened.store.findUserById(user.id))?.disabled, false, "kept, enabled");
+  assert.equal((await opened.store.findPortalAccount(user.id))?.state, "active");
+  const actions = (await opened.store.listAudit()).map((row) => row.action);
+  assert.ok(actions.includes("portal.approved"));
+  assert.ok(!actions.includes("portal.refused"), "no refusal recorded");
+});
+
+Deno.test("refuseAccount() still deletes an account that waits when its delete runs", async () => {
+  await using opened = await openTestStore();
+  const clock = createFakeClock();
+  const user = await waitingAccount(opened.store, "waits@example.org", clock.now());
+  const paused = withPausedDelete(opened.store);
+  const refusing = refuseAccount({ store: paused.store, clock, actor: "admin:ops" }, user);
+  await paused.reached;
+  paused.go();
+  assert.deepEqual(await refusing, { apiKeys: 0, tokens: 0, auditRows: 0 });
+  assert.equal(await opened.store.findUserById(user.id), undefined);
+  assert.equal(await opened.store.findPortalAccount(user.id), undefined);
+  const refused = (await opened.store.listAudit()).at(-1)!;
+  assert.equal(refused.action, "portal.refused");
+  assert.match(refused.subject, /^user:deleted:/);
+});

@@ -1,0 +1,68 @@
+/**
+ * The store contract of refusing a portal account, run by both backends: `deleteUser` with
+ * `onlyPortalState` deletes only while the account is in that state, checked in its own
+ * transaction (an approval that won the race is never undone by a refusal).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { hashSecret } from "../../src/auth/credentials.ts";
+import { StoreConflict } from "../../src/store/errors.ts";
+import type { Store } from "../../src/store/store.ts";
+import { type ContractTest, entry, HOUR, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
+
+async function waitingAccount(store: Store, email: string) {
+  const user = await store.insertPortalUser(
+    { email, passwordHash: "$argon2id$w", tokenTimeoutSeconds: null },
+    {
+      now: T0,
+      state: "pending_verification",
+      code: { purpose: "verify", codeHash: hashSecret(email), expiresAt: T0 + HOUR },
+      mail: { recipient: email, subject: "Verify", text: "Your code: ABCD-EFGH" },
+      ...NO_AUDIT,
+    },
+  );
+  await store.updatePortalState(user.id, { now: T0, state: "pending_approval", ...NO_AUDIT });
+  return user;
+}
+
+/** Registers the tests with the contract's `test`. */
+export function registerPortalRefusalTests(test: ContractTest): void {
+  test("deleteUser() with onlyPortalState deletes only an account in that state", async ({ store }) => {
+    const waiting = await waitingAccount(store, "waits@b.org");
+    const approved = await waitingAccount(store, "approved@b.org");
+    await store.updatePortalState(approved.id, { now: T0 + 1, state: "active", ...NO_AUDIT });
+    const operators = await store.insertUser(
+      { email: "ops@b.org", passwordHash: "$argon2id$o", tokenTimeoutSeconds: null },
+      { now: T0, ...NO_AUDIT },
+    );
+    const audits = (await store.listAudit()).length;
+    const only = {
+      now: T0 + 2,
+      onlyPortalState: "pending_approval" as const,
+      anonymousRef: "user:deleted:x",
+      anonymousActor: "portal:user:0",
+    };
+    const refused = entry("portal.refused", "user:deleted:x");
+    for (const user of [approved, operators]) {
+      await assert.rejects(
+        store.deleteUser(user.id, { ...only, audit: refused }),
+        StoreConflict,
+        `user ${user.email}: no account waiting, nothing deleted`,
+      );
+      assert.ok(await store.findUserById(user.id));
+    }
+    assert.equal((await store.findPortalAccount(approved.id))?.state, "active");
+    assert.equal((await store.listAudit()).length, audits, "no audit entry for a refused delete");
+
+    assert.deepEqual(
+      await store.deleteUser(waiting.id, { ...only, audit: refused }),
+      { apiKeys: 0, tokens: 0, auditRows: 0 },
+    );
+    assert.equal(await store.findUserById(waiting.id), undefined);
+    assert.equal(await store.findPortalAccount(waiting.id), undefined);
+    assert.equal((await store.listAudit()).at(-1)?.action, "portal.refused");
+    // Gone: a second refusal finds no account either.
+    await assert.rejects(store.deleteUser(waiting.id, { ...only, ...NO_AUDIT }), StoreConflict);
+  });
+}
