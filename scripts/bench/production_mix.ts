@@ -27,7 +27,7 @@
  */
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
-import { formatRatio, type Measured, type Row } from "./report.ts";
+import { formatCpuRatio, formatRatio, type Measured, type Row } from "./report.ts";
 import { percentile } from "./revocation.ts";
 import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
 import {
@@ -74,6 +74,7 @@ export interface ProductionMixContext {
 export const PRODUCTION_MIX_COLUMNS = [
   "hit ratio",
   "of the no-revocation rate",
+  "A's capacity, by CPU per request",
   "revocations through B",
   "revocation to refusal on A",
 ];
@@ -185,6 +186,7 @@ async function measureWorkingSet(ctx: ProductionMixContext, seed: MixSeed): Prom
         "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}% ` +
           `(the hot set's share of requests: ${(hot * 100).toFixed(1)}%)`,
         "of the no-revocation rate": "–",
+        "A's capacity, by CPU per request": "–",
         "revocations through B": "–",
         "revocation to refusal on A": "–",
       },
@@ -387,6 +389,13 @@ function toRow(
       "of the no-revocation rate": rate === 0
         ? "(the base)"
         : formatRatio(result, base.result) + (runs.length > 1 ? " (of the medians)" : ""),
+      // What A would serve held at its limit (a rate ratio counts only when A's core was its
+      // limit: with B, PostgreSQL, wrk and the revoker sharing the other core, wrk may not be).
+      "A's capacity, by CPU per request": `${
+        rate === 0 ? "(the base)" : `${formatCpuRatio(base.result, result)} of the base`
+      }; A ${result.serverCores.toFixed(2)} cores busy, ${
+        result.cpuUsPerRequest.toFixed(1)
+      } µs per request`,
       "revocations through B": `${rate}/s asked, **${achieved.toFixed(0)}/s achieved**` +
         ` (${median.delays.length} of them the probe's, ${revoked.failed} failed` +
         (revoked.failed === 0 ? "" : `: ${formatFailures(revoked.failures)}`) +
