@@ -208,11 +208,18 @@ export interface PortalStore {
   usePortalCode(codeId: number, change: AuditedChange<number> & CodeUse): Promise<number>;
   /**
    * Sets an account's state (an operator's approval); `active` also enables a user the portal
-   * holds (`userHeld`), never one an operator disabled.
+   * holds (`userHeld`), never one an operator disabled. With `from`, only while the account is
+   * in that state, checked in the same transaction (an approval must not mail or audit an
+   * account refused meanwhile).
+   * @throws {StoreConflict} with `from`, when the account is not in it (or gone): nothing written.
    */
   updatePortalState(
     userId: number,
-    change: AuditedChange<void> & { state: PortalAccountState; mail?: NewMail },
+    change: AuditedChange<void> & {
+      state: PortalAccountState;
+      mail?: NewMail;
+      from?: PortalAccountState;
+    },
   ): Promise<void>;
   /** Stores a session by its id's digest; deletes the expired ones at `now`. */
   insertPortalSession(

@@ -1,8 +1,8 @@
 /**
- * Refusing a waiting account (issue 25's review): the state is checked in the delete's own
- * transaction, so an approval that lands between refuseAccount()'s first check and its delete
- * wins. The race is held open by a store whose `deleteUser` waits for the test's go, never by
- * timing.
+ * Refusing and approving a waiting account (issue 25's review): each checks the state again in
+ * its write's own transaction, so whichever lands first wins and the other writes nothing (no
+ * "approved" mail to a refused address, no refusal of an approved account). The race is held
+ * open by a store whose write waits for the test's go, never by timing.
  *
  * @module
  */
@@ -70,6 +70,78 @@ Deno.test("refuseAccount() refuses, deleting nothing, when the account was appro
   const actions = (await opened.store.listAudit()).map((row) => row.action);
   assert.ok(actions.includes("portal.approved"));
   assert.ok(!actions.includes("portal.refused"), "no refusal recorded");
+});
+
+/** `store`, but its `updatePortalState` to `active` (an approval) waits as above. */
+function withPausedApproval(store: Store) {
+  const { promise: reached, resolve: arrive } = Promise.withResolvers<void>();
+  const { promise: released, resolve: go } = Promise.withResolvers<void>();
+  const paused: Store = Object.create(store);
+  paused.updatePortalState = async (...args: Parameters<Store["updatePortalState"]>) => {
+    if (args[1].state === "active") {
+      arrive();
+      await released;
+    }
+    return await store.updatePortalState(...args);
+  };
+  return { store: paused, reached, go };
+}
+
+Deno.test("approveAccount() writes, mails and audits nothing when the account was refused between its check and its write", async () => {
+  await using opened = await openTestStore();
+  const clock = createFakeClock();
+  const user = await waitingAccount(opened.store, "gone@example.org", clock.now());
+  const paused = withPausedApproval(opened.store);
+  const approving = approveAccount(
+    { store: paused.store, clock, actor: "admin:ops" },
+    user,
+    LINKS,
+  );
+  await paused.reached;
+  // Another operator refuses (deletes) it while the approval waits.
+  await refuseAccount({ store: opened.store, clock, actor: "admin:other" }, user);
+  const mailBefore = await opened.store.countMail();
+  paused.go();
+
+  await assert.rejects(approving, (error: unknown) => {
+    assert.ok(error instanceof AuthError);
+    assert.equal(error.code, "not_found");
+    assert.equal(error.message, 'No portal account for "gone@example.org"');
+    return true;
+  });
+  assert.equal(await opened.store.findUserById(user.id), undefined, "still deleted");
+  assert.deepEqual(await opened.store.countMail(), mailBefore, "no approval mail queued");
+  const actions = (await opened.store.listAudit()).map((row) => row.action);
+  assert.ok(actions.includes("portal.refused"));
+  assert.ok(!actions.includes("portal.approved"), "no approval recorded");
+});
+
+Deno.test("approveAccount() of an account approved meanwhile is a conflict, with one approval mail", async () => {
+  await using opened = await openTestStore();
+  const clock = createFakeClock();
+  const user = await waitingAccount(opened.store, "twice@example.org", clock.now());
+  const mailBefore = await opened.store.countMail();
+  const paused = withPausedApproval(opened.store);
+  const approving = approveAccount(
+    { store: paused.store, clock, actor: "admin:ops" },
+    user,
+    LINKS,
+  );
+  await paused.reached;
+  await approveAccount({ store: opened.store, clock, actor: "admin:other" }, user, LINKS);
+  paused.go();
+
+  await assert.rejects(approving, (error: unknown) => {
+    assert.ok(error instanceof AuthError);
+    assert.equal(error.code, "conflict");
+    assert.equal(error.message, "Cannot approve twice@example.org: the account is active");
+    return true;
+  });
+  assert.equal((await opened.store.countMail()).pending, mailBefore.pending + 1, "one mail");
+  const approvals = (await opened.store.listAudit()).filter((row) =>
+    row.action === "portal.approved"
+  );
+  assert.equal(approvals.length, 1);
 });
 
 Deno.test("refuseAccount() still deletes an account that waits when its delete runs", async () => {

@@ -65,4 +65,32 @@ export function registerPortalRefusalTests(test: ContractTest): void {
     // Gone: a second refusal finds no account either.
     await assert.rejects(store.deleteUser(waiting.id, { ...only, ...NO_AUDIT }), StoreConflict);
   });
+
+  test("updatePortalState() with from changes only an account in that state, writing nothing else", async ({ store }) => {
+    const waiting = await waitingAccount(store, "approve@b.org");
+    const gone = await waitingAccount(store, "gone@b.org");
+    await store.deleteUser(gone.id, {
+      now: T0 + 1,
+      anonymousRef: "user:deleted:y",
+      anonymousActor: "portal:user:0",
+      ...NO_AUDIT,
+    });
+    const audits = (await store.listAudit()).length;
+    const mail = await store.countMail();
+    const approve = {
+      now: T0 + 2,
+      state: "active" as const,
+      from: "pending_approval" as const,
+      mail: { recipient: "x@b.org", subject: "Approved", text: "Welcome" },
+      audit: entry("portal.approved", "user:x"),
+    };
+    await assert.rejects(store.updatePortalState(gone.id, approve), StoreConflict);
+    await store.updatePortalState(waiting.id, approve);
+    assert.equal((await store.findPortalAccount(waiting.id))?.state, "active");
+    assert.equal((await store.findUserById(waiting.id))?.disabled, false, "held user enabled");
+    // Approved already: a second approval conflicts and writes nothing.
+    await assert.rejects(store.updatePortalState(waiting.id, approve), StoreConflict);
+    assert.equal((await store.countMail()).pending, mail.pending + 1, "one mail queued");
+    assert.equal((await store.listAudit()).length, audits + 1, "one audit entry");
+  });
 }

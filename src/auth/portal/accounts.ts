@@ -237,10 +237,19 @@ export async function approveAccount(
   links: MailLinks,
 ): Promise<void> {
   await requireWaitingAccount(deps, user, "approve");
-  await deps.store.updatePortalState(user.id, {
-    now: deps.clock.now(),
-    state: "active",
-    mail: toApprovedMail(links, user.email),
-    audit: entry(deps, deps.actor, "portal.approved", toUserRef(user.email)),
-  });
+  try {
+    // Checked again in the write's transaction: a refusal (a deletion) or another approval
+    // between the check above and the write must not be answered with an "approved" mail.
+    await deps.store.updatePortalState(user.id, {
+      now: deps.clock.now(),
+      state: "active",
+      from: "pending_approval",
+      mail: toApprovedMail(links, user.email),
+      audit: entry(deps, deps.actor, "portal.approved", toUserRef(user.email)),
+    });
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    await requireWaitingAccount(deps, user, "approve");
+    throw new AuthError("conflict", `Cannot approve ${user.email}: the account changed meanwhile`);
+  }
 }

@@ -195,8 +195,17 @@ export function createPortalStore(db: PgContext): PortalStore {
       }, { audit, ends: () => NONE });
     },
     ...createCodeUseMethods(db),
-    async updatePortalState(userId, { now, audit, state, mail }) {
+    async updatePortalState(userId, { now, audit, state, mail, from }) {
       await db.write(async (tx) => {
+        if (from !== undefined) {
+          // The user, then the account: the order a deletion locks them in (user_deletion.ts).
+          await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+          const [account] = await tx<Row[]>`SELECT state FROM portal_accounts
+            WHERE user_id = ${userId} FOR UPDATE`;
+          if (account?.state !== from) {
+            throw new StoreConflict(`The portal account is not ${from}`);
+          }
+        }
         await setState(tx, userId, state, now);
         if (mail !== undefined) await queue(tx, mail, now);
       }, { audit, ends: () => state === "active" ? userScope(userId) : NONE });

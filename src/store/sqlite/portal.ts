@@ -167,8 +167,12 @@ export function createPortalStore(conn: Connection): PortalStore {
       }, audit);
     },
     ...createCodeUseMethods(conn, { st, cutoff, queue }),
-    async updatePortalState(userId, { now, audit, state, mail }) {
+    async updatePortalState(userId, { now, audit, state, mail, from }) {
       await conn.write(() => {
+        if (from !== undefined) {
+          const account = st.accountFind.get({ user_id: userId }) as Row | undefined;
+          if (account?.state !== from) throw new StoreConflict(`The portal account is not ${from}`);
+        }
         setState(st, userId, state, now);
         if (mail !== undefined) queue(mail, now);
       }, audit);
