@@ -4,7 +4,11 @@
  * no notification is left unread and none waits longer than the gap plus the poll under way.
  */
 import assert from "node:assert/strict";
-import { createPollLoop, NOTIFIED_POLL_GAP_MS } from "../../src/store/postgres/poll_loop.ts";
+import {
+  createPollLoop,
+  LATE_TIMER_MS,
+  NOTIFIED_POLL_GAP_MS,
+} from "../../src/store/postgres/poll_loop.ts";
 
 function makeLoop(pollTakesMs: number, gapMs = NOTIFIED_POLL_GAP_MS) {
   const started: number[] = [];
@@ -64,4 +68,74 @@ Deno.test("poll loop: pollNow (a reconnect, a refresh) never waits for the gap",
   await loop.close();
   assert.ok(performance.now() - closing < 500);
   assert.equal(started.length, 2);
+});
+
+Deno.test("poll loop: a notified poll's timer that never fires holds later notifications back only until it is late", async () => {
+  let clock = 0;
+  const started: number[] = [];
+  const armed: number[] = [];
+  const cleared: unknown[] = [];
+  // Timers that never fire (the lost wake-up), on a clock the test moves.
+  const loop = createPollLoop(() => {
+    started.push(clock);
+    return Promise.resolve();
+  }, {
+    pollMs: 60_000,
+    now: () => clock,
+    gapMs: 3,
+    timers: {
+      set: (_fn, ms) => {
+        armed.push(ms);
+        return armed.length as unknown as ReturnType<typeof setTimeout>;
+      },
+      clear: (id) => cleared.push(id),
+    },
+  });
+  await loop.pollNow(); // ends at 0
+  loop.pollSoon(); // within the gap: a timer for its end
+  assert.deepEqual(armed, [3]);
+  clock = 3 + LATE_TIMER_MS;
+  loop.pollSoon(); // the timer is late, but not beyond reason: this one waits for it too
+  assert.equal(started.length, 1);
+  clock += 1;
+  loop.pollSoon(); // beyond reason: the late timer is dropped and this notification polls
+  assert.equal(started.length, 2);
+  assert.deepEqual(cleared, [1]);
+  await loop.close();
+});
+
+Deno.test("poll loop: notifications while a poll runs bring one notified poll after it, a gap later", async () => {
+  let clock = 0;
+  let fire: (() => void) | undefined;
+  const { promise: release, resolve: finish } = Promise.withResolvers<void>();
+  const started: number[] = [];
+  const loop = createPollLoop(async () => {
+    started.push(clock);
+    if (started.length === 1) await release;
+  }, {
+    pollMs: 60_000,
+    now: () => clock,
+    gapMs: 3,
+    timers: {
+      set: (fn) => {
+        fire = fn;
+        return 1 as unknown as ReturnType<typeof setTimeout>;
+      },
+      clear: () => {},
+    },
+  });
+  loop.pollSoon(); // quiet: polls at once
+  assert.equal(started.length, 1);
+  for (let i = 0; i < 50; i++) loop.pollSoon(); // a burst while it runs
+  clock = 10;
+  finish();
+  await new Promise((resolve) => setTimeout(resolve, 0)); // the first poll has ended
+  assert.equal(started.length, 1, "nothing at once: the gap has not passed");
+  // The burst's one poll waits for the gap after the last poll ended, on its timer.
+  assert.ok(fire !== undefined, "a timer for the burst's poll");
+  const before = started.length;
+  clock += 3;
+  fire!();
+  assert.equal(started.length, before + 1, "the burst's poll, once");
+  await loop.close();
 });
