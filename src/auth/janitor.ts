@@ -120,9 +120,17 @@ async function pruneAudit(pass: SweepPass): Promise<number> {
   return deleted;
 }
 
+/**
+ * Sign-ups deleted per write transaction. Each deletion makes the account's audit rows anonymous,
+ * which reads the log from its first row on (tens of ms in a log of hundreds of thousands of
+ * rows): a few per write keep the write lock short for the logins meanwhile.
+ */
+export const UNVERIFIED_PER_WRITE = 5;
+
 /** Deletes the portal sign-ups unverified past their lifetime, each audited. */
 async function pruneUnverified(pass: SweepPass): Promise<number> {
-  const { deps, deps: { store, clock }, batchRows } = pass;
+  const { deps, deps: { store, clock } } = pass;
+  const batchRows = Math.min(pass.batchRows, UNVERIFIED_PER_WRITE);
   const ttl = deps.unverifiedTtlSeconds ?? 0;
   if (ttl <= 0) return 0;
   const before = clock.now() - ttl * 1000;

@@ -125,7 +125,11 @@ export function createLimiter(deps: LimiterDeps) {
         entries.map((entry, i) => ({ ...entry.owner, now, want: rounds[i].want })),
       );
     } catch (error) {
-      if (!(error instanceof StoreUnavailable)) return entries.map(() => error);
+      if (!(error instanceof StoreUnavailable)) {
+        // One key's failure must not fail the others of its batch: each alone, so that only
+        // its own requests get the error.
+        return entries.length === 1 ? [error] : await leaseEachAlone(entries);
+      }
       if (!warnedUnavailable) {
         warnedUnavailable = true;
         deps.logger?.warn(
@@ -149,6 +153,13 @@ export function createLimiter(deps: LimiterDeps) {
       else keys.giveBack(toSliceReturns(answers[i]));
       return undefined;
     });
+  }
+
+  /** {@link leaseBatch} of one key at a time, in order. */
+  async function leaseEachAlone(entries: LimitEntry[]): Promise<unknown[]> {
+    const outcomes: unknown[] = [];
+    for (const entry of entries) outcomes.push((await leaseBatch([entry]))[0]);
+    return outcomes;
   }
 
   async function admitLeasing(owner: LimitOwner): Promise<LimitStatuses> {

@@ -84,13 +84,19 @@ async function writeLimit(
 /** The limits that apply to each of `requests`' keys (`ord`: the request's index), one statement. */
 function applyingToEach(tx: postgres.TransactionSql, requests: readonly LimitLeaseRequest[]) {
   const owners = requests.map((r, i) => [i, r.apiKeyId, r.userId]);
+  // FOR KEY SHARE: each limit's row is held before any of its counters is touched, so an
+  // operator's delete (or a change that resets the counters), which locks the row first, is
+  // ordered before or after the whole lease: no counter of a deleted limit (a foreign-key
+  // failure), no counter locks taken in the cascade's order against the lease's (a deadlock). A
+  // limit deleted while the lease waited is simply not returned.
   return tx<Row[]>`SELECT o.ord::int AS ord, l.* FROM (VALUES ${tx(owners)})
       AS o (ord, api_key_id, user_id)
     JOIN limits l ON (l.scope = 'key' AND l.api_key_id = o.api_key_id::bigint)
       OR (l.scope = 'user' AND l.user_id = o.user_id::bigint)
       OR (l.scope = 'default' AND NOT EXISTS (SELECT 1 FROM limits x
         WHERE x.scope = 'key' AND x.api_key_id = o.api_key_id::bigint AND x.kind = l.kind))
-    ORDER BY o.ord::int, l.id`;
+    ORDER BY o.ord::int, l.id
+    FOR KEY SHARE OF l`;
 }
 
 /**

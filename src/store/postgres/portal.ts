@@ -239,6 +239,12 @@ export function createPortalStore(db: PgContext): PortalStore {
           const rows = await deleteUserRows(tx, userId, anonymizing);
           if (rows !== undefined) {
             deleted.push({ userId, anonymousRef: anonymizing.anonymousRef, ...rows });
+          } else {
+            // No user row (the portal's rows hold no foreign key: a restored older dump): its
+            // portal rows go, or every sweep would select them first again.
+            await tx`DELETE FROM portal_accounts WHERE user_id = ${userId}`;
+            await tx`DELETE FROM portal_codes WHERE user_id = ${userId}`;
+            await tx`DELETE FROM portal_sessions WHERE user_id = ${userId}`;
           }
         }
         return [...deleted];

@@ -20,7 +20,7 @@ Deno.test("[cli] deno task timing --requests 4: every case measured, identical a
     run.out,
     /^median gap, unknown e-mail vs wrong password, over 4 interleaved requests: \d+\.\d{3} ms \(limit 5 ms\): (ok|TOO LARGE)$/m,
   );
-  for (const flow of ["signup", "signin", "forgot"]) {
+  for (const flow of ["signup", "signin", "forgot", "verify"]) {
     for (const state of ["active", "pending", "operator", "unknown"]) {
       assert.match(run.out, new RegExp(`^${flow} ${state} +4 +\\d+\\.\\d\\d$`, "m"));
     }
