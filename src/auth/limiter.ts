@@ -34,7 +34,7 @@
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
 import { StoreUnavailable } from "../store/errors.ts";
-import type { LimitKind, LimitOwner, LimitSlice, Store } from "../store/store.ts";
+import type { LimitKind, LimitOwner, LimitReturn, LimitSlice, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
 import { createLeaseBatcher } from "./limit_batch.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
@@ -97,6 +97,36 @@ function openForOutage(
   }
 }
 
+/** A batch's outcome for one key when the store could not be reached: refused, or admitted. */
+function toOutageOutcome(
+  entry: LimitEntry,
+  error: StoreUnavailable,
+  now: number,
+  metrics: LimiterDeps["metrics"],
+): unknown {
+  try {
+    openForOutage(entry, error, now, metrics);
+    return undefined;
+  } catch (refused) {
+    return refused;
+  }
+}
+
+/** Gives unspent units back to the store; a failure is logged, not thrown. */
+async function returnUnits(
+  { store, logger }: Pick<LimiterDeps, "store" | "logger">,
+  units: readonly LimitReturn[],
+): Promise<void> {
+  try {
+    await store.returnLimitUnits(units);
+  } catch (error) {
+    logger?.warn("limits: could not give unspent units back", {
+      event: "limits_return_failed",
+      error: String((error as Error)?.message ?? error),
+    });
+  }
+}
+
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
@@ -137,14 +167,7 @@ export function createLimiter(deps: LimiterDeps) {
           { event: "limits_store_unavailable" },
         );
       }
-      return entries.map((entry) => {
-        try {
-          openForOutage(entry, error, now, metrics);
-          return undefined;
-        } catch (refused) {
-          return refused;
-        }
-      });
+      return entries.map((entry) => toOutageOutcome(entry, error, now, metrics));
     }
     const after = clock.now();
     return entries.map((entry, i) => {
@@ -207,14 +230,7 @@ export function createLimiter(deps: LimiterDeps) {
     keys.release(clock.now(), all);
     const units = keys.takeReturns();
     if (units.length === 0) return;
-    try {
-      await store.returnLimitUnits(units);
-    } catch (error) {
-      deps.logger?.warn("limits: could not give unspent units back", {
-        event: "limits_return_failed",
-        error: String((error as Error)?.message ?? error),
-      });
-    }
+    await returnUnits(deps, units);
   }
 
   return {

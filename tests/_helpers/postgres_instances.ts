@@ -1,11 +1,12 @@
 /**
  * Two PostgreSQL stores (instances) on one new database of a test cluster, with a user, a key
- * and a token, for the tests of instances sharing one database.
+ * and a token, for the tests of instances sharing one database; and waiting for what they see.
  *
  * @module
  */
 import {
   openPostgresStore,
+  type PostgresStore,
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
 import type { PostgresCluster } from "./postgres_cluster.ts";
@@ -58,4 +59,23 @@ export async function openTwoInstances(
       await Promise.all([a.closeStore(), b.closeStore()]);
     },
   };
+}
+
+/** Polls `done` every millisecond; resolves to the ms it took, or throws after `withinMs`. */
+export async function waitFor(
+  what: string,
+  done: () => boolean,
+  withinMs: number,
+): Promise<number> {
+  const start = performance.now();
+  while (!done()) {
+    if (performance.now() - start > withinMs) throw new Error(`Not ${what} within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  return performance.now() - start;
+}
+
+/** Waits (up to 5 s) until every store's change listener is up. */
+export async function waitForListeners(...stores: PostgresStore[]): Promise<void> {
+  await waitFor("listening", () => stores.every((s) => s.readGrantEpochStats().listening), 5000);
 }

@@ -2,7 +2,8 @@
  * Limits on the public API, through the real handler on the backend under test with the fake
  * clock: 429 in the caller's format with distinct codes, Retry-After and the RateLimit headers,
  * the remaining budget on successful answers (and none with the headers off), the user's and
- * the default's limits, forward-auth and introspection, and the store-unreachable choice.
+ * the default's limits, forward-auth and introspection, and the leases of several keys in one
+ * store call (the store-unreachable choice is in limiter_outage_test.ts).
  *
  * @module
  */
@@ -10,31 +11,18 @@ import assert from "node:assert/strict";
 import { createLimiter } from "../../src/auth/limiter.ts";
 import { createMetrics } from "../../src/platform/metrics.ts";
 import { setLimit } from "../../src/auth/limits.ts";
-import { StoreUnavailable } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
 import { assertError, BASE, issueToken, secureGet } from "../_helpers/requests.ts";
-import { createTestApp, type TestApp, type TestAppOptions } from "../_helpers/test_app.ts";
+import { createTestApp } from "../_helpers/test_app.ts";
+import { limitChangeDeps, setUpLimitsApp } from "./_limits.ts";
 import { setUpResourceServer } from "../_helpers/resource_server.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";
 
-async function setup(options: TestAppOptions = {}) {
-  const app = await createTestApp(options);
-  const userId = await app.addUser("alice@example.org", "pw");
-  const apiKey = await app.createKey(userId);
-  const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
-  const keyId = (await app.store.listApiKeys(userId))[0].id;
-  return { app, userId, apiKey, token, keyId };
-}
-
-function change(app: TestApp) {
-  return { store: app.store, clock: app.clock, actor: "cli:test" };
-}
-
 Deno.test("[e2e] a key's rate limit: 200 with RateLimit headers, then 429 rate_limited with Retry-After, then 200 in the next window", async () => {
-  const { app, apiKey, token, keyId } = await setup();
+  const { app, apiKey, token, keyId } = await setUpLimitsApp();
   using _ = app;
-  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
     kind: "rate",
     max: 3,
     period: "minute",
@@ -69,11 +57,14 @@ Deno.test("[e2e] a key's rate limit: 200 with RateLimit headers, then 429 rate_l
 });
 
 Deno.test("[e2e] a user's quota is shared by its keys; 429 quota_exceeded without Retry-After when it never refills", async () => {
-  const { app, userId, apiKey, token } = await setup();
+  const { app, userId, apiKey, token } = await setUpLimitsApp();
   using _ = app;
   const second = await app.createKey(userId);
   const secondToken = await issueToken(app.handler, "alice@example.org", "pw", second);
-  await setLimit(change(app), { scope: "user", user: { id: userId, email: "alice@example.org" } }, {
+  await setLimit(limitChangeDeps(app), {
+    scope: "user",
+    user: { id: userId, email: "alice@example.org" },
+  }, {
     kind: "quota",
     max: 3,
     period: "none",
@@ -105,7 +96,7 @@ Deno.test("[e2e] RateLimit-Policy follows a changed limit and a month's length",
   const token = await issueToken(app.handler, "alice@example.org", "pw", apiKey);
   const keyId = (await app.store.listApiKeys(userId))[0].id;
   const key = { scope: "key" as const, key: { id: keyId } };
-  await setLimit(change(app), key, { kind: "quota", max: 100, period: "month" });
+  await setLimit(limitChangeDeps(app), key, { kind: "quota", max: 100, period: "month" });
   async function policyNow(): Promise<string | null> {
     const response = await secureGet(app.handler, CURRENT, apiKey, token);
     assert.equal(response.status, 200);
@@ -114,16 +105,20 @@ Deno.test("[e2e] RateLimit-Policy follows a changed limit and a month's length",
   }
   assert.equal(await policyNow(), '"key-quota-month";q=100;w=2592000');
   assert.equal(await policyNow(), '"key-quota-month";q=100;w=2592000');
-  await setLimit(change(app), key, { kind: "quota", max: 50, period: "month" });
+  await setLimit(limitChangeDeps(app), key, { kind: "quota", max: 50, period: "month" });
   assert.equal(await policyNow(), '"key-quota-month";q=50;w=2592000');
   app.clock.advance(6 * 3_600_000); // 02:00 on May 1st: a month of 31 days
   assert.equal(await policyNow(), '"key-quota-month";q=50;w=2678400');
 });
 
 Deno.test("[e2e] the default applies to keys without their own limit of that kind; the headers can be switched off", async () => {
-  const { app, apiKey, token, keyId } = await setup({ limitHeaders: false });
+  const { app, apiKey, token, keyId } = await setUpLimitsApp({ limitHeaders: false });
   using _ = app;
-  await setLimit(change(app), { scope: "default" }, { kind: "rate", max: 1, period: "hour" });
+  await setLimit(limitChangeDeps(app), { scope: "default" }, {
+    kind: "rate",
+    max: 1,
+    period: "hour",
+  });
   const ok = await secureGet(app.handler, CURRENT, apiKey, token);
   assert.equal(ok.status, 200);
   assert.equal(ok.headers.get("ratelimit"), null);
@@ -134,7 +129,7 @@ Deno.test("[e2e] the default applies to keys without their own limit of that kin
   assert.equal(refused.headers.get("ratelimit"), null);
   assert.ok(Number(refused.headers.get("retry-after")) > 0);
   // The key's own rate replaces the default's: the change is learned at once.
-  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
     kind: "rate",
     max: 5,
     period: "hour",
@@ -147,12 +142,12 @@ Deno.test("[e2e] the default applies to keys without their own limit of that kin
 Deno.test("[e2e] forward-auth and introspection count against the caller's limits", async () => {
   const { app, apiKey, token, resourceKey, resourceKeyId, keyId } = await setUpResourceServer();
   using _ = app;
-  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
     kind: "quota",
     max: 1,
     period: "day",
   });
-  await setLimit(change(app), { scope: "key", key: { id: resourceKeyId } }, {
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: resourceKeyId } }, {
     kind: "rate",
     max: 1,
     period: "second",
@@ -192,102 +187,18 @@ Deno.test("[e2e] forward-auth and introspection count against the caller's limit
   assert.equal(second.headers.get("retry-after"), "1");
 });
 
-/** The store under test, whose leases fail as an unreachable database's do while `down`. */
-function switchable(store: Store) {
-  const state = { down: false, leases: 0 };
-  const wrapped: Store = Object.assign(Object.create(store), {
-    leaseLimits(request: Parameters<Store["leaseLimits"]>[0]) {
-      state.leases++;
-      return state.down
-        ? Promise.reject(new StoreUnavailable("database unreachable"))
-        : store.leaseLimits(request);
-    },
-  });
-  return { store: wrapped, state };
-}
-
-function limiterOver(app: TestApp) {
-  const counted = { limited: 0, rate: 0, quota: 0 };
-  const { store, state } = switchable(app.store);
-  const limiter = createLimiter({
-    store,
-    clock: app.clock,
-    metrics: {
-      limitedRequest: () => counted.limited++,
-      limitStoreUnavailable: (kind) => counted[kind]++,
-    },
-  });
-  return { limiter, state, counted };
-}
-
-Deno.test("limiter: while the store is unreachable a spent rate admits uncounted, a second at a time", async () => {
-  const { app, keyId, userId } = await setup();
+Deno.test("limiter: the keys that need units together are leased in one store call, those asking meanwhile in the next", async () => {
+  const { app, userId } = await setUpLimitsApp();
   using _ = app;
-  const owner = { apiKeyId: keyId, userId };
-  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+  await setLimit(limitChangeDeps(app), { scope: "default" }, {
     kind: "rate",
-    max: 1,
+    max: 100,
     period: "minute",
   });
-  const { limiter, state, counted } = limiterOver(app);
-  assert.equal((await limiter.admit(owner)).policies.length, 1);
-  await assert.rejects(async () => await limiter.admit(owner), { code: "rate_limited" });
-  app.clock.advance(60_000);
-  state.down = true;
-  for (let i = 0; i < 5; i++) assert.equal((await limiter.admit(owner)).policies.length, 1);
-  assert.equal(counted.rate, 1, "one failed lease opens the rate for a second");
-  assert.equal(state.leases, 3);
-  app.clock.advance(1_000);
-  await limiter.admit(owner);
-  assert.equal(state.leases, 4, "then it asks the store again");
-  state.down = false;
-  app.clock.advance(1_000);
-  await limiter.admit(owner);
-  await assert.rejects(async () => await limiter.admit(owner), { code: "rate_limited" });
-  assert.equal(counted.limited, 2);
-});
-
-Deno.test("limiter: while the store is unreachable a quota refuses (503), as does a key whose limits are unknown", async () => {
-  const { app, keyId, userId } = await setup();
-  using _ = app;
-  const owner = { apiKeyId: keyId, userId };
-  const blind = limiterOver(app);
-  blind.state.down = true;
-  await assert.rejects(async () => await blind.limiter.admit(owner), StoreUnavailable);
-  assert.equal(blind.counted.quota, 1);
-
-  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
-    kind: "quota",
-    max: 100,
-    period: "month",
-  });
-  const { limiter, state, counted } = limiterOver(app);
-  let admitted = 0;
-  do {
-    assert.equal((await limiter.admit(owner)).policies.length, 1);
-    admitted++;
-  } while (limiter.readUnitsInHand(keyId) > 0);
-  state.down = true;
-  for (let i = 0; i < 3; i++) {
-    await assert.rejects(async () => await limiter.admit(owner), StoreUnavailable);
-  }
-  assert.equal(counted.quota, 3);
-  state.down = false;
-  const statuses = await limiter.admit(owner);
-  admitted++;
-  assert.equal(statuses.policies[0].name, "key-quota-month");
-  assert.equal(statuses.remaining[0], 100 - admitted);
-  // A clean stop gives the units in hand back: the stored count is what was admitted.
-  await limiter.stop();
-  const [usage] = await app.store.listLimitUsage(owner, app.clock.now());
-  assert.equal(usage.used, admitted);
-});
-
-Deno.test("limiter: the keys that need units together are leased in one store call, those asking meanwhile in the next", async () => {
-  const { app, userId } = await setup();
-  using _ = app;
-  await setLimit(change(app), { scope: "default" }, { kind: "rate", max: 100, period: "minute" });
-  await setLimit(change(app), { scope: "user", user: { id: userId, email: "alice@example.org" } }, {
+  await setLimit(limitChangeDeps(app), {
+    scope: "user",
+    user: { id: userId, email: "alice@example.org" },
+  }, {
     kind: "quota",
     max: 1000,
     period: "none",
@@ -355,11 +266,11 @@ Deno.test("[e2e] --upstream: a limited key's requests reach the upstream with Ra
     return new Response("from upstream", { headers: { "content-type": "text/plain" } });
   });
   try {
-    const { app, apiKey, token, keyId } = await setup({
+    const { app, apiKey, token, keyId } = await setUpLimitsApp({
       upstream: { url: new URL(`http://127.0.0.1:${upstream.addr.port}`), timeoutMs: 5000 },
     });
     using _ = app;
-    await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+    await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
       kind: "quota",
       max: 2,
       period: "day",
@@ -388,9 +299,9 @@ Deno.test("[e2e] --upstream: a limited key's requests reach the upstream with Ra
 
 Deno.test("[e2e] /metrics counts limited requests by kind, without a per-key label", async () => {
   const metrics = createMetrics();
-  const { app, apiKey, token, keyId } = await setup({ metrics });
+  const { app, apiKey, token, keyId } = await setUpLimitsApp({ metrics });
   using _ = app;
-  await setLimit(change(app), { scope: "key", key: { id: keyId } }, {
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
     kind: "rate",
     max: 1,
     period: "hour",

@@ -23,11 +23,13 @@ import {
   registerPortalKeyTests,
   registerPortalSessionTests,
   registerPortalSignUpTests,
+  registerPortalUnverifiedDeletionTests,
 } from "./contract_portal.ts";
 import { registerPortalMailTests } from "./contract_portal_mail.ts";
 import { registerPortalReadTests } from "./contract_portal_reads.ts";
 import { registerPortalRefusalTests } from "./contract_portal_refusal.ts";
 import {
+  registerLimitBatchLeaseTests,
   registerLimitChangeTests,
   registerLimitLeaseTests,
   registerLimitRuleTests,
@@ -75,6 +77,7 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerAdminViewTests(test);
   registerAuditPageTests(test);
   registerPortalSignUpTests(test);
+  registerPortalUnverifiedDeletionTests(test);
   registerPortalCodeTests(test);
   registerPortalSessionTests(test);
   registerPortalKeyTests(test);
@@ -82,6 +85,7 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerPortalReadTests(test);
   registerLimitRuleTests(test);
   registerLimitLeaseTests(test);
+  registerLimitBatchLeaseTests(test);
   registerLimitChangeTests(test);
   registerPortalSafetyTests(test);
   registerPortalDeletionTests(test);

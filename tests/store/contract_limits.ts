@@ -107,7 +107,7 @@ export function registerLimitRuleTests(test: ContractTest): void {
   });
 }
 
-/** Leases of a window's units: never more than its limit, also at once; returns. */
+/** Leases of a window's units: never more than its limit; returns. */
 export function registerLimitLeaseTests(test: ContractTest): void {
   test("limits: leases never grant more than a window allows; a new window starts afresh", async ({ store }) => {
     const { user, key } = await seed(store);
@@ -136,6 +136,43 @@ export function registerLimitLeaseTests(test: ContractTest): void {
     ]);
   });
 
+  test("limits: unspent units go back to their window only, never below zero", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const owner = { apiKeyId: key.id, userId: user.id };
+    const rule = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "rate",
+      max: 10,
+      period: "minute",
+    });
+    const window = toLimitWindow("minute", T0);
+    await lease(store, owner, T0, () => 8);
+    await store.returnLimitUnits([
+      { limitId: rule.id, subjectId: key.id, windowStart: window.start, units: 5 },
+    ]);
+    let [usage] = await store.listLimitUsage(owner, T0);
+    assert.equal(usage.used, 3);
+    // Units of an earlier window do not count against this one.
+    await store.returnLimitUnits([
+      { limitId: rule.id, subjectId: key.id, windowStart: window.start - 60_000, units: 2 },
+      { limitId: rule.id, subjectId: key.id, windowStart: window.start, units: 50 },
+    ]);
+    [usage] = await store.listLimitUsage(owner, T0);
+    assert.equal(usage.used, 0);
+    assert.deepEqual(usage.window, window);
+    // The usage of a window that has ended is 0.
+    await lease(store, owner, T0, () => 4);
+    [usage] = await store.listLimitUsage(owner, window.end);
+    assert.equal(usage.used, 0);
+  });
+}
+
+/**
+ * Leases at once: concurrent leases of one counter, one call leasing for many keys in order, and
+ * concurrent such calls; never more than a shared limit.
+ */
+export function registerLimitBatchLeaseTests(test: ContractTest): void {
   test("limits: concurrent leases of one counter grant exactly its limit", async ({ store }) => {
     const { user, key } = await seed(store);
     const other = await store.insertApiKey(
@@ -226,37 +263,6 @@ export function registerLimitLeaseTests(test: ContractTest): void {
     assert.equal(granted, 100, "never more than the limit, whatever the batches hold");
     const [usage] = await store.listLimitUsage({ userId: user.id }, T0);
     assert.equal(usage.used, 100);
-  });
-
-  test("limits: unspent units go back to their window only, never below zero", async ({ store }) => {
-    const { user, key } = await seed(store);
-    const owner = { apiKeyId: key.id, userId: user.id };
-    const rule = await put(store, {
-      scope: "key",
-      subjectId: key.id,
-      kind: "rate",
-      max: 10,
-      period: "minute",
-    });
-    const window = toLimitWindow("minute", T0);
-    await lease(store, owner, T0, () => 8);
-    await store.returnLimitUnits([
-      { limitId: rule.id, subjectId: key.id, windowStart: window.start, units: 5 },
-    ]);
-    let [usage] = await store.listLimitUsage(owner, T0);
-    assert.equal(usage.used, 3);
-    // Units of an earlier window do not count against this one.
-    await store.returnLimitUnits([
-      { limitId: rule.id, subjectId: key.id, windowStart: window.start - 60_000, units: 2 },
-      { limitId: rule.id, subjectId: key.id, windowStart: window.start, units: 50 },
-    ]);
-    [usage] = await store.listLimitUsage(owner, T0);
-    assert.equal(usage.used, 0);
-    assert.deepEqual(usage.window, window);
-    // The usage of a window that has ended is 0.
-    await lease(store, owner, T0, () => 4);
-    [usage] = await store.listLimitUsage(owner, window.end);
-    assert.equal(usage.used, 0);
   });
 }
 

@@ -41,10 +41,7 @@ async function signUp(store: Store, email = "new@b.org") {
   );
 }
 
-/**
- * Sign-ups: the account with its code, mail and audit row; verification; an operator's disable;
- * the janitor's deletion of old unverified ones.
- */
+/** Sign-ups: the account with its code, mail and audit row; verification; an operator's disable. */
 export function registerPortalSignUpTests(test: ContractTest): void {
   test("insertPortalUser() adds a disabled user, its account, code, mail and audit row", async ({ store }) => {
     const user = await signUp(store);
@@ -113,7 +110,10 @@ export function registerPortalSignUpTests(test: ContractTest): void {
     assert.equal((await store.findUserById(third.id))?.disabled, false);
     assert.equal((await store.findPortalAccount(third.id))?.userHeld, false);
   });
+}
 
+/** The janitor's deletion of old unverified sign-ups, with their keys, counters and codes. */
+export function registerPortalUnverifiedDeletionTests(test: ContractTest): void {
   test("deleteUnverifiedPortalUsers() deletes only old unverified sign-ups, with their rows", async ({ store }) => {
     const old = await signUp(store, "old@b.org");
     // An operator's key on the sign-up, with a login-failure counter: both go, as with deleteUser.

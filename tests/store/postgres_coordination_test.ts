@@ -2,8 +2,8 @@
  * PostgreSQL stores (instances) on one database share its state without conflict: failed
  * logins counted at once add up, key-usage flushes in opposite orders never deadlock, a new
  * database is migrated once (and a store that may not migrate refuses an unmigrated one in one
- * line), and the janitor lease is held by one instance at a time (revocations and outages:
- * postgres_instances_test.ts).
+ * line), and the janitor lease is held by one instance at a time (revocations:
+ * postgres_instances_test.ts; outages: postgres_outage_test.ts).
  */
 import assert from "node:assert/strict";
 import {

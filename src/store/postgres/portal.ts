@@ -159,41 +159,7 @@ export function createPortalStore(db: PgContext): PortalStore {
         if (added.length === 0) throw new StoreConflict("The user has a portal account already");
       }, { audit, ends: () => NONE });
     },
-    async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
-      // A disabled user (an unverified sign-up) has no grant: no bump, as a first sign-up.
-      let grantChanged = false;
-      await db.write(async (tx) => {
-        await tx`UPDATE portal_codes SET used_at = ${now}
-          WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL`;
-        await insertCode(tx, userId, code, now);
-        if (passwordHash !== undefined) {
-          const set = await tx<Row[]>`UPDATE users
-            SET password_hash = ${passwordHash}, updated_at = ${now}
-            WHERE id = ${userId} RETURNING disabled`;
-          grantChanged = set.length === 1 && Number(set[0].disabled) !== 1;
-        }
-        await queue(tx, mail, now);
-      }, { audit, ends: () => grantChanged ? userScope(userId) : NONE });
-    },
-    async addPortalCode(userId, { now, audit, code, mail, keep, keepPerNetwork }) {
-      await db.write(async (tx) => {
-        if (code.network !== undefined && keepPerNetwork !== undefined) {
-          await tx`UPDATE portal_codes SET used_at = ${now}
-            WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL
-              AND network = ${code.network}
-              AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = ${userId}
-                AND purpose = ${code.purpose} AND used_at IS NULL AND expires_at > ${now}
-                AND network = ${code.network} ORDER BY id DESC LIMIT ${keepPerNetwork - 1})`;
-        }
-        await tx`UPDATE portal_codes SET used_at = ${now}
-          WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL
-            AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = ${userId}
-              AND purpose = ${code.purpose} AND used_at IS NULL AND expires_at > ${now}
-              ORDER BY id DESC LIMIT ${keep - 1})`;
-        await insertCode(tx, userId, code, now);
-        await queue(tx, mail, now);
-      }, { audit, ends: () => NONE });
-    },
+    ...createCodeIssueMethods(db),
     ...createCodeUseMethods(db),
     async updatePortalState(userId, { now, audit, state, mail, from }) {
       await db.write(async (tx) => {
@@ -249,6 +215,49 @@ export function createPortalStore(db: PgContext): PortalStore {
         }
         return [...deleted];
       }, { audit, ends: () => deleted.map(({ userId }): GrantScope => userScope(userId)[0]) });
+    },
+  };
+}
+
+/** Issuing one-time codes: a new one in place of the others, or beside the newest few. */
+function createCodeIssueMethods(
+  db: PgContext,
+): Pick<PortalStore, "replacePortalCode" | "addPortalCode"> {
+  return {
+    async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
+      // A disabled user (an unverified sign-up) has no grant: no bump, as a first sign-up.
+      let grantChanged = false;
+      await db.write(async (tx) => {
+        await tx`UPDATE portal_codes SET used_at = ${now}
+          WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL`;
+        await insertCode(tx, userId, code, now);
+        if (passwordHash !== undefined) {
+          const set = await tx<Row[]>`UPDATE users
+            SET password_hash = ${passwordHash}, updated_at = ${now}
+            WHERE id = ${userId} RETURNING disabled`;
+          grantChanged = set.length === 1 && Number(set[0].disabled) !== 1;
+        }
+        await queue(tx, mail, now);
+      }, { audit, ends: () => grantChanged ? userScope(userId) : NONE });
+    },
+    async addPortalCode(userId, { now, audit, code, mail, keep, keepPerNetwork }) {
+      await db.write(async (tx) => {
+        if (code.network !== undefined && keepPerNetwork !== undefined) {
+          await tx`UPDATE portal_codes SET used_at = ${now}
+            WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL
+              AND network = ${code.network}
+              AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = ${userId}
+                AND purpose = ${code.purpose} AND used_at IS NULL AND expires_at > ${now}
+                AND network = ${code.network} ORDER BY id DESC LIMIT ${keepPerNetwork - 1})`;
+        }
+        await tx`UPDATE portal_codes SET used_at = ${now}
+          WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL
+            AND id NOT IN (SELECT id FROM portal_codes WHERE user_id = ${userId}
+              AND purpose = ${code.purpose} AND used_at IS NULL AND expires_at > ${now}
+              ORDER BY id DESC LIMIT ${keep - 1})`;
+        await insertCode(tx, userId, code, now);
+        await queue(tx, mail, now);
+      }, { audit, ends: () => NONE });
     },
   };
 }

@@ -121,6 +121,38 @@ export function createPortalStore(conn: Connection): PortalStore {
         }
       }, audit);
     },
+    ...createCodeIssueMethods(conn, { st, queue }),
+    ...createCodeUseMethods(conn, { st, cutoff, queue }),
+    async updatePortalState(userId, { now, audit, state, mail, from }) {
+      await conn.write(() => {
+        if (from !== undefined) {
+          const account = st.accountFind.get({ user_id: userId }) as Row | undefined;
+          if (account?.state !== from) throw new StoreConflict(`The portal account is not ${from}`);
+        }
+        setState(st, userId, state, now);
+        if (mail !== undefined) queue(mail, now);
+      }, audit);
+    },
+    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
+      return conn.write(() => {
+        const ended = replacePassword(st, cutoff, userId, { passwordHash, now, keepSession });
+        queue(mail, now);
+        return ended;
+      }, audit);
+    },
+    ...createCleanUpMethods(conn, st),
+  };
+}
+
+/** Issuing one-time codes: a new one in place of the others, or beside the newest few. */
+function createCodeIssueMethods(
+  conn: Connection,
+  { st, queue }: {
+    st: AccountStatements;
+    queue: ReturnType<typeof createMailOutbox>["queue"];
+  },
+): Pick<PortalStore, "replacePortalCode" | "addPortalCode"> {
+  return {
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
       await conn.write(() => {
         st.codesEnd.run({ user_id: userId, purpose: code.purpose, now });
@@ -166,25 +198,6 @@ export function createPortalStore(conn: Connection): PortalStore {
         queue(mail, now);
       }, audit);
     },
-    ...createCodeUseMethods(conn, { st, cutoff, queue }),
-    async updatePortalState(userId, { now, audit, state, mail, from }) {
-      await conn.write(() => {
-        if (from !== undefined) {
-          const account = st.accountFind.get({ user_id: userId }) as Row | undefined;
-          if (account?.state !== from) throw new StoreConflict(`The portal account is not ${from}`);
-        }
-        setState(st, userId, state, now);
-        if (mail !== undefined) queue(mail, now);
-      }, audit);
-    },
-    updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
-      return conn.write(() => {
-        const ended = replacePassword(st, cutoff, userId, { passwordHash, now, keepSession });
-        queue(mail, now);
-        return ended;
-      }, audit);
-    },
-    ...createCleanUpMethods(conn, st),
   };
 }
 

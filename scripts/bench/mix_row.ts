@@ -1,0 +1,102 @@
+/**
+ * The production mix's report (production_mix.ts): what one run of one row measured, and a row
+ * of the report from the runs of one rate (the median run, the probes of every run).
+ *
+ * @module
+ */
+import { formatCpuRatio, formatRatio, type Measured, type Row } from "./report.ts";
+import { percentile } from "./revocation.ts";
+import { MAX_OUTSTANDING, type RevokerResult } from "./mix_traffic.ts";
+import { ZIPF_ALPHA } from "./mix_seed.ts";
+import { formatLearned } from "./mix_probes.ts";
+
+/** What one run of one row measured. */
+export interface RateRun {
+  result: Measured;
+  hits: number;
+  lookups: number;
+  revoked: RevokerResult;
+  /** The probe's delays, ms. */
+  delays: number[];
+  logged: string;
+  /** B's CPU seconds, and this process's (the revoker, the logins and the probe). */
+  bCpu: number;
+  generatorCpu: number;
+  /** Notifications A received over the run (PostgreSQL), and whether its listener was up after. */
+  notified: number;
+  listening: boolean | undefined;
+  learned: { before: Map<number, number>; after: Map<number, number> };
+}
+
+/** The run whose rate is the median of `runs`. */
+export function medianRun(runs: RateRun[]): RateRun {
+  return [...runs].sort((x, y) => x.result.rps - y.result.rps)[runs.length >> 1];
+}
+
+/** A row of the report from the runs of one rate: the median run, the probes of every run. */
+export function toRow(
+  ctx: { duration: number },
+  backend: string,
+  rate: number,
+  runs: RateRun[],
+  base: RateRun,
+): Row {
+  const median = medianRun(runs);
+  const { result, revoked, hits, lookups } = median;
+  const delays = runs.flatMap((r) => r.delays);
+  const ms = (n: number | undefined) => n === undefined ? "–" : `${n.toFixed(1)} ms`;
+  const rounds = runs.length > 1 ? ` (the median of ${runs.length} rounds)` : "";
+  const achieved = (revoked.done + median.delays.length) / Math.max(revoked.seconds, ctx.duration);
+  const writes = revoked.done + revoked.failed + median.delays.length;
+  const answered = revoked.done + revoked.failed;
+  const postgres = !Number.isNaN(median.notified);
+  return {
+    scenario: `production mix, ${rate} revocations/s of other grants through B${rounds}`,
+    server: `keygate on ${backend}`,
+    load: `Lua, ${ZIPF_ALPHA === 1 ? "Zipf" : `Zipf α ${ZIPF_ALPHA}`} over the tokens in use`,
+    result,
+    extra: {
+      "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
+      "of the no-revocation rate": rate === 0
+        ? "(the base)"
+        : formatRatio(result, base.result) + (runs.length > 1 ? " (of the medians)" : ""),
+      // What A would serve held at its limit (a rate ratio counts only when A's core was its
+      // limit: with B, PostgreSQL, wrk and the revoker sharing the other core, wrk may not be).
+      "A's capacity, by CPU per request": `${
+        rate === 0 ? "(the base)" : `${formatCpuRatio(base.result, result)} of the base`
+      }; A ${result.serverCores.toFixed(2)} cores busy, ${
+        result.cpuUsPerRequest.toFixed(1)
+      } µs per request`,
+      "revocations through B": `${rate}/s asked, **${achieved.toFixed(0)}/s achieved**` +
+        ` (${median.delays.length} of them the probe's, ${revoked.failed} failed` +
+        (revoked.failed === 0 ? "" : `: ${formatFailures(revoked.failures)}`) +
+        (revoked.ranOut ? "; the victims ran out: seed more --tokens" : "") +
+        (revoked.unsent === 0
+          ? ""
+          : `; ${revoked.unsent} due were never sent: all ${MAX_OUTSTANDING} in flight`) +
+        `); B answered in ${answered === 0 ? "–" : ms(revoked.answerMs / answered)} on average, ${
+          (median.bCpu / result.seconds).toFixed(2)
+        } cores busy` +
+        (writes === 0 ? "" : `, ${(median.bCpu * 1e6 / writes).toFixed(0)} µs CPU per revocation`) +
+        `; the bench's revoker, probe and logins ${
+          (median.generatorCpu / result.seconds).toFixed(2)
+        } cores busy; logins on A ${median.logged}`,
+      "revocation to refusal on A":
+        (delays.length === 0
+          ? "–"
+          : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
+            `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
+        formatLearned(median.learned.before, median.learned.after) +
+        (postgres && rate > 0
+          ? `; A heard ${median.notified} notifications for ${writes} revocations, ` +
+            `its listener ${median.listening ? "up" : "DOWN"} after the run`
+          : ""),
+    },
+  };
+}
+
+/** Failures by status, most frequent first: `503 ×12, 401 ×3`. */
+function formatFailures(failures: Record<string, number>): string {
+  return Object.entries(failures).sort((a, b) => b[1] - a[1])
+    .map(([status, n]) => `${status} ×${n}`).join(", ");
+}
