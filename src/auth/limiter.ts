@@ -127,6 +127,16 @@ async function returnUnits(
   }
 }
 
+/** `run` (a batch's lease) of one entry at a time, in order: each one's outcome. */
+async function eachAlone<T>(
+  entries: readonly T[],
+  run: (batch: T[]) => Promise<unknown[]>,
+): Promise<unknown[]> {
+  const outcomes: unknown[] = [];
+  for (const entry of entries) outcomes.push((await run([entry]))[0]);
+  return outcomes;
+}
+
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
@@ -158,7 +168,7 @@ export function createLimiter(deps: LimiterDeps) {
       if (!(error instanceof StoreUnavailable)) {
         // One key's failure must not fail the others of its batch: each alone, so that only
         // its own requests get the error.
-        return entries.length === 1 ? [error] : await leaseEachAlone(entries);
+        return entries.length === 1 ? [error] : await eachAlone(entries, leaseBatch);
       }
       if (!warnedUnavailable) {
         warnedUnavailable = true;
@@ -176,13 +186,6 @@ export function createLimiter(deps: LimiterDeps) {
       else keys.giveBack(toSliceReturns(answers[i]));
       return undefined;
     });
-  }
-
-  /** {@link leaseBatch} of one key at a time, in order. */
-  async function leaseEachAlone(entries: LimitEntry[]): Promise<unknown[]> {
-    const outcomes: unknown[] = [];
-    for (const entry of entries) outcomes.push((await leaseBatch([entry]))[0]);
-    return outcomes;
   }
 
   async function admitLeasing(owner: LimitOwner): Promise<LimitStatuses> {
