@@ -99,3 +99,19 @@ Deno.test("change delay: own positions whose notification never comes stay bound
   tracker.learned(Number.MAX_SAFE_INTEGER);
   assert.deepEqual(seen, [1]);
 });
+
+Deno.test("change delay: a notification tagged with this store's origin counts nothing, even learned before its write resolved", () => {
+  const seen: number[] = [];
+  const tracker = createChangeDelayTracker((ms) => seen.push(ms), () => 10_000, "a1b2c3");
+  // The race `forget` alone left open: its poll learned the position before the write resolved.
+  tracker.notified("11 token:3 @9990 #a1b2c3", 10);
+  tracker.learned(11);
+  tracker.notified("12 token:4 @9990 #a1b2c3", 8);
+  tracker.learned(12);
+  assert.deepEqual(seen, []);
+  // Another store's tag, and an untagged payload (an older writer), count.
+  tracker.notified("13 key:1 @9996 #ffff00", 12);
+  tracker.notified("14 key:2 @9994", 12);
+  tracker.learned(14);
+  assert.deepEqual(seen, [4, 6]);
+});

@@ -34,7 +34,7 @@ async function setUp() {
     max: 1,
     onnotify: (channel, payload) => {
       if (channel !== GRANT_CHANNEL) return;
-      const at = / @(\d+(?:\.\d+)?)$/.exec(payload);
+      const at = / @(\d+(?:\.\d+)?)(?: #[A-Za-z0-9]+)?$/.exec(payload);
       notified.push(at === null ? payload : payload.slice(0, at.index));
       committedAt.push(at === null ? NaN : Number(at[1]));
     },

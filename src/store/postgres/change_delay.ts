@@ -12,8 +12,9 @@
  * This instance's own commits (and its sibling workers', learned through the process's shared
  * ring) are no other instance's: the watcher tells the tracker to {@link ChangeDelayTracker.forget}
  * them, whether their notification (every listener hears its own) came before or comes after.
- * One race is left: a poll under way at the commit reads the position, and its notification is
- * handled before the write has resolved; it then counts from its arrival, at about 0 ms.
+ * This instance's own writes also tag their payload with its origin (a random id per store), so
+ * that a notification of its own commit counts nothing even when its poll reads the position
+ * before the write has resolved (the race `forget` alone left open).
  *
  * @module
  */
@@ -21,8 +22,11 @@
 /** Notifications waiting for their position to be learned, at most (the oldest are dropped). */
 export const PENDING_NOTIFICATIONS = 1024;
 
-/** `<position> <scopes> @<ms since the epoch, database clock>`; older payloads have no time. */
-const PAYLOAD = /^(\d{1,16}) [^@]*@(\d{1,16}(?:\.\d{1,6})?)$/;
+/**
+ * `<position> <scopes> @<ms since the epoch, database clock> #<writer's origin>`; older payloads
+ * have no time, or no origin.
+ */
+const PAYLOAD = /^(\d{1,16}) [^@]*@(\d{1,16}(?:\.\d{1,6})?)(?: #([A-Za-z0-9]{1,32}))?$/;
 
 export interface ChangeDelayTracker {
   /** A notification's payload arrived; `learnedUpTo` is the position learned so far. */
@@ -33,10 +37,14 @@ export interface ChangeDelayTracker {
   forget(position: number): void;
 }
 
-/** Tells `observe` each delay, in milliseconds. */
+/**
+ * Tells `observe` each delay, in milliseconds. A notification tagged with `origin` (this
+ * instance's own writes carry it) counts nothing, whenever it comes.
+ */
 export function createChangeDelayTracker(
   observe: (ms: number) => void,
   wallNow: () => number = Date.now,
+  origin?: string,
 ): ChangeDelayTracker {
   /** Commit times by position, in arrival order. */
   const pending = new Map<number, number>();
@@ -48,7 +56,7 @@ export function createChangeDelayTracker(
       const match = PAYLOAD.exec(payload);
       if (match === null) return;
       const [position, committedAt] = [Number(match[1]), Number(match[2])];
-      if (own.delete(position)) return;
+      if (own.delete(position) || (origin !== undefined && match[3] === origin)) return;
       if (learnedUpTo !== undefined && position <= learnedUpTo) return report(committedAt);
       if (pending.has(position)) return;
       pending.set(position, committedAt);

@@ -184,6 +184,8 @@ export function endingClauses(
     relax: SqlCondition;
     changes: SqlRows;
     keep: number;
+    /** The writing instance's tag in the payload (change_delay.ts), if any. */
+    origin?: string;
   },
 ): { ctes: postgres.PendingQuery<postgres.Row[]>; columns: postgres.PendingQuery<postgres.Row[]> } {
   return {
@@ -203,7 +205,9 @@ export function endingClauses(
           SELECT string_agg(scope || coalesce(':' || subject::text, ''), ',' ORDER BY subject)
           FROM (SELECT scope, subject FROM changed ORDER BY subject LIMIT 16) AS first), '')
           -- The database's clock (ms) just before the commit: for the delay metric only.
-          || ' @' || round(extract(epoch FROM clock_timestamp()) * 1000, 3)::text)
+          || ' @' || round(extract(epoch FROM clock_timestamp()) * 1000, 3)::text
+          -- The writer's tag: its own notification is none of its change-delay metric's.
+          || ${options.origin === undefined ? "" : ` #${options.origin}`})
         FROM bumped WHERE ${options.notify})
         AS notified,
       CASE WHEN ${options.relax} AND NOT (${options.bump})
@@ -235,7 +239,13 @@ export function toOwnChange(
 export async function finishWrite(
   tx: postgres.TransactionSql,
   entries: readonly AuditEntry[],
-  options: { scopes: readonly GrantScope[]; notify: boolean; relax: boolean; keep: number },
+  options: {
+    scopes: readonly GrantScope[];
+    notify: boolean;
+    relax: boolean;
+    keep: number;
+    origin?: string;
+  },
 ): Promise<OwnChange | undefined> {
   const { scopes } = options;
   const ending = endingClauses(tx, {
@@ -299,6 +309,7 @@ export function createPgContext(options: PgContextOptions): PgContext {
         relax: durability === "grants" && relaxed,
         changes,
         keep,
+        origin: watcher.origin,
       });
     },
     read(fn) {
@@ -322,6 +333,7 @@ export function createPgContext(options: PgContextOptions): PgContext {
               notify,
               relax: durability === "grants" && writeOptions.relaxed?.(value) === true,
               keep,
+              origin: watcher.origin,
             });
             return value;
           })) as Awaited<ReturnType<typeof fn>>;

@@ -155,6 +155,8 @@ export interface GrantEpochWatcher {
    * reads the record, meets this position and skips what it already learned.
    */
   learnOwn(change: { position: number; scopes: readonly GrantScope[] }): void;
+  /** This store's tag in its writes' notifications (change_delay.ts): random, per store. */
+  readonly origin: string;
   /** Polls now (or once more after a poll under way); resolves when that poll ended. */
   pollNow(): Promise<void>;
   /**
@@ -256,9 +258,10 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   const loop = createPollLoop(poll, { pollMs, now });
   const pollNow = loop.pollNow;
 
+  const origin = crypto.randomUUID().replaceAll("-", "").slice(0, 16);
   const delays = options.onChangeDelay === undefined
     ? undefined
-    : createChangeDelayTracker(options.onChangeDelay);
+    : createChangeDelayTracker(options.onChangeDelay, Date.now, origin);
   const listener = createGrantListener({
     openListener: options.openListener,
     onListenerChange: options.onListenerChange,
@@ -292,6 +295,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   })();
 
   return {
+    origin,
     read() {
       if (ring !== undefined) {
         // One atomic load when nothing moved.
