@@ -55,6 +55,19 @@ Deno.test("janitor: unverified sign-ups go a few per write, whatever the batch s
   for (const user of users) assert.equal(await app.store.findUserById(user.id), undefined);
 });
 
+/** One unverified sign-up created before `before` deleted, as the janitor's expiry does. */
+function expireOne(app: TestApp, before: number) {
+  return app.store.deleteUnverifiedPortalUsers(before, {
+    now: app.clock.now(),
+    limit: 1,
+    anonymize: (userId) => ({
+      anonymousRef: `user:deleted:${userId}`,
+      anonymousActor: `portal:user:${userId}`,
+    }),
+    audit: () => [],
+  });
+}
+
 Deno.test({
   name: "janitor: on PostgreSQL, an unverified account whose user row is gone is deleted too",
   ignore: TEST_STORE_NAME !== "postgres",
@@ -66,27 +79,11 @@ Deno.test({
     // A restored older dump: the user row gone, its portal rows left (no foreign key there).
     await querySqlAt(app.dbPath, `DELETE FROM users WHERE id = ${orphan.id}`);
     app.clock.set(start + 8 * DAY);
-    const gone = await app.store.deleteUnverifiedPortalUsers(start + DAY, {
-      now: app.clock.now(),
-      limit: 1,
-      anonymize: (userId) => ({
-        anonymousRef: `user:deleted:${userId}`,
-        anonymousActor: `portal:user:${userId}`,
-      }),
-      audit: () => [],
-    });
+    const gone = await expireOne(app, start + DAY);
     assert.deepEqual(gone, [], "nothing reported: there was no user to delete");
     assert.equal(await app.store.findPortalAccount(orphan.id), undefined, "its account went");
     // The next run reaches the other sign-up instead of selecting the orphan again.
-    const next = await app.store.deleteUnverifiedPortalUsers(start + DAY, {
-      now: app.clock.now(),
-      limit: 1,
-      anonymize: (userId) => ({
-        anonymousRef: `user:deleted:${userId}`,
-        anonymousActor: `portal:user:${userId}`,
-      }),
-      audit: () => [],
-    });
+    const next = await expireOne(app, start + DAY);
     assert.deepEqual(next.map((deleted) => deleted.userId), [kept.id]);
   },
 });

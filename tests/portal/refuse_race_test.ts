@@ -33,20 +33,34 @@ async function waitingAccount(store: Store, email: string, now: number) {
 }
 
 /**
- * `store`, but its `deleteUser` tells `reached` and then waits for `go()`: the moment between
- * refuseAccount()'s check and its write, held open.
+ * `store`, but its `method` (when `holds` says so of the call) tells `reached` and then waits
+ * for `go()`: the moment between a use case's check and its write, held open.
  */
-function withPausedDelete(store: Store) {
+function withPaused<M extends "deleteUser" | "updatePortalState">(
+  store: Store,
+  method: M,
+  holds: (...args: Parameters<Store[M]>) => boolean = () => true,
+) {
   const { promise: reached, resolve: arrive } = Promise.withResolvers<void>();
   const { promise: released, resolve: go } = Promise.withResolvers<void>();
   const paused: Store = Object.create(store);
-  paused.deleteUser = async (...args: Parameters<Store["deleteUser"]>) => {
-    arrive();
-    await released;
-    return await store.deleteUser(...args);
-  };
+  const original = store[method].bind(store) as (...args: Parameters<Store[M]>) => unknown;
+  paused[method] = (async (...args: Parameters<Store[M]>) => {
+    if (holds(...args)) {
+      arrive();
+      await released;
+    }
+    return await original(...args);
+  }) as Store[M];
   return { store: paused, reached, go };
 }
+
+/** Pauses `deleteUser` (a refusal's write). */
+const withPausedDelete = (store: Store) => withPaused(store, "deleteUser");
+
+/** Pauses `updatePortalState` to `active` (an approval's write). */
+const withPausedApproval = (store: Store) =>
+  withPaused(store, "updatePortalState", (_, change) => change.state === "active");
 
 Deno.test("refuseAccount() refuses, deleting nothing, when the account was approved between its check and its delete", async () => {
   await using opened = await openTestStore();
@@ -71,21 +85,6 @@ Deno.test("refuseAccount() refuses, deleting nothing, when the account was appro
   assert.ok(actions.includes("portal.approved"));
   assert.ok(!actions.includes("portal.refused"), "no refusal recorded");
 });
-
-/** `store`, but its `updatePortalState` to `active` (an approval) waits as above. */
-function withPausedApproval(store: Store) {
-  const { promise: reached, resolve: arrive } = Promise.withResolvers<void>();
-  const { promise: released, resolve: go } = Promise.withResolvers<void>();
-  const paused: Store = Object.create(store);
-  paused.updatePortalState = async (...args: Parameters<Store["updatePortalState"]>) => {
-    if (args[1].state === "active") {
-      arrive();
-      await released;
-    }
-    return await store.updatePortalState(...args);
-  };
-  return { store: paused, reached, go };
-}
 
 Deno.test("approveAccount() writes, mails and audits nothing when the account was refused between its check and its write", async () => {
   await using opened = await openTestStore();
