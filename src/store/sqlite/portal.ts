@@ -9,6 +9,7 @@
 import { StoreConflict } from "../errors.ts";
 import type {
   DeletedPortalUser,
+  NewPortalCode,
   PortalAccountState,
   PortalCode,
   PortalCodePurpose,
@@ -98,18 +99,7 @@ export function createPortalStore(conn: Connection): PortalStore {
         }) as Row);
         const held = state === "active" ? 0 : 1;
         st.accountInsert.run({ user_id: added.id, state, now, user_held: held });
-        if (code !== undefined) {
-          st.codeInsert.run({
-            user_id: added.id,
-            purpose: code.purpose,
-            code_hash: code.codeHash,
-            now,
-            expires_at: code.expiresAt,
-            new_email: code.newEmail ?? null,
-            password_hash: code.passwordHash ?? null,
-            network: code.network ?? null,
-          });
-        }
+        if (code !== undefined) insertCode(st, added.id, code, now);
         queue(mail, now);
         return added;
       }, audit);
@@ -144,6 +134,20 @@ export function createPortalStore(conn: Connection): PortalStore {
   };
 }
 
+/** Stores one code row (its digest, expiry and what it carries). */
+function insertCode(st: AccountStatements, userId: number, code: NewPortalCode, now: number): void {
+  st.codeInsert.run({
+    user_id: userId,
+    purpose: code.purpose,
+    code_hash: code.codeHash,
+    now,
+    expires_at: code.expiresAt,
+    new_email: code.newEmail ?? null,
+    password_hash: code.passwordHash ?? null,
+    network: code.network ?? null,
+  });
+}
+
 /** Issuing one-time codes: a new one in place of the others, or beside the newest few. */
 function createCodeIssueMethods(
   conn: Connection,
@@ -156,16 +160,7 @@ function createCodeIssueMethods(
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
       await conn.write(() => {
         st.codesEnd.run({ user_id: userId, purpose: code.purpose, now });
-        st.codeInsert.run({
-          user_id: userId,
-          purpose: code.purpose,
-          code_hash: code.codeHash,
-          now,
-          expires_at: code.expiresAt,
-          new_email: code.newEmail ?? null,
-          password_hash: code.passwordHash ?? null,
-          network: code.network ?? null,
-        });
+        insertCode(st, userId, code, now);
         if (passwordHash !== undefined) {
           const set = { id: userId, password_hash: passwordHash, now };
           if (Number(st.userSetHeldPassword.run(set).changes) === 0) st.userSetPassword.run(set);
@@ -185,16 +180,7 @@ function createCodeIssueMethods(
           });
         }
         st.codesEndOldest.run({ user_id: userId, purpose: code.purpose, now, keep: keep - 1 });
-        st.codeInsert.run({
-          user_id: userId,
-          purpose: code.purpose,
-          code_hash: code.codeHash,
-          now,
-          expires_at: code.expiresAt,
-          new_email: code.newEmail ?? null,
-          password_hash: code.passwordHash ?? null,
-          network: code.network ?? null,
-        });
+        insertCode(st, userId, code, now);
         queue(mail, now);
       }, audit);
     },
