@@ -66,6 +66,60 @@ export function registerPortalRefusalTests(test: ContractTest): void {
     await assert.rejects(store.deleteUser(waiting.id, { ...only, ...NO_AUDIT }), StoreConflict);
   });
 
+  test("deleteUser() refusing an account drops its queued mail, not mail to an address another user holds now", async ({ store }) => {
+    // The account signed up as old@, an operator moved it to queued@, and another user took
+    // old@: mail to old@ is that user's now.
+    const waiting = await store.insertPortalUser(
+      { email: "old@b.org", passwordHash: "$argon2id$w", tokenTimeoutSeconds: null },
+      {
+        now: T0,
+        state: "pending_verification",
+        code: { purpose: "verify", codeHash: hashSecret("old"), expiresAt: T0 + HOUR },
+        mail: { recipient: "old@b.org", subject: "Verify", text: "Your code: ABCD-EFGH" },
+        audit: entry("portal.signed_up", "user:old@b.org"),
+      },
+    );
+    await store.updateUserEmail(waiting.id, {
+      email: "queued@b.org",
+      now: T0 + 1,
+      audit: entry("user.renamed", "user:queued@b.org", { from: "old@b.org" }),
+    });
+    await store.insertMail(
+      { recipient: "queued@b.org", subject: "Verify", text: "Your code: IJKL-MNOP" },
+      { now: T0 + 1, ...NO_AUDIT },
+    );
+    await store.updatePortalState(waiting.id, {
+      now: T0 + 1,
+      state: "pending_approval",
+      ...NO_AUDIT,
+    });
+    const other = await store.insertUser(
+      { email: "old@b.org", passwordHash: "$argon2id$o", tokenTimeoutSeconds: null },
+      { now: T0 + 2, ...NO_AUDIT },
+    );
+    await store.insertMail(
+      { recipient: other.email, subject: "Notice", text: "For the new holder" },
+      { now: T0 + 2, ...NO_AUDIT },
+    );
+    assert.equal((await store.countMail()).pending, 3);
+    await store.deleteUser(waiting.id, {
+      now: T0 + 3,
+      onlyPortalState: "pending_approval",
+      anonymousRef: "user:deleted:q",
+      anonymousActor: `portal:user:${waiting.id}`,
+      audit: entry("portal.refused", "user:deleted:q"),
+    });
+    assert.equal(await store.findUserById(waiting.id), undefined);
+    // Mail to old@ stays, whoever it was queued for: the store cannot tell the holders' apart.
+    assert.deepEqual(
+      (await store.claimMail(T0 + 4, { limit: 10, leaseMs: 1000 }))
+        .map((m) => [m.recipient, m.subject]),
+      [["old@b.org", "Verify"], ["old@b.org", "Notice"]],
+      "the refused account's mail to queued@ is never sent; mail to old@'s new holder stays",
+    );
+    assert.equal((await store.countMail()).pending, 2, "nothing else left in the outbox");
+  });
+
   test("updatePortalState() with from changes only an account in that state, writing nothing else", async ({ store }) => {
     const waiting = await waitingAccount(store, "approve@b.org");
     const gone = await waitingAccount(store, "gone@b.org");
