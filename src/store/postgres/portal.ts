@@ -10,6 +10,7 @@ import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
 import type {
   DeletedPortalUser,
+  DeletedUser,
   GrantScope,
   NewPortalCode,
   NewUser,
@@ -77,6 +78,15 @@ async function insertUserAndAccount(
   return added;
 }
 
+/**
+ * Locks user `userId`'s row, first of every row of the user a write touches: the order every
+ * write that locks a user and its portal rows (accounts, codes, sessions) takes, so no two of
+ * them deadlock. A deletion (user_deletion.ts) takes the user's keys before it, as a login does.
+ */
+async function lockUser(tx: postgres.TransactionSql, userId: number): Promise<void> {
+  await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+}
+
 async function insertCode(
   tx: postgres.TransactionSql,
   userId: number,
@@ -98,6 +108,11 @@ async function spendCode(
   codeId: number,
   { now, changeEmail }: { now: number; changeEmail?: boolean },
 ): Promise<number> {
+  // The user before the code (lockUser): a janitor's or a refusal's deletion locks the user,
+  // then deletes the codes.
+  const [code] = await tx<Row[]>`SELECT user_id FROM portal_codes WHERE id = ${codeId}`;
+  if (code === undefined) throw new StoreConflict("The code was used meanwhile");
+  await lockUser(tx, Number(code.user_id));
   const [used] = await tx<Row[]>`UPDATE portal_codes SET used_at = ${now}
     WHERE id = ${codeId} AND used_at IS NULL RETURNING user_id, new_email, password_hash`;
   if (used === undefined) throw new StoreConflict("The code was used meanwhile");
@@ -165,7 +180,7 @@ export function createPortalStore(db: PgContext): PortalStore {
       await db.write(async (tx) => {
         if (from !== undefined) {
           // The user, then the account: the order a deletion locks them in (user_deletion.ts).
-          await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+          await lockUser(tx, userId);
           const [account] = await tx<Row[]>`SELECT state FROM portal_accounts
             WHERE user_id = ${userId} FOR UPDATE`;
           if (account?.state !== from) {
@@ -195,14 +210,24 @@ export function createPortalStore(db: PgContext): PortalStore {
       const deleted: DeletedPortalUser[] = [];
       return db.write(async (tx) => {
         deleted.length = 0;
-        // The accounts first, then (deleteUserRows) each user's keys and user row.
+        // Read, not locked: deleteUserRows locks each user's keys and user row, then its account
+        // (lockUser's order, that of a verification), and checks the account still waits there.
         const found = await tx<Row[]>`SELECT user_id FROM portal_accounts
           WHERE state = 'pending_verification' AND created_at < ${before}
-          ORDER BY created_at LIMIT ${limit} FOR UPDATE`;
+          ORDER BY created_at LIMIT ${limit}`;
         for (const row of found) {
           const userId = Number(row.user_id);
           const anonymizing = anonymize(userId);
-          const rows = await deleteUserRows(tx, userId, anonymizing);
+          let rows: DeletedUser | undefined;
+          try {
+            rows = await deleteUserRows(tx, userId, anonymizing, {
+              onlyPortalState: "pending_verification",
+            });
+          } catch (error) {
+            // Verified (or deleted) since the read: it stays, the next one is reached.
+            if (error instanceof StoreConflict) continue;
+            throw error;
+          }
           if (rows !== undefined) {
             deleted.push({ userId, anonymousRef: anonymizing.anonymousRef, ...rows });
           } else {
@@ -228,6 +253,7 @@ function createCodeIssueMethods(
       // A disabled user (an unverified sign-up) has no grant: no bump, as a first sign-up.
       let grantChanged = false;
       await db.write(async (tx) => {
+        await lockUser(tx, userId);
         await tx`UPDATE portal_codes SET used_at = ${now}
           WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL`;
         await insertCode(tx, userId, code, now);
