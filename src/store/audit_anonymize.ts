@@ -10,6 +10,11 @@
  * (or now). Audit row ids, not times, bound the holds: ids follow the order of the commits,
  * where two rows may share a millisecond.
  *
+ * The rows of a hold are read through indexes, never by a scan of the log since the user's first
+ * row: those whose subject is `user:<address>` (the subject index), and among the actions of
+ * {@link AUDIT_ADDRESS_DETAIL_ACTIONS} alone (the action index) those whose detail holds the
+ * quoted address; the user's own rows by its actor (the actor index).
+ *
  * Then, in one pass over the rows found ({@link planAuditRewrites}):
  * - a row whose subject is `user:<address>` within the user's hold of it takes the opaque id as
  *   subject, and every address in its detail is replaced by the id (the `to` of an e-mail
@@ -30,6 +35,29 @@ export const AUDIT_HOLD_STARTS: readonly string[] = [
   "user.added",
   "portal.signed_up",
   ...RENAMES,
+];
+
+/**
+ * Every action whose entries may hold an address in their `detail`, which the walk searches for
+ * the user's addresses beside the rows that name them as subject. An entry that writes an address
+ * into its detail under an action missing here keeps that address after a deletion (unless its
+ * subject or actor is the user's): tests/store/audit_anonymize_test.ts reads the source's audit
+ * entries and drives each path that writes one, and fails if one is missing.
+ * - `key.created`: `detail.user`, the key's user (src/auth/keys.ts: an operator's key, a rotation,
+ *   a portal user's own key);
+ * - `token.revoked`: `detail.user`, the token's user (src/auth/revocation.ts: a token revoked
+ *   with its own key; src/auth/portal/own_keys.ts);
+ * - `user.renamed`: `detail.from`, the user's former address (src/auth/users.ts);
+ * - `portal.email_change_requested`: `detail.to`, the address asked for
+ *   (src/auth/portal/own_account.ts);
+ * - `portal.email_changed`: `detail.from`, the former address (src/auth/portal/own_account.ts).
+ */
+export const AUDIT_ADDRESS_DETAIL_ACTIONS: readonly string[] = [
+  "key.created",
+  "token.revoked",
+  "user.renamed",
+  "portal.email_change_requested",
+  "portal.email_changed",
 ];
 
 /** The highest audit row id the walk starts below (no row has it). */
@@ -138,8 +166,10 @@ export function planAuditRewrites(
 export type AuditRowQuery =
   /** The latest row before `untilId` with subject `user:<address>` that started a hold. */
   | { kind: "hold_start"; address: string; untilId: number }
-  /** The rows of a hold: subject `user:<address>`, or the quoted address in the detail. */
-  | { kind: "held_rows"; hold: AddressHold }
+  /** The rows of a hold with subject `user:<address>`. */
+  | { kind: "subject_rows"; hold: AddressHold }
+  /** The rows of a hold whose action is one of `actions` and whose detail quotes the address. */
+  | { kind: "detail_rows"; hold: AddressHold; actions: readonly string[] }
   /** The rows by `actor` from `fromId` on. */
   | { kind: "actor_rows"; fromId: number; actor: string };
 
@@ -168,8 +198,14 @@ export function* walkAuditRows(
   }
   const rows = new Map<number, AuditRowRead>();
   for (const hold of holds) {
-    const found = (yield { kind: "held_rows", hold }) as readonly AuditRowRead[];
-    for (const row of found) rows.set(row.id, row);
+    const bySubject = (yield { kind: "subject_rows", hold }) as readonly AuditRowRead[];
+    for (const row of bySubject) rows.set(row.id, row);
+    const byDetail = (yield {
+      kind: "detail_rows",
+      hold,
+      actions: AUDIT_ADDRESS_DETAIL_ACTIONS,
+    }) as readonly AuditRowRead[];
+    for (const row of byDetail) rows.set(row.id, row);
   }
   if (user.actor !== undefined) {
     const fromId = Math.min(...holds.map((hold) => hold.fromId));

@@ -19,6 +19,37 @@ import {
 } from "../audit_anonymize.ts";
 import type { Row } from "../rows.ts";
 
+/**
+ * The walk's reads (src/store/audit_anonymize.ts), each through an index (pinned by
+ * tests/store/audit_anonymize_plan_test.ts): a hold's start and rows by subject through
+ * `audit_log_by_subject`, rows by
+ * detail among the actions that may hold an address through `audit_log_by_action` (the id range
+ * checked on its entries, before a row is read), the user's own rows through
+ * `audit_log_by_actor`. Parameters in the order of the `$n`.
+ */
+export const AUDIT_ANONYMIZE_SQL = {
+  /** `$1` subject, `$2` until id, `$3` the actions that start a hold ({@link toTextArray}). */
+  holdStart: `SELECT id, action, detail FROM audit_log
+    WHERE subject = $1 AND id < $2 AND action = ANY($3::text[])
+    ORDER BY id DESC LIMIT 1`,
+  /** `$1` subject, `$2` from id, `$3` until id. */
+  subjectRows: `SELECT id, actor, subject, detail FROM audit_log
+    WHERE subject = $1 AND id >= $2 AND id < $3`,
+  /** `$1` the actions ({@link toTextArray}), `$2` from id, `$3` until id, `$4` the quoted address. */
+  detailRows: `SELECT id, actor, subject, detail FROM audit_log
+    WHERE action = ANY($1::text[]) AND id >= $2 AND id < $3 AND strpos(detail::text, $4) > 0`,
+  /** `$1` actor, `$2` from id. */
+  actorRows: `SELECT id, actor, subject, detail FROM audit_log WHERE actor = $1 AND id >= $2`,
+} as const;
+
+/**
+ * `values` as a `text[]` literal, for a parameter: its elements are then known to the planner
+ * (the statements are planned with their parameters), which weighs the action index by them.
+ */
+export function toTextArray(values: readonly string[]): string {
+  return `{${values.map((value) => `"${value.replace(/["\\]/g, "\\$&")}"`).join(",")}}`;
+}
+
 function toRowRead(row: Row): AuditRowRead {
   return {
     id: Number(row.id),
@@ -34,27 +65,41 @@ async function answer(
 ): Promise<AuditRowAnswer> {
   switch (query.kind) {
     case "hold_start": {
-      const [row] = await tx<Row[]>`SELECT id, action, detail FROM audit_log
-        WHERE subject = ${`user:${query.address}`} AND id < ${query.untilId}
-          AND action IN ${tx(AUDIT_HOLD_STARTS)}
-        ORDER BY id DESC LIMIT 1`;
+      const [row] = await tx.unsafe<Row[]>(AUDIT_ANONYMIZE_SQL.holdStart, [
+        `user:${query.address}`,
+        query.untilId,
+        toTextArray(AUDIT_HOLD_STARTS),
+      ]);
       return row && {
         id: Number(row.id),
         action: row.action as string,
         detail: row.detail as Record<string, unknown>,
       };
     }
-    case "held_rows": {
+    case "subject_rows": {
       const { hold } = query;
-      const found = await tx<Row[]>`SELECT id, actor, subject, detail FROM audit_log
-        WHERE id >= ${hold.fromId} AND id < ${hold.untilId}
-          AND (subject = ${`user:${hold.address}`}
-            OR strpos(detail::text, ${JSON.stringify(hold.address)}) > 0)`;
+      const found = await tx.unsafe<Row[]>(AUDIT_ANONYMIZE_SQL.subjectRows, [
+        `user:${hold.address}`,
+        hold.fromId,
+        hold.untilId,
+      ]);
+      return found.map(toRowRead);
+    }
+    case "detail_rows": {
+      const { hold } = query;
+      const found = await tx.unsafe<Row[]>(AUDIT_ANONYMIZE_SQL.detailRows, [
+        toTextArray(query.actions),
+        hold.fromId,
+        hold.untilId,
+        JSON.stringify(hold.address),
+      ]);
       return found.map(toRowRead);
     }
     case "actor_rows": {
-      const found = await tx<Row[]>`SELECT id, actor, subject, detail FROM audit_log
-        WHERE id >= ${query.fromId} AND actor = ${query.actor}`;
+      const found = await tx.unsafe<Row[]>(AUDIT_ANONYMIZE_SQL.actorRows, [
+        query.actor,
+        query.fromId,
+      ]);
       return found.map(toRowRead);
     }
   }

@@ -24,6 +24,27 @@ import type { Connection, Row } from "./connection.ts";
 /** The SQL function the append-only trigger asks for the id being written (or NULL). */
 export const AUDIT_REDACT_FUNCTION = "keygate_audit_redact";
 
+/**
+ * The reads of the walk (src/store/audit_anonymize.ts), each through an index (pinned by
+ * tests/store/audit_anonymize_plan_test.ts): a hold's start and rows by subject through
+ * `audit_log_by_subject`, rows by detail among the actions that may hold an address through
+ * `audit_log_by_action` (its entries carry the row id: the id range is checked there, before a
+ * row is read), the user's own rows through `audit_log_by_actor`.
+ */
+export const AUDIT_ANONYMIZE_SQL = {
+  holdStart: `SELECT id, action, detail FROM audit_log INDEXED BY audit_log_by_subject
+    WHERE subject = :subject AND id < :until_id
+      AND action IN (SELECT value FROM json_each(:actions))
+    ORDER BY id DESC LIMIT 1`,
+  subjectRows: `SELECT id, actor, subject, detail FROM audit_log INDEXED BY audit_log_by_subject
+    WHERE subject = :subject AND id >= :from_id AND id < :until_id`,
+  detailRows: `SELECT id, actor, subject, detail FROM audit_log INDEXED BY audit_log_by_action
+    WHERE action IN (SELECT value FROM json_each(:actions)) AND id >= :from_id AND id < :until_id
+      AND instr(detail, :quoted) > 0`,
+  actorRows: `SELECT id, actor, subject, detail FROM audit_log INDEXED BY audit_log_by_actor
+    WHERE actor = :actor AND id >= :from_id`,
+} as const;
+
 /** The id each connection's anonymization is writing now. */
 const redacting = new WeakMap<DatabaseSync, string>();
 
@@ -49,18 +70,10 @@ export function createAuditAnonymizer(
   conn: Connection,
 ): (user: { id: number; email: string; actor?: string }, ref: string) => number {
   const { sql } = conn;
-  const holdStart = sql(
-    `SELECT id, action, detail FROM audit_log
-     WHERE subject = :subject AND id < :until_id AND action IN (SELECT value FROM json_each(:actions))
-     ORDER BY id DESC LIMIT 1`,
-  );
-  const heldRows = sql(
-    `SELECT id, actor, subject, detail FROM audit_log
-     WHERE id >= :from_id AND id < :until_id AND (subject = :subject OR instr(detail, :quoted) > 0)`,
-  );
-  const actorRows = sql(
-    `SELECT id, actor, subject, detail FROM audit_log WHERE id >= :from_id AND actor = :actor`,
-  );
+  const holdStart = sql(AUDIT_ANONYMIZE_SQL.holdStart);
+  const subjectRows = sql(AUDIT_ANONYMIZE_SQL.subjectRows);
+  const detailRows = sql(AUDIT_ANONYMIZE_SQL.detailRows);
+  const actorRows = sql(AUDIT_ANONYMIZE_SQL.actorRows);
   const rewrite = sql(
     "UPDATE audit_log SET subject = :subject, detail = :detail WHERE id = :id",
     "keeps-grants",
@@ -85,12 +98,20 @@ export function createAuditAnonymizer(
           detail: JSON.parse(row.detail as string) as Record<string, unknown>,
         };
       }
-      case "held_rows": {
+      case "subject_rows": {
         const { hold } = query;
-        return (heldRows.all({
+        return (subjectRows.all({
           from_id: hold.fromId,
           until_id: hold.untilId,
           subject: `user:${hold.address}`,
+        }) as Row[]).map(toRowRead);
+      }
+      case "detail_rows": {
+        const { hold } = query;
+        return (detailRows.all({
+          from_id: hold.fromId,
+          until_id: hold.untilId,
+          actions: JSON.stringify(query.actions),
           quoted: JSON.stringify(hold.address),
         }) as Row[]).map(toRowRead);
       }
