@@ -39,7 +39,7 @@ export function toRow(
   backend: string,
   rate: number,
   runs: RateRun[],
-  base: RateRun,
+  base: RateRun | undefined,
 ): Row {
   const median = medianRun(runs);
   const { result, revoked, hits, lookups } = median;
@@ -59,11 +59,17 @@ export function toRow(
       "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
       "of the no-revocation rate": rate === 0
         ? "(the base)"
+        : base === undefined
+        ? "–"
         : formatRatio(result, base.result) + (runs.length > 1 ? " (of the medians)" : ""),
       // What A would serve held at its limit (a rate ratio counts only when A's core was its
       // limit: with B, PostgreSQL, wrk and the revoker sharing the other core, wrk may not be).
       "A's capacity, by CPU per request": `${
-        rate === 0 ? "(the base)" : `${formatCpuRatio(base.result, result)} of the base`
+        rate === 0
+          ? "(the base)"
+          : base === undefined
+          ? "–"
+          : `${formatCpuRatio(base.result, result)} of the base`
       }; A ${result.serverCores.toFixed(2)} cores busy, ${
         result.cpuUsPerRequest.toFixed(1)
       } µs per request`,
