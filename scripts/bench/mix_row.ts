@@ -24,6 +24,9 @@ export interface RateRun {
   generatorCpu: number;
   /** Notifications A received over the run (PostgreSQL), and whether its listener was up after. */
   notified: number;
+  /** A's polls of the change record over the run and the rows they read (PostgreSQL). */
+  polls: number;
+  rowsRead: number;
   listening: boolean | undefined;
   learned: { before: Map<number, number>; after: Map<number, number> };
 }
@@ -94,7 +97,9 @@ export function toRow(
             `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
         formatLearned(median.learned.before, median.learned.after) +
         (postgres && rate > 0
-          ? `; A heard ${median.notified} notifications for ${writes} revocations, ` +
+          ? `; A heard ${median.notified} notifications for ${writes} revocations and polled ` +
+            `${median.polls} times (${(median.polls / result.seconds).toFixed(0)}/s, ` +
+            `${(median.rowsRead / Math.max(1, median.polls)).toFixed(1)} rows each), ` +
             `its listener ${median.listening ? "up" : "DOWN"} after the run`
           : ""),
     },

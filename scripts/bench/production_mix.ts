@@ -343,6 +343,8 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
     bCpu: b.readCpuSeconds() - bCpuBefore,
     generatorCpu: readProcessCpuSeconds(Deno.pid) - generatorCpuBefore,
     notified: after.notifications - before.notifications,
+    polls: after.polls - before.polls,
+    rowsRead: after.rowsRead - before.rowsRead,
     listening: after.listening,
     learned: { before: before.delayBuckets, after: after.delayBuckets },
   };
