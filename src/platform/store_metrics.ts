@@ -1,11 +1,9 @@
 /**
- * Metrics of a networked store (PostgreSQL): connections in use, query
- * latency, how stale the grant epoch is, notifications received, polls of the change record and
- * the rows they read, and how long another
- * instance's change took to be learned here. The
- * store reports each query through {@link StoreMetrics.observeOperation}
- * (given to it when it opens, before the metrics exist) and its counters
- * through the `readStats` function attached later.
+ * Metrics of a networked store (PostgreSQL): connections in use, query latency, how stale the
+ * grant epoch is, notifications received, polls of the change record and the rows they read, and
+ * how long another instance's change took to be learned here. The store reports each query
+ * through {@link StoreMetrics.observeOperation} (given to it when it opens, before the metrics
+ * exist) and its counters through the `readStats` function attached later.
  *
  * @module
  */
