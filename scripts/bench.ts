@@ -20,10 +20,13 @@
  *
  * Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N]
  *                        [--rounds N] [--revocations N] [--only SECTIONS] [--output FILE]
- *                        [--no-write] [--baseline REV]
+ *                        [--no-write] [--baseline REV] [--mix-rates LIST] [--mix-a-flags FLAGS]
  *
  * `--baseline REV` checks out an earlier revision (scripts/bench/baseline.ts) and the sections
  * that compare with "before" run it too, in the same run: the PostgreSQL section's all-miss row.
+ * `--mix-rates 0,1000` runs only those rows of the production mix; `--mix-a-flags` adds Deno flags
+ * to its instance A (`--mix-a-flags "--cpu-prof --cpu-prof-dir=/tmp/prof"` profiles what following
+ * the changes costs the instance that serves reads).
  *
  * @module
  */
@@ -52,7 +55,7 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<SectionReport>> = 
 const NAMES = Object.keys(SECTIONS);
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +
   `[--rounds N] [--revocations N] [--only ${NAMES.join(",")}] [--output FILE] [--no-write] ` +
-  "[--baseline REV]";
+  "[--baseline REV] [--mix-rates 0,10,100,1000] [--mix-a-flags 'DENO FLAGS']";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -67,6 +70,8 @@ const { values: flags } = parseArgs({
     output: { type: "string", default: "docs/performance.md" },
     "no-write": { type: "boolean", default: false },
     baseline: { type: "string" },
+    "mix-rates": { type: "string" },
+    "mix-a-flags": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -81,8 +86,9 @@ for (const name of only) {
     Deno.exit(2);
   }
 }
-/** A run of some sections only: printed, never written into the docs. */
-const partial = NAMES.some((name) => !only.includes(name));
+/** A run of some sections or rows only, or with A profiled: printed, never written into the docs. */
+const partial = NAMES.some((name) => !only.includes(name)) || flags["mix-rates"] !== undefined ||
+  flags["mix-a-flags"] !== undefined;
 if (!(await commandExists("wrk"))) {
   console.error("bench: wrk is missing: install it with `apt-get install wrk` (Debian/Ubuntu)");
   Deno.exit(1);
@@ -90,6 +96,12 @@ if (!(await commandExists("wrk"))) {
 
 if (flags.baseline !== undefined && await resolveRevision(flags.baseline) === undefined) {
   console.error(`bench: --baseline: "${flags.baseline}" names no commit of this repository`);
+  Deno.exit(2);
+}
+
+const mixRates = flags["mix-rates"]?.split(",").map((rate) => Number(rate.trim()));
+if (mixRates?.some((rate) => !Number.isInteger(rate) || rate < 0)) {
+  console.error(`bench: --mix-rates: expected whole numbers of revocations/s, like "0,1000"`);
   Deno.exit(2);
 }
 
@@ -102,6 +114,8 @@ const options = {
   revocations: Number(flags.revocations),
   taskset: await commandExists("taskset"),
   baselineRev: flags.baseline,
+  mixRates,
+  mixADenoFlags: flags["mix-a-flags"]?.split(" ").filter((flag) => flag !== ""),
 };
 const ctx = await createBenchContext(options);
 const reports: SectionReport[] = [];
@@ -117,7 +131,8 @@ const command = `deno task bench --tokens ${options.tokens} --duration ${options
   `--connections ${options.connections} --sample ${options.sample} --rounds ${options.rounds}` +
   (options.revocations === 200 ? "" : ` --revocations ${options.revocations}`) +
   (partial ? ` --only ${only.join(",")}` : "") +
-  (options.baselineRev === undefined ? "" : ` --baseline ${options.baselineRev}`);
+  (options.baselineRev === undefined ? "" : ` --baseline ${options.baselineRev}`) +
+  (mixRates === undefined ? "" : ` --mix-rates ${mixRates.join(",")}`);
 const results = await formatReport({ ...options, command }, reports, ctx.notes);
 console.log(results);
 if (partial) {

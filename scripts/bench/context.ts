@@ -29,6 +29,10 @@ export interface BenchOptions {
   taskset: boolean;
   /** `--baseline REV`: an earlier revision the sections that compare with "before" also run. */
   baselineRev?: string;
+  /** `--mix-rates`: the production mix's revocation rates (default: all of REVOCATION_RATES). */
+  mixRates?: number[];
+  /** `--mix-a-flags`: extra Deno flags of the production mix's instance A (e.g. `--cpu-prof`). */
+  mixADenoFlags?: string[];
 }
 
 /** One section's results: a heading, optional prose around its rows, and the rows. */
@@ -69,15 +73,16 @@ export interface BenchContext extends Omit<BenchOptions, "sample" | "baselineRev
     Record<string, Measured>
   >;
   /**
-   * Starts keygate on `store` (a SQLite path or a postgres:// URL), pinned to `cores`; from the
-   * `from` revision's checkout when given (the same flags).
+   * Starts keygate on `store` (a SQLite path or a postgres:// URL), pinned to `cores`, with
+   * `extra` keygate flags; from the `from` revision's checkout when given (the same flags), with
+   * `denoFlags` added to Deno's own (e.g. `--cpu-prof`).
    */
   startKeygate(
     name: string,
     store: string,
     cores: string | undefined,
     extra?: string[],
-    from?: Baseline,
+    options?: StartKeygateOptions,
   ): Promise<Server>;
   /**
    * The keygate on the big database that the secure path, introspection and issuance share,
@@ -96,6 +101,14 @@ export interface BenchContext extends Omit<BenchOptions, "sample" | "baselineRev
   /** The secure GET of the first sampled token, with its secrets in the query or as Bearer. */
   fixedQuery(origin: string): Load;
   fixedBearer(origin: string): Load;
+}
+
+/** How {@link BenchContext.startKeygate} runs keygate besides its flags. */
+export interface StartKeygateOptions {
+  /** An earlier revision's checkout to run instead of this one. */
+  from?: Baseline;
+  /** Deno flags added to the permissions (e.g. `--cpu-prof`, `--cpu-prof-dir=DIR`). */
+  denoFlags?: string[];
 }
 
 /** Makes the work directory and certificate, seeds the big database, and returns the context. */
@@ -134,12 +147,13 @@ export async function createBenchContext(options: BenchOptions): Promise<BenchCo
     store: string,
     cores: string | undefined,
     extra: string[] = [],
-    from?: Baseline,
+    { from, denoFlags = [] }: StartKeygateOptions = {},
   ) => {
     const run = from === undefined
-      ? denoRun
+      ? (permissions: string[], script: string, args: string[]) =>
+        denoRun([...permissions, ...denoFlags], script, args)
       : (permissions: string[], _script: string, args: string[]) =>
-        from.argv(permissions, "main.ts", args);
+        from.argv([...permissions, ...denoFlags], "main.ts", args);
     return startServer(work, name, pinTo(cores, keygateArgv(run, work, store, extra)), LISTENING);
   };
   const baseline = options.baselineRev === undefined

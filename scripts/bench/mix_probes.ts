@@ -116,7 +116,8 @@ export async function readCacheCounters(client: Deno.HttpClient, port: number) {
   ) {
     delayBuckets.set(match[1] === "+Inf" ? Infinity : Number(match[1]), Number(match[2]));
   }
-  // PostgreSQL: notifications received and the listener's state (NaN and undefined on SQLite).
+  // PostgreSQL: notifications received, polls of the change record and the rows they read, and
+  // the listener's state (NaN and undefined on SQLite).
   const gauge = (name: string) =>
     Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? NaN);
   const up = gauge("keygate_store_listener_up");
@@ -125,6 +126,8 @@ export async function readCacheCounters(client: Deno.HttpClient, port: number) {
     misses: value("miss"),
     delayBuckets,
     notifications: gauge("keygate_store_notifications_total"),
+    polls: gauge("keygate_store_change_polls_total"),
+    rowsRead: gauge("keygate_store_change_rows_total"),
     listening: Number.isNaN(up) ? undefined : up === 1,
   };
 }

@@ -24,6 +24,9 @@ export interface RateRun {
   generatorCpu: number;
   /** Notifications A received over the run (PostgreSQL), and whether its listener was up after. */
   notified: number;
+  /** A's polls of the change record over the run and the rows they read (PostgreSQL). */
+  polls: number;
+  rowsRead: number;
   listening: boolean | undefined;
   learned: { before: Map<number, number>; after: Map<number, number> };
 }
@@ -39,7 +42,7 @@ export function toRow(
   backend: string,
   rate: number,
   runs: RateRun[],
-  base: RateRun,
+  base: RateRun | undefined,
 ): Row {
   const median = medianRun(runs);
   const { result, revoked, hits, lookups } = median;
@@ -59,11 +62,17 @@ export function toRow(
       "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
       "of the no-revocation rate": rate === 0
         ? "(the base)"
+        : base === undefined
+        ? "–"
         : formatRatio(result, base.result) + (runs.length > 1 ? " (of the medians)" : ""),
       // What A would serve held at its limit (a rate ratio counts only when A's core was its
       // limit: with B, PostgreSQL, wrk and the revoker sharing the other core, wrk may not be).
       "A's capacity, by CPU per request": `${
-        rate === 0 ? "(the base)" : `${formatCpuRatio(base.result, result)} of the base`
+        rate === 0
+          ? "(the base)"
+          : base === undefined
+          ? "–"
+          : `${formatCpuRatio(base.result, result)} of the base`
       }; A ${result.serverCores.toFixed(2)} cores busy, ${
         result.cpuUsPerRequest.toFixed(1)
       } µs per request`,
@@ -88,7 +97,9 @@ export function toRow(
             `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
         formatLearned(median.learned.before, median.learned.after) +
         (postgres && rate > 0
-          ? `; A heard ${median.notified} notifications for ${writes} revocations, ` +
+          ? `; A heard ${median.notified} notifications for ${writes} revocations and polled ` +
+            `${median.polls} times (${(median.polls / result.seconds).toFixed(0)}/s, ` +
+            `${(median.rowsRead / Math.max(1, median.polls)).toFixed(1)} rows each), ` +
             `its listener ${median.listening ? "up" : "DOWN"} after the run`
           : ""),
     },

@@ -266,7 +266,7 @@ async function startBaselineMiss(
     url,
     ctx.serverCore,
     noCache,
-    baseline,
+    { from: baseline },
   );
   bench.servers.push(server);
   bench.onPostgres(server);

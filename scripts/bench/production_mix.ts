@@ -27,7 +27,7 @@
  * @module
  */
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
-import type { BenchContext, SectionReport } from "./context.ts";
+import type { BenchContext, SectionReport, StartKeygateOptions } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
 import {
@@ -62,9 +62,17 @@ export interface ProductionMixContext {
   /** The shared password hash of every seeded user. */
   passwordHash: string;
   measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
-  startKeygate(name: string, store: string, cores: string | undefined, extra?: string[]): Promise<
-    Server
-  >;
+  startKeygate(
+    name: string,
+    store: string,
+    cores: string | undefined,
+    extra?: string[],
+    options?: StartKeygateOptions,
+  ): Promise<Server>;
+  /** `--mix-rates`: the rates to run (default {@link REVOCATION_RATES}). */
+  mixRates?: number[];
+  /** `--mix-a-flags`: extra Deno flags of instance A (e.g. `--cpu-prof`). */
+  mixADenoFlags?: string[];
   log(message: string): void;
   notes: string[];
 }
@@ -229,7 +237,7 @@ async function runBackend(
   const [metricsPort, adminPort] = [findFreePort(), findFreePort()];
   const a = await ctx.startKeygate(`mix-a`, options.store, ctx.serverCore, [
     ...["--metrics", "on", "--metrics-port", String(metricsPort)],
-  ]);
+  ], { denoFlags: ctx.mixADenoFlags });
   const b = await ctx.startKeygate(`mix-b`, options.store, ctx.otherCore, [
     ...["--admin", "on", "--admin-port", String(adminPort)],
   ]);
@@ -248,12 +256,13 @@ async function runBackend(
     load: { kind: "lua", url: a.origin, args: [options.pairs, "zipf", `${ZIPF_ALPHA}`] },
   };
   const rounds: Record<number, RateRun[]> = {};
+  const rates = ctx.mixRates ?? REVOCATION_RATES;
   try {
     // Every row gets the same warm-up right before it, and the order of the rows alternates
     // from round to round (0, 10, 100, 1,000, then back), so that no row owes its rate to the
     // cache the rows before it warmed, nor to where the machine's slow spells fell.
     for (let round = 1; round <= ctx.rounds; round++) {
-      const order = round % 2 === 1 ? REVOCATION_RATES : [...REVOCATION_RATES].reverse();
+      const order = round % 2 === 1 ? rates : [...rates].reverse();
       for (const rate of order) {
         ctx.log(
           `production mix, ${options.backend}, round ${round}/${ctx.rounds}: warming up, then ` +
@@ -270,14 +279,15 @@ async function runBackend(
     await a.stop();
     await b.stop();
   }
-  const base = medianRun(rounds[0]);
-  return REVOCATION_RATES.map((rate) => {
+  // Without the no-revocation row (`--mix-rates` left it out) the ratios are not given.
+  const base = rounds[0] === undefined ? undefined : medianRun(rounds[0]);
+  return rates.map((rate) => {
     const runs = rounds[rate];
     if (runs.length > 1) {
       ctx.notes.push(
         `Production mix, ${options.backend}, ${rate} revocations/s: req/s by round ` +
           runs.map((r) => r.result.rps.toFixed(0)).join(", ") +
-          (rate === 0
+          (rate === 0 || rounds[0] === undefined
             ? ""
             : `; of the same round's base ${
               runs.map((r, i) => formatRatio(r.result, rounds[0][i].result)).join(", ")
@@ -333,6 +343,8 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
     bCpu: b.readCpuSeconds() - bCpuBefore,
     generatorCpu: readProcessCpuSeconds(Deno.pid) - generatorCpuBefore,
     notified: after.notifications - before.notifications,
+    polls: after.polls - before.polls,
+    rowsRead: after.rowsRead - before.rowsRead,
     listening: after.listening,
     learned: { before: before.delayBuckets, after: after.delayBuckets },
   };

@@ -34,7 +34,9 @@ async function startBaselineKeygate(ctx: BenchContext) {
     passwordHash: ctx.passwordHash,
   });
   const pairs = await writePairs(ctx.work, "baseline", sample);
-  const server = await ctx.startKeygate("keygate-baseline", path, ctx.serverCore, [], baseline);
+  const server = await ctx.startKeygate("keygate-baseline", path, ctx.serverCore, [], {
+    from: baseline,
+  });
   return { server, pairs, label: baseline.label };
 }
 

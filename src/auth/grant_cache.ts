@@ -301,40 +301,26 @@ export type KeyHolderFinder =
  * Exact like the grant cache: revoking, disabling or rotating a key, or
  * changing its user, is recorded with the key or the user and evicts it; only
  * usable keys are kept (unknown keys cannot fill it), with their expiry, read
- * on the miss and checked on every hit. A hit saves a SHA-256 digest and the join.
+ * with the holder in the miss's one store read and checked on every hit. A hit
+ * saves a SHA-256 digest and the join.
  */
 export function createKeyHolderCache(
-  store: Pick<
-    Store,
-    "findKeyHolder" | "findApiKeyById" | "readGrantEpoch" | "readGrantChanges"
-  >,
+  store: Pick<Store, "findKeyHolder" | "readGrantEpoch" | "readGrantChanges">,
   maxEntries = MAX_CACHED_GRANTS,
   observe?: CacheObserver,
 ): KeyHolderFinder {
-  const find = createExactCache<string, { holder: KeyHolder; keyExpiresAt: number | null }>(
-    store,
-    {
-      async read(apiKey, now) {
-        const holder = await store.findKeyHolder(hashSecret(apiKey), now);
-        if (holder === undefined) return undefined;
-        // The holder does not carry the key's expiry; a change to the key between the two
-        // reads is recorded with its id, and then nothing read here is kept.
-        const key = await store.findApiKeyById(holder.apiKeyId);
-        if (key === undefined) return undefined;
-        return { holder: Object.freeze(holder), keyExpiresAt: key.expiresAt };
-      },
-      keep: () => true,
-      holds: (entry, now) => entry.keyExpiresAt === null || entry.keyExpiresAt > now,
-      subjects: (entry) => entry.holder,
-      maxEntries,
-      observe,
+  const find = createExactCache<string, KeyHolder>(store, {
+    async read(apiKey, now) {
+      const holder = await store.findKeyHolder(hashSecret(apiKey), now);
+      return holder === undefined ? undefined : Object.freeze(holder);
     },
-  );
-  return Object.assign(
-    (apiKey: string, now: number) => {
-      const found = find(apiKey, apiKey, now);
-      return found instanceof Promise ? found.then((entry) => entry?.holder) : found?.holder;
-    },
-    { stats: find.stats },
-  );
+    keep: () => true,
+    holds: (holder, now) => holder.keyExpiresAt === null || holder.keyExpiresAt > now,
+    subjects: (holder) => holder,
+    maxEntries,
+    observe,
+  });
+  return Object.assign((apiKey: string, now: number) => find(apiKey, apiKey, now), {
+    stats: find.stats,
+  });
 }

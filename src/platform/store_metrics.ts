@@ -1,10 +1,9 @@
 /**
- * Metrics of a networked store (PostgreSQL): connections in use, query
- * latency, how stale the grant epoch is, notifications received, and how long another
- * instance's change took to be learned here. The
- * store reports each query through {@link StoreMetrics.observeOperation}
- * (given to it when it opens, before the metrics exist) and its counters
- * through the `readStats` function attached later.
+ * Metrics of a networked store (PostgreSQL): connections in use, query latency, how stale the
+ * grant epoch is, notifications received, polls of the change record and the rows they read, and
+ * how long another instance's change took to be learned here. The store reports each query
+ * through {@link StoreMetrics.observeOperation} (given to it when it opens, before the metrics
+ * exist) and its counters through the `readStats` function attached later.
  *
  * @module
  */
@@ -19,6 +18,9 @@ export interface StoreStats {
   lagMs: number;
   /** Notifications received so far. */
   notifications: number;
+  /** Successful polls of the change record so far, and the rows they read. */
+  polls: number;
+  rowsRead: number;
   /** Whether the revocation listener is connected. */
   listening: boolean;
 }
@@ -67,6 +69,7 @@ export function createStoreMetrics(): StoreMetrics {
   let latency: Histogram<"kind" | "outcome"> | undefined;
   let changeDelay: Histogram | undefined;
   let notificationsSeen = 0;
+  const seen = { polls: 0, rowsRead: 0 };
   return {
     observeOperation(kind, seconds, outcome) {
       latency?.observe({ kind, outcome }, seconds);
@@ -136,6 +139,32 @@ export function createStoreMetrics(): StoreMetrics {
           notificationsSeen = total;
         },
       });
+      for (
+        const [field, name, help] of [
+          [
+            "polls",
+            "keygate_store_change_polls_total",
+            "Reads of the grant change record (periodic, notified or after a reconnect)",
+          ],
+          [
+            "rowsRead",
+            "keygate_store_change_rows_total",
+            "Rows of the grant change record those reads returned (one per scope to evict)",
+          ],
+        ] as const
+      ) {
+        new Counter({
+          name,
+          help,
+          registers,
+          collect() {
+            if (readStats === undefined) return;
+            const total = readStats()[field];
+            if (total > seen[field]) this.inc(total - seen[field]);
+            seen[field] = total;
+          },
+        });
+      }
     },
   };
 }

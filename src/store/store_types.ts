@@ -69,6 +69,11 @@ export interface KeyHolder {
   email: string;
   /** Whether the key may introspect tokens (a resource-server key). */
   introspect: boolean;
+  /**
+   * The key's own expiry (ms since the epoch), `null` for none: read with the holder, so that a
+   * cache of holders checks it on every hit without a second read.
+   */
+  keyExpiresAt: number | null;
 }
 
 /** Uses of one key since the last flush, accumulated in memory. */

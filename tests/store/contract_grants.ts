@@ -205,7 +205,8 @@ function registerTokenLifetimeTests(test: ContractTest): void {
       { userId: user.id, keyHash: hashSecret("k2"), prefix: "k2", label: "", expiresAt: T0 + 50 },
       { now: T0, ...NO_AUDIT },
     );
-    assert.ok(await store.findKeyHolder(hashSecret("k2"), T0 + 49));
+    // The holder carries its key's expiry (a cache of holders checks it on every hit).
+    assert.equal((await store.findKeyHolder(hashSecret("k2"), T0 + 49))?.keyExpiresAt, T0 + 50);
     assert.equal(await store.findKeyHolder(hashSecret("k2"), T0 + 50), undefined);
     await issue(store, { userId: user.id, apiKeyId: expiring.id }, "t2");
     assert.equal((await grantOf(store, "t2", "k2", T0 + 10))!.expiresAt, T0 + 50);
@@ -238,7 +239,8 @@ function registerTokenLifetimeTests(test: ContractTest): void {
       assert.equal((await store.findApiKeyByHash(hashSecret("k1")))?.expiresAt, MAX);
       assert.equal((await store.listApiKeys(user.id))[0].expiresAt, MAX);
       assert.equal((await store.listApiKeys())[0].expiresAt, MAX);
-      assert.equal((await store.findKeyHolder(hashSecret("k1"), T0))?.apiKeyId, key.id);
+      const holder = await store.findKeyHolder(hashSecret("k1"), T0);
+      assert.deepEqual([holder?.apiKeyId, holder?.keyExpiresAt], [key.id, MAX]);
       const grant = await grantOf(store, "t1", "k1", T0);
       assert.deepEqual([grant?.expiresAt, grant?.keyExpiresAt], [MAX, MAX]);
     }
@@ -254,6 +256,7 @@ function registerKeyAndLookupTests(test: ContractTest): void {
       userId: user.id,
       email: "a@b.org",
       introspect: false,
+      keyExpiresAt: null,
     });
     assert.equal(await store.findKeyHolder(hashSecret("nope"), T0), undefined);
     const off = { disabled: true, now: T0, ...NO_AUDIT };

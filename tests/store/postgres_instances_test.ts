@@ -308,4 +308,42 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "[pg instances] readGrantEpochStats() counts polls, empty polls and the rows they read",
+  ignore,
+  async fn() {
+    // No listener and no periodic poll within the test: every poll is one this test asks for.
+    await using db = await twoInstances({
+      notifications: false,
+      pollMs: 60_000,
+      stalenessMs: 120_000,
+    });
+    await db.a.refreshGrantEpoch();
+    const start = db.a.readGrantEpochStats();
+    await db.a.refreshGrantEpoch();
+    const idle = db.a.readGrantEpochStats();
+    assert.deepEqual(
+      [
+        idle.polls - start.polls,
+        idle.emptyPolls - start.emptyPolls,
+        idle.rowsRead - start.rowsRead,
+      ],
+      [1, 1, 0],
+    );
+    // One change through b: a's next poll reads its one row, and is not empty.
+    assert.equal(await db.b.revokeToken(db.tokenId, { now: NOW + 2000, audit: undefined }), true);
+    await db.a.refreshGrantEpoch();
+    const after = db.a.readGrantEpochStats();
+    assert.deepEqual(
+      [
+        after.polls - idle.polls,
+        after.emptyPolls - idle.emptyPolls,
+        after.rowsRead - idle.rowsRead,
+      ],
+      [1, 0, 1],
+    );
+    assert.equal(await db.a.findTokenGrant(db.lookup), undefined);
+  },
+});
+
 Deno.test({ name: "[pg] stop the cluster", ignore, fn: () => cluster!.stop() });

@@ -8,7 +8,7 @@ import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
 import type { ApiKeyStore, KeyUsage, NewApiKey } from "../store.ts";
 import { type PgContext, resolveAudit } from "./db.ts";
-import { type Row, toApiKey } from "../rows.ts";
+import { type Row, toApiKey, toExpiryOrNull } from "../rows.ts";
 import { keyUsable } from "./rows.ts";
 
 async function insertKeyRow(tx: postgres.TransactionSql, key: NewApiKey, now: number) {
@@ -81,7 +81,8 @@ function createKeyReads(
 
     async findKeyHolder(keyHash, now) {
       const [row] = await db.read((sql) =>
-        sql<Row[]>`SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
+        sql<Row[]>`SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect, k.expires_at
+          FROM api_keys k
           JOIN users u ON u.id = k.user_id
           WHERE k.key_hash = ${keyHash} AND ${keyUsable(sql, now)}`
       );
@@ -91,6 +92,7 @@ function createKeyReads(
         userId: row.user_id as number,
         email: row.email as string,
         introspect: row.introspect === 1,
+        keyExpiresAt: toExpiryOrNull(row.expires_at),
       };
     },
   };

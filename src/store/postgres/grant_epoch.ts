@@ -128,6 +128,12 @@ export interface GrantEpochStats {
   notifications: number;
   /** Times the listener (re)connected. */
   listens: number;
+  /** Polls that succeeded. */
+  polls: number;
+  /** Of those, polls that found no position this instance had not read (nothing new). */
+  emptyPolls: number;
+  /** Rows of the change record the polls read (one per scope recorded after the position seen). */
+  rowsRead: number;
   /** Polls that failed. */
   pollFailures: number;
   /** Milliseconds since the epoch was last confirmed. */
@@ -233,6 +239,9 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   /** Monotonic time at which the last successful poll started; -Infinity before the first. */
   let confirmedAt = -Infinity;
   let pollFailures = 0;
+  let polls = 0;
+  let emptyPolls = 0;
+  let rowsRead = 0;
   let closed = false;
   let resolveReady!: () => void;
   const readyPromise = new Promise<void>((resolve) => (resolveReady = resolve));
@@ -244,6 +253,9 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       // Through the listener's own connection when there is one: a pool busy with requests then
       // cannot delay the confirmation past the staleness bound.
       const read = await readChangeRecord(listener.sql ?? sql, seen.cursor?.position ?? 0);
+      polls++;
+      rowsRead += read.rows.length;
+      if (seen.cursor !== undefined && read.head.position === seen.cursor.position) emptyPolls++;
       learnRead(log, seen, read);
       if (seen.cursor !== undefined) delays?.learned(seen.cursor.position);
       confirmedAt = Math.max(confirmedAt, startedAt);
@@ -323,6 +335,9 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     stats: () => ({
       notifications: listener.notifications,
       listens: listener.listens,
+      polls,
+      emptyPolls,
+      rowsRead,
       pollFailures,
       lagMs: Math.max(0, now() - confirmedAt),
       listening: listener.listening,

@@ -6,8 +6,9 @@
 import { StoreConflict } from "../errors.ts";
 import type { ApiKey, ApiKeyStore, NewApiKey } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
-import { toApiKey } from "../rows.ts";
+import { toApiKey, toExpiryOrNull } from "../rows.ts";
 import { KEY_COLUMNS, KEY_USABLE } from "./rules.ts";
+import { MAX_TIME_MS } from "../../platform/clock.ts";
 
 export function createApiKeyStore(conn: Connection): ApiKeyStore {
   return {
@@ -34,7 +35,8 @@ function createKeyReads(
   );
   // The API-key gate, introspection and revocation (see KEY_USABLE).
   const keyHolder = sql(
-    `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect FROM api_keys k
+    `SELECT k.id AS api_key_id, k.user_id, u.email, k.introspect,
+       min(k.expires_at, ${MAX_TIME_MS}) AS expires_at FROM api_keys k
      JOIN users u ON u.id = k.user_id
      WHERE k.key_hash = :key_hash AND ${KEY_USABLE}`,
   );
@@ -74,6 +76,7 @@ function createKeyReads(
           userId: row.user_id as number,
           email: row.email as string,
           introspect: row.introspect === 1,
+          keyExpiresAt: toExpiryOrNull(row.expires_at),
         };
       });
     },

@@ -161,6 +161,9 @@ Deno.test({
       const sample = (name: string) =>
         Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);
       assert.ok(sample("keygate_store_notifications_total") >= 1, metrics);
+      // Two learned the revocation through one by reading its row from the change record.
+      assert.ok(sample("keygate_store_change_polls_total") >= 1, metrics);
+      assert.ok(sample("keygate_store_change_rows_total") >= 1, metrics);
       assert.equal(sample("keygate_store_listener_up"), 1);
       assert.equal(sample("keygate_store_connections_max"), 10);
       assert.ok(sample("keygate_store_grant_epoch_lag_seconds") < 2);
