@@ -1,14 +1,18 @@
 /**
  * The limiter's own cost per secure request, in process (no TLS, no HTTP), in CPU time rather
  * than wall time so that a shared machine's load matters less: the real handler over three
- * copies of one SQLite database (20,000 tokens, 2,000 sampled, so 200 keys), one without limits,
- * two with the rate-limits section's default rate and quota, one of those with the `RateLimit`
- * headers switched off; measured in alternating rounds, the cost of building the requests taken
- * off. With `KEYGATE_CPU_PROFILE=FILE`, the measured rounds are also profiled (V8's
- * `.cpuprofile` JSON). A guide between `deno task bench` runs, whose figures alone judge the
- * targets.
+ * copies of one SQLite database (KEYS keys, one token each, walked in order as the bench's Lua
+ * walks its sampled tokens), one without limits, two with a default rate and quota as the
+ * rate-limits section's (the rate per hour rather than per minute, so that no window ends in a
+ * run: what a window's end costs is lease_cost.ts's), one of those with the `RateLimit` headers
+ * switched off; measured in alternating rounds, the cost of building the requests taken off. Each
+ * round lets the event loop turn every 1,000 requests, so the limiter's idle return (a timer)
+ * runs as it does in a server. With
+ * `KEYGATE_CPU_PROFILE=FILE`, the measured rounds are also profiled (V8's `.cpuprofile` JSON).
+ * What `Deno.serve` adds per request (the HTTP/1 writes, TLS) is serve_cost.ts's. A guide
+ * between `deno task bench` runs, whose figures alone judge the targets.
  *
- * Usage: deno run -A scripts/bench/limiter_cost.ts [ROUNDS]
+ * Usage: deno run -A scripts/bench/limiter_cost.ts [ROUNDS [KEYS]]
  *
  * @module
  */
@@ -25,7 +29,10 @@ import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { seedDatabase } from "./seed.ts";
 
 const ROUNDS = Number(Deno.args[0] ?? 7);
+const KEYS = Number(Deno.args[1] ?? 10_000);
 const PER_ROUND = 100_000;
+/** Requests between two turns of the event loop (timers run then). */
+const TURN_EVERY = 1000;
 const PROFILE = Deno.env.get("KEYGATE_CPU_PROFILE");
 
 /** Process CPU time (user and system, every thread), in ms. */
@@ -38,16 +45,17 @@ const work = Deno.makeTempDirSync({ prefix: "keygate-limiter-cost-" });
 const hasher = createPasswordHasher();
 const passwordHash = await hasher.hash("bench password");
 const { sample } = await seedDatabase(`${work}/plain.sqlite3`, {
-  tokens: 20_000,
-  sample: 2000,
+  tokens: KEYS,
+  sample: KEYS,
   passwordHash,
+  tokensPerUser: 1,
 });
 for (const name of ["limited", "no-headers"]) {
   Deno.copyFileSync(`${work}/plain.sqlite3`, `${work}/${name}.sqlite3`);
   const store = openSqliteStore(`${work}/${name}.sqlite3`);
   const now = Date.now();
   const limit = { scope: "default", subjectId: null } as const;
-  await store.putLimit({ ...limit, kind: "rate", max: 1e9, period: "minute" }, {
+  await store.putLimit({ ...limit, kind: "rate", max: 1e9, period: "hour" }, {
     now,
     audit: undefined,
   });
@@ -85,8 +93,9 @@ const sides = {
 };
 const info = { remoteAddr: { hostname: "127.0.0.1" } };
 
+let next = 0;
 function makeRequest(): Request {
-  const entry = sample[Math.floor(Math.random() * sample.length)];
+  const entry = sample[next++ % sample.length];
   return new Request(
     `https://127.0.0.1:8443/api/secure/userservice/tokens/current` +
       `?api_key=${entry.apiKey}&api_token=${entry.token}`,
@@ -97,7 +106,9 @@ function makeRequest(): Request {
 async function round(handle?: (typeof sides)[keyof typeof sides]["handle"]): Promise<number> {
   const requests = Array.from({ length: PER_ROUND }, makeRequest);
   const started = cpuMs();
+  let count = 0;
   for (const request of requests) {
+    if (++count % TURN_EVERY === 0) await new Promise((resolve) => setTimeout(resolve, 0));
     if (handle === undefined) {
       void request.url;
       continue;
@@ -120,7 +131,14 @@ function post(method: string, params = {}): Promise<{ profile?: unknown }> {
   );
 }
 
-for (const side of Object.values(sides)) await round(side.handle); // warm: caches and slices
+// Warm: every key leased at once (the leases coalesce, as under a server's concurrent requests),
+// then a round for caches and code.
+for (const side of Object.values(sides)) {
+  await Promise.all(
+    sample.map(() => side.handle(makeRequest(), info).then((r) => r.body?.cancel())),
+  );
+  await round(side.handle);
+}
 if (PROFILE) {
   session.connect();
   await post("Profiler.enable");
@@ -137,7 +155,9 @@ if (PROFILE) {
   Deno.writeTextFileSync(PROFILE, JSON.stringify(profile));
 }
 const load = Deno.loadavg().map((n) => n.toFixed(2)).join(" ");
-console.log(`CPU µs per secure request, ${ROUNDS} rounds of ${PER_ROUND} (load ${load}):`);
+console.log(
+  `CPU µs per secure request, ${KEYS} keys, ${ROUNDS} rounds of ${PER_ROUND} (load ${load}):`,
+);
 for (const [name, values] of Object.entries(costs)) {
   values.sort((a, b) => a - b);
   const median = values[values.length >> 1];

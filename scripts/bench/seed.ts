@@ -1,6 +1,6 @@
 /**
  * Seeds a benchmark database through the store: one user and one API key per
- * 100 tokens (the per-key live-token cap), all sharing one password hash.
+ * 100 tokens (the per-key live-token cap, or fewer if asked), all sharing one password hash.
  *
  * @module
  */
@@ -47,11 +47,14 @@ export async function seedDatabase(
     passwordHash: string;
     /** Which tokens (numbered from 0 in seeding order) to sample, instead of every n-th. */
     select?: (index: number) => boolean;
+    /** Tokens per user (and key); the per-key live-token cap unless given. */
+    tokensPerUser?: number;
   },
 ): Promise<Seeded> {
   const store = openSqliteStore(path);
   const now = Date.now();
-  const users = Math.ceil(options.tokens / MAX_LIVE_TOKENS);
+  const perUser = Math.min(options.tokensPerUser ?? MAX_LIVE_TOKENS, MAX_LIVE_TOKENS);
+  const users = Math.ceil(options.tokens / perUser);
   const every = Math.max(1, Math.floor(options.tokens / options.sample));
   const sample: SeedEntry[] = [];
   let made = 0;
@@ -74,7 +77,7 @@ export async function seedDatabase(
             },
             { now, audit: undefined },
           );
-          for (let t = 0; t < MAX_LIVE_TOKENS && made < options.tokens; t++, made++) {
+          for (let t = 0; t < perUser && made < options.tokens; t++, made++) {
             const token = generateToken();
             await store.insertToken({
               tokenHash: hashSecret(token),

@@ -59,7 +59,12 @@ export function createLimitKeys(): LimitKeys {
       let entry = entries.get(owner.apiKeyId);
       if (entry === undefined || entry.owner.userId !== owner.userId) {
         if (entry !== undefined) forget(owner.apiKeyId, now);
-        entry = { owner, waiting: 0, lastUseAt: now };
+        // A copy: the caller's object (the request's principal) is not kept past the request.
+        entry = {
+          owner: { apiKeyId: owner.apiKeyId, userId: owner.userId },
+          waiting: 0,
+          lastUseAt: now,
+        };
         entries.set(owner.apiKeyId, entry);
         let keys = keysOfUser.get(owner.userId);
         if (keys === undefined) keysOfUser.set(owner.userId, keys = new Set());
@@ -78,9 +83,10 @@ export function createLimitKeys(): LimitKeys {
       }
     },
     release(now, all) {
+      const options = { onlyIdle: !all, returns };
       for (const [apiKeyId, entry] of entries) {
         if (entry.leasing !== undefined) continue;
-        releaseUnits(entry, now, { onlyIdle: !all, returns });
+        releaseUnits(entry, now, options);
         if (all || now - entry.lastUseAt > FORGET_MS) forget(apiKeyId, now);
       }
     },

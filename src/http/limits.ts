@@ -23,7 +23,8 @@ export function createLimitAdmission(limiter: Pick<Limiter, "admit">): AdmitLimi
   return function admitLimits(context, owner) {
     let verdict;
     try {
-      verdict = limiter.admit({ apiKeyId: owner.apiKeyId, userId: owner.userId });
+      // The limiter copies what it keeps of the owner: no object per request here.
+      verdict = limiter.admit(owner);
     } catch (error) {
       refused(error, context);
     }
