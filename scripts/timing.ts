@@ -6,8 +6,10 @@
  * gap between them. Exits 1 when the median gap between unknown e-mail and
  * wrong password is 5 ms or more. Then the same for the developer portal's sign-up,
  * sign-in and forgot-password, known against unknown e-mail (scripts/portal_timing.ts).
+ * Both parts run on a temporary SQLite file, or with `--store postgres://…` on that
+ * PostgreSQL database, which must hold no user (the run adds users, keys and accounts).
  *
- *     deno task timing [--requests 200]
+ *     deno task timing [--requests 200] [--store postgres://…]
  *
  * Timing belongs in a script, not in unit tests: it depends on the machine.
  *
@@ -20,6 +22,9 @@ import { generateApiKey, hashSecret } from "../src/auth/credentials.ts";
 import { silentLogger } from "../src/platform/logger.ts";
 import { createPasswordHasher } from "../src/passwords/passwords.ts";
 import { openSqliteStore } from "../src/store/sqlite/sqlite_store.ts";
+import { openStore, parseStoreLocation } from "../src/store/open_store.ts";
+import { redactCredentials } from "../src/store/store_url.ts";
+import type { Store } from "../src/store/store.ts";
 import type { ThrottleRules } from "../src/auth/throttle.ts";
 import { measurePortalTiming } from "./portal_timing.ts";
 
@@ -43,17 +48,90 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 }
 
+/** A usage mistake: one line, exit 2. */
+class UsageError extends Error {}
+
+/** The store the run measures on: what it is, and how to close it. */
+interface TimingStore {
+  store: Store;
+  /** The first line printed: which backend. */
+  description: string;
+  close(): Promise<void>;
+}
+
+/** A temporary SQLite file, or the empty PostgreSQL database `url` names. */
+async function openTimingStore(url: string | undefined): Promise<TimingStore> {
+  if (url === undefined) {
+    const dir = Deno.makeTempDirSync({ prefix: "keygate-timing-" });
+    const store = openSqliteStore(`${dir}/keygate.sqlite3`);
+    return {
+      store,
+      description: "store: SQLite, a temporary file",
+      async close() {
+        await store.closeStore();
+        Deno.removeSync(dir, { recursive: true });
+      },
+    };
+  }
+  let location;
+  try {
+    location = parseStoreLocation(url);
+  } catch (error) {
+    throw new UsageError(`--store: ${(error as Error).message}`);
+  }
+  if (location.kind !== "postgres") {
+    throw new UsageError("--store takes a postgres:// URL (without it: a temporary SQLite file)");
+  }
+  let store: Store;
+  try {
+    store = (await openStore(location)).store;
+  } catch (error) {
+    throw new Error(
+      `cannot open the store ${location.display}: ${redactCredentials((error as Error).message)}`,
+    );
+  }
+  const users = await store.countRows("users");
+  if (users > 0) {
+    await store.closeStore();
+    throw new UsageError(
+      `--store must name an empty database (${location.display} has ${users} users): ` +
+        "the run adds users, keys and portal accounts to it",
+    );
+  }
+  return {
+    store,
+    description: `store: PostgreSQL, ${location.display}`,
+    close: () => store.closeStore(),
+  };
+}
+
 async function main(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { requests: { type: "string", default: "200" } } });
+  let values;
+  try {
+    values = parseArgs({
+      args,
+      options: { requests: { type: "string", default: "200" }, store: { type: "string" } },
+    }).values;
+  } catch (error) {
+    console.error(`timing: ${(error as Error).message}`);
+    return 2;
+  }
   const requests = Number(values.requests);
   if (!Number.isInteger(requests) || requests < 2) {
     console.error("timing: --requests must be a whole number of at least 2");
     return 2;
   }
-  const dir = Deno.makeTempDirSync({ prefix: "keygate-timing-" });
-  const store = openSqliteStore(`${dir}/keygate.sqlite3`);
+  let opened: TimingStore;
+  try {
+    opened = await openTimingStore(values.store);
+  } catch (error) {
+    console.error(`timing: ${(error as Error).message}`);
+    return error instanceof UsageError ? 2 : 1;
+  }
+  const { store } = opened;
   const hasher = createPasswordHasher();
   try {
+    console.log(opened.description);
     const now = Date.now();
     const addUser = async (email: string) => {
       const user = await store.insertUser({
@@ -106,7 +184,7 @@ async function main(args: string[]): Promise<number> {
       return elapsed;
     };
 
-    // Warm up: JIT, the dummy hash, SQLite's page cache.
+    // Warm up: JIT, the dummy hash, the database's caches.
     for (let i = 0; i < 10; i++) for (const text of Object.values(cases)) await send(text);
 
     // The two cases of the requirement alternate, in a random order within each pair, with the
@@ -137,12 +215,14 @@ async function main(args: string[]): Promise<number> {
         `${gap.toFixed(3)} ms (limit ${MAX_MEDIAN_GAP_MS} ms): ${verdict}`,
     );
     // The portal's sign-up, sign-in and forgot-password (scripts/portal_timing.ts).
-    const portal = await measurePortalTiming(requests, MAX_MEDIAN_GAP_MS);
+    const portal = await measurePortalTiming(store, hasher, {
+      requests,
+      maxGapMs: MAX_MEDIAN_GAP_MS,
+    });
     return gap < MAX_MEDIAN_GAP_MS ? portal : 1;
   } finally {
     hasher.close();
-    await store.closeStore();
-    Deno.removeSync(dir, { recursive: true });
+    await opened.close();
   }
 }
 

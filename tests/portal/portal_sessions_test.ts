@@ -77,3 +77,57 @@ Deno.test("[e2e] portal: a password change ends the other sessions, not the one 
   assert.equal(response.status, 401, "every other session ends");
   assert.equal((await json(response)).error.code, "not_signed_in");
 });
+
+/** A `Set-Cookie` value: its name, value and attributes (names lower-cased). */
+function parseSetCookie(header: string | null) {
+  assert.ok(header !== null, "a Set-Cookie header");
+  assert.ok(!header.includes(","), "one cookie");
+  const [pair, ...parts] = header.split(";").map((part) => part.trim());
+  const eq = pair.indexOf("=");
+  const attributes = new Map<string, string>();
+  for (const part of parts) {
+    const at = part.indexOf("=");
+    const name = (at < 0 ? part : part.slice(0, at)).toLowerCase();
+    assert.ok(!attributes.has(name), `${name} once`);
+    attributes.set(name, at < 0 ? "" : part.slice(at + 1));
+  }
+  return { name: pair.slice(0, eq), value: pair.slice(eq + 1), attributes };
+}
+
+/** The attributes a browser needs to keep a `__Host-` cookie on HTTPS only and this site only. */
+function assertHostCookie(cookie: ReturnType<typeof parseSetCookie>, maxAge: string) {
+  assert.equal(cookie.name, "__Host-keygate_portal");
+  assert.ok(cookie.name.startsWith("__Host-"));
+  assert.deepEqual(
+    [...cookie.attributes].sort(),
+    [["httponly", ""], ["max-age", maxAge], ["path", "/"], ["samesite", "Strict"], ["secure", ""]],
+    "Secure, HttpOnly, SameSite=Strict, Path=/, Max-Age, and no Domain or other attribute",
+  );
+  assert.equal(cookie.attributes.has("domain"), false);
+}
+
+Deno.test("[e2e] portal: the session cookie is __Host-, Secure, HttpOnly, SameSite=Strict, Path=/; sign-out clears it", async () => {
+  await using rig = await startPortalRig();
+  const email = "cookie@example.org";
+  await verifiedAccount(rig, email);
+  const signIn = await rig.api("POST", "/signin", { email, password: PASSWORD });
+  assert.equal(signIn.status, 200);
+  const body = await json(signIn);
+  const session = parseSetCookie(signIn.headers.get("set-cookie"));
+  assertHostCookie(session, String(8 * 3600));
+  assert.match(session.value, /^[A-Za-z0-9_-]{32,}$/, "an unguessable id");
+  assert.equal(Date.parse(body.expires_at), rig.app.clock.now() + 8 * 3_600_000);
+  assert.ok(!JSON.stringify(body).includes(session.value), "the id only in the cookie");
+  const cookie = `${session.name}=${session.value}`;
+
+  let response = await rig.api("GET", "/session", undefined, { cookie });
+  assert.equal((await json(response)).email, email);
+  response = await rig.api("POST", "/signout", {}, { cookie, "x-csrf-token": body.csrf_token });
+  assert.equal(response.status, 204);
+  const cleared = parseSetCookie(response.headers.get("set-cookie"));
+  assertHostCookie(cleared, "0");
+  assert.equal(cleared.value, "", "the cookie's value emptied");
+  response = await rig.api("GET", "/session", undefined, { cookie });
+  assert.equal(response.status, 401, "the old cookie no longer signs in");
+  assert.equal((await json(response)).error.code, "not_signed_in");
+});
