@@ -145,3 +145,22 @@ Deno.test("durability 'grants': a failed sync fails its writes with StoreUnavail
   assert.equal(held.syncs.length, 2);
   assert.equal(db.sqlite.readWalSyncs(), 2);
 });
+
+Deno.test("durability 'grants': an audit search is a read, neither a grant write nor a sync", async () => {
+  using db = openTempStore({ durability: "grants" });
+  for (const [at, action] of [[1000, "user.added"], [1100, "key.created"]] as const) {
+    await db.store.appendAudit({ at, actor: "operator:ann", action, subject: "user:a@b.org" });
+  }
+  const writes = db.sqlite.readGrantWrites();
+  // Both statement shapes: a page, and one with a filter whose scan may stop (its query has a WITH).
+  const all = await db.store.searchAuditPage({ limit: 10 });
+  const filtered = await db.store.searchAuditPage({
+    limit: 1,
+    actor: "operator:ann",
+    action: "key.created",
+  });
+  assert.deepEqual(all.entries.map((entry) => entry.action), ["key.created", "user.added"]);
+  assert.deepEqual(filtered.entries.map((entry) => entry.at), [1100]);
+  assert.equal(db.sqlite.readGrantWrites(), writes);
+  assert.equal(db.sqlite.readWalSyncs(), 0);
+});
