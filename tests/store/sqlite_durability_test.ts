@@ -1,15 +1,18 @@
 /**
- * The SQLite store's durability "grants": only commits that can end a grant are synced
- * before they return.
+ * The SQLite store's durability "grants": only writes that can end a grant wait for a sync
+ * of the WAL, one that started after their commit and that concurrent commits share.
  *
  * @module
  */
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { openTempStore } from "../_helpers/store.ts";
 import { tempDbPath } from "../_helpers/temp_db.ts";
-import { KEY, NO_AUDIT, seed, TOKEN } from "../_helpers/grant_seed.ts";
+import { issueFor, KEY, NO_AUDIT, seed, TOKEN } from "../_helpers/grant_seed.ts";
+import { createHeldWalSync, hasSettled } from "../_helpers/held_wal_sync.ts";
+import { StoreUnavailable } from "../../src/store/errors.ts";
 
 Deno.test("durability 'grants': a login's commit is not synced, a revocation's is, at once", async () => {
   using db = openTempStore({ durability: "grants" });
@@ -60,4 +63,104 @@ Deno.test("durability 'grants' opens a database through a symbolic link", async 
     await store.closeStore();
     db.cleanup();
   }
+});
+
+/** A durability "grants" store whose WAL syncs wait for the test, seeded with one token. */
+async function openHeldStore() {
+  const held = createHeldWalSync();
+  const db = openTempStore({ durability: "grants", runWalSync: held.runWalSync });
+  const seeded = await seed(db.store);
+  const grant = (await db.store.findTokenGrant({
+    tokenHash: hashSecret(TOKEN),
+    keyHash: hashSecret(KEY),
+    now: 2000,
+  }))!;
+  return { db, held, ...seeded, tokenId: grant.tokenId };
+}
+
+/** Reads the token's revocation time through a connection of its own, as another process would. */
+function readRevokedAt(path: string): number | null {
+  const reader = new DatabaseSync(path, { readOnly: true });
+  try {
+    return (reader.prepare("SELECT revoked_at FROM tokens WHERE id = 1").get() as {
+      revoked_at: number | null;
+    }).revoked_at;
+  } finally {
+    reader.close();
+  }
+}
+
+const REVOKE_AUDIT = { at: 2100, actor: "test", action: "token.revoked", subject: "token:1" };
+
+Deno.test("durability 'grants': a revocation resolves only after its commit's sync, a login does not wait", async () => {
+  const { db, held, user, key, tokenId } = await openHeldStore();
+  using _ = db;
+  const revoked = db.store.revokeToken(tokenId, { now: 2100, audit: REVOKE_AUDIT });
+  await held.waitForSyncs(1);
+  assert.equal(readRevokedAt(db.path), 2100, "committed (visible to other connections) first");
+  assert.equal(await hasSettled(revoked), false, "not answered before the sync");
+  // A login during the sync neither waits for it nor asks for one.
+  await issueFor(db.store, { user, key }, "h".repeat(40), 2150);
+  assert.equal(held.syncs.length, 1);
+  await held.syncs[0].release();
+  await revoked;
+  assert.equal(db.sqlite.readWalSyncs(), 1);
+});
+
+Deno.test("durability 'grants': grant-ending writes committed during a sync share the next one", async () => {
+  const { db, held, user, key, tokenId } = await openHeldStore();
+  using _ = db;
+  const writesBefore = db.sqlite.readGrantWrites();
+  const first = db.store.revokeToken(tokenId, { now: 2100, audit: REVOKE_AUDIT });
+  await held.waitForSyncs(1);
+  const second = db.store.updateApiKeyDisabled(key.id, { disabled: true, now: 2200, ...NO_AUDIT });
+  const third = db.store.updateUserDisabled(user.id, { disabled: true, now: 2300, ...NO_AUDIT });
+  await held.syncs[0].release();
+  await first;
+  await held.waitForSyncs(2);
+  assert.equal(await hasSettled(second), false, "the first sync may have started before it");
+  assert.equal(await hasSettled(third), false);
+  await held.syncs[1].release();
+  await Promise.all([second, third]);
+  assert.ok(db.sqlite.readGrantWrites() - writesBefore >= 3, "each ended a grant");
+  assert.equal(db.sqlite.readWalSyncs(), 2, "three grant writes, two syncs");
+});
+
+Deno.test("durability 'grants': a failed sync fails its writes with StoreUnavailable, and the next write waits for a sync", async () => {
+  const { db, held, user, key, tokenId } = await openHeldStore();
+  using _ = db;
+  const revoked = db.store.revokeToken(tokenId, { now: 2100, audit: REVOKE_AUDIT });
+  await held.waitForSyncs(1);
+  held.syncs[0].fail(new Error("Input/output error (os error 5)"));
+  await assert.rejects(revoked, StoreUnavailable);
+  assert.equal(readRevokedAt(db.path), 2100, "the commit stays: only its durability is unknown");
+  // Even a write that ends no grant now waits for a sync that succeeds.
+  const login = issueFor(db.store, { user, key }, "h".repeat(40), 2150);
+  await held.waitForSyncs(2);
+  assert.equal(await hasSettled(login), false);
+  await held.syncs[1].release();
+  await login;
+  // The debt is paid: logins go back to not waiting.
+  await issueFor(db.store, { user, key }, "i".repeat(40), 2160);
+  assert.equal(held.syncs.length, 2);
+  assert.equal(db.sqlite.readWalSyncs(), 2);
+});
+
+Deno.test("durability 'grants': an audit search is a read, neither a grant write nor a sync", async () => {
+  using db = openTempStore({ durability: "grants" });
+  for (const [at, action] of [[1000, "user.added"], [1100, "key.created"]] as const) {
+    await db.store.appendAudit({ at, actor: "operator:ann", action, subject: "user:a@b.org" });
+  }
+  const writes = db.sqlite.readGrantWrites();
+  // Both statement shapes: a page, and one with a filter whose scan may stop (its query has a WITH).
+  const all = await db.store.searchAuditPage({ limit: 10 });
+  const filtered = await db.store.searchAuditPage({
+    limit: 1,
+    actor: "operator:ann",
+    action: "key.created",
+  });
+  assert.deepEqual(all.entries.map((entry) => entry.action), ["key.created", "user.added"]);
+  assert.deepEqual(filtered.entries.map((entry) => entry.at), [1100]);
+  assert.equal(db.sqlite.readGrantWrites(), writes);
+  assert.equal(db.sqlite.readWalSyncs(), 0);
 });

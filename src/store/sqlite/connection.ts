@@ -32,6 +32,7 @@ import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
+import { openWalSyncGroup, type WalSyncGroup, type WalSyncRunner } from "./wal_sync.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
 export const MMAP_BYTES = 256 * 1024 * 1024;
@@ -54,14 +55,20 @@ export interface SqliteStoreOptions {
   /**
    * `"full"` (the default): every commit is synced to disk before it
    * returns (`PRAGMA synchronous = FULL`). `"grants"`, for the server: only
-   * commits that can end a grant (revocations, key and user changes) are
-   * synced before they return; others (a new token and its audit row, a
-   * key's last use, throttle counters) reach the disk with the next synced
-   * commit or checkpoint, so a power cut (not a crash of keygate) can lose
-   * the last of them. A login then costs no fsync on the thread that
-   * serves secure requests.
+   * writes that can end a grant (revocations, key and user changes) wait
+   * for a sync of the write-ahead log before they resolve; others (a new
+   * token and its audit row, a key's last use, throttle counters) reach the
+   * disk with the next sync or checkpoint, so a power cut (not a crash of
+   * keygate) can lose the last of them. The sync runs off the event loop and
+   * is shared by the commits made while one runs (wal_sync.ts), so neither a
+   * login nor a revocation blocks the thread that serves secure requests.
    */
   durability?: "full" | "grants";
+  /**
+   * Runs each WAL sync of durability `"grants"` (see {@link WalSyncRunner}); for tests, which
+   * hold a sync open to see who waits for it. Default: runs the sync.
+   */
+  runWalSync?: WalSyncRunner;
   /** Hears the one-line warnings of the migrations this opening applies (never addresses). */
   onMigrationWarning?(line: string): void;
   /**
@@ -100,7 +107,11 @@ export interface Connection {
    * SQLite's errors become store errors.
    */
   write<T>(fn: () => T, audit?: AuditOf<T>): Promise<T>;
-  /** The synchronous transaction `write` uses (nested calls join the outer one). */
+  /**
+   * Runs `fn` in one `BEGIN IMMEDIATE` transaction (nested calls join the outer one). With
+   * durability `"grants"`, a commit that can end a grant is synced before it returns, on the
+   * event loop: `write` instead commits and then awaits a shared sync off it.
+   */
   transaction<T>(fn: () => T): T;
   /** Runs `fn` with SQLite's busy wait off (see busy_retry.ts). */
   withoutBusyWait<T>(fn: () => T): T;
@@ -112,26 +123,16 @@ export interface Connection {
   readGrantInvalidations(): GrantInvalidations;
   /** Writes through this connection that may have ended or changed a grant. */
   readGrantWrites(): number;
-  /** WAL syncs made after grant-ending commits, with durability `"grants"`. */
+  /**
+   * WAL syncs made after grant-ending commits, with durability `"grants"`: fewer than the
+   * grant writes when they come concurrently (commits share a sync).
+   */
   readWalSyncs(): number;
   /** `PRAGMA data_version` reads by the grant change feed (the WAL index spares the rest). */
   readDataVersionReads(): number;
   /** See `Store.findWriteFailure`. */
   findWriteFailure(): string | undefined;
   close(): void;
-}
-
-/** Syncs a database's WAL file to disk, for durability `"grants"`. */
-interface WalSync {
-  sync(): void;
-  close(): void;
-}
-
-function openWalSync(path: string): WalSync {
-  // The -wal file exists once the connection has read in WAL mode (the migrations did).
-  // SQLite holds no POSIX locks on it, so this descriptor can be closed at any time.
-  const file = Deno.openSync(`${path}-wal`, { read: true });
-  return { sync: () => file.syncDataSync(), close: () => file.close() };
 }
 
 /**
@@ -167,7 +168,7 @@ export function openConnection(path: string, options: SqliteStoreOptions = {}): 
     // WAL mode: the commit frames are in the -wal file, and syncing it makes them durable.
     // SQLite keeps -wal and -shm beside the file a symbolic link points to.
     const syncWal = durability === "grants" && path !== ":memory:"
-      ? openWalSync(Deno.realPathSync(path))
+      ? openWalSyncGroup(Deno.realPathSync(path), options.runWalSync)
       : undefined;
     const recordRows = options.changeRecordRows ?? CHANGE_RECORD_ROWS;
     if (!Number.isSafeInteger(recordRows) || recordRows < 1) {
@@ -191,26 +192,19 @@ function createConnection(
   options: {
     busyTimeoutMs: number;
     commits: CommitCounter;
-    syncWal: WalSync | undefined;
+    syncWal: WalSyncGroup | undefined;
     recordRows: number;
   },
 ): Connection {
   const { busyTimeoutMs, commits, syncWal, recordRows } = options;
   let grantWrites = 0;
-  let walSyncs = 0;
   const feed = createChangeFeed(db, { commits, recordRows, readGrantWrites: () => grantWrites });
 
-  /** Makes what has committed durable (see SqliteStoreOptions.durability `"grants"`). */
-  function syncCommitted(): void {
-    if (syncWal === undefined) return;
-    syncWal.sync();
-    walSyncs++;
-  }
-
-  /** After a write that can end a grant commits: make it durable (see durability). */
+  /** After a write that can end a grant: make it durable (see durability). */
   function grantWritten(): void {
     grantWrites++;
-    if (!db.isTransaction) syncCommitted(); // autocommit: it has committed; else see transaction()
+    // Autocommit (no store method writes so): it has committed; else see transaction().
+    if (!db.isTransaction) syncWal?.syncNow();
   }
 
   function sql(text: string, effect?: "keeps-grants"): Statement {
@@ -222,21 +216,28 @@ function createConnection(
   const appendEntries = createAuditAppender(sql);
   const writeFailures = createWriteFailures(sql);
 
-  function transaction<T>(fn: () => T): T {
-    // Nested calls join the outer transaction.
-    if (db.isTransaction) return fn();
+  /** Runs `fn` in a transaction and commits it, unsynced; whether it may have ended a grant. */
+  function commit<T>(fn: () => T): { result: T; endedGrants: boolean } {
+    // Nested calls join the outer transaction, which commits (and syncs) later.
+    if (db.isTransaction) return { result: fn(), endedGrants: false };
     db.exec("BEGIN IMMEDIATE");
     try {
       const before = grantWrites;
       const result = fn();
-      if (grantWrites !== before) feed.pruneChanges();
+      const endedGrants = grantWrites !== before;
+      if (endedGrants) feed.pruneChanges();
       db.exec("COMMIT");
-      if (grantWrites !== before) syncCommitted();
-      return result;
+      return { result, endedGrants };
     } catch (error) {
       if (db.isTransaction) db.exec("ROLLBACK");
       throw error;
     }
+  }
+
+  function transaction<T>(fn: () => T): T {
+    const { result, endedGrants } = commit(fn);
+    if (endedGrants) syncWal?.syncNow();
+    return result;
   }
 
   function withoutBusyWait<T>(fn: () => T): T {
@@ -265,13 +266,17 @@ function createConnection(
     },
     async write(fn, audit) {
       try {
-        const result = await writeWhenUnlocked(connection, () =>
-          transaction(() => {
+        const { result, endedGrants } = await writeWhenUnlocked(connection, () =>
+          commit(() => {
             const result = fn();
             appendEntries(typeof audit === "function" ? audit(result) : audit);
             return result;
           }));
         writeFailures.clear();
+        // The durable point: a sync that started after this commit (shared with others).
+        if (syncWal !== undefined && (endedGrants || syncWal.owesSync())) {
+          await syncWal.afterCommit();
+        }
         return result;
       } catch (error) {
         writeFailures.note(error);
@@ -282,7 +287,7 @@ function createConnection(
     readGrantChanges: feed.readGrantChanges,
     readGrantInvalidations: feed.readGrantInvalidations,
     readGrantWrites: () => grantWrites,
-    readWalSyncs: () => walSyncs,
+    readWalSyncs: () => syncWal?.readSyncs() ?? 0,
     readDataVersionReads: feed.readDataVersionReads,
     findWriteFailure: () =>
       writeFailures.find((probe) => withoutBusyWait(() => transaction(probe))),
