@@ -86,6 +86,14 @@ export const PRODUCTION_MIX_COLUMNS = [
   "revocation to refusal on A",
 ];
 
+/**
+ * wrk's niceness on the core it shares with B, PostgreSQL and the bench's revoker: wrk gets that
+ * core first, so that what the revocations cost there cannot starve the load on A (A, alone on
+ * its core, would then idle and its rate would be the generator's, not its own). What the
+ * revocation side gets is what wrk leaves; the row reports the rate B achieved.
+ */
+export const WRK_NICE = -10;
+
 /** Seconds of wrk (no revocations) right before every run of every row: the same warm-up for all. */
 const WARM_UP_SECONDS = 3;
 
@@ -123,7 +131,8 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
     ctx.notes.push(
       pinned
         ? `Production mix: instance A alone on core ${ctx.serverCore}; B, wrk, PostgreSQL and ` +
-          `the bench's revoker, probe and logins on core ${ctx.otherCore}.`
+          `the bench's revoker, probe and logins on core ${ctx.otherCore}, where wrk runs at ` +
+          `nice ${WRK_NICE} (it gets that core first; the revocation side gets what it leaves).`
         : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
     );
     // Each backend gets its own half of the victims (a revocation is never repeated), and the
@@ -268,7 +277,7 @@ async function runBackend(
           `production mix, ${options.backend}, round ${round}/${ctx.rounds}: warming up, then ` +
             `${rate} revocations/s through B`,
         );
-        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS });
+        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS, nice: WRK_NICE });
         (rounds[rate] ??= []).push(await measureRate(ctx, run, rate));
       }
     }
@@ -326,7 +335,7 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
   });
   let result: Measured;
   try {
-    result = await ctx.measure(a, run.load, { duration: ctx.duration });
+    result = await ctx.measure(a, run.load, { duration: ctx.duration, nice: WRK_NICE });
   } finally {
     stop.now = true;
   }
