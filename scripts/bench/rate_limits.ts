@@ -118,26 +118,43 @@ async function measureAll(ctx: BenchContext, servers: Server[]): Promise<Measure
   };
 }
 
-/** Alternating rounds on the servers without limits and on those with, both warmed first. */
+type Side = "without" | "with" | "quiet";
+
+/**
+ * Alternating rounds on the servers without limits and on those with (and, where given, with
+ * limits and their RateLimit headers off), all warmed first.
+ */
 async function compare(
   ctx: BenchContext,
   label: string,
-  servers: Record<"without" | "with", Server[]>,
-): Promise<Record<"without" | "with", Measured>> {
+  servers: { without: Server[]; with: Server[]; quiet?: Server[] },
+): Promise<Partial<Record<Side, Measured>> & Record<"without" | "with", Measured>> {
   await measureAll(ctx, servers.without); // warm: caches full
   // Warm: caches full, and the sampled keys leased (as many as the warm-up reached).
   await measureLeases(ctx, `${label}, warm-up with limits`, servers.with);
+  const quiet = servers.quiet;
+  if (quiet) await measureLeases(ctx, `${label}, warm-up with limits, headers off`, quiet);
   let round = 0;
   const runs = await ctx.alternate(label, {
     without: () => measureAll(ctx, servers.without),
     with: () => measureLeases(ctx, `${label}, with limits, round ${++round}`, servers.with),
+    ...(quiet === undefined ? {} : {
+      quiet: () => measureLeases(ctx, `${label}, with limits, headers off, round ${round}`, quiet),
+    }),
   });
-  return runs as Record<"without" | "with", Measured>;
+  return runs as Partial<Record<Side, Measured>> & Record<"without" | "with", Measured>;
 }
 
-function toRows(scenario: string, server: string, runs: Record<"without" | "with", Measured>) {
+function toRows(
+  scenario: string,
+  server: string,
+  runs: Partial<Record<Side, Measured>> & Record<"without" | "with", Measured>,
+) {
   const load = "Lua, sampled tokens";
-  const worse = runs.with.p99 - runs.without.p99;
+  const limited = (result: Measured) => ({
+    [RATIO]: formatRatio(result, runs.without),
+    [P99]: `${(result.p99 - runs.without.p99).toFixed(2)} ms (target ≤ 0.5)`,
+  });
   return [
     { scenario, server, load: `${load}, no limits`, result: runs.without },
     {
@@ -145,11 +162,15 @@ function toRows(scenario: string, server: string, runs: Record<"without" | "with
       server,
       load: `${load}, a rate and a quota on every key`,
       result: runs.with,
-      extra: {
-        [RATIO]: formatRatio(runs.with, runs.without),
-        [P99]: `${worse.toFixed(2)} ms (target ≤ 0.5)`,
-      },
+      extra: limited(runs.with),
     },
+    ...(runs.quiet === undefined ? [] : [{
+      scenario,
+      server,
+      load: `${load}, the same limits, --limit-headers off`,
+      result: runs.quiet,
+      extra: limited(runs.quiet),
+    }]),
   ] satisfies Row[];
 }
 
@@ -167,9 +188,17 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
     started.push(plain);
     const limited = await ctx.startKeygate("keygate-limited", limitedPath, ctx.serverCore, METRICS);
     started.push(limited);
+    // The same limits without the two RateLimit fields: what the fields cost on their own (a
+    // limited answer with them leaves in two writes on Deno 2.9: docs/performance.md).
+    const quiet = await ctx.startKeygate("keygate-limited-quiet", limitedPath, ctx.serverCore, [
+      ...METRICS,
+      ...["--limit-headers", "off"],
+    ]);
+    started.push(quiet);
     const runs = await compare(ctx, "rates and quotas, SQLite", {
       without: [plain],
       with: [limited],
+      quiet: [quiet],
     });
     rows.push(...toRows("secure GET, SQLite", "keygate, 1 core", runs));
   } finally {
