@@ -78,6 +78,8 @@ export async function measurePortalTiming(requests: number, maxGapMs: number): P
     const clock = systemClock;
     const password = "the right passphrase";
     const addresses = await seedAddresses(store, hasher, password);
+    // As --portal-secret-file: random, for this run only.
+    const portalKey = crypto.getRandomValues(new Uint8Array(32));
     const handler = createHandler({
       store,
       hasher,
@@ -88,11 +90,11 @@ export async function measurePortalTiming(requests: number, maxGapMs: number): P
         throttle: createPortalThrottle({
           store,
           clock,
+          key: portalKey,
           rules: { signIn: OPEN, signInCeiling: OPEN, mail: OPEN, mailCeiling: OPEN, client: OPEN },
         }),
         mode: "open",
-        // As --portal-secret-file: random, for this run only.
-        codeKey: crypto.getRandomValues(new Uint8Array(32)),
+        codeKey: portalKey,
         origin: "https://keygate.test",
       },
     });

@@ -226,6 +226,8 @@ export async function deleteOwnAccount(
     now: deps.clock.now(),
     anonymousRef: ref,
     anonymousActor: toPortalActor(user),
+    // The throttle's counters keyed by the address go too (not only when they age out).
+    forgetCounters: deps.throttle.countersOf(user.email),
     audit: (deleted: DeletedUser) =>
       entry(deps, toPortalActor(user), "portal.account_deleted", ref, {
         api_keys_deleted: deleted.apiKeys,

@@ -21,6 +21,7 @@ import { createFakeClock } from "../../_helpers/fake_clock.ts";
 import { openTestStore, TEST_STORE_NAME } from "../../_helpers/store.ts";
 
 const hasher = createPasswordHasher({ workers: 1 });
+const KEY = new Uint8Array(32).fill(7);
 const PASSWORD = "correct horse battery staple 7";
 const EMAIL = "gone@example.org";
 const CLIENT = { address: "198.51.100.7", links: { origin: "https://portal.example.org" } };
@@ -69,9 +70,9 @@ async function rig(state: "active" | "pending_verification") {
       store,
       clock,
       hasher,
-      throttle: createPortalThrottle({ store, clock }),
+      throttle: createPortalThrottle({ store, clock, key: KEY }),
       mode: "open",
-      codeKey: new Uint8Array(32).fill(7),
+      codeKey: KEY,
     };
   };
   return { db, deps, user };
