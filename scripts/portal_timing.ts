@@ -90,6 +90,8 @@ export async function measurePortalTiming(
   const clock = systemClock;
   const password = "the right passphrase";
   const addresses = await seedAddresses(store, hasher, password);
+  // As --portal-secret-file: random, for this run only.
+  const portalKey = crypto.getRandomValues(new Uint8Array(32));
   const handler = createHandler({
     store,
     hasher,
@@ -100,11 +102,11 @@ export async function measurePortalTiming(
       throttle: createPortalThrottle({
         store,
         clock,
+        key: portalKey,
         rules: { signIn: OPEN, signInCeiling: OPEN, mail: OPEN, mailCeiling: OPEN, client: OPEN },
       }),
       mode: "open",
-      // As --portal-secret-file: random, for this run only.
-      codeKey: crypto.getRandomValues(new Uint8Array(32)),
+      codeKey: portalKey,
       origin: "https://keygate.test",
     },
   });

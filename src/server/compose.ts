@@ -40,6 +40,9 @@ export interface ApiServices {
 
 /** The API handler's dependencies, from the configuration and this thread's services. */
 export function composeHandlerDeps(config: Config, services: ApiServices): AppDeps {
+  // Read by every thread that serves the portal (readConfig requires it with --portal on,
+  // main.ts checked it at start): the codes' key and the throttle's.
+  const portalKey = config.portal ? readPortalSecretFile(config.portalSecretFile!) : undefined;
   return {
     store: services.store,
     hasher: services.hasher,
@@ -66,13 +69,15 @@ export function composeHandlerDeps(config: Config, services: ApiServices): AppDe
     grantCacheSize: config.grantCacheSize,
     portal: config.portal
       ? {
-        throttle: createPortalThrottle({ store: services.store, clock: systemClock }),
+        throttle: createPortalThrottle({
+          store: services.store,
+          clock: systemClock,
+          key: portalKey!,
+        }),
         mode: config.portalMode,
         domains: config.portalDomains,
         existingUsers: config.portalExistingUsers,
-        // Read by every thread that serves the portal (readConfig requires it with --portal on,
-        // main.ts checked it at start).
-        codeKey: readPortalSecretFile(config.portalSecretFile!),
+        codeKey: portalKey!,
         origin: config.portalOrigin!, // readConfig requires it with --portal on
         onMailQueued: services.mailer?.wake,
       }

@@ -154,6 +154,7 @@ export interface PortalStore {
    * For a disabled user (an unverified sign-up is one) that is no grant change: no grant epoch
    * bump and no durability wait, the same commit as a first sign-up's `insertPortalUser`, so
    * that the two answers take the same time.
+   * @throws {StoreConflict} when the user is gone (deleted meanwhile): nothing written.
    */
   replacePortalCode(
     userId: number,
@@ -165,6 +166,7 @@ export interface PortalStore {
    * `keepPerNetwork` and a `code.network`, the oldest codes of that network end so that at most
    * `keepPerNetwork` of it stay live; then the oldest of any network, so that at most `keep`
    * stay live.
+   * @throws {StoreConflict} when the user is gone (deleted meanwhile): nothing written.
    */
   addPortalCode(
     userId: number,
@@ -178,7 +180,8 @@ export interface PortalStore {
   /**
    * Enrols a user an operator added: gives it an `active` portal account (not held), so that
    * it may sign in and reset its password through the portal.
-   * @throws {StoreConflict} when the user has a portal account already (nothing written).
+   * @throws {StoreConflict} when the user has a portal account already, or is gone (nothing
+   * written).
    */
   insertPortalAccount(userId: number, change: AuditedChange<void>): Promise<void>;
   /** Queues a message on its own (a notice), with its audit entries. */
@@ -211,7 +214,8 @@ export interface PortalStore {
    * holds (`userHeld`), never one an operator disabled. With `from`, only while the account is
    * in that state, checked in the same transaction (an approval must not mail or audit an
    * account refused meanwhile).
-   * @throws {StoreConflict} with `from`, when the account is not in it (or gone): nothing written.
+   * @throws {StoreConflict} with `from`, when the account is not in it (or gone), and when the
+   * user is gone: nothing written.
    */
   updatePortalState(
     userId: number,
@@ -221,7 +225,10 @@ export interface PortalStore {
       from?: PortalAccountState;
     },
   ): Promise<void>;
-  /** Stores a session by its id's digest; deletes the expired ones at `now`. */
+  /**
+   * Stores a session by its id's digest; deletes the expired ones at `now`.
+   * @throws {StoreConflict} when the user is gone (deleted meanwhile): nothing written.
+   */
   insertPortalSession(
     idHash: Uint8Array,
     change: AuditedChange<void> & { userId: number; expiresAt: number },
@@ -255,6 +262,7 @@ export interface PortalStore {
    * A signed-in user's new password: replaces the hash, moves the cutoff (every token ends),
    * ends the user's portal sessions but `keepSession`, and queues `mail`, in one transaction;
    * resolves to how many live tokens ended.
+   * @throws {StoreConflict} when the user is gone (deleted meanwhile): nothing written.
    */
   updatePortalPassword(
     userId: number,
@@ -264,7 +272,10 @@ export interface PortalStore {
       keepSession?: Uint8Array;
     },
   ): Promise<number>;
-  /** Sets a key's label (a portal user's own key); keeps grants. */
+  /**
+   * Sets a key's label (a portal user's own key); keeps grants.
+   * @throws {StoreConflict} when the key is gone (deleted meanwhile): nothing written.
+   */
   updateApiKeyLabel(keyId: number, change: AuditedChange<void> & { label: string }): Promise<void>;
   /**
    * Deletes up to `limit` users whose portal account is still `pending_verification` and was

@@ -248,6 +248,12 @@ export interface AuditAnonymizing {
   anonymousRef: string;
   /** The actor of the user's own changes (`portal:user:<id>`). */
   anonymousActor: string;
+  /**
+   * Counters (login_failures rows) that name the user's address by a keyed digest only the
+   * domain can compute (the portal throttle's): every row whose subject starts with one of
+   * these goes too.
+   */
+  forgetCounters?: readonly string[];
 }
 
 /** The lowest and highest token row ids. */

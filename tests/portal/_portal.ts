@@ -123,6 +123,7 @@ export async function startPortalRig(options: PortalRigOptions = {}): Promise<Po
       throttle: createPortalThrottle({
         store: app.store,
         clock: app.clock,
+        key: options.codeKey ?? TEST_CODE_KEY,
         rules: options.throttleRules,
       }),
       mode: options.mode ?? "open",

@@ -76,7 +76,7 @@ Deno.test("[e2e] a first sign-up that loses the race to another gets its own can
     store,
     clock: rig.app.clock,
     hasher: createPasswordHasher(),
-    throttle: createPortalThrottle({ store, clock: rig.app.clock }),
+    throttle: createPortalThrottle({ store, clock: rig.app.clock, key: TEST_CODE_KEY }),
     mode: "open",
     codeKey: TEST_CODE_KEY,
   };

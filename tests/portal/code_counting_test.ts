@@ -107,7 +107,7 @@ Deno.test("deleteOwnAccount() stops at the client's abort signal: request_aborte
     store,
     clock: rig.app.clock,
     hasher,
-    throttle: createPortalThrottle({ store, clock: rig.app.clock }),
+    throttle: createPortalThrottle({ store, clock: rig.app.clock, key: TEST_CODE_KEY }),
     codeKey: TEST_CODE_KEY,
   };
   const client = { address: "192.0.2.5", links: { origin: ORIGIN }, signal: AbortSignal.abort() };

@@ -34,7 +34,11 @@ function restarted(
     logger: silentLogger,
     defaultTimeoutSeconds: 36000,
     portal: {
-      throttle: createPortalThrottle({ store: rig.app.store, clock: rig.app.clock }),
+      throttle: createPortalThrottle({
+        store: rig.app.store,
+        clock: rig.app.clock,
+        key: TEST_CODE_KEY,
+      }),
       ...settings,
       codeKey: TEST_CODE_KEY,
       origin: ORIGIN,

@@ -14,6 +14,7 @@ import {
 } from "../../src/auth/portal/portal_throttle.ts";
 import { createFakeClock } from "../_helpers/fake_clock.ts";
 import { openTestStore } from "../_helpers/store.ts";
+import { TEST_CODE_KEY } from "./_portal.ts";
 
 const EMAIL = "owner@example.org";
 /** A ceiling of 3 failures from anywhere, per-network counters out of the way. */
@@ -42,6 +43,7 @@ for (const counter of ["signIn", "mail"] as const) {
     const throttle = createPortalThrottle({
       store: opened.store,
       clock: createFakeClock(),
+      key: TEST_CODE_KEY,
       rules: RULES,
     });
     await throttle.succeeded("198.51.100.7", EMAIL);

@@ -223,7 +223,7 @@ Deno.test({
       hasher,
       defaultTimeoutSeconds: 36000,
       portal: {
-        throttle: createPortalThrottle({ store, clock }),
+        throttle: createPortalThrottle({ store, clock, key: TEST_CODE_KEY }),
         mode: "open",
         codeKey: TEST_CODE_KEY,
         origin: api.origin,

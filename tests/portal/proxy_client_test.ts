@@ -22,7 +22,11 @@ async function startProxiedPortal() {
     proxy: PROXY,
     scheme: "http",
     portal: {
-      throttle: createPortalThrottle({ store: opened.store, clock: { now: () => Date.now() } }),
+      throttle: createPortalThrottle({
+        store: opened.store,
+        clock: { now: () => Date.now() },
+        key: KEY,
+      }),
       mode: "open",
       codeKey: KEY,
       origin: BASE,

@@ -18,7 +18,11 @@ function readRoutes(rig: PortalRig): PortalRoute[] {
     store: rig.app.store,
     clock: rig.app.clock,
     hasher: createPasswordHasher(),
-    throttle: createPortalThrottle({ store: rig.app.store, clock: rig.app.clock }),
+    throttle: createPortalThrottle({
+      store: rig.app.store,
+      clock: rig.app.clock,
+      key: TEST_CODE_KEY,
+    }),
     mode: "open",
     codeKey: TEST_CODE_KEY,
     origin: ORIGIN,

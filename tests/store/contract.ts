@@ -25,6 +25,7 @@ import {
   registerPortalSignUpTests,
   registerPortalUnverifiedDeletionTests,
 } from "./contract_portal.ts";
+import { registerPortalLateWriteTests } from "./contract_portal_late.ts";
 import { registerPortalMailTests } from "./contract_portal_mail.ts";
 import { registerPortalReadTests } from "./contract_portal_reads.ts";
 import { registerPortalRefusalTests } from "./contract_portal_refusal.ts";
@@ -90,4 +91,5 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerPortalSafetyTests(test);
   registerPortalDeletionTests(test);
   registerPortalRefusalTests(test);
+  registerPortalLateWriteTests(test);
 }

@@ -1,7 +1,8 @@
 /**
  * The janitor's expiry of an unverified sign-up racing the sign-up's verification on PostgreSQL
  * (issue 25's review): both lock the user's row before its portal rows, so one waits for the
- * other and both finish, instead of a deadlock (a retryable 503 on `/verify`). The race is held
+ * other and both finish, instead of a deadlock (a retryable 503 on `/verify`); and a new code
+ * waiting on a deletion's lock is refused once the deletion commits. The race is held
  * open by a third transaction that holds the row the first writer needs after its first lock,
  * until the test, having seen both writers wait for a lock, commits it: never by timing.
  *
@@ -62,12 +63,23 @@ function settle<T>(promise: Promise<T>): Promise<{ value: T } | { error: unknown
   return promise.then((value) => ({ value }), (error: unknown) => ({ error }));
 }
 
-/** Resolves once `count` sessions of this database wait for a lock. */
+/** How long {@link untilWaiting} waits for the writers to block: far beyond any load. */
+const WAITING_DEADLINE_MS = 60_000;
+
+/**
+ * Resolves once `count` sessions of this database wait for a lock.
+ * @throws {Error} when they do not within {@link WAITING_DEADLINE_MS} (a writer that took no
+ * lock, or failed first): the test fails instead of hanging.
+ */
 async function untilWaiting(sql: postgres.Sql, count: number): Promise<void> {
+  const deadline = Date.now() + WAITING_DEADLINE_MS;
   for (;;) {
     const [row] = await sql<{ waiting: number }[]>`SELECT count(*)::int AS waiting
       FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`;
     if (row.waiting >= count) return;
+    if (Date.now() > deadline) {
+      throw new Error(`${row.waiting} sessions wait for a lock after 60 s, not ${count}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
@@ -101,7 +113,8 @@ async function withRace(
   try {
     await fn({ store, sql });
   } finally {
-    await sql.end();
+    // A failed wait leaves the holding transaction open: end it rather than wait for it.
+    await sql.end({ timeout: 1 });
     await store.closeStore();
   }
 }
@@ -165,6 +178,50 @@ Deno.test({
       assert.deepEqual(await expiring, { value: [] }, "the janitor found it verified, kept it");
       assert.equal((await store.findPortalAccount(userId))?.state, "active");
       assert.equal((await store.findUserById(userId))?.disabled, false);
+    });
+  },
+});
+
+Deno.test({
+  name: "a deletion holding the user: a new code waits, then is refused and leaves nothing",
+  ignore: cluster === undefined,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await withRace("lock_delete_first", async ({ store, sql }) => {
+      const email = "deleting@example.org";
+      const { userId, codeId } = await signUp(store, email);
+      const mail = await store.countMail();
+      // A deletion that has deleted the user's row and not committed yet.
+      const release = await holdRows(sql, `DELETE FROM users WHERE id = ${userId}`);
+      const adding = settle(store.addPortalCode(userId, {
+        now: T0 + 1,
+        code: { purpose: "verify", codeHash: new Uint8Array(32).fill(1), expiresAt: T0 + HOUR },
+        mail: { recipient: email, subject: "Verify", text: "Your code: IJKL-MNOP" },
+        keep: 3,
+        audit: {
+          at: T0 + 1,
+          actor: "cli:test",
+          action: "portal.sign_up_repeated",
+          subject: `user:${email}`,
+          detail: {},
+        },
+      }));
+      await untilWaiting(sql, 1); // the new code waits for the user's row
+      await release();
+
+      const added = await adding;
+      assert.ok(
+        "error" in added && added.error instanceof StoreConflict,
+        String("error" in added ? added.error : "added"),
+      );
+      const codes = await store.findPortalCodes(userId, "verify", T0 + 2);
+      assert.deepEqual(codes.map((code) => code.id), [codeId], "only the sign-up's code");
+      assert.deepEqual(await store.countMail(), mail, "no mail queued");
+      assert.deepEqual(
+        (await store.listAudit()).filter((row) => row.action === "portal.sign_up_repeated"),
+        [],
+      );
     });
   },
 });

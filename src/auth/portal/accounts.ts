@@ -150,13 +150,19 @@ async function signUpAgain(
     // A candidate beside the earlier ones: whoever signed up before keeps their code and
     // password (a stranger's network ends only its own candidates, never the owner's), and a
     // code works only with its own password.
-    await deps.store.addPortalCode(found.user.id, {
-      now,
-      ...toCandidate(deps, client, attempt),
-      keep: MAX_VERIFY_CANDIDATES,
-      keepPerNetwork: MAX_VERIFY_CANDIDATES_PER_NETWORK,
-      audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
-    });
+    try {
+      await deps.store.addPortalCode(found.user.id, {
+        now,
+        ...toCandidate(deps, client, attempt),
+        keep: MAX_VERIFY_CANDIDATES,
+        keepPerNetwork: MAX_VERIFY_CANDIDATES_PER_NETWORK,
+        audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
+      });
+    } catch (error) {
+      // The user was deleted since it was read: nothing is written, and the answer stays the
+      // one every sign-up gets.
+      if (!(error instanceof StoreConflict)) throw error;
+    }
     return;
   }
   await deps.store.insertMail(toAlreadyRegisteredMail(client.links, email), {
@@ -223,7 +229,13 @@ export async function verifyEmail(
     throw error;
   }
   if (state === "pending_approval") return { state };
-  return { state, session: await openSession(deps, client, user) };
+  try {
+    return { state, session: await openSession(deps, client, user) };
+  } catch (error) {
+    // The user was deleted since the code was spent.
+    if (error instanceof StoreConflict) throw invalidVerification();
+    throw error;
+  }
 }
 
 /**

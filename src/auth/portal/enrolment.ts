@@ -17,7 +17,8 @@ import { entry } from "./account_deps.ts";
 /**
  * Gives `user` an active portal account: it may then sign in to the portal (once it has a
  * password it knows, through "Forgot your password?").
- * @throws {AuthError} `conflict` when the user has a portal account already.
+ * @throws {AuthError} `conflict` when the user has a portal account already, `not_found` when
+ * the user was deleted meanwhile.
  */
 export async function enrolUser(deps: ChangeDeps, user: User): Promise<void> {
   try {
@@ -28,10 +29,14 @@ export async function enrolUser(deps: ChangeDeps, user: User): Promise<void> {
   } catch (error) {
     if (!(error instanceof StoreConflict)) throw error;
     const account = await deps.store.findPortalAccount(user.id);
+    if (account === undefined) {
+      // No account, so the user itself is gone (deleted meanwhile).
+      throw new AuthError("not_found", `No user "${user.email}"`);
+    }
     throw new AuthError(
       "conflict",
       `Cannot enrol ${user.email}: it has a portal account already` +
-        (account === undefined ? "" : ` (${account.state.replace("_", " ")})`),
+        ` (${account.state.replace("_", " ")})`,
     );
   }
 }

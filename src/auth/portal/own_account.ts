@@ -72,7 +72,7 @@ async function checkPassword(
  * Asks to move the account to `email`: a code goes to that address, unless another account
  * has it (then nothing is mailed; the answer is the same, see @module).
  * @throws {AuthError} `invalid_request` for the address, `invalid_credentials` for a wrong
- * password, `too_many_attempts`.
+ * password, `too_many_attempts`, `conflict` when the user was deleted meanwhile.
  */
 export async function requestEmailChange(
   deps: OwnAccountDeps,
@@ -109,7 +109,7 @@ export async function requestEmailChange(
     return;
   }
   const code = generateCode();
-  await deps.store.replacePortalCode(user.id, {
+  await orDeleted(deps.store.replacePortalCode(user.id, {
     now,
     code: {
       purpose: "email",
@@ -122,7 +122,20 @@ export async function requestEmailChange(
       to: email,
       mailed: 1,
     }),
-  });
+  }));
+}
+
+/**
+ * `write`, but a user deleted meanwhile (the signed-in user's own deletion, in another tab) is
+ * `conflict`: the store wrote nothing.
+ */
+async function orDeleted<T>(write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    throw new AuthError("conflict", "Your account was deleted meanwhile");
+  }
 }
 
 /**
@@ -165,7 +178,8 @@ export async function confirmEmailChange(
  * portal session too, and a notice is mailed. Resolves to how many live tokens ended.
  * @throws {AuthError} `invalid_credentials` for a wrong current password, `invalid_request`
  * for the new one, `too_many_attempts` (the sign-in throttle's, see `checkPassword`),
- * `service_busy` while the password pool is busy.
+ * `service_busy` while the password pool is busy, `conflict` when the user was deleted
+ * meanwhile.
  */
 export async function changeOwnPassword(
   deps: OwnAccountDeps,
@@ -176,7 +190,7 @@ export async function changeOwnPassword(
   const password = toPortalPassword(input.password, user.email);
   await checkPassword(deps, client, user, input.current);
   const passwordHash = await hashPortalPassword(deps.hasher, password);
-  return await deps.store.updatePortalPassword(user.id, {
+  return await orDeleted(deps.store.updatePortalPassword(user.id, {
     now: deps.clock.now(),
     passwordHash,
     mail: toPasswordChangedMail(client.links, user.email),
@@ -185,7 +199,7 @@ export async function changeOwnPassword(
       entry(deps, toPortalActor(user), "portal.password_changed", toUserRef(user.email), {
         tokens_revoked: ended,
       }),
-  });
+  }));
 }
 
 /**
@@ -212,6 +226,8 @@ export async function deleteOwnAccount(
     now: deps.clock.now(),
     anonymousRef: ref,
     anonymousActor: toPortalActor(user),
+    // The throttle's counters keyed by the address go too (not only when they age out).
+    forgetCounters: deps.throttle.countersOf(user.email),
     audit: (deleted: DeletedUser) =>
       entry(deps, toPortalActor(user), "portal.account_deleted", ref, {
         api_keys_deleted: deleted.apiKeys,

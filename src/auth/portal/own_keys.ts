@@ -7,6 +7,7 @@
  * @module
  */
 import type { ApiKeyListing, User } from "../../store/store.ts";
+import { StoreConflict } from "../../store/errors.ts";
 import { type ChangeDeps } from "../changes.ts";
 import { AuthError } from "../errors.ts";
 import {
@@ -64,7 +65,7 @@ async function findOwnKey(deps: ChangeDeps, user: User, keyId: number) {
     ? await deps.store.findApiKeyById(keyId)
     : undefined;
   if (key === undefined || key.userId !== user.id || key.introspect) {
-    throw new AuthError("not_found", `No API key ${String(keyId).slice(0, 20)} of yours`);
+    throw noOwnKey(keyId);
   }
   return key;
 }
@@ -106,17 +107,23 @@ export async function labelOwnKey(
 ): Promise<void> {
   const key = await findOwnKey(deps, user, keyId);
   const checked = toKeyLabel(label);
-  await deps.store.updateApiKeyLabel(key.id, {
-    now: deps.clock.now(),
-    label: checked,
-    audit: {
-      at: deps.clock.now(),
-      actor: deps.actor,
-      action: "portal.key_labelled",
-      subject: toKeyRef(key.id),
-      detail: { label: checked },
-    },
-  });
+  try {
+    await deps.store.updateApiKeyLabel(key.id, {
+      now: deps.clock.now(),
+      label: checked,
+      audit: {
+        at: deps.clock.now(),
+        actor: deps.actor,
+        action: "portal.key_labelled",
+        subject: toKeyRef(key.id),
+        detail: { label: checked },
+      },
+    });
+  } catch (error) {
+    // Deleted (with its user) since it was read.
+    if (error instanceof StoreConflict) throw noOwnKey(keyId);
+    throw error;
+  }
 }
 
 /** Revokes one of the user's keys and its tokens; resolves to how many tokens ended. */
@@ -166,4 +173,8 @@ export async function revokeOwnToken(
         }
         : undefined,
   });
+}
+
+function noOwnKey(keyId: unknown): AuthError {
+  return new AuthError("not_found", `No API key ${String(keyId).slice(0, 20)} of yours`);
 }

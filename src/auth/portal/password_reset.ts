@@ -44,16 +44,22 @@ export async function requestPasswordReset(
     if (!isActive(found, deps)) return;
     const code = generateCode();
     const now = deps.clock.now();
-    await deps.store.replacePortalCode(found.user.id, {
-      now,
-      code: {
-        purpose: "reset",
-        codeHash: hashCode(email, code, deps.codeKey),
-        expiresAt: now + RESET_CODE_MS,
-      },
-      mail: toResetMail(client.links, email, code),
-      audit: entry(deps, toAnonymousActor(client), "portal.reset_requested", toUserRef(email)),
-    });
+    try {
+      await deps.store.replacePortalCode(found.user.id, {
+        now,
+        code: {
+          purpose: "reset",
+          codeHash: hashCode(email, code, deps.codeKey),
+          expiresAt: now + RESET_CODE_MS,
+        },
+        mail: toResetMail(client.links, email, code),
+        audit: entry(deps, toAnonymousActor(client), "portal.reset_requested", toUserRef(email)),
+      });
+    } catch (error) {
+      // The user was deleted since it was read: nothing is written or mailed, as for an
+      // unknown address.
+      if (!(error instanceof StoreConflict)) throw error;
+    }
   };
   if (deps.defer === undefined) await queueCode();
   else deps.defer(queueCode);

@@ -3,7 +3,9 @@
  * progressive delays that double up to a cap and are forgotten a window later, never a
  * permanent lock, and, as there, nobody but the holder of a credential can lock its owner out.
  * Counters (the e-mail always as a digest, whether or not an account has it, so that a 429
- * tells nothing about accounts):
+ * tells nothing about accounts; an HMAC keyed with the portal secret, so that whoever reads the
+ * database cannot test a guessed address against them, and a deleted account's go with it,
+ * {@link PortalThrottle.countersOf}):
  *
  * - **client**: the client's address (an IPv6 address as its /64), for every failure and mail;
  * - **e-mail × network**: failed sign-ins and codes per (e-mail, client network: an IPv4
@@ -33,7 +35,7 @@
  */
 import type { Clock } from "../../platform/clock.ts";
 import type { LoginFailures, Store } from "../../store/store.ts";
-import { hashSecret } from "../credentials.ts";
+import { createHmac } from "node:crypto";
 import { AuthError } from "../errors.ts";
 import { CLIENT_THROTTLE, nextFailures, type ThrottleRule, toClientNetwork } from "../throttle.ts";
 
@@ -121,6 +123,11 @@ export interface PortalThrottle {
    * e-mail × network sign-in counter is forgotten.
    */
   succeeded(client: string, email: string): Promise<void>;
+  /**
+   * The subject prefixes of every counter of `email` (of any client or network): a deletion of
+   * its account forgets them (`AuditAnonymizing.forgetCounters`).
+   */
+  countersOf(email: string): string[];
 }
 
 /**
@@ -133,9 +140,14 @@ export function toPortalNetwork(address: string): string {
   return ipv4 ? `${ipv4[1]}.0/24` : network;
 }
 
+/** The e-mail's part of its counters' subjects: keyed, so that only the portal can compute it. */
+function toEmailDigest(key: Uint8Array, email: string): string {
+  return createHmac("sha256", key).update(`portal:${email}`).digest("hex").slice(0, 32);
+}
+
 /** The counters' subjects of one request. */
-function subjectsOf(client: string, email: string) {
-  const digest = Buffer.from(hashSecret(`portal:${email}`)).toString("hex").slice(0, 32);
+function subjectsOf(key: Uint8Array, client: string, email: string) {
+  const digest = toEmailDigest(key, email);
   const network = toPortalNetwork(client);
   return {
     client: `portal-client:${toClientNetwork(client)}`.slice(0, 128),
@@ -156,15 +168,19 @@ function tooManyAttempts(blockedUntil: number, now: number): AuthError {
   );
 }
 
+/**
+ * The portal's throttle on `store`; `key` is the portal secret (`--portal-secret-file`, the
+ * codes' key), which keys the e-mail's digest in the counters' subjects.
+ */
 export function createPortalThrottle(
-  deps: { store: Store; clock: Clock; rules?: PortalThrottleRules },
+  deps: { store: Store; clock: Clock; key: Uint8Array; rules?: PortalThrottleRules },
 ): PortalThrottle {
   const rules = deps.rules ?? PORTAL_THROTTLE_RULES;
   const ceilingRule = rules.signInCeiling ?? PORTAL_SIGN_IN_CEILING_RULE;
   const mailCeilingRule = rules.mailCeiling ?? PORTAL_MAIL_CEILING_RULE;
   /** The store takes two subjects a call: the blocking pair, then the exempted one and its marker. */
   const readsOf = (counter: PortalCounter, client: string, email: string) => {
-    const s = subjectsOf(client, email);
+    const s = subjectsOf(deps.key, client, email);
     if (counter === "code") return { blocking: [s.client, s.pair], exempted: [] };
     if (counter === "mail") {
       return { blocking: [s.client, s.mail], exempted: [s.mailCeiling, s.known] };
@@ -188,7 +204,7 @@ export function createPortalThrottle(
     },
     async count(counter, client, email) {
       const now = deps.clock.now();
-      const s = subjectsOf(client, email);
+      const s = subjectsOf(deps.key, client, email);
       const ruleOf = (subject: string) =>
         subject === s.client
           ? rules.client
@@ -212,7 +228,7 @@ export function createPortalThrottle(
     },
     async succeeded(client, email) {
       const now = deps.clock.now();
-      const s = subjectsOf(client, email);
+      const s = subjectsOf(deps.key, client, email);
       await deps.store.recordLoginFailures([s.pair, s.known], {
         now,
         // The pair's counter is forgotten at once (and pruned later); the marker is kept, and
@@ -226,6 +242,12 @@ export function createPortalThrottle(
         }),
         audit: undefined,
       });
+    },
+    countersOf(email) {
+      const digest = toEmailDigest(deps.key, email);
+      // Each ends where the digest does (the per-network ones with the ":" before the network).
+      return ["portal-login", "portal-login-all", "portal-mail", "portal-mail-all", "portal-known"]
+        .map((kind) => kind.endsWith("-all") ? `${kind}:${digest}` : `${kind}:${digest}:`);
     },
   };
 }

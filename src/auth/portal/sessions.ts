@@ -6,6 +6,7 @@
  * @module
  */
 import type { Clock } from "../../platform/clock.ts";
+import { StoreConflict } from "../../store/errors.ts";
 import type { Store, User } from "../../store/store.ts";
 import { isPasswordSized } from "../account_rules.ts";
 import { toUserRef } from "../audit.ts";
@@ -37,6 +38,7 @@ export interface OpenedSession {
 /**
  * Opens a session for a user who just proved their password; the client's network becomes
  * known to the throttle for the address (portal_throttle.ts).
+ * @throws {StoreConflict} when the user was deleted meanwhile (nothing written).
  */
 export async function openSession(
   deps: PortalAccountDeps,
@@ -96,12 +98,23 @@ export async function signIn(
         },
       ),
     );
-    throw new AuthError(
-      "invalid_credentials",
-      "Invalid e-mail or password, or the account is not active yet",
-    );
+    throw invalidSignIn();
   }
-  return await openSession(deps, client, usable);
+  try {
+    return await openSession(deps, client, usable);
+  } catch (error) {
+    // The user was deleted since it was read: answered as an unknown address is.
+    if (error instanceof StoreConflict) throw invalidSignIn();
+    throw error;
+  }
+}
+
+/** The one answer to a sign-in refused for any reason. */
+function invalidSignIn(): AuthError {
+  return new AuthError(
+    "invalid_credentials",
+    "Invalid e-mail or password, or the account is not active yet",
+  );
 }
 
 /**

@@ -22,10 +22,9 @@ import type { Row } from "../rows.ts";
 /**
  * The walk's reads (src/store/audit_anonymize.ts), each through an index (pinned by
  * tests/store/audit_anonymize_plan_test.ts): a hold's start and rows by subject through
- * `audit_log_by_subject`, rows by
- * detail among the actions that may hold an address through `audit_log_by_action` (the id range
- * checked on its entries, before a row is read), the user's own rows through
- * `audit_log_by_actor`. Parameters in the order of the `$n`.
+ * `audit_log_by_subject`, rows by detail among the actions that may hold an address through
+ * `audit_log_by_action_id` (the id range bounds the read of each action's entries), the user's
+ * own rows through `audit_log_by_actor`. Parameters in the order of the `$n`.
  */
 export const AUDIT_ANONYMIZE_SQL = {
   /** `$1` subject, `$2` until id, `$3` the actions that start a hold ({@link toTextArray}). */

@@ -25,6 +25,7 @@ import type { PgContext } from "./db.ts";
 import { createMailOutboxMethods, queue } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
 import { raiseCutoff } from "./user_cutoff.ts";
+import { lockUser } from "./user_lock.ts";
 import { deleteUserRows } from "./user_deletion.ts";
 
 function toPortalCode(row: Row): PortalCode {
@@ -76,15 +77,6 @@ async function insertUserAndAccount(
   await tx`INSERT INTO portal_accounts (user_id, state, created_at, updated_at, user_held)
     VALUES (${added.id}, ${state}, ${now}, ${now}, ${held})`;
   return added;
-}
-
-/**
- * Locks user `userId`'s row, first of every row of the user a write touches: the order every
- * write that locks a user and its portal rows (accounts, codes, sessions) takes, so no two of
- * them deadlock. A deletion (user_deletion.ts) takes the user's keys before it, as a login does.
- */
-async function lockUser(tx: postgres.TransactionSql, userId: number): Promise<void> {
-  await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
 }
 
 async function insertCode(
@@ -167,6 +159,7 @@ export function createPortalStore(db: PgContext): PortalStore {
     },
     async insertPortalAccount(userId, { now, audit }) {
       await db.write(async (tx) => {
+        await lockUser(tx, userId);
         const added = await tx`INSERT INTO portal_accounts (user_id, state, created_at,
             updated_at, user_held)
           VALUES (${userId}, 'active', ${now}, ${now}, 0) ON CONFLICT (user_id) DO NOTHING
@@ -178,9 +171,9 @@ export function createPortalStore(db: PgContext): PortalStore {
     ...createCodeUseMethods(db),
     async updatePortalState(userId, { now, audit, state, mail, from }) {
       await db.write(async (tx) => {
+        // The user, then the account: the order a deletion locks them in (user_deletion.ts).
+        await lockUser(tx, userId);
         if (from !== undefined) {
-          // The user, then the account: the order a deletion locks them in (user_deletion.ts).
-          await lockUser(tx, userId);
           const [account] = await tx<Row[]>`SELECT state FROM portal_accounts
             WHERE user_id = ${userId} FOR UPDATE`;
           if (account?.state !== from) {
@@ -193,6 +186,7 @@ export function createPortalStore(db: PgContext): PortalStore {
     },
     updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
       return db.write(async (tx) => {
+        await lockUser(tx, userId);
         await tx`UPDATE users SET password_hash = ${passwordHash}, updated_at = ${now}
           WHERE id = ${userId}`;
         // The cutoff ends every token and every portal session but the one it was made in.
@@ -203,7 +197,8 @@ export function createPortalStore(db: PgContext): PortalStore {
     },
     async updateApiKeyLabel(keyId, { audit, label }) {
       await db.write(async (tx) => {
-        await tx`UPDATE api_keys SET label = ${label} WHERE id = ${keyId}`;
+        const set = await tx`UPDATE api_keys SET label = ${label} WHERE id = ${keyId} RETURNING 1`;
+        if (set.length === 0) throw new StoreConflict(`API key ${keyId} was deleted meanwhile`);
       }, { audit, ends: () => NONE });
     },
     deleteUnverifiedPortalUsers(before, { audit, limit, anonymize }) {
@@ -268,6 +263,7 @@ function createCodeIssueMethods(
     },
     async addPortalCode(userId, { now, audit, code, mail, keep, keepPerNetwork }) {
       await db.write(async (tx) => {
+        await lockUser(tx, userId);
         if (code.network !== undefined && keepPerNetwork !== undefined) {
           await tx`UPDATE portal_codes SET used_at = ${now}
             WHERE user_id = ${userId} AND purpose = ${code.purpose} AND used_at IS NULL

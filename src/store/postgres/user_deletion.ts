@@ -2,7 +2,8 @@
  * Deleting a user on PostgreSQL, inside the caller's transaction: the one deletion that
  * `deleteUser` (users.ts) and the janitor's `deleteUnverifiedPortalUsers` (portal.ts) both run.
  * The user's audit rows are made anonymous first (audit_anonymize.ts), then its tokens, its
- * keys' login-failure counters, its keys, its portal rows and the user go.
+ * keys' login-failure counters and the counters `forgetCounters` names, its keys, its portal rows
+ * and the user go.
  *
  * @module
  */
@@ -22,7 +23,7 @@ import { anonymizeAudit } from "./audit_anonymize.ts";
 export async function deleteUserRows(
   tx: postgres.TransactionSql,
   userId: number,
-  { anonymousRef, anonymousActor }: AuditAnonymizing,
+  { anonymousRef, anonymousActor, forgetCounters = [] }: AuditAnonymizing,
   { onlyPortalState }: { onlyPortalState?: PortalAccountState } = {},
 ): Promise<DeletedUser | undefined> {
   // Keys before their user, as a login does (its key's row, then the user's for the token's
@@ -46,6 +47,9 @@ export async function deleteUserRows(
   const tokens = await tx`DELETE FROM tokens WHERE user_id = ${userId} RETURNING id`;
   await tx`DELETE FROM login_failures WHERE subject IN (
       SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
+  for (const prefix of forgetCounters) {
+    await tx`DELETE FROM login_failures WHERE starts_with(subject, ${prefix})`;
+  }
   const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
   // The portal's rows hold no foreign key (a restored older dump must be able to drop
   // users: docs/postgres.md), so they go here.

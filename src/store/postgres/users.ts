@@ -132,10 +132,10 @@ export function createUserStore(db: PgContext): UserStore {
     },
 
     deleteUser(userId, change) {
-      const { anonymousRef, anonymousActor, onlyPortalState } = change;
+      const { anonymousRef, anonymousActor, forgetCounters, onlyPortalState } = change;
       return db.write(
         async (tx) =>
-          await deleteUserRows(tx, userId, { anonymousRef, anonymousActor }, {
+          await deleteUserRows(tx, userId, { anonymousRef, anonymousActor, forgetCounters }, {
             onlyPortalState,
           }) ?? { apiKeys: 0, tokens: 0, auditRows: 0 },
         { audit: change.audit, ends: () => [{ kind: "user", id: userId }] },

@@ -28,8 +28,8 @@ export const AUDIT_REDACT_FUNCTION = "keygate_audit_redact";
  * The reads of the walk (src/store/audit_anonymize.ts), each through an index (pinned by
  * tests/store/audit_anonymize_plan_test.ts): a hold's start and rows by subject through
  * `audit_log_by_subject`, rows by detail among the actions that may hold an address through
- * `audit_log_by_action` (its entries carry the row id: the id range is checked there, before a
- * row is read), the user's own rows through `audit_log_by_actor`.
+ * `audit_log_by_action_id` (the id range bounds the read of each action's entries), the user's
+ * own rows through `audit_log_by_actor`.
  */
 export const AUDIT_ANONYMIZE_SQL = {
   holdStart: `SELECT id, action, detail FROM audit_log INDEXED BY audit_log_by_subject
@@ -38,7 +38,7 @@ export const AUDIT_ANONYMIZE_SQL = {
     ORDER BY id DESC LIMIT 1`,
   subjectRows: `SELECT id, actor, subject, detail FROM audit_log INDEXED BY audit_log_by_subject
     WHERE subject = :subject AND id >= :from_id AND id < :until_id`,
-  detailRows: `SELECT id, actor, subject, detail FROM audit_log INDEXED BY audit_log_by_action
+  detailRows: `SELECT id, actor, subject, detail FROM audit_log INDEXED BY audit_log_by_action_id
     WHERE action IN (SELECT value FROM json_each(:actions)) AND id >= :from_id AND id < :until_id
       AND instr(detail, :quoted) > 0`,
   actorRows: `SELECT id, actor, subject, detail FROM audit_log INDEXED BY audit_log_by_actor

@@ -40,6 +40,19 @@ function toPortalCode(row: Row): PortalCode {
 }
 
 /** Sets an account's state; `active` enables its user only while the portal holds it. */
+/**
+ * Refuses a write keyed by user `userId` once the user is gone (deleted meanwhile), before it
+ * writes anything: the portal's tables' foreign keys refuse a code, a session or an account,
+ * but not the audit row naming the address nor the mail queued to it that a password change or
+ * a state change writes beside them.
+ * @throws {StoreConflict} when there is no such user.
+ */
+function requireUser(st: AccountStatements, userId: number): void {
+  if (st.userExists.get({ id: userId }) === undefined) {
+    throw new StoreConflict(`User ${userId} was deleted meanwhile`);
+  }
+}
+
 function setState(
   st: AccountStatements,
   userId: number,
@@ -106,6 +119,7 @@ export function createPortalStore(conn: Connection): PortalStore {
     },
     async insertPortalAccount(userId, { now, audit }) {
       await conn.write(() => {
+        requireUser(st, userId);
         if (Number(st.accountEnrol.run({ user_id: userId, now }).changes) === 0) {
           throw new StoreConflict("The user has a portal account already");
         }
@@ -115,6 +129,7 @@ export function createPortalStore(conn: Connection): PortalStore {
     ...createCodeUseMethods(conn, { st, cutoff, queue }),
     async updatePortalState(userId, { now, audit, state, mail, from }) {
       await conn.write(() => {
+        requireUser(st, userId);
         if (from !== undefined) {
           const account = st.accountFind.get({ user_id: userId }) as Row | undefined;
           if (account?.state !== from) throw new StoreConflict(`The portal account is not ${from}`);
@@ -125,6 +140,7 @@ export function createPortalStore(conn: Connection): PortalStore {
     },
     updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
       return conn.write(() => {
+        requireUser(st, userId);
         const ended = replacePassword(st, cutoff, userId, { passwordHash, now, keepSession });
         queue(mail, now);
         return ended;
@@ -159,6 +175,7 @@ function createCodeIssueMethods(
   return {
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
       await conn.write(() => {
+        requireUser(st, userId);
         st.codesEnd.run({ user_id: userId, purpose: code.purpose, now });
         insertCode(st, userId, code, now);
         if (passwordHash !== undefined) {
@@ -170,6 +187,7 @@ function createCodeIssueMethods(
     },
     async addPortalCode(userId, { now, audit, code, mail, keep, keepPerNetwork }) {
       await conn.write(() => {
+        requireUser(st, userId);
         if (code.network !== undefined && keepPerNetwork !== undefined) {
           st.codesEndOldestOfNetwork.run({
             user_id: userId,
@@ -253,7 +271,9 @@ function createCleanUpMethods(
   return {
     async updateApiKeyLabel(keyId, { label, audit }) {
       await conn.write(() => {
-        st.keySetLabel.run({ id: keyId, label });
+        if (Number(st.keySetLabel.run({ id: keyId, label }).changes) === 0) {
+          throw new StoreConflict(`API key ${keyId} was deleted meanwhile`);
+        }
       }, audit);
     },
     deleteUnverifiedPortalUsers(before, { limit, audit, anonymize }) {

@@ -13,6 +13,7 @@ export function prepareAccountStatements(conn: Connection) {
   const { sql } = conn;
   return {
     accountFind: sql("SELECT * FROM portal_accounts WHERE user_id = :user_id"),
+    userExists: sql("SELECT 1 FROM users WHERE id = :id"),
     // By the accounts' index on (state, created_at).
     usersInState: sql(
       `SELECT u.*, a.user_id AS a_user_id, a.state AS a_state, a.created_at AS a_created_at,

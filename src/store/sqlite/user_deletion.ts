@@ -2,7 +2,8 @@
  * Deleting a user on SQLite, inside the caller's write: the one deletion that `deleteUser`
  * (users.ts) and the janitor's `deleteUnverifiedPortalUsers` (portal.ts) both run. The user's
  * audit rows are made anonymous first (audit_anonymize.ts), then its tokens, its keys'
- * login-failure counters, its keys and the user go; the portal's rows go by cascade.
+ * login-failure counters and the counters `forgetCounters` names, its keys and the user go; the
+ * portal's rows go by cascade.
  *
  * @module
  */
@@ -29,15 +30,22 @@ export function createUserDeletion(conn: Connection): UserDeletion {
        SELECT 'key:' || id FROM api_keys WHERE user_id = :user_id)`,
     "keeps-grants",
   );
+  // By the subject's index: every subject from the prefix up to the prefix and U+FFFF (greater
+  // than any character a subject holds).
+  const prefixDelete = sql(
+    "DELETE FROM login_failures WHERE subject >= :prefix AND subject < :prefix || char(65535)",
+    "keeps-grants",
+  );
   const keysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
   const userDelete = sql("DELETE FROM users WHERE id = :id");
-  return (userId, { anonymousRef, anonymousActor }) => {
+  return (userId, { anonymousRef, anonymousActor, forgetCounters = [] }) => {
     const row = userEmail.get({ id: userId }) as Row | undefined;
     if (row === undefined) return undefined;
     const user = { id: userId, email: row.email as string, actor: anonymousActor };
     const auditRows = anonymizeAudit(user, anonymousRef);
     const tokens = Number(tokensDelete.run({ user_id: userId }).changes);
     failuresDelete.run({ user_id: userId });
+    for (const prefix of forgetCounters) prefixDelete.run({ prefix });
     const apiKeys = Number(keysDelete.run({ user_id: userId }).changes);
     userDelete.run({ id: userId });
     return { apiKeys, tokens, auditRows };

@@ -137,7 +137,7 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
       }, audit);
     },
 
-    deleteUser(userId, { audit, anonymousRef, anonymousActor, onlyPortalState }) {
+    deleteUser(userId, { audit, anonymousRef, anonymousActor, forgetCounters, onlyPortalState }) {
       return conn.write(() => {
         if (onlyPortalState !== undefined) {
           const account = statements.portalStateOf.get({ user_id: userId }) as Row | undefined;
@@ -145,7 +145,7 @@ export function createUserStore(conn: Connection, deps: UserStoreDeps): UserStor
             throw new StoreConflict(`The portal account is not ${onlyPortalState}`);
           }
         }
-        return deleteUserRows(userId, { anonymousRef, anonymousActor }) ??
+        return deleteUserRows(userId, { anonymousRef, anonymousActor, forgetCounters }) ??
           { apiKeys: 0, tokens: 0, auditRows: 0 };
       }, audit);
     },
