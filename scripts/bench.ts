@@ -99,9 +99,15 @@ if (flags.baseline !== undefined && await resolveRevision(flags.baseline) === un
   Deno.exit(2);
 }
 
-const mixRates = flags["mix-rates"]?.split(",").map((rate) => Number(rate.trim()));
-if (mixRates?.some((rate) => !Number.isInteger(rate) || rate < 0)) {
-  console.error(`bench: --mix-rates: expected whole numbers of revocations/s, like "0,1000"`);
+const mixRates = flags["mix-rates"]?.split(",").map((rate) => rate.trim());
+if (
+  mixRates !== undefined &&
+  (mixRates.some((rate) => !/^\d+$/.test(rate)) ||
+    new Set(mixRates.map(Number)).size !== mixRates.length)
+) {
+  console.error(
+    `bench: --mix-rates: expected distinct whole numbers of revocations/s, like "0,1000"`,
+  );
   Deno.exit(2);
 }
 
@@ -114,7 +120,7 @@ const options = {
   revocations: Number(flags.revocations),
   taskset: await commandExists("taskset"),
   baselineRev: flags.baseline,
-  mixRates,
+  mixRates: mixRates?.map(Number),
   mixADenoFlags: flags["mix-a-flags"]?.split(" ").filter((flag) => flag !== ""),
 };
 const ctx = await createBenchContext(options);

@@ -94,6 +94,15 @@ export const PRODUCTION_MIX_COLUMNS = [
  */
 export const WRK_NICE = -10;
 
+/**
+ * The niceness wrk gets: {@link WRK_NICE} only where it means what the notes say — run as root
+ * (a negative niceness needs it; `nice` would only warn) and wrk on the other core (unpinned, it
+ * would be niced against A itself).
+ */
+function wrkNice(ctx: ProductionMixContext): number | undefined {
+  return Deno.uid() === 0 && ctx.otherCore !== undefined ? WRK_NICE : undefined;
+}
+
 /** Seconds of wrk (no revocations) right before every run of every row: the same warm-up for all. */
 const WARM_UP_SECONDS = 3;
 
@@ -131,8 +140,11 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
     ctx.notes.push(
       pinned
         ? `Production mix: instance A alone on core ${ctx.serverCore}; B, wrk, PostgreSQL and ` +
-          `the bench's revoker, probe and logins on core ${ctx.otherCore}, where wrk runs at ` +
-          `nice ${WRK_NICE} (it gets that core first; the revocation side gets what it leaves).`
+          `the bench's revoker, probe and logins on core ${ctx.otherCore}` +
+          (wrkNice(ctx) === undefined
+            ? ", all at the same niceness (not root: wrk could not be given that core first)."
+            : `, where wrk runs at nice ${WRK_NICE} (it gets that core first; the revocation ` +
+              "side gets what it leaves).")
         : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
     );
     // Each backend gets its own half of the victims (a revocation is never repeated), and the
@@ -277,7 +289,7 @@ async function runBackend(
           `production mix, ${options.backend}, round ${round}/${ctx.rounds}: warming up, then ` +
             `${rate} revocations/s through B`,
         );
-        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS, nice: WRK_NICE });
+        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS, nice: wrkNice(ctx) });
         (rounds[rate] ??= []).push(await measureRate(ctx, run, rate));
       }
     }
@@ -335,7 +347,7 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
   });
   let result: Measured;
   try {
-    result = await ctx.measure(a, run.load, { duration: ctx.duration, nice: WRK_NICE });
+    result = await ctx.measure(a, run.load, { duration: ctx.duration, nice: wrkNice(ctx) });
   } finally {
     stop.now = true;
   }
