@@ -8,10 +8,11 @@
  * sync in flight and at most one queued, however many revocations arrive: n concurrent
  * grant-ending writes cost about two flushes, not n.
  *
- * A failed sync fails every write waiting on it (`StoreUnavailable`: 503, retry). Their commits
- * stay applied, but the connection then owes a sync: every write, even one that ended no grant
- * (a retried revocation finds the token revoked already and changes no row), awaits a sync
- * until one succeeds, so no write is answered as done while its commit may not be on disk.
+ * A failed sync is fatal for the group until the process restarts, as in PostgreSQL: on Linux a
+ * failed `fsync` can mark the unwritten pages clean, so a later sync that succeeds proves nothing
+ * about the commits before it. Every write waiting on it, and every later one, fails with
+ * `StoreUnavailable` (503); {@link WalSyncGroup.findSyncFailure} keeps the disk's message for
+ * readiness and the log. Restarting lets SQLite recover from what the -wal file really holds.
  *
  * @module
  */
@@ -28,13 +29,11 @@ export interface WalSyncGroup {
   /**
    * Resolves once a sync that started after this call has completed.
    *
-   * @throws StoreUnavailable when that sync failed.
+   * @throws StoreUnavailable when that sync failed, or any sync of this group before.
    */
   afterCommit(): Promise<void>;
-  /** Whether the last sync failed (and none has succeeded since): writes must await one. */
-  owesSync(): boolean;
-  /** Syncs now, blocking, for a commit made outside `write()`. */
-  syncNow(): void;
+  /** The first failed sync's reason (the disk's message), if one failed: fatal until restart. */
+  findSyncFailure(): string | undefined;
   /** Syncs started since opening. */
   readSyncs(): number;
   close(): void;
@@ -46,39 +45,34 @@ export function openWalSyncGroup(realPath: string, runSync?: WalSyncRunner): Wal
   // SQLite holds no POSIX locks on it, so this descriptor can be closed at any time.
   const file = Deno.openSync(`${realPath}-wal`, { read: true });
   const group = createWalSyncGroup(runSync ?? ((sync) => sync()), () => file.syncData());
-  return {
-    ...group,
-    syncNow() {
-      group.countSync();
-      file.syncDataSync();
-    },
-    close: () => file.close(),
-  };
+  return { ...group, close: () => file.close() };
 }
 
 /** Groups the calls of `sync` (wrapped by `runSync`): one in flight, at most one queued. */
 export function createWalSyncGroup(
   runSync: WalSyncRunner,
   sync: () => Promise<void>,
-): Omit<WalSyncGroup, "syncNow" | "close"> & { countSync(): void } {
+): Omit<WalSyncGroup, "close"> {
   let syncs = 0;
-  let owed = false;
+  let failure: string | undefined;
   /** The sync in flight. */
   let running: Promise<void> | undefined;
   /** The sync that starts when `running` settles, shared by the commits made meanwhile. */
   let queued: Promise<void> | undefined;
 
+  function toUnavailable(cause?: unknown): StoreUnavailable {
+    return new StoreUnavailable(
+      `The database is unavailable: a sync of its write-ahead log failed (restart keygate): ${failure}`,
+      { cause },
+    );
+  }
+
   async function syncOnce(): Promise<void> {
     try {
       await runSync(sync);
-      owed = false;
     } catch (error) {
-      owed = true;
-      const reason = error instanceof Error ? error.message : String(error);
-      throw new StoreUnavailable(
-        `The database is unavailable: cannot sync its write-ahead log: ${reason}`,
-        { cause: error },
-      );
+      failure ??= (error instanceof Error ? error.message : String(error)).slice(0, 200);
+      throw toUnavailable(error);
     }
   }
 
@@ -95,20 +89,19 @@ export function createWalSyncGroup(
 
   return {
     afterCommit() {
+      if (failure !== undefined) return Promise.reject(toUnavailable());
       if (queued !== undefined) return queued;
       if (running === undefined) return start();
       const next = running.then(noop, noop).then(() => {
         queued = undefined;
-        return start();
+        // Queued behind a sync that failed: no later sync proves anything about its commits.
+        return failure === undefined ? start() : Promise.reject(toUnavailable());
       });
       queued = next;
       return next;
     },
-    owesSync: () => owed,
+    findSyncFailure: () => failure,
     readSyncs: () => syncs,
-    countSync() {
-      syncs++;
-    },
   };
 }
 
