@@ -70,6 +70,11 @@ export interface SqliteStoreOptions {
    * hold a sync open to see who waits for it. Default: runs the sync.
    */
   runWalSync?: WalSyncRunner;
+  /**
+   * Hears, once, that a WAL sync of durability `"grants"` failed (the disk's message): every
+   * later write fails until the process restarts, so the server stops (src/server/fatal_stop.ts).
+   */
+  onWalSyncFailure?(reason: string): void;
   /** Hears the one-line warnings of the migrations this opening applies (never addresses). */
   onMigrationWarning?(line: string): void;
   /**
@@ -176,7 +181,10 @@ export function openConnection(path: string, options: SqliteStoreOptions = {}): 
     // WAL mode: the commit frames are in the -wal file, and syncing it makes them durable.
     // SQLite keeps -wal and -shm beside the file a symbolic link points to.
     const syncWal = durability === "grants" && path !== ":memory:"
-      ? openWalSyncGroup(Deno.realPathSync(path), options.runWalSync)
+      ? openWalSyncGroup(Deno.realPathSync(path), {
+        runSync: options.runWalSync,
+        onFailure: options.onWalSyncFailure,
+      })
       : undefined;
     const recordRows = options.changeRecordRows ?? CHANGE_RECORD_ROWS;
     if (!Number.isSafeInteger(recordRows) || recordRows < 1) {

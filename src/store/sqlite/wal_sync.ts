@@ -39,12 +39,22 @@ export interface WalSyncGroup {
   close(): void;
 }
 
+/** How a group runs its syncs, and who hears that one failed. */
+export interface WalSyncOptions {
+  /** Default: runs the sync. */
+  runSync?: WalSyncRunner;
+  /** Hears the first failed sync's reason, once: the store is unusable until a restart. */
+  onFailure?(reason: string): void;
+}
+
 /** Opens the -wal file beside the database at `realPath` (its real path) for syncing. */
-export function openWalSyncGroup(realPath: string, runSync?: WalSyncRunner): WalSyncGroup {
+export function openWalSyncGroup(realPath: string, options: WalSyncOptions = {}): WalSyncGroup {
   // The -wal file exists once the connection has read in WAL mode (the migrations did).
   // SQLite holds no POSIX locks on it, so this descriptor can be closed at any time.
   const file = Deno.openSync(`${realPath}-wal`, { read: true });
-  const group = createWalSyncGroup(runSync ?? ((sync) => sync()), () => file.syncData());
+  const group = createWalSyncGroup(options.runSync ?? ((sync) => sync()), () => file.syncData(), {
+    onFailure: options.onFailure,
+  });
   return { ...group, close: () => file.close() };
 }
 
@@ -52,6 +62,7 @@ export function openWalSyncGroup(realPath: string, runSync?: WalSyncRunner): Wal
 export function createWalSyncGroup(
   runSync: WalSyncRunner,
   sync: () => Promise<void>,
+  options: Pick<WalSyncOptions, "onFailure"> = {},
 ): Omit<WalSyncGroup, "close"> {
   let syncs = 0;
   let failure: string | undefined;
@@ -71,7 +82,10 @@ export function createWalSyncGroup(
     try {
       await runSync(sync);
     } catch (error) {
-      failure ??= (error instanceof Error ? error.message : String(error)).slice(0, 200);
+      if (failure === undefined) {
+        failure = (error instanceof Error ? error.message : String(error)).slice(0, 200);
+        options.onFailure?.(failure);
+      }
       throw toUnavailable(error);
     }
   }
