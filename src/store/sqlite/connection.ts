@@ -27,13 +27,17 @@ import type {
 import { listAuditEntries } from "../audit_entries.ts";
 import { defineAuditRedact } from "./audit_anonymize.ts";
 import { writeWhenUnlocked } from "./busy_retry.ts";
-import { StoreUnavailable } from "../errors.ts";
 import { toStoreError } from "./errors.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
-import { openWalSyncGroup, type WalSyncGroup, type WalSyncRunner } from "./wal_sync.ts";
+import {
+  openWalSyncGroup,
+  toSyncFailureError,
+  type WalSyncGroup,
+  type WalSyncRunner,
+} from "./wal_sync.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
 export const MMAP_BYTES = 256 * 1024 * 1024;
@@ -270,9 +274,7 @@ function createConnection(
   function refuseAfterSyncFailure(): void {
     const failure = syncWal?.findSyncFailure();
     if (failure === undefined) return;
-    throw new StoreUnavailable(
-      `The database is unavailable: a sync of its write-ahead log failed (restart keygate): ${failure}`,
-    );
+    throw toSyncFailureError(failure);
   }
 
   function withoutBusyWait<T>(fn: () => T): T {

@@ -71,12 +71,7 @@ export function createWalSyncGroup(
   /** The sync that starts when `running` settles, shared by the commits made meanwhile. */
   let queued: Promise<void> | undefined;
 
-  function toUnavailable(cause?: unknown): StoreUnavailable {
-    return new StoreUnavailable(
-      `The database is unavailable: a sync of its write-ahead log failed (restart keygate): ${failure}`,
-      { cause },
-    );
-  }
+  const toUnavailable = (cause?: unknown) => toSyncFailureError(failure!, cause);
 
   async function syncOnce(): Promise<void> {
     try {
@@ -117,6 +112,14 @@ export function createWalSyncGroup(
     findSyncFailure: () => failure,
     readSyncs: () => syncs,
   };
+}
+
+/** The error of every write after a failed sync, whose `reason` is the disk's message. */
+export function toSyncFailureError(reason: string, cause?: unknown): StoreUnavailable {
+  return new StoreUnavailable(
+    `The database is unavailable: a sync of its write-ahead log failed (restart keygate): ${reason}`,
+    { cause },
+  );
 }
 
 function noop(): void {}
