@@ -40,6 +40,8 @@ import {
   toStoreLocation,
 } from "./src/server/open_server_store.ts";
 import { holdPidFile, listenForStop } from "./src/server/process.ts";
+import { createFatalStop, FATAL_EXIT_CODE } from "./src/server/fatal_stop.ts";
+import type { WalSyncRunner } from "./src/store/sqlite/wal_sync.ts";
 import { startAdminListener, startMetricsListener } from "./src/server/side_listeners.ts";
 import { type ServedApi, startApi } from "./src/server/start_api.ts";
 import { startJanitor } from "./src/server/start_janitor.ts";
@@ -52,6 +54,11 @@ export interface ServeOptions {
   secureRoutes?: Routes<SecureContext>;
   /** Prefix of start-up error messages. Default `keygate`. */
   name?: string;
+  /**
+   * Runs the main thread's SQLite WAL syncs (see `SqliteStoreOptions.runWalSync`); for tests,
+   * which fail one to see the server stop. Default: runs the sync.
+   */
+  runWalSync?: WalSyncRunner;
 }
 
 /**
@@ -97,10 +104,10 @@ async function run(
   // here, in one line.
   if (config.portal) readPortalSecretFile(config.portalSecretFile!);
   const logger = createLogger({ level: config.logLevel });
-  await serveUntilStopped(config, env, options, logger);
-  logger.info("stopped");
+  const code = await serveUntilStopped(config, env, options, logger);
+  logger.info("stopped", code === 0 ? undefined : { exit_code: code });
   logger.flush();
-  return 0;
+  return code;
 }
 
 /** Starts every part, serves until a stop signal, and closes what it started (see @module). */
@@ -109,7 +116,7 @@ async function serveUntilStopped(
   env: Record<string, string | undefined>,
   options: ServeOptions,
   logger: Logger,
-): Promise<void> {
+): Promise<number> {
   await using parts = new AsyncDisposableStack();
   const location = toStoreLocation(config);
   // Only a SQLite store's directory is made: on PostgreSQL nothing is written unless the
@@ -117,6 +124,8 @@ async function serveUntilStopped(
   if (location.kind === "sqlite") prepareDatabasePath(location.path);
   if (config.pidFile !== undefined) parts.use(holdPidFile(config.pidFile));
   const stop = parts.use(listenForStop(logger, config));
+  // A failed WAL sync (any worker's store or this thread's) stops the server: exit 1, restart.
+  const fatal = createFatalStop(logger);
   const certificates = await loadCertificates(config, location);
   // PostgreSQL reports its queries from the start; the gauges read it once metrics exist.
   const storeMetrics = createStoreMetrics();
@@ -129,6 +138,8 @@ async function serveUntilStopped(
       onOperation: storeMetrics.observeOperation,
       onChangeDelay: storeMetrics.observeChangeDelay,
       sharedGrantCounter,
+      onFatal: fatal.raise,
+      runWalSync: options.runWalSync,
     }),
   );
   warnSelfSigned(logger, certificates);
@@ -183,6 +194,7 @@ async function serveUntilStopped(
       tls: certificates.api,
       storeDisplay: location.display,
       sharedGrantCounter,
+      onFatal: fatal.raise,
     }),
   );
   // SIGHUP or changed --cert/--key files: every HTTPS listener swaps to the new pair.
@@ -199,7 +211,8 @@ async function serveUntilStopped(
     logger,
     metrics: tlsMetrics,
   }));
-  await Promise.race([stop.requested, api.finished]);
+  await Promise.race([stop.requested, api.finished, fatal.requested]);
+  return fatal.raised() ? FATAL_EXIT_CODE : 0;
 }
 
 /** `--workers` above 1 serves keygate's own routes only, and needs reusePort. */

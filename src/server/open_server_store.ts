@@ -20,6 +20,7 @@ export {
   type SharedGrantCounter,
 } from "../store/postgres/open_postgres_store.ts";
 import { parseStoreUrl, type StoreLocation } from "../store/store_url.ts";
+import type { WalSyncRunner } from "../store/sqlite/wal_sync.ts";
 
 /** `--store` (a `postgres://` URL, `sqlite:PATH` or a path), or else the SQLite file of `--db`. */
 export function toStoreLocation(config: Config): StoreLocation {
@@ -38,17 +39,26 @@ export type ServerStoreHooks =
     PostgresStoreOptions,
     "onListenerChange" | "onOperation" | "onChangeDelay" | "sharedGrantCounter"
   >
-  & Pick<OpenStoreOptions, "onMigrationWarning">;
+  & Pick<OpenStoreOptions, "onMigrationWarning">
+  & {
+    /**
+     * Hears, once, a store condition that needs a restart: a failed WAL sync on SQLite
+     * (src/server/fatal_stop.ts).
+     */
+    onFatal?(reason: string): void;
+    /** Runs SQLite's WAL syncs (tests; see `SqliteStoreOptions.runWalSync`). */
+    runWalSync?: WalSyncRunner;
+  };
 
 /** Opens the configured store for serving requests. */
 export function openServerStore(
   config: Config,
   hooks: ServerStoreHooks = {},
 ): Promise<OpenedStore> {
-  const { onMigrationWarning, ...postgresHooks } = hooks;
+  const { onMigrationWarning, onFatal, runWalSync, ...postgresHooks } = hooks;
   // Logins need no fsync on the thread that serves secure requests; revocations still get one.
   return openStore(toStoreLocation(config), {
-    sqlite: { durability: "grants" },
+    sqlite: { durability: "grants", onWalSyncFailure: onFatal, runWalSync },
     postgres: {
       durability: "grants",
       stalenessMs: config.storeStalenessSeconds * 1000,
@@ -103,6 +113,10 @@ export interface MainStoreOptions {
   /** PostgreSQL's commit-to-learned delays of other instances' changes. */
   onChangeDelay?: ServerStoreHooks["onChangeDelay"];
   sharedGrantCounter?: SharedGrantCounter;
+  /** Hears a store condition that needs a restart (see {@link ServerStoreHooks}). */
+  onFatal?(reason: string): void;
+  /** Runs SQLite's WAL syncs (tests; see `SqliteStoreOptions.runWalSync`). */
+  runWalSync?: WalSyncRunner;
 }
 
 /**
@@ -120,6 +134,8 @@ export async function openMainStore(
   try {
     return await openServingStore(config, {
       sharedGrantCounter: options.sharedGrantCounter,
+      onFatal: options.onFatal,
+      runWalSync: options.runWalSync,
       onOperation: options.onOperation,
       onChangeDelay: options.onChangeDelay,
       onMigrationWarning: (line) => logger.warn(line, { event: "store_migration" }),

@@ -56,6 +56,8 @@ export type FromWorker =
   }
   | { kind: "metrics"; id: number; snapshot: MetricsSnapshot }
   | { kind: "drained"; finished: boolean }
+  /** The store hit a condition that needs a restart (src/server/fatal_stop.ts). */
+  | { kind: "fatal"; reason: string }
   /** The answer to a tls-bind or tls-retire; `error` when the new listener could not bind. */
   | { kind: "tls-done"; id: number; error?: string }
   | PasswordRequest;
@@ -88,6 +90,8 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
         await openServingStore(config, {
           // A revocation through any worker (or the main thread) drops every worker's cache at once.
           sharedGrantCounter: message.sharedGrantCounter,
+          // The main thread stops the whole server: every worker writes to the same database.
+          onFatal: (reason) => scope.postMessage({ kind: "fatal", reason }),
           // On PostgreSQL each worker listens for revocations on a connection of its own.
           onListenerChange: (listening) =>
             logger[listening ? "info" : "warn"](

@@ -30,6 +30,8 @@ export interface ApiStart {
   storeDisplay: string;
   /** The grant counter every worker's store shares with the main thread's (PostgreSQL). */
   sharedGrantCounter?: SharedGrantCounter;
+  /** Hears a request worker's store condition that needs a restart (src/server/fatal_stop.ts). */
+  onFatal?(reason: string): void;
 }
 
 /** The serving API; disposing it stops accepting and drains within `--shutdown-timeout`. */
@@ -85,6 +87,7 @@ async function startWorkers(config: Config, start: ApiStart): Promise<ServedApi>
         hasher: start.services.hasher,
         logger,
         sharedGrantCounter: start.sharedGrantCounter,
+        onFatal: start.onFatal,
       });
     } catch (error) {
       throw explainListenError(error, where, config);

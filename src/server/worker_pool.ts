@@ -34,6 +34,8 @@ export interface WorkerPoolOptions {
    * open_server_store.ts): a revocation anywhere in the process drops every worker's cache.
    */
   sharedGrantCounter?: SharedGrantCounter;
+  /** Hears a worker's store condition that needs a restart of the process (fatal_stop.ts). */
+  onFatal?(reason: string): void;
   /** The port to serve (claimed beforehand, see port_guard.ts). Default: `config.port`. */
   port?: number;
   /** The worker module. Default: src/server/request_worker.ts (tests swap in one that dies). */
@@ -75,6 +77,7 @@ export function createWorkerPool(options: WorkerPoolOptions): WorkerPool {
     hasher,
     logger,
     sharedGrantCounter,
+    onFatal: options.onFatal,
     slots: [],
     port: options.port ?? config.port,
     tls: options.tls,

@@ -39,6 +39,8 @@ export interface PoolState {
   readonly hasher: PasswordHasher;
   readonly logger: Logger;
   readonly sharedGrantCounter?: SharedGrantCounter;
+  /** Hears a worker's store condition that needs a restart of the process (fatal_stop.ts). */
+  readonly onFatal?: (reason: string) => void;
   readonly slots: Slot[];
   /** The port every worker serves (the first worker's, once it listens). */
   port: number;
@@ -113,6 +115,9 @@ export function spawnWorker(pool: PoolState, index: number, delayMs: number): Pr
         case "start-failed":
           worker.terminate();
           return reject(new WorkerStartError(message.message, message.name, message.stage));
+        case "fatal":
+          // Not this worker's alone: the database needs a restart of the whole process.
+          return pool.onFatal?.(message.reason);
         case "metrics":
         case "drained":
         case "tls-done":

@@ -90,6 +90,7 @@ export interface LifecycleStore {
    * Why writes fail for a reason a retry will not soon cure (disk full, read-only file
    * system), or `undefined` since the last write succeeded; tries a harmless probe write
    * first, so that readiness recovers by itself. `/readyz` answers 503 `degraded` with it.
+   * A failed WAL sync of SQLite's durability `"grants"` is answered until the process restarts.
    */
   findWriteFailure(): Promise<string | undefined>;
   /** Releases the connection(s); further calls fail. Idempotent. */

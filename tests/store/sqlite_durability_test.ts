@@ -126,25 +126,100 @@ Deno.test("durability 'grants': grant-ending writes committed during a sync shar
   assert.equal(db.sqlite.readWalSyncs(), 2, "three grant writes, two syncs");
 });
 
-Deno.test("durability 'grants': a failed sync fails its writes with StoreUnavailable, and the next write waits for a sync", async () => {
+Deno.test("durability 'grants': a repeated revocation that changes nothing waits for the sync of the first", async () => {
   const { db, held, user, key, tokenId } = await openHeldStore();
   using _ = db;
+  const writesBefore = db.sqlite.readGrantWrites();
+  const first = db.store.revokeToken(tokenId, { now: 2100, audit: REVOKE_AUDIT });
+  await held.waitForSyncs(1);
+  // A client retrying after a timeout, while the first commit's sync still runs.
+  const again = db.store.revokeToken(tokenId, { now: 2110, audit: REVOKE_AUDIT });
+  // Through another store on the same file, as another --workers worker would.
+  const other = openSqliteStore(db.path, { durability: "grants", runWalSync: held.runWalSync });
+  try {
+    const otherAgain = other.revokeToken(tokenId, { now: 2120, audit: REVOKE_AUDIT });
+    // The other store syncs at once (its own group); this store's repeat queues for the next.
+    await held.waitForSyncs(2);
+    assert.equal(await hasSettled(again), false, "not answered before a sync after the first");
+    assert.equal(await hasSettled(otherAgain), false);
+    await held.syncs[1].release();
+    await otherAgain;
+    await held.syncs[0].release();
+    await first;
+    await held.waitForSyncs(3);
+    assert.equal(await hasSettled(again), false, "the running sync may predate its commit");
+    await held.syncs[2].release();
+    await again;
+    assert.equal(readRevokedAt(db.path), 2100, "the repeats changed no row");
+    assert.equal(db.sqlite.readGrantWrites() - writesBefore, 1, "a repeat evicts nothing");
+    assert.equal(other.sqlite.readGrantWrites(), 0);
+    // Disabling a user that is disabled already waits for a sync too.
+    await Promise.all([
+      db.store.updateUserDisabled(user.id, { disabled: true, now: 2200, ...NO_AUDIT }),
+      held.waitForSyncs(4).then(() => held.syncs[3].release()),
+    ]);
+    const twice = db.store.updateUserDisabled(user.id, { disabled: true, now: 2300, ...NO_AUDIT });
+    await held.waitForSyncs(5);
+    assert.equal(await hasSettled(twice), false);
+    await held.syncs[4].release();
+    await twice;
+    // A login runs no grant-ending statement: it still does not wait.
+    await issueFor(db.store, { user, key }, "h".repeat(40), 2400);
+    assert.equal(held.syncs.length, 5);
+  } finally {
+    await other.closeStore();
+  }
+});
+
+Deno.test("durability 'grants': a failed sync is fatal for the store: its writes and every later one fail, readiness reports it", async () => {
+  const { db, held, user, key, tokenId } = await openHeldStore();
+  using _ = db;
+  assert.equal(await db.store.findWriteFailure(), undefined);
   const revoked = db.store.revokeToken(tokenId, { now: 2100, audit: REVOKE_AUDIT });
   await held.waitForSyncs(1);
   held.syncs[0].fail(new Error("Input/output error (os error 5)"));
-  await assert.rejects(revoked, StoreUnavailable);
+  const expected = "The database is unavailable: a sync of its write-ahead log failed " +
+    "(restart keygate): Input/output error (os error 5)";
+  await assert.rejects(revoked, { name: "StoreUnavailable", message: expected });
   assert.equal(readRevokedAt(db.path), 2100, "the commit stays: only its durability is unknown");
-  // Even a write that ends no grant now waits for a sync that succeeds.
-  const login = issueFor(db.store, { user, key }, "h".repeat(40), 2150);
-  await held.waitForSyncs(2);
-  assert.equal(await hasSettled(login), false);
-  await held.syncs[1].release();
-  await login;
-  // The debt is paid: logins go back to not waiting.
-  await issueFor(db.store, { user, key }, "i".repeat(40), 2160);
-  assert.equal(held.syncs.length, 2);
-  assert.equal(db.sqlite.readWalSyncs(), 2);
+  const tokensBefore = countRows(db.path, "tokens");
+  // Every later write fails before it writes, even one that ends no grant; no sync is tried.
+  await assert.rejects(
+    issueFor(db.store, { user, key }, "h".repeat(40), 2150),
+    { name: "StoreUnavailable", message: expected },
+  );
+  await assert.rejects(
+    db.store.revokeToken(tokenId, { now: 2160, audit: REVOKE_AUDIT }),
+    StoreUnavailable,
+  );
+  assert.equal(countRows(db.path, "tokens"), tokensBefore, "the refused login wrote nothing");
+  assert.equal(held.syncs.length, 1);
+  assert.equal(await db.store.findWriteFailure(), "Input/output error (os error 5)");
+  assert.equal(
+    await db.store.findWriteFailure(),
+    "Input/output error (os error 5)",
+    "the readiness probe does not clear it",
+  );
+  // Reads still answer (the gate refuses the revoked token from the committed row).
+  assert.equal(
+    await db.store.findTokenGrant({
+      tokenHash: hashSecret(TOKEN),
+      keyHash: hashSecret(KEY),
+      now: 2200,
+    }),
+    undefined,
+  );
 });
+
+/** Rows of `table`, read through a connection of its own. */
+function countRows(path: string, table: "tokens"): number {
+  const reader = new DatabaseSync(path, { readOnly: true });
+  try {
+    return Number((reader.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n);
+  } finally {
+    reader.close();
+  }
+}
 
 Deno.test("durability 'grants': an audit search is a read, neither a grant write nor a sync", async () => {
   using db = openTempStore({ durability: "grants" });

@@ -32,7 +32,12 @@ import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
-import { openWalSyncGroup, type WalSyncGroup, type WalSyncRunner } from "./wal_sync.ts";
+import {
+  openWalSyncGroup,
+  toSyncFailureError,
+  type WalSyncGroup,
+  type WalSyncRunner,
+} from "./wal_sync.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
 export const MMAP_BYTES = 256 * 1024 * 1024;
@@ -69,6 +74,11 @@ export interface SqliteStoreOptions {
    * hold a sync open to see who waits for it. Default: runs the sync.
    */
   runWalSync?: WalSyncRunner;
+  /**
+   * Hears, once, that a WAL sync of durability `"grants"` failed (the disk's message): every
+   * later write fails until the process restarts, so the server stops (src/server/fatal_stop.ts).
+   */
+  onWalSyncFailure?(reason: string): void;
   /** Hears the one-line warnings of the migrations this opening applies (never addresses). */
   onMigrationWarning?(line: string): void;
   /**
@@ -87,6 +97,9 @@ export type Statement = Pick<StatementSync, "run" | "get" | "all">;
 /** Statements that write (and so may end a grant, unless declared otherwise). */
 const WRITES = /^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
 
+/** How a write statement may touch token grants (see `Connection.sql`). */
+export type StatementEffect = "keeps-grants" | "trims-grants";
+
 /** An open connection and its shared mechanics. */
 export interface Connection {
   readonly db: DatabaseSync;
@@ -96,9 +109,14 @@ export interface Connection {
    * Prepares a statement. A write counts as a grant write whenever it
    * changes a row, unless it is declared `"keeps-grants"`: it cannot end or
    * change any live token grant. Writes are counted by default, so a new
-   * one cannot be forgotten.
+   * one cannot be forgotten. A write that runs a counted statement waits for a
+   * WAL sync even when it changed nothing (see `write`), unless the statement is
+   * declared `"trims-grants"`: it ends grants only as a side effect of another
+   * write (a login's cap on live tokens), so running it unchanged answers
+   * nothing about a grant. Store writes run inside `write()`; one that runs in
+   * autocommit is neither synced nor fed to the change feed's pruning.
    */
-  sql(text: string, effect?: "keeps-grants"): Statement;
+  sql(text: string, effect?: StatementEffect): Statement;
   /** Runs a read; SQLite's errors become store errors. */
   read<T>(fn: () => T): Promise<T>;
   /**
@@ -107,12 +125,6 @@ export interface Connection {
    * SQLite's errors become store errors.
    */
   write<T>(fn: () => T, audit?: AuditOf<T>): Promise<T>;
-  /**
-   * Runs `fn` in one `BEGIN IMMEDIATE` transaction (nested calls join the outer one). With
-   * durability `"grants"`, a commit that can end a grant is synced before it returns, on the
-   * event loop: `write` instead commits and then awaits a shared sync off it.
-   */
-  transaction<T>(fn: () => T): T;
   /** Runs `fn` with SQLite's busy wait off (see busy_retry.ts). */
   withoutBusyWait<T>(fn: () => T): T;
   /** See `Store.readGrantEpoch`. */
@@ -130,8 +142,13 @@ export interface Connection {
   readWalSyncs(): number;
   /** `PRAGMA data_version` reads by the grant change feed (the WAL index spares the rest). */
   readDataVersionReads(): number;
-  /** See `Store.findWriteFailure`. */
+  /**
+   * See `Store.findWriteFailure`. A failed WAL sync (durability `"grants"`) is answered until
+   * the process restarts: no probe write clears it.
+   */
   findWriteFailure(): string | undefined;
+  /** The failed WAL sync's reason (the disk's message), if one failed: fatal until restart. */
+  findSyncFailure(): string | undefined;
   close(): void;
 }
 
@@ -168,7 +185,10 @@ export function openConnection(path: string, options: SqliteStoreOptions = {}): 
     // WAL mode: the commit frames are in the -wal file, and syncing it makes them durable.
     // SQLite keeps -wal and -shm beside the file a symbolic link points to.
     const syncWal = durability === "grants" && path !== ":memory:"
-      ? openWalSyncGroup(Deno.realPathSync(path), options.runWalSync)
+      ? openWalSyncGroup(Deno.realPathSync(path), {
+        runSync: options.runWalSync,
+        onFailure: options.onWalSyncFailure,
+      })
       : undefined;
     const recordRows = options.changeRecordRows ?? CHANGE_RECORD_ROWS;
     if (!Number.isSafeInteger(recordRows) || recordRows < 1) {
@@ -197,47 +217,64 @@ function createConnection(
   },
 ): Connection {
   const { busyTimeoutMs, commits, syncWal, recordRows } = options;
+  /** Grant-ending statements that changed a row: they evict caches and move the change feed. */
   let grantWrites = 0;
+  /**
+   * Grant-ending statements run, whether or not they changed a row: a write that ran one waits
+   * for a sync even when it changed nothing (a retried revocation finds the token revoked by a
+   * commit whose sync may still be running), and that is all this count is for.
+   */
+  let grantRuns = 0;
   const feed = createChangeFeed(db, { commits, recordRows, readGrantWrites: () => grantWrites });
 
-  /** After a write that can end a grant: make it durable (see durability). */
-  function grantWritten(): void {
-    grantWrites++;
-    // Autocommit (no store method writes so): it has committed; else see transaction().
-    if (!db.isTransaction) syncWal?.syncNow();
-  }
-
-  function sql(text: string, effect?: "keeps-grants"): Statement {
+  function sql(text: string, effect?: StatementEffect): Statement {
     const statement = db.prepare(text);
     if (effect === "keeps-grants" || !WRITES.test(text)) return statement;
-    return toCountedStatement(statement, grantWritten);
+    return toCountedStatement(statement, {
+      ran: effect === "trims-grants" ? noop : () => grantRuns++,
+      changed: () => grantWrites++,
+    });
   }
 
   const appendEntries = createAuditAppender(sql);
   const writeFailures = createWriteFailures(sql);
 
-  /** Runs `fn` in a transaction and commits it, unsynced; whether it may have ended a grant. */
-  function commit<T>(fn: () => T): { result: T; endedGrants: boolean } {
+  /**
+   * Runs `fn` in a transaction and commits it, unsynced: whether it may have ended a grant
+   * (changed a row through a grant-ending statement), and whether it ran one at all.
+   */
+  function commit<T>(fn: () => T): { result: T; endedGrants: boolean; ranGrants: boolean } {
     // Nested calls join the outer transaction, which commits (and syncs) later.
-    if (db.isTransaction) return { result: fn(), endedGrants: false };
+    if (db.isTransaction) return { result: fn(), endedGrants: false, ranGrants: false };
     db.exec("BEGIN IMMEDIATE");
     try {
       const before = grantWrites;
+      const runsBefore = grantRuns;
       const result = fn();
       const endedGrants = grantWrites !== before;
       if (endedGrants) feed.pruneChanges();
       db.exec("COMMIT");
-      return { result, endedGrants };
+      return { result, endedGrants, ranGrants: grantRuns !== runsBefore };
     } catch (error) {
       if (db.isTransaction) db.exec("ROLLBACK");
       throw error;
     }
   }
 
-  function transaction<T>(fn: () => T): T {
-    const { result, endedGrants } = commit(fn);
-    if (endedGrants) syncWal?.syncNow();
-    return result;
+  /** The readiness probe's transaction: its statements keep grants, so it owes no sync. */
+  function probeTransaction(probe: () => void): void {
+    const runsBefore = grantRuns;
+    commit(() => {
+      probe();
+      if (grantRuns !== runsBefore) throw new Error("The readiness probe ran a grant write");
+    });
+  }
+
+  /** Fails a write before it starts once a WAL sync has failed (see wal_sync.ts). */
+  function refuseAfterSyncFailure(): void {
+    const failure = syncWal?.findSyncFailure();
+    if (failure === undefined) return;
+    throw toSyncFailureError(failure);
   }
 
   function withoutBusyWait<T>(fn: () => T): T {
@@ -254,7 +291,6 @@ function createConnection(
     path,
     busyTimeoutMs,
     sql,
-    transaction,
     withoutBusyWait,
     // deno-lint-ignore require-await
     async read(fn) {
@@ -266,17 +302,19 @@ function createConnection(
     },
     async write(fn, audit) {
       try {
-        const { result, endedGrants } = await writeWhenUnlocked(connection, () =>
+        refuseAfterSyncFailure();
+        const { result, ranGrants } = await writeWhenUnlocked(connection, () =>
           commit(() => {
             const result = fn();
             appendEntries(typeof audit === "function" ? audit(result) : audit);
             return result;
           }));
         writeFailures.clear();
-        // The durable point: a sync that started after this commit (shared with others).
-        if (syncWal !== undefined && (endedGrants || syncWal.owesSync())) {
-          await syncWal.afterCommit();
-        }
+        // The durable point: a sync that started after this commit (shared with others). A
+        // write that ran a grant-ending statement waits even if it changed nothing: what it
+        // found (a token revoked already) may be another write's commit, not yet synced; a
+        // sync of the shared -wal file from any connection covers that commit too.
+        if (syncWal !== undefined && ranGrants) await syncWal.afterCommit();
         return result;
       } catch (error) {
         writeFailures.note(error);
@@ -290,7 +328,9 @@ function createConnection(
     readWalSyncs: () => syncWal?.readSyncs() ?? 0,
     readDataVersionReads: feed.readDataVersionReads,
     findWriteFailure: () =>
-      writeFailures.find((probe) => withoutBusyWait(() => transaction(probe))),
+      syncWal?.findSyncFailure() ??
+        writeFailures.find((probe) => withoutBusyWait(() => probeTransaction(probe))),
+    findSyncFailure: () => syncWal?.findSyncFailure(),
     close() {
       if (db.isOpen) db.close();
       commits.close(); // after the connection: see wal_index.ts
@@ -302,25 +342,31 @@ function createConnection(
 }
 
 /**
- * Wraps a write statement so that each call that changes a row counts as a grant write
- * (`grantWritten`). The three methods take the same parameters as the statement's own
- * (named or positional).
+ * Wraps a write statement so that each call counts as run (`ran`) and each call that changes a
+ * row counts as a grant write (`changed`). The three methods take the same parameters as the
+ * statement's own (named or positional).
  */
-function toCountedStatement(statement: StatementSync, grantWritten: () => void): Statement {
+function toCountedStatement(
+  statement: StatementSync,
+  count: { ran(): void; changed(): void },
+): Statement {
   const counted = {
     run(...args: unknown[]) {
       const result: StatementResultingChanges = Reflect.apply(statement.run, statement, args);
-      if (Number(result.changes) > 0) grantWritten();
+      count.ran();
+      if (Number(result.changes) > 0) count.changed();
       return result;
     },
     get(...args: unknown[]) {
       const row = Reflect.apply(statement.get, statement, args);
-      if (row !== undefined) grantWritten(); // RETURNING: a row came back, so one changed
+      count.ran();
+      if (row !== undefined) count.changed(); // RETURNING: a row came back, so one changed
       return row;
     },
     all(...args: unknown[]) {
       const rows: unknown[] = Reflect.apply(statement.all, statement, args);
-      if (rows.length > 0) grantWritten();
+      count.ran();
+      if (rows.length > 0) count.changed();
       return rows;
     },
   };
@@ -350,3 +396,5 @@ function createAuditAppender(sql: Connection["sql"]): (entries: AuditEntries) =>
     for (const entry of listAuditEntries(entries)) appendEntry(entry);
   };
 }
+
+function noop(): void {}

@@ -31,13 +31,15 @@ function createTokenIssuance(conn: Connection): Pick<TokenStore, "insertToken"> 
      VALUES (:token_hash, :user_id, :api_key_id, :issued_at, :expires_at)`,
     "keeps-grants",
   );
-  // Keeps the newest `keep` live tokens of a user and key, revoking the rest.
+  // Keeps the newest `keep` live tokens of a user and key, revoking the rest. Trims grants:
+  // every login runs it, and a login's answer says nothing about the tokens it leaves alone.
   const tokenRevokeBeyondCap = sql(
     `UPDATE tokens SET revoked_at = :now WHERE id IN (
        SELECT id FROM tokens
        WHERE user_id = :user_id AND api_key_id = :api_key_id
          AND revoked_at IS NULL AND expires_at > :now
        ORDER BY issued_at DESC, id DESC LIMIT -1 OFFSET :keep)`,
+    "trims-grants",
   );
   // The user's cutoff and state, read inside the insert's transaction.
   const userCutoff = sql("SELECT tokens_valid_from, disabled FROM users WHERE id = :id");

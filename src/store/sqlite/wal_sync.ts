@@ -8,10 +8,11 @@
  * sync in flight and at most one queued, however many revocations arrive: n concurrent
  * grant-ending writes cost about two flushes, not n.
  *
- * A failed sync fails every write waiting on it (`StoreUnavailable`: 503, retry). Their commits
- * stay applied, but the connection then owes a sync: every write, even one that ended no grant
- * (a retried revocation finds the token revoked already and changes no row), awaits a sync
- * until one succeeds, so no write is answered as done while its commit may not be on disk.
+ * A failed sync is fatal for the group until the process restarts, as in PostgreSQL: on Linux a
+ * failed `fsync` can mark the unwritten pages clean, so a later sync that succeeds proves nothing
+ * about the commits before it. Every write waiting on it, and every later one, fails with
+ * `StoreUnavailable` (503); {@link WalSyncGroup.findSyncFailure} keeps the disk's message for
+ * readiness and the log. Restarting lets SQLite recover from what the -wal file really holds.
  *
  * @module
  */
@@ -28,57 +29,59 @@ export interface WalSyncGroup {
   /**
    * Resolves once a sync that started after this call has completed.
    *
-   * @throws StoreUnavailable when that sync failed.
+   * @throws StoreUnavailable when that sync failed, or any sync of this group before.
    */
   afterCommit(): Promise<void>;
-  /** Whether the last sync failed (and none has succeeded since): writes must await one. */
-  owesSync(): boolean;
-  /** Syncs now, blocking, for a commit made outside `write()`. */
-  syncNow(): void;
+  /** The first failed sync's reason (the disk's message), if one failed: fatal until restart. */
+  findSyncFailure(): string | undefined;
   /** Syncs started since opening. */
   readSyncs(): number;
   close(): void;
 }
 
+/** How a group runs its syncs, and who hears that one failed. */
+export interface WalSyncOptions {
+  /** Default: runs the sync. */
+  runSync?: WalSyncRunner;
+  /** Hears the first failed sync's reason, once: the store is unusable until a restart. */
+  onFailure?(reason: string): void;
+}
+
 /** Opens the -wal file beside the database at `realPath` (its real path) for syncing. */
-export function openWalSyncGroup(realPath: string, runSync?: WalSyncRunner): WalSyncGroup {
+export function openWalSyncGroup(realPath: string, options: WalSyncOptions = {}): WalSyncGroup {
   // The -wal file exists once the connection has read in WAL mode (the migrations did).
   // SQLite holds no POSIX locks on it, so this descriptor can be closed at any time.
   const file = Deno.openSync(`${realPath}-wal`, { read: true });
-  const group = createWalSyncGroup(runSync ?? ((sync) => sync()), () => file.syncData());
-  return {
-    ...group,
-    syncNow() {
-      group.countSync();
-      file.syncDataSync();
-    },
-    close: () => file.close(),
-  };
+  const group = createWalSyncGroup(options.runSync ?? ((sync) => sync()), () => file.syncData(), {
+    onFailure: options.onFailure,
+  });
+  return { ...group, close: () => file.close() };
 }
 
 /** Groups the calls of `sync` (wrapped by `runSync`): one in flight, at most one queued. */
 export function createWalSyncGroup(
   runSync: WalSyncRunner,
   sync: () => Promise<void>,
-): Omit<WalSyncGroup, "syncNow" | "close"> & { countSync(): void } {
+  options: Pick<WalSyncOptions, "onFailure"> = {},
+): Omit<WalSyncGroup, "close"> {
   let syncs = 0;
-  let owed = false;
+  let failure: string | undefined;
   /** The sync in flight. */
   let running: Promise<void> | undefined;
   /** The sync that starts when `running` settles, shared by the commits made meanwhile. */
   let queued: Promise<void> | undefined;
 
+  const toUnavailable = (cause?: unknown) => toSyncFailureError(failure!, cause);
+
   async function syncOnce(): Promise<void> {
     try {
       await runSync(sync);
-      owed = false;
     } catch (error) {
-      owed = true;
-      const reason = error instanceof Error ? error.message : String(error);
-      throw new StoreUnavailable(
-        `The database is unavailable: cannot sync its write-ahead log: ${reason}`,
-        { cause: error },
-      );
+      if (failure === undefined) {
+        failure = (error instanceof Error ? error.message : String(error)).slice(0, 200);
+        options.onFailure?.(failure);
+      }
+      throw toUnavailable(error);
     }
   }
 
@@ -95,21 +98,28 @@ export function createWalSyncGroup(
 
   return {
     afterCommit() {
+      if (failure !== undefined) return Promise.reject(toUnavailable());
       if (queued !== undefined) return queued;
       if (running === undefined) return start();
       const next = running.then(noop, noop).then(() => {
         queued = undefined;
-        return start();
+        // Queued behind a sync that failed: no later sync proves anything about its commits.
+        return failure === undefined ? start() : Promise.reject(toUnavailable());
       });
       queued = next;
       return next;
     },
-    owesSync: () => owed,
+    findSyncFailure: () => failure,
     readSyncs: () => syncs,
-    countSync() {
-      syncs++;
-    },
   };
+}
+
+/** The error of every write after a failed sync, whose `reason` is the disk's message. */
+export function toSyncFailureError(reason: string, cause?: unknown): StoreUnavailable {
+  return new StoreUnavailable(
+    `The database is unavailable: a sync of its write-ahead log failed (restart keygate): ${reason}`,
+    { cause },
+  );
 }
 
 function noop(): void {}

@@ -1,7 +1,8 @@
 /**
  * The revocation endpoint on a SQLite store with the server's durability ("grants"): the
- * answer waits for the WAL sync after its commit, and a failed sync is a 503 in the caller's
- * format, after which the store keeps serving. SQLite-only (the sync is SQLite's own
+ * answer waits for the WAL sync after its commit (a repeat, which changes nothing, too), and a
+ * failed sync is a 503 in the caller's format, after which every write is a 503 and /readyz
+ * degrades until a restart. SQLite-only (the sync is SQLite's own
  * mechanism), whatever `KEYGATE_TEST_STORE` names.
  *
  * @module
@@ -56,9 +57,34 @@ Deno.test("[e2e] POST /api/userservice/tokens/revoke answers only after the revo
   assert.deepEqual(rows.map((row) => row.revoked_at), [app.clock.now()]);
 });
 
-Deno.test("[e2e] POST /api/userservice/tokens/revoke answers 503 when the WAL sync fails, and a retry succeeds", async () => {
+Deno.test("[e2e] POST /api/userservice/tokens/revoke repeated during the first one's WAL sync answers only after a later sync", async () => {
   const { app, held, apiKey, token, revoke } = await setup();
   using _ = app;
+  const syncsBefore = held.syncs.length;
+  const first = revoke();
+  await held.waitForSyncs(syncsBefore + 1);
+  // A client retrying after a timeout: the token is revoked already, no row changes.
+  const retry = revoke();
+  assert.equal(await hasSettled(retry), false, "not answered while the revocation may be lost");
+  await held.syncs[syncsBefore].release();
+  assert.equal((await first).status, 200);
+  await held.waitForSyncs(syncsBefore + 2);
+  assert.equal(await hasSettled(retry), false, "the first sync may have started before it");
+  await held.syncs[syncsBefore + 1].release();
+  const retried = await retry;
+  assert.equal(retried.status, 200);
+  assert.equal(await retried.text(), "");
+  await assertError(await secureGet(app.handler, CURRENT, apiKey, token), 401, "invalid_token");
+  const rows = await app.querySql("SELECT revoked_at FROM tokens");
+  assert.deepEqual(rows.map((row) => row.revoked_at), [app.clock.now()]);
+});
+
+Deno.test("[e2e] POST /api/userservice/tokens/revoke answers 503 when the WAL sync fails, and so does every later write; /readyz degrades", async () => {
+  const { app, held, apiKey, token, revoke } = await setup();
+  using _ = app;
+  const ready = await app.handler(new Request(`${BASE}/readyz`));
+  assert.equal(ready.status, 200);
+  assert.deepEqual(await ready.json(), { status: "ready" });
   const syncsBefore = held.syncs.length;
   const answer = revoke();
   await held.waitForSyncs(syncsBefore + 1);
@@ -67,14 +93,20 @@ Deno.test("[e2e] POST /api/userservice/tokens/revoke answers 503 when the WAL sy
   assert.equal(response.headers.get("retry-after"), "1");
   const message = await assertError(response, 503, "service_unavailable", "json");
   assert.doesNotMatch(message, /os error|write-ahead/, "the disk's error stays in the log");
-  // The retry changes no row (the commit stayed), but it waits for a sync that succeeds.
-  const retry = revoke();
-  await held.waitForSyncs(syncsBefore + 2);
-  assert.equal(await hasSettled(retry), false);
-  await held.syncs[syncsBefore + 1].release();
-  const retried = await retry;
-  assert.equal(retried.status, 200);
-  assert.equal(await retried.text(), "");
+  // The retry is refused too: a later sync would prove nothing about the lost commit.
+  const retried = await revoke();
+  assert.equal(retried.headers.get("retry-after"), "1");
+  const retryMessage = await assertError(retried, 503, "service_unavailable", "json");
+  assert.doesNotMatch(retryMessage, /os error|write-ahead/);
+  assert.equal(held.syncs.length, syncsBefore + 1, "no sync after the failed one");
+  // Readiness reports it, for good: the probe write does not clear it.
+  for (let check = 0; check < 2; check++) {
+    const degraded = await app.handler(new Request(`${BASE}/readyz`));
+    assert.equal(degraded.status, 503);
+    assert.equal(degraded.headers.get("content-type"), "application/json; charset=utf-8");
+    assert.deepEqual(await degraded.json(), { status: "degraded", reason: "writes fail" });
+  }
+  // Reads go on: the committed revocation refuses the token.
   await assertError(await secureGet(app.handler, CURRENT, apiKey, token), 401, "invalid_token");
   const rows = await app.querySql("SELECT revoked_at FROM tokens");
   assert.deepEqual(rows.map((row) => row.revoked_at), [app.clock.now()]);
