@@ -107,6 +107,19 @@ Deno.test("durability 'grants': a revocation resolves only after its commit's sy
   assert.equal(db.sqlite.readWalSyncs(), 1);
 });
 
+Deno.test("durability 'grants': a login that revokes its user's oldest token beyond the cap waits for its sync", async () => {
+  const { db, held, user, key } = await openHeldStore();
+  using _ = db;
+  // The seeded user holds one live token: a cap of 1 makes this login revoke it.
+  const login = issueFor(db.store, { user, key }, "c".repeat(40), 2100, 1);
+  await held.waitForSyncs(1);
+  assert.equal(readRevokedAt(db.path), 2100, "the oldest token revoked, committed");
+  assert.equal(await hasSettled(login), false, "not answered before the sync");
+  await held.syncs[0].release();
+  await login;
+  assert.equal(db.sqlite.readWalSyncs(), 1);
+});
+
 Deno.test("durability 'grants': grant-ending writes committed during a sync share the next one", async () => {
   const { db, held, user, key, tokenId } = await openHeldStore();
   using _ = db;

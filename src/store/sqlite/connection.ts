@@ -10,12 +10,7 @@
  *
  * @module
  */
-import {
-  DatabaseSync,
-  type SQLInputValue,
-  type StatementResultingChanges,
-  type StatementSync,
-} from "node:sqlite";
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type {
   AuditEntries,
   AuditEntry,
@@ -32,6 +27,7 @@ import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
+import { toCountedStatement } from "./counted_statement.ts";
 import {
   openWalSyncGroup,
   toSyncFailureError,
@@ -270,21 +266,7 @@ function createConnection(
     });
   }
 
-  /** Fails a write before it starts once a WAL sync has failed (see wal_sync.ts). */
-  function refuseAfterSyncFailure(): void {
-    const failure = syncWal?.findSyncFailure();
-    if (failure === undefined) return;
-    throw toSyncFailureError(failure);
-  }
-
-  function withoutBusyWait<T>(fn: () => T): T {
-    db.exec("PRAGMA busy_timeout = 0");
-    try {
-      return fn();
-    } finally {
-      db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
-    }
-  }
+  const withoutBusyWait = <T>(fn: () => T): T => runWithoutBusyWait(db, busyTimeoutMs, fn);
 
   const connection: Connection = {
     db,
@@ -292,29 +274,26 @@ function createConnection(
     busyTimeoutMs,
     sql,
     withoutBusyWait,
-    // deno-lint-ignore require-await
-    async read(fn) {
-      try {
-        return fn();
-      } catch (error) {
-        throw toStoreError(error);
-      }
-    },
+    read: readNow,
     async write(fn, audit) {
       try {
-        refuseAfterSyncFailure();
-        const { result, ranGrants } = await writeWhenUnlocked(connection, () =>
-          commit(() => {
-            const result = fn();
-            appendEntries(typeof audit === "function" ? audit(result) : audit);
-            return result;
-          }));
+        refuseAfterSyncFailure(syncWal);
+        const { result, endedGrants, ranGrants } = await writeWhenUnlocked(
+          connection,
+          () =>
+            commit(() => {
+              const result = fn();
+              appendEntries(typeof audit === "function" ? audit(result) : audit);
+              return result;
+            }),
+        );
         writeFailures.clear();
         // The durable point: a sync that started after this commit (shared with others). A
         // write that ran a grant-ending statement waits even if it changed nothing: what it
         // found (a token revoked already) may be another write's commit, not yet synced; a
         // sync of the shared -wal file from any connection covers that commit too.
-        if (syncWal !== undefined && ranGrants) await syncWal.afterCommit();
+        // A "trims-grants" statement waits only when it changed a row (endedGrants).
+        if (syncWal !== undefined && (ranGrants || endedGrants)) await syncWal.afterCommit();
         return result;
       } catch (error) {
         writeFailures.note(error);
@@ -341,36 +320,31 @@ function createConnection(
   return connection;
 }
 
-/**
- * Wraps a write statement so that each call counts as run (`ran`) and each call that changes a
- * row counts as a grant write (`changed`). The three methods take the same parameters as the
- * statement's own (named or positional).
- */
-function toCountedStatement(
-  statement: StatementSync,
-  count: { ran(): void; changed(): void },
-): Statement {
-  const counted = {
-    run(...args: unknown[]) {
-      const result: StatementResultingChanges = Reflect.apply(statement.run, statement, args);
-      count.ran();
-      if (Number(result.changes) > 0) count.changed();
-      return result;
-    },
-    get(...args: unknown[]) {
-      const row = Reflect.apply(statement.get, statement, args);
-      count.ran();
-      if (row !== undefined) count.changed(); // RETURNING: a row came back, so one changed
-      return row;
-    },
-    all(...args: unknown[]) {
-      const rows: unknown[] = Reflect.apply(statement.all, statement, args);
-      count.ran();
-      if (rows.length > 0) count.changed();
-      return rows;
-    },
-  };
-  return counted as unknown as Statement;
+/** A read: runs at once (node:sqlite is synchronous); SQLite's errors become store errors. */
+// deno-lint-ignore require-await
+async function readNow<T>(fn: () => T): Promise<T> {
+  try {
+    return fn();
+  } catch (error) {
+    throw toStoreError(error);
+  }
+}
+
+/** Fails a write before it starts once a WAL sync has failed (see wal_sync.ts). */
+function refuseAfterSyncFailure(syncWal: WalSyncGroup | undefined): void {
+  const failure = syncWal?.findSyncFailure();
+  if (failure === undefined) return;
+  throw toSyncFailureError(failure);
+}
+
+/** Runs `fn` with the connection's busy wait off, then restores `busyTimeoutMs`. */
+function runWithoutBusyWait<T>(db: DatabaseSync, busyTimeoutMs: number, fn: () => T): T {
+  db.exec("PRAGMA busy_timeout = 0");
+  try {
+    return fn();
+  } finally {
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+  }
 }
 
 /** Appends a write's audit entries, inside its transaction. */
