@@ -37,6 +37,8 @@ import {
   type Revocation,
   revoke,
   REVOKER_CLIENTS,
+  WRK_NICE,
+  wrkNice,
 } from "./mix_traffic.ts";
 import { copyMixToPostgres, type MixSeed, seedMix, ZIPF_ALPHA, zipfHotShare } from "./mix_seed.ts";
 import { measureIdleDelays, readCacheCounters } from "./mix_probes.ts";
@@ -85,23 +87,6 @@ export const PRODUCTION_MIX_COLUMNS = [
   "revocations through B",
   "revocation to refusal on A",
 ];
-
-/**
- * wrk's niceness on the core it shares with B, PostgreSQL and the bench's revoker: wrk gets that
- * core first, so that what the revocations cost there cannot starve the load on A (A, alone on
- * its core, would then idle and its rate would be the generator's, not its own). What the
- * revocation side gets is what wrk leaves; the row reports the rate B achieved.
- */
-export const WRK_NICE = -10;
-
-/**
- * The niceness wrk gets: {@link WRK_NICE} only where it means what the notes say — run as root
- * (a negative niceness needs it; `nice` would only warn) and wrk on the other core (unpinned, it
- * would be niced against A itself).
- */
-function wrkNice(ctx: ProductionMixContext): number | undefined {
-  return Deno.uid() === 0 && ctx.otherCore !== undefined ? WRK_NICE : undefined;
-}
 
 /** Seconds of wrk (no revocations) right before every run of every row: the same warm-up for all. */
 const WARM_UP_SECONDS = 3;

@@ -223,6 +223,29 @@ function checkPositive(values: Record<string, number>): void {
   }
 }
 
+/**
+ * Learns what this process's other stores committed (see {@link SharedGrantCounter}): their
+ * scopes, as this instance's own commits; everything, when the ring lost some.
+ */
+function learnRing(
+  into: {
+    log: ReturnType<typeof createGrantChangeLog>;
+    seen: Seen;
+    delays: { forget(position: number): void } | undefined;
+  },
+  { entries, complete }: ReturnType<typeof readRingSince>,
+): void {
+  const { log, seen, delays } = into;
+  for (const entry of entries) {
+    log.push(entry.scope);
+    delays?.forget(entry.position); // a sibling worker's commit: this instance's own
+    if (seen.cursor === undefined || entry.position > seen.cursor.position) {
+      seen.learned.add(entry.position);
+    }
+  }
+  if (!complete) log.push(ALL);
+}
+
 /** Starts watching. The first poll starts at once; see {@link GrantEpochWatcher.ready}. */
 export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): GrantEpochWatcher {
   const { sql } = options;
@@ -238,10 +261,8 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
   let ringSeen = ring === undefined ? 0 : Atomics.load(ring.head, 0);
   /** Monotonic time at which the last successful poll started; -Infinity before the first. */
   let confirmedAt = -Infinity;
-  let pollFailures = 0;
-  let polls = 0;
-  let emptyPolls = 0;
-  let rowsRead = 0;
+  /** Polls made (successful), those that found nothing new, rows they read, and failed ones. */
+  const counts = { polls: 0, emptyPolls: 0, rowsRead: 0, pollFailures: 0 };
   let closed = false;
   let resolveReady!: () => void;
   const readyPromise = new Promise<void>((resolve) => (resolveReady = resolve));
@@ -253,15 +274,17 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       // Through the listener's own connection when there is one: a pool busy with requests then
       // cannot delay the confirmation past the staleness bound.
       const read = await readChangeRecord(listener.sql ?? sql, seen.cursor?.position ?? 0);
-      polls++;
-      rowsRead += read.rows.length;
-      if (seen.cursor !== undefined && read.head.position === seen.cursor.position) emptyPolls++;
+      counts.polls++;
+      counts.rowsRead += read.rows.length;
+      if (seen.cursor !== undefined && read.head.position === seen.cursor.position) {
+        counts.emptyPolls++;
+      }
       learnRead(log, seen, read);
       if (seen.cursor !== undefined) delays?.learned(seen.cursor.position);
       confirmedAt = Math.max(confirmedAt, startedAt);
       resolveReady();
     } catch {
-      pollFailures++;
+      counts.pollFailures++;
     }
     // The poll also revives a lost listener (postgres.js re-listens by itself only sometimes).
     if (listener.sql !== undefined && !listener.listening && !closed) void listener.start();
@@ -284,20 +307,6 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       : (payload) => delays.notified(payload, seen.cursor?.position),
   });
 
-  /** Learns what this process's other stores committed (see {@link SharedGrantCounter}). */
-  function readRing(shared: SharedGrantCounter, head: number): void {
-    const { entries, complete } = readRingSince(shared, ringSeen, head);
-    for (const entry of entries) {
-      log.push(entry.scope);
-      delays?.forget(entry.position); // a sibling worker's commit: this instance's own
-      if (seen.cursor === undefined || entry.position > seen.cursor.position) {
-        seen.learned.add(entry.position);
-      }
-    }
-    if (!complete) log.push(ALL);
-    ringSeen = head;
-  }
-
   // Listen first, then poll: the position first confirmed is then one no notification can
   // have overtaken.
   void (async () => {
@@ -312,7 +321,10 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
       if (ring !== undefined) {
         // One atomic load when nothing moved.
         const head = Atomics.load(ring.head, 0);
-        if (head !== ringSeen) readRing(ring, head);
+        if (head !== ringSeen) {
+          learnRing({ log, seen, delays }, readRingSince(ring, ringSeen, head));
+          ringSeen = head;
+        }
       }
       return now() - confirmedAt <= stalenessMs ? log.position() : undefined;
     },
@@ -335,10 +347,7 @@ export function createGrantEpochWatcher(options: GrantEpochWatcherOptions): Gran
     stats: () => ({
       notifications: listener.notifications,
       listens: listener.listens,
-      polls,
-      emptyPolls,
-      rowsRead,
-      pollFailures,
+      ...counts,
       lagMs: Math.max(0, now() - confirmedAt),
       listening: listener.listening,
       epoch: seen.cursor?.position ?? 0,
