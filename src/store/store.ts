@@ -170,7 +170,8 @@ export interface ApiKeyStore {
   /**
    * Adds a key. With `maxLiveKeys`, only while the user holds fewer keys that are not revoked,
    * checked and inserted in one transaction (concurrent inserts never pass the cap).
-   * @throws {StoreConflict} at the cap (nothing written).
+   * @throws {StoreConflict} at the cap, or when the user is gone (deleted meanwhile); nothing
+   * written.
    */
   insertApiKey(
     key: NewApiKey,
@@ -192,7 +193,8 @@ export interface ApiKeyStore {
   /**
    * Rotation: stores the successor and makes the old key expire at `oldKeyExpiresAt`
    * (never later than its own expiry); resolves to the successor.
-   * @throws {StoreConflict} when the old key was rotated or revoked meanwhile (nothing written).
+   * @throws {StoreConflict} when the old key was rotated or revoked meanwhile, or its user deleted
+   * (nothing written).
    */
   rotateApiKey(
     oldKeyId: number,

@@ -2,7 +2,7 @@
  * The store contract of a portal write that reaches the store after its user's deletion (the
  * domain read the user before the deletion committed), run by both backends: it is refused with
  * {@link StoreConflict} and leaves nothing, no code, session or account row, no audit row naming
- * the address and no mail queued to it. SQLite's foreign keys refuse some of these by
+ * the address and no mail queued to it (nor, for a key, a key row). SQLite's foreign keys refuse some of these by
  * themselves; PostgreSQL's portal tables hold none, so each write checks its user first.
  *
  * @module
@@ -71,6 +71,18 @@ const LATE_WRITES: [
       mail: MAIL,
       audit: entry("portal.password_changed", `user:${EMAIL}`),
     })],
+  ["insertApiKey", (store, { userId }) =>
+    store.insertApiKey(
+      { userId, keyHash: hashSecret("late-key"), prefix: "late", label: "" },
+      { now: T0 + 2, maxLiveKeys: 20, audit: entry("key.created", "key:late", { user: EMAIL }) },
+    )],
+  ["rotateApiKey", (store, { userId, keyId }) =>
+    store.rotateApiKey(keyId, {
+      now: T0 + 2,
+      successor: { userId, keyHash: hashSecret("late-key"), prefix: "late", label: "" },
+      oldKeyExpiresAt: T0 + HOUR,
+      audit: entry("key.created", "key:late", { user: EMAIL }),
+    })],
   ["updateApiKeyLabel", (store, { keyId }) =>
     store.updateApiKeyLabel(keyId, {
       now: T0 + 2,
@@ -116,6 +128,7 @@ export function registerPortalLateWriteTests(test: ContractTest): void {
       }
       assert.equal(await store.findPortalAccount(user.id), undefined);
       assert.equal(await store.findUserById(user.id), undefined);
+      assert.equal(await store.findApiKeyByHash(hashSecret("late-key")), undefined, "no key");
       // No session row under that digest, not even one its (gone) user cannot be read through:
       // another user's session can take the digest.
       await store.insertPortalSession(SESSION, {

@@ -94,6 +94,7 @@ function createKeyChanges(
      VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
     "keeps-grants",
   );
+  const userExists = sql("SELECT 1 AS present FROM users WHERE id = :id");
   const keysLiveCount = sql(
     "SELECT count(*) AS n FROM api_keys WHERE user_id = :user_id AND revoked_at IS NULL",
   );
@@ -114,6 +115,13 @@ function createKeyChanges(
      WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
   );
 
+  /** @throws {StoreConflict} when the key's user is gone (deleted meanwhile). */
+  function requireUser(userId: number): void {
+    if (userExists.get({ id: userId }) === undefined) {
+      throw new StoreConflict(`User ${userId} was deleted meanwhile`);
+    }
+  }
+
   function insertKey(key: NewApiKey, now: number): ApiKey {
     return toApiKey(keyInsert.get({
       key_hash: key.keyHash,
@@ -129,7 +137,9 @@ function createKeyChanges(
   return {
     insertApiKey(key, { now, audit, maxLiveKeys }) {
       return conn.write(() => {
-        // In the write transaction (BEGIN IMMEDIATE): no other insert between count and insert.
+        // In the write transaction (BEGIN IMMEDIATE): no deletion nor other insert between the
+        // checks and the insert.
+        requireUser(key.userId);
         if (maxLiveKeys !== undefined) {
           const { n } = keysLiveCount.get({ user_id: key.userId }) as { n: number };
           if (n >= maxLiveKeys) throw new StoreConflict(`The user holds ${n} keys already`);
@@ -154,6 +164,7 @@ function createKeyChanges(
 
     rotateApiKey(oldKeyId, { successor, oldKeyExpiresAt, now, audit }) {
       return conn.write(() => {
+        requireUser(successor.userId);
         const key = insertKey(successor, now);
         const { changes } = keySetReplaced.run({
           id: oldKeyId,
@@ -162,7 +173,7 @@ function createKeyChanges(
         });
         // Another rotation or a revocation got there first: roll the successor back.
         if (Number(changes) !== 1) {
-          throw new StoreConflict(`API key ${oldKeyId} was rotated or revoked meanwhile`);
+          throw new StoreConflict(`API key ${oldKeyId} was rotated, revoked or deleted meanwhile`);
         }
         return key;
       }, audit);
