@@ -141,3 +141,45 @@ Deno.test({
     await assertNothingLeft(db.store, user.id);
   },
 });
+
+Deno.test({
+  name: `[${TEST_STORE_NAME}] a sign-up whose address another takes and frees meanwhile retries`,
+  ...options,
+  async fn() {
+    const { db, deps } = await rig("active");
+    await using _ = db;
+    const fresh = "fresh@example.org";
+    let raced = false;
+    // The first insert meets another request's user (committed just before), which is
+    // deleted again before the sign-up reads the address back.
+    const store = new Proxy(db.store, {
+      get(target, name) {
+        const value = Reflect.get(target, name, target);
+        if (typeof value !== "function") return value;
+        if (name !== "insertPortalUser" || raced) return value.bind(target);
+        return async (...args: Parameters<Store["insertPortalUser"]>) => {
+          raced = true;
+          const other = await target.insertUser(
+            { email: fresh, passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+            { now: 1, audit: undefined },
+          );
+          const error = await target.insertPortalUser(...args).then(() => undefined, (e) => e);
+          await target.deleteUser(other.id, {
+            now: 1,
+            anonymousRef: `user:deleted:other${other.id}`,
+            anonymousActor: `portal:user:${other.id}`,
+            audit: undefined,
+          });
+          throw error;
+        };
+      },
+    });
+    await signUp({ ...deps("listAudit"), store }, CLIENT, { email: fresh, password: PASSWORD });
+    assert.ok(raced);
+    const user = await db.store.findUserByEmail(fresh);
+    assert.ok(user !== undefined, "signed up on the second try");
+    assert.equal((await db.store.findPortalAccount(user.id))?.state, "pending_verification");
+    assert.equal((await db.store.findPortalCodes(user.id, "verify", 2)).length, 1);
+    assert.equal((await db.store.countMail()).pending, 2, "the welcome mail and the code");
+  },
+});
