@@ -46,6 +46,7 @@ import type {
   KeyUsage,
   LoginFailures,
   LoginFailuresRead,
+  NamingUser,
   NewApiKey,
   NewToken,
   NewUser,
@@ -326,8 +327,9 @@ export interface AuditStore {
    * Appends an entry on its own (changes append theirs through their method).
    * The log is append-only: no method changes or deletes a row, and a
    * backend refuses such writes in the database itself.
+   * @throws {StoreConflict} when `options.ofUser` is gone (nothing written).
    */
-  appendAudit(entry: AuditEntry): Promise<void>;
+  appendAudit(entry: AuditEntry, options?: NamingUser): Promise<void>;
   /** Audit rows at or after `since`, oldest first (by id). */
   listAudit(since?: number): Promise<AuditRecord[]>;
 }

@@ -83,6 +83,24 @@ const LATE_WRITES: [
       oldKeyExpiresAt: T0 + HOUR,
       audit: entry("key.created", "key:late", { user: EMAIL }),
     })],
+  // Writes that name the user without being keyed by it: with `ofUser`.
+  [
+    "appendAudit",
+    (store, { userId }) =>
+      store.appendAudit(entry("portal.sign_in_failed", `user:${EMAIL}`), { ofUser: userId }),
+  ],
+  ["insertMail", (store, { userId }) =>
+    store.insertMail(MAIL, {
+      now: T0 + 2,
+      audit: entry("portal.sign_up_repeated", `user:${EMAIL}`),
+      ofUser: userId,
+    })],
+  ["recordPortalCodeAttempt", (store, { userId }) =>
+    store.recordPortalCodeAttempt([1, 2], {
+      now: T0 + 2,
+      audit: entry("portal.code_failed", `user:${EMAIL}`),
+      ofUser: userId,
+    })],
   ["updateApiKeyLabel", (store, { keyId }) =>
     store.updateApiKeyLabel(keyId, {
       now: T0 + 2,
@@ -140,4 +158,22 @@ export function registerPortalLateWriteTests(test: ContractTest): void {
       assert.equal((await store.findPortalSessionUser(SESSION, T0 + 4))?.user.id, other.id);
     });
   }
+
+  test("appendAudit() and insertMail() with ofUser write while the user exists", async ({ store }) => {
+    const user = await store.insertUser(
+      { email: EMAIL, passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+      { now: T0, ...NO_AUDIT },
+    );
+    await store.appendAudit(entry("portal.sign_in_failed", `user:${EMAIL}`), { ofUser: user.id });
+    await store.insertMail(MAIL, {
+      now: T0 + 1,
+      audit: entry("portal.sign_up_repeated", `user:${EMAIL}`),
+      ofUser: user.id,
+    });
+    assert.deepEqual((await store.listAudit()).map((row) => [row.action, row.subject]), [
+      ["portal.sign_in_failed", `user:${EMAIL}`],
+      ["portal.sign_up_repeated", `user:${EMAIL}`],
+    ]);
+    assert.equal((await store.countMail()).pending, 1);
+  });
 }

@@ -33,6 +33,7 @@ import {
 import { requireWaitingAccount } from "./approval.ts";
 import { checkCode } from "./code_check.ts";
 import { generateCode, hashCode } from "./codes.ts";
+import { ignoreDeleted } from "./late_write.ts";
 import { isAllowedDomain, toMailboxEmail } from "./mail_address.ts";
 import {
   type MailLinks,
@@ -170,10 +171,13 @@ async function signUpAgain(
     }
     return;
   }
-  await deps.store.insertMail(toAlreadyRegisteredMail(client.links, email), {
+  // Only while the user exists: a deletion committing meanwhile leaves no notice to the
+  // address nor a row naming it, and the answer stays the one every sign-up gets.
+  await ignoreDeleted(deps.store.insertMail(toAlreadyRegisteredMail(client.links, email), {
     now,
     audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
-  });
+    ofUser: found.user.id,
+  }));
 }
 
 /** The uniform answer to a verification refused for any reason (see {@link verifyEmail}). */

@@ -9,6 +9,7 @@ import type { Connection, Row } from "./connection.ts";
 import { toApiKey, toExpiryOrNull } from "../rows.ts";
 import { KEY_COLUMNS, KEY_USABLE } from "./rules.ts";
 import { MAX_TIME_MS } from "../../platform/clock.ts";
+import { createUserCheck } from "./user_check.ts";
 
 export function createApiKeyStore(conn: Connection): ApiKeyStore {
   return {
@@ -88,13 +89,13 @@ function createKeyChanges(
   conn: Connection,
 ): Pick<ApiKeyStore, "insertApiKey" | "revokeApiKey" | "updateApiKeyDisabled" | "rotateApiKey"> {
   const { sql } = conn;
+  const requireUser = createUserCheck(conn);
   // Keeps grants: a new key has no tokens yet.
   const keyInsert = sql(
     `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
      VALUES (:key_hash, :prefix, :user_id, :label, :introspect, :now, :expires_at) RETURNING *`,
     "keeps-grants",
   );
-  const userExists = sql("SELECT 1 AS present FROM users WHERE id = :id");
   const keysLiveCount = sql(
     "SELECT count(*) AS n FROM api_keys WHERE user_id = :user_id AND revoked_at IS NULL",
   );
@@ -114,13 +115,6 @@ function createKeyChanges(
        expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
      WHERE id = :id AND replaced_by IS NULL AND revoked_at IS NULL`,
   );
-
-  /** @throws {StoreConflict} when the key's user is gone (deleted meanwhile). */
-  function requireUser(userId: number): void {
-    if (userExists.get({ id: userId }) === undefined) {
-      throw new StoreConflict(`User ${userId} was deleted meanwhile`);
-    }
-  }
 
   function insertKey(key: NewApiKey, now: number): ApiKey {
     return toApiKey(keyInsert.get({

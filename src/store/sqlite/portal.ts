@@ -16,6 +16,7 @@ import type {
   PortalStore,
 } from "../store.ts";
 import { toPortalAccount, toUser } from "../rows.ts";
+import { createUserCheck } from "./user_check.ts";
 import type { Connection, Row } from "./connection.ts";
 import { createMailOutbox } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
@@ -217,6 +218,7 @@ function createCodeUseMethods(
   PortalStore,
   "findPortalCodes" | "findPortalCode" | "recordPortalCodeAttempt" | "usePortalCode"
 > {
+  const requireUser = createUserCheck(conn);
   return {
     findPortalCodes(userId, purpose, now) {
       return conn.read(() =>
@@ -229,9 +231,10 @@ function createCodeUseMethods(
         return row && toPortalCode(row);
       });
     },
-    recordPortalCodeAttempt(codeId, { audit }) {
+    recordPortalCodeAttempt(codeId, { audit, ofUser }) {
       const ids = typeof codeId === "number" ? [codeId] : codeId;
       return conn.write(() => {
+        requireUser(ofUser);
         const counts = ids.map((id) =>
           ((st.codeAttempt.get({ id }) as Row | undefined)?.attempts as number) ?? 0
         );
