@@ -1,6 +1,6 @@
 /**
  * Refusing a write for a user deleted meanwhile on SQLite, a helper of api_keys.ts, audit.ts,
- * mail_outbox.ts and portal.ts.
+ * mail_outbox.ts and portal_statements.ts (for portal.ts).
  *
  * @module
  */
