@@ -69,7 +69,8 @@ export function toKeyLabel(label: string): string {
 
 /**
  * Creates a key for a user. @throws {AuthError} `invalid_request` for a label
- * too long or holding a control character, `conflict` at `maxLiveKeys`.
+ * too long or holding a control character, `conflict` at `maxLiveKeys`, `not_found` when the
+ * user was deleted meanwhile.
  */
 export async function createKey(
   deps: ChangeDeps,
@@ -103,7 +104,12 @@ export async function createKey(
       introspect: options.introspect === true,
     }, { now, audit: change.audit, maxLiveKeys: options.maxLiveKeys });
   } catch (error) {
-    if (options.maxLiveKeys === undefined || !(error instanceof StoreConflict)) throw error;
+    if (!(error instanceof StoreConflict)) throw error;
+    // Deletion is final: a user gone now was gone (or going) when the insert was refused.
+    if (await deps.store.findUserById(user.id) === undefined) {
+      throw new AuthError("not_found", `No user ${user.id}`);
+    }
+    if (options.maxLiveKeys === undefined) throw error;
     throw new AuthError("conflict", `At most ${options.maxLiveKeys} keys: revoke one first`);
   }
   change.notify();
@@ -120,7 +126,8 @@ export interface RotatedKey extends CreatedKey {
  * from now); the old key and its tokens stop after `graceSeconds`.
  *
  * @throws {AuthError} `conflict` unless the old key is active and not yet
- * rotated (also when that changes meanwhile).
+ * rotated (also when that changes meanwhile), `not_found` when it was deleted meanwhile (with
+ * its user).
  */
 export async function rotateKey(
   deps: ChangeDeps,
@@ -155,19 +162,31 @@ export async function rotateKey(
       rotated_from: old.id,
     }),
   ]);
-  const key = await deps.store.rotateApiKey(old.id, {
-    successor: {
-      userId: old.userId,
-      keyHash: hashSecret(apiKey),
-      prefix: toKeyPrefix(apiKey),
-      label: old.label,
-      expiresAt,
-      introspect: old.introspect,
-    },
-    oldKeyExpiresAt: oldKeyUntil,
-    now,
-    audit: change.audit,
-  });
+  let key: ApiKey;
+  try {
+    key = await deps.store.rotateApiKey(old.id, {
+      successor: {
+        userId: old.userId,
+        keyHash: hashSecret(apiKey),
+        prefix: toKeyPrefix(apiKey),
+        label: old.label,
+        expiresAt,
+        introspect: old.introspect,
+      },
+      oldKeyExpiresAt: oldKeyUntil,
+      now,
+      audit: change.audit,
+    });
+  } catch (error) {
+    if (!(error instanceof StoreConflict)) throw error;
+    if (await deps.store.findApiKeyById(old.id) === undefined) {
+      throw new AuthError("not_found", `No API key ${old.id}`);
+    }
+    throw new AuthError(
+      "conflict",
+      `Cannot rotate API key ${old.id}: it was rotated or revoked meanwhile`,
+    );
+  }
   change.notify();
   return { key, apiKey, oldKeyUntil };
 }

@@ -46,6 +46,7 @@ import type {
   KeyUsage,
   LoginFailures,
   LoginFailuresRead,
+  NamingUser,
   NewApiKey,
   NewToken,
   NewUser,
@@ -171,7 +172,8 @@ export interface ApiKeyStore {
   /**
    * Adds a key. With `maxLiveKeys`, only while the user holds fewer keys that are not revoked,
    * checked and inserted in one transaction (concurrent inserts never pass the cap).
-   * @throws {StoreConflict} at the cap (nothing written).
+   * @throws {StoreConflict} at the cap, or when the user is gone (deleted meanwhile); nothing
+   * written.
    */
   insertApiKey(
     key: NewApiKey,
@@ -193,7 +195,8 @@ export interface ApiKeyStore {
   /**
    * Rotation: stores the successor and makes the old key expire at `oldKeyExpiresAt`
    * (never later than its own expiry); resolves to the successor.
-   * @throws {StoreConflict} when the old key was rotated or revoked meanwhile (nothing written).
+   * @throws {StoreConflict} when the old key was rotated or revoked meanwhile, or its user deleted
+   * (nothing written).
    */
   rotateApiKey(
     oldKeyId: number,
@@ -325,8 +328,9 @@ export interface AuditStore {
    * Appends an entry on its own (changes append theirs through their method).
    * The log is append-only: no method changes or deletes a row, and a
    * backend refuses such writes in the database itself.
+   * @throws {StoreConflict} when `options.ofUser` is gone (nothing written).
    */
-  appendAudit(entry: AuditEntry): Promise<void>;
+  appendAudit(entry: AuditEntry, options?: NamingUser): Promise<void>;
   /** Audit rows at or after `since`, oldest first (by id). */
   listAudit(since?: number): Promise<AuditRecord[]>;
 }

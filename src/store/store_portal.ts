@@ -6,7 +6,14 @@
  *
  * @module
  */
-import type { AuditAnonymizing, AuditedChange, DeletedUser, NewUser, User } from "./store_types.ts";
+import type {
+  AuditAnonymizing,
+  AuditedChange,
+  DeletedUser,
+  NamingUser,
+  NewUser,
+  User,
+} from "./store_types.ts";
 
 /** Where a portal account stands: only `active` accounts may sign in or hold keys. */
 export type PortalAccountState = "pending_verification" | "pending_approval" | "active";
@@ -184,8 +191,11 @@ export interface PortalStore {
    * written).
    */
   insertPortalAccount(userId: number, change: AuditedChange<void>): Promise<void>;
-  /** Queues a message on its own (a notice), with its audit entries. */
-  insertMail(mail: NewMail, change: AuditedChange<void>): Promise<void>;
+  /**
+   * Queues a message on its own (a notice), with its audit entries.
+   * @throws {StoreConflict} when `change.ofUser` is gone (nothing written).
+   */
+  insertMail(mail: NewMail, change: AuditedChange<void> & NamingUser): Promise<void>;
   /** The user's newest code of `purpose` that is unused and unexpired at `now`. */
   findPortalCode(
     userId: number,
@@ -197,10 +207,11 @@ export interface PortalStore {
   /**
    * Counts a wrong code against a code (or each of several); resolves to the (first) code's
    * attempts now.
+   * @throws {StoreConflict} when `change.ofUser` is gone (nothing written).
    */
   recordPortalCodeAttempt(
     codeId: number | readonly number[],
-    change: AuditedChange<number>,
+    change: AuditedChange<number> & NamingUser,
   ): Promise<number>;
   /**
    * Spends a code and makes its change ({@link CodeUse}) in one transaction (a code with a

@@ -191,6 +191,17 @@ export interface AuditedChange<T> {
 }
 
 /**
+ * A write that names a user (its address in an audit row or a mail) without being keyed by it:
+ * with `ofUser`, it is made only while that user exists, checked in its transaction, so that a
+ * deletion committing meanwhile (whose anonymisation already ran) leaves no row naming the
+ * address behind.
+ */
+export interface NamingUser {
+  /** The user the write names; a write for a user that is gone throws `StoreConflict`. */
+  ofUser?: number;
+}
+
+/**
  * A position in this store's grant change feed: it moves whenever the store has learned of a
  * change that may end or alter a token grant, committed by this process or any other, and
  * {@link GrantFeedStore.readGrantChanges} says what changed since an earlier one. It is local to

@@ -125,10 +125,14 @@ export interface AdminTest {
 
 /** The admin and API handlers over a fresh store, with operators `admin` (write) and `viewer` (read). */
 export async function createAdminTest(
-  options: { portalOrigin?: string } = {},
+  options: {
+    portalOrigin?: string;
+    /** The store the handlers get, around the real one (to hold a race open). */
+    wrapStore?: (store: Store) => Store;
+  } = {},
 ): Promise<AdminTest> {
   const opened = await openTestStore();
-  const store = opened.store;
+  const store = options.wrapStore?.(opened.store) ?? opened.store;
   const clock = createFakeClock();
   const { logger, lines } = createCapturingLogger();
   const metrics = createMetrics({ countLiveTokens: () => store.countLiveTokens(clock.now()) });

@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import type { Store } from "../../src/store/store.ts";
 import { createAdminTest } from "../_helpers/admin_api.ts";
 
 Deno.test("[admin] a key is shown once at creation, then only its prefix and last use", async () => {
@@ -92,6 +93,46 @@ Deno.test("[admin] POST /admin/v1/keys/{id}/rotate issues a successor; the old k
     body: { grace: "x" },
   });
   assert.equal(bad.status, 400);
+});
+
+Deno.test("[admin] POST /admin/v1/keys/{id}/rotate of a key revoked meanwhile is 409 conflict", async () => {
+  let armed = false;
+  // A revocation that commits after the route read the key, just before the rotation's write.
+  const revokingFirst = (store: Store): Store =>
+    new Proxy(store, {
+      get(target, name) {
+        const value = Reflect.get(target, name, target);
+        if (typeof value !== "function") return value;
+        if (name !== "rotateApiKey") return value.bind(target);
+        return async (...args: Parameters<Store["rotateApiKey"]>) => {
+          if (armed) {
+            armed = false;
+            await target.revokeApiKey(args[0], { now: args[1].now, audit: undefined });
+          }
+          return await target.rotateApiKey(...args);
+        };
+      },
+    });
+  await using t = await createAdminTest({ wrapStore: revokingFirst });
+  const id = await t.addUser("ann@example.org");
+  const created = await t.call("POST", `/admin/v1/users/${id}/keys`, { body: { label: "app" } });
+  armed = true;
+  const late = await t.call("POST", `/admin/v1/keys/${created.body.key.id}/rotate`, { body: {} });
+  assert.equal(late.status, 409);
+  assert.match(late.headers.get("content-type") ?? "", /^application\/json/);
+  assert.deepEqual(late.body.error.code, "conflict");
+  assert.equal(
+    late.body.error.message,
+    `Cannot rotate API key ${created.body.key.id}: it was rotated or revoked meanwhile`,
+  );
+  const keys = await t.store.listApiKeys(id);
+  assert.deepEqual(keys.map((key) => [key.id, key.replacedBy, key.revokedAt !== null]), [
+    [created.body.key.id, null, true],
+  ]);
+  assert.deepEqual(
+    (await t.store.listAudit()).filter((row) => row.action === "key.rotated"),
+    [],
+  );
 });
 
 Deno.test("[admin] revoking one token refuses the next secure request with it; others keep working", async () => {

@@ -2,7 +2,7 @@
  * The store contract of a portal write that reaches the store after its user's deletion (the
  * domain read the user before the deletion committed), run by both backends: it is refused with
  * {@link StoreConflict} and leaves nothing, no code, session or account row, no audit row naming
- * the address and no mail queued to it. SQLite's foreign keys refuse some of these by
+ * the address and no mail queued to it (nor, for a key, a key row). SQLite's foreign keys refuse some of these by
  * themselves; PostgreSQL's portal tables hold none, so each write checks its user first.
  *
  * @module
@@ -71,6 +71,36 @@ const LATE_WRITES: [
       mail: MAIL,
       audit: entry("portal.password_changed", `user:${EMAIL}`),
     })],
+  ["insertApiKey", (store, { userId }) =>
+    store.insertApiKey(
+      { userId, keyHash: hashSecret("late-key"), prefix: "late", label: "" },
+      { now: T0 + 2, maxLiveKeys: 20, audit: entry("key.created", "key:late", { user: EMAIL }) },
+    )],
+  ["rotateApiKey", (store, { userId, keyId }) =>
+    store.rotateApiKey(keyId, {
+      now: T0 + 2,
+      successor: { userId, keyHash: hashSecret("late-key"), prefix: "late", label: "" },
+      oldKeyExpiresAt: T0 + HOUR,
+      audit: entry("key.created", "key:late", { user: EMAIL }),
+    })],
+  // Writes that name the user without being keyed by it: with `ofUser`.
+  [
+    "appendAudit",
+    (store, { userId }) =>
+      store.appendAudit(entry("portal.sign_in_failed", `user:${EMAIL}`), { ofUser: userId }),
+  ],
+  ["insertMail", (store, { userId }) =>
+    store.insertMail(MAIL, {
+      now: T0 + 2,
+      audit: entry("portal.sign_up_repeated", `user:${EMAIL}`),
+      ofUser: userId,
+    })],
+  ["recordPortalCodeAttempt", (store, { userId }) =>
+    store.recordPortalCodeAttempt([1, 2], {
+      now: T0 + 2,
+      audit: entry("portal.code_failed", `user:${EMAIL}`),
+      ofUser: userId,
+    })],
   ["updateApiKeyLabel", (store, { keyId }) =>
     store.updateApiKeyLabel(keyId, {
       now: T0 + 2,
@@ -116,6 +146,7 @@ export function registerPortalLateWriteTests(test: ContractTest): void {
       }
       assert.equal(await store.findPortalAccount(user.id), undefined);
       assert.equal(await store.findUserById(user.id), undefined);
+      assert.equal(await store.findApiKeyByHash(hashSecret("late-key")), undefined, "no key");
       // No session row under that digest, not even one its (gone) user cannot be read through:
       // another user's session can take the digest.
       await store.insertPortalSession(SESSION, {
@@ -127,4 +158,22 @@ export function registerPortalLateWriteTests(test: ContractTest): void {
       assert.equal((await store.findPortalSessionUser(SESSION, T0 + 4))?.user.id, other.id);
     });
   }
+
+  test("appendAudit() and insertMail() with ofUser write while the user exists", async ({ store }) => {
+    const user = await store.insertUser(
+      { email: EMAIL, passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+      { now: T0, ...NO_AUDIT },
+    );
+    await store.appendAudit(entry("portal.sign_in_failed", `user:${EMAIL}`), { ofUser: user.id });
+    await store.insertMail(MAIL, {
+      now: T0 + 1,
+      audit: entry("portal.sign_up_repeated", `user:${EMAIL}`),
+      ofUser: user.id,
+    });
+    assert.deepEqual((await store.listAudit()).map((row) => [row.action, row.subject]), [
+      ["portal.sign_in_failed", `user:${EMAIL}`],
+      ["portal.sign_up_repeated", `user:${EMAIL}`],
+    ]);
+    assert.equal((await store.countMail()).pending, 1);
+  });
 }

@@ -33,6 +33,7 @@ import {
 import { requireWaitingAccount } from "./approval.ts";
 import { checkCode } from "./code_check.ts";
 import { generateCode, hashCode } from "./codes.ts";
+import { ignoreDeleted } from "./late_write.ts";
 import { isAllowedDomain, toMailboxEmail } from "./mail_address.ts";
 import {
   type MailLinks,
@@ -98,21 +99,26 @@ export async function signUp(
   const actor = toAnonymousActor(client);
   const attempt = { email, passwordHash, now, actor };
   if (found !== undefined) return await signUpAgain(deps, client, found, attempt);
-  try {
-    await deps.store.insertPortalUser({ email, passwordHash, tokenTimeoutSeconds: null }, {
-      now,
-      state: "pending_verification",
-      ...toCandidate(deps, client, attempt),
-      audit: (user: User) =>
-        entry(deps, actor, "portal.signed_up", toUserRef(user.email), { user_id: user.id }),
-    });
-  } catch (error) {
-    if (!(error instanceof StoreConflict)) throw error;
-    // Signed up meanwhile by another request: this one is a repeated sign-up of that account
-    // (a candidate code beside the other's), never silently dropped.
-    const raced = await findAccount(deps.store, email);
-    if (raced === undefined) throw error;
-    await signUpAgain(deps, client, raced, attempt);
+  // Twice at most: an address signed up meanwhile by another request and deleted again before
+  // it is read back is free once more.
+  for (let tries = 1;; tries++) {
+    try {
+      await deps.store.insertPortalUser({ email, passwordHash, tokenTimeoutSeconds: null }, {
+        now,
+        state: "pending_verification",
+        ...toCandidate(deps, client, attempt),
+        audit: (user: User) =>
+          entry(deps, actor, "portal.signed_up", toUserRef(user.email), { user_id: user.id }),
+      });
+      return;
+    } catch (error) {
+      if (!(error instanceof StoreConflict)) throw error;
+      // Signed up meanwhile by another request: this one is a repeated sign-up of that account
+      // (a candidate code beside the other's), never silently dropped.
+      const raced = await findAccount(deps.store, email);
+      if (raced !== undefined) return await signUpAgain(deps, client, raced, attempt);
+      if (tries === 2) throw error;
+    }
   }
 }
 
@@ -165,10 +171,13 @@ async function signUpAgain(
     }
     return;
   }
-  await deps.store.insertMail(toAlreadyRegisteredMail(client.links, email), {
+  // Only while the user exists: a deletion committing meanwhile leaves no notice to the
+  // address nor a row naming it, and the answer stays the one every sign-up gets.
+  await ignoreDeleted(deps.store.insertMail(toAlreadyRegisteredMail(client.links, email), {
     now,
     audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
-  });
+    ofUser: found.user.id,
+  }));
 }
 
 /** The uniform answer to a verification refused for any reason (see {@link verifyEmail}). */

@@ -21,6 +21,7 @@ import {
   verifyPortalPassword,
 } from "./account_deps.ts";
 import { hashCode, isSameDigest, MAX_CODE_ATTEMPTS, normalizeCode } from "./codes.ts";
+import { ignoreDeleted } from "./late_write.ts";
 import { toPortalEmail } from "./mail_address.ts";
 
 /** The uniform answer to a wrong, used, expired or unknown code. */
@@ -151,11 +152,14 @@ async function matchCode(
     // code, which only its owner renews, for any.
     const against = matched?.id ??
       (purpose === "verify" ? [] : live.map((stored) => stored.id));
-    if (typeof against === "number" || against.length > 0) {
-      await deps.store.recordPortalCodeAttempt(against, { now: deps.clock.now(), audit });
-    } else {
-      await deps.store.appendAudit(audit);
-    }
+    // Only while the user exists (a deletion committing meanwhile leaves no row naming the
+    // address); refused alike either way.
+    const ofUser = user?.id;
+    await ignoreDeleted(
+      typeof against === "number" || against.length > 0
+        ? deps.store.recordPortalCodeAttempt(against, { now: deps.clock.now(), audit, ofUser })
+        : deps.store.appendAudit(audit, { ofUser }),
+    );
     await deps.throttle.count("code", client.address, email);
     throw refused();
   }

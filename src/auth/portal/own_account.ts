@@ -100,12 +100,14 @@ export async function requestEmailChange(
   const actor = toPortalActor(user);
   const taken = await findUserInAnyForm(deps.store, email) !== undefined;
   if (taken) {
-    await deps.store.appendAudit(
+    // Only while the user exists, answered as the other branch answers its own deletion.
+    await orDeleted(deps.store.appendAudit(
       entry(deps, actor, "portal.email_change_requested", toUserRef(user.email), {
         to: email,
         mailed: 0,
       }),
-    );
+      { ofUser: user.id },
+    ));
     return;
   }
   const code = generateCode();

@@ -92,7 +92,13 @@ export async function rotateOwnKey(
 ): Promise<RotatedKey> {
   const key = await findOwnKey(deps, user, keyId);
   const grace = Math.max(0, Math.min(OWN_ROTATION_GRACE_SECONDS, Math.floor(graceSeconds)));
-  return await rotateKey(deps, key, grace);
+  try {
+    return await rotateKey(deps, key, grace);
+  } catch (error) {
+    // Deleted (with its user) since it was read.
+    if (error instanceof AuthError && error.code === "not_found") throw noOwnKey(keyId);
+    throw error;
+  }
 }
 
 /**

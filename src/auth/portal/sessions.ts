@@ -25,6 +25,7 @@ import {
 } from "./account_deps.ts";
 import { generateSessionId, isSessionIdShaped } from "./codes.ts";
 import { toPortalEmail } from "./mail_address.ts";
+import { ignoreDeleted } from "./late_write.ts";
 
 /** How long a portal session lasts. */
 export const SESSION_MS = 8 * 3_600_000;
@@ -83,7 +84,9 @@ export async function signIn(
     { email, hash: usable?.passwordHash, password: input.password },
   );
   if (!verified || usable === undefined) {
-    await deps.store.appendAudit(
+    // Named only while the user exists (a deletion committing meanwhile leaves no row naming
+    // the address); the answer is the same either way.
+    await ignoreDeleted(deps.store.appendAudit(
       entry(
         deps,
         toAnonymousActor(client),
@@ -97,7 +100,8 @@ export async function signIn(
             : "wrong_password",
         },
       ),
-    );
+      { ofUser: found?.user.id },
+    ));
     throw invalidSignIn();
   }
   try {

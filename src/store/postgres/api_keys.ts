@@ -10,6 +10,7 @@ import type { ApiKeyStore, KeyUsage, NewApiKey } from "../store.ts";
 import { type PgContext, resolveAudit } from "./db.ts";
 import { type Row, toApiKey, toExpiryOrNull } from "../rows.ts";
 import { keyUsable } from "./rows.ts";
+import { lockUser } from "./user_lock.ts";
 
 async function insertKeyRow(tx: postgres.TransactionSql, key: NewApiKey, now: number) {
   const [row] = await tx<Row[]>`
@@ -105,9 +106,10 @@ function createKeyChanges(
   return {
     insertApiKey(key, change) {
       return db.write(async (tx) => {
+        // The user's row lock refuses a user deleted meanwhile (StoreConflict, nothing written)
+        // and orders concurrent inserts: each counts what the last committed.
+        await lockUser(tx, key.userId);
         if (change.maxLiveKeys !== undefined) {
-          // The user's row lock orders concurrent inserts: each counts what the last committed.
-          await tx`SELECT id FROM users WHERE id = ${key.userId} FOR UPDATE`;
           const [{ n }] = await tx<Row[]>`SELECT count(*)::int AS n FROM api_keys
             WHERE user_id = ${key.userId} AND revoked_at IS NULL`;
           if (Number(n) >= change.maxLiveKeys) {
@@ -149,16 +151,19 @@ function createKeyChanges(
 
     rotateApiKey(oldKeyId, change) {
       return db.write(async (tx) => {
+        // The old key, then its user (a deletion's order): another rotation, a revocation or the
+        // user's deletion that got there first refuses this one before anything is written.
+        const [old] = await tx<Row[]>`SELECT id FROM api_keys
+          WHERE id = ${oldKeyId} AND replaced_by IS NULL AND revoked_at IS NULL FOR UPDATE`;
+        if (old === undefined) {
+          throw new StoreConflict(`API key ${oldKeyId} was rotated, revoked or deleted meanwhile`);
+        }
+        await lockUser(tx, change.successor.userId);
         const successor = await insertKeyRow(tx, change.successor, change.now);
-        const updated = await tx`UPDATE api_keys SET replaced_by = ${successor.id},
+        await tx`UPDATE api_keys SET replaced_by = ${successor.id},
             expires_at = least(coalesce(expires_at, ${change.oldKeyExpiresAt}),
               ${change.oldKeyExpiresAt})
-          WHERE id = ${oldKeyId} AND replaced_by IS NULL AND revoked_at IS NULL
-          RETURNING id`;
-        // Another rotation or a revocation got there first: roll the successor back.
-        if (updated.length !== 1) {
-          throw new StoreConflict(`API key ${oldKeyId} was rotated or revoked meanwhile`);
-        }
+          WHERE id = ${oldKeyId}`;
         return successor;
       }, { audit: change.audit, ends: () => [{ kind: "key", id: oldKeyId }] });
     },

@@ -5,12 +5,13 @@
  */
 import type { AuditRecord, AuditStore } from "../store.ts";
 import type { PgContext } from "./db.ts";
+import { holdUser } from "./user_lock.ts";
 import { type Row } from "../rows.ts";
 
 export function createAuditStore(db: PgContext): AuditStore {
   return {
-    async appendAudit(entry) {
-      await db.write(() => Promise.resolve(), { audit: entry, ends: () => [] });
+    async appendAudit(entry, { ofUser } = {}) {
+      await db.write((tx) => holdUser(tx, ofUser), { audit: entry, ends: () => [] });
     },
 
     async listAudit(since = 0) {

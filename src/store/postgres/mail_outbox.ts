@@ -10,6 +10,7 @@ import type postgres from "postgres";
 import type { GrantScope, NewMail, OutboxMail, PortalStore } from "../store.ts";
 import type { Row } from "../rows.ts";
 import type { PgContext } from "./db.ts";
+import { holdUser } from "./user_lock.ts";
 
 /** The outbox's methods of the portal's group. */
 export type MailOutboxMethods = Pick<
@@ -43,8 +44,11 @@ export async function queue(
 /** The outbox's methods on `db`; the outbox holds no grant, so no write ends one. */
 export function createMailOutboxMethods(db: PgContext): MailOutboxMethods {
   return {
-    async insertMail(mail, { now, audit }) {
-      await db.write((tx) => queue(tx, mail, now), { audit, ends: () => NONE });
+    async insertMail(mail, { now, audit, ofUser }) {
+      await db.write(async (tx) => {
+        await holdUser(tx, ofUser);
+        await queue(tx, mail, now);
+      }, { audit, ends: () => NONE });
     },
     claimMail(now, { limit, leaseMs }) {
       return db.write(async (tx) => {

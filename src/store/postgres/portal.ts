@@ -25,7 +25,7 @@ import type { PgContext } from "./db.ts";
 import { createMailOutboxMethods, queue } from "./mail_outbox.ts";
 import { createPortalSessionMethods } from "./portal_sessions.ts";
 import { raiseCutoff } from "./user_cutoff.ts";
-import { lockUser } from "./user_lock.ts";
+import { holdUser, lockUser } from "./user_lock.ts";
 import { deleteUserRows } from "./user_deletion.ts";
 
 function toPortalCode(row: Row): PortalCode {
@@ -306,9 +306,11 @@ function createCodeUseMethods(
       );
       return row && toPortalCode(row);
     },
-    recordPortalCodeAttempt(codeId, { audit }) {
+    recordPortalCodeAttempt(codeId, { audit, ofUser }) {
       const ids = typeof codeId === "number" ? [codeId] : [...codeId];
       return db.write(async (tx) => {
+        // The user before its codes, the order of every portal write (user_lock.ts).
+        await holdUser(tx, ofUser);
         const rows = await tx<Row[]>`UPDATE portal_codes SET attempts = attempts + 1
           WHERE id IN ${tx(ids)} RETURNING id, attempts`;
         const first = rows.find((row) => Number(row.id) === ids[0]);

@@ -14,6 +14,33 @@ import { StoreConflict } from "../errors.ts";
 import { anonymizeAudit } from "./audit_anonymize.ts";
 
 /**
+ * Forgets the counters whose subject starts with `$1`: the range of the "C" (byte) order from
+ * `$1` to `$2` ({@link toPrefixEnd}), which `login_failures_by_subject_c` (migration 14) serves
+ * whatever the database's collation (under another, the primary key cannot serve a prefix, and
+ * `starts_with` alone read every counter), and `starts_with` keeps it exact.
+ */
+export const FORGET_COUNTERS_SQL = `DELETE FROM login_failures
+  WHERE subject COLLATE "C" >= $1 AND subject COLLATE "C" < $2 AND starts_with(subject, $1)`;
+
+/**
+ * The least string above every string that starts with `prefix`, in code point order (which is
+ * the "C" collation's byte order of UTF-8): its last code point that can grow, grown by one.
+ * @throws {RangeError} for an empty prefix, or one of U+10FFFF alone (no such bound).
+ */
+export function toPrefixEnd(prefix: string): string {
+  const points = [...prefix];
+  while (points.length > 0) {
+    const last = points.pop()!.codePointAt(0)!;
+    if (last < 0x10ffff) {
+      // Past the surrogates, which no string holds alone.
+      const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
+      return points.join("") + String.fromCodePoint(next);
+    }
+  }
+  throw new RangeError("No string follows every string with this prefix");
+}
+
+/**
  * Deletes user `userId` and every row of it; resolves to what went, or `undefined` when there
  * is no such user. The caller's transaction records the user's grant scope. With
  * `onlyPortalState`, only while the user's portal account is in that state (checked under the
@@ -48,7 +75,7 @@ export async function deleteUserRows(
   await tx`DELETE FROM login_failures WHERE subject IN (
       SELECT 'key:' || id FROM api_keys WHERE user_id = ${userId})`;
   for (const prefix of forgetCounters) {
-    await tx`DELETE FROM login_failures WHERE starts_with(subject, ${prefix})`;
+    await tx.unsafe(FORGET_COUNTERS_SQL, [prefix, toPrefixEnd(prefix)]);
   }
   const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
   // The portal's rows hold no foreign key (a restored older dump must be able to drop

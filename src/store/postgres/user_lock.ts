@@ -1,6 +1,6 @@
 /**
- * Locking a user's row before a write keyed by the user, a helper of portal.ts and
- * portal_sessions.ts.
+ * Locking a user's row before a write keyed by the user, a helper of portal.ts,
+ * portal_sessions.ts, api_keys.ts, audit.ts and mail_outbox.ts.
  *
  * @module
  */
@@ -19,5 +19,22 @@ import type { Row } from "../rows.ts";
  */
 export async function lockUser(tx: postgres.TransactionSql, userId: number): Promise<void> {
   const [row] = await tx<Row[]>`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
+  if (row === undefined) throw new StoreConflict(`User ${userId} was deleted meanwhile`);
+}
+
+/**
+ * Holds user `userId`'s row against its deletion (`FOR KEY SHARE`: writes that only name the
+ * user, such as an audit row or a mail to its address, do not wait for each other) until the
+ * transaction ends; a deletion that comes later waits for it, and its anonymisation (a later
+ * statement, so a later snapshot) then sees what this one wrote. With `undefined` (a write that
+ * names no user) it does nothing.
+ * @throws {StoreConflict} when the user is gone (deleted meanwhile); nothing is written.
+ */
+export async function holdUser(
+  tx: postgres.TransactionSql,
+  userId: number | undefined,
+): Promise<void> {
+  if (userId === undefined) return;
+  const [row] = await tx<Row[]>`SELECT id FROM users WHERE id = ${userId} FOR KEY SHARE`;
   if (row === undefined) throw new StoreConflict(`User ${userId} was deleted meanwhile`);
 }

@@ -9,6 +9,7 @@ import type { Connection, Row } from "./connection.ts";
 import { toApiKey, toExpiryOrNull } from "../rows.ts";
 import { KEY_COLUMNS, KEY_USABLE } from "./rules.ts";
 import { MAX_TIME_MS } from "../../platform/clock.ts";
+import { createUserCheck } from "./user_check.ts";
 
 export function createApiKeyStore(conn: Connection): ApiKeyStore {
   return {
@@ -88,6 +89,7 @@ function createKeyChanges(
   conn: Connection,
 ): Pick<ApiKeyStore, "insertApiKey" | "revokeApiKey" | "updateApiKeyDisabled" | "rotateApiKey"> {
   const { sql } = conn;
+  const requireUser = createUserCheck(conn);
   // Keeps grants: a new key has no tokens yet.
   const keyInsert = sql(
     `INSERT INTO api_keys (key_hash, prefix, user_id, label, introspect, created_at, expires_at)
@@ -129,7 +131,9 @@ function createKeyChanges(
   return {
     insertApiKey(key, { now, audit, maxLiveKeys }) {
       return conn.write(() => {
-        // In the write transaction (BEGIN IMMEDIATE): no other insert between count and insert.
+        // In the write transaction (BEGIN IMMEDIATE): no deletion nor other insert between the
+        // checks and the insert.
+        requireUser(key.userId);
         if (maxLiveKeys !== undefined) {
           const { n } = keysLiveCount.get({ user_id: key.userId }) as { n: number };
           if (n >= maxLiveKeys) throw new StoreConflict(`The user holds ${n} keys already`);
@@ -154,6 +158,7 @@ function createKeyChanges(
 
     rotateApiKey(oldKeyId, { successor, oldKeyExpiresAt, now, audit }) {
       return conn.write(() => {
+        requireUser(successor.userId);
         const key = insertKey(successor, now);
         const { changes } = keySetReplaced.run({
           id: oldKeyId,
@@ -162,7 +167,7 @@ function createKeyChanges(
         });
         // Another rotation or a revocation got there first: roll the successor back.
         if (Number(changes) !== 1) {
-          throw new StoreConflict(`API key ${oldKeyId} was rotated or revoked meanwhile`);
+          throw new StoreConflict(`API key ${oldKeyId} was rotated, revoked or deleted meanwhile`);
         }
         return key;
       }, audit);

@@ -8,6 +8,7 @@
  */
 import type { MailCounts, NewMail, OutboxMail, PortalStore } from "../store.ts";
 import type { Connection, Row } from "./connection.ts";
+import { createUserCheck } from "./user_check.ts";
 
 /** The outbox's methods of the portal's group. */
 export type MailOutboxMethods = Pick<
@@ -35,6 +36,7 @@ function toOutboxMail(row: Row): OutboxMail {
 /** Prepares the outbox's statements on `conn`. */
 export function createMailOutbox(conn: Connection): SqliteMailOutbox {
   const { sql } = conn;
+  const requireUser = createUserCheck(conn);
   // The outbox holds no grant: every statement keeps grants.
   const mailInsert = sql(
     `INSERT INTO mail_outbox (recipient, subject, body, created_at, next_attempt_at)
@@ -77,8 +79,11 @@ export function createMailOutbox(conn: Connection): SqliteMailOutbox {
   return {
     queue,
     methods: {
-      async insertMail(mail, { now, audit }) {
-        await conn.write(() => queue(mail, now), audit);
+      async insertMail(mail, { now, audit, ofUser }) {
+        await conn.write(() => {
+          requireUser(ofUser);
+          queue(mail, now);
+        }, audit);
       },
       claimMail(now, { limit, leaseMs }) {
         return conn.write(() =>

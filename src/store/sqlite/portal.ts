@@ -40,19 +40,6 @@ function toPortalCode(row: Row): PortalCode {
 }
 
 /** Sets an account's state; `active` enables its user only while the portal holds it. */
-/**
- * Refuses a write keyed by user `userId` once the user is gone (deleted meanwhile), before it
- * writes anything: the portal's tables' foreign keys refuse a code, a session or an account,
- * but not the audit row naming the address nor the mail queued to it that a password change or
- * a state change writes beside them.
- * @throws {StoreConflict} when there is no such user.
- */
-function requireUser(st: AccountStatements, userId: number): void {
-  if (st.userExists.get({ id: userId }) === undefined) {
-    throw new StoreConflict(`User ${userId} was deleted meanwhile`);
-  }
-}
-
 function setState(
   st: AccountStatements,
   userId: number,
@@ -119,7 +106,7 @@ export function createPortalStore(conn: Connection): PortalStore {
     },
     async insertPortalAccount(userId, { now, audit }) {
       await conn.write(() => {
-        requireUser(st, userId);
+        st.requireUser(userId);
         if (Number(st.accountEnrol.run({ user_id: userId, now }).changes) === 0) {
           throw new StoreConflict("The user has a portal account already");
         }
@@ -129,7 +116,7 @@ export function createPortalStore(conn: Connection): PortalStore {
     ...createCodeUseMethods(conn, { st, cutoff, queue }),
     async updatePortalState(userId, { now, audit, state, mail, from }) {
       await conn.write(() => {
-        requireUser(st, userId);
+        st.requireUser(userId);
         if (from !== undefined) {
           const account = st.accountFind.get({ user_id: userId }) as Row | undefined;
           if (account?.state !== from) throw new StoreConflict(`The portal account is not ${from}`);
@@ -140,7 +127,7 @@ export function createPortalStore(conn: Connection): PortalStore {
     },
     updatePortalPassword(userId, { now, audit, passwordHash, mail, keepSession }) {
       return conn.write(() => {
-        requireUser(st, userId);
+        st.requireUser(userId);
         const ended = replacePassword(st, cutoff, userId, { passwordHash, now, keepSession });
         queue(mail, now);
         return ended;
@@ -175,7 +162,7 @@ function createCodeIssueMethods(
   return {
     async replacePortalCode(userId, { now, audit, code, mail, passwordHash }) {
       await conn.write(() => {
-        requireUser(st, userId);
+        st.requireUser(userId);
         st.codesEnd.run({ user_id: userId, purpose: code.purpose, now });
         insertCode(st, userId, code, now);
         if (passwordHash !== undefined) {
@@ -187,7 +174,7 @@ function createCodeIssueMethods(
     },
     async addPortalCode(userId, { now, audit, code, mail, keep, keepPerNetwork }) {
       await conn.write(() => {
-        requireUser(st, userId);
+        st.requireUser(userId);
         if (code.network !== undefined && keepPerNetwork !== undefined) {
           st.codesEndOldestOfNetwork.run({
             user_id: userId,
@@ -229,9 +216,10 @@ function createCodeUseMethods(
         return row && toPortalCode(row);
       });
     },
-    recordPortalCodeAttempt(codeId, { audit }) {
+    recordPortalCodeAttempt(codeId, { audit, ofUser }) {
       const ids = typeof codeId === "number" ? [codeId] : codeId;
       return conn.write(() => {
+        st.requireUser(ofUser);
         const counts = ids.map((id) =>
           ((st.codeAttempt.get({ id }) as Row | undefined)?.attempts as number) ?? 0
         );

@@ -5,6 +5,7 @@
  * @module
  */
 import type { Connection } from "./connection.ts";
+import { createUserCheck } from "./user_check.ts";
 
 /** The statements of accounts, their users and codes. */
 export type AccountStatements = ReturnType<typeof prepareAccountStatements>;
@@ -13,7 +14,10 @@ export function prepareAccountStatements(conn: Connection) {
   const { sql } = conn;
   return {
     accountFind: sql("SELECT * FROM portal_accounts WHERE user_id = :user_id"),
-    userExists: sql("SELECT 1 FROM users WHERE id = :id"),
+    // A write keyed by a user refuses one deleted meanwhile first (user_check.ts): the
+    // portal's tables' foreign keys refuse a code, a session or an account, but not the audit
+    // row naming the address nor the mail queued to it written beside them.
+    requireUser: createUserCheck(conn),
     // By the accounts' index on (state, created_at).
     usersInState: sql(
       `SELECT u.*, a.user_id AS a_user_id, a.state AS a_state, a.created_at AS a_created_at,

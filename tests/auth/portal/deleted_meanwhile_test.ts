@@ -10,8 +10,9 @@
  */
 import assert from "node:assert/strict";
 import type { PortalAccountDeps } from "../../../src/auth/portal/account_deps.ts";
-import { signUp } from "../../../src/auth/portal/accounts.ts";
-import { requestPasswordReset } from "../../../src/auth/portal/password_reset.ts";
+import { signUp, verifyEmail } from "../../../src/auth/portal/accounts.ts";
+import { requestEmailChange } from "../../../src/auth/portal/own_account.ts";
+import { requestPasswordReset, resetPassword } from "../../../src/auth/portal/password_reset.ts";
 import { createPortalThrottle } from "../../../src/auth/portal/portal_throttle.ts";
 import { signIn } from "../../../src/auth/portal/sessions.ts";
 import { AuthError } from "../../../src/auth/errors.ts";
@@ -138,6 +139,139 @@ Deno.test({
       ["portal.sign_in_failed", "user:unknown"],
       ["user.deleted", `user:deleted:gone${user.id}`],
     ]);
+    await assertNothingLeft(db.store, user.id);
+  },
+});
+
+Deno.test({
+  name: `[${TEST_STORE_NAME}] a sign-up whose address another takes and frees meanwhile retries`,
+  ...options,
+  async fn() {
+    const { db, deps } = await rig("active");
+    await using _ = db;
+    const fresh = "fresh@example.org";
+    let raced = false;
+    // The first insert meets another request's user (committed just before), which is
+    // deleted again before the sign-up reads the address back.
+    const store = new Proxy(db.store, {
+      get(target, name) {
+        const value = Reflect.get(target, name, target);
+        if (typeof value !== "function") return value;
+        if (name !== "insertPortalUser" || raced) return value.bind(target);
+        return async (...args: Parameters<Store["insertPortalUser"]>) => {
+          raced = true;
+          const other = await target.insertUser(
+            { email: fresh, passwordHash: "$argon2id$x", tokenTimeoutSeconds: null },
+            { now: 1, audit: undefined },
+          );
+          const error = await target.insertPortalUser(...args).then(() => undefined, (e) => e);
+          await target.deleteUser(other.id, {
+            now: 1,
+            anonymousRef: `user:deleted:other${other.id}`,
+            anonymousActor: `portal:user:${other.id}`,
+            audit: undefined,
+          });
+          throw error;
+        };
+      },
+    });
+    await signUp({ ...deps("listAudit"), store }, CLIENT, { email: fresh, password: PASSWORD });
+    assert.ok(raced);
+    const user = await db.store.findUserByEmail(fresh);
+    assert.ok(user !== undefined, "signed up on the second try");
+    assert.equal((await db.store.findPortalAccount(user.id))?.state, "pending_verification");
+    assert.equal((await db.store.findPortalCodes(user.id, "verify", 2)).length, 1);
+    assert.equal((await db.store.countMail()).pending, 2, "the welcome mail and the code");
+  },
+});
+
+/** What `promise` rejects with, an {@link AuthError}. */
+async function refusal(promise: Promise<unknown>): Promise<AuthError> {
+  const error = await promise.then(() => undefined, (error) => error);
+  assert.ok(error instanceof AuthError, String(error));
+  return error;
+}
+
+Deno.test({
+  name:
+    `[${TEST_STORE_NAME}] a failed sign-in of a user deleted meanwhile writes nothing naming it`,
+  ...options,
+  async fn() {
+    const { db, deps, user } = await rig("active");
+    await using _ = db;
+    const wrong = { email: EMAIL, password: "not the password 1" };
+    const late = await refusal(signIn(deps("appendAudit"), CLIENT, wrong));
+    const unknown = await refusal(
+      signIn(deps("listAudit"), CLIENT, { ...wrong, email: "nobody@example.org" }),
+    );
+    assert.deepEqual([late.code, late.message], [unknown.code, unknown.message]);
+    await assertNothingLeft(db.store, user.id);
+  },
+});
+
+Deno.test({
+  name: `[${TEST_STORE_NAME}] a repeated sign-up of an active user deleted meanwhile mails nothing`,
+  ...options,
+  async fn() {
+    const { db, deps, user } = await rig("active");
+    await using _ = db;
+    await signUp(deps("insertMail"), CLIENT, { email: EMAIL, password: PASSWORD });
+    await assertNothingLeft(db.store, user.id);
+  },
+});
+
+Deno.test({
+  name:
+    `[${TEST_STORE_NAME}] a wrong verification code of a user deleted meanwhile is refused alike`,
+  ...options,
+  async fn() {
+    const { db, deps, user } = await rig("pending_verification");
+    await using _ = db;
+    const input = { email: EMAIL, code: "AAAAA-AAAAA", password: PASSWORD };
+    const late = await refusal(verifyEmail(deps("appendAudit"), CLIENT, input));
+    const unknown = await refusal(
+      verifyEmail(deps("listAudit"), CLIENT, { ...input, email: "nobody@example.org" }),
+    );
+    assert.deepEqual([late.code, late.message], [unknown.code, unknown.message]);
+    await assertNothingLeft(db.store, user.id);
+  },
+});
+
+Deno.test({
+  name: `[${TEST_STORE_NAME}] a wrong reset code of a user deleted meanwhile is refused alike`,
+  ...options,
+  async fn() {
+    const { db, deps, user } = await rig("active");
+    await using _ = db;
+    await requestPasswordReset(deps("listAudit"), CLIENT, { email: EMAIL });
+    const input = { email: EMAIL, code: "AAAAA-AAAAA", password: "a new password 77" };
+    const late = await refusal(resetPassword(deps("recordPortalCodeAttempt"), CLIENT, input));
+    const unknown = await refusal(
+      resetPassword(deps("listAudit"), CLIENT, { ...input, email: "nobody@example.org" }),
+    );
+    assert.deepEqual([late.code, late.message], [unknown.code, unknown.message]);
+    await assertNothingLeft(db.store, user.id);
+  },
+});
+
+Deno.test({
+  name: `[${TEST_STORE_NAME}] an e-mail change to a taken address by a user deleted meanwhile`,
+  ...options,
+  async fn() {
+    const { db, deps, user } = await rig("active");
+    await using _ = db;
+    await db.store.insertUser(
+      { email: "taken@example.org", passwordHash: "$argon2id$t", tokenTimeoutSeconds: null },
+      { now: 1, audit: undefined },
+    );
+    const late = await refusal(
+      requestEmailChange(deps("appendAudit"), CLIENT, user, {
+        email: "taken@example.org",
+        password: PASSWORD,
+      }),
+    );
+    // As the other branch (a free address) answers its own deletion.
+    assert.deepEqual([late.code, late.message], ["conflict", "Your account was deleted meanwhile"]);
     await assertNothingLeft(db.store, user.id);
   },
 });
