@@ -66,6 +66,38 @@ export function registerPortalRefusalTests(test: ContractTest): void {
     await assert.rejects(store.deleteUser(waiting.id, { ...only, ...NO_AUDIT }), StoreConflict);
   });
 
+  registerRefusedMailTest(test);
+  test("updatePortalState() with from changes only an account in that state, writing nothing else", async ({ store }) => {
+    const waiting = await waitingAccount(store, "approve@b.org");
+    const gone = await waitingAccount(store, "gone@b.org");
+    await store.deleteUser(gone.id, {
+      now: T0 + 1,
+      anonymousRef: "user:deleted:y",
+      anonymousActor: "portal:user:0",
+      ...NO_AUDIT,
+    });
+    const audits = (await store.listAudit()).length;
+    const mail = await store.countMail();
+    const approve = {
+      now: T0 + 2,
+      state: "active" as const,
+      from: "pending_approval" as const,
+      mail: { recipient: "x@b.org", subject: "Approved", text: "Welcome" },
+      audit: entry("portal.approved", "user:x"),
+    };
+    await assert.rejects(store.updatePortalState(gone.id, approve), StoreConflict);
+    await store.updatePortalState(waiting.id, approve);
+    assert.equal((await store.findPortalAccount(waiting.id))?.state, "active");
+    assert.equal((await store.findUserById(waiting.id))?.disabled, false, "held user enabled");
+    // Approved already: a second approval conflicts and writes nothing.
+    await assert.rejects(store.updatePortalState(waiting.id, approve), StoreConflict);
+    assert.equal((await store.countMail()).pending, mail.pending + 1, "one mail queued");
+    assert.equal((await store.listAudit()).length, audits + 1, "one audit entry");
+  });
+}
+
+/** The refused account's outbox: its queued mail goes, mail to an address held by another stays. */
+function registerRefusedMailTest(test: ContractTest): void {
   test("deleteUser() refusing an account drops its queued mail, not mail to an address another user holds now", async ({ store }) => {
     // The account signed up as old@, an operator moved it to queued@, and another user took
     // old@: mail to old@ is that user's now.
@@ -118,33 +150,5 @@ export function registerPortalRefusalTests(test: ContractTest): void {
       "the refused account's mail to queued@ is never sent; mail to old@'s new holder stays",
     );
     assert.equal((await store.countMail()).pending, 2, "nothing else left in the outbox");
-  });
-
-  test("updatePortalState() with from changes only an account in that state, writing nothing else", async ({ store }) => {
-    const waiting = await waitingAccount(store, "approve@b.org");
-    const gone = await waitingAccount(store, "gone@b.org");
-    await store.deleteUser(gone.id, {
-      now: T0 + 1,
-      anonymousRef: "user:deleted:y",
-      anonymousActor: "portal:user:0",
-      ...NO_AUDIT,
-    });
-    const audits = (await store.listAudit()).length;
-    const mail = await store.countMail();
-    const approve = {
-      now: T0 + 2,
-      state: "active" as const,
-      from: "pending_approval" as const,
-      mail: { recipient: "x@b.org", subject: "Approved", text: "Welcome" },
-      audit: entry("portal.approved", "user:x"),
-    };
-    await assert.rejects(store.updatePortalState(gone.id, approve), StoreConflict);
-    await store.updatePortalState(waiting.id, approve);
-    assert.equal((await store.findPortalAccount(waiting.id))?.state, "active");
-    assert.equal((await store.findUserById(waiting.id))?.disabled, false, "held user enabled");
-    // Approved already: a second approval conflicts and writes nothing.
-    await assert.rejects(store.updatePortalState(waiting.id, approve), StoreConflict);
-    assert.equal((await store.countMail()).pending, mail.pending + 1, "one mail queued");
-    assert.equal((await store.listAudit()).length, audits + 1, "one audit entry");
   });
 }
