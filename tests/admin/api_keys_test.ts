@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import type { Store } from "../../src/store/store.ts";
+import { changingBefore } from "../_helpers/store_before.ts";
 import { createAdminTest } from "../_helpers/admin_api.ts";
 
 Deno.test("[admin] a key is shown once at creation, then only its prefix and last use", async () => {
@@ -99,20 +100,10 @@ Deno.test("[admin] POST /admin/v1/keys/{id}/rotate of a key revoked meanwhile is
   let armed = false;
   // A revocation that commits after the route read the key, just before the rotation's write.
   const revokingFirst = (store: Store): Store =>
-    new Proxy(store, {
-      get(target, name) {
-        const value = Reflect.get(target, name, target);
-        if (typeof value !== "function") return value;
-        if (name !== "rotateApiKey") return value.bind(target);
-        return async (...args: Parameters<Store["rotateApiKey"]>) => {
-          if (armed) {
-            armed = false;
-            await target.revokeApiKey(args[0], { now: args[1].now, audit: undefined });
-          }
-          return await target.rotateApiKey(...args);
-        };
-      },
-    });
+    changingBefore(store, "rotateApiKey", (target, args) => {
+      const [id, options] = args as Parameters<Store["rotateApiKey"]>;
+      return target.revokeApiKey(id, { now: options.now, audit: undefined });
+    }, () => armed);
   await using t = await createAdminTest({ wrapStore: revokingFirst });
   const id = await t.addUser("ann@example.org");
   const created = await t.call("POST", `/admin/v1/users/${id}/keys`, { body: { label: "app" } });

@@ -12,7 +12,7 @@ import type { PortalAccountDeps } from "../../src/auth/portal/account_deps.ts";
 import { signUp } from "../../src/auth/portal/accounts.ts";
 import { createPortalThrottle } from "../../src/auth/portal/portal_throttle.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
-import type { Store } from "../../src/store/store.ts";
+import { changingBefore } from "../_helpers/store_before.ts";
 import { readCode } from "./_smtp.ts";
 import { ORIGIN, postFrom, startPortalRig, TEST_CODE_KEY } from "./_portal.ts";
 import {
@@ -83,18 +83,9 @@ Deno.test("[e2e] a first sign-up that loses the race to another gets its own can
   const client = { address: "192.0.2.1", links: { origin: ORIGIN } };
   // The other sign-up commits between this one's read (no account yet) and its insert.
   let raced = false;
-  const racing = new Proxy(store, {
-    get(target, name) {
-      if (name === "insertPortalUser" && !raced) {
-        return async (...args: Parameters<Store["insertPortalUser"]>) => {
-          raced = true;
-          await signUp(deps, client, { email, password: STRANGER_PASSWORD });
-          return await target.insertPortalUser(...args);
-        };
-      }
-      const value = Reflect.get(target, name, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const racing = changingBefore(store, "insertPortalUser", async () => {
+    raced = true;
+    await signUp(deps, client, { email, password: STRANGER_PASSWORD });
   });
   await signUp({ ...deps, store: racing }, client, { email, password: OWNER_PASSWORD });
   assert.ok(raced);

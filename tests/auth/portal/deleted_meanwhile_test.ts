@@ -20,6 +20,7 @@ import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
 import type { Store } from "../../../src/store/store.ts";
 import { createFakeClock } from "../../_helpers/fake_clock.ts";
 import { openTestStore, TEST_STORE_NAME } from "../../_helpers/store.ts";
+import { changingBefore } from "../../_helpers/store_before.ts";
 
 const hasher = createPasswordHasher({ workers: 1 });
 const KEY = new Uint8Array(32).fill(7);
@@ -29,27 +30,14 @@ const CLIENT = { address: "198.51.100.7", links: { origin: "https://portal.examp
 
 /** `store`, but `method` first deletes user `userId` (as a deletion committing just then). */
 function deletingBefore(store: Store, method: keyof Store, userId: () => number): Store {
-  let deleted = false;
-  return new Proxy(store, {
-    get(target, name) {
-      const value = Reflect.get(target, name, target);
-      if (name !== method || typeof value !== "function") {
-        return typeof value === "function" ? value.bind(target) : value;
-      }
-      return async (...args: unknown[]) => {
-        if (!deleted) {
-          deleted = true;
-          const ref = `user:deleted:gone${userId()}`;
-          await target.deleteUser(userId(), {
-            now: 1,
-            anonymousRef: ref,
-            anonymousActor: `portal:user:${userId()}`,
-            audit: { at: 1, actor: "cli:test", action: "user.deleted", subject: ref, detail: {} },
-          });
-        }
-        return await value.apply(target, args);
-      };
-    },
+  return changingBefore(store, method, (target) => {
+    const ref = `user:deleted:gone${userId()}`;
+    return target.deleteUser(userId(), {
+      now: 1,
+      anonymousRef: ref,
+      anonymousActor: `portal:user:${userId()}`,
+      audit: { at: 1, actor: "cli:test", action: "user.deleted", subject: ref, detail: {} },
+    });
   });
 }
 

@@ -16,32 +16,9 @@ import { hashSecret } from "../../../src/auth/credentials.ts";
 import type { Store } from "../../../src/store/store.ts";
 import { createFakeClock } from "../../_helpers/fake_clock.ts";
 import { openTestStore, TEST_STORE_NAME } from "../../_helpers/store.ts";
+import { changingBefore } from "../../_helpers/store_before.ts";
 
 const EMAIL = "keys@example.org";
-
-/** `store`, but `method` first runs `before` once (a change committing just then). */
-function changingBefore(
-  store: Store,
-  method: keyof Store,
-  before: (store: Store) => Promise<unknown>,
-): Store {
-  let done = false;
-  return new Proxy(store, {
-    get(target, name) {
-      const value = Reflect.get(target, name, target);
-      if (name !== method || typeof value !== "function") {
-        return typeof value === "function" ? value.bind(target) : value;
-      }
-      return async (...args: unknown[]) => {
-        if (!done) {
-          done = true;
-          await before(target);
-        }
-        return await value.apply(target, args);
-      };
-    },
-  });
-}
 
 function deleting(userId: number) {
   return (store: Store) =>
