@@ -29,7 +29,7 @@
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport, StartKeygateOptions } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
-import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
+import { pinSelf, pinTree, readProcessCpuSeconds, reniceTree } from "./proc.ts";
 import {
   listRevocations,
   logIn,
@@ -122,14 +122,17 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
       (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
     );
     const pinned = unpin !== undefined && await pinTree(postmaster, ctx.otherCore);
+    // PostgreSQL at wrk's niceness: a backend holding the grant epoch's row lock must not wait
+    // behind wrk for the core (every grant-ending commit would then queue behind it).
+    const pgNiced = wrkNice(ctx) !== undefined && await reniceTree(postmaster, WRK_NICE);
     ctx.notes.push(
       pinned
         ? `Production mix: instance A alone on core ${ctx.serverCore}; B, wrk, PostgreSQL and ` +
           `the bench's revoker, probe and logins on core ${ctx.otherCore}` +
           (wrkNice(ctx) === undefined
             ? ", all at the same niceness (not root: wrk could not be given that core first)."
-            : `, where wrk runs at nice ${WRK_NICE} (it gets that core first; the revocation ` +
-              "side gets what it leaves).")
+            : `, where wrk${pgNiced ? " and PostgreSQL run" : " runs"} at nice ${WRK_NICE} ` +
+              "(they get that core first; B and the bench's revoker get what they leave).")
         : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
     );
     // Each backend gets its own half of the victims (a revocation is never repeated), and the
