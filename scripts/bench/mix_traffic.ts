@@ -262,20 +262,3 @@ export async function probeDelays(options: {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * wrk's niceness on the core it shares with B, PostgreSQL and the bench's revoker: wrk gets that
- * core first, so that what the revocations cost there cannot starve the load on A (A, alone on
- * its core, would then idle and its rate would be the generator's, not its own). What the
- * revocation side gets is what wrk leaves; the row reports the rate B achieved.
- */
-export const WRK_NICE = -10;
-
-/**
- * The niceness wrk gets: {@link WRK_NICE} only where it means what the notes say — run as root
- * (a negative niceness needs it; `nice` would only warn) and wrk on the other core (unpinned, it
- * would be niced against A itself).
- */
-export function wrkNice(ctx: { otherCore: string | undefined }): number | undefined {
-  return Deno.uid() === 0 && ctx.otherCore !== undefined ? WRK_NICE : undefined;
-}

@@ -104,17 +104,3 @@ export async function pinSelf(
     await taskset(["-a", "-p", mask, String(Deno.pid)]);
   };
 }
-
-/** Sets the niceness of `pid` and its descendants (new children inherit it); whether all took it. */
-export async function reniceTree(pid: number, nice: number): Promise<boolean> {
-  let all = true;
-  for (const id of listProcessTree(pid)) {
-    const output = await new Deno.Command("renice", {
-      args: ["-n", String(nice), "-p", String(id)],
-      stdout: "null",
-      stderr: "null",
-    }).output();
-    all &&= output.success;
-  }
-  return all;
-}

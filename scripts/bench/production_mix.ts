@@ -29,7 +29,7 @@
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport, StartKeygateOptions } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
-import { pinSelf, pinTree, readProcessCpuSeconds, reniceTree } from "./proc.ts";
+import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
 import {
   listRevocations,
   logIn,
@@ -37,8 +37,6 @@ import {
   type Revocation,
   revoke,
   REVOKER_CLIENTS,
-  WRK_NICE,
-  wrkNice,
 } from "./mix_traffic.ts";
 import { copyMixToPostgres, type MixSeed, seedMix, ZIPF_ALPHA, zipfHotShare } from "./mix_seed.ts";
 import { measureIdleDelays, readCacheCounters } from "./mix_probes.ts";
@@ -122,17 +120,10 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
       (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
     );
     const pinned = unpin !== undefined && await pinTree(postmaster, ctx.otherCore);
-    // PostgreSQL at wrk's niceness: a backend holding the grant epoch's row lock must not wait
-    // behind wrk for the core (every grant-ending commit would then queue behind it).
-    const pgNiced = wrkNice(ctx) !== undefined && await reniceTree(postmaster, WRK_NICE);
     ctx.notes.push(
       pinned
         ? `Production mix: instance A alone on core ${ctx.serverCore}; B, wrk, PostgreSQL and ` +
-          `the bench's revoker, probe and logins on core ${ctx.otherCore}` +
-          (wrkNice(ctx) === undefined
-            ? ", all at the same niceness (not root: wrk could not be given that core first)."
-            : `, where wrk${pgNiced ? " and PostgreSQL run" : " runs"} at nice ${WRK_NICE} ` +
-              "(they get that core first; B and the bench's revoker get what they leave).")
+          `the bench's revoker, probe and logins on core ${ctx.otherCore}.`
         : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
     );
     // Each backend gets its own half of the victims (a revocation is never repeated), and the
@@ -277,7 +268,7 @@ async function runBackend(
           `production mix, ${options.backend}, round ${round}/${ctx.rounds}: warming up, then ` +
             `${rate} revocations/s through B`,
         );
-        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS, nice: wrkNice(ctx) });
+        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS });
         (rounds[rate] ??= []).push(await measureRate(ctx, run, rate));
       }
     }
@@ -335,7 +326,7 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
   });
   let result: Measured;
   try {
-    result = await ctx.measure(a, run.load, { duration: ctx.duration, nice: wrkNice(ctx) });
+    result = await ctx.measure(a, run.load, { duration: ctx.duration });
   } finally {
     stop.now = true;
   }

@@ -42,12 +42,6 @@ export interface WrkOptions {
   duration: number;
   /** wrk's own per-request timeout (its default: 2 s), for loads that queue longer. */
   timeoutSeconds?: number;
-  /**
-   * wrk's niceness (`nice -n`), for a core wrk shares with other processes the bench drives: a
-   * negative value (root only; otherwise `nice` warns and runs wrk unchanged) gives wrk that
-   * core first, so that what shares it cannot starve the load.
-   */
-  nice?: number;
 }
 
 const LUA_SCRIPT = new URL("./requests.lua", import.meta.url).pathname;
@@ -100,8 +94,7 @@ export async function runWrk(load: Load, options: WrkOptions, dir: string): Prom
   ];
   // The shell runs wrk, then prints its own and its children's CPU times: wrk's exact rusage.
   const shell = ["sh", "-c", 'wrk "$@"; status=$?; times; exit $status', "sh", ...wrkArgs];
-  const niced = options.nice === undefined ? shell : ["nice", "-n", String(options.nice), ...shell];
-  const argv = options.cores === undefined ? niced : ["taskset", "-c", options.cores, ...niced];
+  const argv = options.cores === undefined ? shell : ["taskset", "-c", options.cores, ...shell];
   const started = performance.now();
   const output = await new Deno.Command(argv[0], {
     args: argv.slice(1),
