@@ -18,14 +18,8 @@
  */
 import { Session } from "node:inspector";
 import process from "node:process";
-import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
-import { createLimiter } from "../../src/auth/limiter.ts";
-import { createHandler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
-import { systemClock } from "../../src/platform/clock.ts";
-import { createLogger } from "../../src/platform/logger.ts";
-import { createMetrics } from "../../src/platform/metrics.ts";
-import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
+import { putDefaultLimits, startLimitedSide } from "./limited_side.ts";
 import { seedDatabase } from "./seed.ts";
 
 const ROUNDS = Number(Deno.args[0] ?? 7);
@@ -52,39 +46,11 @@ const { sample } = await seedDatabase(`${work}/plain.sqlite3`, {
 });
 for (const name of ["limited", "no-headers"]) {
   Deno.copyFileSync(`${work}/plain.sqlite3`, `${work}/${name}.sqlite3`);
-  const store = openSqliteStore(`${work}/${name}.sqlite3`);
-  const now = Date.now();
-  const limit = { scope: "default", subjectId: null } as const;
-  await store.putLimit({ ...limit, kind: "rate", max: 1e9, period: "hour" }, {
-    now,
-    audit: undefined,
-  });
-  await store.putLimit({ ...limit, kind: "quota", max: 1e12, period: "month" }, {
-    now,
-    audit: undefined,
-  });
-  await store.closeStore();
+  await putDefaultLimits(`${work}/${name}.sqlite3`);
 }
 
-function startSide(name: string, limitHeaders: boolean) {
-  const store = openSqliteStore(`${work}/${name}.sqlite3`);
-  const logger = createLogger({ level: "info", write: () => {} });
-  const metrics = createMetrics();
-  const limiter = createLimiter({ store, clock: systemClock, logger, metrics });
-  limiter.start();
-  const handle = createHandler({
-    store,
-    hasher,
-    clock: systemClock,
-    logger,
-    metrics,
-    limiter,
-    limitHeaders,
-    defaultTimeoutSeconds: 36_000,
-    keyUsage: createKeyUsageRecorder({ store, clock: systemClock, logger }),
-  });
-  return { store, limiter, handle };
-}
+const startSide = (name: string, limitHeaders: boolean) =>
+  startLimitedSide(`${work}/${name}.sqlite3`, hasher, limitHeaders);
 
 const sides = {
   "no limits": startSide("plain", true),
@@ -163,9 +129,6 @@ for (const [name, values] of Object.entries(costs)) {
   const median = values[values.length >> 1];
   console.log(`  ${name}: ${values[0].toFixed(2)} best, ${median.toFixed(2)} median`);
 }
-for (const side of Object.values(sides)) {
-  await side.limiter.stop();
-  await side.store.closeStore();
-}
+for (const side of Object.values(sides)) await side.close();
 hasher.close();
 Deno.removeSync(work, { recursive: true });

@@ -19,17 +19,12 @@
  *
  * @module
  */
-import { createKeyUsageRecorder } from "../../src/auth/key_usage.ts";
-import { createLimiter } from "../../src/auth/limiter.ts";
-import { createHandler, type Handler } from "../../src/http/app.ts";
+import type { Handler } from "../../src/http/app.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
-import { systemClock } from "../../src/platform/clock.ts";
-import { createLogger } from "../../src/platform/logger.ts";
-import { createMetrics } from "../../src/platform/metrics.ts";
 import { setListenerNoDelay } from "../../src/platform/nodelay.ts";
 import { generateSelfSigned } from "../../src/platform/tls.ts";
-import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import type { ClientSetup } from "./serve_cost_client.ts";
+import { putDefaultLimits, startLimitedSide } from "./limited_side.ts";
 import { seedDatabase } from "./seed.ts";
 
 const KEYS = Number(Deno.args[0] ?? 10_000);
@@ -52,21 +47,7 @@ const { sample } = await seedDatabase(`${work}/plain.sqlite3`, {
   tokensPerUser: 1,
 });
 Deno.copyFileSync(`${work}/plain.sqlite3`, `${work}/limited.sqlite3`);
-{
-  const store = openSqliteStore(`${work}/limited.sqlite3`);
-  const now = Date.now();
-  const limit = { scope: "default", subjectId: null } as const;
-  for (
-    const rule of [{ kind: "rate", max: 1e9, period: "hour" }, {
-      kind: "quota",
-      max: 1e12,
-      period: "month",
-    }] as const
-  ) {
-    await store.putLimit({ ...limit, ...rule }, { now, audit: undefined });
-  }
-  await store.closeStore();
-}
+await putDefaultLimits(`${work}/limited.sqlite3`);
 Deno.copyFileSync(`${work}/limited.sqlite3`, `${work}/no-headers.sqlite3`);
 Deno.copyFileSync(`${work}/plain.sqlite3`, `${work}/padded.sqlite3`);
 
@@ -74,28 +55,9 @@ const { cert, key } = await generateSelfSigned();
 const opened: { close(): Promise<void> }[] = [];
 
 function createSide(name: string, limitHeaders: boolean): Handler {
-  const store = openSqliteStore(`${work}/${name}.sqlite3`);
-  const logger = createLogger({ level: "info", write: () => {} });
-  const metrics = createMetrics();
-  const limiter = createLimiter({ store, clock: systemClock, logger, metrics });
-  limiter.start();
-  opened.push({
-    async close() {
-      await limiter.stop();
-      await store.closeStore();
-    },
-  });
-  return createHandler({
-    store,
-    hasher,
-    clock: systemClock,
-    logger,
-    metrics,
-    limiter,
-    limitHeaders,
-    defaultTimeoutSeconds: 36_000,
-    keyUsage: createKeyUsageRecorder({ store, clock: systemClock, logger }),
-  });
+  const side = startLimitedSide(`${work}/${name}.sqlite3`, hasher, limitHeaders);
+  opened.push(side);
+  return side.handle;
 }
 
 /** Serves `handle` on a port of its own; resolves to its origin. */
