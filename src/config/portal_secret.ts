@@ -1,7 +1,8 @@
 /**
  * Reading `--portal-secret-file` (docs/portal.md): the key of the portal's one-time code
- * digests (HMAC-SHA-256, src/auth/portal/codes.ts). Kept outside the database, so that a
- * database reader cannot try codes offline; every instance reads the same file, at start and
+ * digests (HMAC-SHA-256, src/auth/portal/codes.ts) and of the throttle counters' e-mail digests
+ * (src/auth/portal/portal_throttle.ts). Kept outside the database, so that a database reader can
+ * neither try codes offline nor test a guessed address against the counters; every instance reads the same file, at start and
  * in each request worker. The file's bytes are the key, as they are; never logged.
  *
  * @module

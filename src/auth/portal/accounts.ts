@@ -156,19 +156,15 @@ async function signUpAgain(
     // A candidate beside the earlier ones: whoever signed up before keeps their code and
     // password (a stranger's network ends only its own candidates, never the owner's), and a
     // code works only with its own password.
-    try {
-      await deps.store.addPortalCode(found.user.id, {
-        now,
-        ...toCandidate(deps, client, attempt),
-        keep: MAX_VERIFY_CANDIDATES,
-        keepPerNetwork: MAX_VERIFY_CANDIDATES_PER_NETWORK,
-        audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
-      });
-    } catch (error) {
-      // The user was deleted since it was read: nothing is written, and the answer stays the
-      // one every sign-up gets.
-      if (!(error instanceof StoreConflict)) throw error;
-    }
+    // A deletion committing meanwhile: nothing is written, and the answer stays the one every
+    // sign-up gets.
+    await ignoreDeleted(deps.store.addPortalCode(found.user.id, {
+      now,
+      ...toCandidate(deps, client, attempt),
+      keep: MAX_VERIFY_CANDIDATES,
+      keepPerNetwork: MAX_VERIFY_CANDIDATES_PER_NETWORK,
+      audit: entry(deps, actor, "portal.sign_up_repeated", toUserRef(email)),
+    }));
     return;
   }
   // Only while the user exists: a deletion committing meanwhile leaves no notice to the

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { ignoreDeleted } from "./late_write.ts";
 import { StoreConflict } from "../../store/errors.ts";
 import { toUserRef } from "../audit.ts";
 import { refuseIfBusy } from "../login.ts";
@@ -44,22 +45,17 @@ export async function requestPasswordReset(
     if (!isActive(found, deps)) return;
     const code = generateCode();
     const now = deps.clock.now();
-    try {
-      await deps.store.replacePortalCode(found.user.id, {
-        now,
-        code: {
-          purpose: "reset",
-          codeHash: hashCode(email, code, deps.codeKey),
-          expiresAt: now + RESET_CODE_MS,
-        },
-        mail: toResetMail(client.links, email, code),
-        audit: entry(deps, toAnonymousActor(client), "portal.reset_requested", toUserRef(email)),
-      });
-    } catch (error) {
-      // The user was deleted since it was read: nothing is written or mailed, as for an
-      // unknown address.
-      if (!(error instanceof StoreConflict)) throw error;
-    }
+    // A deletion committing meanwhile: nothing is written or mailed, as for an unknown address.
+    await ignoreDeleted(deps.store.replacePortalCode(found.user.id, {
+      now,
+      code: {
+        purpose: "reset",
+        codeHash: hashCode(email, code, deps.codeKey),
+        expiresAt: now + RESET_CODE_MS,
+      },
+      mail: toResetMail(client.links, email, code),
+      audit: entry(deps, toAnonymousActor(client), "portal.reset_requested", toUserRef(email)),
+    }));
   };
   if (deps.defer === undefined) await queueCode();
   else deps.defer(queueCode);

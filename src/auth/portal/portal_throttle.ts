@@ -4,8 +4,9 @@
  * permanent lock, and, as there, nobody but the holder of a credential can lock its owner out.
  * Counters (the e-mail always as a digest, whether or not an account has it, so that a 429
  * tells nothing about accounts; an HMAC keyed with the portal secret, so that whoever reads the
- * database cannot test a guessed address against them, and a deleted account's go with it,
- * {@link PortalThrottle.countersOf}):
+ * database cannot test a guessed address against them; an account deleted by its owner takes
+ * its counters with it, {@link PortalThrottle.countersOf}, while an operator's deletion, a
+ * refusal and the janitor's expiry, which hold no portal key, leave them to age out):
  *
  * - **client**: the client's address (an IPv6 address as its /64), for every failure and mail;
  * - **e-mail × network**: failed sign-ins and codes per (e-mail, client network: an IPv4
