@@ -4,8 +4,9 @@
  *
  * A notification polls at once, unless a poll ended less than {@link NOTIFIED_POLL_GAP_MS} ago or
  * is under way: then one poll follows, that long after the last one ended, shared by every
- * notification meanwhile (a flag and one plain timer, no chain of promises to wait on). So a quiet instance's delay is one notification and one query, and a
- * burst (1,000 revocations a second through another instance) costs at most one poll per gap,
+ * notification meanwhile (a flag and one plain timer, no chain of promises to wait on). So a
+ * quiet instance's delay is one notification and one query, and a burst (1,000 revocations a
+ * second through another instance) costs at most one poll per gap,
  * each reading every change since the last, instead of one poll (a query through the driver,
  * about 100 µs of CPU) per change. A notification never waits longer than the gap plus the poll
  * under way, whoever sent it.

@@ -143,8 +143,6 @@ export interface Connection {
    * the process restarts: no probe write clears it.
    */
   findWriteFailure(): string | undefined;
-  /** The failed WAL sync's reason (the disk's message), if one failed: fatal until restart. */
-  findSyncFailure(): string | undefined;
   close(): void;
 }
 
@@ -240,8 +238,9 @@ function createConnection(
    * (changed a row through a grant-ending statement), and whether it ran one at all.
    */
   function commit<T>(fn: () => T): { result: T; endedGrants: boolean; ranGrants: boolean } {
-    // Nested calls join the outer transaction, which commits (and syncs) later.
-    if (db.isTransaction) return { result: fn(), endedGrants: false, ranGrants: false };
+    // Only write() and the readiness probe commit, never inside another transaction: a nested
+    // commit would skip its sync.
+    if (db.isTransaction) throw new Error("A transaction is open already");
     db.exec("BEGIN IMMEDIATE");
     try {
       const before = grantWrites;
@@ -309,7 +308,6 @@ function createConnection(
     findWriteFailure: () =>
       syncWal?.findSyncFailure() ??
         writeFailures.find((probe) => withoutBusyWait(() => probeTransaction(probe))),
-    findSyncFailure: () => syncWal?.findSyncFailure(),
     close() {
       if (db.isOpen) db.close();
       commits.close(); // after the connection: see wal_index.ts
