@@ -47,13 +47,25 @@ export function createHeldWalSync(): HeldWalSync {
     },
     syncs,
     waitForSyncs(count) {
-      return new Promise((resolve) => {
+      const waited = new Promise<void>((resolve) => {
         waiters.push({ count, resolve });
         wakeWaiters();
       });
+      // A write that never asks for its sync fails the test instead of hanging it.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`Not ${count} syncs within ${SYNC_DEADLINE_MS} ms`)),
+          SYNC_DEADLINE_MS,
+        );
+      });
+      return Promise.race([waited, deadline]).finally(() => clearTimeout(timer));
     },
   };
 }
+
+/** How long {@link HeldWalSync.waitForSyncs} waits: far beyond any load. */
+const SYNC_DEADLINE_MS = 30_000;
 
 /** Whether `promise` has settled, after every task queued so far has run. */
 export async function hasSettled(promise: Promise<unknown>): Promise<boolean> {

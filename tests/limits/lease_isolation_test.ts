@@ -6,6 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { limitChangeDeps } from "./_limits.ts";
 import { createLimiter } from "../../src/auth/limiter.ts";
 import { setLimit } from "../../src/auth/limits.ts";
 import { StoreError } from "../../src/store/errors.ts";
@@ -16,7 +17,7 @@ Deno.test("limiter: one key's failing lease fails only that key, not the others 
   await using app = await createTestApp();
   const userId = await app.addUser("alice@example.org", "pw");
   for (let i = 0; i < 4; i++) await app.createKey(userId);
-  await setLimit({ store: app.store, clock: app.clock, actor: "cli:test" }, { scope: "default" }, {
+  await setLimit(limitChangeDeps(app), { scope: "default" }, {
     kind: "rate",
     max: 1000,
     period: "minute",

@@ -13,6 +13,7 @@ import { createLogger } from "../../src/platform/logger.ts";
 import { tempDbPath } from "../_helpers/temp_db.ts";
 import { testCertificate } from "../_helpers/tls_server.ts";
 import { addUserWithKey } from "../_helpers/server_process.ts";
+import { findFreePort } from "../_helpers/reverse_proxy.ts";
 
 Deno.test("createFatalStop() logs one error line with the reason, at the first raise only", async () => {
   const lines: string[] = [];
@@ -31,14 +32,6 @@ Deno.test("createFatalStop() logs one error line with the reason, at the first r
   assert.equal(line.exit_code, FATAL_EXIT_CODE);
 });
 
-/** A port nothing listens on now. */
-function freePort(): number {
-  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = probe.addr as Deno.NetAddr;
-  probe.close();
-  return port;
-}
-
 Deno.test("[server] serve() after a failed WAL sync: the revocation is a 503, then exit 1 with the store closed", async () => {
   const db = tempDbPath();
   const { cert, key } = await testCertificate();
@@ -49,7 +42,7 @@ Deno.test("[server] serve() after a failed WAL sync: the revocation is a 503, th
     const apiKey = await addUserWithKey(db.path, email, password);
     await Deno.writeTextFile(`${db.dir}/cert.pem`, cert);
     await Deno.writeTextFile(`${db.dir}/key.pem`, key);
-    const port = freePort();
+    const port = findFreePort();
     let syncs = 0;
     const result = serve(
       [

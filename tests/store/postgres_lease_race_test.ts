@@ -9,6 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { untilWaiting } from "../_helpers/lock_waits.ts";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
@@ -58,12 +59,7 @@ Deno.test({
         owners.map((owner) => ({ ...owner, now: T0 + 1, want: () => 5 })),
       );
       // The lease waits for the deleted row's lock (not for a timer).
-      for (;;) {
-        const [row] = await sql<{ waiting: number }[]>`SELECT count(*)::int AS waiting
-          FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`;
-        if (row.waiting > 0) break;
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      await untilWaiting(sql, 1);
       commit.resolve();
       await deleting;
       const slices = await leasing;

@@ -9,6 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { untilWaiting } from "../_helpers/lock_waits.ts";
 import type postgres from "postgres";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
@@ -61,27 +62,6 @@ function verify(store: Store, codeId: number) {
 /** `promise`'s outcome, handled from the start (a writer may fail before the test awaits it). */
 function settle<T>(promise: Promise<T>): Promise<{ value: T } | { error: unknown }> {
   return promise.then((value) => ({ value }), (error: unknown) => ({ error }));
-}
-
-/** How long {@link untilWaiting} waits for the writers to block: far beyond any load. */
-const WAITING_DEADLINE_MS = 60_000;
-
-/**
- * Resolves once `count` sessions of this database wait for a lock.
- * @throws {Error} when they do not within {@link WAITING_DEADLINE_MS} (a writer that took no
- * lock, or failed first): the test fails instead of hanging.
- */
-async function untilWaiting(sql: postgres.Sql, count: number): Promise<void> {
-  const deadline = Date.now() + WAITING_DEADLINE_MS;
-  for (;;) {
-    const [row] = await sql<{ waiting: number }[]>`SELECT count(*)::int AS waiting
-      FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`;
-    if (row.waiting >= count) return;
-    if (Date.now() > deadline) {
-      throw new Error(`${row.waiting} sessions wait for a lock after 60 s, not ${count}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 /**
