@@ -14,6 +14,7 @@
  * @module
  */
 import process from "node:process";
+import { MAX_OUTSTANDING } from "./bench/mix_traffic.ts";
 import { parseArgs } from "node:util";
 import { hashSecret } from "../src/auth/credentials.ts";
 import { createGrantCache } from "../src/auth/grant_cache.ts";
@@ -110,7 +111,11 @@ async function addUser(store: Store, name: string, tokens: number): Promise<User
 async function runWriter(location: string): Promise<void> {
   const store = await openAt(location);
   const victims: User[] = [];
-  for (let u = 0; u < VICTIMS; u++) victims.push(await addUser(store, `victim${u}`, VICTIM_TOKENS));
+  const total = Math.round(rate * seconds);
+  // Enough tokens that no token revocation finds its token revoked already: victim i % VICTIMS
+  // takes every VICTIMS-th write, all of one kind.
+  const perVictim = Math.max(VICTIM_TOKENS, Math.ceil(total / VICTIMS));
+  for (let u = 0; u < VICTIMS; u++) victims.push(await addUser(store, `victim${u}`, perVictim));
   console.log("ready");
   const revoked = new Map<number, number>();
   const write = (i: number): Promise<unknown> => {
@@ -131,15 +136,14 @@ async function runWriter(location: string): Promise<void> {
     if (i % 10 === 9) return store.revokeTokensOfUser(victim.userId, { now: NOW + i, ...NO_AUDIT });
     const next = revoked.get(victim.userId) ?? 0;
     revoked.set(victim.userId, next + 1);
-    return store.revokeToken(victim.tokenIds[next % VICTIM_TOKENS], { now: NOW, ...NO_AUDIT });
+    return store.revokeToken(victim.tokenIds[next], { now: NOW, ...NO_AUDIT });
   };
-  const total = Math.round(rate * seconds);
   const started = performance.now();
   const inFlight = new Set<Promise<unknown>>();
   let sent = 0;
   while (sent < total) {
     const due = Math.min(total, Math.floor((performance.now() - started) / 1000 * rate));
-    while (sent < due && inFlight.size < 32) {
+    while (sent < due && inFlight.size < MAX_OUTSTANDING) {
       const job = write(sent++).finally(() => inFlight.delete(job));
       inFlight.add(job);
     }

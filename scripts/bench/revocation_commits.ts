@@ -15,14 +15,15 @@
  * @module
  */
 import postgres from "postgres";
+import { MAX_OUTSTANDING } from "./mix_traffic.ts";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import type { Store } from "../../src/store/store.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { findPostgresBin, startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 
-/** Revocations in flight at once (the production mix's revoker keeps 32). */
-const IN_FLIGHT = 32;
+/** Revocations in flight at once, as the production mix's revoker keeps. */
+const IN_FLIGHT = MAX_OUTSTANDING;
 const USERS = 64;
 
 const which = Deno.args[0] ?? "both";
