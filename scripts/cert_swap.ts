@@ -15,6 +15,7 @@
  */
 import { parseArgs } from "node:util";
 import { makePairs, type Pair, servedPair } from "../tests/_helpers/tls_load.ts";
+import { findFreePort } from "../tests/_helpers/free_port.ts";
 
 const args = parseArgs({
   args: Deno.args,
@@ -25,13 +26,6 @@ const args = parseArgs({
 });
 const SWAPS = Number(args.values.swaps);
 const ROOT = new URL("../", import.meta.url).pathname;
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
 
 async function writePair(dir: string, pair: Pair): Promise<void> {
   await Deno.writeTextFile(`${dir}/key.pem.new`, pair.key);
@@ -65,8 +59,8 @@ async function run(workers: number): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "keygate-cert-swap-" });
   const pairs = await makePairs(2);
   await writePair(dir, pairs[0]);
-  const port = freePort();
-  const metricsPort = freePort();
+  const port = findFreePort();
+  const metricsPort = findFreePort();
   const server = new Deno.Command(Deno.execPath(), {
     args: [
       "run",

@@ -44,6 +44,7 @@ import { medianRun, type RateRun, toRow } from "./mix_row.ts";
 import type { SeedEntry } from "./seed.ts";
 import type { Server } from "./servers.ts";
 import type { Load, WrkOptions } from "./wrk.ts";
+import { findFreePort } from "../../tests/_helpers/free_port.ts";
 
 /** What the section needs from the bench's driver. */
 export interface ProductionMixContext {
@@ -348,14 +349,6 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
     listening: after.listening,
     learned: { before: before.delayBuckets, after: after.delayBuckets },
   };
-}
-
-/** A free TCP port on 127.0.0.1 (closed again at once; the server takes it next). */
-function findFreePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 /** Creates a write operator with the admin CLI on `store`; resolves to its token. */

@@ -27,3 +27,36 @@ export async function untilWaiting(sql: postgres.Sql, count: number): Promise<vo
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+
+/** `promise`'s outcome, handled from the start (a writer may fail before the test awaits it). */
+export function settle<T>(promise: Promise<T>): Promise<{ value: T } | { error: unknown }> {
+  return promise.then((value) => ({ value }), (error: unknown) => ({ error }));
+}
+
+/**
+ * Resolves to `writer`'s value once it completes while `waiting` sessions (the writers the test
+ * holds) wait for a lock.
+ * @throws {Error} as soon as one more session waits (the writer queued behind a lock instead),
+ * or with the writer's own error; or after {@link WAITING_DEADLINE_MS}.
+ */
+export async function completesUnblocked<T>(
+  sql: postgres.Sql,
+  writer: Promise<T>,
+  waiting: number,
+): Promise<T> {
+  let outcome: { value: T } | { error: unknown } | undefined;
+  void settle(writer).then((settled) => outcome = settled);
+  const deadline = Date.now() + WAITING_DEADLINE_MS;
+  for (;;) {
+    const [row] = await sql<{ waiting: number }[]>`SELECT count(*)::int AS waiting
+      FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`;
+    // The outcome after the count: a writer that completed before the count was taken counts.
+    if (outcome !== undefined) {
+      if ("error" in outcome) throw outcome.error;
+      return outcome.value;
+    }
+    if (row.waiting > waiting) throw new Error(`The writer waits for a lock (${row.waiting} wait)`);
+    if (Date.now() > deadline) throw new Error("The writer neither completed nor waited in 60 s");
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

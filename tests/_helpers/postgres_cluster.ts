@@ -17,7 +17,6 @@
  */
 import postgres from "postgres";
 import {
-  freePort,
   IS_ROOT,
   postgresIds,
   run,
@@ -26,6 +25,7 @@ import {
   waitForPort,
   waitForSynchronousStandby,
 } from "./postgres_processes.ts";
+import { findFreePort } from "./free_port.ts";
 
 /** A running throwaway cluster. */
 export interface PostgresCluster {
@@ -150,12 +150,12 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
 
   async function start(): Promise<void> {
     for (let attempt = 1;; attempt++) {
-      if (port === 0 || attempt > 1) port = freePort();
+      if (port === 0 || attempt > 1) port = findFreePort();
       try {
         await startOnPort();
         return;
       } catch (error) {
-        // Another process may have taken the port between freePort() and the bind.
+        // Another process may have taken the port between findFreePort() and the bind.
         if (attempt >= 3) throw error;
       }
     }
@@ -293,7 +293,7 @@ async function startStandby(
     `unix_socket_directories = '${standbyDir}'\n`,
     { append: true },
   );
-  const standbyPort = freePort();
+  const standbyPort = findFreePort();
   await run(`${bin}/pg_ctl`, [
     "--pgdata",
     standbyData,

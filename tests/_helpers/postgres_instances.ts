@@ -10,6 +10,7 @@ import {
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
 import type { PostgresCluster } from "./postgres_cluster.ts";
+import { waitFor } from "./wait_for.ts";
 
 export const NOW = Date.parse("2026-01-01T00:00:00Z");
 
@@ -59,20 +60,6 @@ export async function openTwoInstances(
       await Promise.all([a.closeStore(), b.closeStore()]);
     },
   };
-}
-
-/** Polls `done` every millisecond; resolves to the ms it took, or throws after `withinMs`. */
-export async function waitFor(
-  what: string,
-  done: () => boolean,
-  withinMs: number,
-): Promise<number> {
-  const start = performance.now();
-  while (!done()) {
-    if (performance.now() - start > withinMs) throw new Error(`Not ${what} within ${withinMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 1));
-  }
-  return performance.now() - start;
 }
 
 /** Waits (up to 5 s) until every store's change listener is up. */

@@ -32,13 +32,6 @@ export function runSync(program: string, args: string[]): void {
     .outputSync();
 }
 
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
 /**
  * A detached shell that waits for this process to end, then stops the
  * cluster and removes its directories: a test process that crashes (or a

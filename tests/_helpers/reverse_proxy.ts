@@ -23,14 +23,6 @@ export function readDeployBlock(language: string): string {
   return match[1];
 }
 
-/** A port that was free a moment ago (the proxies cannot listen on port 0 and report it). */
-export function findFreePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
 /** Waits until something accepts TCP connections on the port. */
 export async function waitForPort(port: number, child: Deno.ChildProcess): Promise<void> {
   let exited = false;

@@ -14,6 +14,7 @@ import { startServerProcess } from "../_helpers/server_process.ts";
 import { readCode, startTestSmtp } from "./_smtp.ts";
 import { hashCode } from "../../src/auth/portal/codes.ts";
 import type { Store } from "../../src/store/store.ts";
+import { findFreePort } from "../_helpers/free_port.ts";
 
 /** Resolves once the outbox holds a sent message (at most 40 s). */
 async function waitForSent(store: Store): Promise<void> {
@@ -22,13 +23,6 @@ async function waitForSent(store: Store): Promise<void> {
     if (Date.now() > until) throw new Error("The outbox's message was never marked sent");
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 Deno.test({
@@ -43,7 +37,7 @@ Deno.test({
     await Deno.writeTextFile(caFile, tls.cert);
     const codeKey = crypto.getRandomValues(new Uint8Array(32));
     await Deno.writeFile(`${dir}/portal.key`, codeKey);
-    const smtpPort = freePort();
+    const smtpPort = findFreePort();
     const args = [
       "--portal",
       "on",

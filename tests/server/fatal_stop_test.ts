@@ -13,7 +13,7 @@ import { createLogger } from "../../src/platform/logger.ts";
 import { tempDbPath } from "../_helpers/temp_db.ts";
 import { testCertificate } from "../_helpers/tls_server.ts";
 import { addUserWithKey } from "../_helpers/server_process.ts";
-import { findFreePort } from "../_helpers/reverse_proxy.ts";
+import { findFreePort } from "../_helpers/free_port.ts";
 
 Deno.test("createFatalStop() logs one error line with the reason, at the first raise only", async () => {
   const lines: string[] = [];

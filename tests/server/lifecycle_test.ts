@@ -12,6 +12,7 @@ import { generateSelfSigned } from "../../src/platform/tls.ts";
 import { tempDbPath } from "../_helpers/temp_db.ts";
 import { testCertificate } from "../_helpers/tls_server.ts";
 import { addUserWithKey, startServerProcess } from "../_helpers/server_process.ts";
+import { findFreePort } from "../_helpers/free_port.ts";
 
 /**
  * Files under `dir` this process holds open (Linux; elsewhere none can be seen). Read by `ls`,
@@ -27,14 +28,6 @@ async function openFilesUnder(dir: string): Promise<string[]> {
   return new TextDecoder().decode(stdout).split("\n")
     .map((line) => line.split(" -> ")[1])
     .filter((target) => target?.startsWith(dir));
-}
-
-/** A port nothing listens on now. */
-function freePort(): number {
-  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = probe.addr as Deno.NetAddr;
-  probe.close();
-  return port;
 }
 
 /** Runs `serve()` in this process with a fresh SQLite file and a certificate pair on disk. */
@@ -167,7 +160,7 @@ Deno.test("serve() with --port taken, after the admin listener and the janitor s
 });
 
 Deno.test("serve() stopped by SIGTERM: resolves to 0 with the store closed and nothing left open", async () => {
-  const port = freePort();
+  const port = findFreePort();
   const { cert } = await testCertificate();
   const client = Deno.createHttpClient({ caCerts: [cert] });
   try {

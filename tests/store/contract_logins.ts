@@ -10,6 +10,7 @@ import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreBlocked } from "../../src/store/errors.ts";
 import type { LoginFailures } from "../../src/store/store.ts";
 import {
+  anonymizing,
   type ContractTest,
   entry,
   grantOf,
@@ -219,5 +220,36 @@ function registerLoginFailureTests(test: ContractTest): void {
       maxLiveTokens: 100,
     }, { ...NO_AUDIT, clearLoginFailures: ["key:1"] });
     assert.deepEqual(await store.findLoginFailures(["key:1"], later), []);
+  });
+
+  test("login failures: deleteUser() forgets the counters its prefixes start, and only those", async ({ store }) => {
+    const { user } = await seed(store);
+    const prefix = "portal-login:d1:";
+    // Past U+FFFF too: a bound of the prefix and U+FFFF would keep the last.
+    const forgotten = [`${prefix}198.51.100.0/24`, `${prefix}\uFFFF`, `${prefix}\u{1F600}x`];
+    const kept = ["portal-login:d1", "portal-login:d1;x", "portal-login:d10:x", "portal-mail:d1:x"];
+    for (const subject of [...forgotten, ...kept]) {
+      await store.recordLoginFailures([subject], {
+        now: T0,
+        ...NO_AUDIT,
+        next: (): LoginFailures => ({
+          subject,
+          failures: 1,
+          lastFailureAt: T0,
+          blockedUntil: 0,
+          forgetAt: T0 + HOUR,
+        }),
+      });
+    }
+    await store.deleteUser(user.id, {
+      now: T0 + 1,
+      ...anonymizing(user.id),
+      forgetCounters: [prefix],
+      ...NO_AUDIT,
+    });
+    assert.deepEqual(
+      (await store.listLoginFailures(T0 + 2)).map((row) => row.subject).sort(),
+      [...kept].sort(),
+    );
   });
 }

@@ -17,6 +17,7 @@ import {
   type PostgresCluster,
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
+import { waitFor } from "../_helpers/wait_for.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -93,14 +94,6 @@ async function untilRefused(cache: GrantFinder, i: number, withinMs: number) {
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
   return { ms: performance.now() - start, served };
-}
-
-async function waitFor(what: string, done: () => boolean, withinMs: number): Promise<void> {
-  const start = performance.now();
-  while (!done()) {
-    if (performance.now() - start > withinMs) throw new Error(`Not ${what} within ${withinMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
 }
 
 Deno.test({

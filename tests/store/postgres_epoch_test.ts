@@ -17,6 +17,7 @@ import {
   type PostgresCluster,
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
+import { waitFor } from "../_helpers/wait_for.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -48,15 +49,6 @@ async function setUp(options: Partial<GrantEpochWatcherOptions> & { listen?: boo
       await writer.end({ timeout: 0 });
     },
   };
-}
-
-async function waitFor(what: string, done: () => boolean, withinMs: number): Promise<number> {
-  const start = performance.now();
-  while (!done()) {
-    if (performance.now() - start > withinMs) throw new Error(`Not ${what} within ${withinMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-  return performance.now() - start;
 }
 
 async function waitForListener(db: Awaited<ReturnType<typeof setUp>>): Promise<void> {

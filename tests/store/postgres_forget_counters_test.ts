@@ -9,16 +9,10 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { FORGET_COUNTERS_SQL, toPrefixEnd } from "../../src/store/postgres/user_deletion.ts";
+import { FORGET_COUNTERS_SQL } from "../../src/store/postgres/user_deletion.ts";
+import { toPrefixEnd } from "../../src/store/prefix_end.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { TEST_STORE_NAME } from "../_helpers/store.ts";
-
-Deno.test("toPrefixEnd() grows the last code point that can grow", () => {
-  assert.equal(toPrefixEnd("portal-login:ab:"), "portal-login:ab;");
-  assert.equal(toPrefixEnd("a\u{10FFFF}"), "b");
-  assert.equal(toPrefixEnd("a\uD7FF"), "a\uE000");
-  assert.throws(() => toPrefixEnd(""), RangeError);
-});
 
 const ROWS = 100_000;
 const DIGEST = "0123456789abcdef0123456789abcdef";

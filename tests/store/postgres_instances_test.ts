@@ -17,13 +17,8 @@ import {
   type PostgresCluster,
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
-import {
-  digest,
-  NOW,
-  openTwoInstances,
-  waitFor,
-  waitForListeners,
-} from "../_helpers/postgres_instances.ts";
+import { digest, NOW, openTwoInstances, waitForListeners } from "../_helpers/postgres_instances.ts";
+import { waitFor } from "../_helpers/wait_for.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

@@ -12,12 +12,8 @@ import {
   type PostgresCluster,
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
-import {
-  NOW,
-  openTwoInstances,
-  waitFor,
-  waitForListeners,
-} from "../_helpers/postgres_instances.ts";
+import { NOW, openTwoInstances, waitForListeners } from "../_helpers/postgres_instances.ts";
+import { waitFor } from "../_helpers/wait_for.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;

@@ -139,3 +139,31 @@ Deno.test("poll loop: notifications while a poll runs bring one notified poll af
   assert.equal(started.length, before + 1, "the burst's poll, once");
   await loop.close();
 });
+
+Deno.test("poll loop: the periodic poll runs on the loop's timers, in the background, and close clears it", async () => {
+  const armed: { fn: () => void; ms: number; background?: boolean }[] = [];
+  const cleared: unknown[] = [];
+  let polls = 0;
+  const loop = createPollLoop(() => {
+    polls++;
+    return Promise.resolve();
+  }, {
+    pollMs: 60_000,
+    now: () => 0,
+    timers: {
+      set: (fn, ms, background) => {
+        armed.push({ fn, ms, background });
+        return armed.length as unknown as ReturnType<typeof setTimeout>;
+      },
+      clear: (id) => cleared.push(id),
+    },
+  });
+  loop.schedule();
+  assert.deepEqual(armed.map(({ ms, background }) => [ms, background]), [[60_000, true]]);
+  armed[0].fn(); // the period has passed: one poll, then the next period
+  await until("the periodic poll", () => armed.length === 2);
+  assert.equal(polls, 1);
+  assert.deepEqual([armed[1].ms, armed[1].background], [60_000, true]);
+  await loop.close();
+  assert.ok(cleared.includes(2), `the next period's timer is cleared: ${cleared}`);
+});

@@ -9,7 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { untilWaiting } from "../_helpers/lock_waits.ts";
+import { settle, untilWaiting } from "../_helpers/lock_waits.ts";
 import type postgres from "postgres";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
@@ -57,11 +57,6 @@ function expire(store: Store) {
 /** A verification spending the code and activating the account. */
 function verify(store: Store, codeId: number) {
   return store.usePortalCode(codeId, { now: T0 + 2, state: "active", ...NO_AUDIT });
-}
-
-/** `promise`'s outcome, handled from the start (a writer may fail before the test awaits it). */
-function settle<T>(promise: Promise<T>): Promise<{ value: T } | { error: unknown }> {
-  return promise.then((value) => ({ value }), (error: unknown) => ({ error }));
 }
 
 /**

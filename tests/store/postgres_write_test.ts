@@ -18,6 +18,7 @@ import {
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
 import { issue, seed, T0 } from "./_contract_fixtures.ts";
+import { waitFor } from "../_helpers/wait_for.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -76,14 +77,6 @@ async function setUp() {
       await sql.end({ timeout: 0 });
     },
   };
-}
-
-async function waitFor(what: string, done: () => boolean): Promise<void> {
-  const start = performance.now();
-  while (!done()) {
-    if (performance.now() - start > 5000) throw new Error(`Not ${what} within 5 s`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
 }
 
 Deno.test({

@@ -21,6 +21,7 @@ import {
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
 import { DOCS, read, ROOT } from "../_helpers/docs_site.ts";
+import { findFreePort } from "../_helpers/free_port.ts";
 
 /** The ports the docs show, each replaced by a free one in the sandbox. */
 const DOC_PORTS = [8443, 8080, 8081, 8082, 9444, 9464];
@@ -42,13 +43,6 @@ function makeSandbox(): string {
   }
   for (const path of DOC_DIRS) Deno.mkdirSync(`${dir}${path}`, { recursive: true });
   return dir;
-}
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 /** Where a page's blocks run: the sandbox, its ports, its PostgreSQL cluster if any. */
@@ -270,7 +264,7 @@ for (const path of DOCS) {
     const dir = makeSandbox();
     const sandbox: Sandbox = {
       dir,
-      ports: new Map([...DOC_PORTS].map((port) => [port, freePort()])),
+      ports: new Map([...DOC_PORTS].map((port) => [port, findFreePort()])),
     };
     try {
       if (onPostgres) {
@@ -366,7 +360,7 @@ Deno.test({
   ignore: !hasCachedNpxDeno(),
 }, async () => {
   const dir = makeSandbox();
-  const sandbox: Sandbox = { dir, ports: new Map(DOC_PORTS.map((port) => [port, freePort()])) };
+  const sandbox: Sandbox = { dir, ports: new Map(DOC_PORTS.map((port) => [port, findFreePort()])) };
   const port = sandbox.ports.get(8443)!;
   try {
     const quickStart = runnableBlocks(read("README.md"))[0].body

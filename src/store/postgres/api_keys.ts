@@ -10,7 +10,7 @@ import type { ApiKeyStore, KeyUsage, NewApiKey } from "../store.ts";
 import { type PgContext, resolveAudit } from "./db.ts";
 import { type Row, toApiKey, toExpiryOrNull } from "../rows.ts";
 import { keyUsable } from "./rows.ts";
-import { lockUser } from "./user_lock.ts";
+import { holdUser, lockUser } from "./user_lock.ts";
 
 async function insertKeyRow(tx: postgres.TransactionSql, key: NewApiKey, now: number) {
   const [row] = await tx<Row[]>`
@@ -106,10 +106,15 @@ function createKeyChanges(
   return {
     insertApiKey(key, change) {
       return db.write(async (tx) => {
-        // The user's row lock refuses a user deleted meanwhile (StoreConflict, nothing written)
-        // and orders concurrent inserts: each counts what the last committed.
-        await lockUser(tx, key.userId);
-        if (change.maxLiveKeys !== undefined) {
+        // The user first, which refuses a user deleted meanwhile (StoreConflict, nothing
+        // written). With a cap, its row lock orders concurrent inserts: each counts what the
+        // last committed. Without one, holding the user is enough (nothing is counted), and the
+        // user's keys made at once do not queue: a deletion (or a capped insert) locks the user
+        // `FOR UPDATE`, so it still waits for this insert and then deletes (or counts) its key,
+        // or comes first and refuses (or precedes) it.
+        if (change.maxLiveKeys === undefined) await holdUser(tx, key.userId);
+        else {
+          await lockUser(tx, key.userId);
           const [{ n }] = await tx<Row[]>`SELECT count(*)::int AS n FROM api_keys
             WHERE user_id = ${key.userId} AND revoked_at IS NULL`;
           if (Number(n) >= change.maxLiveKeys) {

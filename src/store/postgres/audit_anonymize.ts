@@ -44,6 +44,10 @@ export const AUDIT_ANONYMIZE_SQL = {
 /**
  * `values` as a `text[]` literal, for a parameter: its elements are then known to the planner
  * (the statements are planned with their parameters), which weighs the action index by them.
+ * Not the driver's array parameter (`sql.array`): it needs the array types postgres.js fetches
+ * on connecting, which connect.ts turns off; nor a JSON array cast in SQL (`ARRAY(SELECT
+ * jsonb_array_elements_text($1))`): the planner cannot see into that subquery, and read every
+ * row of the log for `detailRows`. tests/store/postgres/audit_anonymize_test.ts reads it back.
  */
 export function toTextArray(values: readonly string[]): string {
   return `{${values.map((value) => `"${value.replace(/["\\]/g, "\\$&")}"`).join(",")}}`;

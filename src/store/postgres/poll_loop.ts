@@ -37,14 +37,22 @@ export interface PollLoop {
   close(): Promise<void>;
 }
 
-/** The timers a loop uses (the platform's; a test's to hold one back). */
+/**
+ * The timers a loop uses for both of its polls, the periodic one and a notified one waiting for
+ * its gap (the platform's; a test's to hold one back or fire one by hand).
+ */
 export interface LoopTimers {
-  set(fn: () => void, ms: number): ReturnType<typeof setTimeout>;
+  /** Runs `fn` once after `ms`; with `background`, the timer keeps no process alive. */
+  set(fn: () => void, ms: number, background?: boolean): ReturnType<typeof setTimeout>;
   clear(id: ReturnType<typeof setTimeout> | undefined): void;
 }
 
 const platformTimers: LoopTimers = {
-  set: (fn, ms) => setTimeout(fn, ms),
+  set(fn, ms, background = false) {
+    const id = setTimeout(fn, ms);
+    if (background) Deno.unrefTimer(id);
+    return id;
+  },
   clear: (id) => clearTimeout(id),
 };
 
@@ -59,6 +67,7 @@ export function createPollLoop(
   let polling: Promise<void> | undefined;
   /** The poll that follows the one under way (asked for by pollNow after it started). */
   let queued: Promise<void> | undefined;
+  /** The periodic poll's timer. */
   let timer: ReturnType<typeof setTimeout> | undefined;
   /** A notification came while a poll was under way: a notified poll follows it. */
   let again = false;
@@ -117,11 +126,15 @@ export function createPollLoop(
 
   function schedule(): void {
     if (closed) return;
-    timer = setTimeout(async () => {
-      await pollNow();
-      schedule();
-    }, pollMs);
-    Deno.unrefTimer(timer);
+    // In the background: the periodic poll alone keeps no process alive.
+    timer = timers.set(
+      async () => {
+        await pollNow();
+        schedule();
+      },
+      pollMs,
+      true,
+    );
   }
 
   return {
@@ -130,7 +143,7 @@ export function createPollLoop(
     schedule,
     async close() {
       closed = true;
-      clearTimeout(timer);
+      timers.clear(timer);
       timers.clear(soonTimer);
       await polling;
       await queued;

@@ -8,7 +8,7 @@
 import type { GrantScope, PortalStore } from "../store.ts";
 import { type Row, toPortalSessionUser } from "../rows.ts";
 import type { PgContext } from "./db.ts";
-import { lockUser } from "./user_lock.ts";
+import { holdUser } from "./user_lock.ts";
 
 /** The session methods of the portal's group. */
 export type PortalSessionMethods = Pick<
@@ -23,8 +23,12 @@ export function createPortalSessionMethods(db: PgContext): PortalSessionMethods 
   return {
     async insertPortalSession(idHash, { now, audit, userId, expiresAt }) {
       await db.write(async (tx) => {
-        // No foreign key here: a session for a user deleted meanwhile is refused.
-        await lockUser(tx, userId);
+        // No foreign key here: a session for a user deleted meanwhile is refused. Holding the
+        // user (not locking it) is enough, and a user's sessions made at once do not queue: what
+        // this writes counts nothing and reads no user column, and a deletion or a cutoff raise
+        // (user_cutoff.ts) locks the user `FOR UPDATE`, so each still waits for this one, then
+        // deletes its session in a later statement, or comes first and ends this one.
+        await holdUser(tx, userId);
         await tx`DELETE FROM portal_sessions WHERE id_hash IN (
           SELECT id_hash FROM portal_sessions WHERE expires_at <= ${now} LIMIT 100)`;
         await tx`INSERT INTO portal_sessions (id_hash, user_id, created_at, expires_at)

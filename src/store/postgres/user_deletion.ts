@@ -11,34 +11,17 @@ import type postgres from "postgres";
 import type { AuditAnonymizing, DeletedUser, PortalAccountState } from "../store.ts";
 import type { Row } from "../rows.ts";
 import { StoreConflict } from "../errors.ts";
+import { toPrefixEnd } from "../prefix_end.ts";
 import { anonymizeAudit } from "./audit_anonymize.ts";
 
 /**
  * Forgets the counters whose subject starts with `$1`: the range of the "C" (byte) order from
- * `$1` to `$2` ({@link toPrefixEnd}), which `login_failures_by_subject_c` (migration 14) serves
+ * `$1` to `$2` (`toPrefixEnd`, prefix_end.ts), which `login_failures_by_subject_c` (migration 14) serves
  * whatever the database's collation (under another, the primary key cannot serve a prefix, and
  * `starts_with` alone read every counter), and `starts_with` keeps it exact.
  */
 export const FORGET_COUNTERS_SQL = `DELETE FROM login_failures
   WHERE subject COLLATE "C" >= $1 AND subject COLLATE "C" < $2 AND starts_with(subject, $1)`;
-
-/**
- * The least string above every string that starts with `prefix`, in code point order (which is
- * the "C" collation's byte order of UTF-8): its last code point that can grow, grown by one.
- * @throws {RangeError} for an empty prefix, or one of U+10FFFF alone (no such bound).
- */
-export function toPrefixEnd(prefix: string): string {
-  const points = [...prefix];
-  while (points.length > 0) {
-    const last = points.pop()!.codePointAt(0)!;
-    if (last < 0x10ffff) {
-      // Past the surrogates, which no string holds alone.
-      const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
-      return points.join("") + String.fromCodePoint(next);
-    }
-  }
-  throw new RangeError("No string follows every string with this prefix");
-}
 
 /**
  * Deletes user `userId` and every row of it; resolves to what went, or `undefined` when there

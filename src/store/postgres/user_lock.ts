@@ -24,10 +24,11 @@ export async function lockUser(tx: postgres.TransactionSql, userId: number): Pro
 
 /**
  * Holds user `userId`'s row against its deletion (`FOR KEY SHARE`: writes that only name the
- * user, such as an audit row or a mail to its address, do not wait for each other) until the
- * transaction ends; a deletion that comes later waits for it, and its anonymisation (a later
- * statement, so a later snapshot) then sees what this one wrote. With `undefined` (a write that
- * names no user) it does nothing.
+ * user, such as an audit row or a mail to its address, or add a row of it that nothing counts,
+ * such as a session or an uncapped key, do not wait for each other) until the transaction
+ * ends; a deletion that comes later waits for it, and its anonymisation (a later statement, so a
+ * later snapshot) then sees what this one wrote. With `undefined` (a write that names no user)
+ * it does nothing.
  * @throws {StoreConflict} when the user is gone (deleted meanwhile); nothing is written.
  */
 export async function holdUser(

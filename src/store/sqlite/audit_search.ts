@@ -91,8 +91,7 @@ export function createAuditSearch(conn: Connection): (query: AuditQuery) => Prom
   function prepared(text: string): Statement {
     let statement = statements.get(text);
     if (statement === undefined) {
-      // Reads (a query may start with WITH, which `sql` would count as a grant write and sync).
-      statement = conn.sql(text, "keeps-grants");
+      statement = conn.sql(text);
       statements.set(text, statement);
     }
     return statement;

@@ -27,7 +27,7 @@ import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
-import { toCountedStatement } from "./counted_statement.ts";
+import { isWriteStatement, toCountedStatement } from "./counted_statement.ts";
 import {
   openWalSyncGroup,
   toSyncFailureError,
@@ -90,9 +90,6 @@ export type Row = Record<string, SQLInputValue>;
 /** What the store uses of a prepared statement. */
 export type Statement = Pick<StatementSync, "run" | "get" | "all">;
 
-/** Statements that write (and so may end a grant, unless declared otherwise). */
-const WRITES = /^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b/i;
-
 /** How a write statement may touch token grants (see `Connection.sql`). */
 export type StatementEffect = "keeps-grants" | "trims-grants";
 
@@ -102,7 +99,8 @@ export interface Connection {
   readonly path: string;
   readonly busyTimeoutMs: number;
   /**
-   * Prepares a statement. A write counts as a grant write whenever it
+   * Prepares a statement. A write (what SQLite says writes: a `WITH … SELECT`
+   * is a read, see `isWriteStatement`) counts as a grant write whenever it
    * changes a row, unless it is declared `"keeps-grants"`: it cannot end or
    * change any live token grant. Writes are counted by default, so a new
    * one cannot be forgotten. A write that runs a counted statement waits for a
@@ -223,7 +221,8 @@ function createConnection(
 
   function sql(text: string, effect?: StatementEffect): Statement {
     const statement = db.prepare(text);
-    if (effect === "keeps-grants" || !WRITES.test(text)) return statement;
+    // A write may end a grant, unless declared otherwise; a read (a `WITH … SELECT` too) never.
+    if (effect === "keeps-grants" || !isWriteStatement(db, text)) return statement;
     return toCountedStatement(statement, {
       ran: effect === "trims-grants" ? noop : () => grantRuns++,
       changed: () => grantWrites++,

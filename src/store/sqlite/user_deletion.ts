@@ -8,6 +8,7 @@
  * @module
  */
 import type { AuditAnonymizing, DeletedUser } from "../store.ts";
+import { toPrefixEnd } from "../prefix_end.ts";
 import { createAuditAnonymizer } from "./audit_anonymize.ts";
 import type { Connection, Row } from "./connection.ts";
 
@@ -30,10 +31,10 @@ export function createUserDeletion(conn: Connection): UserDeletion {
        SELECT 'key:' || id FROM api_keys WHERE user_id = :user_id)`,
     "keeps-grants",
   );
-  // By the subject's index: every subject from the prefix up to the prefix and U+FFFF (greater
-  // than any character a subject holds).
+  // By the subject's index: every subject from the prefix up to the least string above all that
+  // start with it (toPrefixEnd, in the BINARY collation's order), the range PostgreSQL reads too.
   const prefixDelete = sql(
-    "DELETE FROM login_failures WHERE subject >= :prefix AND subject < :prefix || char(65535)",
+    "DELETE FROM login_failures WHERE subject >= :prefix AND subject < :end",
     "keeps-grants",
   );
   const keysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
@@ -45,7 +46,7 @@ export function createUserDeletion(conn: Connection): UserDeletion {
     const auditRows = anonymizeAudit(user, anonymousRef);
     const tokens = Number(tokensDelete.run({ user_id: userId }).changes);
     failuresDelete.run({ user_id: userId });
-    for (const prefix of forgetCounters) prefixDelete.run({ prefix });
+    for (const prefix of forgetCounters) prefixDelete.run({ prefix, end: toPrefixEnd(prefix) });
     const apiKeys = Number(keysDelete.run({ user_id: userId }).changes);
     userDelete.run({ id: userId });
     return { apiKeys, tokens, auditRows };

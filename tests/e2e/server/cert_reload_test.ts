@@ -10,6 +10,7 @@ import { tempDbPath } from "../../_helpers/temp_db.ts";
 import { POSTGRES_SKIP, sharedPostgres } from "../../_helpers/postgres_cluster.ts";
 import { type ServerProcess, startServerProcess } from "../../_helpers/server_process.ts";
 import { makePairs, type Pair, servedPair, startKeepAliveLoad } from "../../_helpers/tls_load.ts";
+import { waitFor } from "../../_helpers/wait_for.ts";
 
 const SWAPS = 10;
 
@@ -27,14 +28,6 @@ async function writePair(dir: string, pair: Pair): Promise<void> {
 
 function count(server: ServerProcess, pattern: RegExp): number {
   return server.lines.filter((line) => pattern.test(line)).length;
-}
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 async function readMetric(server: ServerProcess, name: string): Promise<string[]> {

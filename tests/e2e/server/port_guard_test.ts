@@ -13,16 +13,9 @@ import {
   startServerProcess,
 } from "../../_helpers/server_process.ts";
 import { runTask } from "../../_helpers/task.ts";
+import { findFreePort } from "../../_helpers/free_port.ts";
 
 const PASSWORD = "port guard pw";
-
-/** A port that was free a moment ago. */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
 
 /** The line `keygate` prints for a port in use, with or without --workers. */
 function inUse(port: number): string {
@@ -78,7 +71,7 @@ Deno.test({
     using first = tempDbPath();
     using second = tempDbPath();
     const apiKey = await addUserWithKey(first.path, "ops@example.org", PASSWORD);
-    const port = freePort();
+    const port = findFreePort();
     const server = await startServing(port, first.path);
     try {
       // Another database, the same port: before, the kernel split the logins between them.
@@ -107,7 +100,7 @@ Deno.test({
   async fn() {
     using db = tempDbPath();
     for (const reusePort of [false, true]) {
-      const port = freePort();
+      const port = findFreePort();
       const other = Deno.listen({ hostname: "127.0.0.1", port, reusePort });
       try {
         const refused = await startRefused(port, db.path, ["--workers", "2"]);
@@ -127,7 +120,7 @@ Deno.test({
   async fn() {
     using one = tempDbPath();
     using two = tempDbPath();
-    const port = freePort();
+    const port = findFreePort();
     const started = await Promise.allSettled([
       startServing(port, one.path),
       startServing(port, two.path),
@@ -144,7 +137,7 @@ Deno.test({
 });
 
 Deno.test("claimPort() takes a lock per address: a second claim is AddrInUse until the first is released", () => {
-  const port = freePort();
+  const port = findFreePort();
   const claim = claimPort("127.0.0.1", port);
   try {
     assert.equal(claim.port, port);

@@ -7,12 +7,12 @@ import assert from "node:assert/strict";
 import { tempDbPath } from "../../_helpers/temp_db.ts";
 import {
   exerciseThroughProxy,
-  findFreePort,
   hasCommand,
   readDeployBlock,
   waitForPort,
   writeCertificate,
 } from "../../_helpers/reverse_proxy.ts";
+import { findFreePort } from "../../_helpers/free_port.ts";
 import { addUserWithKey, startServerProcess } from "../../_helpers/server_process.ts";
 
 const CURRENT = "/api/secure/userservice/tokens/current";

@@ -12,6 +12,7 @@ import postgres from "postgres";
 import { readDocBlocks } from "../../_helpers/doc_blocks.ts";
 import { POSTGRES_SKIP, startPostgres } from "../../_helpers/postgres_cluster.ts";
 import { hasCommand } from "../../_helpers/reverse_proxy.ts";
+import { findFreePort } from "../../_helpers/free_port.ts";
 
 const ROOT = new URL("../../../", import.meta.url).pathname;
 const IN_CI = (Deno.env.get("CI") ?? "") !== "" && Deno.env.get("CI") !== "false";
@@ -89,13 +90,6 @@ Deno.test("docs/deploy.md's systemd unit takes every setting from its environmen
   );
 });
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
 /**
  * Runs the unit's ExecStart as systemd would (its working directory, a clean
  * environment of its `Environment=` lines and `envFile`), with the docs'
@@ -116,7 +110,7 @@ async function startUnit(
     settings.filter(([key]) => key === "Environment").map(([, value]) => value.split("=", 2)),
   );
   assert.equal(unitEnv.DENO_DIR, "/opt/keygate/.deno");
-  const port = freePort();
+  const port = findFreePort();
   const env: Record<string, string> = {
     // Deno's cache here is the test's own; the inner `deno run` is found on PATH.
     ...(Deno.env.get("DENO_DIR") ? { DENO_DIR: Deno.env.get("DENO_DIR")! } : {}),
@@ -128,7 +122,7 @@ async function startUnit(
     env[key] = value.replaceAll("/var/lib/keygate", dir);
   }
   env.KEYGATE_PORT = String(port);
-  if (env.KEYGATE_METRICS_PORT !== undefined) env.KEYGATE_METRICS_PORT = String(freePort());
+  if (env.KEYGATE_METRICS_PORT !== undefined) env.KEYGATE_METRICS_PORT = String(findFreePort());
   // /opt/keygate: a copy of the checkout (its files linked), read-only under ProtectSystem=strict.
   const workDir = `${dir}/opt-keygate`;
   Deno.mkdirSync(workDir);
