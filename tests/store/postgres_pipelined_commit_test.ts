@@ -32,6 +32,18 @@ const ignore = cluster === undefined;
 /** Far beyond any load: a write that has not settled by then hangs, and fails the test. */
 const DEADLINE_MS = 30_000;
 
+/**
+ * The lines of the server's log about a COMMIT or ROLLBACK with no transaction open, written
+ * while `run` ran (none: the chained transaction was there for `begin` to end).
+ */
+async function strayEnds(run: () => Promise<void>): Promise<string[]> {
+  const log = `${cluster!.dir}/server.log`;
+  const before = (await Deno.readTextFile(log)).length;
+  await run();
+  return (await Deno.readTextFile(log)).slice(before).split("\n")
+    .filter((line) => line.includes("there is no transaction in progress"));
+}
+
 /** `promise`, or a rejection naming `what` after {@link DEADLINE_MS}. */
 async function settlesWithin<T>(what: string, promise: Promise<T>): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -134,7 +146,12 @@ Deno.test({
     const [first, second] = db.tokens;
     // Its first run on the connection parses the statement (the COMMIT waits for that answer);
     // from then on, the statement and its COMMIT leave together.
-    assert.equal(await db.store.revokeToken(first, revocation(first)), true);
+    assert.deepEqual(
+      await strayEnds(async () => {
+        assert.equal(await db.store.revokeToken(first, revocation(first)), true);
+      }),
+      [],
+    );
     const held = await db.holdEpochRow();
     const revoking = db.store.revokeToken(second, revocation(second));
     await untilWaiting(db.raw, 1);
@@ -186,7 +203,12 @@ Deno.test({
       VALUES (1, 'test', 'token.revoked', ${`token:${second}`}, '{}')`;
     const stateBefore = await db.state();
     const seen = db.store.readGrantEpoch();
-    await assert.rejects(db.store.revokeToken(second, revocation(second)), StoreConflict);
+    assert.deepEqual(
+      await strayEnds(async () => {
+        await assert.rejects(db.store.revokeToken(second, revocation(second)), StoreConflict);
+      }),
+      [],
+    );
     assert.deepEqual(await db.state(), stateBefore);
     assert.deepEqual(stateBefore.revoked, [first]);
     // The store learned nothing of its own (no position, no scope), and its next write works.
