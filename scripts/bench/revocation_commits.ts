@@ -179,6 +179,22 @@ async function measureShapes(url: string): Promise<void> {
       rate(count, await pipelined)
     } commits/s`,
   );
+  // What the store does (db.ts commitAfter): COMMIT AND CHAIN sent behind the last statement
+  // inside sql.begin, whose own COMMIT then ends the empty chained transaction.
+  const chained = runConcurrently(count, (i) =>
+    sql.begin((tx) =>
+      Promise.all([
+        tx`WITH u AS (UPDATE rc_rows SET v = v + 1 WHERE id = ${i}),
+          b AS (UPDATE rc_epoch SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch)
+          SELECT pg_notify('rc', epoch::text) FROM b`,
+        tx`COMMIT AND CHAIN`,
+      ])
+    ));
+  console.log(
+    `postgres plain SQL, keygate's shape, COMMIT AND CHAIN pipelined in begin: ${
+      rate(count, await chained)
+    } commits/s`,
+  );
   // The notification after the commit, in a transaction of its own that waits for no flush.
   const afterCommit = runConcurrently(count, async (i) => {
     const [row] = await sql.begin((tx) =>

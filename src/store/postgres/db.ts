@@ -10,6 +10,7 @@ import { StoreBlocked, StoreConflict, StoreError } from "../errors.ts";
 import type { AuditEntry, AuditOf, GrantScope } from "../store.ts";
 import { listAuditEntries } from "../audit_entries.ts";
 import { guard } from "./errors.ts";
+import { commitAfter, runTransaction } from "./transaction.ts";
 import { GRANT_CHANNEL, type GrantEpochWatcher } from "./grant_epoch.ts";
 
 /** How a write commits. */
@@ -174,7 +175,8 @@ export function auditInsert(
  * holds, a commit that skips the WAL flush (`synchronous_commit = off` for this transaction only;
  * never with a bump: a grant-ending commit always waits). `ctes` follows the statement's other
  * CTEs (it starts with a comma); `columns` are its result's `epoch` (the new epoch, or null),
- * `tag`, `notified` and `relaxed`.
+ * `tag`, `notified`, `relaxed` and `unannounced` (always null: when `bump` holds and the
+ * grant_epoch row is missing, the statement fails instead).
  */
 export function endingClauses(
   tx: postgres.TransactionSql,
@@ -212,7 +214,13 @@ export function endingClauses(
         AS notified,
       CASE WHEN ${options.relax} AND NOT (${options.bump})
         THEN set_config('synchronous_commit', 'off', true) END
-        AS relaxed`,
+        AS relaxed,
+      -- To bump and no row bumped: the statement fails, so that a COMMIT sent behind it
+      -- (transaction.ts) rolls back instead of committing the write unannounced. Not a constant
+      -- (the planner would fold one whatever the condition): the cast only runs when it holds.
+      (CASE WHEN ${options.bump} AND NOT EXISTS (SELECT 1 FROM bumped)
+        THEN 'The grant_epoch row is missing' END)::int
+        AS unannounced`,
   };
 }
 
@@ -234,7 +242,8 @@ export function toOwnChange(
 
 /**
  * Ends a write's transaction in one statement: appends its audit rows and ends it as
- * {@link endingClauses} says, recording `scopes` (a bump when there are any).
+ * {@link endingClauses} says, recording `scopes` (a bump when there are any: then the COMMIT
+ * is sent right behind the statement, `commitAfter`).
  */
 export async function finishWrite(
   tx: postgres.TransactionSql,
@@ -254,9 +263,10 @@ export async function finishWrite(
     changes: toScopeRows(tx, scopes),
   });
   // A data-modifying CTE runs whether or not the outer query reads it.
-  const [row] = await tx<{ epoch: number | null; tag: number | null }[]>`
+  const statement = tx<{ epoch: number | null; tag: number | null }[]>`
     WITH appended AS (${auditInsert(tx, entries)}) ${ending.ctes}
     SELECT ${ending.columns}`;
+  const [row] = scopes.length > 0 ? (await commitAfter(tx, [statement]))[0] : await statement;
   return toOwnChange(row, scopes);
 }
 
@@ -295,7 +305,9 @@ export function createPgContext(options: PgContextOptions): PgContext {
       if (writeFailure === undefined) return undefined;
       try {
         // A write that changes nothing anyone reads: the epoch row set to itself.
-        await guard(() => sql.begin((tx) => tx`UPDATE grant_epoch SET epoch = epoch WHERE id = 1`));
+        await guard(() =>
+          runTransaction(sql, (tx) => tx`UPDATE grant_epoch SET epoch = epoch WHERE id = 1`)
+        );
         writeFailure = undefined;
       } catch (error) {
         writeFailure = lastingWriteFailure(error) ?? writeFailure;
@@ -319,10 +331,20 @@ export function createPgContext(options: PgContextOptions): PgContext {
     async write(fn, writeOptions) {
       checkOpen();
       let own: OwnChange | undefined;
+      let learned = false;
+      // Our own caches evict what it touched at once, without waiting for a notification or a
+      // poll, and so do those of the process's other stores (the shared ring), before the
+      // caller answers anyone: as soon as the commit is known (a grant-ending write's, sent
+      // behind its last statement, before `begin` ends the chained transaction), only then.
+      const learn = () => {
+        if (own === undefined || learned) return;
+        learned = true;
+        watcher.learnOwn(own);
+      };
       let result: Awaited<ReturnType<typeof fn>>;
       try {
         result = await measured("write", () =>
-          sql.begin(async (tx) => {
+          runTransaction(sql, async (tx) => {
             const value = await fn(tx);
             if ("recorded" in writeOptions) {
               own = writeOptions.recorded(value);
@@ -336,16 +358,13 @@ export function createPgContext(options: PgContextOptions): PgContext {
               origin: watcher.origin,
             });
             return value;
-          })) as Awaited<ReturnType<typeof fn>>;
+          }, learn)) as Awaited<ReturnType<typeof fn>>;
         writeFailure = undefined;
       } catch (error) {
         writeFailure = lastingWriteFailure(error) ?? writeFailure;
         throw error;
       }
-      // Our own caches evict what it touched at once, without waiting for a notification or a
-      // poll, and so do those of the process's other stores (the shared ring), before the
-      // caller answers anyone.
-      if (own !== undefined) watcher.learnOwn(own);
+      learn();
       return result;
     },
   };

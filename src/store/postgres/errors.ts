@@ -79,6 +79,19 @@ export function classifyPostgresError(error: unknown): StoreError | undefined {
   return undefined;
 }
 
+/**
+ * Whether `error` (or its cause) says the connection itself is gone (closed, reset, destroyed),
+ * as opposed to a statement the server refused on a live connection.
+ */
+export function isConnectionLost(error: unknown): boolean {
+  const driver = error instanceof StoreError && error.cause !== undefined ? error.cause : error;
+  if (
+    driver instanceof Deno.errors.ConnectionReset || driver instanceof Deno.errors.BrokenPipe
+  ) return true;
+  const code = (driver as { code?: unknown } | null)?.code;
+  return typeof code === "string" && CONNECTION_CODES.has(code) && code !== NO_PRIMARY;
+}
+
 /** Runs `fn`, rethrowing driver errors as store errors. */
 export async function guard<T>(fn: () => Promise<T>): Promise<T> {
   try {

@@ -7,6 +7,7 @@
 import { StoreBlocked, StoreConflict, StoreUnavailable } from "../errors.ts";
 import type { TokenStore } from "../store.ts";
 import { auditInsert, type PgContext, resolveAudit, toOwnChange } from "./db.ts";
+import { commitAfter } from "./transaction.ts";
 import { type Row, toTokenFacts, toTokenRow } from "../rows.ts";
 import { createGrantReader } from "./grant_reads.ts";
 import { tokenValid } from "./rows.ts";
@@ -35,14 +36,18 @@ function createTokenIssuance(db: PgContext): Pick<TokenStore, "insertToken"> {
       const clear = change.clearLoginFailures ?? [];
       const entries = resolveAudit(change.audit, undefined);
       const written = await db.write(async (tx) => {
-        // Two statements in one round trip after the transaction's BEGIN (pipelined, in this
-        // order): they run one after another; if the first fails, the second fails with it.
+        // Two statements and the COMMIT in one round trip after the transaction's BEGIN
+        // (pipelined, in this order: commitAfter): they run one after another; if the first
+        // fails, the second fails with it, and the COMMIT rolls back. The COMMIT does not wait
+        // for the answers, so a login that the first statement refuses (blocked, or the user
+        // changed) commits too: it inserted nothing, and the second does nothing without the
+        // token this transaction inserted.
         const ending = db.endingClauses(tx, {
           bump: tx`EXISTS (SELECT 1 FROM capped)`,
           relaxed: true,
           changes: tx`SELECT 'token'::text, id FROM capped`,
         });
-        const [[stored], [ended]] = await Promise.all([
+        const [[stored], [ended]] = await commitAfter(tx, [
           // One login per key at a time (the key row's lock, taken first: the gate below is
           // evaluated before the users row is read), so that the cap in the next statement
           // counts what is really live. With it, the latest block among the login's counters:
@@ -75,32 +80,36 @@ function createTokenIssuance(db: PgContext): Pick<TokenStore, "insertToken"> {
             ), appended AS (${auditInsert(tx, entries, tx`inserted`)})
             SELECT (SELECT blocked_until FROM locked) AS blocked_until,
               (SELECT id FROM inserted) AS id`,
-          // Keeps the newest maxLiveTokens live tokens of this user and key, revoking the rest
-          // (the token just inserted among them: a statement of its own sees it), clears the
-          // key's failed-login counter, and ends the transaction: an epoch bump when the cap
-          // ended a grant, else a commit that need not wait for the WAL flush.
+          // Only if the first statement inserted the token (this transaction's row with its
+          // hash): keeps the newest maxLiveTokens live tokens of this user and key, revoking the
+          // rest (the token just inserted among them: a statement of its own sees it), clears
+          // the key's failed-login counter, and ends the transaction: an epoch bump when the
+          // cap ended a grant, else a commit that need not wait for the WAL flush.
           tx<{ capped: number[]; epoch: number | null; tag: number | null }[]>`
-            WITH capped AS (
+            WITH issued AS (
+              SELECT 1 FROM tokens
+              WHERE token_hash = ${token.tokenHash} AND xmin = pg_current_xact_id()::xid
+            ), capped AS (
               UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
                 SELECT id FROM tokens
                 WHERE user_id = ${token.userId} AND api_key_id = ${token.apiKeyId}
                   AND revoked_at IS NULL AND expires_at > ${token.issuedAt}
                 ORDER BY issued_at DESC, id DESC OFFSET ${token.maxLiveTokens})
+                AND EXISTS (SELECT 1 FROM issued)
               RETURNING id
             )${
             clear.length > 0
               ? tx`, cleared AS (DELETE FROM login_failures WHERE subject IN ${
                 tx(clear as string[])
-              })`
+              } AND EXISTS (SELECT 1 FROM issued))`
               : tx``
           } ${ending.ctes}
             SELECT (SELECT coalesce(jsonb_agg(id ORDER BY id), '[]'::jsonb) FROM capped) AS capped,
               ${ending.columns}`,
         ]);
-        // Rolled back with the transaction, like anything the cap did.
+        // Nothing written: no token, so the cap and the counters were left alone.
         if (stored?.blocked_until != null) throw new StoreBlocked(stored.blocked_until);
         if (stored?.id == null) {
-          // Rolled back with the transaction, like anything the cap did meanwhile.
           throw new StoreConflict("The user is gone, or changed while the login was checked");
         }
         // Never a grant-ending commit without its bump (and so never a relaxed one).
