@@ -9,6 +9,11 @@
  * so that a sparse key with a plentiful budget does not lease per request), never more than an
  * eighth of what the window has left, so slices shrink to one unit as a window runs out.
  *
+ * Leases ahead: a key used in the last part of its window ({@link toAheadMargin}) leases its
+ * next window's units before the boundary (`ahead`, sized alike against what the next window has
+ * left), so that at the boundary its slots roll to units already in hand and no request waits
+ * for a store call. The units leased ahead are kept apart until their window starts.
+ *
  * @module
  */
 import type { LimitReturn, LimitRule, LimitSlice } from "../store/store.ts";
@@ -51,6 +56,12 @@ export interface Slot {
   /** Units per ms. */
   rate: number;
   lastUseAt: number;
+  /** Units leased ahead for the window starting at `aheadStart` (the next one). */
+  ahead: number;
+  /** The window the last lease ahead was asked for (0: none yet). */
+  aheadStart: number;
+  /** That window's units leased by every server, as of the lease ahead. */
+  aheadUsed: number;
 }
 
 /** A key's slots on this thread. */
@@ -65,16 +76,18 @@ export interface KeySlots {
 }
 
 /**
- * Moves a slot into the window of `now` (the units of an ended window are lost); says whether
- * its policy changed (a month's length).
+ * Moves a slot into the window of `now`: the units leased ahead for it become the units in hand
+ * (the units of an ended window are lost); says whether its policy changed (a month's length).
  */
 export function rollSlot(slot: Slot, now: number): boolean {
   if (now < slot.windowEnd) return false;
   const window = toLimitWindow(slot.rule.period, now);
   slot.windowStart = window.start;
   slot.windowEnd = window.end;
-  slot.local = 0;
-  slot.used = 0;
+  const carried = slot.aheadStart === window.start;
+  slot.local = carried ? slot.ahead : 0;
+  slot.used = carried ? slot.aheadUsed : 0;
+  slot.ahead = 0;
   slot.exhaustedUntil = 0;
   const was = slot.policy;
   slot.policy = toLimitPolicy(slot, was);
@@ -161,23 +174,29 @@ function toSlot(slice: LimitSlice, now: number): Slot {
     leasedAt: now,
     rate: 0,
     lastUseAt: now,
+    ahead: 0,
+    aheadStart: 0,
+    aheadUsed: 0,
   };
 }
 
-/** How many units a limit that needs some asks for (`slot`: what this thread knows of it). */
+/**
+ * How many units a limit that needs some asks for (`rate`: this thread's on the key, if known;
+ * `spendMs`: how long the window leased from has left to spend them in).
+ */
 function wantUnits(
   rule: LimitRule,
-  slot: Slot | undefined,
+  rate: number | undefined,
   waiting: number,
   used: number,
-  now: number,
+  spendMs: number,
 ) {
   const left = rule.max - used;
   let want = Math.max(1 + waiting, Math.floor(left / SPARE_SHARE));
-  if (slot !== undefined) {
-    want = Math.max(want, Math.ceil(slot.rate * SLICE_TARGET_MS));
+  if (rate !== undefined) {
+    want = Math.max(want, Math.ceil(rate * SLICE_TARGET_MS));
     // No more than this thread may spend before the window ends.
-    const spendable = Math.ceil(slot.rate * (slot.windowEnd - now)) + waiting + 1;
+    const spendable = Math.ceil(rate * spendMs) + waiting + 1;
     if (Number.isFinite(spendable)) want = Math.min(want, spendable);
   }
   return Math.min(want, MAX_SLICE, Math.max(1, Math.floor(left / LEFT_SHARE)));
@@ -204,7 +223,9 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
         slot.rule = rule;
       }
       asked.add(rule.id);
-      return wantUnits(rule, slot, key.waiting, used, now);
+      return slot === undefined
+        ? wantUnits(rule, undefined, key.waiting, used, 0)
+        : wantUnits(rule, slot.rate, key.waiting, used, slot.windowEnd - now);
     },
     keep(slices, after) {
       const before = key.slots;
@@ -213,7 +234,8 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
       key.slots = slices.map((slice, i) => {
         const slot = known.get(slice.rule.id) ?? toSlot(slice, now);
         slot.rule = slice.rule;
-        if (slot.windowStart !== slice.window.start) {
+        if (slice.window.start >= slot.windowEnd) rollSlot(slot, slice.window.start);
+        else if (slot.windowStart !== slice.window.start) {
           slot.windowStart = slice.window.start;
           slot.windowEnd = slice.window.end;
           slot.local = 0;
@@ -240,10 +262,96 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
   };
 }
 
+/** A lease ahead is due this long before a window ends: a second, a quarter of a short window. */
+export const AHEAD_MS = 1_000;
+
 /**
- * Takes a key's units in hand out of its slots into `returns` (those of a window still open):
- * all of them, or with `onlyIdle` those unused for {@link IDLE_RETURN_MS} where half the
- * window's budget is leased (idle units matter only where the budget is contested).
+ * How long before its window ends a slot leases ahead: {@link AHEAD_MS}, or a quarter of a
+ * window shorter than four times that (a per-second rate leases ahead in its last 250 ms, not
+ * all through its window). A second is ample for a store call (milliseconds, tens under load,
+ * with the batch before it) and keeps the slice sized on the key's latest traffic and the units
+ * leased ahead few for a key that then stops before the boundary.
+ */
+export function toAheadMargin(slot: Slot): number {
+  return Math.min(AHEAD_MS, (slot.windowEnd - slot.windowStart) / 4);
+}
+
+/** This thread's rate on a slot's key: measured at its leases, and since the last one. */
+function toRate(slot: Slot, now: number): number {
+  const recent = slot.admitted / Math.max(1, now - slot.leasedAt);
+  return slot.rate === 0 ? recent : (slot.rate + recent) / 2;
+}
+
+/**
+ * Whether a slot should lease its next window's units now: in the last part of its window
+ * ({@link toAheadMargin}), with a rate (more than one request, or traffic measured at a lease
+ * before: a lone request does not lease ahead), not yet leased ahead for that window.
+ */
+function isAheadDue(slot: Slot, now: number): boolean {
+  return now >= slot.windowEnd - toAheadMargin(slot) && now < slot.windowEnd &&
+    slot.aheadStart !== slot.windowEnd && (slot.rate > 0 || slot.admitted > 1);
+}
+
+/**
+ * Marks the slots of a key whose lease ahead is due at `now` as leasing ahead (once per window,
+ * also when it fails); says whether any was.
+ */
+export function markAheadDue(key: KeySlots, now: number): boolean {
+  let due = false;
+  for (const slot of key.slots ?? []) {
+    if (!isAheadDue(slot, now)) continue;
+    slot.aheadStart = slot.windowEnd;
+    slot.ahead = 0;
+    due = true;
+  }
+  return due;
+}
+
+/**
+ * Starts a lease ahead of `key`'s slots marked by {@link markAheadDue} at `now`: what it asks the
+ * store for (the next window's units: about a second of this thread's traffic on the key, as a
+ * lease is sized), and how the answer is kept; `keep` returns the units it cannot keep (a slot
+ * dropped or moved past their window meanwhile), to give straight back.
+ */
+export function startAheadRound(key: KeySlots, now: number) {
+  const known = new Map((key.slots ?? []).map((slot) => [slot.rule.id, slot]));
+  return {
+    want(rule: LimitRule, used: number): number {
+      const slot = known.get(rule.id);
+      if (slot === undefined || slot.aheadStart !== slot.windowEnd || now >= slot.windowEnd) {
+        return 0;
+      }
+      const next = toLimitWindow(rule.period, slot.windowEnd);
+      return wantUnits(rule, toRate(slot, now), 0, used, next.end - next.start);
+    },
+    keep(slices: readonly LimitSlice[]): LimitReturn[] {
+      const returns: LimitReturn[] = [];
+      for (const slice of slices) {
+        if (slice.granted === 0) continue;
+        const slot = known.get(slice.rule.id);
+        const kept = slot !== undefined && key.slots?.includes(slot) === true;
+        if (kept && slice.window.start === slot.windowEnd) {
+          slot.ahead += slice.granted;
+          slot.aheadStart = slice.window.start;
+          slot.aheadUsed = slice.used;
+        } else if (kept && slice.window.start === slot.windowStart) {
+          // The slot rolled into that window meanwhile: the units are for now.
+          slot.local += slice.granted;
+          slot.used = Math.max(slot.used, slice.used);
+          slot.exhaustedUntil = 0;
+        } else returns.push(...toSliceReturns([slice]));
+      }
+      return returns;
+    },
+  };
+}
+
+/**
+ * Takes a key's units out of its slots into `returns` (those of a window still open, and those
+ * leased ahead, with their window's start): all of them, or with `onlyIdle` those unused for
+ * {@link IDLE_RETURN_MS} where half the window's budget is leased (idle units matter only where
+ * the budget is contested). A slot whose window ended is rolled first (its units leased ahead
+ * are then the units in hand).
  */
 export function releaseUnits(
   key: KeySlots,
@@ -251,24 +359,25 @@ export function releaseUnits(
   options: { onlyIdle: boolean; returns: LimitReturn[] },
 ): void {
   for (const slot of key.slots ?? []) {
-    if (slot.local <= 0) continue;
-    if (
-      options.onlyIdle &&
-      (now - slot.lastUseAt < IDLE_RETURN_MS || slot.used * 2 < slot.rule.max)
-    ) {
-      continue;
+    if (rollSlot(slot, now)) key.policies = undefined;
+    const idle = now - slot.lastUseAt >= IDLE_RETURN_MS;
+    if (slot.local > 0 && (!options.onlyIdle || idle && slot.used * 2 >= slot.rule.max)) {
+      if (now < slot.windowEnd) {
+        options.returns.push(toReturn(slot, slot.windowStart, slot.local));
+      }
+      slot.used = Math.max(0, slot.used - slot.local);
+      slot.local = 0;
     }
-    if (now < slot.windowEnd) {
-      options.returns.push({
-        limitId: slot.rule.id,
-        subjectId: slot.subjectId,
-        windowStart: slot.windowStart,
-        units: slot.local,
-      });
+    if (slot.ahead > 0 && (!options.onlyIdle || idle && slot.aheadUsed * 2 >= slot.rule.max)) {
+      options.returns.push(toReturn(slot, slot.aheadStart, slot.ahead));
+      slot.aheadUsed = Math.max(0, slot.aheadUsed - slot.ahead);
+      slot.ahead = 0;
     }
-    slot.used = Math.max(0, slot.used - slot.local);
-    slot.local = 0;
   }
+}
+
+function toReturn(slot: Slot, windowStart: number, units: number): LimitReturn {
+  return { limitId: slot.rule.id, subjectId: slot.subjectId, windowStart, units };
 }
 
 /** The units of slices granted to a key that was dropped meanwhile, to give straight back. */
