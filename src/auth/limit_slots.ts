@@ -315,26 +315,30 @@ export function markAheadDue(key: KeySlots, now: number): boolean {
  */
 export function startAheadRound(key: KeySlots, now: number) {
   const known = new Map((key.slots ?? []).map((slot) => [slot.rule.id, slot]));
+  const asked = new Set<number>();
   return {
     want(rule: LimitRule, used: number): number {
       const slot = known.get(rule.id);
       if (slot === undefined || slot.aheadStart !== slot.windowEnd || now >= slot.windowEnd) {
         return 0;
       }
+      asked.add(rule.id);
       const next = toLimitWindow(rule.period, slot.windowEnd);
       return wantUnits(rule, toRate(slot, now), 0, used, next.end - next.start);
     },
     keep(slices: readonly LimitSlice[]): LimitReturn[] {
       const returns: LimitReturn[] = [];
       for (const slice of slices) {
-        if (slice.granted === 0) continue;
         const slot = known.get(slice.rule.id);
-        const kept = slot !== undefined && key.slots?.includes(slot) === true;
+        const kept = slot !== undefined && asked.has(slice.rule.id) &&
+          key.slots?.includes(slot) === true;
         if (kept && slice.window.start === slot.windowEnd) {
+          // Also when none was granted: what the next window has used is known.
           slot.ahead += slice.granted;
           slot.aheadStart = slice.window.start;
           slot.aheadUsed = slice.used;
-        } else if (kept && slice.window.start === slot.windowStart) {
+        } else if (slice.granted === 0) continue;
+        else if (kept && slice.window.start === slot.windowStart) {
           // The slot rolled into that window meanwhile: the units are for now.
           slot.local += slice.granted;
           slot.used = Math.max(slot.used, slice.used);
