@@ -11,6 +11,7 @@
  * lease granted, and the leases of a window sum to at most its limit.
  *
  * The pieces: limit_slots.ts sizes the slices and keeps the units in hand of one key,
+ * limit_ahead.ts when and how much a key leases ahead of its next window,
  * limit_keys.ts holds the keys and the units on their way back, limit_batch.ts coalesces the
  * leases of the keys that need units at once into one store call, limit_status.ts is what the
  * edge's `RateLimit` headers are made of, change_follower.ts follows the change feed.
@@ -43,6 +44,7 @@ import type { Logger } from "../platform/logger.ts";
 import { StoreUnavailable } from "../store/errors.ts";
 import type { LimitKind, LimitOwner, LimitReturn, LimitSlice, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
+import { markAheadDue, startAheadRound } from "./limit_ahead.ts";
 import { createLeaseBatcher } from "./limit_batch.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
 import {
@@ -50,9 +52,7 @@ import {
   findNeedingSlots,
   IDLE_RETURN_MS,
   type LeaseRound,
-  markAheadDue,
   type Slot,
-  startAheadRound,
   startLeaseRound,
   takeUnits,
   toRetryAfter,
