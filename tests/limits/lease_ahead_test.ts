@@ -170,3 +170,42 @@ Deno.test("limiter: a failing lease ahead refuses nothing and opens nothing; it 
   ]);
   await limiter.stop();
 });
+
+Deno.test("limiter: the units a lease ahead brings for a key dropped meanwhile (its limit changed) go straight back", async () => {
+  const { app, owner, window } = await setUpMinuteRate(1_000);
+  using _ = app;
+  let entered!: () => void;
+  const inAhead = new Promise<void>((resolve) => entered = resolve);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => release = resolve);
+  const store: Store = Object.assign(Object.create(app.store), {
+    async leaseLimits(requests: readonly LimitLeaseRequest[]) {
+      if (requests.some((r) => r.ahead === true)) {
+        entered();
+        await held;
+      }
+      return await app.store.leaseLimits(requests);
+    },
+  });
+  const limiter = createLimiter({ store, clock: app.clock });
+  await limiter.admit(owner);
+  await limiter.admit(owner);
+  app.clock.set(window.end - 500);
+  await limiter.admit(owner);
+  await inAhead;
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: owner.apiKeyId } }, {
+    kind: "rate",
+    max: 2_000,
+    period: "minute",
+  });
+  // The next request learns the change at once: the key's entry is dropped, its units in hand
+  // queued back; its own lease waits for the store call under way (one at a time per thread).
+  const next = limiter.admit(owner);
+  release();
+  await next;
+  await limiter.settle();
+  assert.ok((await usedAt(app, owner, window.end)) > 0, "the lease ahead was granted");
+  await limiter.stop();
+  assert.equal(await usedAt(app, owner, window.end - 100), 4, "the current window: 4 admitted");
+  assert.equal(await usedAt(app, owner, window.end), 0, "the next window: given back");
+});
