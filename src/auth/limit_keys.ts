@@ -16,6 +16,8 @@ export interface LimitEntry extends KeySlots {
   owner: LimitOwner;
   /** The lease under way, which every request of the key waiting for units awaits. */
   leasing?: Promise<void>;
+  /** The lease of its next window's units under way (no request awaits it). */
+  leasingAhead?: Promise<void>;
 }
 
 /** A limiter's keys. */
@@ -32,10 +34,12 @@ export interface LimitKeys {
   giveBack(returns: readonly LimitReturn[]): void;
   /** The units queued to give back, now taken out of the queue. */
   takeReturns(): LimitReturn[];
-  /** The leases under way. */
+  /** The leases under way (ahead included). */
   leasings(): Promise<void>[];
   /** Units in hand for a key. */
   readUnitsInHand(apiKeyId: number): number;
+  /** Units leased ahead for a key's next windows. */
+  readUnitsAhead(apiKeyId: number): number;
 }
 
 /** Creates an empty table of keys. */
@@ -85,7 +89,7 @@ export function createLimitKeys(): LimitKeys {
     release(now, all) {
       const options = { onlyIdle: !all, returns };
       for (const [apiKeyId, entry] of entries) {
-        if (entry.leasing !== undefined) continue;
+        if (entry.leasing !== undefined || entry.leasingAhead !== undefined) continue;
         releaseUnits(entry, now, options);
         if (all || now - entry.lastUseAt > FORGET_MS) forget(apiKeyId, now);
       }
@@ -98,9 +102,14 @@ export function createLimitKeys(): LimitKeys {
       returns = [];
       return taken;
     },
-    leasings: () => [...entries.values()].flatMap((entry) => entry.leasing ?? []),
+    leasings: () =>
+      [...entries.values()].flatMap((entry) => [entry.leasing ?? [], entry.leasingAhead ?? []])
+        .flat(),
     readUnitsInHand(apiKeyId) {
       return (entries.get(apiKeyId)?.slots ?? []).reduce((sum, slot) => sum + slot.local, 0);
+    },
+    readUnitsAhead(apiKeyId) {
+      return (entries.get(apiKeyId)?.slots ?? []).reduce((sum, slot) => sum + slot.ahead, 0);
     },
   };
 }

@@ -9,6 +9,9 @@
  * so that a sparse key with a plentiful budget does not lease per request), never more than an
  * eighth of what the window has left, so slices shrink to one unit as a window runs out.
  *
+ * Leases ahead (limit_ahead.ts): units leased for a slot's next window before the boundary are
+ * kept apart (`ahead`) until their window starts, when they become the units in hand.
+ *
  * @module
  */
 import type { LimitReturn, LimitRule, LimitSlice } from "../store/store.ts";
@@ -51,6 +54,12 @@ export interface Slot {
   /** Units per ms. */
   rate: number;
   lastUseAt: number;
+  /** Units leased ahead for the window starting at `aheadStart` (the next one). */
+  ahead: number;
+  /** The window the last lease ahead was asked for (0: none yet). */
+  aheadStart: number;
+  /** That window's units leased by every server, as of the lease ahead. */
+  aheadUsed: number;
 }
 
 /** A key's slots on this thread. */
@@ -65,16 +74,18 @@ export interface KeySlots {
 }
 
 /**
- * Moves a slot into the window of `now` (the units of an ended window are lost); says whether
- * its policy changed (a month's length).
+ * Moves a slot into the window of `now`: the units leased ahead for it become the units in hand
+ * (the units of an ended window are lost); says whether its policy changed (a month's length).
  */
 export function rollSlot(slot: Slot, now: number): boolean {
   if (now < slot.windowEnd) return false;
   const window = toLimitWindow(slot.rule.period, now);
   slot.windowStart = window.start;
   slot.windowEnd = window.end;
-  slot.local = 0;
-  slot.used = 0;
+  const carried = slot.aheadStart === window.start;
+  slot.local = carried ? slot.ahead : 0;
+  slot.used = carried ? slot.aheadUsed : 0;
+  slot.ahead = 0;
   slot.exhaustedUntil = 0;
   const was = slot.policy;
   slot.policy = toLimitPolicy(slot, was);
@@ -161,23 +172,29 @@ function toSlot(slice: LimitSlice, now: number): Slot {
     leasedAt: now,
     rate: 0,
     lastUseAt: now,
+    ahead: 0,
+    aheadStart: 0,
+    aheadUsed: 0,
   };
 }
 
-/** How many units a limit that needs some asks for (`slot`: what this thread knows of it). */
-function wantUnits(
+/**
+ * How many units a limit that needs some asks for (`rate`: this thread's on the key, if known;
+ * `spendMs`: how long the window leased from has left to spend them in).
+ */
+export function wantUnits(
   rule: LimitRule,
-  slot: Slot | undefined,
+  rate: number | undefined,
   waiting: number,
   used: number,
-  now: number,
+  spendMs: number,
 ) {
   const left = rule.max - used;
   let want = Math.max(1 + waiting, Math.floor(left / SPARE_SHARE));
-  if (slot !== undefined) {
-    want = Math.max(want, Math.ceil(slot.rate * SLICE_TARGET_MS));
+  if (rate !== undefined) {
+    want = Math.max(want, Math.ceil(rate * SLICE_TARGET_MS));
     // No more than this thread may spend before the window ends.
-    const spendable = Math.ceil(slot.rate * (slot.windowEnd - now)) + waiting + 1;
+    const spendable = Math.ceil(rate * spendMs) + waiting + 1;
     if (Number.isFinite(spendable)) want = Math.min(want, spendable);
   }
   return Math.min(want, MAX_SLICE, Math.max(1, Math.floor(left / LEFT_SHARE)));
@@ -204,7 +221,9 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
         slot.rule = rule;
       }
       asked.add(rule.id);
-      return wantUnits(rule, slot, key.waiting, used, now);
+      return slot === undefined
+        ? wantUnits(rule, undefined, key.waiting, used, 0)
+        : wantUnits(rule, slot.rate, key.waiting, used, slot.windowEnd - now);
     },
     keep(slices, after) {
       const before = key.slots;
@@ -213,7 +232,8 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
       key.slots = slices.map((slice, i) => {
         const slot = known.get(slice.rule.id) ?? toSlot(slice, now);
         slot.rule = slice.rule;
-        if (slot.windowStart !== slice.window.start) {
+        if (slice.window.start >= slot.windowEnd) rollSlot(slot, slice.window.start);
+        else if (slot.windowStart !== slice.window.start) {
           slot.windowStart = slice.window.start;
           slot.windowEnd = slice.window.end;
           slot.local = 0;
@@ -241,9 +261,11 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
 }
 
 /**
- * Takes a key's units in hand out of its slots into `returns` (those of a window still open):
- * all of them, or with `onlyIdle` those unused for {@link IDLE_RETURN_MS} where half the
- * window's budget is leased (idle units matter only where the budget is contested).
+ * Takes a key's units out of its slots into `returns` (those of a window still open, and those
+ * leased ahead, with their window's start): all of them, or with `onlyIdle` those unused for
+ * {@link IDLE_RETURN_MS} where half the window's budget is leased (idle units matter only where
+ * the budget is contested). A slot whose window ended is rolled first (its units leased ahead
+ * are then the units in hand).
  */
 export function releaseUnits(
   key: KeySlots,
@@ -251,24 +273,25 @@ export function releaseUnits(
   options: { onlyIdle: boolean; returns: LimitReturn[] },
 ): void {
   for (const slot of key.slots ?? []) {
-    if (slot.local <= 0) continue;
-    if (
-      options.onlyIdle &&
-      (now - slot.lastUseAt < IDLE_RETURN_MS || slot.used * 2 < slot.rule.max)
-    ) {
-      continue;
+    if (rollSlot(slot, now)) key.policies = undefined;
+    const idle = now - slot.lastUseAt >= IDLE_RETURN_MS;
+    if (slot.local > 0 && (!options.onlyIdle || idle && slot.used * 2 >= slot.rule.max)) {
+      if (now < slot.windowEnd) {
+        options.returns.push(toReturn(slot, slot.windowStart, slot.local));
+      }
+      slot.used = Math.max(0, slot.used - slot.local);
+      slot.local = 0;
     }
-    if (now < slot.windowEnd) {
-      options.returns.push({
-        limitId: slot.rule.id,
-        subjectId: slot.subjectId,
-        windowStart: slot.windowStart,
-        units: slot.local,
-      });
+    if (slot.ahead > 0 && (!options.onlyIdle || idle && slot.aheadUsed * 2 >= slot.rule.max)) {
+      options.returns.push(toReturn(slot, slot.aheadStart, slot.ahead));
+      slot.aheadUsed = Math.max(0, slot.aheadUsed - slot.ahead);
+      slot.ahead = 0;
     }
-    slot.used = Math.max(0, slot.used - slot.local);
-    slot.local = 0;
   }
+}
+
+function toReturn(slot: Slot, windowStart: number, units: number): LimitReturn {
+  return { limitId: slot.rule.id, subjectId: slot.subjectId, windowStart, units };
 }
 
 /** The units of slices granted to a key that was dropped meanwhile, to give straight back. */

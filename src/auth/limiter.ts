@@ -11,14 +11,22 @@
  * lease granted, and the leases of a window sum to at most its limit.
  *
  * The pieces: limit_slots.ts sizes the slices and keeps the units in hand of one key,
+ * limit_ahead.ts when and how much a key leases ahead of its next window,
  * limit_keys.ts holds the keys and the units on their way back, limit_batch.ts coalesces the
  * leases of the keys that need units at once into one store call, limit_status.ts is what the
  * edge's `RateLimit` headers are made of, change_follower.ts follows the change feed.
  *
+ * Leases ahead: a key used in the last part of its window leases its next window's units in the
+ * background (through the same batcher, so many keys share one store call), counted by the store
+ * against that next window, so that at the boundary its requests admit from units already in
+ * hand instead of all waiting for a lease at once. The request that starts it does not wait for
+ * it, and its failure neither refuses nor opens anything (it is logged once).
+ *
  * What can be lost (admitted fewer than the limit allows, never more): units a thread holds
  * when a window ends (at most its last slice per limit), units held by a thread that crashed
  * (returned never; a clean stop returns them), and units held unused until the idle return
- * ({@link IDLE_RETURN_MS}, once half a window's budget is leased). docs/architecture.md.
+ * ({@link IDLE_RETURN_MS}, once half a window's budget is leased), those leased ahead included
+ * (at most one slice per limit and thread). docs/architecture.md.
  *
  * A change of a limit is learned through the grant change feed (the key's, the user's, or all
  * for the default): the key's entry is dropped (its unspent units given back) and its limits
@@ -36,12 +44,14 @@ import type { Logger } from "../platform/logger.ts";
 import { StoreUnavailable } from "../store/errors.ts";
 import type { LimitKind, LimitOwner, LimitReturn, LimitSlice, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
+import { markAheadDue, startAheadRound } from "./limit_ahead.ts";
 import { createLeaseBatcher } from "./limit_batch.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
 import {
   checkSlots,
   findNeedingSlots,
   IDLE_RETURN_MS,
+  type LeaseRound,
   type Slot,
   startLeaseRound,
   takeUnits,
@@ -127,14 +137,53 @@ async function returnUnits(
   }
 }
 
-/** `run` (a batch's lease) of one entry at a time, in order: each one's outcome. */
-async function eachAlone<T>(
-  entries: readonly T[],
-  run: (batch: T[]) => Promise<unknown[]>,
+/** Whether two errors are alike (same kind, same message): a failure of the whole batch. */
+function isAlike(a: unknown, b: unknown): boolean {
+  return a instanceof Error && b instanceof Error && a.constructor === b.constructor &&
+    a.message === b.message;
+}
+
+/**
+ * The outcomes of a batch whose store call (`call`, which throws what fails the whole call)
+ * failed with `error`, so that one key's failure does not fail the others: the batch is leased
+ * again in halves, and a half that fails in halves again, down to the failing key. Bounded: a
+ * failure of the whole batch (both halves fail alike) fails every key after 3 calls, where key
+ * by key took one call per key; one failing key among N costs about 2 log2 N calls. (Keys failing
+ * alike in both halves fail their batch's other keys too.)
+ */
+async function splitFailed<T>(
+  items: readonly T[],
+  error: unknown,
+  call: (batch: T[]) => Promise<unknown[]>,
 ): Promise<unknown[]> {
+  if (items.length === 1) return [error];
+  const half = Math.ceil(items.length / 2);
+  const halves = [items.slice(0, half), items.slice(half)];
+  const tries: { outcomes?: unknown[]; error?: unknown }[] = [];
+  for (const batch of halves) {
+    try {
+      tries.push({ outcomes: await call(batch) });
+    } catch (failed) {
+      tries.push({ error: failed ?? new Error("A lease failed") });
+    }
+  }
+  if (tries.every((t) => t.outcomes === undefined && isAlike(t.error, error))) {
+    return items.map(() => error);
+  }
   const outcomes: unknown[] = [];
-  for (const entry of entries) outcomes.push((await run([entry]))[0]);
+  for (let i = 0; i < halves.length; i++) {
+    const tried = tries[i];
+    outcomes.push(
+      ...(tried.outcomes ?? await splitFailed(halves[i], tried.error, call)),
+    );
+  }
   return outcomes;
+}
+
+/** One key's lease in a batch: for the units it needs now, or `ahead` for its next window's. */
+interface LeaseItem {
+  entry: LimitEntry;
+  ahead: boolean;
 }
 
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
@@ -147,6 +196,7 @@ export function createLimiter(deps: LimiterDeps) {
   const batcher = createLeaseBatcher(leaseBatch);
   let timer: ReturnType<typeof setInterval> | undefined;
   let warnedUnavailable = false;
+  let warnedAhead = false;
 
   function refuse(entry: LimitEntry, denied: Slot, now: number): never {
     metrics?.limitedRequest(denied.rule.kind);
@@ -154,22 +204,44 @@ export function createLimiter(deps: LimiterDeps) {
     throw new LimitExceeded(denied.rule.kind, statuses, toRetryAfter(denied, now));
   }
 
-  /** Leases for a batch of keys in one store call; each key's outcome, in order. */
-  async function leaseBatch(entries: LimitEntry[]): Promise<unknown[]> {
+  /** A key's lease: for the units it needs now, or (its units kept apart) for its next window. */
+  function startRound(entry: LimitEntry, ahead: boolean, now: number): LeaseRound {
+    if (!ahead) return startLeaseRound(entry, now);
+    const round = startAheadRound(entry, now);
+    return { want: round.want, keep: (slices) => keys.giveBack(round.keep(slices)) };
+  }
+
+  /** Leases for a batch of keys, in one store call if it can; each key's outcome, in order. */
+  async function leaseBatch(items: LeaseItem[]): Promise<unknown[]> {
+    try {
+      return await leaseCall(items);
+    } catch (error) {
+      // One key's failure must not fail the others of its batch: halves, so that only its own
+      // requests get the error.
+      return await splitFailed(items, error, leaseCall);
+    }
+  }
+
+  /**
+   * Leases for a batch of keys in one store call; each key's outcome, in order. Throws what
+   * fails the call, but for `StoreUnavailable` (the outage's outcomes).
+   */
+  async function leaseCall(items: LeaseItem[]): Promise<unknown[]> {
     const now = clock.now();
-    const rounds = entries.map((entry) => startLeaseRound(entry, now));
-    metrics?.limitLeases?.(entries.length);
+    const rounds = items.map(({ entry, ahead }) => startRound(entry, ahead, now));
+    metrics?.limitLeases?.(items.length);
     let answers: LimitSlice[][];
     try {
       answers = await store.leaseLimits(
-        entries.map((entry, i) => ({ ...entry.owner, now, want: rounds[i].want })),
+        items.map(({ entry, ahead }, i) => ({
+          ...entry.owner,
+          now,
+          want: rounds[i].want,
+          ...(ahead ? { ahead } : {}),
+        })),
       );
     } catch (error) {
-      if (!(error instanceof StoreUnavailable)) {
-        // One key's failure must not fail the others of its batch: each alone, so that only
-        // its own requests get the error.
-        return entries.length === 1 ? [error] : await eachAlone(entries, leaseBatch);
-      }
+      if (!(error instanceof StoreUnavailable)) throw error;
       if (!warnedUnavailable) {
         warnedUnavailable = true;
         deps.logger?.warn(
@@ -177,15 +249,37 @@ export function createLimiter(deps: LimiterDeps) {
           { event: "limits_store_unavailable" },
         );
       }
-      return entries.map((entry) => toOutageOutcome(entry, error, now, metrics));
+      // A lease ahead neither refuses nor opens: its key's units in hand still admit.
+      return items.map(({ entry, ahead }) =>
+        ahead ? error : toOutageOutcome(entry, error, now, metrics)
+      );
     }
     const after = clock.now();
-    return entries.map((entry, i) => {
+    return items.map(({ entry }, i) => {
       // Dropped meanwhile (its limits changed): the units go straight back.
       if (keys.isCurrent(entry)) rounds[i].keep(answers[i], after);
       else keys.giveBack(toSliceReturns(answers[i]));
       return undefined;
     });
+  }
+
+  /**
+   * Starts a lease ahead of a key's next window in the background when one is due (its key used
+   * in the last part of its window: limit_slots.ts), unless one is under way. The request does
+   * not wait for it; a failure is logged once, and changes nothing else.
+   */
+  function leaseAheadIfDue(entry: LimitEntry, now: number): void {
+    if (entry.leasingAhead !== undefined || !markAheadDue(entry, now)) return;
+    entry.leasingAhead = batcher.lease({ entry, ahead: true })
+      .catch((error) => {
+        if (error instanceof StoreUnavailable || warnedAhead) return;
+        warnedAhead = true;
+        deps.logger?.warn("limits: a lease of the next window's units failed", {
+          event: "limits_lease_ahead_failed",
+          error: String((error as Error)?.message ?? error),
+        });
+      })
+      .finally(() => entry.leasingAhead = undefined);
   }
 
   async function admitLeasing(owner: LimitOwner): Promise<LimitStatuses> {
@@ -194,7 +288,9 @@ export function createLimiter(deps: LimiterDeps) {
       entry.waiting++;
       metrics?.limitLeaseWait?.();
       try {
-        await (entry.leasing ??= batcher.lease(entry).finally(() => entry.leasing = undefined));
+        await (entry.leasing ??= batcher.lease({ entry, ahead: false }).finally(() =>
+          entry.leasing = undefined
+        ));
       } finally {
         entry.waiting--;
       }
@@ -203,7 +299,11 @@ export function createLimiter(deps: LimiterDeps) {
       const slots = current.slots;
       if (slots === undefined) continue;
       const verdict = checkSlots(current, slots, now);
-      if (verdict === undefined) return takeUnits(current, slots, now);
+      if (verdict === undefined) {
+        const statuses = takeUnits(current, slots, now);
+        leaseAheadIfDue(current, now);
+        return statuses;
+      }
       if (verdict !== "lease") refuse(current, verdict, now);
       if (attempt >= MAX_ATTEMPTS) refuse(current, slots.find((slot) => slot.local < 1)!, now);
     }
@@ -222,7 +322,11 @@ export function createLimiter(deps: LimiterDeps) {
     const slots = entry.slots;
     if (slots !== undefined && entry.leasing === undefined) {
       const verdict = checkSlots(entry, slots, now);
-      if (verdict === undefined) return takeUnits(entry, slots, now);
+      if (verdict === undefined) {
+        const statuses = takeUnits(entry, slots, now);
+        leaseAheadIfDue(entry, now);
+        return statuses;
+      }
       if (verdict !== "lease") refuse(entry, verdict, now);
     }
     return admitLeasing(owner);
@@ -251,10 +355,14 @@ export function createLimiter(deps: LimiterDeps) {
     },
     /** Gives back idle units now (tests). */
     flush: () => flush(),
+    /** Waits for the leases under way, ahead included (tests). */
+    settle: async (): Promise<void> => void await Promise.allSettled(keys.leasings()),
     /** Store calls that leased so far (tests). */
     readLeaseCalls: batcher.readBatches,
     /** Units in hand, by key (tests and the admin view). */
     readUnitsInHand: keys.readUnitsInHand,
+    /** Units leased ahead for the next windows, by key (tests). */
+    readUnitsAhead: keys.readUnitsAhead,
   };
 }
 

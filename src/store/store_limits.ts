@@ -100,9 +100,16 @@ export interface LimitLeaseRequest extends LimitOwner {
   /**
    * How many units to take from `rule`'s window, given how many the window has used so far
    * (leases of every server included); called in the lease's transaction, once per rule. The
-   * store grants at most what the window has left.
+   * store grants at most what the window has left. With `ahead`, `used` is what the next
+   * window has used so far (leased ahead of it).
    */
   want(rule: LimitRule, used: number): number;
+  /**
+   * Leases from the window after `now`'s instead (a thread's units for its next window, taken
+   * before the boundary): the store counts them against that window, never the current one's.
+   * A quota without refill grants nothing ahead.
+   */
+  ahead?: boolean;
 }
 
 /** One limit that applies to a lease's key: the units granted from its window. */
@@ -110,6 +117,7 @@ export interface LimitSlice {
   rule: LimitRule;
   /** The counter's subject: the user's id for a user's limit, else the key's. */
   subjectId: number;
+  /** The window the units count against: `now`'s, or the one after it for an `ahead` lease. */
   window: LimitWindow;
   granted: number;
   /** Units the window has used once this lease is counted (at most `rule.max`, unless lowered). */
@@ -120,6 +128,7 @@ export interface LimitSlice {
 export interface LimitReturn {
   limitId: number;
   subjectId: number;
+  /** The window they were leased from (the slice's): the counter's, or the one after it. */
   windowStart: number;
   units: number;
 }
@@ -129,7 +138,10 @@ export interface LimitUsage {
   rule: LimitRule;
   subjectId: number;
   window: LimitWindow;
-  /** Units leased in this window (spent, or held unspent by a server for at most a second). */
+  /**
+   * Units leased in this window, ahead of it included (spent, or held unspent by a server for at
+   * most a second).
+   */
   used: number;
 }
 
@@ -158,7 +170,8 @@ export interface LimitStore {
   /**
    * The limits that apply to each requested key (its own, else the default, per kind; and its
    * user's), each with units granted from its current window, answered in the order asked, all
-   * in one transaction: the sum of grants in a window never exceeds the limit's `max`, also when
+   * in one transaction (or, for an `ahead` request, from the window after it): the sum of grants
+   * in a window, leased in it or ahead of it, never exceeds the limit's `max`, also when
    * several requests of one batch share a counter (two keys of one user: the later one is
    * granted from what the earlier left). A window the store has already moved past (a server
    * whose clock lags) grants nothing. Not audited: bookkeeping, as key usage. A batch whose keys
@@ -169,7 +182,10 @@ export interface LimitStore {
    * transaction, not one each (the limiter coalesces them: src/auth/limit_batch.ts).
    */
   leaseLimits(requests: readonly LimitLeaseRequest[]): Promise<LimitSlice[][]>;
-  /** Gives unspent units back to their window, if it is still the counter's; never below 0. */
+  /**
+   * Gives unspent units back to their window, if the counter still holds it (its window, or the
+   * one after it for units leased ahead); never below 0.
+   */
   returnLimitUnits(units: readonly LimitReturn[]): Promise<void>;
   /** The limits that apply to a key (with `apiKeyId`) or a user's own (`userId` alone), used. */
   listLimitUsage(owner: { apiKeyId?: number; userId: number }, now: number): Promise<LimitUsage[]>;

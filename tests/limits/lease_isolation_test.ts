@@ -1,7 +1,8 @@
 /**
  * A batch of leases (docs/architecture.md, "Leases in batches") whose store call fails for a
- * reason other than the store being unreachable (a limit deleted under it, say) is retried key by
- * key: only the failing key's requests get the error, the others of its batch are admitted.
+ * reason other than the store being unreachable (a limit deleted under it, say) is retried in
+ * halves: only the failing key's requests get the error, the others of its batch are admitted;
+ * and a failure of every key costs a bounded number of store calls, not one per key.
  *
  * @module
  */
@@ -36,8 +37,9 @@ Deno.test("limiter: one key's failing lease fails only that key, not the others 
   });
   const limiter = createLimiter({ store, clock: app.clock });
   const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
-  // One call for the batch, then one per key.
-  assert.deepEqual(calls, [owners.map((o) => o.apiKeyId), ...owners.map((o) => [o.apiKeyId])]);
+  // One call for the batch, then its halves, then the failing half's halves.
+  const ids = owners.map((o) => o.apiKeyId);
+  assert.deepEqual(calls, [ids, ids.slice(0, 2), ids.slice(2), [ids[2]], [ids[3]]]);
   outcomes.forEach((outcome, i) => {
     if (owners[i].apiKeyId === broken) {
       assert.equal(outcome.status, "rejected");
@@ -51,4 +53,32 @@ Deno.test("limiter: one key's failing lease fails only that key, not the others 
     const [usage] = await app.store.listLimitUsage(owner, app.clock.now());
     assert.ok(usage.used >= 1, `key ${owner.apiKeyId} leased`);
   }
+});
+
+Deno.test("limiter: a lease failing for every key of a batch fails them all in 3 store calls, not one per key", async () => {
+  await using app = await createTestApp();
+  const userId = await app.addUser("alice@example.org", "pw");
+  for (let i = 0; i < 8; i++) await app.createKey(userId);
+  await setLimit(limitChangeDeps(app), { scope: "default" }, {
+    kind: "rate",
+    max: 1000,
+    period: "minute",
+  });
+  const owners = (await app.store.listApiKeys(userId)).map((key) => ({ apiKeyId: key.id, userId }));
+  assert.equal(owners.length, 8);
+  const calls: number[] = [];
+  const store: Store = Object.assign(Object.create(app.store), {
+    leaseLimits(requests: Parameters<Store["leaseLimits"]>[0]) {
+      calls.push(requests.length);
+      return Promise.reject(new StoreError("a broken schema"));
+    },
+  });
+  const limiter = createLimiter({ store, clock: app.clock });
+  const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
+  assert.deepEqual(calls, [8, 4, 4]);
+  for (const outcome of outcomes) {
+    assert.equal(outcome.status, "rejected");
+    assert.ok((outcome as PromiseRejectedResult).reason instanceof StoreError);
+  }
+  await limiter.stop();
 });

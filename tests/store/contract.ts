@@ -30,6 +30,7 @@ import { registerPortalMailTests } from "./contract_portal_mail.ts";
 import { registerPortalReadTests } from "./contract_portal_reads.ts";
 import { registerPortalRefusalTests } from "./contract_portal_refusal.ts";
 import {
+  registerLimitAheadTests,
   registerLimitBatchLeaseTests,
   registerLimitChangeTests,
   registerLimitLeaseTests,
@@ -86,6 +87,7 @@ export function runStoreContract(options: StoreContractOptions): void {
   registerPortalReadTests(test);
   registerLimitRuleTests(test);
   registerLimitLeaseTests(test);
+  registerLimitAheadTests(test);
   registerLimitBatchLeaseTests(test);
   registerLimitChangeTests(test);
   registerPortalSafetyTests(test);

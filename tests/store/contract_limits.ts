@@ -23,9 +23,20 @@ async function lease(
   owner: { apiKeyId: number; userId: number },
   now: number,
   want: (rule: LimitRule, used: number) => number = EVERYTHING,
+  ahead = false,
 ): Promise<LimitSlice[]> {
-  const [slices] = await store.leaseLimits([{ ...owner, now, want }]);
+  const [slices] = await store.leaseLimits([{ ...owner, now, want, ...(ahead ? { ahead } : {}) }]);
   return slices;
+}
+
+/** A lease of the next window's units at `now`. */
+function leaseAhead(
+  store: Store,
+  owner: { apiKeyId: number; userId: number },
+  now: number,
+  want: (rule: LimitRule, used: number) => number,
+): Promise<LimitSlice[]> {
+  return lease(store, owner, now, want, true);
 }
 
 const brief = (slices: LimitSlice[]) =>
@@ -165,6 +176,98 @@ export function registerLimitLeaseTests(test: ContractTest): void {
     await lease(store, owner, T0, () => 4);
     [usage] = await store.listLimitUsage(owner, window.end);
     assert.equal(usage.used, 0);
+  });
+}
+
+/** Leases ahead: units of a window leased before it starts, counted against it. */
+export function registerLimitAheadTests(test: ContractTest): void {
+  test("limits: leases ahead count against the next window, which starts with them; returns reach either window", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const owner = { apiKeyId: key.id, userId: user.id };
+    const rule = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "rate",
+      max: 10,
+      period: "minute",
+    });
+    const window = toLimitWindow("minute", T0);
+    const next = toLimitWindow("minute", window.end);
+    assert.deepEqual(brief(await lease(store, owner, window.start + 1, () => 6)), [
+      "key/rate/minute:6/6",
+    ]);
+    let seen: number | undefined;
+    const ahead = await leaseAhead(store, owner, window.end - 500, (_rule, used) => {
+      seen = used;
+      return 8;
+    });
+    assert.equal(seen, 0, "want() is told what the next window has used");
+    assert.deepEqual(brief(ahead), ["key/rate/minute:8/8"]);
+    assert.deepEqual(ahead[0].window, next);
+    const usedAt = async (now: number) => (await store.listLimitUsage(owner, now))[0].used;
+    assert.equal(await usedAt(window.end - 400), 6, "the current window's units are its own");
+    assert.equal(await usedAt(next.start), 8, "the next window counts the units leased ahead");
+    assert.deepEqual(brief(await leaseAhead(store, owner, window.end - 300, () => 5)), [
+      "key/rate/minute:2/10",
+    ]);
+    assert.deepEqual(brief(await lease(store, owner, window.end - 200, () => 9)), [
+      "key/rate/minute:4/10",
+    ]);
+    // Returns: to the next window (units leased ahead), to the current one.
+    const give = (windowStart: number, units: number) =>
+      store.returnLimitUnits([{ limitId: rule.id, subjectId: key.id, windowStart, units }]);
+    await give(next.start, 3);
+    await give(window.start, 2);
+    assert.equal(await usedAt(window.end - 100), 8);
+    assert.equal(await usedAt(next.start), 7);
+    // The next window starts with the 7 units leased ahead of it.
+    assert.deepEqual(brief(await lease(store, owner, next.start + 1, () => 9)), [
+      "key/rate/minute:3/10",
+    ]);
+    // A window the counter no longer holds takes nothing back; one two ahead neither.
+    await give(window.start, 5);
+    await give(next.end + 60_000, 5);
+    assert.equal(await usedAt(next.start + 2), 10);
+    // A server whose clock lags grants nothing ahead either.
+    assert.deepEqual(brief(await leaseAhead(store, owner, window.end - 50, () => 3)), [
+      "key/rate/minute:0/10",
+    ]);
+    // Two windows on, the units leased ahead of a skipped window are gone.
+    await leaseAhead(store, owner, next.end - 10, () => 4);
+    assert.equal(await usedAt(next.end + 60_000), 0);
+    assert.deepEqual(brief(await lease(store, owner, next.end + 60_000, () => 9)), [
+      "key/rate/minute:9/9",
+    ]);
+  });
+
+  test("limits: concurrent leases of a window and ahead of it never exceed its limit; a quota without refill grants nothing ahead", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const owner = { apiKeyId: key.id, userId: user.id };
+    await put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 100, period: "minute" });
+    await put(store, { scope: "key", subjectId: key.id, kind: "quota", max: 5, period: "none" });
+    const window = toLimitWindow("minute", T0);
+    const now = window.end - 300;
+    const seven = (rule: LimitRule) => rule.kind === "rate" ? 7 : 0;
+    const leases = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => lease(store, owner, now + (i % 7), seven, i % 2 === 1)),
+    );
+    const sum = (ahead: boolean) =>
+      leases.filter((_, i) => i % 2 === Number(ahead)).flat()
+        .filter((s) => s.rule.kind === "rate").reduce((n, s) => n + s.granted, 0);
+    assert.equal(sum(false), 100, "the current window's grants are its limit");
+    assert.equal(sum(true), 100, "the next window's grants, ahead of it, are its limit");
+    const quotaAhead = leases.filter((_, i) => i % 2 === 1).flat()
+      .filter((s) => s.rule.kind === "quota");
+    assert.equal(quotaAhead.length, 20);
+    assert.ok(quotaAhead.every((s) => s.granted === 0));
+    const rateUsed = async (at: number) =>
+      (await store.listLimitUsage(owner, at)).find((u) => u.rule.kind === "rate")!.used;
+    assert.equal(await rateUsed(now), 100);
+    assert.equal(await rateUsed(window.end), 100);
+    assert.deepEqual(brief(await lease(store, owner, window.end + 1, seven)), [
+      "key/rate/minute:0/100",
+      "key/quota/none:0/0",
+    ]);
   });
 }
 

@@ -8,11 +8,13 @@
  */
 import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
-import { planLease, type StoredCounter } from "../limit_lease.ts";
+import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
 import { type Row, toLimitRule } from "../rows.ts";
 import type {
   GrantScope,
   LimitLeaseRequest,
+  LimitPeriod,
+  LimitReturn,
   LimitRule,
   LimitSlice,
   LimitStore,
@@ -44,7 +46,50 @@ function applying(
 const toCounter = (row: Row): StoredCounter => ({
   windowStart: row.window_start as number,
   used: row.used as number,
+  nextUsed: row.next_used as number,
 });
+
+/** Writes counters (`limit_id:subject_id` → counter) in one statement. */
+async function writeCounters(tx: postgres.TransactionSql, written: Map<string, StoredCounter>) {
+  const rows = [...written].map((
+    [id, c],
+  ) => [...id.split(":"), c.windowStart, c.used, c.nextUsed]);
+  await tx`UPDATE limit_usage u SET window_start = w.window_start::bigint,
+      used = w.used::bigint, next_used = w.next_used::bigint
+    FROM (VALUES ${tx(rows)}) AS w (limit_id, subject_id, window_start, used, next_used)
+    WHERE u.limit_id = w.limit_id::bigint AND u.subject_id = w.subject_id::bigint`;
+}
+
+/**
+ * `returnLimitUnits`' reads and writes, in its transaction: the counters locked in limit-then-
+ * subject order (as a lease locks them) and read with their limit's period, the returns planned
+ * (limit_lease.ts), the changed counters written in one statement.
+ */
+async function writeReturns(tx: postgres.TransactionSql, units: readonly LimitReturn[]) {
+  const keys = [...new Set(units.map((u) => `${u.limitId}:${u.subjectId}`))]
+    .map((id) => id.split(":"));
+  const rows = await tx<Row[]>`SELECT u.limit_id, u.subject_id, u.window_start, u.used,
+      u.next_used, l.period
+    FROM limit_usage u JOIN limits l ON l.id = u.limit_id
+    JOIN (VALUES ${tx(keys)}) AS k (limit_id, subject_id)
+      ON u.limit_id = k.limit_id::bigint AND u.subject_id = k.subject_id::bigint
+    ORDER BY u.limit_id, u.subject_id
+    FOR UPDATE OF u`;
+  const stored = new Map(rows.map((row) => [`${row.limit_id}:${row.subject_id}`, row]));
+  const counters = new Map<string, StoredCounter>();
+  const written = new Map<string, StoredCounter>();
+  for (const unit of units) {
+    const id = `${unit.limitId}:${unit.subjectId}`;
+    const row = stored.get(id);
+    if (row === undefined) continue;
+    const counter = counters.get(id) ?? toCounter(row);
+    const write = planReturn(row.period as LimitPeriod, counter, unit);
+    if (write === undefined) continue;
+    counters.set(id, write);
+    written.set(id, write);
+  }
+  if (written.size > 0) await writeCounters(tx, written);
+}
 
 /** `putLimit`'s reads and writes, in its transaction. */
 async function writeLimit(
@@ -134,15 +179,17 @@ async function writeLeases(
         subject_id: c.subjectId,
         window_start: 0,
         used: 0,
+        next_used: 0,
       })),
       "limit_id",
       "subject_id",
       "window_start",
       "used",
+      "next_used",
     )
   }
     ON CONFLICT (limit_id, subject_id) DO UPDATE SET used = limit_usage.used
-    RETURNING limit_id, subject_id, window_start, used`;
+    RETURNING limit_id, subject_id, window_start, used, next_used`;
   const stored = new Map<string, StoredCounter>(
     locked.map((row) => [`${row.limit_id}:${row.subject_id}`, toCounter(row)]),
   );
@@ -159,13 +206,7 @@ async function writeLeases(
       return plan.slice;
     })
   );
-  if (written.size > 0) {
-    const rows = [...written].map(([id, c]) => [...id.split(":"), c.windowStart, c.used]);
-    await tx`UPDATE limit_usage u SET window_start = w.window_start::bigint,
-        used = w.used::bigint
-      FROM (VALUES ${tx(rows)}) AS w (limit_id, subject_id, window_start, used)
-      WHERE u.limit_id = w.limit_id::bigint AND u.subject_id = w.subject_id::bigint`;
-  }
+  if (written.size > 0) await writeCounters(tx, written);
   return slices;
 }
 
@@ -186,9 +227,10 @@ async function readUsage(
   for (const rule of rules) {
     const subjectId = toLimitSubject(rule, { apiKeyId: owner.apiKeyId ?? 0, ...owner });
     const window = toLimitWindow(rule.period, now);
-    const [row] = await sql<Row[]>`SELECT window_start, used FROM limit_usage
+    const [row] = await sql<Row[]>`SELECT window_start, used, next_used FROM limit_usage
       WHERE limit_id = ${rule.id} AND subject_id = ${subjectId}`;
-    const used = row !== undefined && row.window_start === window.start ? row.used as number : 0;
+    // Units leased ahead for this window count in it.
+    const used = toCounterAt(rule.period, row && toCounter(row), window)?.used ?? 0;
     usage.push({ rule, subjectId, window, used });
   }
   return usage;
@@ -233,14 +275,7 @@ export function createLimitStore(db: PgContext): LimitStore {
 
     async returnLimitUnits(units) {
       if (units.length === 0) return;
-      const sorted = [...units].sort((a, b) => a.limitId - b.limitId || a.subjectId - b.subjectId);
-      await db.write(async (tx) => {
-        for (const unit of sorted) {
-          await tx`UPDATE limit_usage SET used = greatest(used - ${unit.units}, 0)
-            WHERE limit_id = ${unit.limitId} AND subject_id = ${unit.subjectId}
-              AND window_start = ${unit.windowStart}`;
-        }
-      }, { ends: () => [] });
+      await db.write((tx) => writeReturns(tx, units), { ends: () => [] });
     },
 
     async listLimitUsage(owner, now) {

@@ -305,4 +305,12 @@ CREATE TABLE limit_usage (
     name: "login failures by subject in C order",
     sql: 'CREATE INDEX login_failures_by_subject_c ON login_failures (subject COLLATE "C");',
   },
+  {
+    // As SQLite's migration 17: a limit's counter also counts the units leased ahead from the
+    // window after its own (src/store/limit_lease.ts).
+    version: 15,
+    name: "limit lease ahead",
+    sql:
+      "ALTER TABLE limit_usage ADD COLUMN next_used bigint NOT NULL DEFAULT 0 CHECK (next_used >= 0);",
+  },
 ];

@@ -5,7 +5,7 @@
  * @module
  */
 import { StoreConflict } from "../errors.ts";
-import { planLease } from "../limit_lease.ts";
+import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
 import { toLimitRule } from "../rows.ts";
 import type {
   LimitLeaseRequest,
@@ -15,7 +15,7 @@ import type {
   LimitUsage,
   NewLimit,
 } from "../store.ts";
-import { toLimitSubject, toLimitWindow } from "../store_limits.ts";
+import { type LimitPeriod, toLimitSubject, toLimitWindow } from "../store_limits.ts";
 import type { Connection, Row } from "./connection.ts";
 
 /** The limits that apply to a key: its own, the default for the kinds it has none of, its user's. */
@@ -54,19 +54,20 @@ function prepareLimitStatements(conn: Connection) {
     ),
     remove: sql("DELETE FROM limits WHERE id = :id RETURNING *"),
     counter: sql(
-      `SELECT window_start, used FROM limit_usage WHERE limit_id = :limit_id AND subject_id = :subject_id`,
+      `SELECT window_start, used, next_used FROM limit_usage
+       WHERE limit_id = :limit_id AND subject_id = :subject_id`,
+    ),
+    counterOfReturn: sql(
+      `SELECT u.window_start, u.used, u.next_used, l.period FROM limit_usage u
+       JOIN limits l ON l.id = u.limit_id
+       WHERE u.limit_id = :limit_id AND u.subject_id = :subject_id`,
     ),
     // Keeps grants: counters are bookkeeping, never part of a grant.
     counterWrite: sql(
-      `INSERT INTO limit_usage (limit_id, subject_id, window_start, used)
-       VALUES (:limit_id, :subject_id, :window_start, :used)
+      `INSERT INTO limit_usage (limit_id, subject_id, window_start, used, next_used)
+       VALUES (:limit_id, :subject_id, :window_start, :used, :next_used)
        ON CONFLICT (limit_id, subject_id) DO UPDATE SET window_start = excluded.window_start,
-         used = excluded.used`,
-      "keeps-grants",
-    ),
-    counterReturn: sql(
-      `UPDATE limit_usage SET used = max(used - :units, 0)
-       WHERE limit_id = :limit_id AND subject_id = :subject_id AND window_start = :window_start`,
+         used = excluded.used, next_used = excluded.next_used`,
       "keeps-grants",
     ),
     keyExists: sql("SELECT 1 AS ok FROM api_keys WHERE id = :id"),
@@ -76,11 +77,32 @@ function prepareLimitStatements(conn: Connection) {
 
 type LimitStatements = ReturnType<typeof prepareLimitStatements>;
 
+const toCounter = (row: Row): StoredCounter => ({
+  windowStart: row.window_start as number,
+  used: row.used as number,
+  nextUsed: row.next_used as number,
+});
+
 function readCounter(statements: LimitStatements, limitId: number, subjectId: number) {
   const row = statements.counter.get({ limit_id: limitId, subject_id: subjectId }) as
     | Row
     | undefined;
-  return row && { windowStart: row.window_start as number, used: row.used as number };
+  return row && toCounter(row);
+}
+
+function writeCounter(
+  statements: LimitStatements,
+  limitId: number,
+  subjectId: number,
+  counter: StoredCounter,
+): void {
+  statements.counterWrite.run({
+    limit_id: limitId,
+    subject_id: subjectId,
+    window_start: counter.windowStart,
+    used: counter.used,
+    next_used: counter.nextUsed,
+  });
 }
 
 /** `putLimit`'s writes, in its transaction. */
@@ -131,14 +153,7 @@ function writeLease(statements: LimitStatements, request: LimitLeaseRequest): Li
     const subjectId = toLimitSubject(rule, request);
     const stored = readCounter(statements, rule.id, subjectId);
     const plan = planLease(rule, subjectId, stored, request);
-    if (plan.write !== undefined) {
-      statements.counterWrite.run({
-        limit_id: rule.id,
-        subject_id: subjectId,
-        window_start: plan.write.windowStart,
-        used: plan.write.used,
-      });
-    }
+    if (plan.write !== undefined) writeCounter(statements, rule.id, subjectId, plan.write);
     return plan.slice;
   });
 }
@@ -156,14 +171,15 @@ function readUsage(
     const subjectId = toLimitSubject(rule, { apiKeyId: owner.apiKeyId ?? 0, ...owner });
     const window = toLimitWindow(rule.period, now);
     const stored = readCounter(statements, rule.id, subjectId);
-    const used = stored !== undefined && stored.windowStart === window.start ? stored.used : 0;
+    // Units leased ahead for this window count in it.
+    const used = toCounterAt(rule.period, stored, window)?.used ?? 0;
     return { rule, subjectId, window, used };
   });
 }
 
 export function createLimitStore(conn: Connection): LimitStore {
   const statements = prepareLimitStatements(conn);
-  const { listAll, listScope, listSubject, applying, remove, counterReturn } = statements;
+  const { listAll, listScope, listSubject, applying, remove, counterOfReturn } = statements;
 
   return {
     listLimits(filter = {}) {
@@ -206,12 +222,11 @@ export function createLimitStore(conn: Connection): LimitStore {
       if (units.length === 0) return;
       await conn.write(() => {
         for (const unit of units) {
-          counterReturn.run({
-            limit_id: unit.limitId,
-            subject_id: unit.subjectId,
-            window_start: unit.windowStart,
-            units: unit.units,
-          });
+          const key = { limit_id: unit.limitId, subject_id: unit.subjectId };
+          const row = counterOfReturn.get(key) as Row | undefined;
+          if (row === undefined) continue;
+          const write = planReturn(row.period as LimitPeriod, toCounter(row), unit);
+          if (write !== undefined) writeCounter(statements, unit.limitId, unit.subjectId, write);
         }
       });
     },

@@ -332,6 +332,14 @@ BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
     name: "audit action ids",
     sql: "CREATE INDEX audit_log_by_action_id ON audit_log (action, id);",
   },
+  {
+    // A limit's counter also counts the units leased ahead from the window after its own
+    // (src/store/limit_lease.ts): they become that window's `used` when a lease moves to it.
+    version: 17,
+    name: "limit lease ahead",
+    sql:
+      "ALTER TABLE limit_usage ADD COLUMN next_used INTEGER NOT NULL DEFAULT 0 CHECK (next_used >= 0);",
+  },
 ];
 
 /**

@@ -1,0 +1,100 @@
+/**
+ * Leases ahead: a key used in the last part of its window ({@link toAheadMargin}) leases its
+ * next window's units before the boundary (`Store.leaseLimits` with `ahead`, sized as a lease
+ * is, against what the next window has left), so that at the boundary its slots roll to units
+ * already in hand (limit_slots.ts `rollSlot`) and no request waits for a store call. No store
+ * and no clock: the limiter (limiter.ts) runs the lease in the background and passes `now` in.
+ *
+ * @module
+ */
+import type { LimitReturn, LimitRule, LimitSlice } from "../store/store.ts";
+import { toLimitWindow } from "../store/store_limits.ts";
+import { type KeySlots, type Slot, toSliceReturns, wantUnits } from "./limit_slots.ts";
+
+/** A lease ahead is due this long before a window ends: a second, a quarter of a short window. */
+export const AHEAD_MS = 1_000;
+
+/**
+ * How long before its window ends a slot leases ahead: {@link AHEAD_MS}, or a quarter of a
+ * window shorter than four times that (a per-second rate leases ahead in its last 250 ms, not
+ * all through its window). A second is ample for a store call (milliseconds, tens under load,
+ * with the batch before it) and keeps the slice sized on the key's latest traffic and the units
+ * leased ahead few for a key that then stops before the boundary.
+ */
+export function toAheadMargin(slot: Slot): number {
+  return Math.min(AHEAD_MS, (slot.windowEnd - slot.windowStart) / 4);
+}
+
+/** This thread's rate on a slot's key: measured at its leases, and since the last one. */
+function toRate(slot: Slot, now: number): number {
+  const recent = slot.admitted / Math.max(1, now - slot.leasedAt);
+  return slot.rate === 0 ? recent : (slot.rate + recent) / 2;
+}
+
+/**
+ * Whether a slot should lease its next window's units now: in the last part of its window
+ * ({@link toAheadMargin}), with a rate (more than one request, or traffic measured at a lease
+ * before: a lone request does not lease ahead), not yet leased ahead for that window.
+ */
+function isAheadDue(slot: Slot, now: number): boolean {
+  return now >= slot.windowEnd - toAheadMargin(slot) && now < slot.windowEnd &&
+    slot.aheadStart !== slot.windowEnd && (slot.rate > 0 || slot.admitted > 1);
+}
+
+/**
+ * Marks the slots of a key whose lease ahead is due at `now` as leasing ahead (once per window,
+ * also when it fails); says whether any was.
+ */
+export function markAheadDue(key: KeySlots, now: number): boolean {
+  let due = false;
+  for (const slot of key.slots ?? []) {
+    if (!isAheadDue(slot, now)) continue;
+    slot.aheadStart = slot.windowEnd;
+    slot.ahead = 0;
+    due = true;
+  }
+  return due;
+}
+
+/**
+ * Starts a lease ahead of `key`'s slots marked by {@link markAheadDue} at `now`: what it asks the
+ * store for (the next window's units: about a second of this thread's traffic on the key, as a
+ * lease is sized), and how the answer is kept; `keep` returns the units it cannot keep (a slot
+ * dropped or moved past their window meanwhile), to give straight back.
+ */
+export function startAheadRound(key: KeySlots, now: number) {
+  const known = new Map((key.slots ?? []).map((slot) => [slot.rule.id, slot]));
+  const asked = new Set<number>();
+  return {
+    want(rule: LimitRule, used: number): number {
+      const slot = known.get(rule.id);
+      if (slot === undefined || slot.aheadStart !== slot.windowEnd || now >= slot.windowEnd) {
+        return 0;
+      }
+      asked.add(rule.id);
+      const next = toLimitWindow(rule.period, slot.windowEnd);
+      return wantUnits(rule, toRate(slot, now), 0, used, next.end - next.start);
+    },
+    keep(slices: readonly LimitSlice[]): LimitReturn[] {
+      const returns: LimitReturn[] = [];
+      for (const slice of slices) {
+        const slot = known.get(slice.rule.id);
+        const kept = slot !== undefined && asked.has(slice.rule.id) &&
+          key.slots?.includes(slot) === true;
+        if (kept && slice.window.start === slot.windowEnd) {
+          // Also when none was granted: what the next window has used is known.
+          slot.ahead += slice.granted;
+          slot.aheadStart = slice.window.start;
+          slot.aheadUsed = slice.used;
+        } else if (slice.granted === 0) continue;
+        else if (kept && slice.window.start === slot.windowStart) {
+          // The slot rolled into that window meanwhile: the units are for now.
+          slot.local += slice.granted;
+          slot.used = Math.max(slot.used, slice.used);
+          slot.exhaustedUntil = 0;
+        } else returns.push(...toSliceReturns([slice]));
+      }
+      return returns;
+    },
+  };
+}

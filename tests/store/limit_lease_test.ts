@@ -1,0 +1,170 @@
+/**
+ * The lease arithmetic both backends share (src/store/limit_lease.ts): carry-over of units leased
+ * ahead, windows skipped, grants ahead bounded by what the next window has left, a lagging clock,
+ * months, quotas without refill, and returns to either window.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  planLease,
+  planReturn,
+  type StoredCounter,
+  toCounterAt,
+} from "../../src/store/limit_lease.ts";
+import type { LimitPeriod, LimitRule } from "../../src/store/store_limits.ts";
+import { toLimitWindow } from "../../src/store/store_limits.ts";
+
+const MINUTE = 60_000;
+/** 2026-11-27 10:00:00 UTC, a minute's start. */
+const W0 = Date.UTC(2026, 10, 27, 10, 0, 0);
+
+function rule(max: number, period: LimitPeriod, kind: "rate" | "quota" = "rate"): LimitRule {
+  return { id: 1, scope: "key", subjectId: 7, kind, max, period, createdAt: 0, updatedAt: 0 };
+}
+
+const wants = (n: number) => () => n;
+
+Deno.test("planLease() grants ahead from the next window without touching the current one's units", () => {
+  const stored: StoredCounter = { windowStart: W0, used: 60, nextUsed: 0 };
+  let told: number | undefined;
+  const plan = planLease(rule(100, "minute"), 7, stored, {
+    now: W0 + 59_500,
+    ahead: true,
+    want: (_rule, used) => {
+      told = used;
+      return 30;
+    },
+  });
+  assert.equal(told, 0, "want() is told what the next window has used");
+  assert.deepEqual(plan.slice.window, { start: W0 + MINUTE, end: W0 + 2 * MINUTE });
+  assert.equal(plan.slice.granted, 30);
+  assert.equal(plan.slice.used, 30);
+  assert.deepEqual(plan.write, { windowStart: W0, used: 60, nextUsed: 30 });
+});
+
+Deno.test("planLease() grants ahead at most what the next window has left (max − nextUsed)", () => {
+  const stored: StoredCounter = { windowStart: W0, used: 100, nextUsed: 90 };
+  const plan = planLease(rule(100, "minute"), 7, stored, {
+    now: W0 + 59_000,
+    ahead: true,
+    want: wants(50),
+  });
+  assert.equal(plan.slice.granted, 10, "the current window being spent does not matter");
+  assert.deepEqual(plan.write, { windowStart: W0, used: 100, nextUsed: 100 });
+  const spent = planLease(rule(100, "minute"), 7, plan.write, {
+    now: W0 + 59_100,
+    ahead: true,
+    want: wants(50),
+  });
+  assert.equal(spent.slice.granted, 0);
+  assert.equal(spent.write, undefined, "nothing to write");
+});
+
+Deno.test("planLease() starts a window one behind at the units leased ahead for it", () => {
+  const stored: StoredCounter = { windowStart: W0, used: 100, nextUsed: 40 };
+  const plan = planLease(rule(100, "minute"), 7, stored, { now: W0 + MINUTE + 5, want: wants(80) });
+  assert.deepEqual(plan.slice.window, { start: W0 + MINUTE, end: W0 + 2 * MINUTE });
+  assert.equal(plan.slice.granted, 60, "the window had 40 leased ahead of it");
+  assert.equal(plan.slice.used, 100);
+  assert.deepEqual(plan.write, { windowStart: W0 + MINUTE, used: 100, nextUsed: 0 });
+  // Ahead of a window that starts from carried units: its own next window is empty.
+  const ahead = planLease(rule(100, "minute"), 7, stored, {
+    now: W0 + MINUTE + 59_500,
+    ahead: true,
+    want: wants(20),
+  });
+  assert.equal(ahead.slice.granted, 20);
+  assert.deepEqual(ahead.write, { windowStart: W0 + MINUTE, used: 40, nextUsed: 20 });
+});
+
+Deno.test("planLease() starts a window two or more behind at 0", () => {
+  const stored: StoredCounter = { windowStart: W0, used: 100, nextUsed: 40 };
+  const plan = planLease(rule(100, "minute"), 7, stored, {
+    now: W0 + 2 * MINUTE,
+    want: wants(500),
+  });
+  assert.equal(plan.slice.granted, 100);
+  assert.deepEqual(plan.write, { windowStart: W0 + 2 * MINUTE, used: 100, nextUsed: 0 });
+  // A lease that takes nothing still moves the counter on (and carries over).
+  const moved = planLease(rule(100, "minute"), 7, stored, { now: W0 + MINUTE, want: wants(0) });
+  assert.equal(moved.slice.granted, 0);
+  assert.equal(moved.slice.used, 40);
+  assert.deepEqual(moved.write, { windowStart: W0 + MINUTE, used: 40, nextUsed: 0 });
+});
+
+Deno.test("planLease() grants nothing, ahead or not, from a counter of a later window (a lagging clock)", () => {
+  const stored: StoredCounter = { windowStart: W0 + MINUTE, used: 10, nextUsed: 5 };
+  for (const ahead of [false, true]) {
+    const plan = planLease(rule(100, "minute"), 7, stored, {
+      now: W0 + 59_900,
+      ahead,
+      want: wants(10),
+    });
+    assert.equal(plan.slice.granted, 0);
+    assert.equal(plan.write, undefined);
+  }
+});
+
+Deno.test("planLease() leases a month's next window through the calendar; carries into it", () => {
+  const december = Date.UTC(2026, 11, 1);
+  const january = Date.UTC(2027, 0, 1);
+  const plan = planLease(rule(1_000, "month", "quota"), 7, undefined, {
+    now: january - 500,
+    ahead: true,
+    want: wants(100),
+  });
+  assert.deepEqual(plan.slice.window, toLimitWindow("month", january));
+  assert.deepEqual(plan.write, { windowStart: december, used: 0, nextUsed: 100 });
+  const carried = planLease(rule(1_000, "month", "quota"), 7, plan.write, {
+    now: january + 10,
+    want: wants(1_000),
+  });
+  assert.equal(carried.slice.granted, 900);
+  assert.deepEqual(carried.write, { windowStart: january, used: 1_000, nextUsed: 0 });
+});
+
+Deno.test("planLease() never leases ahead for a quota without refill", () => {
+  const stored: StoredCounter = { windowStart: 0, used: 10, nextUsed: 0 };
+  let asked = false;
+  const plan = planLease(rule(100, "none", "quota"), 7, stored, {
+    now: W0,
+    ahead: true,
+    want: () => {
+      asked = true;
+      return 10;
+    },
+  });
+  assert.equal(asked, false);
+  assert.equal(plan.slice.granted, 0);
+  assert.equal(plan.slice.used, 10);
+  assert.equal(plan.write, undefined);
+});
+
+Deno.test("planReturn() takes units off the window they name, the counter's or the next, never below 0", () => {
+  const stored: StoredCounter = { windowStart: W0, used: 50, nextUsed: 20 };
+  const unit = (windowStart: number, units: number) => ({
+    limitId: 1,
+    subjectId: 7,
+    windowStart,
+    units,
+  });
+  assert.deepEqual(planReturn("minute", stored, unit(W0, 5)), { ...stored, used: 45 });
+  assert.deepEqual(planReturn("minute", stored, unit(W0 + MINUTE, 30)), {
+    ...stored,
+    nextUsed: 0,
+  });
+  assert.equal(planReturn("minute", stored, unit(W0 - MINUTE, 5)), undefined, "ended");
+  assert.equal(planReturn("minute", stored, unit(W0 + 2 * MINUTE, 5)), undefined, "not held");
+  assert.equal(planReturn("minute", undefined, unit(W0, 5)), undefined);
+  assert.equal(planReturn("none", { windowStart: 0, used: 9, nextUsed: 0 }, unit(1, 5)), undefined);
+});
+
+Deno.test("toCounterAt() carries a counter one window behind, restarts one further behind, refuses a later one", () => {
+  const stored: StoredCounter = { windowStart: W0, used: 50, nextUsed: 20 };
+  const at = (start: number) => toCounterAt("minute", stored, toLimitWindow("minute", start));
+  assert.equal(at(W0), stored);
+  assert.deepEqual(at(W0 + MINUTE), { windowStart: W0 + MINUTE, used: 20, nextUsed: 0 });
+  assert.deepEqual(at(W0 + 2 * MINUTE), { windowStart: W0 + 2 * MINUTE, used: 0, nextUsed: 0 });
+  assert.equal(at(W0 - MINUTE), undefined);
+});
