@@ -121,6 +121,13 @@ export interface Connection {
   write<T>(fn: () => T, audit?: AuditOf<T>): Promise<T>;
   /** Runs `fn` with SQLite's busy wait off (see busy_retry.ts). */
   withoutBusyWait<T>(fn: () => T): T;
+  /**
+   * Runs `fn` (which calls the store) in one transaction: every write meanwhile joins it instead
+   * of committing on its own, and it commits when `fn` resolves (pruning the change feed and
+   * waiting for a WAL sync as one write would, if any joined write ran a grant write) or rolls
+   * back when it rejects. For bulk loads by a single caller (bench seeding, tests).
+   */
+  runBulk<T>(fn: () => Promise<T>): Promise<T>;
   /** See `Store.readGrantEpoch`. */
   readGrantEpoch(): GrantEpoch;
   /** See `Store.readGrantChanges`. */
@@ -229,6 +236,8 @@ function createConnection(
     });
   }
 
+  /** Whether a bulk transaction (runBulk) is open: writes join it. */
+  let bulk = false;
   const appendEntries = createAuditAppender(sql);
   const writeFailures = createWriteFailures(sql);
 
@@ -237,8 +246,10 @@ function createConnection(
    * (changed a row through a grant-ending statement), and whether it ran one at all.
    */
   function commit<T>(fn: () => T): { result: T; endedGrants: boolean; ranGrants: boolean } {
-    // Only write() and the readiness probe commit, never inside another transaction: a nested
-    // commit would skip its sync.
+    // A write joins an open bulk transaction, which commits (and syncs) for it (runBulk).
+    if (bulk) return { result: fn(), endedGrants: false, ranGrants: false };
+    // Otherwise only write() and the readiness probe commit, never inside another transaction:
+    // a nested commit would skip its sync.
     if (db.isTransaction) throw new Error("A transaction is open already");
     db.exec("BEGIN IMMEDIATE");
     try {
@@ -304,6 +315,28 @@ function createConnection(
     readGrantWrites: () => grantWrites,
     readWalSyncs: () => syncWal?.readSyncs() ?? 0,
     readDataVersionReads: feed.readDataVersionReads,
+    async runBulk(fn) {
+      if (db.isTransaction) throw new Error("A transaction is open already");
+      refuseAfterSyncFailure(syncWal);
+      db.exec("BEGIN IMMEDIATE");
+      bulk = true;
+      const writesBefore = grantWrites;
+      const runsBefore = grantRuns;
+      try {
+        const result = await fn();
+        if (grantWrites !== writesBefore) feed.pruneChanges();
+        db.exec("COMMIT");
+        bulk = false;
+        const grants = grantWrites !== writesBefore || grantRuns !== runsBefore;
+        if (syncWal !== undefined && grants) await syncWal.afterCommit();
+        return result;
+      } catch (error) {
+        if (db.isTransaction) db.exec("ROLLBACK");
+        throw error;
+      } finally {
+        bulk = false;
+      }
+    },
     findWriteFailure: () =>
       syncWal?.findSyncFailure() ??
         writeFailures.find((probe) => withoutBusyWait(() => probeTransaction(probe))),

@@ -66,18 +66,7 @@ export function createSqliteMaintenance(conn: Connection): SqliteMaintenance {
     checkpointWal() {
       db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     },
-    async runBulkTransaction(fn) {
-      if (db.isTransaction) throw new Error("A transaction is open already");
-      db.exec("BEGIN IMMEDIATE");
-      try {
-        const result = await fn();
-        db.exec("COMMIT");
-        return result;
-      } catch (error) {
-        if (db.isTransaction) db.exec("ROLLBACK");
-        throw error;
-      }
-    },
+    runBulkTransaction: conn.runBulk,
     countChanges: () => (totalChanges.get() as { n: number }).n,
     readGrantWrites: conn.readGrantWrites,
     readWalSyncs: conn.readWalSyncs,
