@@ -123,7 +123,7 @@ export interface Connection {
   withoutBusyWait<T>(fn: () => T): T;
   /**
    * Runs `fn` (which calls the store) in one transaction: every write meanwhile joins it instead
-   * of committing on its own, and it commits when `fn` resolves (pruning the change feed and
+   * of committing on its own (in a savepoint: a write that fails leaves nothing), and it commits when `fn` resolves (pruning the change feed and
    * waiting for a WAL sync as one write would, if any joined write ran a grant write) or rolls
    * back when it rejects. For bulk loads by a single caller (bench seeding, tests).
    */
@@ -246,8 +246,9 @@ function createConnection(
    * (changed a row through a grant-ending statement), and whether it ran one at all.
    */
   function commit<T>(fn: () => T): { result: T; endedGrants: boolean; ranGrants: boolean } {
-    // A write joins an open bulk transaction, which commits (and syncs) for it (runBulk).
-    if (bulk) return { result: fn(), endedGrants: false, ranGrants: false };
+    // A write joins an open bulk transaction, which commits (and syncs) for it (runBulk), in a
+    // savepoint of its own: a write that fails leaves nothing, as on its own.
+    if (bulk) return { result: inSavepoint(fn), endedGrants: false, ranGrants: false };
     // Otherwise only write() and the readiness probe commit, never inside another transaction:
     // a nested commit would skip its sync.
     if (db.isTransaction) throw new Error("A transaction is open already");
@@ -262,6 +263,20 @@ function createConnection(
       return { result, endedGrants, ranGrants: grantRuns !== runsBefore };
     } catch (error) {
       if (db.isTransaction) db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  /** Runs `fn` in a savepoint of the open transaction, rolled back to if `fn` throws. */
+  function inSavepoint<T>(fn: () => T): T {
+    db.exec("SAVEPOINT joined_write");
+    try {
+      const result = fn();
+      db.exec("RELEASE joined_write");
+      return result;
+    } catch (error) {
+      db.exec("ROLLBACK TO joined_write");
+      db.exec("RELEASE joined_write");
       throw error;
     }
   }

@@ -8,6 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { openSqliteStore, type SqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
+import { openConnection } from "../../../src/store/sqlite/connection.ts";
 import { tempDbPath } from "../../_helpers/temp_db.ts";
 
 const NOW = 1_800_000_000_000;
@@ -93,5 +94,29 @@ Deno.test("runBulkTransaction() rolls back every store call made inside it when 
     assert.equal((await store.listUsers()).length, 2);
   } finally {
     await store.closeStore();
+  }
+});
+
+Deno.test("a write that fails inside runBulk() leaves nothing, and the others of the bulk commit", async () => {
+  using db = tempDbPath();
+  const conn = openConnection(db.path);
+  try {
+    conn.db.exec("CREATE TABLE scratch (n INTEGER NOT NULL)");
+    const insert = conn.sql("INSERT INTO scratch (n) VALUES (:n)", "keeps-grants");
+    await conn.runBulk(async () => {
+      await conn.write(() => insert.run({ n: 1 }));
+      await assert.rejects(
+        conn.write(() => {
+          insert.run({ n: 2 });
+          throw new Error("the write failed after its first row");
+        }),
+        /the write failed after its first row/,
+      );
+      await conn.write(() => insert.run({ n: 3 }));
+    });
+    const rows = conn.db.prepare("SELECT n FROM scratch ORDER BY n").all() as { n: number }[];
+    assert.deepEqual(rows.map((row) => row.n), [1, 3]);
+  } finally {
+    conn.close();
   }
 });
