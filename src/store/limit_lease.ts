@@ -5,12 +5,24 @@
  * dialects grant exactly alike.
  *
  * A counter counts two windows: `used`, the units leased from its window (`windowStart`), and
- * `nextUsed`, the units leased ahead from the window that follows it (a thread that leases its
- * next window's units before the boundary, so that the boundary does not stall its requests).
- * When a lease finds the counter one window behind, the new window starts at the units leased
- * ahead for it; two or more windows behind, at 0. So every unit of a window is counted against
- * that very window, whether it was leased in it or ahead of it, and the grants of a window never
- * exceed its limit.
+ * `nextUsed`, the units leased ahead (a thread that leases its next window's units before the
+ * boundary, so that the boundary does not stall its requests) from the window that starts at
+ * `nextStart`, the one after `windowStart`'s when they were leased. When a lease finds the counter
+ * of an earlier window, the new window starts at the units leased ahead for it (`nextStart` is
+ * its start), else at 0. So every unit of a window is counted against that very window, whether
+ * it was leased in it or ahead of it, and the grants of a window never exceed its limit.
+ *
+ * A rolling upgrade: an instance older than `nextUsed` (0.17 or earlier) moves a counter to a new
+ * window afresh, writing `windowStart` and `used` only, and leaves `nextUsed` and `nextStart` as
+ * they were. So a counter whose `windowStart` is its `nextStart` was moved by an old instance into
+ * the window its units were leased ahead for: they are counted in that window's `used` from then
+ * on (they are being spent), and never carried into a later window (whose `nextStart` they do not
+ * match). The bound: each window that begins while old and new instances share the database
+ * admits at most its limit plus the units the new ones leased ahead for it (an old instance that
+ * moves the counter grants from 0 without them), so at most twice its limit; no excess is carried
+ * into the window after it; once every instance runs this version, every window admits at most its
+ * limit. `--limit-lease-ahead off` on the new instances until then keeps every window to its
+ * limit.
  *
  * @module
  */
@@ -27,8 +39,10 @@ import {
 export interface StoredCounter {
   windowStart: number;
   used: number;
-  /** Units leased ahead from the window after `windowStart`'s. */
+  /** Units leased ahead from the window that starts at `nextStart`. */
   nextUsed: number;
+  /** The start of the window `nextUsed` counts (0 when none was leased ahead). */
+  nextStart: number;
 }
 
 /** What a lease does to one counter: the slice it answers, and the counter to store (if any). */
@@ -52,23 +66,27 @@ export function toNextWindow(period: LimitPeriod, window: LimitWindow): LimitWin
 }
 
 /**
- * The counter as of `window`: as stored in that window; carried over from the window just before
- * (its units leased ahead become the window's `used`); afresh when two or more windows behind or
- * missing; `undefined` when it already counts a later window (a clock that lags).
+ * The counter as of `window`: as stored in that window; carried over from an earlier window (its
+ * units leased ahead for this one become the window's `used`); afresh when none were leased ahead
+ * for it or the counter is missing; `undefined` when it already counts a later window (a clock that
+ * lags). A counter an old instance moved into the window its units were leased ahead for (its
+ * `windowStart` is its `nextStart`) counts them in `used`.
  */
 export function toCounterAt(
-  period: LimitPeriod,
   stored: StoredCounter | undefined,
   window: LimitWindow,
 ): StoredCounter | undefined {
-  if (stored === undefined) return { windowStart: window.start, used: 0, nextUsed: 0 };
+  if (stored === undefined) return { windowStart: window.start, used: 0, ...NOTHING_AHEAD };
   if (stored.windowStart > window.start) return undefined;
-  if (stored.windowStart === window.start) return stored;
-  const carried = toLimitWindow(period, stored.windowStart).end === window.start
-    ? stored.nextUsed
-    : 0;
-  return { windowStart: window.start, used: carried, nextUsed: 0 };
+  if (stored.windowStart === window.start) {
+    if (stored.nextStart !== window.start || stored.nextUsed === 0) return stored;
+    return { windowStart: window.start, used: stored.used + stored.nextUsed, ...NOTHING_AHEAD };
+  }
+  const carried = stored.nextStart === window.start ? stored.nextUsed : 0;
+  return { windowStart: window.start, used: carried, ...NOTHING_AHEAD };
 }
+
+const NOTHING_AHEAD = { nextUsed: 0, nextStart: 0 } as const;
 
 /** How many units to grant: at most what is left of `max`, and none for a `want` not a number. */
 function toGrant(rule: LimitRule, used: number, want: (rule: LimitRule, used: number) => number) {
@@ -91,7 +109,7 @@ export function planLease(
   ask: LeaseAsk,
 ): CounterPlan {
   const window = toLimitWindow(rule.period, ask.now);
-  const counter = toCounterAt(rule.period, stored, window);
+  const counter = toCounterAt(stored, window);
   if (counter === undefined) {
     return { slice: { rule, subjectId, window, granted: 0, used: stored!.used } };
   }
@@ -101,20 +119,26 @@ export function planLease(
     const slice = { rule, subjectId, window, granted: 0, used: counter.used };
     return moved ? { slice, write: counter } : { slice };
   }
-  const from = next === undefined ? counter.used : counter.nextUsed;
+  const from = next === undefined
+    ? counter.used
+    : counter.nextStart === next.start
+    ? counter.nextUsed
+    : 0;
   const granted = toGrant(rule, from, ask.want);
   const slice = { rule, subjectId, window: next ?? window, granted, used: from + granted };
   if (granted === 0 && !moved) return { slice };
   const write = next === undefined
     ? { ...counter, used: from + granted }
-    : { ...counter, nextUsed: from + granted };
+    : { ...counter, nextUsed: from + granted, nextStart: next.start };
   return { slice, write };
 }
 
 /**
  * What a return of unspent units does to a counter: it takes them off the window it names, the
- * counter's or the one after it (units leased ahead), never below 0; a window the counter no
- * longer holds (ended, or two ahead) takes nothing. `undefined` when nothing changes.
+ * counter's or the one its units leased ahead count (`nextStart`), never below 0; a window the
+ * counter no longer holds (ended, or two ahead) takes nothing. A counter an old instance moved
+ * into its ahead window counts those units in `used` first (`toCounterAt`). `undefined` when
+ * nothing changes.
  */
 export function planReturn(
   period: LimitPeriod,
@@ -123,10 +147,10 @@ export function planReturn(
 ): StoredCounter | undefined {
   if (stored === undefined || units.units <= 0) return undefined;
   if (stored.windowStart === units.windowStart) {
-    return { ...stored, used: Math.max(0, stored.used - units.units) };
+    const counter = toCounterAt(stored, toLimitWindow(period, stored.windowStart))!;
+    return { ...counter, used: Math.max(0, counter.used - units.units) };
   }
-  const next = toNextWindow(period, toLimitWindow(period, stored.windowStart));
-  if (next !== undefined && next.start === units.windowStart) {
+  if (stored.nextStart === units.windowStart && stored.nextUsed > 0) {
     return { ...stored, nextUsed: Math.max(0, stored.nextUsed - units.units) };
   }
   return undefined;

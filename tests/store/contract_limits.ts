@@ -367,6 +367,39 @@ export function registerLimitBatchLeaseTests(test: ContractTest): void {
     const [usage] = await store.listLimitUsage({ userId: user.id }, T0);
     assert.equal(usage.used, 100);
   });
+
+  test("limits: one lease call and one return call of 14,000 counters (more than one PostgreSQL statement's parameters hold)", async ({ store }) => {
+    const { user } = await seed(store);
+    await put(store, { scope: "default", subjectId: null, kind: "rate", max: 100, period: "hour" });
+    await put(store, {
+      scope: "default",
+      subjectId: null,
+      kind: "quota",
+      max: 1_000,
+      period: "month",
+    });
+    // 7,000 keys × 2 limits: a clean stop of a thread with that many keys returns them at once.
+    const owners = Array.from(
+      { length: 7_000 },
+      (_, i) => ({ apiKeyId: 100_000 + i, userId: user.id }),
+    );
+    const now = toLimitWindow("hour", T0).start + 1_000;
+    const answers = await store.leaseLimits(owners.map((o) => ({ ...o, now, want: () => 5 })));
+    const slices = answers.flat();
+    assert.equal(slices.length, 14_000);
+    assert.ok(slices.every((s) => s.granted === 5 && s.used === 5));
+    const units = slices.map((s) => ({
+      limitId: s.rule.id,
+      subjectId: s.subjectId,
+      windowStart: s.window.start,
+      units: s.rule.kind === "rate" ? 5 : 2,
+    }));
+    await store.returnLimitUnits(units);
+    for (const owner of [owners[0], owners[3_500], owners[6_999]]) {
+      const usage = await store.listLimitUsage(owner, now);
+      assert.deepEqual(usage.map((u) => `${u.rule.kind}:${u.used}`), ["rate:0", "quota:3"]);
+    }
+  });
 }
 
 /** Limits deleted alone or with their key or user, and their changes in the grant feed. */

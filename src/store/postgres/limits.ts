@@ -47,35 +47,63 @@ const toCounter = (row: Row): StoredCounter => ({
   windowStart: row.window_start as number,
   used: row.used as number,
   nextUsed: row.next_used as number,
+  nextStart: row.next_start as number,
 });
 
-/** Writes counters (`limit_id:subject_id` → counter) in one statement. */
+/**
+ * Counters per statement: a statement takes at most 65,535 parameters (6 per counter written), so
+ * a batch of more counters (a clean stop returning the units of 10,000 keys' two limits) is sent as
+ * several statements of the same transaction, in the lock order of the rows they hold.
+ */
+export const COUNTERS_PER_STATEMENT = 2_000;
+
+/** `items` in consecutive slices of at most {@link COUNTERS_PER_STATEMENT}. */
+function toChunks<T>(items: readonly T[]): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < items.length; i += COUNTERS_PER_STATEMENT) {
+    chunks.push(items.slice(i, i + COUNTERS_PER_STATEMENT));
+  }
+  return chunks;
+}
+
+/** `limit_id:subject_id` keys in lock order, limit id then subject. */
+function toLockOrder(ids: Iterable<string>): number[][] {
+  return [...ids].map((id) => id.split(":").map(Number)).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+}
+
+/** Writes counters (`limit_id:subject_id` → counter), in lock order, a chunk per statement. */
 async function writeCounters(tx: postgres.TransactionSql, written: Map<string, StoredCounter>) {
-  const rows = [...written].map((
-    [id, c],
-  ) => [...id.split(":"), c.windowStart, c.used, c.nextUsed]);
-  await tx`UPDATE limit_usage u SET window_start = w.window_start::bigint,
-      used = w.used::bigint, next_used = w.next_used::bigint
-    FROM (VALUES ${tx(rows)}) AS w (limit_id, subject_id, window_start, used, next_used)
-    WHERE u.limit_id = w.limit_id::bigint AND u.subject_id = w.subject_id::bigint`;
+  const rows = toLockOrder(written.keys()).map(([limitId, subjectId]) => {
+    const c = written.get(`${limitId}:${subjectId}`)!;
+    return [limitId, subjectId, c.windowStart, c.used, c.nextUsed, c.nextStart];
+  });
+  for (const chunk of toChunks(rows)) {
+    await tx`UPDATE limit_usage u SET window_start = w.window_start::bigint,
+        used = w.used::bigint, next_used = w.next_used::bigint, next_start = w.next_start::bigint
+      FROM (VALUES ${tx(chunk)})
+        AS w (limit_id, subject_id, window_start, used, next_used, next_start)
+      WHERE u.limit_id = w.limit_id::bigint AND u.subject_id = w.subject_id::bigint`;
+  }
 }
 
 /**
  * `returnLimitUnits`' reads and writes, in its transaction: the counters locked in limit-then-
  * subject order (as a lease locks them) and read with their limit's period, the returns planned
- * (limit_lease.ts), the changed counters written in one statement.
+ * (limit_lease.ts), the changed counters written; a chunk of counters per statement.
  */
 async function writeReturns(tx: postgres.TransactionSql, units: readonly LimitReturn[]) {
-  const keys = [...new Set(units.map((u) => `${u.limitId}:${u.subjectId}`))]
-    .map((id) => id.split(":"));
-  const rows = await tx<Row[]>`SELECT u.limit_id, u.subject_id, u.window_start, u.used,
-      u.next_used, l.period
-    FROM limit_usage u JOIN limits l ON l.id = u.limit_id
-    JOIN (VALUES ${tx(keys)}) AS k (limit_id, subject_id)
-      ON u.limit_id = k.limit_id::bigint AND u.subject_id = k.subject_id::bigint
-    ORDER BY u.limit_id, u.subject_id
-    FOR UPDATE OF u`;
-  const stored = new Map(rows.map((row) => [`${row.limit_id}:${row.subject_id}`, row]));
+  const keys = toLockOrder(new Set(units.map((u) => `${u.limitId}:${u.subjectId}`)));
+  const stored = new Map<string, Row>();
+  for (const chunk of toChunks(keys)) {
+    const rows = await tx<Row[]>`SELECT u.limit_id, u.subject_id, u.window_start, u.used,
+        u.next_used, u.next_start, l.period
+      FROM limit_usage u JOIN limits l ON l.id = u.limit_id
+      JOIN (VALUES ${tx(chunk)}) AS k (limit_id, subject_id)
+        ON u.limit_id = k.limit_id::bigint AND u.subject_id = k.subject_id::bigint
+      ORDER BY u.limit_id, u.subject_id
+      FOR UPDATE OF u`;
+    for (const row of rows) stored.set(`${row.limit_id}:${row.subject_id}`, row);
+  }
   const counters = new Map<string, StoredCounter>();
   const written = new Map<string, StoredCounter>();
   for (const unit of units) {
@@ -172,27 +200,26 @@ async function writeLeases(
   // Locks every counter in that order (creating a missing one at window 0, which every window
   // after it replaces), and reads it: a concurrent lease of one of them waits here until this
   // one commits.
-  const locked = await tx<Row[]>`INSERT INTO limit_usage ${
-    tx(
-      ordered.map((c) => ({
-        limit_id: c.limitId,
-        subject_id: c.subjectId,
-        window_start: 0,
-        used: 0,
-        next_used: 0,
-      })),
-      "limit_id",
-      "subject_id",
-      "window_start",
-      "used",
-      "next_used",
-    )
+  const stored = new Map<string, StoredCounter>();
+  for (const chunk of toChunks(ordered)) {
+    const locked = await tx<Row[]>`INSERT INTO limit_usage ${
+      tx(
+        chunk.map((c) => ({
+          limit_id: c.limitId,
+          subject_id: c.subjectId,
+          window_start: 0,
+          used: 0,
+        })),
+        "limit_id",
+        "subject_id",
+        "window_start",
+        "used",
+      )
+    }
+      ON CONFLICT (limit_id, subject_id) DO UPDATE SET used = limit_usage.used
+      RETURNING limit_id, subject_id, window_start, used, next_used, next_start`;
+    for (const row of locked) stored.set(`${row.limit_id}:${row.subject_id}`, toCounter(row));
   }
-    ON CONFLICT (limit_id, subject_id) DO UPDATE SET used = limit_usage.used
-    RETURNING limit_id, subject_id, window_start, used, next_used`;
-  const stored = new Map<string, StoredCounter>(
-    locked.map((row) => [`${row.limit_id}:${row.subject_id}`, toCounter(row)]),
-  );
   const written = new Map<string, StoredCounter>();
   const slices = rulesOf.map((rules, i) =>
     rules.map((rule) => {
@@ -227,10 +254,10 @@ async function readUsage(
   for (const rule of rules) {
     const subjectId = toLimitSubject(rule, { apiKeyId: owner.apiKeyId ?? 0, ...owner });
     const window = toLimitWindow(rule.period, now);
-    const [row] = await sql<Row[]>`SELECT window_start, used, next_used FROM limit_usage
+    const [row] = await sql<Row[]>`SELECT window_start, used, next_used, next_start FROM limit_usage
       WHERE limit_id = ${rule.id} AND subject_id = ${subjectId}`;
     // Units leased ahead for this window count in it.
-    const used = toCounterAt(rule.period, row && toCounter(row), window)?.used ?? 0;
+    const used = toCounterAt(row && toCounter(row), window)?.used ?? 0;
     usage.push({ rule, subjectId, window, used });
   }
   return usage;

@@ -307,10 +307,12 @@ CREATE TABLE limit_usage (
   },
   {
     // As SQLite's migration 17: a limit's counter also counts the units leased ahead from the
-    // window after its own (src/store/limit_lease.ts).
+    // window that starts at next_start (src/store/limit_lease.ts). The CHECK makes PostgreSQL
+    // scan the table under an exclusive lock (docs/postgres.md#migrations).
     version: 15,
     name: "limit lease ahead",
     sql:
-      "ALTER TABLE limit_usage ADD COLUMN next_used bigint NOT NULL DEFAULT 0 CHECK (next_used >= 0);",
+      `ALTER TABLE limit_usage ADD COLUMN next_used bigint NOT NULL DEFAULT 0 CHECK (next_used >= 0),
+  ADD COLUMN next_start bigint NOT NULL DEFAULT 0;`,
   },
 ];

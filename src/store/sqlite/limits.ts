@@ -54,20 +54,20 @@ function prepareLimitStatements(conn: Connection) {
     ),
     remove: sql("DELETE FROM limits WHERE id = :id RETURNING *"),
     counter: sql(
-      `SELECT window_start, used, next_used FROM limit_usage
+      `SELECT window_start, used, next_used, next_start FROM limit_usage
        WHERE limit_id = :limit_id AND subject_id = :subject_id`,
     ),
     counterOfReturn: sql(
-      `SELECT u.window_start, u.used, u.next_used, l.period FROM limit_usage u
+      `SELECT u.window_start, u.used, u.next_used, u.next_start, l.period FROM limit_usage u
        JOIN limits l ON l.id = u.limit_id
        WHERE u.limit_id = :limit_id AND u.subject_id = :subject_id`,
     ),
     // Keeps grants: counters are bookkeeping, never part of a grant.
     counterWrite: sql(
-      `INSERT INTO limit_usage (limit_id, subject_id, window_start, used, next_used)
-       VALUES (:limit_id, :subject_id, :window_start, :used, :next_used)
+      `INSERT INTO limit_usage (limit_id, subject_id, window_start, used, next_used, next_start)
+       VALUES (:limit_id, :subject_id, :window_start, :used, :next_used, :next_start)
        ON CONFLICT (limit_id, subject_id) DO UPDATE SET window_start = excluded.window_start,
-         used = excluded.used, next_used = excluded.next_used`,
+         used = excluded.used, next_used = excluded.next_used, next_start = excluded.next_start`,
       "keeps-grants",
     ),
     keyExists: sql("SELECT 1 AS ok FROM api_keys WHERE id = :id"),
@@ -81,6 +81,7 @@ const toCounter = (row: Row): StoredCounter => ({
   windowStart: row.window_start as number,
   used: row.used as number,
   nextUsed: row.next_used as number,
+  nextStart: row.next_start as number,
 });
 
 function readCounter(statements: LimitStatements, limitId: number, subjectId: number) {
@@ -102,6 +103,7 @@ function writeCounter(
     window_start: counter.windowStart,
     used: counter.used,
     next_used: counter.nextUsed,
+    next_start: counter.nextStart,
   });
 }
 
@@ -172,7 +174,7 @@ function readUsage(
     const window = toLimitWindow(rule.period, now);
     const stored = readCounter(statements, rule.id, subjectId);
     // Units leased ahead for this window count in it.
-    const used = toCounterAt(rule.period, stored, window)?.used ?? 0;
+    const used = toCounterAt(stored, window)?.used ?? 0;
     return { rule, subjectId, window, used };
   });
 }

@@ -333,12 +333,14 @@ BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
     sql: "CREATE INDEX audit_log_by_action_id ON audit_log (action, id);",
   },
   {
-    // A limit's counter also counts the units leased ahead from the window after its own
-    // (src/store/limit_lease.ts): they become that window's `used` when a lease moves to it.
+    // A limit's counter also counts the units leased ahead from the window that starts at
+    // next_start (src/store/limit_lease.ts): they become that window's `used` when a lease moves
+    // to it, or count in it when an older instance moved the counter there without them.
     version: 17,
     name: "limit lease ahead",
     sql:
-      "ALTER TABLE limit_usage ADD COLUMN next_used INTEGER NOT NULL DEFAULT 0 CHECK (next_used >= 0);",
+      `ALTER TABLE limit_usage ADD COLUMN next_used INTEGER NOT NULL DEFAULT 0 CHECK (next_used >= 0);
+ALTER TABLE limit_usage ADD COLUMN next_start INTEGER NOT NULL DEFAULT 0;`,
   },
 ];
 
