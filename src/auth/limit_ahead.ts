@@ -33,27 +33,41 @@ function toRate(slot: Slot, now: number): number {
 
 /**
  * Whether a slot should lease its next window's units now: in the last part of its window
- * ({@link toAheadMargin}), with a rate (more than one request, or traffic measured at a lease
- * before: a lone request does not lease ahead), not yet leased ahead for that window.
+ * ({@link toAheadMargin}), with a rate (more than one request, traffic measured at a lease
+ * before, or a request refused: a lone request does not lease ahead), not yet leased ahead for
+ * that window.
  */
-function isAheadDue(slot: Slot, now: number): boolean {
+function isAheadDue(slot: Slot, now: number, refused: boolean): boolean {
   return now >= slot.windowEnd - toAheadMargin(slot) && now < slot.windowEnd &&
-    slot.aheadStart !== slot.windowEnd && (slot.rate > 0 || slot.admitted > 1);
+    slot.aheadStart !== slot.windowEnd && (refused || slot.rate > 0 || slot.admitted > 1);
 }
 
 /**
  * Marks the slots of a key whose lease ahead is due at `now` as leasing ahead (once per window,
- * also when it fails); says whether any was.
+ * also when it fails); says whether any was. `refused`: the request was refused (a key at its
+ * limit leases ahead too, or its requests after the boundary would all wait for a lease).
  */
-export function markAheadDue(key: KeySlots, now: number): boolean {
+export function markAheadDue(key: KeySlots, now: number, refused = false): boolean {
   let due = false;
   for (const slot of key.slots ?? []) {
-    if (!isAheadDue(slot, now)) continue;
+    if (!isAheadDue(slot, now, refused)) continue;
     slot.aheadStart = slot.windowEnd;
     slot.ahead = 0;
+    // Until the answer says: a failed (or refused) lease ahead carries no earlier window's count.
+    slot.aheadUsed = 0;
     due = true;
   }
   return due;
+}
+
+/**
+ * Whether a key's lease ahead has nothing left to ask for at `now`: none of its slots is marked
+ * for a window that has not begun (the boundary passed while it waited for its turn).
+ */
+export function isAheadOver(key: KeySlots, now: number): boolean {
+  return !(key.slots ?? []).some((slot) =>
+    slot.aheadStart === slot.windowEnd && now < slot.windowEnd
+  );
 }
 
 /**

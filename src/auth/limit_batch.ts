@@ -24,10 +24,22 @@ export type BatchRun<T> = (items: T[]) => Promise<unknown[]>;
 
 /** A lease coalescer. */
 export interface LeaseBatcher<T> {
-  /** Queues `item` for the next batch; settles when its batch has run (rejects with its error). */
-  lease(item: T): Promise<void>;
+  /**
+   * Queues `item` for the next batch; settles when its batch has run (rejects with its error).
+   * A `background` item (a lease ahead: no request waits for it) only fills the room the items
+   * that requests wait for leave in a batch.
+   */
+  lease(item: T, options?: { background?: boolean }): Promise<void>;
   /** Batches run so far (metrics and tests). */
   readBatches(): number;
+}
+
+/** What {@link createLeaseBatcher} may be told. */
+export interface LeaseBatcherOptions<T> {
+  /** Whether a background item has nothing left to do: it settles without a batch. */
+  isOver?(item: T): boolean;
+  /** The most items one batch runs (default {@link MAX_BATCH}). */
+  maxBatch?: number;
 }
 
 interface Waiter<T> {
@@ -36,19 +48,44 @@ interface Waiter<T> {
   reject(error: unknown): void;
 }
 
-/** Creates a coalescer that runs batches with `run`, one at a time. */
-export function createLeaseBatcher<T>(run: BatchRun<T>): LeaseBatcher<T> {
+/**
+ * Creates a coalescer that runs batches with `run`, one at a time: the items requests wait for
+ * first, in the order they came, then background ones in the room left.
+ */
+export function createLeaseBatcher<T>(
+  run: BatchRun<T>,
+  options: LeaseBatcherOptions<T> = {},
+): LeaseBatcher<T> {
+  const maxBatch = options.maxBatch ?? MAX_BATCH;
   let queue: Waiter<T>[] = [];
+  let background: Waiter<T>[] = [];
   let running = false;
   let scheduled = false;
   let batches = 0;
 
+  /** The next batch: the waited-for items first, then the background ones still due. */
+  function takeBatch(): Waiter<T>[] {
+    const batch = queue.slice(0, maxBatch);
+    queue = queue.slice(batch.length);
+    if (options.isOver !== undefined) {
+      background = background.filter((waiter) => {
+        if (!options.isOver!(waiter.item)) return true;
+        waiter.resolve();
+        return false;
+      });
+    }
+    const room = maxBatch - batch.length;
+    batch.push(...background.slice(0, room));
+    background = background.slice(Math.min(room, background.length));
+    return batch;
+  }
+
   async function flush(): Promise<void> {
     scheduled = false;
-    if (running || queue.length === 0) return;
+    if (running) return;
+    const batch = takeBatch();
+    if (batch.length === 0) return;
     running = true;
-    const batch = queue.slice(0, MAX_BATCH);
-    queue = queue.slice(batch.length);
     batches++;
     try {
       let outcomes: unknown[];
@@ -64,13 +101,15 @@ export function createLeaseBatcher<T>(run: BatchRun<T>): LeaseBatcher<T> {
     } finally {
       running = false;
       // The keys that asked meanwhile go at once, together.
-      if (queue.length > 0) void flush();
+      if (queue.length + background.length > 0) void flush();
     }
   }
 
   return {
-    lease(item) {
-      const settled = new Promise<void>((resolve, reject) => queue.push({ item, resolve, reject }));
+    lease(item, leaseOptions) {
+      const settled = new Promise<void>((resolve, reject) => {
+        (leaseOptions?.background ? background : queue).push({ item, resolve, reject });
+      });
       if (!running && !scheduled) {
         scheduled = true;
         setTimeout(() => void flush(), 0);

@@ -19,14 +19,17 @@
  * Leases ahead: a key used in the last part of its window leases its next window's units in the
  * background (through the same batcher, so many keys share one store call), counted by the store
  * against that next window, so that at the boundary its requests admit from units already in
- * hand instead of all waiting for a lease at once. The request that starts it does not wait for
- * it, and its failure neither refuses nor opens anything (it is logged once).
+ * hand instead of all waiting for a lease at once (a key refused there leases ahead too). The
+ * request that starts it does not wait for it, and its failure neither refuses nor opens anything
+ * (it is logged once). The leases requests wait for go first in a batch; a lease ahead still
+ * queued when its window begins is dropped. Off with `leaseAhead: false` (`--limit-lease-ahead`).
  *
  * What can be lost (admitted fewer than the limit allows, never more): units a thread holds
  * when a window ends (at most its last slice per limit), units held by a thread that crashed
  * (returned never; a clean stop returns them), and units held unused until the idle return
  * ({@link IDLE_RETURN_MS}, once half a window's budget is leased), those leased ahead included
- * (at most one slice per limit and thread). docs/architecture.md.
+ * (at most one slice per limit, key entry and thread: a user's limit can have one slice leased
+ * ahead for each of its keys). docs/architecture.md.
  *
  * A change of a limit is learned through the grant change feed (the key's, the user's, or all
  * for the default): the key's entry is dropped (its unspent units given back) and its limits
@@ -44,7 +47,7 @@ import type { Logger } from "../platform/logger.ts";
 import { StoreUnavailable } from "../store/errors.ts";
 import type { LimitKind, LimitOwner, LimitReturn, LimitSlice, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
-import { markAheadDue, startAheadRound } from "./limit_ahead.ts";
+import { isAheadOver, markAheadDue, startAheadRound } from "./limit_ahead.ts";
 import { createLeaseBatcher } from "./limit_batch.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
 import {
@@ -74,6 +77,12 @@ export interface LimiterDeps {
   >;
   clock: Clock;
   logger?: Pick<Logger, "warn">;
+  /**
+   * Lease a key's next window ahead of its boundary (`--limit-lease-ahead`, default `true`).
+   * Off: every window is leased once it has begun, as servers of 0.17 and earlier do, which do
+   * not know the units leased ahead (so a rolling upgrade from them runs with it off).
+   */
+  leaseAhead?: boolean;
   /** Counts limited requests by kind, and admissions while the store could not be reached. */
   metrics?: {
     limitedRequest(kind: LimitKind): void;
@@ -143,39 +152,65 @@ function isAlike(a: unknown, b: unknown): boolean {
     a.message === b.message;
 }
 
+/** A batch's store call, tried by {@link splitFailed}: its outcomes, or what failed it. */
+interface Tried {
+  outcomes?: unknown[];
+  error?: unknown;
+}
+
+/**
+ * The store calls {@link splitFailed} may make for a batch of `size`: 4 log2 N + 3, enough to
+ * find two failing keys (about 4 log2 N - 1 calls), far fewer than 2N - 1 for a large batch.
+ */
+export function toSplitBudget(size: number): number {
+  return 4 * Math.ceil(Math.log2(Math.max(2, size))) + 3;
+}
+
 /**
  * The outcomes of a batch whose store call (`call`, which throws what fails the whole call)
  * failed with `error`, so that one key's failure does not fail the others: the batch is leased
- * again in halves, and a half that fails in halves again, down to the failing key. Bounded: a
- * failure of the whole batch (both halves fail alike) fails every key after 3 calls, where key
- * by key took one call per key; one failing key among N costs about 2 log2 N calls. (Keys failing
- * alike in both halves fail their batch's other keys too.)
+ * again in halves, and a half that fails in halves again, down to the failing key (about
+ * 2 log2 N calls for one failing key among N). When both halves fail alike, one key is tried
+ * alone: failing alike too, it is a failure of the whole batch and every key gets it (4 calls,
+ * where key by key took one per key); served, the halves are split further (two keys failing
+ * alike, one in each half, fail only themselves, unless the one tried alone is one of them).
+ * At most {@link toSplitBudget} calls in all (errors whose message varies would otherwise cost
+ * up to 2N - 1 calls, one after the other): the keys not yet served then get their part's error.
  */
 async function splitFailed<T>(
   items: readonly T[],
   error: unknown,
   call: (batch: T[]) => Promise<unknown[]>,
+  budget = { left: toSplitBudget(items.length) },
 ): Promise<unknown[]> {
-  if (items.length === 1) return [error];
-  const half = Math.ceil(items.length / 2);
-  const halves = [items.slice(0, half), items.slice(half)];
-  const tries: { outcomes?: unknown[]; error?: unknown }[] = [];
-  for (const batch of halves) {
+  if (items.length <= 1 || budget.left <= 0) return items.map(() => error);
+  async function attempt(batch: T[]): Promise<Tried> {
+    if (budget.left <= 0) return { error };
+    budget.left--;
     try {
-      tries.push({ outcomes: await call(batch) });
+      return { outcomes: await call(batch) };
     } catch (failed) {
-      tries.push({ error: failed ?? new Error("A lease failed") });
+      return { error: failed ?? new Error("A lease failed") };
     }
   }
-  if (tries.every((t) => t.outcomes === undefined && isAlike(t.error, error))) {
-    return items.map(() => error);
+  const half = Math.ceil(items.length / 2);
+  const halves = [items.slice(0, half), items.slice(half)];
+  const tries: Tried[] = [];
+  for (const batch of halves) tries.push(await attempt(batch));
+  const failedAlike = (tried: Tried) => tried.outcomes === undefined && isAlike(tried.error, error);
+  if (tries.every(failedAlike) && halves[0].length > 1) {
+    const probe = await attempt([items[0]]);
+    if (failedAlike(probe)) return items.map(() => error);
+    return [
+      probe.outcomes?.[0] ?? probe.error,
+      ...await splitFailed(halves[0].slice(1), error, call, budget),
+      ...await splitFailed(halves[1], tries[1].error, call, budget),
+    ];
   }
   const outcomes: unknown[] = [];
   for (let i = 0; i < halves.length; i++) {
     const tried = tries[i];
-    outcomes.push(
-      ...(tried.outcomes ?? await splitFailed(halves[i], tried.error, call)),
-    );
+    outcomes.push(...(tried.outcomes ?? await splitFailed(halves[i], tried.error, call, budget)));
   }
   return outcomes;
 }
@@ -189,16 +224,22 @@ interface LeaseItem {
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
+  const leaseAhead = deps.leaseAhead ?? true;
   const keys = createLimitKeys();
   /** When `admit` read the clock: the learned changes are applied as of then. */
   let followedAt = 0;
   const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
-  const batcher = createLeaseBatcher(leaseBatch);
+  const batcher = createLeaseBatcher(leaseBatch, {
+    // A lease ahead whose window began while it waited for its turn asks for nothing.
+    isOver: ({ entry }) => isAheadOver(entry, clock.now()),
+  });
   let timer: ReturnType<typeof setInterval> | undefined;
   let warnedUnavailable = false;
   let warnedAhead = false;
 
   function refuse(entry: LimitEntry, denied: Slot, now: number): never {
+    // A key at its limit leases ahead too: after the boundary its requests admit at once.
+    leaseAheadIfDue(entry, now, true);
     metrics?.limitedRequest(denied.rule.kind);
     const statuses = toStatuses(entry, entry.slots ?? [denied], now, denied);
     throw new LimitExceeded(denied.rule.kind, statuses, toRetryAfter(denied, now));
@@ -268,9 +309,10 @@ export function createLimiter(deps: LimiterDeps) {
    * in the last part of its window: limit_slots.ts), unless one is under way. The request does
    * not wait for it; a failure is logged once, and changes nothing else.
    */
-  function leaseAheadIfDue(entry: LimitEntry, now: number): void {
-    if (entry.leasingAhead !== undefined || !markAheadDue(entry, now)) return;
-    entry.leasingAhead = batcher.lease({ entry, ahead: true })
+  function leaseAheadIfDue(entry: LimitEntry, now: number, refused = false): void {
+    if (!leaseAhead || entry.leasingAhead !== undefined) return;
+    if (!markAheadDue(entry, now, refused)) return;
+    entry.leasingAhead = batcher.lease({ entry, ahead: true }, { background: true })
       .catch((error) => {
         if (error instanceof StoreUnavailable || warnedAhead) return;
         warnedAhead = true;

@@ -48,6 +48,8 @@ export interface Config extends PortalConfig {
   hideCredentials: boolean;
   /** Send `RateLimit-Policy` and `RateLimit` headers on answers to limited keys. */
   limitHeaders: boolean;
+  /** Lease a limit's next window's units before it starts (off during an upgrade from 0.17). */
+  limitLeaseAhead: boolean;
   /** Serve Prometheus metrics on a separate listener. */
   metrics: boolean;
   metricsHostname: string;

@@ -46,6 +46,7 @@ const HELP_ORDER = [
   "upstreamTimeoutSeconds",
   "hideCredentials",
   "limitHeaders",
+  "limitLeaseAhead",
   "metrics",
   "metricsHostname",
   "metricsPort",

@@ -62,6 +62,7 @@ export function logListening(
     behind_proxy: config.behindProxy,
     tcp_nodelay: bound.noDelay,
     ...(config.workers > 1 ? { workers: config.workers } : {}),
+    ...(config.limitLeaseAhead ? {} : { limit_lease_ahead: false }),
   });
   if (!bound.noDelay && !config.behindProxy) {
     logger.warn(
@@ -101,6 +102,7 @@ export function startApiListener(
     clock: systemClock,
     logger,
     metrics: services.metrics,
+    leaseAhead: config.limitLeaseAhead,
   });
   const handler = createHandler(composeHandlerDeps(config, { ...services, keyUsage, limiter }));
   let bound!: (address: Bound) => void;

@@ -84,3 +84,54 @@ Deno.test("createLeaseBatcher() rejects only the items whose outcome is an error
   for (const lease of both) await assert.rejects(lease, { message: "store gone" });
   assert.equal(failing.readBatches(), 1);
 });
+
+Deno.test("createLeaseBatcher() puts the items requests wait for first; background items fill the room left", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run, { maxBatch: 3 });
+  let started = held.started();
+  const first = batcher.lease(1);
+  await started;
+  started = held.started();
+  const queued = [
+    batcher.lease(100, { background: true }),
+    batcher.lease(101, { background: true }),
+    ...[2, 3, 4, 5].map((item) => batcher.lease(item)),
+  ];
+  held.release();
+  await first;
+  await started;
+  assert.deepEqual(held.batches[1], [2, 3, 4], "the background items wait: no room");
+  started = held.started();
+  held.release();
+  await started;
+  assert.deepEqual(held.batches[2], [5, 100, 101], "one request's item, then the room filled");
+  held.release();
+  await Promise.all(queued);
+  assert.equal(batcher.readBatches(), 3);
+});
+
+Deno.test("createLeaseBatcher() settles a background item that is over without running it", async () => {
+  const held = heldRun();
+  const over = new Set<number>();
+  const batcher = createLeaseBatcher(held.run, { isOver: (item) => over.has(item) });
+  let started = held.started();
+  const first = batcher.lease(1);
+  await started;
+  started = held.started();
+  const ahead = [100, 101].map((item) => batcher.lease(item, { background: true }));
+  const waited = batcher.lease(2);
+  over.add(100);
+  over.add(2); // Only background items are ever dropped.
+  held.release();
+  await first;
+  await ahead[0];
+  await started;
+  assert.deepEqual(held.batches, [[1], [2, 101]]);
+  held.release();
+  await Promise.all([waited, ahead[1]]);
+
+  // A batch of only items that are over is no batch at all.
+  over.add(102);
+  await batcher.lease(102, { background: true });
+  assert.equal(batcher.readBatches(), 2);
+});

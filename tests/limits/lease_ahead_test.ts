@@ -8,8 +8,12 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { markAheadDue } from "../../src/auth/limit_ahead.ts";
+import { rollSlot, type Slot } from "../../src/auth/limit_slots.ts";
+import { toLimitPolicy } from "../../src/auth/limit_status.ts";
 import { createLimiter } from "../../src/auth/limiter.ts";
 import { setLimit } from "../../src/auth/limits.ts";
+import { LimitExceeded } from "../../src/auth/limit_status.ts";
 import { StoreError, StoreUnavailable } from "../../src/store/errors.ts";
 import type { LimitLeaseRequest, Store } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
@@ -30,12 +34,13 @@ function recording(store: Store) {
   return { store: wrapped, state };
 }
 
-function limiterOver(app: TestApp) {
+function limiterOver(app: TestApp, leaseAhead?: boolean) {
   const counted = { waits: 0, unavailable: 0, warnings: [] as string[] };
   const { store, state } = recording(app.store);
   const limiter = createLimiter({
     store,
     clock: app.clock,
+    leaseAhead,
     logger: { warn: (message) => void counted.warnings.push(message) },
     metrics: {
       limitedRequest: () => {},
@@ -208,4 +213,151 @@ Deno.test("limiter: the units a lease ahead brings for a key dropped meanwhile (
   await limiter.stop();
   assert.equal(await usedAt(app, owner, window.end - 100), 4, "the current window: 4 admitted");
   assert.equal(await usedAt(app, owner, window.end), 0, "the next window: given back");
+});
+
+Deno.test("limiter: with leaseAhead off (--limit-lease-ahead off) a key used in its window's last second leases nothing ahead", async () => {
+  const { app, owner, window, keyId } = await setUpMinuteRate(1_000);
+  using _ = app;
+  const { limiter, state, counted } = limiterOver(app, false);
+  for (let i = 0; i < 3; i++) await limiter.admit(owner);
+  app.clock.set(window.end - 500);
+  for (let i = 0; i < 3; i++) assert.ok(!(limiter.admit(owner) instanceof Promise));
+  await limiter.settle();
+  assert.deepEqual(state.calls, ["now"], "no lease ahead");
+  assert.equal(limiter.readUnitsAhead(keyId), 0);
+  assert.equal(await usedAt(app, owner, window.end), 0, "the next window: nothing leased");
+  // After the boundary the key leases once its window has begun, as before leases ahead.
+  app.clock.set(window.end + 20);
+  const next = limiter.admit(owner);
+  assert.ok(next instanceof Promise, "the first request of the window waits for a lease");
+  await next;
+  assert.deepEqual(state.calls, ["now", "now"]);
+  assert.equal(counted.waits, 2);
+  await limiter.stop();
+});
+
+Deno.test("limiter: a key at its limit leases ahead when a request is refused near its window's end; after the boundary it admits at once", async () => {
+  const { app, owner, window, keyId } = await setUpMinuteRate(5);
+  using _ = app;
+  const { limiter, state } = limiterOver(app);
+  for (let i = 0; i < 5; i++) await limiter.admit(owner);
+  assert.deepEqual([...new Set(state.calls)], ["now"]);
+  // Refused early in the window: no lease ahead is due yet.
+  await assert.rejects(async () => await limiter.admit(owner), LimitExceeded);
+  await limiter.settle();
+  assert.ok(!state.calls.includes("ahead"));
+  app.clock.set(window.end - 300);
+  await assert.rejects(async () => await limiter.admit(owner), LimitExceeded);
+  await limiter.settle();
+  assert.equal(state.calls.at(-1), "ahead", "the refused request leased the next window ahead");
+  const ahead = limiter.readUnitsAhead(keyId);
+  assert.ok(ahead >= 1);
+  assert.equal(await usedAt(app, owner, window.end), ahead);
+  // Once per window: refused again, no second lease ahead.
+  const calls = state.calls.length;
+  app.clock.set(window.end - 100);
+  await assert.rejects(async () => await limiter.admit(owner), LimitExceeded);
+  await limiter.settle();
+  assert.equal(state.calls.slice(calls).filter((call) => call === "ahead").length, 0);
+
+  app.clock.set(window.end + 20);
+  const before = limiter.readLeaseCalls();
+  assert.ok(!(limiter.admit(owner) instanceof Promise), "admitted from the units leased ahead");
+  assert.equal(limiter.readLeaseCalls(), before);
+  await limiter.stop();
+});
+
+Deno.test("limiter: a lease ahead still queued when its window begins is dropped, not sent; requests' leases go first", async () => {
+  const { app, owner, window, userId } = await setUpMinuteRate(1_000);
+  using _ = app;
+  // A second key under the same limit, set on the user.
+  await app.createKey(userId);
+  await setLimit(limitChangeDeps(app), {
+    scope: "user",
+    user: { id: userId, email: "alice@example.org" },
+  }, {
+    kind: "rate",
+    max: 1_000,
+    period: "minute",
+  });
+  const other = {
+    apiKeyId: (await app.store.listApiKeys(userId)).find((key) => key.id !== owner.apiKeyId)!.id,
+    userId,
+  };
+  const batches: string[][] = [];
+  let hold: Promise<void> | undefined;
+  let entered!: () => void;
+  const store: Store = Object.assign(Object.create(app.store), {
+    async leaseLimits(requests: readonly LimitLeaseRequest[]) {
+      batches.push(
+        requests.map((r) => `${r.apiKeyId === owner.apiKeyId ? "A" : "B"}${r.ahead ? "+" : ""}`),
+      );
+      if (hold !== undefined) {
+        entered();
+        await hold;
+      }
+      return await app.store.leaseLimits(requests);
+    },
+  });
+  const limiter = createLimiter({ store, clock: app.clock });
+  await limiter.admit(owner);
+  await limiter.admit(owner);
+  app.clock.set(window.end - 600);
+  // B's lease is under way (held) while A's lease ahead comes due and queues behind it.
+  let release!: () => void;
+  hold = new Promise<void>((resolve) => release = resolve);
+  const inCall = new Promise<void>((resolve) => entered = resolve);
+  const b = limiter.admit(other);
+  await inCall;
+  hold = undefined;
+  app.clock.set(window.end - 500);
+  assert.ok(!(limiter.admit(owner) instanceof Promise));
+  app.clock.set(window.end + 10);
+  release();
+  await b;
+  await limiter.settle();
+  // B's request, answered after the boundary, leases again for its new window; A's lease ahead
+  // (for that window, now begun) was dropped, never sent.
+  assert.deepEqual(batches, [["A"], ["B"], ["B"]]);
+  await limiter.stop();
+});
+
+Deno.test("markAheadDue() forgets the next window's count of an earlier lease ahead: a failed one rolls to used 0", () => {
+  const rule = {
+    id: 1,
+    scope: "key" as const,
+    subjectId: 1,
+    kind: "rate" as const,
+    max: 100,
+    period: "minute" as const,
+    createdAt: 0,
+    updatedAt: 0,
+  };
+  const window = toLimitWindow("minute", 600_000);
+  const slot: Slot = {
+    rule,
+    policy: toLimitPolicy({ rule, windowStart: window.start, windowEnd: window.end }),
+    subjectId: 1,
+    windowStart: window.start,
+    windowEnd: window.end,
+    local: 3,
+    used: 40,
+    exhaustedUntil: 0,
+    openUntil: 0,
+    admitted: 5,
+    leasedAt: window.start,
+    rate: 0.01,
+    lastUseAt: window.start,
+    ahead: 0,
+    // An earlier window's lease ahead saw 70 used of the window after it.
+    aheadStart: window.start,
+    aheadUsed: 70,
+  };
+  const key = { slots: [slot], waiting: 0, lastUseAt: 0 };
+  assert.equal(markAheadDue(key, window.end - 100), true);
+  assert.equal(slot.aheadStart, window.end);
+  // The lease ahead failed (no answer): at the boundary the slot rolls to nothing known.
+  rollSlot(slot, window.end + 1);
+  assert.equal(slot.local, 0);
+  assert.equal(slot.used, 0, "no stale count of an earlier window");
 });

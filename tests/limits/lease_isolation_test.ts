@@ -8,22 +8,30 @@
  */
 import assert from "node:assert/strict";
 import { limitChangeDeps } from "./_limits.ts";
-import { createLimiter } from "../../src/auth/limiter.ts";
+import { createLimiter, toSplitBudget } from "../../src/auth/limiter.ts";
 import { setLimit } from "../../src/auth/limits.ts";
 import { StoreError } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
-import { createTestApp } from "../_helpers/test_app.ts";
+import { createTestApp, type TestApp } from "../_helpers/test_app.ts";
 
-Deno.test("limiter: one key's failing lease fails only that key, not the others of its batch", async () => {
-  await using app = await createTestApp();
+/** Alice's `count` keys, in the order of their ids, under a default rate of 1,000 a minute. */
+async function setUpKeys(app: TestApp, count: number) {
   const userId = await app.addUser("alice@example.org", "pw");
-  for (let i = 0; i < 4; i++) await app.createKey(userId);
+  for (let i = 0; i < count; i++) await app.createKey(userId);
   await setLimit(limitChangeDeps(app), { scope: "default" }, {
     kind: "rate",
     max: 1000,
     period: "minute",
   });
-  const owners = (await app.store.listApiKeys(userId)).map((key) => ({ apiKeyId: key.id, userId }));
+  const owners = (await app.store.listApiKeys(userId)).map((key) => ({ apiKeyId: key.id, userId }))
+    .sort((a, b) => a.apiKeyId - b.apiKeyId);
+  assert.equal(owners.length, count);
+  return owners;
+}
+
+Deno.test("limiter: one key's failing lease fails only that key, not the others of its batch", async () => {
+  await using app = await createTestApp();
+  const owners = await setUpKeys(app, 4);
   const broken = owners[2].apiKeyId;
   const calls: number[][] = [];
   const store: Store = Object.assign(Object.create(app.store), {
@@ -55,17 +63,9 @@ Deno.test("limiter: one key's failing lease fails only that key, not the others 
   }
 });
 
-Deno.test("limiter: a lease failing for every key of a batch fails them all in 3 store calls, not one per key", async () => {
+Deno.test("limiter: a lease failing for every key of a batch fails them all in 4 store calls, not one per key", async () => {
   await using app = await createTestApp();
-  const userId = await app.addUser("alice@example.org", "pw");
-  for (let i = 0; i < 8; i++) await app.createKey(userId);
-  await setLimit(limitChangeDeps(app), { scope: "default" }, {
-    kind: "rate",
-    max: 1000,
-    period: "minute",
-  });
-  const owners = (await app.store.listApiKeys(userId)).map((key) => ({ apiKeyId: key.id, userId }));
-  assert.equal(owners.length, 8);
+  const owners = await setUpKeys(app, 8);
   const calls: number[] = [];
   const store: Store = Object.assign(Object.create(app.store), {
     leaseLimits(requests: Parameters<Store["leaseLimits"]>[0]) {
@@ -75,7 +75,75 @@ Deno.test("limiter: a lease failing for every key of a batch fails them all in 3
   });
   const limiter = createLimiter({ store, clock: app.clock });
   const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
-  assert.deepEqual(calls, [8, 4, 4]);
+  // The batch, its halves (failing alike), one key alone (failing alike too: the whole batch).
+  assert.deepEqual(calls, [8, 4, 4, 1]);
+  for (const outcome of outcomes) {
+    assert.equal(outcome.status, "rejected");
+    assert.ok((outcome as PromiseRejectedResult).reason instanceof StoreError);
+  }
+  await limiter.stop();
+});
+
+Deno.test("limiter: two keys failing alike, one in each half of a batch, fail only themselves", async () => {
+  await using app = await createTestApp();
+  const owners = await setUpKeys(app, 8);
+  const ids = owners.map((o) => o.apiKeyId);
+  const broken = new Set([ids[2], ids[6]]);
+  const calls: number[][] = [];
+  const store: Store = Object.assign(Object.create(app.store), {
+    async leaseLimits(requests: Parameters<Store["leaseLimits"]>[0]) {
+      calls.push(requests.map((request) => request.apiKeyId));
+      if (requests.some((request) => broken.has(request.apiKeyId))) {
+        throw new StoreError("a counter of a limit deleted meanwhile");
+      }
+      return await app.store.leaseLimits(requests);
+    },
+  });
+  const limiter = createLimiter({ store, clock: app.clock });
+  const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
+  assert.deepEqual(calls, [
+    ids,
+    ids.slice(0, 4),
+    ids.slice(4),
+    // Both halves failed alike: one key alone is served, so the halves are split further.
+    [ids[0]],
+    ids.slice(1, 3),
+    [ids[3]],
+    [ids[1]],
+    [ids[2]],
+    ids.slice(4, 6),
+    ids.slice(6),
+    [ids[6]],
+    [ids[7]],
+  ]);
+  assert.ok(calls.length - 1 <= toSplitBudget(8), "within the retries' budget");
+  outcomes.forEach((outcome, i) => {
+    if (broken.has(ids[i])) {
+      assert.equal(outcome.status, "rejected", `key ${ids[i]} failed`);
+      assert.ok((outcome as PromiseRejectedResult).reason instanceof StoreError);
+    } else assert.equal(outcome.status, "fulfilled", `key ${ids[i]} admitted`);
+  });
+  for (const owner of owners.filter((o) => !broken.has(o.apiKeyId))) {
+    const [usage] = await app.store.listLimitUsage(owner, app.clock.now());
+    assert.ok(usage.used >= 1, `key ${owner.apiKeyId} leased`);
+  }
+  await limiter.stop();
+});
+
+Deno.test("limiter: a batch failing with a different message each call stops retrying after 4 log2 N + 3 calls", async () => {
+  await using app = await createTestApp();
+  const owners = await setUpKeys(app, 16);
+  let calls = 0;
+  const store: Store = Object.assign(Object.create(app.store), {
+    leaseLimits() {
+      calls++;
+      return Promise.reject(new StoreError(`a broken counter (call ${calls})`));
+    },
+  });
+  const limiter = createLimiter({ store, clock: app.clock });
+  const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
+  assert.equal(toSplitBudget(16), 19);
+  assert.equal(calls, 1 + 19, "the batch, then the budget: not 2N - 1 = 31 more");
   for (const outcome of outcomes) {
     assert.equal(outcome.status, "rejected");
     assert.ok((outcome as PromiseRejectedResult).reason instanceof StoreError);

@@ -107,4 +107,14 @@ export const EDGE_SETTINGS: readonly Setting[] = [
     placeholder: "[on|off]",
     description: "Send RateLimit-Policy and RateLimit headers on answers to keys with limits",
   }),
+  setting({
+    key: "limitLeaseAhead",
+    flag: "limit-lease-ahead",
+    env: "KEYGATE_LIMIT_LEASE_AHEAD",
+    default: "on",
+    parse: parseBoolean,
+    placeholder: "[on|off]",
+    description: "Lease a limit's next window before it starts (off while servers of 0.17 or " +
+      "earlier share the database)",
+  }),
 ];

@@ -161,6 +161,41 @@ Deno.test({
   }
 });
 
+Deno.test("[server] --limit-lease-ahead: listed by --help, refused when not on or off, logged when off", async () => {
+  const run = (args: string[]) =>
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", "main.ts", ...args],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+  const help = new TextDecoder().decode((await run(["--help"])).stdout);
+  for (const text of ["--limit-lease-ahead", "KEYGATE_LIMIT_LEASE_AHEAD"]) {
+    assert.ok(help.includes(text), text);
+  }
+  const bad = await run(["--limit-lease-ahead=later"]);
+  assert.equal(bad.code, 2);
+  assert.equal(
+    new TextDecoder().decode(bad.stderr),
+    'keygate: Invalid --limit-lease-ahead "later": expected on, off, true, false, 1 or 0 ' +
+      "(see --help)\n",
+  );
+  const db = tempDbPath();
+  try {
+    for (
+      const [args, logged] of [[[], undefined], [["--limit-lease-ahead", "off"], false]] as const
+    ) {
+      const server = await startServerProcess(db.path, [...args]);
+      const listening = server.lines.map((line) => JSON.parse(line))
+        .find((entry) => entry.msg.startsWith("keygate listening on"));
+      assert.ok(listening !== undefined);
+      assert.equal(listening.limit_lease_ahead, logged, args.join(" "));
+      assert.equal((await server.stop()).code, 0);
+    }
+  } finally {
+    db.cleanup();
+  }
+});
+
 Deno.test("[server] writes the keys' last use to the database when it stops", async () => {
   const db = tempDbPath();
   try {
