@@ -283,60 +283,145 @@ Deno.test({
   },
 });
 
+/**
+ * A context (pool of `max`, named `application`) on a new database with a table `pairs` whose
+ * values are unique at commit (a deferred constraint), and `write(values)`: a self-ending write
+ * that inserts them and bumps the epoch for token 9 in one statement, its COMMIT right behind
+ * it. `onLearn` runs in the watcher's `learnOwn`, before the change is learned.
+ */
+async function openDeferred(max: number, application: string, onLearn?: () => void) {
+  const url = await cluster!.createDatabase("deferred");
+  const location = parseStoreUrl(url) as PostgresLocation;
+  const sql = openPostgresClient(location, { max, applicationName: application });
+  await migratePostgres(sql);
+  const watcher = createGrantEpochWatcher({ sql });
+  const learned: number[] = [];
+  const db = createPgContext({
+    sql,
+    watcher: Object.assign(Object.create(watcher), {
+      learnOwn(change: Parameters<typeof watcher.learnOwn>[0]) {
+        onLearn?.();
+        learned.push(change.position);
+        watcher.learnOwn(change);
+      },
+    }),
+    notify: true,
+    durability: "grants",
+    isClosed: () => false,
+  });
+  await watcher.ready();
+  await sql`CREATE TABLE pairs (v int, CONSTRAINT once UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)`;
+  const seen = watcher.read()!;
+  const [{ base }] = await sql<{ base: number }[]>`SELECT epoch AS base FROM grant_epoch`;
+  const scopes = [{ kind: "token" as const, id: 9 }];
+  return {
+    url,
+    sql,
+    watcher,
+    seen,
+    base,
+    scopes,
+    /** The positions learned by `learnOwn`, in order. */
+    learned,
+    /** A self-ending write of `values` that bumps the epoch for token 9, then commits. */
+    write: (values: number[]) =>
+      db.write(async (tx) => {
+        const ending = db.endingClauses(tx, {
+          bump: true,
+          relaxed: false,
+          changes: tx`SELECT 'token'::text, 9::bigint`,
+        });
+        const [[row]] = await commitAfter(tx, [
+          tx`WITH added AS (INSERT INTO pairs
+            SELECT x::int FROM jsonb_array_elements_text(${tx.json(values)}) AS x) ${ending.ctes}
+            SELECT ${ending.columns}`,
+        ]);
+        return toOwnChange(row, scopes);
+      }, { recorded: (own) => own }),
+    /** The values committed, in order, and the epoch counted from the base. */
+    async state() {
+      const rows = await sql<{ v: number }[]>`SELECT v FROM pairs ORDER BY v`;
+      const [{ epoch }] = await sql<{ epoch: number }[]>`SELECT epoch FROM grant_epoch`;
+      return { values: rows.map((row) => row.v), epoch: Number(epoch) - Number(base) };
+    },
+    async [Symbol.asyncDispose]() {
+      await watcher.close();
+      await sql.end({ timeout: 1 });
+    },
+  };
+}
+
 Deno.test({
   name:
     "a COMMIT that fails (a deferred constraint) rejects the write, commits nothing, teaches nothing",
   ignore,
   async fn() {
-    const url = await cluster!.createDatabase("deferred");
-    const location = parseStoreUrl(url) as PostgresLocation;
-    const sql = openPostgresClient(location, { max: 2 });
-    await migratePostgres(sql);
-    const watcher = createGrantEpochWatcher({ sql });
-    const db = createPgContext({
-      sql,
-      watcher,
-      notify: true,
-      durability: "grants",
-      isClosed: () => false,
-    });
-    try {
-      await watcher.ready();
-      await sql`CREATE TABLE pairs (v int, CONSTRAINT once UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)`;
-      const seen = watcher.read()!;
-      const [{ base }] = await sql<{ base: number }[]>`SELECT epoch AS base FROM grant_epoch`;
-      const scopes = [{ kind: "token" as const, id: 9 }];
-      /** A self-ending write of `values` that bumps the epoch for token 9, then commits. */
-      const write = (values: number[]) =>
-        db.write(async (tx) => {
-          const ending = db.endingClauses(tx, {
-            bump: true,
-            relaxed: false,
-            changes: tx`SELECT 'token'::text, 9::bigint`,
-          });
-          const [[row]] = await commitAfter(tx, [
-            tx`WITH added AS (INSERT INTO pairs
-              SELECT x::int FROM jsonb_array_elements_text(${tx.json(values)}) AS x) ${ending.ctes}
-              SELECT ${ending.columns}`,
-          ]);
-          return toOwnChange(row, scopes);
-        }, { recorded: (own) => own });
-      // The statement succeeds (the check is deferred); the COMMIT fails, and rolls back.
-      await assert.rejects(write([1, 1]), StoreConflict);
-      const [{ n, epoch }] = await sql<{ n: number; epoch: number }[]>`
-        SELECT (SELECT count(*)::int FROM pairs) AS n, (SELECT epoch FROM grant_epoch) AS epoch`;
-      assert.deepEqual({ n, epoch }, { n: 0, epoch: base });
-      assert.deepEqual(watcher.changesSince(seen), []);
-      // The same write that commits: learned at once.
-      const own = await write([1, 2]);
-      assert.equal(own?.position, base + 1);
-      assert.deepEqual(watcher.changesSince(seen), scopes);
-    } finally {
-      await watcher.close();
-      await sql.end({ timeout: 1 });
-    }
+    await using db = await openDeferred(2, "keygate-deferred");
+    // The statement succeeds (the check is deferred); the COMMIT fails, and rolls back.
+    assert.deepEqual(
+      await strayEnds(async () => {
+        await assert.rejects(settlesWithin("the failing write", db.write([1, 1])), StoreConflict);
+      }),
+      [],
+    );
+    assert.deepEqual(await db.state(), { values: [], epoch: 0 });
+    assert.deepEqual(db.watcher.changesSince(db.seen), []);
+    assert.deepEqual(db.learned, []);
+    // The same write that commits: learned at once.
+    const own = await db.write([1, 2]);
+    assert.equal(own?.position, db.base + 1);
+    assert.deepEqual(db.watcher.changesSince(db.seen), db.scopes);
+    assert.deepEqual(db.learned, [db.base + 1]);
   },
 });
+
+for (const max of [1, 4]) {
+  Deno.test({
+    name:
+      `a COMMIT that fails hands its connection back to the pool (of ${max}): the write rejects, the writes queued behind it commit, nothing is sent on it after`,
+    ignore,
+    async fn() {
+      await using db = await openDeferred(max, "keygate-deferred");
+      // The failing COMMIT's session is idle (no chained transaction): postgres.js gives its
+      // connection to the next queued write at once. The failing write must send nothing
+      // more on it (its ROLLBACK would land in that write's transaction, or nowhere).
+      const failing = [0, 1, 2].map((i) => db.write([i, i]));
+      const committing = [0, 1, 2, 3, 4].map((i) => db.write([10 + i]));
+      const stray = await strayEnds(async () => {
+        const outcomes = await settlesWithin(
+          "the writes",
+          Promise.allSettled([...failing, ...committing]),
+        );
+        for (const outcome of outcomes.slice(0, failing.length)) {
+          assert.equal(outcome.status, "rejected");
+          assert.ok(
+            (outcome as PromiseRejectedResult).reason instanceof StoreConflict,
+            String((outcome as PromiseRejectedResult).reason),
+          );
+        }
+        const positions = outcomes.slice(failing.length).map((outcome) => {
+          assert.equal(
+            outcome.status,
+            "fulfilled",
+            String((outcome as PromiseRejectedResult).reason),
+          );
+          return (outcome as PromiseFulfilledResult<{ position: number } | undefined>).value!
+            .position;
+        });
+        assert.deepEqual(positions.toSorted(), [1, 2, 3, 4, 5].map((n) => db.base + n));
+      });
+      assert.deepEqual(stray, []);
+      assert.deepEqual(await db.state(), { values: [10, 11, 12, 13, 14], epoch: 5 });
+      assert.deepEqual(db.learned.toSorted(), [1, 2, 3, 4, 5].map((n) => db.base + n));
+      // The pool is whole: as many transactions at once as it has connections, and each commits.
+      await settlesWithin(
+        "a full pool's writes",
+        Promise.all(Array.from({ length: max }, (_, i) => db.write([20 + i]))),
+      );
+      assert.equal((await db.state()).epoch, 5 + max);
+    },
+  });
+}
 
 Deno.test({
   name:
