@@ -9,7 +9,12 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { hashSecret } from "../../src/auth/credentials.ts";
-import { StoreBlocked, StoreConflict, StoreUnavailable } from "../../src/store/errors.ts";
+import {
+  StoreBlocked,
+  StoreConflict,
+  StoreError,
+  StoreUnavailable,
+} from "../../src/store/errors.ts";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { createPgContext, toOwnChange } from "../../src/store/postgres/db.ts";
 import { commitAfter } from "../../src/store/postgres/transaction.ts";
@@ -317,6 +322,7 @@ async function openDeferred(max: number, application: string, onLearn?: () => vo
   return {
     url,
     sql,
+    db,
     watcher,
     seen,
     base,
@@ -422,6 +428,126 @@ for (const max of [1, 4]) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "a statement re-sent behind its COMMIT (a stale prepared plan) rejects the write as unavailable, commits nothing",
+  ignore,
+  async fn() {
+    await using db = await openDeferred(1, "keygate-stale");
+    /** A write whose result has a column of the type of `pairs.v`. */
+    const write = (values: number[]) =>
+      db.db.write(async (tx) => {
+        const ending = db.db.endingClauses(tx, {
+          bump: true,
+          relaxed: false,
+          changes: tx`SELECT 'token'::text, 9::bigint`,
+        });
+        const [[row]] = await commitAfter(tx, [
+          // Not a JSON parameter: postgres.js 3.4.9 serialises one again when it re-sends.
+          tx`WITH added AS (INSERT INTO pairs
+            SELECT x::int FROM unnest(string_to_array(${values.join(",")}, ',')) AS x RETURNING v)
+            ${ending.ctes}
+            SELECT ${ending.columns}, (SELECT max(v) FROM added) AS top`,
+        ]);
+        return toOwnChange(row, db.scopes);
+      }, { recorded: (own) => own });
+    assert.equal((await write([1]))?.position, db.base + 1);
+    // The statement prepared on the pool's one connection now returns another type: its next
+    // run fails ("cached plan must not change result type"), its COMMIT is already sent behind
+    // it and rolls back, and postgres.js re-sends it (prepared afresh) after that COMMIT.
+    await db.sql`ALTER TABLE pairs ALTER COLUMN v TYPE bigint`;
+    const stray = await strayEnds(async () => {
+      await assert.rejects(
+        settlesWithin("the re-sent write", write([2])),
+        (error) =>
+          error instanceof StoreUnavailable &&
+          error.message ===
+            'Database busy: try again: the commit ended as "ROLLBACK" (a statement was re-sent)',
+      );
+    });
+    assert.deepEqual(stray, []);
+    assert.deepEqual(await db.state(), { values: [1], epoch: 1 });
+    assert.deepEqual(db.learned, [db.base + 1]);
+    // Tried again, it commits.
+    assert.equal((await write([2]))?.position, db.base + 2);
+    assert.deepEqual(await db.state(), { values: [1, 2], epoch: 2 });
+  },
+});
+
+Deno.test({
+  name: "a grant-ending write without a grant_epoch row rejects as a store error, commits nothing",
+  ignore,
+  async fn() {
+    await using db = await openDeferred(1, "keygate-unannounced");
+    await db.sql`DELETE FROM grant_epoch`;
+    await assert.rejects(
+      db.write([1]),
+      (error) =>
+        error instanceof StoreError && error.constructor === StoreError &&
+        error.message === "The grant_epoch row is missing",
+    );
+    const [{ n }] = await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pairs`;
+    assert.equal(n, 0);
+    assert.deepEqual(db.learned, []);
+  },
+});
+
+Deno.test({
+  name:
+    "a write whose COMMIT succeeded resolves, learned first, when ending its empty chained transaction fails",
+  ignore,
+  async fn() {
+    const application = "keygate-chained-end";
+    let ended: string | undefined;
+    // Blocks this process's event loop (so the client answers nothing) while the server ends
+    // the session: the chained transaction is open, idle, and `begin` has not ended it yet.
+    const endSession = () => {
+      const run = (query: string) => {
+        const out = new Deno.Command(psqlPath(), {
+          args: ["-X", "-A", "-t", "-c", query, url.replace("?sslmode=disable", "")],
+          stdout: "piped",
+          stderr: "piped",
+        }).outputSync();
+        assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+        return new TextDecoder().decode(out.stdout).trim();
+      };
+      ended = run(`WITH idle AS MATERIALIZED (SELECT pid FROM pg_stat_activity
+          WHERE application_name = '${application}' AND state = 'idle in transaction')
+        SELECT count(*) FROM idle WHERE pg_terminate_backend(pid)`);
+      const deadline = Date.now() + DEADLINE_MS;
+      while (
+        run(`SELECT count(*) FROM pg_stat_activity WHERE application_name = '${application}'`) !==
+          "0" && Date.now() < deadline
+      );
+    };
+    let armed = false;
+    await using db = await openDeferred(1, application, () => armed && endSession());
+    const url = db.url;
+    assert.equal((await db.write([1]))?.position, db.base + 1);
+    armed = true;
+    const own = await settlesWithin("the write", db.write([2]));
+    assert.equal(ended, "1", "the session was ended in the chained transaction");
+    assert.equal(own?.position, db.base + 2);
+    assert.deepEqual(db.learned, [db.base + 1, db.base + 2]);
+    assert.deepEqual(db.watcher.changesSince(db.seen), [...db.scopes, ...db.scopes]);
+    armed = false;
+    // postgres.js hands the ended session's FATAL (admin_shutdown) to the pool's first query
+    // after it: at most one is refused, as unavailable; then the pool writes again.
+    let refused = 0;
+    let third: { position: number } | undefined;
+    while (third === undefined) {
+      try {
+        third = await settlesWithin("a write", db.write([3]));
+      } catch (error) {
+        assert.ok(error instanceof StoreUnavailable, String(error));
+        assert.ok(++refused <= 1, "more than one write refused after the end");
+      }
+    }
+    assert.equal(third.position, db.base + 3);
+    assert.deepEqual(await db.state(), { values: [1, 2, 3], epoch: 3 });
+  },
+});
 
 Deno.test({
   name:
