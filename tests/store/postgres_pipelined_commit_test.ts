@@ -391,9 +391,9 @@ for (const max of [1, 4]) {
       // The failing COMMIT's session is idle (no chained transaction): postgres.js gives its
       // connection to the next queued write at once. The failing write must send nothing
       // more on it (its ROLLBACK would land in that write's transaction, or nowhere).
-      const failing = [0, 1, 2].map((i) => db.write([i, i]));
-      const committing = [0, 1, 2, 3, 4].map((i) => db.write([10 + i]));
       const stray = await strayEnds(async () => {
+        const failing = [0, 1, 2].map((i) => db.write([i, i]));
+        const committing = [0, 1, 2, 3, 4].map((i) => db.write([10 + i]));
         const outcomes = await settlesWithin(
           "the writes",
           Promise.allSettled([...failing, ...committing]),
@@ -414,16 +414,41 @@ for (const max of [1, 4]) {
           return (outcome as PromiseFulfilledResult<{ position: number } | undefined>).value!
             .position;
         });
-        assert.deepEqual(positions.toSorted(), [1, 2, 3, 4, 5].map((n) => db.base + n));
+        assert.deepEqual(
+          positions.toSorted((a, b) => a - b),
+          [1, 2, 3, 4, 5].map((n) => db.base + n),
+        );
       });
       assert.deepEqual(stray, []);
       assert.deepEqual(await db.state(), { values: [10, 11, 12, 13, 14], epoch: 5 });
-      assert.deepEqual(db.learned.toSorted(), [1, 2, 3, 4, 5].map((n) => db.base + n));
-      // The pool is whole: as many transactions at once as it has connections, and each commits.
-      await settlesWithin(
-        "a full pool's writes",
-        Promise.all(Array.from({ length: max }, (_, i) => db.write([20 + i]))),
+      assert.deepEqual(
+        db.learned.toSorted((a, b) => a - b),
+        [1, 2, 3, 4, 5].map((n) => db.base + n),
       );
+      // The pool is whole (no connection left to the failed writes): as many writes at once as
+      // it has connections, each in its own transaction waiting on the epoch row, and each
+      // commits once the row is free.
+      const raw = postgres(db.url, { max: 2, onnotice: () => {} });
+      try {
+        let release!: () => void;
+        const released = new Promise<void>((resolve) => (release = resolve));
+        let locked!: () => void;
+        const isLocked = new Promise<void>((resolve) => (locked = resolve));
+        const holding = raw.begin(async (tx) => {
+          await tx`SELECT epoch FROM grant_epoch WHERE id = 1 FOR UPDATE`;
+          locked();
+          await released;
+        });
+        await Promise.race([isLocked, holding]);
+        const full = Promise.all(Array.from({ length: max }, (_, i) => db.write([20 + i])));
+        full.catch(() => {}); // awaited below
+        await untilWaiting(raw, max);
+        release();
+        await holding;
+        await settlesWithin("a full pool's writes", full);
+      } finally {
+        await raw.end({ timeout: 1 });
+      }
       assert.equal((await db.state()).epoch, 5 + max);
     },
   });
