@@ -1,10 +1,13 @@
 /**
  * The PostgreSQL store's grant-ending commit, sent right behind the write's last statement
- * (db.ts `commitAfter`), against a real PostgreSQL: the commit happens without the client (the
- * epoch row's lock is not held for a round trip), a failing last statement or COMMIT commits
- * nothing and teaches the store nothing, and a connection cut while the pipeline waits on the
- * epoch row's lock rejects the write, leaves nothing committed, and the store writes and
- * closes afterwards.
+ * (transaction.ts `commitAfter`), against a real PostgreSQL: the commit happens without the
+ * client (the epoch row's lock is not held for a round trip), a failing last statement or COMMIT
+ * commits nothing and teaches the store nothing, a failed COMMIT sends nothing more on the
+ * connection the pool got back (the writes queued behind it commit), a statement re-sent behind
+ * its COMMIT is refused as unavailable, a missing epoch row is a store error, a write whose
+ * commit succeeded resolves even when its empty chained transaction cannot be ended, and a
+ * connection cut while the pipeline waits on the epoch row's lock rejects the write, leaves
+ * nothing committed, and the store writes and closes afterwards.
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";

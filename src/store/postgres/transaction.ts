@@ -1,7 +1,8 @@
 /**
  * Transactions on the pool, as the write path runs them: a COMMIT sent right behind a
  * transaction's last statements ({@link commitAfter}), and a transaction that sends nothing more
- * on a connection it has lost ({@link runTransaction}).
+ * on a connection it has lost, or that its failed COMMIT gave back to the pool
+ * ({@link runTransaction}).
  *
  * @module
  */
@@ -62,7 +63,8 @@ export async function commitAfter<T extends readonly Promise<unknown>[]>(
     // Every statement succeeded, yet the COMMIT rolled back: postgres.js re-sent a statement
     // that failed as a prepared one (its plan gone stale) behind the COMMIT, which the failure
     // had already turned into a ROLLBACK; the re-sent one ran in the chained transaction,
-    // which begin's ROLLBACK ends. Nothing was committed: the write may be tried again.
+    // which begin's ROLLBACK ends. Nothing was committed: the write may be tried again. (The
+    // statement's first error is not to be had: postgres.js drops it when the re-send works.)
     throw new StoreUnavailable(
       `Database busy: try again: the commit ended as "${command}" (a statement was re-sent)`,
     );
@@ -83,8 +85,9 @@ export async function commitAfter<T extends readonly Promise<unknown>[]>(
  * The same when {@link commitAfter}'s COMMIT failed: the server ended the transaction, and the
  * connection is back in the pool, perhaps already another transaction's; `begin`'s ROLLBACK on
  * it would end up in that transaction, or in a queue nothing reads (and never settle). The
- * callback never settles either: `begin`'s promise is left pending (nothing holds it; the
- * connection is the pool's again, so no slot is lost) and the transaction rejects at once.
+ * callback never settles either, and the transaction rejects at once. `begin`'s promise is left
+ * pending: only the connection's close handler refers to it, until the connection's next
+ * transaction replaces that; the connection itself is the pool's again, so no slot is lost.
  *
  * When `fn` committed its own transaction ({@link commitAfter}), `onCommitted` is called at
  * once, before `begin` ends the empty chained transaction; and if that end fails (the
