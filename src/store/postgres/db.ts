@@ -216,12 +216,24 @@ export function endingClauses(
         THEN set_config('synchronous_commit', 'off', true) END
         AS relaxed,
       -- To bump and no row bumped: the statement fails, so that a COMMIT sent behind it
-      -- (transaction.ts) rolls back instead of committing the write unannounced. Not a constant
+      -- (transaction.ts) rolls back instead of committing the write unannounced; the write
+      -- rejects with this text as a store error (toUnannouncedError). Not a constant
       -- (the planner would fold one whatever the condition): the cast only runs when it holds.
       (CASE WHEN ${options.bump} AND NOT EXISTS (SELECT 1 FROM bumped)
         THEN 'The grant_epoch row is missing' END)::int
         AS unannounced`,
   };
+}
+
+/**
+ * The store error for the failure of {@link endingClauses}'s `unannounced` column (its text
+ * cast to an integer: SQLSTATE 22P02, the text quoted in the message), or `undefined`.
+ */
+function toUnannouncedError(error: unknown): StoreError | undefined {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (code !== "22P02" || typeof message !== "string") return undefined;
+  if (!message.includes('"The grant_epoch row is missing"')) return undefined;
+  return new StoreError("The grant_epoch row is missing", { cause: error });
 }
 
 /**
@@ -362,7 +374,7 @@ export function createPgContext(options: PgContextOptions): PgContext {
         writeFailure = undefined;
       } catch (error) {
         writeFailure = lastingWriteFailure(error) ?? writeFailure;
-        throw error;
+        throw toUnannouncedError(error) ?? error;
       }
       learn();
       return result;

@@ -80,15 +80,17 @@ function createTokenIssuance(db: PgContext): Pick<TokenStore, "insertToken"> {
             ), appended AS (${auditInsert(tx, entries, tx`inserted`)})
             SELECT (SELECT blocked_until FROM locked) AS blocked_until,
               (SELECT id FROM inserted) AS id`,
-          // Only if the first statement inserted the token (this transaction's row with its
-          // hash): keeps the newest maxLiveTokens live tokens of this user and key, revoking the
-          // rest (the token just inserted among them: a statement of its own sees it), clears
+          // Only if the first statement inserted the token (a row with its hash: the hash is
+          // random and unique, so a row with it is this login's, and a refused first statement
+          // inserted none): keeps the newest maxLiveTokens live tokens of this user and key,
+          // revoking the rest (the token just inserted among them: a statement of its own sees
+          // it), clears
           // the key's failed-login counter, and ends the transaction: an epoch bump when the
           // cap ended a grant, else a commit that need not wait for the WAL flush.
           tx<{ capped: number[]; epoch: number | null; tag: number | null }[]>`
             WITH issued AS (
               SELECT 1 FROM tokens
-              WHERE token_hash = ${token.tokenHash} AND xmin = pg_current_xact_id()::xid
+              WHERE token_hash = ${token.tokenHash}
             ), capped AS (
               UPDATE tokens SET revoked_at = ${token.issuedAt} WHERE id IN (
                 SELECT id FROM tokens

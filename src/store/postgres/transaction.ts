@@ -1,15 +1,24 @@
 /**
  * Transactions on the pool, as the write path runs them: a COMMIT sent right behind a
  * transaction's last statements ({@link commitAfter}), and a transaction that sends nothing more
- * on a connection it has lost ({@link runTransaction}).
+ * on a connection it has lost, or that its failed COMMIT gave back to the pool
+ * ({@link runTransaction}).
  *
  * @module
  */
 import type postgres from "postgres";
+import { StoreUnavailable } from "../errors.ts";
 import { isConnectionLost } from "./errors.ts";
 
 /** Transactions that {@link commitAfter} committed (their chained successor is empty). */
 const committedEarly = new WeakSet<postgres.TransactionSql>();
+
+/**
+ * Transactions whose COMMIT failed in {@link commitAfter} after their statements succeeded: the
+ * server ended them and opened no chained one, and postgres.js handed the connection back to
+ * the pool. Nothing more may be sent on them (see {@link runTransaction}).
+ */
+const endedByCommit = new WeakSet<postgres.TransactionSql>();
 
 /**
  * Sends `statements` (a transaction's last, in order) and, right behind them on the same
@@ -17,28 +26,53 @@ const committedEarly = new WeakSet<postgres.TransactionSql>();
  * once the server has answered them all and the commit is durable (as `synchronous_commit` says).
  *
  * So the locks the statements take (the grant_epoch row's above all) are held for the server's
- * commit alone, not also for the answer's round trip to this process and the COMMIT's back. If
- * a statement fails, PostgreSQL answers the COMMIT with a rollback (no error of its own): the
- * call rejects with the statement's error and nothing is committed. If the COMMIT itself fails
- * (a deferred constraint, a serialization failure), the call rejects with that. `AND CHAIN`
- * opens an empty transaction in its place, which `sql.begin` then ends with its own COMMIT: no
- * lock, no flush, no warning (a bare COMMIT here would make `begin`'s a "no transaction in
- * progress" warning in the server's log on every write).
+ * commit alone, not also for the answer's round trip to this process and the COMMIT's back.
+ * `AND CHAIN` opens an empty transaction in its place, which `sql.begin` then ends with its own
+ * COMMIT: no lock, no flush, no warning (a bare COMMIT here would make `begin`'s a "no
+ * transaction in progress" warning in the server's log on every write).
  *
- * postgres.js (3.4.9) writes a query to the socket at once when the connection is not waiting
- * on an earlier one's parse (a statement's first run on a connection is parsed and described
- * before it is sent: that once, the COMMIT follows its answer).
+ * It waits for every answer before it settles. If a statement fails, PostgreSQL answers the
+ * COMMIT with a rollback and still opens the chained transaction (for `begin` to roll back): the
+ * call rejects with the statement's error and nothing is committed. If the COMMIT itself fails
+ * (a deferred constraint, a serialization failure, too many notifications queued), the server
+ * has ended the transaction and opened none: the session is idle, and postgres.js (3.4.9) has
+ * already given the connection to the pool's next query. The call rejects with the COMMIT's
+ * error and marks `tx` as ended, so that {@link runTransaction} sends nothing more on it.
+ *
+ * postgres.js writes a query to the socket at once when the connection is not waiting on an
+ * earlier one's parse (a statement's first run on a connection is parsed and described before
+ * it is sent: that once, the COMMIT follows its answer).
  */
 export async function commitAfter<T extends readonly Promise<unknown>[]>(
   tx: postgres.TransactionSql,
   statements: [...T],
 ): Promise<{ [K in keyof T]: Awaited<T[K]> }> {
-  const results = await Promise.all([...statements, tx`COMMIT AND CHAIN`]);
-  const commit = results.pop() as postgres.RowList<postgres.Row[]>;
-  // Only a failed statement turns the COMMIT into a ROLLBACK, and it rejected above.
-  if (commit.command !== "COMMIT") throw new Error(`The commit ended as ${commit.command}`);
+  const outcomes = await Promise.allSettled([...statements, tx`COMMIT AND CHAIN`]);
+  const commit = outcomes.pop()!;
+  const failed = outcomes.find((outcome): outcome is PromiseRejectedResult =>
+    outcome.status === "rejected"
+  );
+  // The chained transaction exists (the COMMIT rolled back): begin's ROLLBACK ends it.
+  if (failed !== undefined) throw failed.reason;
+  if (commit.status === "rejected") {
+    endedByCommit.add(tx);
+    throw commit.reason;
+  }
+  const { command } = commit.value as postgres.RowList<postgres.Row[]>;
+  if (command !== "COMMIT") {
+    // Every statement succeeded, yet the COMMIT rolled back: postgres.js re-sent a statement
+    // that failed as a prepared one (its plan gone stale) behind the COMMIT, which the failure
+    // had already turned into a ROLLBACK; the re-sent one ran in the chained transaction,
+    // which begin's ROLLBACK ends. Nothing was committed: the write may be tried again. (The
+    // statement's first error is not to be had: postgres.js drops it when the re-send works.)
+    throw new StoreUnavailable(
+      `Database busy: try again: the commit ended as "${command}" (a statement was re-sent)`,
+    );
+  }
   committedEarly.add(tx);
-  return results as { [K in keyof T]: Awaited<T[K]> };
+  return outcomes.map((outcome) => (outcome as PromiseFulfilledResult<unknown>).value) as {
+    [K in keyof T]: Awaited<T[K]>;
+  };
 }
 
 /**
@@ -48,6 +82,12 @@ export async function commitAfter<T extends readonly Promise<unknown>[]>(
  * TypeError (its socket is gone) and leaves the pool's next query on that connection pending.
  * So a callback whose statement failed because the connection was lost never settles: the
  * transaction rejects at once with that error instead (and `begin`, told of the close, with it).
+ * The same when {@link commitAfter}'s COMMIT failed: the server ended the transaction, and the
+ * connection is back in the pool, perhaps already another transaction's; `begin`'s ROLLBACK on
+ * it would end up in that transaction, or in a queue nothing reads (and never settle). The
+ * callback never settles either, and the transaction rejects at once. `begin`'s promise is left
+ * pending: only the connection's close handler refers to it, until the connection's next
+ * transaction replaces that; the connection itself is the pool's again, so no slot is lost.
  *
  * When `fn` committed its own transaction ({@link commitAfter}), `onCommitted` is called at
  * once, before `begin` ends the empty chained transaction; and if that end fails (the
@@ -62,6 +102,8 @@ export async function runTransaction<T>(
   let lose!: (error: unknown) => void;
   const lost = new Promise<never>((_, reject) => (lose = reject));
   const begun = sql.begin(async (tx) => {
+    // Invariant: `fn` awaits statements on `tx` alone. A lost-connection error from anywhere
+    // else would be taken for this connection's, and leave its transaction open (no ROLLBACK).
     try {
       const value = await fn(tx);
       if (committedEarly.has(tx)) {
@@ -70,9 +112,9 @@ export async function runTransaction<T>(
       }
       return value;
     } catch (error) {
-      if (!isConnectionLost(error)) throw error;
+      if (!endedByCommit.has(tx) && !isConnectionLost(error)) throw error;
       lose(error);
-      return new Promise<never>(() => {}); // no ROLLBACK on the lost connection
+      return new Promise<never>(() => {}); // no ROLLBACK on a connection no longer ours
     }
   });
   begun.catch(() => {}); // it may lose the race below
