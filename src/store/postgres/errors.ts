@@ -76,6 +76,12 @@ export function classifyPostgresError(error: unknown): StoreError | undefined {
   if (RETRYABLE_STATES.has(code)) {
     return new StoreUnavailable("Database busy: try again", { cause: error });
   }
+  // A grant-ending commit's NOTIFY found the cluster's notification queue full (a listening
+  // session somewhere sits in an open transaction): nothing committed, and it passes when that
+  // session moves on. Other limits of class 54 are a statement's own and stay unclassified.
+  if (code === "54000" && /notification/i.test(String((error as Error).message))) {
+    return new StoreUnavailable("Database busy: the notification queue is full", { cause: error });
+  }
   return undefined;
 }
 
