@@ -22,7 +22,7 @@ export interface Config extends PortalConfig {
   storeStalenessSeconds: number;
   /**
    * PostgreSQL: LISTEN for revocations (on), or learn of them only by polling the grant epoch
-   * every 500 ms (off: for engines without LISTEN/NOTIFY, such as CockroachDB).
+   * every 500 ms (off: where LISTEN cannot be used, e.g. behind a proxy that does not pass it).
    */
   storeListen: boolean;
   /** Entries in each in-memory cache of validated grants; 0 turns the caches off. */

@@ -20,6 +20,13 @@ Deno.test("a full notification queue at COMMIT (54000) is a busy database, answe
   assert.equal(classified.cause, error);
 });
 
+Deno.test("a full notification queue is known by its routine in any language of the server", () => {
+  const error = Object.assign(driverError("54000", "trop de notifications dans la queue NOTIFY"), {
+    routine: "PreCommit_Notify",
+  });
+  assert.ok(classifyPostgresError(error) instanceof StoreUnavailable);
+});
+
 Deno.test("other limits of class 54 stay unclassified (a statement's own bug, not a wait)", () => {
   assert.equal(
     classifyPostgresError(driverError("54000", "index row size exceeds maximum")),

@@ -54,7 +54,7 @@ export const STORE_SETTINGS: readonly Setting[] = [
     parse: parseBoolean,
     placeholder: "[on|off]",
     description: "PostgreSQL: LISTEN for revocations (off: poll every 500 ms only, " +
-      "for engines without LISTEN/NOTIFY such as CockroachDB)",
+      "where LISTEN cannot be used)",
   }),
   setting({
     key: "grantCacheSize",

@@ -79,7 +79,11 @@ export function classifyPostgresError(error: unknown): StoreError | undefined {
   // A grant-ending commit's NOTIFY found the cluster's notification queue full (a listening
   // session somewhere sits in an open transaction): nothing committed, and it passes when that
   // session moves on. Other limits of class 54 are a statement's own and stay unclassified.
-  if (code === "54000" && /notification/i.test(String((error as Error).message))) {
+  // The routine names it whatever the server's language; the message as a fallback.
+  const { routine, message } = error as { routine?: unknown; message?: unknown };
+  if (
+    code === "54000" && (routine === "PreCommit_Notify" || /notification/i.test(String(message)))
+  ) {
     return new StoreUnavailable("Database busy: the notification queue is full", { cause: error });
   }
   return undefined;

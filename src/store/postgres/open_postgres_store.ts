@@ -54,7 +54,7 @@ export interface PostgresStoreOptions {
   durability?: "full" | "grants";
   /**
    * LISTEN/NOTIFY for fast revocation (default true). False for an engine
-   * without them (CockroachDB): the poll alone then bounds the delay.
+   * without them (a proxy that does not pass LISTEN): the poll alone then bounds the delay.
    */
   notifications?: boolean;
   /**

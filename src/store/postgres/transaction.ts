@@ -20,6 +20,15 @@ const committedEarly = new WeakSet<postgres.TransactionSql>();
  */
 const endedByCommit = new WeakSet<postgres.TransactionSql>();
 
+/** SQLSTATE classes of a statement the server refused before running it. */
+const REFUSED_STATEMENT_CLASSES = new Set(["42", "0A"]);
+
+/** Whether `error` is the server refusing a statement as such (it ran nothing, ended nothing). */
+function isRefusedStatement(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && REFUSED_STATEMENT_CLASSES.has(code.slice(0, 2));
+}
+
 /**
  * Sends `statements` (a transaction's last, in order) and, right behind them on the same
  * connection without waiting for their answers, `COMMIT AND CHAIN`; resolves to their results
@@ -55,7 +64,11 @@ export async function commitAfter<T extends readonly Promise<unknown>[]>(
   // The chained transaction exists (the COMMIT rolled back): begin's ROLLBACK ends it.
   if (failed !== undefined) throw failed.reason;
   if (commit.status === "rejected") {
-    endedByCommit.add(tx);
+    // Refused as a statement (a syntax error, a feature not supported: an engine without
+    // `AND CHAIN`), the COMMIT ended nothing: the transaction is open and aborted, and the
+    // connection still this transaction's, for begin's ROLLBACK. Any other failure was the
+    // commit's own, and ended the transaction.
+    if (!isRefusedStatement(commit.reason)) endedByCommit.add(tx);
     throw commit.reason;
   }
   const { command } = commit.value as postgres.RowList<postgres.Row[]>;

@@ -125,7 +125,8 @@ export interface Connection {
    * Runs `fn` (which calls the store) in one transaction: every write meanwhile joins it instead
    * of committing on its own (in a savepoint: a write that fails leaves nothing), and it commits when `fn` resolves (pruning the change feed and
    * waiting for a WAL sync as one write would, if any joined write ran a grant write) or rolls
-   * back when it rejects. For bulk loads by a single caller (bench seeding, tests).
+   * back when it rejects. For bulk loads by a single caller (bench seeding, tests): any other
+   * write on this connection meanwhile joins the bulk too, and is lost if it rolls back.
    */
   runBulk<T>(fn: () => Promise<T>): Promise<T>;
   /** See `Store.readGrantEpoch`. */
@@ -248,7 +249,11 @@ function createConnection(
   function commit<T>(fn: () => T): { result: T; endedGrants: boolean; ranGrants: boolean } {
     // A write joins an open bulk transaction, which commits (and syncs) for it (runBulk), in a
     // savepoint of its own: a write that fails leaves nothing, as on its own.
-    if (bulk) return { result: inSavepoint(fn), endedGrants: false, ranGrants: false };
+    if (bulk) {
+      // SQLite may have rolled the whole bulk back (a full disk): refuse rather than autocommit.
+      if (!db.isTransaction) throw new Error("The bulk transaction was rolled back");
+      return { result: inSavepoint(fn), endedGrants: false, ranGrants: false };
+    }
     // Otherwise only write() and the readiness probe commit, never inside another transaction:
     // a nested commit would skip its sync.
     if (db.isTransaction) throw new Error("A transaction is open already");
@@ -275,8 +280,11 @@ function createConnection(
       db.exec("RELEASE joined_write");
       return result;
     } catch (error) {
-      db.exec("ROLLBACK TO joined_write");
-      db.exec("RELEASE joined_write");
+      // Unless SQLite rolled the whole transaction back already (a full disk, say).
+      if (db.isTransaction) {
+        db.exec("ROLLBACK TO joined_write");
+        db.exec("RELEASE joined_write");
+      }
       throw error;
     }
   }
