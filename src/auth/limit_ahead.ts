@@ -11,18 +11,25 @@ import type { LimitReturn, LimitRule, LimitSlice } from "../store/store.ts";
 import { toLimitWindow } from "../store/store_limits.ts";
 import { type KeySlots, type Slot, toSliceReturns, wantUnits } from "./limit_slots.ts";
 
-/** A lease ahead is due this long before a window ends: a second, a quarter of a short window. */
+/** A lease ahead is due at least this long before a window ends (a quarter of a short window). */
 export const AHEAD_MS = 1_000;
 
+/** A slot leases ahead within this many of its key's requests (at this thread's rate) of the end. */
+const AHEAD_REQUESTS = 2;
+
 /**
- * How long before its window ends a slot leases ahead: {@link AHEAD_MS}, or a quarter of a
- * window shorter than four times that (a per-second rate leases ahead in its last 250 ms, not
+ * How long before its window ends a slot leases ahead: {@link AHEAD_MS}, or longer for a key
+ * whose requests on this thread come further apart than half that (the time {@link AHEAD_REQUESTS}
+ * of them take at the rate measured at its leases, so that one of them falls in it: a key seen
+ * every 2 s leases ahead in its window's last 4 s, where a second would catch it half the time);
+ * never more than a quarter of the window (a per-second rate leases ahead in its last 250 ms, not
  * all through its window). A second is ample for a store call (milliseconds, tens under load,
  * with the batch before it) and keeps the slice sized on the key's latest traffic and the units
  * leased ahead few for a key that then stops before the boundary.
  */
 export function toAheadMargin(slot: Slot): number {
-  return Math.min(AHEAD_MS, (slot.windowEnd - slot.windowStart) / 4);
+  const spacing = slot.rate > 0 ? AHEAD_REQUESTS / slot.rate : 0;
+  return Math.min(Math.max(AHEAD_MS, spacing), (slot.windowEnd - slot.windowStart) / 4);
 }
 
 /** This thread's rate on a slot's key: measured at its leases, and since the last one. */
