@@ -13,7 +13,8 @@
  * The pieces: limit_slots.ts sizes the slices and keeps the units in hand of one key,
  * limit_ahead.ts when and how much a key leases ahead of its next window,
  * limit_keys.ts holds the keys and the units on their way back, limit_batch.ts coalesces the
- * leases of the keys that need units at once into one store call, limit_status.ts is what the
+ * leases of the keys that need units at once into one store call, limit_split.ts retries a failed
+ * batch in halves, limit_status.ts is what the
  * edge's `RateLimit` headers are made of, change_follower.ts follows the change feed.
  *
  * Leases ahead: a key used in the last part of its window leases its next window's units in the
@@ -49,6 +50,7 @@ import type { LimitKind, LimitOwner, LimitReturn, LimitSlice, Store } from "../s
 import { createChangeFollower } from "./change_follower.ts";
 import { isAheadOver, markAheadDue, startAheadRound } from "./limit_ahead.ts";
 import { createLeaseBatcher } from "./limit_batch.ts";
+import { splitFailed } from "./limit_split.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
 import {
   checkSlots,
@@ -144,75 +146,6 @@ async function returnUnits(
       error: String((error as Error)?.message ?? error),
     });
   }
-}
-
-/** Whether two errors are alike (same kind, same message): a failure of the whole batch. */
-function isAlike(a: unknown, b: unknown): boolean {
-  return a instanceof Error && b instanceof Error && a.constructor === b.constructor &&
-    a.message === b.message;
-}
-
-/** A batch's store call, tried by {@link splitFailed}: its outcomes, or what failed it. */
-interface Tried {
-  outcomes?: unknown[];
-  error?: unknown;
-}
-
-/**
- * The store calls {@link splitFailed} may make for a batch of `size`: 4 log2 N + 3, enough to
- * find two failing keys (about 4 log2 N - 1 calls), far fewer than 2N - 1 for a large batch.
- */
-export function toSplitBudget(size: number): number {
-  return 4 * Math.ceil(Math.log2(Math.max(2, size))) + 3;
-}
-
-/**
- * The outcomes of a batch whose store call (`call`, which throws what fails the whole call)
- * failed with `error`, so that one key's failure does not fail the others: the batch is leased
- * again in halves, and a half that fails in halves again, down to the failing key (about
- * 2 log2 N calls for one failing key among N). When both halves fail alike, one key is tried
- * alone: failing alike too, it is a failure of the whole batch and every key gets it (4 calls,
- * where key by key took one per key); served, the halves are split further (two keys failing
- * alike, one in each half, fail only themselves, unless the one tried alone is one of them).
- * At most {@link toSplitBudget} calls in all (errors whose message varies would otherwise cost
- * up to 2N - 1 calls, one after the other): the keys not yet served then get their part's error.
- */
-async function splitFailed<T>(
-  items: readonly T[],
-  error: unknown,
-  call: (batch: T[]) => Promise<unknown[]>,
-  budget = { left: toSplitBudget(items.length) },
-): Promise<unknown[]> {
-  if (items.length <= 1 || budget.left <= 0) return items.map(() => error);
-  async function attempt(batch: T[]): Promise<Tried> {
-    if (budget.left <= 0) return { error };
-    budget.left--;
-    try {
-      return { outcomes: await call(batch) };
-    } catch (failed) {
-      return { error: failed ?? new Error("A lease failed") };
-    }
-  }
-  const half = Math.ceil(items.length / 2);
-  const halves = [items.slice(0, half), items.slice(half)];
-  const tries: Tried[] = [];
-  for (const batch of halves) tries.push(await attempt(batch));
-  const failedAlike = (tried: Tried) => tried.outcomes === undefined && isAlike(tried.error, error);
-  if (tries.every(failedAlike) && halves[0].length > 1) {
-    const probe = await attempt([items[0]]);
-    if (failedAlike(probe)) return items.map(() => error);
-    return [
-      probe.outcomes?.[0] ?? probe.error,
-      ...await splitFailed(halves[0].slice(1), error, call, budget),
-      ...await splitFailed(halves[1], tries[1].error, call, budget),
-    ];
-  }
-  const outcomes: unknown[] = [];
-  for (let i = 0; i < halves.length; i++) {
-    const tried = tries[i];
-    outcomes.push(...(tried.outcomes ?? await splitFailed(halves[i], tried.error, call, budget)));
-  }
-  return outcomes;
 }
 
 /** One key's lease in a batch: for the units it needs now, or `ahead` for its next window's. */

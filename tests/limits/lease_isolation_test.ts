@@ -8,7 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { limitChangeDeps } from "./_limits.ts";
-import { createLimiter, toSplitBudget } from "../../src/auth/limiter.ts";
+import { createLimiter } from "../../src/auth/limiter.ts";
+import { toSplitBudget } from "../../src/auth/limit_split.ts";
 import { setLimit } from "../../src/auth/limits.ts";
 import { StoreError } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
