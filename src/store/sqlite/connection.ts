@@ -11,15 +11,7 @@
  * @module
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
-import type {
-  AuditEntries,
-  AuditEntry,
-  AuditOf,
-  GrantEpoch,
-  GrantInvalidations,
-  GrantScope,
-} from "../store.ts";
-import { listAuditEntries } from "../audit_entries.ts";
+import type { AuditOf, GrantEpoch, GrantInvalidations, GrantScope } from "../store.ts";
 import { defineAuditRedact } from "./audit_anonymize.ts";
 import { writeWhenUnlocked } from "./busy_retry.ts";
 import { toStoreError } from "./errors.ts";
@@ -27,6 +19,7 @@ import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
+import { createAuditAppender } from "./audit_append.ts";
 import { isWriteStatement, toCountedStatement } from "./counted_statement.ts";
 import {
   openWalSyncGroup,
@@ -252,7 +245,7 @@ function createConnection(
     if (bulk) {
       // SQLite may have rolled the whole bulk back (a full disk): refuse rather than autocommit.
       if (!db.isTransaction) throw new Error("The bulk transaction was rolled back");
-      return { result: inSavepoint(fn), endedGrants: false, ranGrants: false };
+      return { result: inSavepoint(db, fn), endedGrants: false, ranGrants: false };
     }
     // Otherwise only write() and the readiness probe commit, never inside another transaction:
     // a nested commit would skip its sync.
@@ -268,23 +261,6 @@ function createConnection(
       return { result, endedGrants, ranGrants: grantRuns !== runsBefore };
     } catch (error) {
       if (db.isTransaction) db.exec("ROLLBACK");
-      throw error;
-    }
-  }
-
-  /** Runs `fn` in a savepoint of the open transaction, rolled back to if `fn` throws. */
-  function inSavepoint<T>(fn: () => T): T {
-    db.exec("SAVEPOINT joined_write");
-    try {
-      const result = fn();
-      db.exec("RELEASE joined_write");
-      return result;
-    } catch (error) {
-      // Unless SQLite rolled the whole transaction back already (a full disk, say).
-      if (db.isTransaction) {
-        db.exec("ROLLBACK TO joined_write");
-        db.exec("RELEASE joined_write");
-      }
       throw error;
     }
   }
@@ -400,28 +376,23 @@ function runWithoutBusyWait<T>(db: DatabaseSync, busyTimeoutMs: number, fn: () =
   }
 }
 
-/** Appends a write's audit entries, inside its transaction. */
-function createAuditAppender(sql: Connection["sql"]): (entries: AuditEntries) => void {
-  // Keeps grants: the audit table is not read by the gate.
-  const auditInsert = sql(
-    `INSERT INTO audit_log (at, actor, action, subject, detail)
-     VALUES (:at, :actor, :action, :subject, :detail)`,
-    "keeps-grants",
-  );
-
-  function appendEntry(entry: AuditEntry): void {
-    auditInsert.run({
-      at: entry.at,
-      actor: entry.actor,
-      action: entry.action,
-      subject: entry.subject,
-      detail: JSON.stringify(entry.detail ?? {}),
-    });
+/**
+ * Runs `fn` in a savepoint of `db`'s open transaction, rolled back to if `fn` throws (unless
+ * SQLite rolled the whole transaction back already: a full disk, say).
+ */
+function inSavepoint<T>(db: DatabaseSync, fn: () => T): T {
+  db.exec("SAVEPOINT joined_write");
+  try {
+    const result = fn();
+    db.exec("RELEASE joined_write");
+    return result;
+  } catch (error) {
+    if (db.isTransaction) {
+      db.exec("ROLLBACK TO joined_write");
+      db.exec("RELEASE joined_write");
+    }
+    throw error;
   }
-
-  return (entries) => {
-    for (const entry of listAuditEntries(entries)) appendEntry(entry);
-  };
 }
 
 function noop(): void {}
