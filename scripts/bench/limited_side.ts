@@ -54,7 +54,7 @@ export function startLimitedSide(
   const store = openSqliteStore(path);
   const logger = createLogger({ level: "info", write: () => {} });
   const metrics = createMetrics();
-  const limiter = createLimiter({ store, clock: systemClock, logger, metrics });
+  const limiter = createLimiter({ store, clock: systemClock, logger, metrics, leaseAhead: true });
   limiter.start();
   const handle = createHandler({
     store,

@@ -80,11 +80,11 @@ export interface LimiterDeps {
   clock: Clock;
   logger?: Pick<Logger, "warn">;
   /**
-   * Lease a key's next window ahead of its boundary (`--limit-lease-ahead`, default `true`).
-   * Off: every window is leased once it has begun, as servers of 0.17 and earlier do, which do
+   * Lease a key's next window ahead of its boundary (`--limit-lease-ahead`; required, so that a
+   * caller cannot leave the rolling-upgrade switch unwired). Off: every window is leased once it has begun, as servers of 0.17 and earlier do, which do
    * not know the units leased ahead (so a rolling upgrade from them runs with it off).
    */
-  leaseAhead?: boolean;
+  leaseAhead: boolean;
   /** Counts limited requests by kind, and admissions while the store could not be reached. */
   metrics?: {
     limitedRequest(kind: LimitKind): void;
@@ -157,7 +157,7 @@ interface LeaseItem {
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
-  const leaseAhead = deps.leaseAhead ?? true;
+  const { leaseAhead } = deps;
   const keys = createLimitKeys();
   /** When `admit` read the clock: the learned changes are applied as of then. */
   let followedAt = 0;
@@ -239,7 +239,7 @@ export function createLimiter(deps: LimiterDeps) {
 
   /**
    * Starts a lease ahead of a key's next window in the background when one is due (its key used
-   * in the last part of its window: limit_slots.ts), unless one is under way. The request does
+   * in the last part of its window: limit_ahead.ts, toAheadMargin), unless one is under way. The request does
    * not wait for it; a failure is logged once, and changes nothing else.
    */
   function leaseAheadIfDue(entry: LimitEntry, now: number, refused = false): void {

@@ -54,7 +54,7 @@ export function createHandler(deps: AppDeps): Handler {
   const { store, logger } = deps;
   const gate = createGate({ ...deps, metrics });
   const admitLimits = createLimitAdmission(
-    deps.limiter ?? createLimiter({ store, clock: deps.clock, logger, metrics }),
+    deps.limiter ?? createLimiter({ store, clock: deps.clock, logger, metrics, leaseAhead: true }),
   );
   const limitHeaders = deps.limitHeaders ?? true;
   const routes = [

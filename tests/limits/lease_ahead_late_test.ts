@@ -47,7 +47,7 @@ async function setUp(hold: boolean) {
       return answer;
     },
   });
-  const limiter = createLimiter({ store, clock: set.app.clock });
+  const limiter = createLimiter({ store, clock: set.app.clock, leaseAhead: true });
   const owner = { apiKeyId: set.keyId, userId: set.userId };
   return { ...set, owner, window, limiter, release, inAhead, aheadSlices, calls };
 }

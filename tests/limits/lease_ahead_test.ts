@@ -34,7 +34,7 @@ function recording(store: Store) {
   return { store: wrapped, state };
 }
 
-function limiterOver(app: TestApp, leaseAhead?: boolean) {
+function limiterOver(app: TestApp, leaseAhead = true) {
   const counted = { waits: 0, unavailable: 0, warnings: [] as string[] };
   const { store, state } = recording(app.store);
   const limiter = createLimiter({
@@ -192,7 +192,7 @@ Deno.test("limiter: the units a lease ahead brings for a key dropped meanwhile (
       return await app.store.leaseLimits(requests);
     },
   });
-  const limiter = createLimiter({ store, clock: app.clock });
+  const limiter = createLimiter({ store, clock: app.clock, leaseAhead: true });
   await limiter.admit(owner);
   await limiter.admit(owner);
   app.clock.set(window.end - 500);
@@ -299,7 +299,7 @@ Deno.test("limiter: a lease ahead still queued when its window begins is dropped
       return await app.store.leaseLimits(requests);
     },
   });
-  const limiter = createLimiter({ store, clock: app.clock });
+  const limiter = createLimiter({ store, clock: app.clock, leaseAhead: true });
   await limiter.admit(owner);
   await limiter.admit(owner);
   app.clock.set(window.end - 600);

@@ -44,7 +44,7 @@ Deno.test("limiter: one key's failing lease fails only that key, not the others 
       return await app.store.leaseLimits(requests);
     },
   });
-  const limiter = createLimiter({ store, clock: app.clock });
+  const limiter = createLimiter({ store, clock: app.clock, leaseAhead: true });
   const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
   // One call for the batch, then its halves, then the failing half's halves.
   const ids = owners.map((o) => o.apiKeyId);
@@ -74,7 +74,7 @@ Deno.test("limiter: a lease failing for every key of a batch fails them all in 4
       return Promise.reject(new StoreError("a broken schema"));
     },
   });
-  const limiter = createLimiter({ store, clock: app.clock });
+  const limiter = createLimiter({ store, clock: app.clock, leaseAhead: true });
   const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
   // The batch, its halves (failing alike), one key alone (failing alike too: the whole batch).
   assert.deepEqual(calls, [8, 4, 4, 1]);
@@ -100,7 +100,7 @@ Deno.test("limiter: two keys failing alike, one in each half of a batch, fail on
       return await app.store.leaseLimits(requests);
     },
   });
-  const limiter = createLimiter({ store, clock: app.clock });
+  const limiter = createLimiter({ store, clock: app.clock, leaseAhead: true });
   const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
   assert.deepEqual(calls, [
     ids,
@@ -141,7 +141,7 @@ Deno.test("limiter: a batch failing with a different message each call stops ret
       return Promise.reject(new StoreError(`a broken counter (call ${calls})`));
     },
   });
-  const limiter = createLimiter({ store, clock: app.clock });
+  const limiter = createLimiter({ store, clock: app.clock, leaseAhead: true });
   const outcomes = await Promise.allSettled(owners.map((owner) => limiter.admit(owner)));
   assert.equal(toSplitBudget(16), 19);
   assert.equal(calls, 1 + 19, "the batch, then the budget: not 2N - 1 = 31 more");

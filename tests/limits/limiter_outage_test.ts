@@ -33,6 +33,7 @@ function limiterOver(app: TestApp) {
   const limiter = createLimiter({
     store,
     clock: app.clock,
+    leaseAhead: true,
     metrics: {
       limitedRequest: () => counted.limited++,
       limitStoreUnavailable: (kind) => counted[kind]++,

@@ -227,6 +227,7 @@ Deno.test("limiter: the keys that need units together are leased in one store ca
   const limiter = createLimiter({
     store,
     clock: app.clock,
+    leaseAhead: true,
     metrics: {
       limitedRequest: () => {},
       limitStoreUnavailable: () => {},
