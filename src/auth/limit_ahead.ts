@@ -45,8 +45,9 @@ function toRate(slot: Slot, now: number): number {
  * that window.
  */
 function isAheadDue(slot: Slot, now: number, refused: boolean): boolean {
-  return now >= slot.windowEnd - toAheadMargin(slot) && now < slot.windowEnd &&
-    slot.aheadStart !== slot.windowEnd && (refused || slot.rate > 0 || slot.admitted > 1);
+  // The margin's arithmetic last: most admitted requests fail a comparison before it.
+  return now < slot.windowEnd && slot.aheadStart !== slot.windowEnd &&
+    (refused || slot.rate > 0 || slot.admitted > 1) && now >= slot.windowEnd - toAheadMargin(slot);
 }
 
 /**

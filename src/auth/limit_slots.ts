@@ -232,8 +232,10 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
       key.slots = slices.map((slice, i) => {
         const slot = known.get(slice.rule.id) ?? toSlot(slice, now);
         slot.rule = slice.rule;
-        if (slice.window.start >= slot.windowEnd) rollSlot(slot, slice.window.start);
-        else if (slot.windowStart !== slice.window.start) {
+        // A roll that changes the policy (a month's length) says so: `was` below is then the new one.
+        if (slice.window.start >= slot.windowEnd) {
+          if (rollSlot(slot, slice.window.start)) changed = true;
+        } else if (slot.windowStart !== slice.window.start) {
           slot.windowStart = slice.window.start;
           slot.windowEnd = slice.window.end;
           slot.local = 0;
@@ -276,9 +278,8 @@ export function releaseUnits(
     if (rollSlot(slot, now)) key.policies = undefined;
     const idle = now - slot.lastUseAt >= IDLE_RETURN_MS;
     if (slot.local > 0 && (!options.onlyIdle || idle && slot.used * 2 >= slot.rule.max)) {
-      if (now < slot.windowEnd) {
-        options.returns.push(toReturn(slot, slot.windowStart, slot.local));
-      }
+      // The roll above leaves `now` inside the slot's window: its units are returnable.
+      options.returns.push(toReturn(slot, slot.windowStart, slot.local));
       slot.used = Math.max(0, slot.used - slot.local);
       slot.local = 0;
     }
