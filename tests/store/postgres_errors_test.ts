@@ -5,7 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { StoreConflict, StoreUnavailable } from "../../src/store/errors.ts";
+import { StoreConflict, StoreError, StoreUnavailable } from "../../src/store/errors.ts";
 import { classifyPostgresError } from "../../src/store/postgres/errors.ts";
 
 function driverError(code: string, message: string): Error {
@@ -44,4 +44,15 @@ Deno.test("a unique violation is a conflict, a lost connection unreachable", () 
   const lost = classifyPostgresError(driverError("CONNECTION_CLOSED", "write CONNECTION_CLOSED"));
   assert.ok(lost instanceof StoreUnavailable);
   assert.equal(lost.message, "Database unreachable");
+});
+
+Deno.test("a grant-ending write without its grant_epoch row is the store error that says so", () => {
+  const error = driverError(
+    "22P02",
+    'invalid input syntax for type integer: "The grant_epoch row is missing"',
+  );
+  const classified = classifyPostgresError(error);
+  assert.ok(classified instanceof StoreError && !(classified instanceof StoreUnavailable));
+  assert.equal(classified.message, "The grant_epoch row is missing");
+  assert.equal(classifyPostgresError(driverError("22P02", 'invalid input syntax: "x"')), undefined);
 });

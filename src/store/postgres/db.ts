@@ -217,23 +217,12 @@ export function endingClauses(
         AS relaxed,
       -- To bump and no row bumped: the statement fails, so that a COMMIT sent behind it
       -- (transaction.ts) rolls back instead of committing the write unannounced; the write
-      -- rejects with this text as a store error (toUnannouncedError). Not a constant
+      -- rejects with this text as a store error (classifyPostgresError). Not a constant
       -- (the planner would fold one whatever the condition): the cast only runs when it holds.
       (CASE WHEN ${options.bump} AND NOT EXISTS (SELECT 1 FROM bumped)
         THEN 'The grant_epoch row is missing' END)::int
         AS unannounced`,
   };
-}
-
-/**
- * The store error for the failure of {@link endingClauses}'s `unannounced` column (its text
- * cast to an integer: SQLSTATE 22P02, the text quoted in the message), or `undefined`.
- */
-function toUnannouncedError(error: unknown): StoreError | undefined {
-  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
-  if (code !== "22P02" || typeof message !== "string") return undefined;
-  if (!message.includes('"The grant_epoch row is missing"')) return undefined;
-  return new StoreError("The grant_epoch row is missing", { cause: error });
 }
 
 /**
@@ -374,7 +363,7 @@ export function createPgContext(options: PgContextOptions): PgContext {
         writeFailure = undefined;
       } catch (error) {
         writeFailure = lastingWriteFailure(error) ?? writeFailure;
-        throw toUnannouncedError(error) ?? error;
+        throw error;
       }
       learn();
       return result;

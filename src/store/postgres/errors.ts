@@ -45,6 +45,9 @@ const RETRYABLE_STATES = new Set([
 /** Classes of SQLSTATE after which a retry may succeed: connection exception, insufficient resources. */
 const RETRYABLE_CLASSES = new Set(["08", "53"]);
 
+/** The text of a grant-ending write whose grant_epoch row is missing (db.ts endingClauses). */
+export const UNANNOUNCED = "The grant_epoch row is missing";
+
 /** The store error for a driver error, or `undefined` when it is not one we classify. */
 export function classifyPostgresError(error: unknown): StoreError | undefined {
   if (error instanceof StoreError) return error;
@@ -79,6 +82,11 @@ export function classifyPostgresError(error: unknown): StoreError | undefined {
   // A grant-ending commit's NOTIFY found the cluster's notification queue full (a listening
   // session somewhere sits in an open transaction): nothing committed, and it passes when that
   // session moves on. Other limits of class 54 are a statement's own and stay unclassified.
+  // A grant-ending write's last statement refusing to commit it unannounced (db.ts
+  // endingClauses: its text cast to an integer, quoted in the message).
+  if (code === "22P02" && String((error as Error).message).includes(`"${UNANNOUNCED}"`)) {
+    return new StoreError(UNANNOUNCED, { cause: error });
+  }
   // The routine names it whatever the server's language; the message as a fallback.
   const { routine, message } = error as { routine?: unknown; message?: unknown };
   if (
