@@ -61,7 +61,7 @@ export interface LeaseAsk {
 }
 
 /** The window after `window` (a quota without refill has none: its one window never ends). */
-export function toNextWindow(period: LimitPeriod, window: LimitWindow): LimitWindow | undefined {
+function toNextWindow(period: LimitPeriod, window: LimitWindow): LimitWindow | undefined {
   return Number.isFinite(window.end) ? toLimitWindow(period, window.end) : undefined;
 }
 
@@ -98,7 +98,8 @@ function toGrant(rule: LimitRule, used: number, want: (rule: LimitRule, used: nu
 /**
  * Grants at most what the window has left: a counter of an earlier window starts afresh (or at
  * the units leased ahead for this one), a counter of a later window (this server's clock lags
- * the one that wrote it) grants nothing. An `ahead` lease grants from the next window, at most
+ * the one that wrote it) grants nothing, unless the lease is `ahead` for that very window (it
+ * then grants from it as it stands). An `ahead` lease grants from the next window, at most
  * what it has left, without touching the current window's units; a quota without refill grants
  * nothing ahead.
  */
@@ -108,6 +109,14 @@ export function planLease(
   stored: StoredCounter | undefined,
   ask: LeaseAsk,
 ): CounterPlan {
+  if (ask.ahead && stored !== undefined) {
+    // Another server (its clock a little ahead) moved the counter into the next window already:
+    // a lease ahead is then a lease of that window as it stands, not a refusal.
+    const next = toNextWindow(rule.period, toLimitWindow(rule.period, ask.now));
+    if (next !== undefined && stored.windowStart === next.start) {
+      return planLease(rule, subjectId, stored, { ...ask, now: next.start, ahead: false });
+    }
+  }
   const window = toLimitWindow(rule.period, ask.now);
   const counter = toCounterAt(stored, window);
   if (counter === undefined) {

@@ -130,22 +130,22 @@ Deno.test("planLease() starts a window two or more behind at 0", () => {
   assert.deepEqual(moved.write, { windowStart: W0 + MINUTE, used: 40, nextUsed: 0, nextStart: 0 });
 });
 
-Deno.test("planLease() grants nothing, ahead or not, from a counter of a later window (a lagging clock)", () => {
+Deno.test("planLease() grants nothing from a counter of a later window (a lagging clock); ahead, from that window", () => {
   const stored: StoredCounter = {
     windowStart: W0 + MINUTE,
     used: 10,
     nextUsed: 5,
     nextStart: W0 + 2 * MINUTE,
   };
-  for (const ahead of [false, true]) {
-    const plan = planLease(rule(100, "minute"), 7, stored, {
-      now: W0 + 59_900,
-      ahead,
-      want: wants(10),
-    });
-    assert.equal(plan.slice.granted, 0);
-    assert.equal(plan.write, undefined);
-  }
+  const now = W0 + 59_900;
+  const plan = planLease(rule(100, "minute"), 7, stored, { now, want: wants(10) });
+  assert.equal(plan.slice.granted, 0);
+  assert.equal(plan.write, undefined);
+  // Ahead, the lagging server leases the very window the counter holds: counted there.
+  const ahead = planLease(rule(100, "minute"), 7, stored, { now, ahead: true, want: wants(10) });
+  assert.equal(ahead.slice.window.start, W0 + MINUTE);
+  assert.equal(ahead.slice.granted, 10);
+  assert.deepEqual(ahead.write, { ...stored, used: 20 });
 });
 
 Deno.test("planLease() leases a month's next window through the calendar; carries into it", () => {
@@ -295,4 +295,20 @@ Deno.test("planReturn() matches units leased ahead on nextStart; after an old in
     used: 130,
     ...NOTHING_AHEAD,
   });
+});
+
+Deno.test("planLease() ahead of a counter another server already moved into the next window grants from its used", () => {
+  const stored: StoredCounter = { windowStart: W0 + MINUTE, used: 40, ...NOTHING_AHEAD };
+  const plan = planLease(rule(100, "minute"), 7, stored, {
+    now: W0 + 59_800,
+    ahead: true,
+    want: (_rule, used) => {
+      assert.equal(used, 40, "want() is told what the next window has used");
+      return 25;
+    },
+  });
+  assert.deepEqual(plan.slice.window, { start: W0 + MINUTE, end: W0 + 2 * MINUTE });
+  assert.equal(plan.slice.granted, 25);
+  assert.equal(plan.slice.used, 65);
+  assert.deepEqual(plan.write, { windowStart: W0 + MINUTE, used: 65, ...NOTHING_AHEAD });
 });
