@@ -6,6 +6,7 @@
  * @module
  */
 import { MAX_TIME_MS } from "../platform/clock.ts";
+import type { StoredCounter } from "./limit_lease.ts";
 import type {
   ApiKey,
   LimitKind,
@@ -140,6 +141,16 @@ export function toOperator(row: Row): Operator {
     prefix: row.prefix as string,
     createdAt: row.created_at as number,
     revokedAt: row.revoked_at as number | null,
+  };
+}
+
+/** A limit counter as both backends store it (`limit_usage`). */
+export function toStoredCounter(row: Row): StoredCounter {
+  return {
+    windowStart: row.window_start as number,
+    used: row.used as number,
+    nextUsed: row.next_used as number,
+    nextStart: row.next_start as number,
   };
 }
 

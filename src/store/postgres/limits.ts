@@ -9,7 +9,7 @@
 import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
 import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
-import { type Row, toLimitRule } from "../rows.ts";
+import { type Row, toLimitRule, toStoredCounter } from "../rows.ts";
 import type {
   GrantScope,
   LimitLeaseRequest,
@@ -43,19 +43,12 @@ function applying(
     ORDER BY l.id`;
 }
 
-const toCounter = (row: Row): StoredCounter => ({
-  windowStart: row.window_start as number,
-  used: row.used as number,
-  nextUsed: row.next_used as number,
-  nextStart: row.next_start as number,
-});
-
 /**
  * Counters per statement: a statement takes at most 65,535 parameters (6 per counter written), so
  * a batch of more counters (a clean stop returning the units of 10,000 keys' two limits) is sent as
  * several statements of the same transaction, in the lock order of the rows they hold.
  */
-export const COUNTERS_PER_STATEMENT = 2_000;
+const COUNTERS_PER_STATEMENT = 2_000;
 
 /** `items` in consecutive slices of at most {@link COUNTERS_PER_STATEMENT}. */
 function toChunks<T>(items: readonly T[]): T[][] {
@@ -110,7 +103,7 @@ async function writeReturns(tx: postgres.TransactionSql, units: readonly LimitRe
     const id = `${unit.limitId}:${unit.subjectId}`;
     const row = stored.get(id);
     if (row === undefined) continue;
-    const counter = counters.get(id) ?? toCounter(row);
+    const counter = counters.get(id) ?? toStoredCounter(row);
     const write = planReturn(row.period as LimitPeriod, counter, unit);
     if (write === undefined) continue;
     counters.set(id, write);
@@ -218,7 +211,7 @@ async function writeLeases(
     }
       ON CONFLICT (limit_id, subject_id) DO UPDATE SET used = limit_usage.used
       RETURNING limit_id, subject_id, window_start, used, next_used, next_start`;
-    for (const row of locked) stored.set(`${row.limit_id}:${row.subject_id}`, toCounter(row));
+    for (const row of locked) stored.set(`${row.limit_id}:${row.subject_id}`, toStoredCounter(row));
   }
   const written = new Map<string, StoredCounter>();
   const slices = rulesOf.map((rules, i) =>
@@ -257,7 +250,7 @@ async function readUsage(
     const [row] = await sql<Row[]>`SELECT window_start, used, next_used, next_start FROM limit_usage
       WHERE limit_id = ${rule.id} AND subject_id = ${subjectId}`;
     // Units leased ahead for this window count in it.
-    const used = toCounterAt(row && toCounter(row), window)?.used ?? 0;
+    const used = toCounterAt(row && toStoredCounter(row), window)?.used ?? 0;
     usage.push({ rule, subjectId, window, used });
   }
   return usage;

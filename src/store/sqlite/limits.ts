@@ -6,7 +6,7 @@
  */
 import { StoreConflict } from "../errors.ts";
 import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
-import { toLimitRule } from "../rows.ts";
+import { toLimitRule, toStoredCounter } from "../rows.ts";
 import type {
   LimitLeaseRequest,
   LimitRule,
@@ -77,18 +77,11 @@ function prepareLimitStatements(conn: Connection) {
 
 type LimitStatements = ReturnType<typeof prepareLimitStatements>;
 
-const toCounter = (row: Row): StoredCounter => ({
-  windowStart: row.window_start as number,
-  used: row.used as number,
-  nextUsed: row.next_used as number,
-  nextStart: row.next_start as number,
-});
-
 function readCounter(statements: LimitStatements, limitId: number, subjectId: number) {
   const row = statements.counter.get({ limit_id: limitId, subject_id: subjectId }) as
     | Row
     | undefined;
-  return row && toCounter(row);
+  return row && toStoredCounter(row);
 }
 
 function writeCounter(
@@ -227,7 +220,7 @@ export function createLimitStore(conn: Connection): LimitStore {
           const key = { limit_id: unit.limitId, subject_id: unit.subjectId };
           const row = counterOfReturn.get(key) as Row | undefined;
           if (row === undefined) continue;
-          const write = planReturn(row.period as LimitPeriod, toCounter(row), unit);
+          const write = planReturn(row.period as LimitPeriod, toStoredCounter(row), unit);
           if (write !== undefined) writeCounter(statements, unit.limitId, unit.subjectId, write);
         }
       });
