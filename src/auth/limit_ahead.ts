@@ -9,7 +9,7 @@
  */
 import type { LimitReturn, LimitRule, LimitSlice } from "../store/store.ts";
 import { toLimitWindow } from "../store/store_limits.ts";
-import { type KeySlots, type Slot, toSliceReturns, wantUnits } from "./limit_slots.ts";
+import { type KeySlots, type Slot, toRate, toSliceReturns, wantUnits } from "./limit_slots.ts";
 
 /** A lease ahead is due at least this long before a window ends (a quarter of a short window). */
 export const AHEAD_MS = 1_000;
@@ -30,12 +30,6 @@ const AHEAD_REQUESTS = 2;
 export function toAheadMargin(slot: Slot): number {
   const spacing = slot.rate > 0 ? AHEAD_REQUESTS / slot.rate : 0;
   return Math.min(Math.max(AHEAD_MS, spacing), (slot.windowEnd - slot.windowStart) / 4);
-}
-
-/** This thread's rate on a slot's key: measured at its leases, and since the last one. */
-function toRate(slot: Slot, now: number): number {
-  const recent = slot.admitted / Math.max(1, now - slot.leasedAt);
-  return slot.rate === 0 ? recent : (slot.rate + recent) / 2;
 }
 
 /**

@@ -18,6 +18,8 @@ export interface LimitEntry extends KeySlots {
   leasing?: Promise<void>;
   /** The lease of its next window's units under way (no request awaits it). */
   leasingAhead?: Promise<void>;
+  /** The top-up of its current window under way (requests await it only once out of units). */
+  toppingUp?: Promise<void>;
 }
 
 /** A limiter's keys. */
@@ -34,7 +36,7 @@ export interface LimitKeys {
   giveBack(returns: readonly LimitReturn[]): void;
   /** The units queued to give back, now taken out of the queue. */
   takeReturns(): LimitReturn[];
-  /** The leases under way (ahead included). */
+  /** The leases under way (top-ups and leases ahead included). */
   leasings(): Promise<void>[];
   /** Units in hand for a key. */
   readUnitsInHand(apiKeyId: number): number;
@@ -89,7 +91,8 @@ export function createLimitKeys(): LimitKeys {
     release(now, all) {
       const options = { onlyIdle: !all, returns };
       for (const [apiKeyId, entry] of entries) {
-        if (entry.leasing !== undefined || entry.leasingAhead !== undefined) continue;
+        const busy = entry.leasing ?? entry.leasingAhead ?? entry.toppingUp;
+        if (busy !== undefined) continue;
         releaseUnits(entry, now, options);
         if (all || now - entry.lastUseAt > FORGET_MS) forget(apiKeyId, now);
       }
@@ -103,8 +106,9 @@ export function createLimitKeys(): LimitKeys {
       return taken;
     },
     leasings: () =>
-      [...entries.values()].flatMap((entry) => [entry.leasing ?? [], entry.leasingAhead ?? []])
-        .flat(),
+      [...entries.values()].flatMap((entry) =>
+        [entry.leasing, entry.leasingAhead, entry.toppingUp].filter((p) => p !== undefined)
+      ),
     readUnitsInHand(apiKeyId) {
       return (entries.get(apiKeyId)?.slots ?? []).reduce((sum, slot) => sum + slot.local, 0);
     },

@@ -178,6 +178,12 @@ function toSlot(slice: LimitSlice, now: number): Slot {
   };
 }
 
+/** This thread's rate on a slot's key, in units a ms: measured at its leases and since the last. */
+export function toRate(slot: Slot, now: number): number {
+  const recent = slot.admitted / Math.max(1, now - slot.leasedAt);
+  return slot.rate === 0 ? recent : (slot.rate + recent) / 2;
+}
+
 /**
  * How many units a limit that needs some asks for (`rate`: this thread's on the key, if known;
  * `spendMs`: how long the window leased from has left to spend them in).
@@ -208,8 +214,18 @@ export interface LeaseRound {
   keep(slices: readonly LimitSlice[], after: number): void;
 }
 
-/** Starts a lease of `key`'s slots at `now`. */
-export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
+/** Whether a slot needs units before it admits again (none in hand, not open). */
+const needsUnits = (slot: Slot, now: number) => !isAdmitting(slot, now);
+
+/**
+ * Starts a lease of `key`'s slots at `now`: of those that need units before they admit again, or
+ * of those `due` says (a top-up: limit_top_up.ts).
+ */
+export function startLeaseRound(
+  key: KeySlots,
+  now: number,
+  due: (slot: Slot, now: number) => boolean = needsUnits,
+): LeaseRound {
   const known = new Map((key.slots ?? []).map((slot) => [slot.rule.id, slot]));
   const asked = new Set<number>();
   return {
@@ -217,13 +233,13 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
       const slot = known.get(rule.id);
       if (slot !== undefined) {
         rollSlot(slot, now);
-        if (isAdmitting(slot, now)) return 0;
+        if (!due(slot, now)) return 0;
         slot.rule = rule;
       }
       asked.add(rule.id);
       return slot === undefined
         ? wantUnits(rule, undefined, key.waiting, used, 0)
-        : wantUnits(rule, slot.rate, key.waiting, used, slot.windowEnd - now);
+        : wantUnits(rule, toRate(slot, now), key.waiting, used, slot.windowEnd - now);
     },
     keep(slices, after) {
       const before = key.slots;
@@ -231,6 +247,9 @@ export function startLeaseRound(key: KeySlots, now: number): LeaseRound {
       let changed = before === undefined || before.length !== slices.length;
       key.slots = slices.map((slice, i) => {
         const slot = known.get(slice.rule.id) ?? toSlot(slice, now);
+        // The slot rolled past the window leased from while the lease was under way: those units
+        // are of an ended window, and the slot keeps what it carried into its own.
+        if (slice.window.end <= slot.windowStart) return slot;
         slot.rule = slice.rule;
         // A roll that changes the policy (a month's length) says so: `was` below is then the new one.
         if (slice.window.start >= slot.windowEnd) {

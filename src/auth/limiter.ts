@@ -25,8 +25,13 @@
  * (it is logged once). The leases requests wait for go first in a batch; a lease ahead still
  * queued when its window begins is dropped. Off with `leaseAhead: false` (`--limit-lease-ahead`).
  *
+ * Top-ups: a key whose units in hand run low mid-window, where its window's budget is not
+ * contested, leases more of that window the same way (limit_top_up.ts), so that a slice sized on
+ * a rate measured too low does not make a request wait; a request that runs out meanwhile waits
+ * for that top-up instead of asking again.
+ *
  * What can be lost (admitted fewer than the limit allows, never more): units a thread holds
- * when a window ends (at most its last slice per limit), units held by a thread that crashed
+ * when a window ends (at most its last slice per limit, and what it held when it topped up), units held by a thread that crashed
  * (returned never; a clean stop returns them), and units held unused until the idle return
  * ({@link IDLE_RETURN_MS}, once half a window's budget is leased), those leased ahead included
  * (at most one slice per limit, key entry and thread: a user's limit can have one slice leased
@@ -52,6 +57,7 @@ import { isAheadOver, markAheadDue, startAheadRound } from "./limit_ahead.ts";
 import { createLeaseBatcher } from "./limit_batch.ts";
 import { splitFailed } from "./limit_split.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
+import { isKeyTopUpDue, isTopUpDue } from "./limit_top_up.ts";
 import {
   checkSlots,
   findNeedingSlots,
@@ -81,8 +87,10 @@ export interface LimiterDeps {
   logger?: Pick<Logger, "warn">;
   /**
    * Lease a key's next window ahead of its boundary (`--limit-lease-ahead`; required, so that a
-   * caller cannot leave the rolling-upgrade switch unwired). Off: every window is leased once it has begun, as servers of 0.17 and earlier do, which do
-   * not know the units leased ahead (so a rolling upgrade from them runs with it off).
+   * caller cannot leave the rolling-upgrade switch unwired). Off: every window is leased once it
+   * has begun, as servers of 0.17 and earlier do, which do not know the units leased ahead (so a
+   * rolling upgrade from them runs with it off). Top-ups (limit_top_up.ts) are ordinary leases of
+   * the current window, which every version reads alike: they stay on.
    */
   leaseAhead: boolean;
   /** Counts limited requests by kind, and admissions while the store could not be reached. */
@@ -148,10 +156,13 @@ async function returnUnits(
   }
 }
 
-/** One key's lease in a batch: for the units it needs now, or `ahead` for its next window's. */
+/**
+ * One key's lease in a batch: for the units its requests wait for (`now`), more of its current
+ * window's before they run out (`topUp`), or its next window's (`ahead`).
+ */
 interface LeaseItem {
   entry: LimitEntry;
-  ahead: boolean;
+  kind: "now" | "topUp" | "ahead";
 }
 
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
@@ -163,12 +174,14 @@ export function createLimiter(deps: LimiterDeps) {
   let followedAt = 0;
   const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
   const batcher = createLeaseBatcher(leaseBatch, {
-    // A lease ahead whose window began while it waited for its turn asks for nothing.
-    isOver: ({ entry }) => isAheadOver(entry, clock.now()),
+    // A lease ahead whose window began while it waited for its turn asks for nothing, nor does a
+    // top-up that is no longer due.
+    isOver: ({ entry, kind }) =>
+      kind === "ahead" ? isAheadOver(entry, clock.now()) : !isKeyTopUpDue(entry, clock.now()),
   });
   let timer: ReturnType<typeof setInterval> | undefined;
   let warnedUnavailable = false;
-  let warnedAhead = false;
+  let warnedBackground = false;
 
   function refuse(entry: LimitEntry, denied: Slot, now: number): never {
     // A key at its limit leases ahead too: after the boundary its requests admit at once.
@@ -178,9 +191,10 @@ export function createLimiter(deps: LimiterDeps) {
     throw new LimitExceeded(denied.rule.kind, statuses, toRetryAfter(denied, now));
   }
 
-  /** A key's lease: for the units it needs now, or (its units kept apart) for its next window. */
-  function startRound(entry: LimitEntry, ahead: boolean, now: number): LeaseRound {
-    if (!ahead) return startLeaseRound(entry, now);
+  /** A key's lease: for the units it needs, or (its units kept apart) for its next window. */
+  function startRound(entry: LimitEntry, kind: LeaseItem["kind"], now: number): LeaseRound {
+    if (kind === "now") return startLeaseRound(entry, now);
+    if (kind === "topUp") return startLeaseRound(entry, now, isTopUpDue);
     const round = startAheadRound(entry, now);
     return { want: round.want, keep: (slices) => keys.giveBack(round.keep(slices)) };
   }
@@ -202,16 +216,16 @@ export function createLimiter(deps: LimiterDeps) {
    */
   async function leaseCall(items: LeaseItem[]): Promise<unknown[]> {
     const now = clock.now();
-    const rounds = items.map(({ entry, ahead }) => startRound(entry, ahead, now));
+    const rounds = items.map(({ entry, kind }) => startRound(entry, kind, now));
     metrics?.limitLeases?.(items.length);
     let answers: LimitSlice[][];
     try {
       answers = await store.leaseLimits(
-        items.map(({ entry, ahead }, i) => ({
+        items.map(({ entry, kind }, i) => ({
           ...entry.owner,
           now,
           want: rounds[i].want,
-          ...(ahead ? { ahead } : {}),
+          ...(kind === "ahead" ? { ahead: true } : {}),
         })),
       );
     } catch (error) {
@@ -223,9 +237,9 @@ export function createLimiter(deps: LimiterDeps) {
           { event: "limits_store_unavailable" },
         );
       }
-      // A lease ahead neither refuses nor opens: its key's units in hand still admit.
-      return items.map(({ entry, ahead }) =>
-        ahead ? error : toOutageOutcome(entry, error, now, metrics)
+      // A background lease neither refuses nor opens: its key's units in hand still admit.
+      return items.map(({ entry, kind }) =>
+        kind === "now" ? toOutageOutcome(entry, error, now, metrics) : error
       );
     }
     const after = clock.now();
@@ -238,23 +252,44 @@ export function createLimiter(deps: LimiterDeps) {
   }
 
   /**
+   * Runs a lease no request waits for (a top-up or a lease ahead) in the background; a failure is
+   * logged once, and changes nothing else (the key's units in hand still admit).
+   */
+  function leaseInBackground(entry: LimitEntry, kind: "topUp" | "ahead"): Promise<void> {
+    return batcher.lease({ entry, kind }, { background: true }).catch((error) => {
+      if (error instanceof StoreUnavailable || warnedBackground) return;
+      warnedBackground = true;
+      deps.logger?.warn("limits: a lease in the background failed", {
+        event: "limits_background_lease_failed",
+        kind,
+        error: String((error as Error)?.message ?? error),
+      });
+    });
+  }
+
+  /**
    * Starts a lease ahead of a key's next window in the background when one is due (its key used
-   * in the last part of its window: limit_ahead.ts, toAheadMargin), unless one is under way. The request does
-   * not wait for it; a failure is logged once, and changes nothing else.
+   * in the last part of its window: limit_ahead.ts, toAheadMargin), unless one is under way.
    */
   function leaseAheadIfDue(entry: LimitEntry, now: number, refused = false): void {
     if (!leaseAhead || entry.leasingAhead !== undefined) return;
     if (!markAheadDue(entry, now, refused)) return;
-    entry.leasingAhead = batcher.lease({ entry, ahead: true }, { background: true })
-      .catch((error) => {
-        if (error instanceof StoreUnavailable || warnedAhead) return;
-        warnedAhead = true;
-        deps.logger?.warn("limits: a lease of the next window's units failed", {
-          event: "limits_lease_ahead_failed",
-          error: String((error as Error)?.message ?? error),
-        });
-      })
+    entry.leasingAhead = leaseInBackground(entry, "ahead")
       .finally(() => entry.leasingAhead = undefined);
+  }
+
+  /** Starts a top-up of a key's current window when one is due (limit_top_up.ts). */
+  function topUpIfDue(entry: LimitEntry, now: number): void {
+    if (entry.toppingUp !== undefined || !isKeyTopUpDue(entry, now)) return;
+    entry.toppingUp = leaseInBackground(entry, "topUp").finally(() => entry.toppingUp = undefined);
+  }
+
+  /** Admits a request from the units in hand, then starts the background leases now due. */
+  function admitFromHand(entry: LimitEntry, slots: Slot[], now: number): LimitStatuses {
+    const statuses = takeUnits(entry, slots, now);
+    leaseAheadIfDue(entry, now);
+    topUpIfDue(entry, now);
+    return statuses;
   }
 
   async function admitLeasing(owner: LimitOwner): Promise<LimitStatuses> {
@@ -263,9 +298,9 @@ export function createLimiter(deps: LimiterDeps) {
       entry.waiting++;
       metrics?.limitLeaseWait?.();
       try {
-        await (entry.leasing ??= batcher.lease({ entry, ahead: false }).finally(() =>
-          entry.leasing = undefined
-        ));
+        // A top-up under way may bring the units: the requests wait for it before asking again.
+        await (entry.leasing ??= (entry.toppingUp ?? batcher.lease({ entry, kind: "now" }))
+          .finally(() => entry.leasing = undefined));
       } finally {
         entry.waiting--;
       }
@@ -274,11 +309,7 @@ export function createLimiter(deps: LimiterDeps) {
       const slots = current.slots;
       if (slots === undefined) continue;
       const verdict = checkSlots(current, slots, now);
-      if (verdict === undefined) {
-        const statuses = takeUnits(current, slots, now);
-        leaseAheadIfDue(current, now);
-        return statuses;
-      }
+      if (verdict === undefined) return admitFromHand(current, slots, now);
       if (verdict !== "lease") refuse(current, verdict, now);
       if (attempt >= MAX_ATTEMPTS) refuse(current, slots.find((slot) => slot.local < 1)!, now);
     }
@@ -297,11 +328,7 @@ export function createLimiter(deps: LimiterDeps) {
     const slots = entry.slots;
     if (slots !== undefined && entry.leasing === undefined) {
       const verdict = checkSlots(entry, slots, now);
-      if (verdict === undefined) {
-        const statuses = takeUnits(entry, slots, now);
-        leaseAheadIfDue(entry, now);
-        return statuses;
-      }
+      if (verdict === undefined) return admitFromHand(entry, slots, now);
       if (verdict !== "lease") refuse(entry, verdict, now);
     }
     return admitLeasing(owner);

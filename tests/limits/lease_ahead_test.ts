@@ -170,7 +170,7 @@ Deno.test("limiter: a failing lease ahead refuses nothing and opens nothing; it 
   assert.deepEqual(state.calls, ["now", "ahead", "now", "ahead", "now"]);
   assert.equal(counted.unavailable, 0, "no rate opened, no quota refused");
   assert.deepEqual(counted.warnings, [
-    "limits: a lease of the next window's units failed",
+    "limits: a lease in the background failed",
     "limits: the store cannot be reached; rates admit uncounted, quotas refuse",
   ]);
   await limiter.stop();

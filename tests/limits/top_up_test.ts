@@ -1,0 +1,142 @@
+/**
+ * Top-ups (docs/architecture.md, "Exact limits across workers and instances"): a key with steady
+ * traffic leases more of its current window in the background before its units in hand run out,
+ * so that its requests do not wait for a lease in the middle of a window; where the window's
+ * budget is contested it does not, and a request that runs out while a top-up is under way waits
+ * for that one instead of asking again. On the backend under test, with the fake clock and a
+ * store wrapper that records (or holds) the leases.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { createLimiter } from "../../src/auth/limiter.ts";
+import { setLimit } from "../../src/auth/limits.ts";
+import type { LimitLeaseRequest, Store } from "../../src/store/store.ts";
+import { toLimitWindow } from "../../src/store/store_limits.ts";
+import type { TestApp } from "../_helpers/test_app.ts";
+import { limitChangeDeps, setUpLimitsApp } from "./_limits.ts";
+
+/** A key with a per-minute rate of `max`, ten seconds into a window, and a limiter over a store
+ * that records each lease call and holds the next one open while `hold` is set. */
+async function setUp(max: number) {
+  const set = await setUpLimitsApp();
+  const { app } = set;
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: set.keyId } }, {
+    kind: "rate",
+    max,
+    period: "minute",
+  });
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  app.clock.set(window.start + 10_000);
+  const state = { calls: 0, hold: undefined as Promise<void> | undefined };
+  const store: Store = Object.assign(Object.create(app.store), {
+    async leaseLimits(requests: readonly LimitLeaseRequest[]) {
+      state.calls++;
+      const answers = await app.store.leaseLimits(requests);
+      if (state.hold !== undefined) await state.hold;
+      return answers;
+    },
+  });
+  const counted = { waits: 0 };
+  const limiter = createLimiter({
+    store,
+    clock: app.clock,
+    leaseAhead: true,
+    metrics: {
+      limitedRequest: () => {},
+      limitStoreUnavailable: () => {},
+      limitLeaseWait: () => counted.waits++,
+    },
+  });
+  const owner = { apiKeyId: set.keyId, userId: set.userId };
+  return { app, limiter, state, counted, owner, window, keyId: set.keyId };
+}
+
+const usedAt = async (app: TestApp, owner: { apiKeyId: number; userId: number }, now: number) =>
+  (await app.store.listLimitUsage(owner, now))[0].used;
+
+Deno.test("limiter: a key with steady traffic tops up its window in the background; only its first request waits for a lease", async () => {
+  // A first slice of a 64th of 6,400: 100 units, spent in 10 s at ten requests a second.
+  const { app, limiter, state, counted, owner, window, keyId } = await setUp(6_400);
+  using _ = app;
+  let admitted = 0;
+  for (let i = 0; i < 400; i++) {
+    const statuses = limiter.admit(owner);
+    if (statuses instanceof Promise) await statuses;
+    admitted++;
+    // What happens between two requests of a server: the background leases run.
+    await limiter.settle();
+    app.clock.advance(100);
+  }
+  assert.ok(app.clock.now() < window.end - 1_000, "all of it before the lease-ahead margin");
+  assert.equal(counted.waits, 1, "only the first request waited");
+  assert.ok(state.calls >= 4, `the 400 requests needed several slices: ${state.calls} leases`);
+  // Exact as ever: the window counts what was admitted and what this thread holds.
+  assert.equal(
+    await usedAt(app, owner, app.clock.now()),
+    admitted + limiter.readUnitsInHand(keyId),
+  );
+  await limiter.stop();
+  assert.equal(
+    await usedAt(app, owner, app.clock.now()),
+    admitted,
+    "a clean stop returns the rest",
+  );
+});
+
+Deno.test("limiter: no top-up where the window's budget is contested; each slice is leased once out", async () => {
+  const { app, limiter, state, counted, owner, window, keyId } = await setUp(100);
+  using _ = app;
+  // Another server holds 60 of the window's 100 units.
+  const [[other]] = await app.store.leaseLimits([{
+    ...owner,
+    now: app.clock.now(),
+    want: () => 60,
+  }]);
+  assert.equal(other.granted, 60);
+  for (let i = 0; i < 5; i++) {
+    const statuses = limiter.admit(owner);
+    if (statuses instanceof Promise) await statuses;
+    await limiter.settle();
+    app.clock.advance(100);
+  }
+  // Slices of an eighth of what is left at most (4 units here): every lease was one a request
+  // waited for, none ran in the background.
+  assert.ok(counted.waits >= 2, `the five requests needed more than one slice: ${counted.waits}`);
+  assert.equal(state.calls, counted.waits);
+  assert.equal(
+    await usedAt(app, owner, window.start + 20_000),
+    60 + 5 + limiter.readUnitsInHand(keyId),
+  );
+  await limiter.stop();
+});
+
+Deno.test("limiter: a request that runs out while a top-up is under way waits for that top-up, not a lease of its own", async () => {
+  const { app, limiter, state, counted, owner, keyId } = await setUp(6_400);
+  using _ = app;
+  // Spend the first slice (100 units) but one, ten requests a second.
+  for (let i = 0; i < 99; i++) {
+    const statuses = limiter.admit(owner);
+    if (statuses instanceof Promise) await statuses;
+    app.clock.advance(100);
+  }
+  assert.equal(limiter.readUnitsInHand(keyId), 1);
+  assert.equal(state.calls, 1);
+  // The 99th left one unit: a top-up started; the store answers it only once released.
+  let release!: () => void;
+  state.hold = new Promise<void>((resolve) => release = resolve);
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(state.calls, 2, "the top-up is under way");
+  const last = limiter.admit(owner);
+  assert.ok(!(last instanceof Promise), "the last unit in hand admits at once");
+  const waiting = limiter.admit(owner);
+  assert.ok(waiting instanceof Promise, "out of units: it waits");
+  release();
+  state.hold = undefined;
+  await waiting;
+  assert.equal(state.calls, 2, "it was admitted from the top-up's units, with no lease of its own");
+  assert.equal(counted.waits, 2, "the first request, and this one");
+  assert.ok(limiter.readUnitsInHand(keyId) >= 1);
+  await limiter.stop();
+  assert.equal(await usedAt(app, owner, app.clock.now()), 101);
+});
