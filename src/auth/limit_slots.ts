@@ -178,10 +178,14 @@ function toSlot(slice: LimitSlice, now: number): Slot {
   };
 }
 
-/** This thread's rate on a slot's key, in units a ms: measured at its leases and since the last. */
+/**
+ * This thread's rate on a slot's key, in units a ms, to size a lease on: the higher of the rate
+ * measured at its leases and the one since the last. A pause in the key's traffic lowers either
+ * measure that spans it, so the higher is the closer; one too high leases units that go back
+ * through the idle return where the budget is contested, and one too low a slice that runs out.
+ */
 export function toRate(slot: Slot, now: number): number {
-  const recent = slot.admitted / Math.max(1, now - slot.leasedAt);
-  return slot.rate === 0 ? recent : (slot.rate + recent) / 2;
+  return Math.max(slot.rate, slot.admitted / Math.max(1, now - slot.leasedAt));
 }
 
 /**
