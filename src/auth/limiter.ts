@@ -49,7 +49,7 @@
  * @module
  */
 import type { Clock } from "../platform/clock.ts";
-import type { Logger } from "../platform/logger.ts";
+import { type Logger, toErrorText } from "../platform/logger.ts";
 import { StoreUnavailable } from "../store/errors.ts";
 import type { LimitKind, LimitOwner, LimitReturn, LimitSlice, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
@@ -151,7 +151,7 @@ async function returnUnits(
   } catch (error) {
     logger?.warn("limits: could not give unspent units back", {
       event: "limits_return_failed",
-      error: String((error as Error)?.message ?? error),
+      error: toErrorText(error),
     });
   }
 }
@@ -262,7 +262,7 @@ export function createLimiter(deps: LimiterDeps) {
       deps.logger?.warn("limits: a lease in the background failed", {
         event: "limits_background_lease_failed",
         kind,
-        error: String((error as Error)?.message ?? error),
+        error: toErrorText(error),
       });
     });
   }

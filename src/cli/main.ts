@@ -14,7 +14,7 @@ import type { ChangeDeps } from "../auth/changes.ts";
 import { AuthError } from "../auth/errors.ts";
 import { systemClock } from "../platform/clock.ts";
 import { toPrintable } from "../formats/printable.ts";
-import { createLogger, type LogFields } from "../platform/logger.ts";
+import { createLogger, type LogFields, toErrorText } from "../platform/logger.ts";
 import { createPasswordHasher } from "../passwords/passwords.ts";
 import { StoreError } from "../store/errors.ts";
 import type { OpenedStore } from "../store/open_store.ts";
@@ -123,7 +123,7 @@ function toChangeDeps(
 function toErrorLine(error: unknown): string {
   if (error instanceof AdminError || error instanceof AuthError) return error.message;
   if (error instanceof StoreError) return oneLine(error.message);
-  return oneLine((error as Error)?.message ?? String(error));
+  return oneLine(toErrorText(error));
 }
 
 /** 2 for a usage error (or a value the domain refused), 1 for any other failure. */

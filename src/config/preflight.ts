@@ -9,6 +9,7 @@
 import { mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { StartupError } from "./errors.ts";
+import { toErrorText } from "../platform/logger.ts";
 
 /**
  * Checks that `--db` can be a database file and creates its directory.
@@ -115,7 +116,7 @@ export function explainListenError(
       2,
     );
   }
-  const message = (error as Error)?.message ?? String(error);
+  const message = toErrorText(error);
   if (tls?.certFile !== undefined && /certificate|key|KeyMismatch|BadEncoding/i.test(message)) {
     return new StartupError(
       `Invalid --cert "${tls.certFile}" or --key "${tls.keyFile}": ${
@@ -237,7 +238,7 @@ export function describeFsError(error: unknown): string {
   if (error instanceof Deno.errors.PermissionDenied) return "permission denied";
   if (error instanceof Deno.errors.IsADirectory) return "it is a directory";
   if (error instanceof Deno.errors.NotADirectory) return "a part of the path is not a directory";
-  const message = (error as Error)?.message ?? String(error);
+  const message = toErrorText(error);
   // mkdir -p over a regular file fails with EEXIST.
   if (/ENOTDIR|EEXIST|not a directory/i.test(message)) {
     return "a part of the path is not a directory";

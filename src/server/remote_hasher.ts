@@ -21,6 +21,7 @@ import {
   type PasswordHasher,
   PasswordPoolBusy,
 } from "../passwords/passwords.ts";
+import { toErrorText } from "../platform/logger.ts";
 
 /** A job, worker → main thread. */
 export type PasswordRequest =
@@ -158,7 +159,7 @@ export function servePasswordRequests(hasher: PasswordHasher, worker: MessagePor
             kind: "password-error",
             id: request.id,
             error: kind,
-            message: String(error?.message ?? error),
+            message: toErrorText(error),
             retryAfterSeconds: error instanceof PasswordPoolBusy
               ? error.retryAfterSeconds
               : undefined,

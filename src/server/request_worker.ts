@@ -16,7 +16,7 @@
  * @module
  */
 import type { Config } from "../config/settings.ts";
-import { createLogger } from "../platform/logger.ts";
+import { createLogger, toErrorText } from "../platform/logger.ts";
 import { createMetrics, type MetricsSnapshot } from "../platform/metrics.ts";
 import { type ApiListener, startApiListener } from "./listener.ts";
 import { openServingStore, type SharedGrantCounter } from "./open_server_store.ts";
@@ -114,7 +114,7 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
       await parts.disposeAsync();
       scope.postMessage({
         kind: "start-failed",
-        message: String((error as Error)?.message ?? error),
+        message: toErrorText(error),
         name: String((error as Error)?.name ?? "Error"),
         stage,
       });
@@ -136,7 +136,7 @@ function runWorker(scope: { postMessage(message: FromWorker): void; close(): voi
       if (message.kind === "tls-bind") running.server.bind(message.tls);
       else running.server.retire(message.stoppedAccepting);
     } catch (error) {
-      return String((error as Error)?.message ?? error);
+      return toErrorText(error);
     }
   }
 

@@ -18,6 +18,7 @@ import nodemailer from "nodemailer";
 import { isMailboxAddress } from "../auth/portal/mail_address.ts";
 import type { Clock } from "../platform/clock.ts";
 import type { Logger } from "../platform/logger.ts";
+import { toErrorText } from "../platform/logger.ts";
 import type { MailState } from "../platform/metrics.ts";
 import type { OutboxMail, Store } from "../store/store.ts";
 import { redactCredentials } from "../store/store_url.ts";
@@ -110,7 +111,7 @@ export function startMailer(options: MailerOptions): Mailer {
       await store.markMailSent(mail.id, clock.now());
       logger.info("mail sent", { outbox_id: mail.id, attempts: mail.attempts });
     } catch (error) {
-      const message = redactCredentials(error instanceof Error ? error.message : String(error));
+      const message = redactCredentials(toErrorText(error));
       const givenUp = mail.attempts >= MAX_MAIL_ATTEMPTS;
       const now = clock.now();
       await store.markMailFailed(mail.id, {
@@ -146,7 +147,7 @@ export function startMailer(options: MailerOptions): Mailer {
     }
     running = drain().catch((error) => {
       logger.warn("mail outbox unreadable", {
-        error: redactCredentials(error instanceof Error ? error.message : String(error)).slice(
+        error: redactCredentials(toErrorText(error)).slice(
           0,
           200,
         ),

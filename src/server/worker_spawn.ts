@@ -7,7 +7,7 @@
  */
 import type { Config } from "../config/settings.ts";
 import type { PasswordHasher } from "../passwords/passwords.ts";
-import type { Logger } from "../platform/logger.ts";
+import { type Logger, toErrorText } from "../platform/logger.ts";
 import type { MetricsSnapshot } from "../platform/metrics.ts";
 import type { Bound } from "./listener.ts";
 import type { SharedGrantCounter } from "./open_server_store.ts";
@@ -184,7 +184,7 @@ function restartWorker(pool: PoolState, index: number, wait: number): void {
       (error) => {
         pool.logger.error(`request worker ${index} could not restart: trying again`, {
           worker: index,
-          reason: String(error?.message ?? error),
+          reason: toErrorText(error),
           restart_in_ms: next,
         });
         restartWorker(pool, index, next);

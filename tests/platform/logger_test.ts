@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { createLogger, redactTarget, toLineChunks } from "../../src/platform/logger.ts";
+import {
+  createLogger,
+  redactTarget,
+  toErrorText,
+  toLineChunks,
+} from "../../src/platform/logger.ts";
 
 Deno.test("createLogger() writes one JSON object a line, and skips lines below its level", () => {
   const lines: string[] = [];
@@ -98,4 +103,13 @@ Deno.test("toLineChunks() cuts a batch at line ends, at most the limit a chunk, 
   ]);
   assert.deepEqual(toLineChunks(bytes, Infinity), [[0, bytes.length]]);
   assert.deepEqual(toLineChunks(new Uint8Array(), 24), []);
+});
+
+Deno.test("toErrorText() gives an error's message, an error-like value's, else the value as a string", () => {
+  assert.equal(toErrorText(new TypeError("bad input")), "bad input");
+  assert.equal(toErrorText({ message: "from a worker" }), "from a worker");
+  assert.equal(toErrorText({ message: 42 }), "[object Object]");
+  assert.equal(toErrorText("plain"), "plain");
+  assert.equal(toErrorText(undefined), "undefined");
+  assert.equal(toErrorText(null), "null");
 });

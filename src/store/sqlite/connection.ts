@@ -236,9 +236,28 @@ function createConnection(
   const writeFailures = createWriteFailures(sql);
 
   /**
-   * Runs `fn` in a transaction and commits it, unsynced: whether it may have ended a grant
-   * (changed a row through a grant-ending statement), and whether it ran one at all.
+   * Opens a write transaction; its `commit` prunes the change record if a grant ended in it and
+   * says whether one may have (a row changed through a grant-ending statement) and whether it ran
+   * one at all; its `rollback` ends it if SQLite has not already.
    */
+  function begin() {
+    db.exec("BEGIN IMMEDIATE");
+    const writesBefore = grantWrites;
+    const runsBefore = grantRuns;
+    return {
+      commit(): { endedGrants: boolean; ranGrants: boolean } {
+        const endedGrants = grantWrites !== writesBefore;
+        if (endedGrants) feed.pruneChanges();
+        db.exec("COMMIT");
+        return { endedGrants, ranGrants: grantRuns !== runsBefore };
+      },
+      rollback(): void {
+        if (db.isTransaction) db.exec("ROLLBACK");
+      },
+    };
+  }
+
+  /** Runs `fn` in a transaction and commits it, unsynced (see {@link begin}'s `commit`). */
   function commit<T>(fn: () => T): { result: T; endedGrants: boolean; ranGrants: boolean } {
     // A write joins an open bulk transaction, which commits (and syncs) for it (runBulk), in a
     // savepoint of its own: a write that fails leaves nothing, as on its own.
@@ -250,17 +269,12 @@ function createConnection(
     // Otherwise only write() and the readiness probe commit, never inside another transaction:
     // a nested commit would skip its sync.
     if (db.isTransaction) throw new Error("A transaction is open already");
-    db.exec("BEGIN IMMEDIATE");
+    const transaction = begin();
     try {
-      const before = grantWrites;
-      const runsBefore = grantRuns;
       const result = fn();
-      const endedGrants = grantWrites !== before;
-      if (endedGrants) feed.pruneChanges();
-      db.exec("COMMIT");
-      return { result, endedGrants, ranGrants: grantRuns !== runsBefore };
+      return { result, ...transaction.commit() };
     } catch (error) {
-      if (db.isTransaction) db.exec("ROLLBACK");
+      transaction.rollback();
       throw error;
     }
   }
@@ -317,20 +331,16 @@ function createConnection(
     async runBulk(fn) {
       if (db.isTransaction) throw new Error("A transaction is open already");
       refuseAfterSyncFailure(syncWal);
-      db.exec("BEGIN IMMEDIATE");
+      const transaction = begin();
       bulk = true;
-      const writesBefore = grantWrites;
-      const runsBefore = grantRuns;
       try {
         const result = await fn();
-        if (grantWrites !== writesBefore) feed.pruneChanges();
-        db.exec("COMMIT");
+        const { endedGrants, ranGrants } = transaction.commit();
         bulk = false;
-        const grants = grantWrites !== writesBefore || grantRuns !== runsBefore;
-        if (syncWal !== undefined && grants) await syncWal.afterCommit();
+        if (syncWal !== undefined && (endedGrants || ranGrants)) await syncWal.afterCommit();
         return result;
       } catch (error) {
-        if (db.isTransaction) db.exec("ROLLBACK");
+        transaction.rollback();
         throw error;
       } finally {
         bulk = false;

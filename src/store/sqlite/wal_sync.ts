@@ -17,6 +17,7 @@
  * @module
  */
 import { StoreUnavailable } from "../errors.ts";
+import { toErrorText } from "../../platform/logger.ts";
 
 /**
  * Runs one sync of the -wal file: given the real sync, resolves when it has completed.
@@ -78,7 +79,7 @@ export function createWalSyncGroup(
       await runSync(sync);
     } catch (error) {
       if (failure === undefined) {
-        failure = (error instanceof Error ? error.message : String(error)).slice(0, 200);
+        failure = toErrorText(error).slice(0, 200);
         options.onFailure?.(failure);
       }
       throw toUnavailable(error);
