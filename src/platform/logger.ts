@@ -180,12 +180,11 @@ function toLine(time: string, level: LogLevel, msg: string, fields: LogFields | 
 }
 
 /**
- * An error's message for a log field or a one-line report: its `message` when it has a string one
- * (an `Error`, or an error-like value from a worker), else the value as a string.
+ * An error's message for a log field or a one-line report: its `message` when it has one (an
+ * `Error`, or an error-like value from a worker), else the value, as a string.
  */
 export function toErrorText(error: unknown): string {
-  const message = (error as { message?: unknown } | null | undefined)?.message;
-  return typeof message === "string" ? message : String(error);
+  return String((error as { message?: unknown } | null | undefined)?.message ?? error);
 }
 
 /** Creates a logger that writes JSON lines at or above `level`. */

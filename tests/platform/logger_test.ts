@@ -108,7 +108,7 @@ Deno.test("toLineChunks() cuts a batch at line ends, at most the limit a chunk, 
 Deno.test("toErrorText() gives an error's message, an error-like value's, else the value as a string", () => {
   assert.equal(toErrorText(new TypeError("bad input")), "bad input");
   assert.equal(toErrorText({ message: "from a worker" }), "from a worker");
-  assert.equal(toErrorText({ message: 42 }), "[object Object]");
+  assert.equal(toErrorText({ message: 42 }), "42");
   assert.equal(toErrorText("plain"), "plain");
   assert.equal(toErrorText(undefined), "undefined");
   assert.equal(toErrorText(null), "null");
