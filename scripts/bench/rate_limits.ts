@@ -108,11 +108,12 @@ const MORE_WARM_UPS = 4;
  * requests), or {@link MORE_WARM_UPS} more runs have: two instances lease 10,000 keys in batches,
  * and rounds measured while they still lease say more about the warm-up than about the limiter.
  */
-async function warmLeases(ctx: BenchContext, label: string, servers: Server[]): Promise<void> {
+async function warmLeases(ctx: BenchContext, label: string, servers: Server[]): Promise<number> {
   for (let run = 0; run <= MORE_WARM_UPS; run++) {
     const warm = await measureLeases(ctx, `${label}, warm-up ${run + 1}`, servers);
-    if (warm.keysLeasedPer1000 < 1) return;
+    if (warm.keysLeasedPer1000 < 1) break;
   }
+  return Date.now();
 }
 
 /**
@@ -158,9 +159,8 @@ const REWARM_SECONDS = 3;
  * (unmeasured, noted like every run) before its round; a boundary that falls inside a measured
  * round is measured.
  */
-function limitedRounds(ctx: BenchContext, label: string, servers: Server[]) {
+function limitedRounds(ctx: BenchContext, label: string, servers: Server[], restedSince: number) {
   let round = 0;
-  let restedSince = Date.now();
   return async (): Promise<Measured> => {
     round++;
     if (Math.floor(Date.now() / WINDOW_MS) !== Math.floor(restedSince / WINDOW_MS)) {
@@ -189,14 +189,14 @@ async function compare(
 ): Promise<Partial<Record<Side, Measured>> & Record<"without" | "with", Measured>> {
   await measureAll(ctx, servers.without); // warm: caches full
   // Warm: caches full, and the sampled keys leased (warm-ups repeat while they still lease).
-  await warmLeases(ctx, `${label}, with limits`, servers.with);
+  const warmedWith = await warmLeases(ctx, `${label}, with limits`, servers.with);
   const quiet = servers.quiet;
-  if (quiet) await warmLeases(ctx, `${label}, with limits, headers off`, quiet);
+  const warmedQuiet = quiet && await warmLeases(ctx, `${label}, with limits, headers off`, quiet);
   const runs = await ctx.alternate(label, {
     without: () => measureAll(ctx, servers.without),
-    with: limitedRounds(ctx, `${label}, with limits`, servers.with),
+    with: limitedRounds(ctx, `${label}, with limits`, servers.with, warmedWith),
     ...(quiet === undefined ? {} : {
-      quiet: limitedRounds(ctx, `${label}, with limits, headers off`, quiet),
+      quiet: limitedRounds(ctx, `${label}, with limits, headers off`, quiet, warmedQuiet || 0),
     }),
   });
   return runs as Partial<Record<Side, Measured>> & Record<"without" | "with", Measured>;
