@@ -27,8 +27,9 @@ const AHEAD_REQUESTS = 2;
  * with the batch before it) and keeps the slice sized on the key's latest traffic and the units
  * leased ahead few for a key that then stops before the boundary.
  */
-export function toAheadMargin(slot: Slot): number {
-  const spacing = slot.rate > 0 ? AHEAD_REQUESTS / slot.rate : 0;
+export function toAheadMargin(slot: Slot, now: number): number {
+  const rate = toRate(slot, now);
+  const spacing = rate > 0 ? AHEAD_REQUESTS / rate : 0;
   return Math.min(Math.max(AHEAD_MS, spacing), (slot.windowEnd - slot.windowStart) / 4);
 }
 
@@ -41,7 +42,8 @@ export function toAheadMargin(slot: Slot): number {
 function isAheadDue(slot: Slot, now: number, refused: boolean): boolean {
   // The margin's arithmetic last: most admitted requests fail a comparison before it.
   return now < slot.windowEnd && slot.aheadStart !== slot.windowEnd &&
-    (refused || slot.rate > 0 || slot.admitted > 1) && now >= slot.windowEnd - toAheadMargin(slot);
+    (refused || slot.rate > 0 || slot.admitted > 1) &&
+    now >= slot.windowEnd - toAheadMargin(slot, now);
 }
 
 /**

@@ -26,8 +26,8 @@ export type BatchRun<T> = (items: T[]) => Promise<unknown[]>;
 export interface LeaseBatcher<T> {
   /**
    * Queues `item` for the next batch; settles when its batch has run (rejects with its error).
-   * A `background` item (a lease ahead: no request waits for it) only fills the room the items
-   * that requests wait for leave in a batch.
+   * A `background` item (a lease ahead: no request waits for it before its boundary) only fills
+   * the room the other items leave in a batch.
    */
   lease(item: T, options?: { background?: boolean }): Promise<void>;
   /** Batches run so far (metrics and tests). */
@@ -36,7 +36,7 @@ export interface LeaseBatcher<T> {
 
 /** What {@link createLeaseBatcher} may be told. */
 export interface LeaseBatcherOptions<T> {
-  /** Whether a background item has nothing left to do: it settles without a batch. */
+  /** Whether a queued item has nothing left to do: it settles without a batch. */
   isOver?(item: T): boolean;
   /** The most items one batch runs (default {@link MAX_BATCH}). */
   maxBatch?: number;
@@ -49,8 +49,8 @@ interface Waiter<T> {
 }
 
 /**
- * Creates a coalescer that runs batches with `run`, one at a time: the items requests wait for
- * first, in the order they came, then background ones in the room left.
+ * Creates a coalescer that runs batches with `run`, one at a time: the foreground items first, in
+ * the order they came, then background ones in the room left.
  */
 export function createLeaseBatcher<T>(
   run: BatchRun<T>,
@@ -63,17 +63,23 @@ export function createLeaseBatcher<T>(
   let scheduled = false;
   let batches = 0;
 
-  /** The next batch: the waited-for items first, then the background ones still due. */
+  /** The queued items still to do; those over are settled. */
+  function dropOver(waiters: Waiter<T>[]): Waiter<T>[] {
+    const { isOver } = options;
+    if (isOver === undefined) return waiters;
+    return waiters.filter((waiter) => {
+      if (!isOver(waiter.item)) return true;
+      waiter.resolve();
+      return false;
+    });
+  }
+
+  /** The next batch: the foreground items first, then the background ones, those over dropped. */
   function takeBatch(): Waiter<T>[] {
+    queue = dropOver(queue);
     const batch = queue.slice(0, maxBatch);
     queue = queue.slice(batch.length);
-    if (options.isOver !== undefined) {
-      background = background.filter((waiter) => {
-        if (!options.isOver!(waiter.item)) return true;
-        waiter.resolve();
-        return false;
-      });
-    }
+    background = dropOver(background);
     const room = maxBatch - batch.length;
     batch.push(...background.slice(0, room));
     background = background.slice(Math.min(room, background.length));

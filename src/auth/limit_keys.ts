@@ -20,6 +20,8 @@ export interface LimitEntry extends KeySlots {
   leasingAhead?: Promise<void>;
   /** The top-up of its current window under way (requests await it only once out of units). */
   toppingUp?: Promise<void>;
+  /** After a failed top-up: no other before this time. */
+  topUpRetryAt?: number;
 }
 
 /** A limiter's keys. */

@@ -180,12 +180,14 @@ function toSlot(slice: LimitSlice, now: number): Slot {
 
 /**
  * This thread's rate on a slot's key, in units a ms, to size a lease on: the higher of the rate
- * measured at its leases and the one since the last. A pause in the key's traffic lowers either
- * measure that spans it, so the higher is the closer; one too high leases units that go back
- * through the idle return where the budget is contested, and one too low a slice that runs out.
+ * measured at its leases and the one since the last (over at least {@link SLICE_TARGET_MS}, so
+ * that the requests a lease released at once do not read as a burst). A pause in the key's
+ * traffic lowers either measure that spans it, so the higher is the closer; one too high leases
+ * units that go back through the idle return where the budget is contested, and one too low a
+ * slice that runs out.
  */
 export function toRate(slot: Slot, now: number): number {
-  return Math.max(slot.rate, slot.admitted / Math.max(1, now - slot.leasedAt));
+  return Math.max(slot.rate, slot.admitted / Math.max(SLICE_TARGET_MS, now - slot.leasedAt));
 }
 
 /**
@@ -255,7 +257,8 @@ export function startLeaseRound(
         // are of an ended window, and the slot keeps what it carried into its own.
         if (slice.window.end <= slot.windowStart) return slot;
         slot.rule = slice.rule;
-        // A roll that changes the policy (a month's length) says so: `was` below is then the new one.
+        // A roll that changes the policy (a month's length) says so: `was` below is then the new
+        // one.
         if (slice.window.start >= slot.windowEnd) {
           if (rollSlot(slot, slice.window.start)) changed = true;
         } else if (slot.windowStart !== slice.window.start) {

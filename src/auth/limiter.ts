@@ -11,11 +11,11 @@
  * lease granted, and the leases of a window sum to at most its limit.
  *
  * The pieces: limit_slots.ts sizes the slices and keeps the units in hand of one key,
- * limit_ahead.ts when and how much a key leases ahead of its next window,
- * limit_keys.ts holds the keys and the units on their way back, limit_batch.ts coalesces the
- * leases of the keys that need units at once into one store call, limit_split.ts retries a failed
- * batch in halves, limit_status.ts is what the
- * edge's `RateLimit` headers are made of, change_follower.ts follows the change feed.
+ * limit_ahead.ts when and how much a key leases ahead of its next window, limit_top_up.ts when it
+ * tops up its current one, limit_keys.ts holds the keys and the units on their way back,
+ * limit_batch.ts coalesces the leases of the keys that need units at once into one store call,
+ * limit_split.ts retries a failed batch in halves, limit_status.ts is what the edge's `RateLimit`
+ * headers are made of, change_follower.ts follows the change feed.
  *
  * Leases ahead: a key used in the last part of its window leases its next window's units in the
  * background (through the same batcher, so many keys share one store call), counted by the store
@@ -26,13 +26,16 @@
  * queued when its window begins is dropped. Off with `leaseAhead: false` (`--limit-lease-ahead`).
  *
  * Top-ups: a key whose units in hand run low mid-window, where its window's budget is not
- * contested, leases more of that window the same way (limit_top_up.ts), so that a slice sized on
- * a rate measured too low does not make a request wait; a request that runs out meanwhile waits
- * for that top-up instead of asking again.
+ * contested, leases more of that window (limit_top_up.ts) through the same batcher, among the
+ * leases requests wait for (its key's next requests may), so that a slice sized on a rate measured
+ * too low does not make a request wait; a request that runs out meanwhile waits for that top-up
+ * (which also asks for any of the key's limits out of units) and gets its outcome. A failed top-up
+ * is logged once, and its key does not top up again for a second.
  *
  * What can be lost (admitted fewer than the limit allows, never more): units a thread holds
- * when a window ends (at most its last slice per limit, and what it held when it topped up), units held by a thread that crashed
- * (returned never; a clean stop returns them), and units held unused until the idle return
+ * when a window ends (at most its last slice per limit, and what it held when it topped up),
+ * units held by a thread that crashed (returned never; a clean stop returns them), and units
+ * held unused until the idle return
  * ({@link IDLE_RETURN_MS}, once half a window's budget is leased), those leased ahead included
  * (at most one slice per limit, key entry and thread: a user's limit can have one slice leased
  * ahead for each of its keys). docs/architecture.md.
@@ -57,7 +60,7 @@ import { isAheadOver, markAheadDue, startAheadRound } from "./limit_ahead.ts";
 import { createLeaseBatcher } from "./limit_batch.ts";
 import { splitFailed } from "./limit_split.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
-import { isKeyTopUpDue, isTopUpDue } from "./limit_top_up.ts";
+import { isKeyTopUpAsking, isKeyTopUpDue, isTopUpAsking, TOP_UP_RETRY_MS } from "./limit_top_up.ts";
 import {
   checkSlots,
   findNeedingSlots,
@@ -175,13 +178,18 @@ export function createLimiter(deps: LimiterDeps) {
   const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
   const batcher = createLeaseBatcher(leaseBatch, {
     // A lease ahead whose window began while it waited for its turn asks for nothing, nor does a
-    // top-up that is no longer due.
+    // top-up with nothing left to ask for, nor either for a key dropped meanwhile.
     isOver: ({ entry, kind }) =>
-      kind === "ahead" ? isAheadOver(entry, clock.now()) : !isKeyTopUpDue(entry, clock.now()),
+      kind !== "now" &&
+      (!keys.isCurrent(entry) || (kind === "ahead"
+        ? isAheadOver(entry, clock.now())
+        : !isKeyTopUpAsking(entry, clock.now()))),
   });
   let timer: ReturnType<typeof setInterval> | undefined;
   let warnedUnavailable = false;
   let warnedBackground = false;
+  /** Set by `stop()`: no top-up or lease ahead starts after it took the leases under way. */
+  let stopping = false;
 
   function refuse(entry: LimitEntry, denied: Slot, now: number): never {
     // A key at its limit leases ahead too: after the boundary its requests admit at once.
@@ -194,7 +202,7 @@ export function createLimiter(deps: LimiterDeps) {
   /** A key's lease: for the units it needs, or (its units kept apart) for its next window. */
   function startRound(entry: LimitEntry, kind: LeaseItem["kind"], now: number): LeaseRound {
     if (kind === "now") return startLeaseRound(entry, now);
-    if (kind === "topUp") return startLeaseRound(entry, now, isTopUpDue);
+    if (kind === "topUp") return startLeaseRound(entry, now, isTopUpAsking);
     const round = startAheadRound(entry, now);
     return { want: round.want, keep: (slices) => keys.giveBack(round.keep(slices)) };
   }
@@ -237,9 +245,12 @@ export function createLimiter(deps: LimiterDeps) {
           { event: "limits_store_unavailable" },
         );
       }
-      // A background lease neither refuses nor opens: its key's units in hand still admit.
+      // A lease ahead, and a top-up of a key with units in hand, neither refuses nor opens: those
+      // units still admit. A top-up of a key out of units is what its requests wait for.
       return items.map(({ entry, kind }) =>
-        kind === "now" ? toOutageOutcome(entry, error, now, metrics) : error
+        kind === "now" || kind === "topUp" && findNeedingSlots(entry, now).length > 0
+          ? toOutageOutcome(entry, error, now, metrics)
+          : error
       );
     }
     const after = clock.now();
@@ -251,19 +262,14 @@ export function createLimiter(deps: LimiterDeps) {
     });
   }
 
-  /**
-   * Runs a lease no request waits for (a top-up or a lease ahead) in the background; a failure is
-   * logged once, and changes nothing else (the key's units in hand still admit).
-   */
-  function leaseInBackground(entry: LimitEntry, kind: "topUp" | "ahead"): Promise<void> {
-    return batcher.lease({ entry, kind }, { background: true }).catch((error) => {
-      if (error instanceof StoreUnavailable || warnedBackground) return;
-      warnedBackground = true;
-      deps.logger?.warn("limits: a lease in the background failed", {
-        event: "limits_background_lease_failed",
-        kind,
-        error: toErrorText(error),
-      });
+  /** Logs the first failure of a lease the request that started it did not wait for. */
+  function warnBackground(error: unknown, kind: "topUp" | "ahead"): void {
+    if (error instanceof StoreUnavailable || warnedBackground) return;
+    warnedBackground = true;
+    deps.logger?.warn("limits: a lease in the background failed", {
+      event: "limits_background_lease_failed",
+      kind,
+      error: toErrorText(error),
     });
   }
 
@@ -272,16 +278,28 @@ export function createLimiter(deps: LimiterDeps) {
    * in the last part of its window: limit_ahead.ts, toAheadMargin), unless one is under way.
    */
   function leaseAheadIfDue(entry: LimitEntry, now: number, refused = false): void {
-    if (!leaseAhead || entry.leasingAhead !== undefined) return;
+    if (!leaseAhead || stopping || entry.leasingAhead !== undefined) return;
     if (!markAheadDue(entry, now, refused)) return;
-    entry.leasingAhead = leaseInBackground(entry, "ahead")
+    entry.leasingAhead = batcher.lease({ entry, kind: "ahead" }, { background: true })
+      .catch((error) => warnBackground(error, "ahead"))
       .finally(() => entry.leasingAhead = undefined);
   }
 
-  /** Starts a top-up of a key's current window when one is due (limit_top_up.ts). */
+  /**
+   * Starts a top-up of a key's current window when one is due (limit_top_up.ts), in the batcher's
+   * foreground: its key's next requests may wait for it. Those that do get its outcome as their
+   * lease's; a failure is logged once, and the key does not top up again for
+   * {@link TOP_UP_RETRY_MS}.
+   */
   function topUpIfDue(entry: LimitEntry, now: number): void {
-    if (entry.toppingUp !== undefined || !isKeyTopUpDue(entry, now)) return;
-    entry.toppingUp = leaseInBackground(entry, "topUp").finally(() => entry.toppingUp = undefined);
+    if (stopping || entry.toppingUp !== undefined || now < (entry.topUpRetryAt ?? 0)) return;
+    if (!isKeyTopUpDue(entry, now)) return;
+    const lease = batcher.lease({ entry, kind: "topUp" });
+    entry.toppingUp = lease;
+    lease.catch((error) => {
+      entry.topUpRetryAt = clock.now() + TOP_UP_RETRY_MS;
+      warnBackground(error, "topUp");
+    }).finally(() => entry.toppingUp = undefined);
   }
 
   /** Admits a request from the units in hand, then starts the background leases now due. */
@@ -350,6 +368,7 @@ export function createLimiter(deps: LimiterDeps) {
     },
     /** Stops the idle return and gives every unit in hand back (a clean stop loses none). */
     async stop(): Promise<void> {
+      stopping = true;
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
       await Promise.allSettled(keys.leasings());

@@ -1,7 +1,8 @@
 /**
  * toAheadMargin(): how long before its window ends a key's slot leases its next window's units.
  * A second, or the time two of the key's requests take on this thread when they come further
- * apart (so that one of them falls in the margin), never more than a quarter of the window.
+ * apart (so that one of them falls in the margin), never more than a quarter of the window. The
+ * rate is the higher of the one measured at the slot's leases and the one since the last.
  *
  * @module
  */
@@ -10,23 +11,38 @@ import { AHEAD_MS, toAheadMargin } from "../../src/auth/limit_ahead.ts";
 import type { Slot } from "../../src/auth/limit_slots.ts";
 
 /** A slot of a window `lengthMs` long whose key came `rate` times a ms at its leases. */
-function slotOf(lengthMs: number, rate: number): Slot {
-  return { windowStart: 60_000, windowEnd: 60_000 + lengthMs, rate } as Slot;
+function slotOf(lengthMs: number, rate: number, admitted = 0): Slot {
+  return {
+    windowStart: 60_000,
+    windowEnd: 60_000 + lengthMs,
+    rate,
+    admitted,
+    leasedAt: 60_000,
+  } as Slot;
 }
+/** The margins below are asked for 30 s into the window. */
+const NOW = 90_000;
 
 Deno.test("a busy key, or one whose rate is not measured yet, leases ahead in the last second", () => {
-  assert.equal(toAheadMargin(slotOf(60_000, 0)), AHEAD_MS);
-  assert.equal(toAheadMargin(slotOf(60_000, 0.05)), AHEAD_MS); // 50 a second
-  assert.equal(toAheadMargin(slotOf(3_600_000, 0.002)), AHEAD_MS); // one every 500 ms
+  assert.equal(toAheadMargin(slotOf(60_000, 0), NOW), AHEAD_MS);
+  assert.equal(toAheadMargin(slotOf(60_000, 0.05), NOW), AHEAD_MS); // 50 a second
+  assert.equal(toAheadMargin(slotOf(3_600_000, 0.002), NOW), AHEAD_MS); // one every 500 ms
 });
 
 Deno.test("a key seen every 2 s leases ahead in its window's last 4 s, where a second would miss it", () => {
-  assert.equal(toAheadMargin(slotOf(60_000, 1 / 2_000)), 4_000);
-  assert.equal(toAheadMargin(slotOf(3_600_000, 1 / 10_000)), 20_000);
+  assert.equal(toAheadMargin(slotOf(60_000, 1 / 2_000), NOW), 4_000);
+  assert.equal(toAheadMargin(slotOf(3_600_000, 1 / 10_000), NOW), 20_000);
 });
 
 Deno.test("the margin is never more than a quarter of the window", () => {
-  assert.equal(toAheadMargin(slotOf(60_000, 1 / 20_000)), 15_000); // every 20 s: 40 s, capped
-  assert.equal(toAheadMargin(slotOf(1_000, 0.01)), 250); // a per-second rate
-  assert.equal(toAheadMargin(slotOf(1_000, 0)), 250);
+  assert.equal(toAheadMargin(slotOf(60_000, 1 / 20_000), NOW), 15_000); // every 20 s: 40 s, capped
+  assert.equal(toAheadMargin(slotOf(1_000, 0.01), NOW), 250); // a per-second rate
+  assert.equal(toAheadMargin(slotOf(1_000, 0), NOW), 250);
+});
+
+Deno.test("a key whose rate was never measured at a lease is spaced by its requests since its last one", () => {
+  // 15 requests in the 30 s since its only lease: one every 2 s, so its last 4 s.
+  assert.equal(toAheadMargin(slotOf(60_000, 0, 15), NOW), 4_000);
+  // A rate measured at a lease that is higher wins: 50 a second, the last second.
+  assert.equal(toAheadMargin(slotOf(60_000, 0.05, 15), NOW), AHEAD_MS);
 });

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { rollSlot, type Slot, startLeaseRound } from "../../src/auth/limit_slots.ts";
 import { toLimitPolicy } from "../../src/auth/limit_status.ts";
-import { isTopUpDue, TOP_UP_MS } from "../../src/auth/limit_top_up.ts";
+import { isTopUpAsking, isTopUpDue, TOP_UP_MS } from "../../src/auth/limit_top_up.ts";
 import type { LimitRule, LimitSlice } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
 
@@ -67,11 +67,24 @@ Deno.test("no top-up where the window's budget is half leased: a thread asks onl
   assert.equal(isTopUpDue(slotOf({ used: 5_000 }), MID), false);
 });
 
-Deno.test("no top-up in the part of the window where the key leases ahead, nor while spent or open", () => {
-  assert.equal(isTopUpDue(slotOf(), START + 60_000 - 1_001), true);
-  assert.equal(isTopUpDue(slotOf(), START + 60_000 - 1_000), false);
+Deno.test("a top-up is due until the window's end (sized on what is left of it), not while spent or open", () => {
+  assert.equal(isTopUpDue(slotOf(), START + 60_000 - 1), true);
+  assert.equal(isTopUpDue(slotOf(), START + 60_000), false);
   assert.equal(isTopUpDue(slotOf({ exhaustedUntil: MID + 1 }), MID), false);
   assert.equal(isTopUpDue(slotOf({ openUntil: MID + 1 }), MID), false);
+});
+
+Deno.test("a top-up also asks for a limit out of units, for the requests that wait for it; not one known spent", () => {
+  // Contested, so not due itself: but out of units, and a request may be waiting.
+  const out = slotOf({ local: 0, used: 9_000 });
+  assert.equal(isTopUpDue(out, MID), false);
+  assert.equal(isTopUpAsking(out, MID), true);
+  assert.equal(
+    isTopUpAsking(slotOf({ local: 0, used: 9_000, exhaustedUntil: MID + 1 }), MID),
+    false,
+  );
+  assert.equal(isTopUpAsking(slotOf({ local: 0, used: 9_000, openUntil: MID + 1 }), MID), false);
+  assert.equal(isTopUpAsking(slotOf({ local: 40, used: 9_000 }), MID), false);
 });
 
 Deno.test("keep(): a lease answered after its slot rolled into the next window leaves that window's units alone", () => {

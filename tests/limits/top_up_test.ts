@@ -13,6 +13,7 @@ import { createLimiter } from "../../src/auth/limiter.ts";
 import { setLimit } from "../../src/auth/limits.ts";
 import type { LimitLeaseRequest, Store } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
+import { StoreError, StoreUnavailable } from "../../src/store/errors.ts";
 import type { TestApp } from "../_helpers/test_app.ts";
 import { limitChangeDeps, setUpLimitsApp } from "./_limits.ts";
 
@@ -28,23 +29,29 @@ async function setUp(max: number) {
   });
   const window = toLimitWindow("minute", app.clock.now() + 60_000);
   app.clock.set(window.start + 10_000);
-  const state = { calls: 0, hold: undefined as Promise<void> | undefined };
+  const state = {
+    calls: 0,
+    hold: undefined as Promise<void> | undefined,
+    fail: undefined as Error | undefined,
+  };
   const store: Store = Object.assign(Object.create(app.store), {
     async leaseLimits(requests: readonly LimitLeaseRequest[]) {
       state.calls++;
+      if (state.fail !== undefined) throw state.fail;
       const answers = await app.store.leaseLimits(requests);
       if (state.hold !== undefined) await state.hold;
       return answers;
     },
   });
-  const counted = { waits: 0 };
+  const counted = { waits: 0, opened: 0, warnings: [] as string[] };
   const limiter = createLimiter({
     store,
     clock: app.clock,
     leaseAhead: true,
+    logger: { warn: (message) => void counted.warnings.push(message) },
     metrics: {
       limitedRequest: () => {},
-      limitStoreUnavailable: () => {},
+      limitStoreUnavailable: () => counted.opened++,
       limitLeaseWait: () => counted.waits++,
     },
   });
@@ -139,4 +146,46 @@ Deno.test("limiter: a request that runs out while a top-up is under way waits fo
   assert.ok(limiter.readUnitsInHand(keyId) >= 1);
   await limiter.stop();
   assert.equal(await usedAt(app, owner, app.clock.now()), 101);
+});
+
+Deno.test("limiter: a failed top-up refuses nothing, is logged once, and its key does not top up again for a second", async () => {
+  const { app, limiter, state, counted, owner, keyId } = await setUp(6_400);
+  using _ = app;
+  for (let i = 0; i < 98; i++) {
+    const statuses = limiter.admit(owner);
+    if (statuses instanceof Promise) await statuses;
+    app.clock.advance(100);
+  }
+  assert.equal(state.calls, 1);
+  state.fail = new StoreError("a broken counter");
+  // Down to its last unit: a top-up starts, and fails.
+  assert.ok(!(limiter.admit(owner) instanceof Promise));
+  await limiter.settle();
+  assert.equal(state.calls, 2);
+  assert.equal(limiter.readUnitsInHand(keyId), 1);
+  assert.deepEqual(counted.warnings, ["limits: a lease in the background failed"]);
+  // Within the second after it, the last unit admits and starts no other top-up.
+  app.clock.advance(100);
+  assert.ok(!(limiter.admit(owner) instanceof Promise));
+  await limiter.settle();
+  assert.equal(state.calls, 2, "no top-up for a second after a failed one");
+
+  // Out of units while the store cannot be reached: the request's own lease opens the rate.
+  state.fail = new StoreUnavailable("database unreachable");
+  app.clock.advance(100);
+  await limiter.admit(owner);
+  assert.equal(state.calls, 3);
+  assert.equal(counted.opened, 1, "the rate admits uncounted, as without top-ups");
+  assert.deepEqual(counted.warnings, [
+    "limits: a lease in the background failed",
+    "limits: the store cannot be reached; rates admit uncounted, quotas refuse",
+  ]);
+
+  // Back, and a second on: the key leases again, and its window counts what it admitted since.
+  state.fail = undefined;
+  app.clock.advance(1_500);
+  await limiter.admit(owner);
+  await limiter.settle();
+  assert.ok(state.calls >= 4);
+  await limiter.stop();
 });
