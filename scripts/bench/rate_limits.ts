@@ -271,10 +271,14 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
   try {
     const plainUrl = await cluster.createDatabase("bench_plain");
     const limitedUrl = await cluster.createDatabase("bench_limits");
+    // As on SQLite, the same limits without the RateLimit fields, on a database of their own.
+    const quietUrl = await cluster.createDatabase("bench_limits_quiet");
     await copySeedToPostgres(ctx.sqlitePath, plainUrl);
     await copySeedToPostgres(ctx.sqlitePath, limitedUrl);
+    await copySeedToPostgres(ctx.sqlitePath, quietUrl);
     await setLimits(limitedUrl);
-    const servers = { without: [] as Server[], with: [] as Server[] };
+    await setLimits(quietUrl);
+    const servers = { without: [] as Server[], with: [] as Server[], quiet: [] as Server[] };
     for (const name of ["a", "b"]) {
       const plain = await ctx.startKeygate(
         `keygate-pg-plain-${name}`,
@@ -292,6 +296,14 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
       );
       started.push(limited);
       servers.with.push(limited);
+      const quiet = await ctx.startKeygate(
+        `keygate-pg-limits-quiet-${name}`,
+        quietUrl,
+        ctx.serverCore,
+        [...METRICS, ...["--limit-headers", "off"]],
+      );
+      started.push(quiet);
+      servers.quiet.push(quiet);
     }
     const runs = await compare(ctx, "rates and quotas, PostgreSQL", servers);
     rows.push(...toRows("secure GET, PostgreSQL", "2 keygate instances", runs));
@@ -305,7 +317,7 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
       "(set high enough never to refuse), against servers on a copy of the database without " +
       "limits, in alternating rounds. " +
       "On PostgreSQL two instances share one database, each under its own wrk (rates summed, the " +
-      "worse p99).",
+      "worse p99). On both, a third side has the same limits with --limit-headers off.",
     rows,
     columns: [RATIO, P99],
   };
