@@ -20,6 +20,8 @@ import { type LimitPolicy, type LimitStatuses, NO_LIMITS, toLimitPolicy } from "
 
 /** A lease aims at this much of the thread's recent traffic on a key. */
 export const SLICE_TARGET_MS = 1_000;
+/** A key's rate at its leases is measured over at least this long. */
+export const RATE_SAMPLE_MS = 100;
 /** The most units one lease takes from one window. */
 export const MAX_SLICE = 1_000;
 /** A lease never takes more than this share of what its window has left. */
@@ -48,10 +50,13 @@ export interface Slot {
   used: number;
   exhaustedUntil: number;
   openUntil: number;
-  /** Admitted since the last lease, and when that was: this thread's rate on the key. */
+  /**
+   * Admitted since the lease that last measured the rate, and when that was (a lease within
+   * {@link RATE_SAMPLE_MS} of it measures nothing): this thread's rate on the key.
+   */
   admitted: number;
   leasedAt: number;
-  /** Units per ms. */
+  /** Units per ms, as measured at its leases. */
   rate: number;
   lastUseAt: number;
   /** Units leased ahead for the window starting at `aheadStart` (the next one). */
@@ -272,10 +277,14 @@ export function startLeaseRound(
         slot.local += slice.granted;
         slot.used = slice.used;
         if (asked.has(slice.rule.id)) {
-          const elapsed = Math.max(1, after - slot.leasedAt);
-          slot.rate = (slot.rate + slot.admitted / elapsed) / 2;
-          slot.admitted = 0;
-          slot.leasedAt = after;
+          // A rate is measured over at least RATE_SAMPLE_MS: the requests a lease released at
+          // once, then a lease a few ms later, are no rate; they count in the next measure.
+          const elapsed = after - slot.leasedAt;
+          if (elapsed >= RATE_SAMPLE_MS) {
+            slot.rate = (slot.rate + slot.admitted / elapsed) / 2;
+            slot.admitted = 0;
+            slot.leasedAt = after;
+          }
           slot.openUntil = 0;
           slot.exhaustedUntil = slice.granted === 0
             ? Math.min(slot.windowEnd, after + RECHECK_MS)

@@ -1,9 +1,10 @@
 /**
  * Top-ups: a key whose units in hand run low in its window leases more of that window while its
  * requests go on (the one that starts it does not wait), so that its next requests admit from
- * units already in hand instead of waiting for a lease once the last one is spent. A slice is sized on the thread's rate on the
- * key (limit_slots.ts, toRate), and a rate measured across a pause in the key's traffic is too
- * low: without top-ups, every slice sized on one made a request wait.
+ * units already in hand instead of waiting for a lease once the last one is spent. A slice is
+ * sized on the thread's rate on the key (limit_slots.ts, toRate), and a rate measured across a
+ * pause in the key's traffic is too low: without top-ups, every slice sized on one made a request
+ * wait.
  *
  * A top-up is an ordinary lease of the current window (the store grants no more than the window
  * has left), so exactness is unchanged, and servers that do not top up read the same counts. It

@@ -35,10 +35,9 @@
  * What can be lost (admitted fewer than the limit allows, never more): units a thread holds
  * when a window ends (at most its last slice per limit, and what it held when it topped up),
  * units held by a thread that crashed (returned never; a clean stop returns them), and units
- * held unused until the idle return
- * ({@link IDLE_RETURN_MS}, once half a window's budget is leased), those leased ahead included
- * (at most one slice per limit, key entry and thread: a user's limit can have one slice leased
- * ahead for each of its keys). docs/architecture.md.
+ * held unused until the idle return ({@link IDLE_RETURN_MS}, once half a window's budget is
+ * leased), those leased ahead included (at most one slice per limit, key entry and thread: a
+ * user's limit can have one slice leased ahead for each of its keys). docs/architecture.md.
  *
  * A change of a limit is learned through the grant change feed (the key's, the user's, or all
  * for the default): the key's entry is dropped (its unspent units given back) and its limits
@@ -245,11 +244,14 @@ export function createLimiter(deps: LimiterDeps) {
           { event: "limits_store_unavailable" },
         );
       }
+      // Judged when the call failed, which can be seconds after it began (a busy SQLite file, a
+      // PostgreSQL host that does not answer): a rate opens for a second from then.
+      const failedAt = clock.now();
       // A lease ahead, and a top-up of a key with units in hand, neither refuses nor opens: those
       // units still admit. A top-up of a key out of units is what its requests wait for.
       return items.map(({ entry, kind }) =>
-        kind === "now" || kind === "topUp" && findNeedingSlots(entry, now).length > 0
-          ? toOutageOutcome(entry, error, now, metrics)
+        kind === "now" || kind === "topUp" && findNeedingSlots(entry, failedAt).length > 0
+          ? toOutageOutcome(entry, error, failedAt, metrics)
           : error
       );
     }
@@ -296,10 +298,12 @@ export function createLimiter(deps: LimiterDeps) {
     if (!isKeyTopUpDue(entry, now)) return;
     const lease = batcher.lease({ entry, kind: "topUp" });
     entry.toppingUp = lease;
-    lease.catch((error) => {
+    // Attached first, so cleared before a request that waited for it asks again.
+    lease.then(() => entry.toppingUp = undefined, (error) => {
+      entry.toppingUp = undefined;
       entry.topUpRetryAt = clock.now() + TOP_UP_RETRY_MS;
       warnBackground(error, "topUp");
-    }).finally(() => entry.toppingUp = undefined);
+    });
   }
 
   /** Admits a request from the units in hand, then starts the background leases now due. */
@@ -364,6 +368,7 @@ export function createLimiter(deps: LimiterDeps) {
     admit,
     /** Starts giving idle units back every half second. */
     start(): void {
+      stopping = false;
       timer ??= setInterval(() => void flush(), IDLE_RETURN_MS / 2);
     },
     /** Stops the idle return and gives every unit in hand back (a clean stop loses none). */

@@ -33,14 +33,18 @@ async function setUp(max: number) {
     calls: 0,
     hold: undefined as Promise<void> | undefined,
     fail: undefined as Error | undefined,
+    /** How long (on the fake clock) a failing call takes before it fails. */
+    failAfterMs: 0,
   };
   const store: Store = Object.assign(Object.create(app.store), {
     async leaseLimits(requests: readonly LimitLeaseRequest[]) {
       state.calls++;
-      if (state.fail !== undefined) throw state.fail;
-      const answers = await app.store.leaseLimits(requests);
       if (state.hold !== undefined) await state.hold;
-      return answers;
+      if (state.fail !== undefined) {
+        app.clock.advance(state.failAfterMs);
+        throw state.fail;
+      }
+      return await app.store.leaseLimits(requests);
     },
   });
   const counted = { waits: 0, opened: 0, warnings: [] as string[] };
@@ -187,5 +191,54 @@ Deno.test("limiter: a failed top-up refuses nothing, is logged once, and its key
   await limiter.admit(owner);
   await limiter.settle();
   assert.ok(state.calls >= 4);
+  await limiter.stop();
+});
+
+Deno.test("limiter: a lease that fails after more than a second, the store unreachable, still opens the rate for a second from then", async () => {
+  const { app, limiter, state, counted, owner } = await setUp(100);
+  using _ = app;
+  // Contested (another server holds 60 of 100): slices of a few units, leased once out.
+  await app.store.leaseLimits([{ ...owner, now: app.clock.now(), want: () => 60 }]);
+  await limiter.admit(owner);
+  state.fail = new StoreUnavailable("database unreachable");
+  state.failAfterMs = 2_000; // a busy SQLite file, a PostgreSQL host that does not answer
+  let admitted = 1;
+  while (counted.opened === 0 && admitted < 20) {
+    await limiter.admit(owner); // throws if refused
+    admitted++;
+  }
+  assert.equal(counted.opened, 1, "the rate opened");
+  const calls = state.calls;
+  // Open for a second from the failure: the next requests admit without a store call.
+  app.clock.advance(900);
+  for (let i = 0; i < 3; i++) assert.ok(!(limiter.admit(owner) instanceof Promise));
+  assert.equal(state.calls, calls);
+  state.fail = undefined;
+  await limiter.stop();
+});
+
+Deno.test("limiter: a request waiting for a top-up that fails with the store unreachable is admitted as the rate opens", async () => {
+  const { app, limiter, state, counted, owner } = await setUp(6_400);
+  using _ = app;
+  for (let i = 0; i < 99; i++) {
+    const statuses = limiter.admit(owner);
+    if (statuses instanceof Promise) await statuses;
+    app.clock.advance(100);
+  }
+  // The 99th left one unit: a top-up started; the store fails it once released.
+  let release!: () => void;
+  state.hold = new Promise<void>((resolve) => release = resolve);
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(state.calls, 2, "the top-up is under way");
+  assert.ok(!(limiter.admit(owner) instanceof Promise), "the last unit in hand");
+  const waiting = limiter.admit(owner);
+  assert.ok(waiting instanceof Promise, "out of units: it waits for the top-up");
+  state.fail = new StoreUnavailable("database unreachable");
+  state.hold = undefined;
+  release();
+  await waiting;
+  assert.equal(state.calls, 2, "the top-up's outcome was the request's: no lease of its own");
+  assert.equal(counted.opened, 1, "the rate opened");
+  state.fail = undefined;
   await limiter.stop();
 });
