@@ -108,9 +108,14 @@ const MORE_WARM_UPS = 4;
  * requests), or {@link MORE_WARM_UPS} more runs have: two instances lease 10,000 keys in batches,
  * and rounds measured while they still lease say more about the warm-up than about the limiter.
  */
-async function warmLeases(ctx: BenchContext, label: string, servers: Server[]): Promise<number> {
+async function warmLeases(
+  ctx: BenchContext,
+  label: string,
+  servers: Server[],
+  seconds?: number,
+): Promise<number> {
   for (let run = 0; run <= MORE_WARM_UPS; run++) {
-    const warm = await measureLeases(ctx, `${label}, warm-up ${run + 1}`, servers);
+    const warm = await measureLeases(ctx, `${label}, warm-up ${run + 1}`, servers, seconds);
     if (warm.keysLeasedPer1000 < 1) break;
   }
   return Date.now();
@@ -147,7 +152,7 @@ type Side = "without" | "with" | "quiet";
 
 /** The limits' shortest window: the section's rate is per minute. */
 const WINDOW_MS = 60_000;
-/** How long the unmeasured warm-up after a rest over a boundary runs, at most. */
+/** How long each unmeasured warm-up after a rest over a boundary runs, at most. */
 const REWARM_SECONDS = 3;
 
 /**
@@ -164,13 +169,10 @@ function limitedRounds(ctx: BenchContext, label: string, servers: Server[], rest
   return async (): Promise<Measured> => {
     round++;
     if (Math.floor(Date.now() / WINDOW_MS) !== Math.floor(restedSince / WINDOW_MS)) {
+      // Repeated while keys still lease, as the first warm-up is: two PostgreSQL instances need
+      // more than one short run to lease 10,000 keys again.
       const seconds = Math.min(ctx.duration, REWARM_SECONDS);
-      await measureLeases(
-        ctx,
-        `${label}, round ${round}, warm-up after a boundary`,
-        servers,
-        seconds,
-      );
+      await warmLeases(ctx, `${label}, round ${round}, after a boundary`, servers, seconds);
     }
     const result = await measureLeases(ctx, `${label}, round ${round}`, servers);
     restedSince = Date.now();
