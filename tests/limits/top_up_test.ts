@@ -9,7 +9,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { createLimiter } from "../../src/auth/limiter.ts";
+import { createLimiter, type Limiter } from "../../src/auth/limiter.ts";
 import { setLimit } from "../../src/auth/limits.ts";
 import type { LimitLeaseRequest, Store } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
@@ -61,6 +61,20 @@ async function setUp(max: number) {
   });
   const owner = { apiKeyId: set.keyId, userId: set.userId };
   return { app, limiter, state, counted, owner, window, keyId: set.keyId };
+}
+
+/** Admits `count` requests of `owner`, ten a second on the fake clock, waiting where they wait. */
+async function admitEvery100Ms(
+  app: TestApp,
+  limiter: Limiter,
+  owner: { apiKeyId: number; userId: number },
+  count: number,
+): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const statuses = limiter.admit(owner);
+    if (statuses instanceof Promise) await statuses;
+    app.clock.advance(100);
+  }
 }
 
 const usedAt = async (app: TestApp, owner: { apiKeyId: number; userId: number }, now: number) =>
@@ -126,11 +140,7 @@ Deno.test("limiter: a request that runs out while a top-up is under way waits fo
   const { app, limiter, state, counted, owner, keyId } = await setUp(6_400);
   using _ = app;
   // Spend the first slice (100 units) but one, ten requests a second.
-  for (let i = 0; i < 99; i++) {
-    const statuses = limiter.admit(owner);
-    if (statuses instanceof Promise) await statuses;
-    app.clock.advance(100);
-  }
+  await admitEvery100Ms(app, limiter, owner, 99);
   assert.equal(limiter.readUnitsInHand(keyId), 1);
   assert.equal(state.calls, 1);
   // The 99th left one unit: a top-up started; the store answers it only once released.
@@ -155,11 +165,7 @@ Deno.test("limiter: a request that runs out while a top-up is under way waits fo
 Deno.test("limiter: a failed top-up refuses nothing, is logged once, and its key does not top up again for a second", async () => {
   const { app, limiter, state, counted, owner, keyId } = await setUp(6_400);
   using _ = app;
-  for (let i = 0; i < 98; i++) {
-    const statuses = limiter.admit(owner);
-    if (statuses instanceof Promise) await statuses;
-    app.clock.advance(100);
-  }
+  await admitEvery100Ms(app, limiter, owner, 98);
   assert.equal(state.calls, 1);
   state.fail = new StoreError("a broken counter");
   // Down to its last unit: a top-up starts, and fails.
@@ -220,11 +226,7 @@ Deno.test("limiter: a lease that fails after more than a second, the store unrea
 Deno.test("limiter: a request waiting for a top-up that fails with the store unreachable is admitted as the rate opens", async () => {
   const { app, limiter, state, counted, owner } = await setUp(6_400);
   using _ = app;
-  for (let i = 0; i < 99; i++) {
-    const statuses = limiter.admit(owner);
-    if (statuses instanceof Promise) await statuses;
-    app.clock.advance(100);
-  }
+  await admitEvery100Ms(app, limiter, owner, 99);
   // The 99th left one unit: a top-up started; the store fails it once released.
   let release!: () => void;
   state.hold = new Promise<void>((resolve) => release = resolve);

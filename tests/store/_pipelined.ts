@@ -1,10 +1,11 @@
 /**
  * What the PostgreSQL pipelined-commit tests share: a deadline for writes that must settle, the
- * server log's stray COMMIT or ROLLBACK lines, and `psql` for a query made while this process's
- * event loop is blocked.
+ * server log's stray COMMIT or ROLLBACK lines, the grant_epoch row held as a writer holds it, and
+ * `psql` for a query made while this process's event loop is blocked.
  *
  * @module
  */
+import type postgres from "postgres";
 import { findPostgresBin, type PostgresCluster } from "../_helpers/postgres_cluster.ts";
 
 /** Far beyond any load: a write that has not settled by then hangs, and fails the test. */
@@ -50,4 +51,27 @@ export function psqlPath(): string {
     // Not beside the server: Debian puts the client on the PATH.
   }
   return "psql";
+}
+
+/**
+ * Holds the grant_epoch row's lock through `raw` (as a writer between its bump and its commit)
+ * until released.
+ */
+export async function holdEpochRow(raw: postgres.Sql): Promise<{ release(): Promise<void> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holding = raw.begin(async (tx) => {
+    await tx`SELECT epoch FROM grant_epoch WHERE id = 1 FOR UPDATE`;
+    locked();
+    await released;
+  });
+  await Promise.race([isLocked, holding]);
+  return {
+    async release() {
+      release();
+      await holding;
+    },
+  };
 }

@@ -21,7 +21,7 @@ import {
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
 import { untilWaiting } from "../_helpers/lock_waits.ts";
-import { DEADLINE_MS, psqlPath, settlesWithin, strayEnds } from "./_pipelined.ts";
+import { DEADLINE_MS, holdEpochRow, psqlPath, settlesWithin, strayEnds } from "./_pipelined.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
 const ignore = cluster === undefined;
@@ -168,21 +168,11 @@ for (const max of [1, 4]) {
       // commits once the row is free.
       const raw = postgres(db.url, { max: 2, onnotice: () => {} });
       try {
-        let release!: () => void;
-        const released = new Promise<void>((resolve) => (release = resolve));
-        let locked!: () => void;
-        const isLocked = new Promise<void>((resolve) => (locked = resolve));
-        const holding = raw.begin(async (tx) => {
-          await tx`SELECT epoch FROM grant_epoch WHERE id = 1 FOR UPDATE`;
-          locked();
-          await released;
-        });
-        await Promise.race([isLocked, holding]);
+        const held = await holdEpochRow(raw);
         const full = Promise.all(Array.from({ length: max }, (_, i) => db.write([20 + i])));
         full.catch(() => {}); // awaited below
         await untilWaiting(raw, max);
-        release();
-        await holding;
+        await held.release();
         await settlesWithin("a full pool's writes", full);
       } finally {
         await raw.end({ timeout: 1 });

@@ -18,7 +18,7 @@ import {
   startPostgres,
 } from "../_helpers/postgres_cluster.ts";
 import { untilWaiting } from "../_helpers/lock_waits.ts";
-import { DEADLINE_MS, psqlPath, settlesWithin, strayEnds } from "./_pipelined.ts";
+import { DEADLINE_MS, holdEpochRow, psqlPath, settlesWithin, strayEnds } from "./_pipelined.ts";
 import { issue, seed, T0 } from "./_contract_fixtures.ts";
 
 const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
@@ -60,25 +60,8 @@ async function setUp(max: number, application: string) {
         revoked: revoked.map((r) => Number(r.id)),
       };
     },
-    /** Holds the grant_epoch row's lock (as a writer between its bump and its commit) until released. */
-    async holdEpochRow(): Promise<{ release(): Promise<void> }> {
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let locked!: () => void;
-      const isLocked = new Promise<void>((resolve) => (locked = resolve));
-      const holding = raw.begin(async (tx) => {
-        await tx`SELECT epoch FROM grant_epoch WHERE id = 1 FOR UPDATE`;
-        locked();
-        await released;
-      });
-      await Promise.race([isLocked, holding]);
-      return {
-        async release() {
-          release();
-          await holding;
-        },
-      };
-    },
+    /** Holds the grant_epoch row's lock (as a writer between its bump and its commit). */
+    holdEpochRow: () => holdEpochRow(raw),
     async [Symbol.asyncDispose]() {
       await raw.end({ timeout: 1 });
       await store.closeStore();
