@@ -386,3 +386,11 @@ export async function sharedPostgres(): Promise<Pick<PostgresCluster, "createDat
     },
   };
 }
+
+/**
+ * The throwaway cluster of a test file, or `undefined` when PostgreSQL tests are skipped
+ * ({@link POSTGRES_SKIP}): the file's tests are then `ignore`d.
+ */
+export async function startTestCluster(): Promise<PostgresCluster | undefined> {
+  return POSTGRES_SKIP ? undefined : await startPostgres();
+}

@@ -12,14 +12,10 @@ import {
   openPostgresStore,
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { waitFor } from "../_helpers/wait_for.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 const NOW = Date.parse("2026-01-01T00:00:00Z");
 const KEY = "key-of-ada";

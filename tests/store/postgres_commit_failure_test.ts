@@ -15,15 +15,11 @@ import { commitAfter } from "../../src/store/postgres/transaction.ts";
 import { createGrantEpochWatcher } from "../../src/store/postgres/grant_epoch.ts";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { untilWaiting } from "../_helpers/lock_waits.ts";
 import { DEADLINE_MS, holdEpochRow, psqlPath, settlesWithin, strayEnds } from "./_pipelined.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 /**

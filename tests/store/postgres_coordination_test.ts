@@ -12,14 +12,10 @@ import {
 } from "../../src/store/postgres/open_postgres_store.ts";
 import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
 import type { LoginFailures } from "../../src/store/store.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { digest, NOW, openTwoInstances } from "../_helpers/postgres_instances.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 /** Two stores (instances) on one new database of this file's cluster. */

@@ -12,14 +12,10 @@ import {
 } from "../../src/store/postgres/grant_epoch.ts";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { waitFor } from "../_helpers/wait_for.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 /** A migrated database, a writer client and a watcher on it. */

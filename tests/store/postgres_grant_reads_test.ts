@@ -12,14 +12,10 @@ import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { MAX_BATCH, selectGrants } from "../../src/store/postgres/grant_reads.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { issue, seed, T0 } from "./_contract_fixtures.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 /** 64-byte records (token digest, key digest) for the given token and key secrets. */

@@ -12,15 +12,11 @@ import {
   openPostgresStore,
   type PostgresStoreOptions,
 } from "../../src/store/postgres/open_postgres_store.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { digest, NOW, openTwoInstances, waitForListeners } from "../_helpers/postgres_instances.ts";
 import { waitFor } from "../_helpers/wait_for.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 /** Two stores (instances) on one new database of this file's cluster. */

@@ -13,14 +13,10 @@ import { untilWaiting } from "../_helpers/lock_waits.ts";
 import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { NO_AUDIT, seed, T0 } from "./_contract_fixtures.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 
 Deno.test({
   name: "leaseLimits(): a limit deleted while the batch waits for it is left out, not an error",

@@ -10,14 +10,10 @@ import {
 } from "../../src/store/postgres/migrate.ts";
 import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { assertCanonicalEmailsMigrated, PRE_NFC_EMAILS } from "./_contract_fixtures.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 async function freshClient(): Promise<postgres.Sql> {

@@ -12,16 +12,12 @@ import postgres from "postgres";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { StoreBlocked, StoreConflict, StoreUnavailable } from "../../src/store/errors.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { untilWaiting } from "../_helpers/lock_waits.ts";
 import { DEADLINE_MS, holdEpochRow, psqlPath, settlesWithin, strayEnds } from "./_pipelined.ts";
 import { issue, seed, T0 } from "./_contract_fixtures.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 /** A store (pool of `max`) on a new database, seeded, with a client of the test's own. */

@@ -16,14 +16,10 @@ import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { HOUR, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 
 /** An unverified sign-up at T0 with its verification code; resolves to the user and code ids. */
 async function signUp(store: Store, email: string) {

@@ -15,15 +15,11 @@ import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.
 import { StoreConflict } from "../../src/store/errors.ts";
 import type { Store } from "../../src/store/store.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { completesUnblocked, settle, untilWaiting } from "../_helpers/lock_waits.ts";
 import { anonymizing, HOUR, NO_AUDIT, T0 } from "./_contract_fixtures.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 
 /** A fresh store on its own database, a second client to hold rows with, and two users. */
 async function withUsers(

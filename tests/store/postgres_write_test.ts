@@ -12,15 +12,11 @@ import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.
 import { GRANT_CHANNEL } from "../../src/store/postgres/grant_epoch.ts";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../_helpers/postgres_cluster.ts";
 import { issue, seed, T0 } from "./_contract_fixtures.ts";
 import { waitFor } from "../_helpers/wait_for.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 
 /** A migrated database, a client on it and a listener that records the notifications. */

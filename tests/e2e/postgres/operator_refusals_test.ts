@@ -8,14 +8,10 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../../_helpers/postgres_cluster.ts";
 import { REPO, runTask, snapshotDb, type TaskRun } from "../../_helpers/task.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 const PASSWORD = "correct horse battery";
 

@@ -7,18 +7,14 @@
 import assert from "node:assert/strict";
 import { GRANT_CHANNEL } from "../../../src/store/postgres/grant_epoch.ts";
 import { jsonAuthRequest } from "../../_helpers/requests.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../../_helpers/postgres_cluster.ts";
 import { addUserWithKey, startServerProcess } from "../../_helpers/server_process.ts";
 import { migratePostgres } from "../../../src/store/postgres/migrate.ts";
 import { POSTGRES_MIGRATIONS } from "../../../src/store/postgres/schema.ts";
 import { runAdmin } from "../../_helpers/admin_cli.ts";
 import { waitForStatus } from "../../_helpers/wait_for_status.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 const PASSWORD = "correct horse";
 const CURRENT = "/api/secure/userservice/tokens/current";

@@ -20,14 +20,10 @@ import {
   secureGet,
 } from "../../_helpers/requests.ts";
 import { createTestApp, type TestApp } from "../../_helpers/test_app.ts";
-import {
-  POSTGRES_SKIP,
-  type PostgresCluster,
-  startPostgres,
-} from "../../_helpers/postgres_cluster.ts";
+import { startTestCluster } from "../../_helpers/postgres_cluster.ts";
 import { waitForStatus } from "../../_helpers/wait_for_status.ts";
 
-const cluster: PostgresCluster | undefined = POSTGRES_SKIP ? undefined : await startPostgres();
+const cluster = await startTestCluster();
 const ignore = cluster === undefined;
 const PASSWORD = "correct horse";
 const CURRENT = "/api/secure/userservice/tokens/current";
