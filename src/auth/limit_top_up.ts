@@ -47,9 +47,13 @@ export function isTopUpAsking(slot: Slot, now: number): boolean {
     slot.local < 1 && slot.openUntil <= now && slot.exhaustedUntil <= now;
 }
 
-/** Whether a key should top up at `now`: a slot of it is due ({@link isTopUpDue}). */
+/**
+ * Whether a key should top up at `now`: a slot of it is due ({@link isTopUpDue}). On every admitted
+ * request of a limited key, so a loop rather than a closure.
+ */
 export function isKeyTopUpDue(key: KeySlots, now: number): boolean {
-  return key.slots?.some((slot) => isTopUpDue(slot, now)) ?? false;
+  for (const slot of key.slots ?? []) if (isTopUpDue(slot, now)) return true;
+  return false;
 }
 
 /** Whether a queued top-up of a key still has something to ask for ({@link isTopUpAsking}). */

@@ -13,8 +13,9 @@
  * The pieces: limit_slots.ts sizes the slices and keeps the units in hand of one key,
  * limit_ahead.ts when and how much a key leases ahead of its next window, limit_top_up.ts when it
  * tops up its current one, limit_keys.ts holds the keys and the units on their way back,
- * limit_batch.ts coalesces the leases of the keys that need units at once into one store call,
- * limit_split.ts retries a failed batch in halves, limit_status.ts is what the edge's `RateLimit`
+ * limit_leases.ts runs the leases (the store calls, the outage's outcomes, the leases ahead and
+ * top-ups), limit_batch.ts coalesces the leases of the keys that need units at once into one store
+ * call, limit_split.ts retries a failed batch in halves, limit_status.ts is what the edge's `RateLimit`
  * headers are made of, change_follower.ts follows the change feed.
  *
  * Leases ahead: a key used in the last part of its window leases its next window's units in the
@@ -52,30 +53,22 @@
  */
 import type { Clock } from "../platform/clock.ts";
 import { type Logger, toErrorText } from "../platform/logger.ts";
-import { StoreUnavailable } from "../store/errors.ts";
-import type { LimitKind, LimitOwner, LimitReturn, LimitSlice, Store } from "../store/store.ts";
+import type { LimitKind, LimitOwner, LimitReturn, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
-import { isAheadOver, markAheadDue, startAheadRound } from "./limit_ahead.ts";
-import { createLeaseBatcher } from "./limit_batch.ts";
-import { splitFailed } from "./limit_split.ts";
 import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
-import { isKeyTopUpAsking, isKeyTopUpDue, isTopUpAsking, TOP_UP_RETRY_MS } from "./limit_top_up.ts";
+import { createBackgroundLeases, createLimitLeaseBatcher } from "./limit_leases.ts";
 import {
   checkSlots,
-  findNeedingSlots,
   IDLE_RETURN_MS,
-  type LeaseRound,
   type Slot,
-  startLeaseRound,
   takeUnits,
   toRetryAfter,
-  toSliceReturns,
   toStatuses,
 } from "./limit_slots.ts";
 import { LimitExceeded, type LimitStatuses } from "./limit_status.ts";
 
-/** A rate admits uncounted this long after the store could not be reached. */
-export const OPEN_FOR_MS = 1_000;
+export { OPEN_FOR_MS } from "./limit_leases.ts";
+
 /** Times a request asks for a lease before it is refused as over its limit. */
 const MAX_ATTEMPTS = 8;
 
@@ -106,43 +99,6 @@ export interface LimiterDeps {
   };
 }
 
-/**
- * The store could not be reached for a lease: the rates that need units admit uncounted for
- * {@link OPEN_FOR_MS}; a quota that needs units, or a key whose limits are unknown, refuses
- * (the error is thrown).
- */
-function openForOutage(
-  entry: LimitEntry,
-  error: StoreUnavailable,
-  now: number,
-  metrics: LimiterDeps["metrics"],
-): void {
-  const needing = findNeedingSlots(entry, now);
-  if (entry.slots === undefined || needing.some((slot) => slot.rule.kind === "quota")) {
-    metrics?.limitStoreUnavailable("quota");
-    throw error;
-  }
-  for (const slot of needing) {
-    slot.openUntil = now + OPEN_FOR_MS;
-    metrics?.limitStoreUnavailable("rate");
-  }
-}
-
-/** A batch's outcome for one key when the store could not be reached: refused, or admitted. */
-function toOutageOutcome(
-  entry: LimitEntry,
-  error: StoreUnavailable,
-  now: number,
-  metrics: LimiterDeps["metrics"],
-): unknown {
-  try {
-    openForOutage(entry, error, now, metrics);
-    return undefined;
-  } catch (refused) {
-    return refused;
-  }
-}
-
 /** Gives unspent units back to the store; a failure is logged, not thrown. */
 async function returnUnits(
   { store, logger }: Pick<LimiterDeps, "store" | "logger">,
@@ -158,37 +114,17 @@ async function returnUnits(
   }
 }
 
-/**
- * One key's lease in a batch: for the units its requests wait for (`now`), more of its current
- * window's before they run out (`topUp`), or its next window's (`ahead`).
- */
-interface LeaseItem {
-  entry: LimitEntry;
-  kind: "now" | "topUp" | "ahead";
-}
-
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
-  const { leaseAhead } = deps;
   const keys = createLimitKeys();
   /** When `admit` read the clock: the learned changes are applied as of then. */
   let followedAt = 0;
   const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
-  const batcher = createLeaseBatcher(leaseBatch, {
-    // A lease ahead whose window began while it waited for its turn asks for nothing, nor does a
-    // top-up with nothing left to ask for, nor either for a key dropped meanwhile.
-    isOver: ({ entry, kind }) =>
-      kind !== "now" &&
-      (!keys.isCurrent(entry) || (kind === "ahead"
-        ? isAheadOver(entry, clock.now())
-        : !isKeyTopUpAsking(entry, clock.now()))),
-  });
   let timer: ReturnType<typeof setInterval> | undefined;
-  let warnedUnavailable = false;
-  let warnedBackground = false;
-  /** Set by `stop()`: no top-up or lease ahead starts after it took the leases under way. */
-  let stopping = false;
+  const batcher = createLimitLeaseBatcher(deps, keys);
+  const background = createBackgroundLeases({ ...deps, batcher });
+  const { leaseAheadIfDue, topUpIfDue } = background;
 
   function refuse(entry: LimitEntry, denied: Slot, now: number): never {
     // A key at its limit leases ahead too: after the boundary its requests admit at once.
@@ -196,114 +132,6 @@ export function createLimiter(deps: LimiterDeps) {
     metrics?.limitedRequest(denied.rule.kind);
     const statuses = toStatuses(entry, entry.slots ?? [denied], now, denied);
     throw new LimitExceeded(denied.rule.kind, statuses, toRetryAfter(denied, now));
-  }
-
-  /** A key's lease: for the units it needs, or (its units kept apart) for its next window. */
-  function startRound(entry: LimitEntry, kind: LeaseItem["kind"], now: number): LeaseRound {
-    if (kind === "now") return startLeaseRound(entry, now);
-    if (kind === "topUp") return startLeaseRound(entry, now, isTopUpAsking);
-    const round = startAheadRound(entry, now);
-    return { want: round.want, keep: (slices) => keys.giveBack(round.keep(slices)) };
-  }
-
-  /** Leases for a batch of keys, in one store call if it can; each key's outcome, in order. */
-  async function leaseBatch(items: LeaseItem[]): Promise<unknown[]> {
-    try {
-      return await leaseCall(items);
-    } catch (error) {
-      // One key's failure must not fail the others of its batch: halves, so that only its own
-      // requests get the error.
-      return await splitFailed(items, error, leaseCall);
-    }
-  }
-
-  /**
-   * Leases for a batch of keys in one store call; each key's outcome, in order. Throws what
-   * fails the call, but for `StoreUnavailable` (the outage's outcomes).
-   */
-  async function leaseCall(items: LeaseItem[]): Promise<unknown[]> {
-    const now = clock.now();
-    const rounds = items.map(({ entry, kind }) => startRound(entry, kind, now));
-    metrics?.limitLeases?.(items.length);
-    let answers: LimitSlice[][];
-    try {
-      answers = await store.leaseLimits(
-        items.map(({ entry, kind }, i) => ({
-          ...entry.owner,
-          now,
-          want: rounds[i].want,
-          ...(kind === "ahead" ? { ahead: true } : {}),
-        })),
-      );
-    } catch (error) {
-      if (!(error instanceof StoreUnavailable)) throw error;
-      if (!warnedUnavailable) {
-        warnedUnavailable = true;
-        deps.logger?.warn(
-          "limits: the store cannot be reached; rates admit uncounted, quotas refuse",
-          { event: "limits_store_unavailable" },
-        );
-      }
-      // Judged when the call failed, which can be seconds after it began (a busy SQLite file, a
-      // PostgreSQL host that does not answer): a rate opens for a second from then.
-      const failedAt = clock.now();
-      // A lease ahead, and a top-up of a key with units in hand, neither refuses nor opens: those
-      // units still admit. A top-up of a key out of units is what its requests wait for.
-      return items.map(({ entry, kind }) =>
-        kind === "now" || kind === "topUp" && findNeedingSlots(entry, failedAt).length > 0
-          ? toOutageOutcome(entry, error, failedAt, metrics)
-          : error
-      );
-    }
-    const after = clock.now();
-    return items.map(({ entry }, i) => {
-      // Dropped meanwhile (its limits changed): the units go straight back.
-      if (keys.isCurrent(entry)) rounds[i].keep(answers[i], after);
-      else keys.giveBack(toSliceReturns(answers[i]));
-      return undefined;
-    });
-  }
-
-  /** Logs the first failure of a lease the request that started it did not wait for. */
-  function warnBackground(error: unknown, kind: "topUp" | "ahead"): void {
-    if (error instanceof StoreUnavailable || warnedBackground) return;
-    warnedBackground = true;
-    deps.logger?.warn("limits: a lease in the background failed", {
-      event: "limits_background_lease_failed",
-      kind,
-      error: toErrorText(error),
-    });
-  }
-
-  /**
-   * Starts a lease ahead of a key's next window in the background when one is due (its key used
-   * in the last part of its window: limit_ahead.ts, toAheadMargin), unless one is under way.
-   */
-  function leaseAheadIfDue(entry: LimitEntry, now: number, refused = false): void {
-    if (!leaseAhead || stopping || entry.leasingAhead !== undefined) return;
-    if (!markAheadDue(entry, now, refused)) return;
-    entry.leasingAhead = batcher.lease({ entry, kind: "ahead" }, { background: true })
-      .catch((error) => warnBackground(error, "ahead"))
-      .finally(() => entry.leasingAhead = undefined);
-  }
-
-  /**
-   * Starts a top-up of a key's current window when one is due (limit_top_up.ts), in the batcher's
-   * foreground: its key's next requests may wait for it. Those that do get its outcome as their
-   * lease's; a failure is logged once, and the key does not top up again for
-   * {@link TOP_UP_RETRY_MS}.
-   */
-  function topUpIfDue(entry: LimitEntry, now: number): void {
-    if (stopping || entry.toppingUp !== undefined || now < (entry.topUpRetryAt ?? 0)) return;
-    if (!isKeyTopUpDue(entry, now)) return;
-    const lease = batcher.lease({ entry, kind: "topUp" });
-    entry.toppingUp = lease;
-    // Attached first, so cleared before a request that waited for it asks again.
-    lease.then(() => entry.toppingUp = undefined, (error) => {
-      entry.toppingUp = undefined;
-      entry.topUpRetryAt = clock.now() + TOP_UP_RETRY_MS;
-      warnBackground(error, "topUp");
-    });
   }
 
   /** Admits a request from the units in hand, then starts the background leases now due. */
@@ -368,12 +196,12 @@ export function createLimiter(deps: LimiterDeps) {
     admit,
     /** Starts giving idle units back every half second. */
     start(): void {
-      stopping = false;
+      background.resume();
       timer ??= setInterval(() => void flush(), IDLE_RETURN_MS / 2);
     },
     /** Stops the idle return and gives every unit in hand back (a clean stop loses none). */
     async stop(): Promise<void> {
-      stopping = true;
+      background.pause();
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
       await Promise.allSettled(keys.leasings());
