@@ -12,6 +12,7 @@
  *
  * @module
  */
+import type { DatabaseSync } from "node:sqlite";
 import { nextTask } from "../../platform/next_task.ts";
 import { isDatabaseBusy } from "./errors.ts";
 
@@ -44,5 +45,15 @@ export async function writeWhenUnlocked<T>(target: BusyRetryTarget, write: () =>
     }
     await nextTask(pause);
     pause = Math.min(pause * 2, MAX_PAUSE_MS);
+  }
+}
+
+/** Runs `fn` with the connection's busy wait off, then restores `busyTimeoutMs`. */
+export function runWithoutBusyWait<T>(db: DatabaseSync, busyTimeoutMs: number, fn: () => T): T {
+  db.exec("PRAGMA busy_timeout = 0");
+  try {
+    return fn();
+  } finally {
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
   }
 }

@@ -13,7 +13,7 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { AuditOf, GrantEpoch, GrantInvalidations, GrantScope } from "../store.ts";
 import { defineAuditRedact } from "./audit_anonymize.ts";
-import { writeWhenUnlocked } from "./busy_retry.ts";
+import { runWithoutBusyWait, writeWhenUnlocked } from "./busy_retry.ts";
 import { toStoreError } from "./errors.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
@@ -374,16 +374,6 @@ function refuseAfterSyncFailure(syncWal: WalSyncGroup | undefined): void {
   const failure = syncWal?.findSyncFailure();
   if (failure === undefined) return;
   throw toSyncFailureError(failure);
-}
-
-/** Runs `fn` with the connection's busy wait off, then restores `busyTimeoutMs`. */
-function runWithoutBusyWait<T>(db: DatabaseSync, busyTimeoutMs: number, fn: () => T): T {
-  db.exec("PRAGMA busy_timeout = 0");
-  try {
-    return fn();
-  } finally {
-    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
-  }
 }
 
 /**
