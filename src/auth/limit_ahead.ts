@@ -18,19 +18,35 @@ export const AHEAD_MS = 1_000;
 const AHEAD_REQUESTS = 2;
 
 /**
+ * Each key's lease ahead falls at its own moment in up to this long before a window ends (its
+ * {@link KeySlots.aheadSpread} of it, never past a quarter of the window): fixed windows end at
+ * once for every key, and without a spread every key a thread serves leases ahead in the same
+ * second or few, every store call of that burst contending with the next instance's for the
+ * same counters' locks.
+ */
+export const AHEAD_SPREAD_MS = 15_000;
+
+/**
  * How long before its window ends a slot leases ahead: {@link AHEAD_MS}, or longer for a key
  * whose requests on this thread come further apart than half that (the time {@link AHEAD_REQUESTS}
  * of them take at the rate measured at its leases, so that one of them falls in it: a key seen
- * every 2 s leases ahead in its window's last 4 s, where a second would catch it half the time);
- * never more than a quarter of the window (a per-second rate leases ahead in its last 250 ms, not
- * all through its window). A second is ample for a store call (milliseconds, tens under load,
- * with the batch before it) and keeps the slice sized on the key's latest traffic and the units
- * leased ahead few for a key that then stops before the boundary.
+ * every 2 s leases ahead in its window's last 4 s, where a second would catch it half the time),
+ * or longer for a key whose place in the spread (`spread`, 0 to 1, drawn per key and thread) is
+ * further from the end (up to {@link AHEAD_SPREAD_MS}); never more than a quarter of the window
+ * (a per-second rate leases ahead in its last 250 ms, not all through its window). A second is
+ * ample for a store call (milliseconds, tens under load, with the batch before it); the spread
+ * keeps a boundary's leases ahead from all falling in that second. Leasing earlier costs nothing
+ * in exactness (the units count against the next window wherever they are leased) and at most a
+ * slice of units held for a key that then stops before the boundary, which the idle return gives
+ * back where the budget is contested.
  */
-export function toAheadMargin(slot: Slot, now: number): number {
+export function toAheadMargin(slot: Slot, now: number, spread = 0): number {
   const rate = toRate(slot, now);
   const spacing = rate > 0 ? AHEAD_REQUESTS / rate : 0;
-  return Math.min(Math.max(AHEAD_MS, spacing), (slot.windowEnd - slot.windowStart) / 4);
+  return Math.min(
+    Math.max(AHEAD_MS, spacing, spread * AHEAD_SPREAD_MS),
+    (slot.windowEnd - slot.windowStart) / 4,
+  );
 }
 
 /**
@@ -39,11 +55,11 @@ export function toAheadMargin(slot: Slot, now: number): number {
  * before, or a request refused: a lone request does not lease ahead), not yet leased ahead for
  * that window.
  */
-function isAheadDue(slot: Slot, now: number, refused: boolean): boolean {
+function isAheadDue(slot: Slot, now: number, refused: boolean, spread: number): boolean {
   // The margin's arithmetic last: most admitted requests fail a comparison before it.
   return now < slot.windowEnd && slot.aheadStart !== slot.windowEnd &&
     (refused || slot.rate > 0 || slot.admitted > 1) &&
-    now >= slot.windowEnd - toAheadMargin(slot, now);
+    now >= slot.windowEnd - toAheadMargin(slot, now, spread);
 }
 
 /**
@@ -54,7 +70,7 @@ function isAheadDue(slot: Slot, now: number, refused: boolean): boolean {
 export function markAheadDue(key: KeySlots, now: number, refused = false): boolean {
   let due = false;
   for (const slot of key.slots ?? []) {
-    if (!isAheadDue(slot, now, refused)) continue;
+    if (!isAheadDue(slot, now, refused, key.aheadSpread ?? 0)) continue;
     slot.aheadStart = slot.windowEnd;
     slot.ahead = 0;
     // Until the answer says: a failed (or refused) lease ahead carries no earlier window's count.

@@ -46,8 +46,11 @@ export interface LimitKeys {
   readUnitsAhead(apiKeyId: number): number;
 }
 
-/** Creates an empty table of keys. */
-export function createLimitKeys(): LimitKeys {
+/**
+ * Creates an empty table of keys; `random` draws each key's place in the spread of leases ahead
+ * (`KeySlots.aheadSpread`), a number from 0 to 1.
+ */
+export function createLimitKeys(random: () => number = Math.random): LimitKeys {
   const entries = new Map<number, LimitEntry>();
   const keysOfUser = new Map<number, Set<number>>();
   let returns: LimitReturn[] = [];
@@ -72,6 +75,7 @@ export function createLimitKeys(): LimitKeys {
           owner: { apiKeyId: owner.apiKeyId, userId: owner.userId },
           waiting: 0,
           lastUseAt: now,
+          aheadSpread: random(),
         };
         entries.set(owner.apiKeyId, entry);
         let keys = keysOfUser.get(owner.userId);

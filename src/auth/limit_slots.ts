@@ -76,6 +76,12 @@ export interface KeySlots {
   /** Requests of the key waiting for a lease. */
   waiting: number;
   lastUseAt: number;
+  /**
+   * Where in the spread of leases ahead this key leases (limit_ahead.ts, `toAheadMargin`): 0 (no
+   * earlier than its margin says) to 1 (`AHEAD_SPREAD_MS` before its window ends); drawn when the
+   * thread makes the key's entry.
+   */
+  aheadSpread?: number;
 }
 
 /**

@@ -18,7 +18,8 @@
  * call, limit_split.ts retries a failed batch in halves, limit_status.ts is what the edge's `RateLimit`
  * headers are made of, change_follower.ts follows the change feed.
  *
- * Leases ahead: a key used in the last part of its window leases its next window's units in the
+ * Leases ahead: a key used in the last part of its window (each key at its own moment in the last
+ * 15 s, so that a boundary's leases spread) leases its next window's units in the
  * background (through the same batcher, so many keys share one store call), counted by the store
  * against that next window, so that at the boundary its requests admit from units already in
  * hand instead of all waiting for a lease at once (a key refused there leases ahead too). The
@@ -88,6 +89,12 @@ export interface LimiterDeps {
    * the current window, which every version reads alike: they stay on.
    */
   leaseAhead: boolean;
+  /**
+   * Draws each key's place in the spread of leases ahead, 0 to 1 (limit_ahead.ts,
+   * `AHEAD_SPREAD_MS`); default `Math.random`, so that each thread and instance leases a key at
+   * its own moment. Tests fix it.
+   */
+  random?: () => number;
   /** Counts limited requests by kind, and admissions while the store could not be reached. */
   metrics?: {
     limitedRequest(kind: LimitKind): void;
@@ -117,7 +124,7 @@ async function returnUnits(
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
-  const keys = createLimitKeys();
+  const keys = createLimitKeys(deps.random);
   /** When `admit` read the clock: the learned changes are applied as of then. */
   let followedAt = 0;
   const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));

@@ -2,12 +2,13 @@
  * toAheadMargin(): how long before its window ends a key's slot leases its next window's units.
  * A second, or the time two of the key's requests take on this thread when they come further
  * apart (so that one of them falls in the margin), never more than a quarter of the window. The
- * rate is the higher of the one measured at the slot's leases and the one since the last.
+ * rate is the higher of the one measured at the slot's leases and the one since the last. A key's
+ * place in the spread (0 to 1) moves it up to 15 s earlier, within the same cap.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import { AHEAD_MS, toAheadMargin } from "../../src/auth/limit_ahead.ts";
+import { AHEAD_MS, AHEAD_SPREAD_MS, toAheadMargin } from "../../src/auth/limit_ahead.ts";
 import type { Slot } from "../../src/auth/limit_slots.ts";
 
 /** A slot of a window `lengthMs` long whose key came `rate` times a ms at its leases. */
@@ -45,4 +46,20 @@ Deno.test("a key whose rate was never measured at a lease is spaced by its reque
   assert.equal(toAheadMargin(slotOf(60_000, 0, 15), NOW), 4_000);
   // A rate measured at a lease that is higher wins: 50 a second, the last second.
   assert.equal(toAheadMargin(slotOf(60_000, 0.05, 15), NOW), AHEAD_MS);
+});
+
+Deno.test("a key's place in the spread moves its margin up to 15 s before the end, within a quarter of the window", () => {
+  assert.equal(AHEAD_SPREAD_MS, 15_000);
+  // A busy key (50 a second), at the spread's near end, middle and far end of a minute.
+  assert.equal(toAheadMargin(slotOf(60_000, 0.05), NOW, 0), AHEAD_MS);
+  assert.equal(toAheadMargin(slotOf(60_000, 0.05), NOW, 0.5), 7_500);
+  assert.equal(toAheadMargin(slotOf(60_000, 0.05), NOW, 1), 15_000);
+  // Never under the second a store call may need, nor over the quarter of a short window.
+  assert.equal(toAheadMargin(slotOf(60_000, 0.05), NOW, 0.01), AHEAD_MS);
+  assert.equal(toAheadMargin(slotOf(1_000, 0.05), NOW, 1), 250);
+  assert.equal(toAheadMargin(slotOf(20_000, 0.05), NOW, 1), 5_000);
+  // A long window spreads over the same 15 s, not its quarter.
+  assert.equal(toAheadMargin(slotOf(3_600_000, 0.05), NOW, 1), 15_000);
+  // A sparse key's spacing wins where it is longer than its place in the spread.
+  assert.equal(toAheadMargin(slotOf(3_600_000, 1 / 10_000), NOW, 0.5), 20_000);
 });

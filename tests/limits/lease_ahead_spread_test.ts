@@ -1,0 +1,97 @@
+/**
+ * The spread of leases ahead (docs/architecture.md, "Leases ahead"): each key's entry on a thread
+ * draws its place in the last 15 s of its windows, so that the leases ahead of a boundary do not
+ * all fall in its last second. On the backend under test, with the fake clock and two limiters
+ * on one key as two threads would hold it, each with a fixed draw.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { createLimitKeys } from "../../src/auth/limit_keys.ts";
+import { createLimiter } from "../../src/auth/limiter.ts";
+import { setLimit } from "../../src/auth/limits.ts";
+import type { LimitLeaseRequest, Store } from "../../src/store/store.ts";
+import { toLimitWindow } from "../../src/store/store_limits.ts";
+import type { TestApp } from "../_helpers/test_app.ts";
+import { limitChangeDeps, setUpLimitsApp } from "./_limits.ts";
+
+/** A limiter whose keys draw `spread`, and the lease calls it made (whether ahead). */
+function limiterDrawing(app: TestApp, spread: number) {
+  const calls: ("now" | "ahead")[] = [];
+  const store: Store = Object.assign(Object.create(app.store), {
+    leaseLimits(requests: readonly LimitLeaseRequest[]) {
+      calls.push(requests.some((r) => r.ahead === true) ? "ahead" : "now");
+      return app.store.leaseLimits(requests);
+    },
+  });
+  const limiter = createLimiter({
+    store,
+    clock: app.clock,
+    leaseAhead: true,
+    random: () => spread,
+  });
+  return { limiter, calls };
+}
+
+const usedAt = async (app: TestApp, owner: { apiKeyId: number; userId: number }, now: number) =>
+  (await app.store.listLimitUsage(owner, now))[0].used;
+
+Deno.test("limiter: a key drawn at the spread's far end leases ahead 15 s before the boundary; one drawn at its near end waits for its margin", async () => {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  using _ = app;
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 10_000,
+    period: "minute",
+  });
+  const owner = { apiKeyId: keyId, userId };
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  const far = limiterDrawing(app, 1);
+  const near = limiterDrawing(app, 0);
+  const both = [far, near];
+
+  // Steady traffic on both, five a second, from 20 s before the boundary to 14 s before it.
+  app.clock.set(window.end - 20_000);
+  while (app.clock.now() <= window.end - 14_000) {
+    for (const { limiter } of both) {
+      const statuses = limiter.admit(owner);
+      if (statuses instanceof Promise) await statuses;
+      await limiter.settle();
+    }
+    app.clock.advance(200);
+  }
+  assert.deepEqual(far.calls, ["now", "ahead"], "the far end leased ahead 15 s before the end");
+  assert.deepEqual(near.calls, ["now"], "the near end has not yet");
+  const farAhead = far.limiter.readUnitsAhead(keyId);
+  assert.ok(farAhead >= 1, `units leased ahead: ${farAhead}`);
+  assert.equal(await usedAt(app, owner, window.end), farAhead, "counted against the next window");
+
+  // In the last second (the near end's margin at five a second), the near end leases ahead too.
+  app.clock.set(window.end - 800);
+  for (const { limiter } of both) {
+    assert.ok(!(limiter.admit(owner) instanceof Promise));
+    await limiter.settle();
+  }
+  assert.deepEqual(near.calls, ["now", "ahead"]);
+  assert.deepEqual(far.calls, ["now", "ahead"], "once per window");
+  const nearAhead = near.limiter.readUnitsAhead(keyId);
+  assert.equal(await usedAt(app, owner, window.end), farAhead + nearAhead);
+
+  // After the boundary both admit from the units leased ahead, with no store call.
+  app.clock.set(window.end + 20);
+  for (const { limiter } of both) assert.ok(!(limiter.admit(owner) instanceof Promise));
+  assert.deepEqual(far.calls, ["now", "ahead"]);
+  assert.deepEqual(near.calls, ["now", "ahead"]);
+  for (const { limiter } of both) await limiter.stop();
+  assert.equal(await usedAt(app, owner, window.end + 30), 2, "a clean stop returns the rest");
+});
+
+Deno.test("createLimitKeys(): each key's entry draws its own place in the spread, and a remade entry draws again", () => {
+  const draws = [0.25, 0.75, 0.5];
+  const keys = createLimitKeys(() => draws.shift() ?? 1);
+  assert.equal(keys.entryOf({ apiKeyId: 1, userId: 10 }, 0).aheadSpread, 0.25);
+  assert.equal(keys.entryOf({ apiKeyId: 2, userId: 10 }, 0).aheadSpread, 0.75);
+  assert.equal(keys.entryOf({ apiKeyId: 1, userId: 10 }, 0).aheadSpread, 0.25, "kept");
+  // The key moved to another user: a new entry, a new draw.
+  assert.equal(keys.entryOf({ apiKeyId: 1, userId: 11 }, 0).aheadSpread, 0.5);
+});
