@@ -1,8 +1,8 @@
 /**
  * One SQLite connection and the mechanics every table group shares:
  * pragmas and migrations, prepared statements that count grant-ending
- * writes, `BEGIN IMMEDIATE` transactions with their audit rows, the busy
- * retry, error classification, durability, and the grant change feed.
+ * writes, writes with their audit rows (their transactions in transactions.ts),
+ * the busy retry, error classification, durability, and the grant change feed.
  *
  * Nothing in here awaits inside a transaction: a write's function runs
  * synchronously from `BEGIN IMMEDIATE` to `COMMIT`, so a transaction can
@@ -21,12 +21,8 @@ import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
 import { createAuditAppender } from "./audit_append.ts";
 import { isWriteStatement, toCountedStatement } from "./counted_statement.ts";
-import {
-  openWalSyncGroup,
-  toSyncFailureError,
-  type WalSyncGroup,
-  type WalSyncRunner,
-} from "./wal_sync.ts";
+import { createTransactions, type GrantCounts, refuseAfterSyncFailure } from "./transactions.ts";
+import { openWalSyncGroup, type WalSyncGroup, type WalSyncRunner } from "./wal_sync.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
 export const MMAP_BYTES = 256 * 1024 * 1024;
@@ -210,83 +206,37 @@ function createConnection(
   },
 ): Connection {
   const { busyTimeoutMs, commits, syncWal, recordRows } = options;
-  /** Grant-ending statements that changed a row: they evict caches and move the change feed. */
-  let grantWrites = 0;
   /**
-   * Grant-ending statements run, whether or not they changed a row: a write that ran one waits
-   * for a sync even when it changed nothing (a retried revocation finds the token revoked by a
-   * commit whose sync may still be running), and that is all this count is for.
+   * Grant-ending statements that changed a row (they evict caches and move the change feed), and
+   * those run whether or not they did: a write that ran one waits for a sync even when it changed
+   * nothing (a retried revocation finds the token revoked by a commit whose sync may still be
+   * running), and that is all the second count is for.
    */
-  let grantRuns = 0;
-  const feed = createChangeFeed(db, { commits, recordRows, readGrantWrites: () => grantWrites });
+  const grants: GrantCounts = { writes: 0, runs: 0 };
+  const feed = createChangeFeed(db, {
+    commits,
+    recordRows,
+    readGrantWrites: () => grants.writes,
+  });
 
   function sql(text: string, effect?: StatementEffect): Statement {
     const statement = db.prepare(text);
     // A write may end a grant, unless declared otherwise; a read (a `WITH … SELECT` too) never.
     if (effect === "keeps-grants" || !isWriteStatement(db, text)) return statement;
     return toCountedStatement(statement, {
-      ran: effect === "trims-grants" ? noop : () => grantRuns++,
-      changed: () => grantWrites++,
+      ran: effect === "trims-grants" ? noop : () => grants.runs++,
+      changed: () => grants.writes++,
     });
   }
 
-  /** Whether a bulk transaction (runBulk) is open: writes join it. */
-  let bulk = false;
   const appendEntries = createAuditAppender(sql);
   const writeFailures = createWriteFailures(sql);
-
-  /**
-   * Opens a write transaction; its `commit` prunes the change record if a grant ended in it and
-   * says whether one may have (a row changed through a grant-ending statement) and whether it ran
-   * one at all; its `rollback` ends it if SQLite has not already.
-   */
-  function begin() {
-    db.exec("BEGIN IMMEDIATE");
-    const writesBefore = grantWrites;
-    const runsBefore = grantRuns;
-    return {
-      commit(): { endedGrants: boolean; ranGrants: boolean } {
-        const endedGrants = grantWrites !== writesBefore;
-        if (endedGrants) feed.pruneChanges();
-        db.exec("COMMIT");
-        return { endedGrants, ranGrants: grantRuns !== runsBefore };
-      },
-      rollback(): void {
-        if (db.isTransaction) db.exec("ROLLBACK");
-      },
-    };
-  }
-
-  /** Runs `fn` in a transaction and commits it, unsynced (see {@link begin}'s `commit`). */
-  function commit<T>(fn: () => T): { result: T; endedGrants: boolean; ranGrants: boolean } {
-    // A write joins an open bulk transaction, which commits (and syncs) for it (runBulk), in a
-    // savepoint of its own: a write that fails leaves nothing, as on its own.
-    if (bulk) {
-      // SQLite may have rolled the whole bulk back (a full disk): refuse rather than autocommit.
-      if (!db.isTransaction) throw new Error("The bulk transaction was rolled back");
-      return { result: inSavepoint(db, fn), endedGrants: false, ranGrants: false };
-    }
-    // Otherwise only write() and the readiness probe commit, never inside another transaction:
-    // a nested commit would skip its sync.
-    if (db.isTransaction) throw new Error("A transaction is open already");
-    const transaction = begin();
-    try {
-      const result = fn();
-      return { result, ...transaction.commit() };
-    } catch (error) {
-      transaction.rollback();
-      throw error;
-    }
-  }
-
-  /** The readiness probe's transaction: its statements keep grants, so it owes no sync. */
-  function probeTransaction(probe: () => void): void {
-    const runsBefore = grantRuns;
-    commit(() => {
-      probe();
-      if (grantRuns !== runsBefore) throw new Error("The readiness probe ran a grant write");
-    });
-  }
+  const { commit, probeTransaction, runBulk } = createTransactions({
+    db,
+    grants,
+    pruneChanges: feed.pruneChanges,
+    syncWal,
+  });
 
   const withoutBusyWait = <T>(fn: () => T): T => runWithoutBusyWait(db, busyTimeoutMs, fn);
 
@@ -325,27 +275,10 @@ function createConnection(
     readGrantEpoch: feed.readGrantEpoch,
     readGrantChanges: feed.readGrantChanges,
     readGrantInvalidations: feed.readGrantInvalidations,
-    readGrantWrites: () => grantWrites,
+    readGrantWrites: () => grants.writes,
     readWalSyncs: () => syncWal?.readSyncs() ?? 0,
     readDataVersionReads: feed.readDataVersionReads,
-    async runBulk(fn) {
-      if (db.isTransaction) throw new Error("A transaction is open already");
-      refuseAfterSyncFailure(syncWal);
-      const transaction = begin();
-      bulk = true;
-      try {
-        const result = await fn();
-        const { endedGrants, ranGrants } = transaction.commit();
-        bulk = false;
-        if (syncWal !== undefined && (endedGrants || ranGrants)) await syncWal.afterCommit();
-        return result;
-      } catch (error) {
-        transaction.rollback();
-        throw error;
-      } finally {
-        bulk = false;
-      }
-    },
+    runBulk,
     findWriteFailure: () =>
       syncWal?.findSyncFailure() ??
         writeFailures.find((probe) => withoutBusyWait(() => probeTransaction(probe))),
@@ -366,32 +299,6 @@ async function readNow<T>(fn: () => T): Promise<T> {
     return fn();
   } catch (error) {
     throw toStoreError(error);
-  }
-}
-
-/** Fails a write before it starts once a WAL sync has failed (see wal_sync.ts). */
-function refuseAfterSyncFailure(syncWal: WalSyncGroup | undefined): void {
-  const failure = syncWal?.findSyncFailure();
-  if (failure === undefined) return;
-  throw toSyncFailureError(failure);
-}
-
-/**
- * Runs `fn` in a savepoint of `db`'s open transaction, rolled back to if `fn` throws (unless
- * SQLite rolled the whole transaction back already: a full disk, say).
- */
-function inSavepoint<T>(db: DatabaseSync, fn: () => T): T {
-  db.exec("SAVEPOINT joined_write");
-  try {
-    const result = fn();
-    db.exec("RELEASE joined_write");
-    return result;
-  } catch (error) {
-    if (db.isTransaction) {
-      db.exec("ROLLBACK TO joined_write");
-      db.exec("RELEASE joined_write");
-    }
-    throw error;
   }
 }
 
