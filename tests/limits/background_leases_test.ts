@@ -1,0 +1,155 @@
+/**
+ * The leases a limiter starts with no request waiting for them (limit_leases.ts,
+ * `createBackgroundLeases`): none starts once `stop()` has begun, until `start()`; and a top-up
+ * still queued when its key's limits change is dropped unsent. On the backend under test, with
+ * the fake clock and a store wrapper that records (or holds) the lease calls.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { createLimiter, type Limiter } from "../../src/auth/limiter.ts";
+import { setLimit } from "../../src/auth/limits.ts";
+import type { LimitLeaseRequest, Store } from "../../src/store/store.ts";
+import { toLimitWindow } from "../../src/store/store_limits.ts";
+import type { TestApp } from "../_helpers/test_app.ts";
+import { limitChangeDeps, setUpLimitsApp } from "./_limits.ts";
+
+type Owner = { apiKeyId: number; userId: number };
+
+/** Sets `max` a minute on key `keyId`. */
+const setMinuteRate = (app: TestApp, keyId: number, max: number) =>
+  setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max,
+    period: "minute",
+  });
+
+/**
+ * A limiter over a store that records each lease call (the keys it leased for, whether ahead) and
+ * holds calls open while `hold` is set.
+ */
+function limiterOver(app: TestApp) {
+  const state = {
+    calls: [] as { keys: number[]; ahead: boolean }[],
+    hold: undefined as Promise<void> | undefined,
+  };
+  const store: Store = Object.assign(Object.create(app.store), {
+    async leaseLimits(requests: readonly LimitLeaseRequest[]) {
+      state.calls.push({
+        keys: requests.map((r) => r.apiKeyId!),
+        ahead: requests.some((r) => r.ahead === true),
+      });
+      if (state.hold !== undefined) await state.hold;
+      return await app.store.leaseLimits(requests);
+    },
+  });
+  const counted = { waits: 0 };
+  const limiter = createLimiter({
+    store,
+    clock: app.clock,
+    leaseAhead: true,
+    random: () => 0,
+    metrics: {
+      limitedRequest: () => {},
+      limitStoreUnavailable: () => {},
+      limitLeaseWait: () => counted.waits++,
+    },
+  });
+  return { limiter, state, counted };
+}
+
+/** Admits `count` requests of `owner`, ten a second on the fake clock, each after the last. */
+async function admitEvery100Ms(app: TestApp, limiter: Limiter, owner: Owner, count: number) {
+  for (let i = 0; i < count; i++) {
+    const statuses = limiter.admit(owner);
+    if (statuses instanceof Promise) await statuses;
+    await limiter.settle();
+    app.clock.advance(100);
+  }
+}
+
+const usedAt = async (app: TestApp, owner: Owner, now: number) =>
+  (await app.store.listLimitUsage(owner, now))[0].used;
+
+Deno.test("limiter: once stop() has begun no top-up or lease ahead starts, only the leases requests wait for; start() resumes them", async () => {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  using _ = app;
+  await setMinuteRate(app, keyId, 6_400);
+  const owner = { apiKeyId: keyId, userId };
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  app.clock.set(window.start + 10_000);
+  const { limiter, state, counted } = limiterOver(app);
+  await admitEvery100Ms(app, limiter, owner, 1);
+  await limiter.stop();
+
+  // Steady traffic after the stop: its slices (a 64th of what is left, about 98 units) run out
+  // and the next request waits for a lease, where a running limiter tops up ahead of it.
+  await admitEvery100Ms(app, limiter, owner, 150);
+  assert.ok(
+    state.calls.length >= 3,
+    `the requests needed more than one slice: ${state.calls.length}`,
+  );
+  assert.equal(state.calls.length, counted.waits, "every lease was one a request waited for");
+
+  // Used in its window's last second: no lease ahead either.
+  app.clock.set(window.end - 500);
+  await admitEvery100Ms(app, limiter, owner, 3);
+  assert.ok(state.calls.every((call) => !call.ahead), "no lease ahead after stop()");
+  assert.equal(limiter.readUnitsAhead(keyId), 0);
+
+  limiter.start();
+  assert.ok(!(limiter.admit(owner) instanceof Promise));
+  await limiter.settle();
+  assert.equal(state.calls.at(-1)?.ahead, true, "start() resumes the leases ahead");
+  assert.ok(limiter.readUnitsAhead(keyId) >= 1);
+  await limiter.stop();
+  assert.equal(await usedAt(app, owner, window.end + 10), 0, "the units leased ahead went back");
+});
+
+Deno.test("limiter: a top-up queued behind another key's lease is dropped unsent when its key's limits change meanwhile", async () => {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  using _ = app;
+  await app.createKey(userId);
+  const otherId = (await app.store.listApiKeys(userId)).find((key) => key.id !== keyId)!.id;
+  for (const id of [keyId, otherId]) await setMinuteRate(app, id, 6_400);
+  const owner = { apiKeyId: keyId, userId };
+  const other = { apiKeyId: otherId, userId };
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  app.clock.set(window.start + 10_000);
+  const { limiter, state } = limiterOver(app);
+
+  // The first slice is 100 units: after 98 requests two are left, and no top-up is due yet.
+  await admitEvery100Ms(app, limiter, owner, 98);
+  assert.equal(limiter.readUnitsInHand(keyId), 2);
+  assert.deepEqual(state.calls.map((call) => call.keys), [[keyId]]);
+
+  // The other key's first lease holds the batcher; the key's top-up (due at its last unit)
+  // queues behind it.
+  let release!: () => void;
+  state.hold = new Promise<void>((resolve) => release = resolve);
+  const otherFirst = limiter.admit(other);
+  assert.ok(otherFirst instanceof Promise);
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.deepEqual(state.calls.map((call) => call.keys), [[keyId], [otherId]]);
+  assert.ok(!(limiter.admit(owner) instanceof Promise), "the next-to-last unit admits");
+  assert.equal(limiter.readUnitsInHand(keyId), 1);
+
+  // Its limit changes: the limiter learns it with the next request and drops the key's entry.
+  await setMinuteRate(app, keyId, 6_401);
+  const otherNext = limiter.admit(other);
+  assert.equal(limiter.readUnitsInHand(keyId), 0, "the key's entry was dropped");
+  release();
+  state.hold = undefined;
+  await otherFirst;
+  await otherNext;
+  await limiter.settle();
+  assert.deepEqual(
+    state.calls.map((call) => call.keys),
+    [[keyId], [otherId]],
+    "the queued top-up was never sent",
+  );
+  // Its unit in hand went back with the entry: the window counts the 99 admitted.
+  await limiter.flush();
+  assert.equal(await usedAt(app, owner, app.clock.now()), 99);
+  await limiter.stop();
+});
