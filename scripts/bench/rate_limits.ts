@@ -60,12 +60,26 @@ interface LeaseCounts {
   waits: number;
 }
 
+/** The bytes of a server's log read for its metrics port, logged as it starts. */
+const LOG_HEAD_BYTES = 64 * 1024;
+
+/**
+ * A server's metrics port, from the start of its log: the whole log is not read, as every
+ * request is logged (`--log-level info`) and a run's log can outgrow the longest string.
+ */
+async function readMetricsPort(ctx: BenchContext, server: Server): Promise<string> {
+  using file = await Deno.open(`${ctx.work}/${server.name}.log`);
+  const head = new Uint8Array(LOG_HEAD_BYTES);
+  const read = await file.read(head) ?? 0;
+  const port = METRICS_AT.exec(new TextDecoder().decode(head.subarray(0, read)))?.[1];
+  if (port === undefined) throw new Error(`${server.name}: no metrics listener in its log`);
+  return port;
+}
+
 async function readLeaseCounts(ctx: BenchContext, servers: Server[]): Promise<LeaseCounts> {
   const sum = { leases: 0, keys: 0, waits: 0 };
   for (const server of servers) {
-    const log = await Deno.readTextFile(`${ctx.work}/${server.name}.log`);
-    const port = METRICS_AT.exec(log)?.[1];
-    if (port === undefined) throw new Error(`${server.name}: no metrics listener in its log`);
+    const port = await readMetricsPort(ctx, server);
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
     sum.leases += read("keygate_limit_leases_total");
