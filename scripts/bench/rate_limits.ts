@@ -168,6 +168,12 @@ type Side = "without" | "with" | "quiet";
 const WINDOW_MS = 60_000;
 /** How long each unmeasured warm-up after a rest over a boundary runs, at most. */
 const REWARM_SECONDS = 3;
+/**
+ * A limited round does not begin this close before a boundary: its server, rested, would meet
+ * the boundary before its keys' first requests had leased ahead. It waits for the boundary to
+ * pass, and is warmed again.
+ */
+const BOUNDARY_GUARD_MS = 3_000;
 
 /**
  * One limited side's rounds. The rounds alternate, so each server rests while the others run; a
@@ -175,13 +181,18 @@ const REWARM_SECONDS = 3;
  * the background, but one resting over a boundary leased nothing ahead, and its next round would
  * begin with every key's first request waiting for a lease: a cost of the bench's alternation,
  * not of the limiter. So a side whose rest spanned a boundary of its limits' window is warmed again
- * (unmeasured, noted like every run) before its round; a boundary that falls inside a measured
- * round is measured.
+ * (unmeasured, noted like every run) before its round, and a round does not begin in the last
+ * {@link BOUNDARY_GUARD_MS} before a boundary; a boundary that falls later inside a measured round
+ * is measured.
  */
 function limitedRounds(ctx: BenchContext, label: string, servers: Server[], restedSince: number) {
   let round = 0;
   return async (): Promise<Measured> => {
     round++;
+    const toBoundary = WINDOW_MS - Date.now() % WINDOW_MS;
+    if (toBoundary < BOUNDARY_GUARD_MS) {
+      await new Promise((resolve) => setTimeout(resolve, toBoundary + 50));
+    }
     if (Math.floor(Date.now() / WINDOW_MS) !== Math.floor(restedSince / WINDOW_MS)) {
       // Repeated while keys still lease, as the first warm-up is: two PostgreSQL instances need
       // more than one short run to lease 10,000 keys again.
