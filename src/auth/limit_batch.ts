@@ -17,6 +17,15 @@
 export const MAX_BATCH = 256;
 
 /**
+ * A batch of background items only waits this long for more to join it. Leases ahead come due a
+ * few at a time through a window's last seconds (limit_ahead.ts), and a store call that answers at
+ * once (SQLite's) would otherwise take them a few keys a call: a write transaction each. Their
+ * margin is at least a quarter second (a per-second window's quarter), so this leaves the call
+ * most of it; an item a request waits for never waits for it, and takes the gathered ones along.
+ */
+export const GATHER_MS = 100;
+
+/**
  * Runs one batch; resolves to each item's outcome, in order: `undefined` when it was served,
  * else the error its waiters get.
  */
@@ -27,7 +36,8 @@ export interface LeaseBatcher<T> {
   /**
    * Queues `item` for the next batch; settles when its batch has run (rejects with its error).
    * A `background` item (a lease ahead: no request waits for it before its boundary) only fills
-   * the room the other items leave in a batch.
+   * the room the other items leave in a batch, and a batch of them only waits {@link GATHER_MS}
+   * for more.
    */
   lease(item: T, options?: { background?: boolean }): Promise<void>;
   /** Batches run so far (metrics and tests). */
@@ -40,6 +50,8 @@ export interface LeaseBatcherOptions<T> {
   isOver?(item: T): boolean;
   /** The most items one batch runs (default {@link MAX_BATCH}). */
   maxBatch?: number;
+  /** How long a batch of background items only waits for more (default {@link GATHER_MS}). */
+  gatherMs?: number;
 }
 
 interface Waiter<T> {
@@ -57,11 +69,25 @@ export function createLeaseBatcher<T>(
   options: LeaseBatcherOptions<T> = {},
 ): LeaseBatcher<T> {
   const maxBatch = options.maxBatch ?? MAX_BATCH;
+  const gatherMs = options.gatherMs ?? GATHER_MS;
   let queue: Waiter<T>[] = [];
   let background: Waiter<T>[] = [];
   let running = false;
-  let scheduled = false;
+  /** The next batch's timer, and whether it gathers (background items only). */
+  let scheduled: { timer: ReturnType<typeof setTimeout>; gathering: boolean } | undefined;
   let batches = 0;
+
+  /**
+   * Schedules the next batch unless one runs: at the next turn of the event loop when an item a
+   * request waits for is queued (sooner than a gathering timer), else after {@link GATHER_MS}.
+   */
+  function schedule(): void {
+    if (running) return;
+    const gathering = queue.length === 0;
+    if (scheduled !== undefined && (gathering || !scheduled.gathering)) return;
+    if (scheduled !== undefined) clearTimeout(scheduled.timer);
+    scheduled = { timer: setTimeout(() => void flush(), gathering ? gatherMs : 0), gathering };
+  }
 
   /** The queued items still to do; those over are settled. */
   function dropOver(waiters: Waiter<T>[]): Waiter<T>[] {
@@ -87,7 +113,7 @@ export function createLeaseBatcher<T>(
   }
 
   async function flush(): Promise<void> {
-    scheduled = false;
+    scheduled = undefined;
     if (running) return;
     const batch = takeBatch();
     if (batch.length === 0) return;
@@ -106,8 +132,9 @@ export function createLeaseBatcher<T>(
       });
     } finally {
       running = false;
-      // The keys that asked meanwhile go at once, together.
-      if (queue.length + background.length > 0) void flush();
+      // The keys that asked meanwhile go at once, together (background ones gather first).
+      if (queue.length > 0) void flush();
+      else if (background.length > 0) schedule();
     }
   }
 
@@ -116,10 +143,7 @@ export function createLeaseBatcher<T>(
       const settled = new Promise<void>((resolve, reject) => {
         (leaseOptions?.background ? background : queue).push({ item, resolve, reject });
       });
-      if (!running && !scheduled) {
-        scheduled = true;
-        setTimeout(() => void flush(), 0);
-      }
+      schedule();
       return settled;
     },
     readBatches: () => batches,

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLeaseBatcher, MAX_BATCH } from "../../src/auth/limit_batch.ts";
+import { createLeaseBatcher, GATHER_MS, MAX_BATCH } from "../../src/auth/limit_batch.ts";
 
 /** A batch run that records its batches and holds each open until released. */
 function heldRun() {
@@ -136,4 +136,49 @@ Deno.test("createLeaseBatcher() settles an item that is over without running it,
   over.add(102);
   await batcher.lease(102, { background: true });
   assert.equal(batcher.readBatches(), 2);
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+Deno.test("createLeaseBatcher() lets a batch of background items only gather for gatherMs; those asked meanwhile join it", async () => {
+  assert.equal(GATHER_MS, 100);
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run, { gatherMs: 200 });
+  const started = held.started();
+  const began = Date.now();
+  const leases = [batcher.lease(100, { background: true })];
+  await sleep(50);
+  assert.deepEqual(held.batches, [], "still gathering");
+  leases.push(batcher.lease(101, { background: true }));
+  await started;
+  assert.ok(Date.now() - began >= 190, `gathered for ${Date.now() - began} ms`);
+  assert.deepEqual(held.batches, [[100, 101]]);
+  held.release();
+  await Promise.all(leases);
+
+  // After a batch, background items asked meanwhile gather again before the next.
+  const next = held.started();
+  const more = [batcher.lease(102, { background: true })];
+  await sleep(0);
+  more.push(batcher.lease(103, { background: true }));
+  await next;
+  assert.deepEqual(held.batches[1], [102, 103]);
+  held.release();
+  await Promise.all(more);
+});
+
+Deno.test("createLeaseBatcher() runs an item a request waits for at once, with the background items gathered so far", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run, { gatherMs: 10_000 });
+  const started = held.started();
+  const began = Date.now();
+  const ahead = batcher.lease(100, { background: true });
+  await sleep(20);
+  const waited = batcher.lease(1);
+  await started;
+  assert.ok(Date.now() - began < 5_000, "not after the gathering time");
+  assert.deepEqual(held.batches, [[1, 100]]);
+  held.release();
+  await Promise.all([ahead, waited]);
+  assert.equal(batcher.readBatches(), 1);
 });
