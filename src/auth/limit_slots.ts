@@ -326,8 +326,11 @@ export function releaseUnits(
     }
     if (slot.ahead > 0 && (!options.onlyIdle || idle && slot.aheadUsed * 2 >= slot.rule.max)) {
       options.returns.push(toReturn(slot, slot.aheadStart, slot.ahead));
-      slot.aheadUsed = Math.max(0, slot.aheadUsed - slot.ahead);
       slot.ahead = 0;
+      // Not leased ahead any more: a key that comes back before the boundary leases ahead again
+      // (limit_ahead.ts leases once per window, `aheadStart` marking it).
+      slot.aheadStart = 0;
+      slot.aheadUsed = 0;
     }
   }
 }

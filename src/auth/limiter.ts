@@ -94,7 +94,7 @@ export interface LimiterDeps {
    * `AHEAD_SPREAD_MS`); default `Math.random`, so that each thread and instance leases a key at
    * its own moment. Tests fix it.
    */
-  random?: () => number;
+  drawAheadSpread?: () => number;
   /** Counts limited requests by kind, and admissions while the store could not be reached. */
   metrics?: {
     limitedRequest(kind: LimitKind): void;
@@ -124,7 +124,7 @@ async function returnUnits(
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
-  const keys = createLimitKeys(deps.random);
+  const keys = createLimitKeys(deps.drawAheadSpread);
   /** When `admit` read the clock: the learned changes are applied as of then. */
   let followedAt = 0;
   const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
@@ -134,6 +134,10 @@ export function createLimiter(deps: LimiterDeps) {
   const { leaseAheadIfDue, topUpIfDue } = background;
 
   function refuse(entry: LimitEntry, denied: Slot, now: number): never {
+    // A refused request is use of the key: the idle return keeps its units (those leased ahead,
+    // which its requests spend after the boundary), and the key is not forgotten.
+    entry.lastUseAt = now;
+    for (const slot of entry.slots ?? []) slot.lastUseAt = now;
     // A key at its limit leases ahead too: after the boundary its requests admit at once.
     leaseAheadIfDue(entry, now, true);
     metrics?.limitedRequest(denied.rule.kind);

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { createLimitKeys } from "../../src/auth/limit_keys.ts";
 import { createLimiter } from "../../src/auth/limiter.ts";
+import { LimitExceeded } from "../../src/auth/limit_status.ts";
 import { setLimit } from "../../src/auth/limits.ts";
 import type { LimitLeaseRequest, Store } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
@@ -28,7 +29,7 @@ function limiterDrawing(app: TestApp, spread: number) {
     store,
     clock: app.clock,
     leaseAhead: true,
-    random: () => spread,
+    drawAheadSpread: () => spread,
   });
   return { limiter, calls };
 }
@@ -50,17 +51,23 @@ Deno.test("limiter: a key drawn at the spread's far end leases ahead 15 s before
   const near = limiterDrawing(app, 0);
   const both = [far, near];
 
-  // Steady traffic on both, five a second, from 20 s before the boundary to 14 s before it.
-  app.clock.set(window.end - 20_000);
-  while (app.clock.now() <= window.end - 14_000) {
-    for (const { limiter } of both) {
-      const statuses = limiter.admit(owner);
-      if (statuses instanceof Promise) await statuses;
-      await limiter.settle();
+  /** Steady traffic on both, five a second, up to `until` before the boundary. */
+  async function trafficUntil(until: number) {
+    while (app.clock.now() <= window.end - until) {
+      for (const { limiter } of both) {
+        const statuses = limiter.admit(owner);
+        if (statuses instanceof Promise) await statuses;
+        await limiter.settle();
+      }
+      app.clock.advance(200);
     }
-    app.clock.advance(200);
   }
+  app.clock.set(window.end - 20_000);
+  await trafficUntil(15_200);
+  assert.deepEqual(far.calls, ["now"], "not before its 15 s");
+  await trafficUntil(15_000);
   assert.deepEqual(far.calls, ["now", "ahead"], "the far end leased ahead 15 s before the end");
+  await trafficUntil(14_000);
   assert.deepEqual(near.calls, ["now"], "the near end has not yet");
   const farAhead = far.limiter.readUnitsAhead(keyId);
   assert.ok(farAhead >= 1, `units leased ahead: ${farAhead}`);
@@ -84,6 +91,98 @@ Deno.test("limiter: a key drawn at the spread's far end leases ahead 15 s before
   assert.deepEqual(near.calls, ["now", "ahead"]);
   for (const { limiter } of both) await limiter.stop();
   assert.equal(await usedAt(app, owner, window.end + 30), 2, "a clean stop returns the rest");
+});
+
+Deno.test("limiter: a key refused through the spread keeps the units it leased ahead where the next window is contested; after the boundary it admits at once", async () => {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  using _ = app;
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 10,
+    period: "minute",
+  });
+  const owner = { apiKeyId: keyId, userId };
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  const { limiter, calls } = limiterDrawing(app, 1);
+  const refused = async () => {
+    try {
+      await limiter.admit(owner);
+      return false;
+    } catch (error) {
+      if (error instanceof LimitExceeded) return true;
+      throw error;
+    }
+  };
+  // The window's 10 spent 20 s before its end; another server holds half the next window's.
+  app.clock.set(window.end - 20_000);
+  for (let i = 0; i < 10; i++) assert.equal(await refused(), false);
+  assert.equal(await refused(), true);
+  const [[other]] = await app.store.leaseLimits([{
+    ...owner,
+    now: app.clock.now(),
+    want: () => 5,
+    ahead: true,
+  }]);
+  assert.equal(other.granted, 5);
+
+  // Refused through the spread, twice a second: the first refusal in it leases ahead.
+  app.clock.set(window.end - 15_000);
+  assert.equal(await refused(), true);
+  await limiter.settle();
+  assert.equal(calls.at(-1), "ahead");
+  const ahead = limiter.readUnitsAhead(keyId);
+  assert.ok(ahead >= 1, `units leased ahead: ${ahead}`);
+  while (app.clock.now() < window.end - 1_000) {
+    app.clock.advance(500);
+    assert.equal(await refused(), true);
+    await limiter.flush(); // the idle return, as its timer runs it
+  }
+  assert.equal(limiter.readUnitsAhead(keyId), ahead, "kept: a refused request is use");
+
+  app.clock.set(window.end + 10);
+  const leased = calls.length;
+  assert.ok(!(limiter.admit(owner) instanceof Promise), "admitted from the units leased ahead");
+  assert.equal(calls.length, leased);
+  await limiter.stop();
+});
+
+Deno.test("limiter: units leased ahead that the idle return gave back are leased ahead again when the key comes back before the boundary", async () => {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  using _ = app;
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max: 100,
+    period: "minute",
+  });
+  const owner = { apiKeyId: keyId, userId };
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  const { limiter, calls } = limiterDrawing(app, 1);
+  // Another server holds 60 of the next window's 100: contested.
+  await app.store.leaseLimits([{
+    ...owner,
+    now: window.start + 1_000,
+    want: () => 60,
+    ahead: true,
+  }]);
+  app.clock.set(window.end - 16_000);
+  for (let i = 0; i < 10; i++) {
+    await limiter.admit(owner);
+    app.clock.advance(200);
+  }
+  await limiter.settle();
+  assert.equal(calls.filter((call) => call === "ahead").length, 1);
+  assert.ok(limiter.readUnitsAhead(keyId) >= 1);
+  // Two idle seconds: the idle return gives them back.
+  app.clock.advance(2_000);
+  await limiter.flush();
+  assert.equal(limiter.readUnitsAhead(keyId), 0);
+  // The key comes back before the boundary: it leases ahead again.
+  const before = calls.length;
+  await limiter.admit(owner);
+  await limiter.settle();
+  assert.ok(calls.slice(before).includes("ahead"), `leased ahead again: ${calls.slice(before)}`);
+  assert.ok(limiter.readUnitsAhead(keyId) >= 1);
+  await limiter.stop();
 });
 
 Deno.test("createLimitKeys(): each key's entry draws its own place in the spread, and a remade entry draws again", () => {
