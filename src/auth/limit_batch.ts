@@ -7,8 +7,9 @@
  * in the next one.
  *
  * A quiet thread leases at once (the first key waits only for the next turn of the event loop,
- * where the other keys of the same burst join it). Nothing here is about counting: the store's
- * transaction keeps the sum of a window's grants within its limit whatever a batch holds.
+ * where the other keys of the same burst join it), but for leases no request waits for (leases
+ * ahead), which gather for up to {@link GATHER_MS} first. Nothing here is about counting: the
+ * store's transaction keeps the sum of a window's grants within its limit whatever a batch holds.
  *
  * @module
  */
@@ -17,11 +18,12 @@
 export const MAX_BATCH = 256;
 
 /**
- * A batch of background items only waits this long for more to join it. Leases ahead come due a
- * few at a time through a window's last seconds (limit_ahead.ts), and a store call that answers at
- * once (SQLite's) would otherwise take them a few keys a call: a write transaction each. Their
- * margin is at least a quarter second (a per-second window's quarter), so this leaves the call
- * most of it; an item a request waits for never waits for it, and takes the gathered ones along.
+ * A batch of background items only runs once the oldest of them has waited this long for more to
+ * join it (or a batch's worth is queued). Leases ahead come due a few at a time through a window's
+ * last seconds (limit_ahead.ts), and a store call that answers at once (SQLite's) would otherwise
+ * take them a few keys a call: a write transaction each. Their margin is at least a quarter second
+ * (a per-second window's quarter), so this leaves the call more than half of it; an item a request
+ * waits for never waits for it, and takes the gathered ones along.
  */
 export const GATHER_MS = 100;
 
@@ -58,6 +60,8 @@ interface Waiter<T> {
   item: T;
   resolve(): void;
   reject(error: unknown): void;
+  /** When it was queued (`performance.now()`): background items gather from the oldest's. */
+  queuedAt: number;
 }
 
 /**
@@ -79,14 +83,18 @@ export function createLeaseBatcher<T>(
 
   /**
    * Schedules the next batch unless one runs: at the next turn of the event loop when an item a
-   * request waits for is queued (sooner than a gathering timer), else after {@link GATHER_MS}.
+   * request waits for is queued, or a batch's worth of background items (sooner than a gathering
+   * timer), else once the oldest background item has waited {@link GATHER_MS}.
    */
   function schedule(): void {
     if (running) return;
-    const gathering = queue.length === 0;
+    const gathering = queue.length === 0 && background.length < maxBatch;
     if (scheduled !== undefined && (gathering || !scheduled.gathering)) return;
     if (scheduled !== undefined) clearTimeout(scheduled.timer);
-    scheduled = { timer: setTimeout(() => void flush(), gathering ? gatherMs : 0), gathering };
+    const delay = gathering
+      ? Math.max(0, background[0].queuedAt + gatherMs - performance.now())
+      : 0;
+    scheduled = { timer: setTimeout(() => void flush(), delay), gathering };
   }
 
   /** The queued items still to do; those over are settled. */
@@ -132,7 +140,8 @@ export function createLeaseBatcher<T>(
       });
     } finally {
       running = false;
-      // The keys that asked meanwhile go at once, together (background ones gather first).
+      // The keys that asked meanwhile go at once, together (background ones once the oldest has
+      // gathered long enough, counted from when it was queued).
       if (queue.length > 0) void flush();
       else if (background.length > 0) schedule();
     }
@@ -141,7 +150,8 @@ export function createLeaseBatcher<T>(
   return {
     lease(item, leaseOptions) {
       const settled = new Promise<void>((resolve, reject) => {
-        (leaseOptions?.background ? background : queue).push({ item, resolve, reject });
+        const waiter = { item, resolve, reject, queuedAt: performance.now() };
+        (leaseOptions?.background ? background : queue).push(waiter);
       });
       schedule();
       return settled;

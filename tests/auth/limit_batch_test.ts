@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createLeaseBatcher, GATHER_MS, MAX_BATCH } from "../../src/auth/limit_batch.ts";
+import { createLeaseBatcher, MAX_BATCH } from "../../src/auth/limit_batch.ts";
 
 /** A batch run that records its batches and holds each open until released. */
 function heldRun() {
@@ -140,45 +140,75 @@ Deno.test("createLeaseBatcher() settles an item that is over without running it,
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-Deno.test("createLeaseBatcher() lets a batch of background items only gather for gatherMs; those asked meanwhile join it", async () => {
-  assert.equal(GATHER_MS, 100);
+Deno.test("createLeaseBatcher() lets a batch of background items only gather for gatherMs from the oldest; those asked meanwhile join it", async () => {
   const held = heldRun();
-  const batcher = createLeaseBatcher(held.run, { gatherMs: 200 });
+  const batcher = createLeaseBatcher(held.run, { gatherMs: 1_000 });
   const started = held.started();
-  const began = Date.now();
+  const began = performance.now();
   const leases = [batcher.lease(100, { background: true })];
-  await sleep(50);
+  await sleep(100);
   assert.deepEqual(held.batches, [], "still gathering");
   leases.push(batcher.lease(101, { background: true }));
   await started;
-  assert.ok(Date.now() - began >= 190, `gathered for ${Date.now() - began} ms`);
+  const waited = performance.now() - began;
+  assert.ok(waited >= 990 && waited < 1_500, `gathered from the oldest: ${waited} ms`);
   assert.deepEqual(held.batches, [[100, 101]]);
   held.release();
   await Promise.all(leases);
-
-  // After a batch, background items asked meanwhile gather again before the next.
-  const next = held.started();
-  const more = [batcher.lease(102, { background: true })];
-  await sleep(0);
-  more.push(batcher.lease(103, { background: true }));
-  await next;
-  assert.deepEqual(held.batches[1], [102, 103]);
-  held.release();
-  await Promise.all(more);
 });
 
-Deno.test("createLeaseBatcher() runs an item a request waits for at once, with the background items gathered so far", async () => {
+Deno.test("createLeaseBatcher() gathers the background items asked during a batch from when they were asked, and runs a batch's worth at once", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run, { gatherMs: 300, maxBatch: 3 });
+  let started = held.started();
+  const first = batcher.lease(1);
+  await started;
+  // Asked while the batch runs, which then takes 400 ms: gathered long enough by its end.
+  started = held.started();
+  const during = batcher.lease(100, { background: true });
+  await sleep(400);
+  const ended = performance.now();
+  held.release();
+  await first;
+  await started;
+  assert.ok(performance.now() - ended < 200, "no second gathering after the batch");
+  assert.deepEqual(held.batches[1], [100]);
+  held.release();
+  await during;
+
+  // A batch's worth of background items does not wait for more.
+  started = held.started();
+  const asked = performance.now();
+  const full = [101, 102, 103].map((item) => batcher.lease(item, { background: true }));
+  await started;
+  assert.ok(performance.now() - asked < 200, "a full batch runs at once");
+  assert.deepEqual(held.batches[2], [101, 102, 103]);
+  held.release();
+  await Promise.all(full);
+});
+
+Deno.test("createLeaseBatcher() runs an item a request waits for at once, with the background items gathered so far, also after a batch", async () => {
   const held = heldRun();
   const batcher = createLeaseBatcher(held.run, { gatherMs: 10_000 });
-  const started = held.started();
-  const began = Date.now();
+  let started = held.started();
+  const began = performance.now();
   const ahead = batcher.lease(100, { background: true });
   await sleep(20);
   const waited = batcher.lease(1);
   await started;
-  assert.ok(Date.now() - began < 5_000, "not after the gathering time");
+  assert.ok(performance.now() - began < 5_000, "not after the gathering time");
   assert.deepEqual(held.batches, [[1, 100]]);
+  // A background item asked during that batch gathers after it; a request's item cuts it short.
+  started = held.started();
+  const later = batcher.lease(101, { background: true });
   held.release();
   await Promise.all([ahead, waited]);
-  assert.equal(batcher.readBatches(), 1);
+  await sleep(20);
+  assert.equal(held.batches.length, 1, "gathering");
+  const cut = batcher.lease(2);
+  await started;
+  assert.deepEqual(held.batches[1], [2, 101]);
+  held.release();
+  await Promise.all([later, cut]);
+  assert.equal(batcher.readBatches(), 2);
 });
