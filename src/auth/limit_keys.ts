@@ -47,10 +47,10 @@ export interface LimitKeys {
 }
 
 /**
- * Creates an empty table of keys; `random` draws each key's place in the spread of leases ahead
- * (`KeySlots.aheadSpread`), a number from 0 to 1.
+ * Creates an empty table of keys; `drawAheadSpread` draws each key's place in the spread of
+ * leases ahead (`KeySlots.aheadSpread`), a number from 0 to 1.
  */
-export function createLimitKeys(random: () => number = Math.random): LimitKeys {
+export function createLimitKeys(drawAheadSpread: () => number = Math.random): LimitKeys {
   const entries = new Map<number, LimitEntry>();
   const keysOfUser = new Map<number, Set<number>>();
   let returns: LimitReturn[] = [];
@@ -75,7 +75,7 @@ export function createLimitKeys(random: () => number = Math.random): LimitKeys {
           owner: { apiKeyId: owner.apiKeyId, userId: owner.userId },
           waiting: 0,
           lastUseAt: now,
-          aheadSpread: random(),
+          aheadSpread: drawAheadSpread(),
         };
         entries.set(owner.apiKeyId, entry);
         let keys = keysOfUser.get(owner.userId);

@@ -48,7 +48,7 @@ function limiterOver(app: TestApp) {
     store,
     clock: app.clock,
     leaseAhead: true,
-    random: () => 0,
+    drawAheadSpread: () => 0,
     metrics: {
       limitedRequest: () => {},
       limitStoreUnavailable: () => {},
@@ -71,7 +71,7 @@ async function admitEvery100Ms(app: TestApp, limiter: Limiter, owner: Owner, cou
 const usedAt = async (app: TestApp, owner: Owner, now: number) =>
   (await app.store.listLimitUsage(owner, now))[0].used;
 
-Deno.test("limiter: once stop() has begun no top-up or lease ahead starts, only the leases requests wait for; start() resumes them", async () => {
+Deno.test("limiter: once stop() has begun no top-up or lease ahead starts, only the leases requests wait for; start() resumes the leases ahead", async () => {
   const { app, userId, keyId } = await setUpLimitsApp();
   using _ = app;
   await setMinuteRate(app, keyId, 6_400);

@@ -21,8 +21,13 @@ import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";
 import { createAuditAppender } from "./audit_append.ts";
 import { isWriteStatement, toCountedStatement } from "./counted_statement.ts";
-import { createTransactions, type GrantCounts, refuseAfterSyncFailure } from "./transactions.ts";
-import { openWalSyncGroup, type WalSyncGroup, type WalSyncRunner } from "./wal_sync.ts";
+import { createTransactions, type GrantCounts } from "./transactions.ts";
+import {
+  openWalSyncGroup,
+  refuseAfterSyncFailure,
+  type WalSyncGroup,
+  type WalSyncRunner,
+} from "./wal_sync.ts";
 
 /** Bytes of the database file that reads go through a memory map for. */
 export const MMAP_BYTES = 256 * 1024 * 1024;

@@ -11,7 +11,7 @@
  * @module
  */
 import type { DatabaseSync } from "node:sqlite";
-import { toSyncFailureError, type WalSyncGroup } from "./wal_sync.ts";
+import { refuseAfterSyncFailure, type WalSyncGroup } from "./wal_sync.ts";
 
 /** Grant-ending statements run on a connection (see connection.ts, `Connection.sql`). */
 export interface GrantCounts {
@@ -121,13 +121,6 @@ export function createTransactions(deps: TransactionDeps) {
       }
     },
   };
-}
-
-/** Fails a write before it starts once a WAL sync has failed (see wal_sync.ts). */
-export function refuseAfterSyncFailure(syncWal: WalSyncGroup | undefined): void {
-  const failure = syncWal?.findSyncFailure();
-  if (failure === undefined) return;
-  throw toSyncFailureError(failure);
 }
 
 /**

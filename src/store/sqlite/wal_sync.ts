@@ -124,3 +124,10 @@ export function toSyncFailureError(reason: string, cause?: unknown): StoreUnavai
 }
 
 function noop(): void {}
+
+/** Fails a write before it starts once a WAL sync has failed. */
+export function refuseAfterSyncFailure(syncWal: WalSyncGroup | undefined): void {
+  const failure = syncWal?.findSyncFailure();
+  if (failure === undefined) return;
+  throw toSyncFailureError(failure);
+}
