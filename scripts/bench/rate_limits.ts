@@ -11,7 +11,6 @@
  *
  * @module
  */
-import { AHEAD_SPREAD_MS } from "../../src/auth/limit_ahead.ts";
 import { main as admin } from "../../src/cli/main.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { createPasswordHasher } from "../../src/passwords/passwords.ts";
@@ -133,12 +132,11 @@ async function warmLeases(
   label: string,
   servers: Server[],
   seconds?: number,
-): Promise<number> {
+): Promise<void> {
   for (let run = 0; run <= MORE_WARM_UPS; run++) {
     const warm = await measureLeases(ctx, `${label}, warm-up ${run + 1}`, servers, seconds);
     if (warm.keysLeasedPer1000 < 1) break;
   }
-  return Date.now();
 }
 
 /**
@@ -172,66 +170,54 @@ type Side = "without" | "with" | "quiet";
 
 /** The limits' shortest window: the section's rate is per minute. */
 const WINDOW_MS = 60_000;
-/** How long each unmeasured warm-up after a rest over a boundary runs, at most. */
-const REWARM_SECONDS = 3;
-/**
- * A limited round does not begin this close before a boundary: its server, rested, would meet
- * the boundary before its keys' first requests had leased ahead. It waits for the boundary to
- * pass, and is warmed again.
- */
-const BOUNDARY_GUARD_MS = 3_000;
-/** A rest longer than this inside a boundary's spread of leases ahead calls for a warm-up. */
-const SPREAD_REST_MS = 1_000;
+/** A limited side serves at least this long, unmeasured, before each of its rounds. */
+const MIN_SERVE_MS = 5_000;
+/** Where in the minute the first limited round begins (clear of the boundary itself). */
+const PHASE_OFFSET_MS = 2_500;
 
 /**
- * Why a limited server that rested since `restedSince` needs warming before a round at `now`, if
- * it does: its rest spanned a boundary, or it rested into the spread of leases ahead before the
- * next one (where a serving server leases each key ahead at its own moment, and a rested one would
- * lease them all at its round's start).
+ * Where in the minute a limited side's round `round` (from 1) of `rounds` begins: evenly spaced
+ * over the minute, the same for every side, so that each side's rounds sample the minute alike
+ * (the leases ahead of a boundary fall in its last 15 s: limit_ahead.ts, `AHEAD_SPREAD_MS`).
  */
-function toRewarmReason(restedSince: number, now: number): string | undefined {
-  if (Math.floor(now / WINDOW_MS) !== Math.floor(restedSince / WINDOW_MS)) {
-    return "after a boundary";
-  }
-  const spreadFrom = (Math.floor(now / WINDOW_MS) + 1) * WINDOW_MS - AHEAD_SPREAD_MS;
-  if (now > spreadFrom && now - Math.max(restedSince, spreadFrom) > SPREAD_REST_MS) {
-    return "in a boundary's spread";
-  }
-  return undefined;
+export function toRoundPhase(round: number, rounds: number): number {
+  return (Math.round((round - 1) * WINDOW_MS / rounds) + PHASE_OFFSET_MS) % WINDOW_MS;
+}
+
+/** How long from `now` until the minute next reaches `phase`. */
+const untilPhase = (now: number, phase: number) =>
+  (phase - now % WINDOW_MS + WINDOW_MS) % WINDOW_MS;
+
+/** How long from `now` until the minute reaches `phase`, at least {@link MIN_SERVE_MS}. */
+export function toPhaseWait(now: number, phase: number): number {
+  const wait = untilPhase(now, phase);
+  return wait < MIN_SERVE_MS ? wait + WINDOW_MS : wait;
 }
 
 /**
- * One limited side's rounds. The rounds alternate, so each server rests while the others run; a
- * server serving continuously would have leased its keys' next window ahead of each boundary, in
- * the background, each key at its own moment of the spread, but one resting over a boundary leased
- * nothing ahead, and its next round would begin with every key's first request waiting for a
- * lease, and one resting into the spread would lease every key ahead at its round's start: costs
- * of the bench's alternation, not of the limiter. So such a side is warmed again (unmeasured,
- * repeated while keys lease, noted like every run) before its round, and a round does not begin in
- * the last {@link BOUNDARY_GUARD_MS} before a boundary (it waits, and is warmed after it), checked
- * again after each warm-up; a boundary that falls later inside a measured round is measured.
+ * One limited side's rounds. The rounds alternate, so each server would rest while the others
+ * run; but a server with per-minute limits behaves by where it is in the minute and by whether it
+ * served up to then (a serving server leases each key's next window ahead at its own moment of a
+ * boundary's last 15 s, a rested one leased nothing ahead and leases all its keys at once when it
+ * resumes). With three sides of about 11 s a round, each side also kept nearly one phase from
+ * minute to minute, so one side's median round fell inside the spread and another's never. So a
+ * limited side serves (the same load, unmeasured, noted like every run) from when its turn comes
+ * until its round's phase ({@link toRoundPhase}, at least {@link MIN_SERVE_MS}), and its round
+ * begins with no rest, at the same phases for every side; a boundary or spread inside a round is
+ * measured.
  */
-function limitedRounds(ctx: BenchContext, label: string, servers: Server[], restedSince: number) {
+function limitedRounds(ctx: BenchContext, label: string, servers: Server[]) {
   let round = 0;
   return async (): Promise<Measured> => {
     round++;
-    for (;;) {
-      const toBoundary = WINDOW_MS - Date.now() % WINDOW_MS;
-      if (toBoundary < BOUNDARY_GUARD_MS) {
-        await new Promise((resolve) => setTimeout(resolve, toBoundary + 50));
-        continue;
-      }
-      const reason = toRewarmReason(restedSince, Date.now());
-      if (reason === undefined) break;
-      // Repeated while keys still lease, as the first warm-up is: two PostgreSQL instances need
-      // more than one short run to lease 10,000 keys again.
-      const seconds = Math.min(ctx.duration, REWARM_SECONDS);
-      await warmLeases(ctx, `${label}, round ${round}, ${reason}`, servers, seconds);
-      restedSince = Date.now();
-    }
-    const result = await measureLeases(ctx, `${label}, round ${round}`, servers);
-    restedSince = Date.now();
-    return result;
+    const phase = toRoundPhase(round, ctx.rounds);
+    const seconds = Math.floor(toPhaseWait(Date.now(), phase) / 1000);
+    await measureLeases(ctx, `${label}, round ${round}, serving until its phase`, servers, seconds);
+    // wrk stops on a whole second: under a second may be left (a short rest), or the phase may
+    // have just passed (then the round begins at once).
+    const left = untilPhase(Date.now(), phase);
+    if (left < 1_000) await new Promise((resolve) => setTimeout(resolve, left));
+    return await measureLeases(ctx, `${label}, round ${round}`, servers);
   };
 }
 
@@ -246,14 +232,14 @@ async function compare(
 ): Promise<Partial<Record<Side, Measured>> & Record<"without" | "with", Measured>> {
   await measureAll(ctx, servers.without); // warm: caches full
   // Warm: caches full, and the sampled keys leased (warm-ups repeat while they still lease).
-  const warmedWith = await warmLeases(ctx, `${label}, with limits`, servers.with);
+  await warmLeases(ctx, `${label}, with limits`, servers.with);
   const quiet = servers.quiet;
-  const warmedQuiet = quiet && await warmLeases(ctx, `${label}, with limits, headers off`, quiet);
+  if (quiet !== undefined) await warmLeases(ctx, `${label}, with limits, headers off`, quiet);
   const runs = await ctx.alternate(label, {
     without: () => measureAll(ctx, servers.without),
-    with: limitedRounds(ctx, `${label}, with limits`, servers.with, warmedWith),
+    with: limitedRounds(ctx, `${label}, with limits`, servers.with),
     ...(quiet === undefined ? {} : {
-      quiet: limitedRounds(ctx, `${label}, with limits, headers off`, quiet, warmedQuiet || 0),
+      quiet: limitedRounds(ctx, `${label}, with limits, headers off`, quiet),
     }),
   });
   return runs as Partial<Record<Side, Measured>> & Record<"without" | "with", Measured>;
