@@ -34,19 +34,24 @@ function limiterDrawing(app: TestApp, spread: number) {
   return { limiter, calls };
 }
 
+/** Alice's key with a rate of `max` a minute, and the window after the clock's. */
+async function setUpMinuteRate(max: number) {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
+    kind: "rate",
+    max,
+    period: "minute",
+  });
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  return { app, keyId, owner: { apiKeyId: keyId, userId }, window };
+}
+
 const usedAt = async (app: TestApp, owner: { apiKeyId: number; userId: number }, now: number) =>
   (await app.store.listLimitUsage(owner, now))[0].used;
 
 Deno.test("limiter: a key drawn at the spread's far end leases ahead 15 s before the boundary; one drawn at its near end waits for its margin", async () => {
-  const { app, userId, keyId } = await setUpLimitsApp();
+  const { app, owner, keyId, window } = await setUpMinuteRate(10_000);
   using _ = app;
-  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
-    kind: "rate",
-    max: 10_000,
-    period: "minute",
-  });
-  const owner = { apiKeyId: keyId, userId };
-  const window = toLimitWindow("minute", app.clock.now() + 60_000);
   const far = limiterDrawing(app, 1);
   const near = limiterDrawing(app, 0);
   const both = [far, near];
@@ -94,15 +99,8 @@ Deno.test("limiter: a key drawn at the spread's far end leases ahead 15 s before
 });
 
 Deno.test("limiter: a key refused through the spread keeps the units it leased ahead where the next window is contested; after the boundary it admits at once", async () => {
-  const { app, userId, keyId } = await setUpLimitsApp();
+  const { app, owner, keyId, window } = await setUpMinuteRate(10);
   using _ = app;
-  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
-    kind: "rate",
-    max: 10,
-    period: "minute",
-  });
-  const owner = { apiKeyId: keyId, userId };
-  const window = toLimitWindow("minute", app.clock.now() + 60_000);
   const { limiter, calls } = limiterDrawing(app, 1);
   const refused = async () => {
     try {
@@ -147,15 +145,8 @@ Deno.test("limiter: a key refused through the spread keeps the units it leased a
 });
 
 Deno.test("limiter: units leased ahead that the idle return gave back are leased ahead again when the key comes back before the boundary", async () => {
-  const { app, userId, keyId } = await setUpLimitsApp();
+  const { app, owner, keyId, window } = await setUpMinuteRate(100);
   using _ = app;
-  await setLimit(limitChangeDeps(app), { scope: "key", key: { id: keyId } }, {
-    kind: "rate",
-    max: 100,
-    period: "minute",
-  });
-  const owner = { apiKeyId: keyId, userId };
-  const window = toLimitWindow("minute", app.clock.now() + 60_000);
   const { limiter, calls } = limiterDrawing(app, 1);
   // Another server holds 60 of the next window's 100: contested.
   await app.store.leaseLimits([{
