@@ -70,7 +70,7 @@ function isAheadDue(slot: Slot, now: number, refused: boolean, spread: number): 
 export function markAheadDue(key: KeySlots, now: number, refused = false): boolean {
   let due = false;
   for (const slot of key.slots ?? []) {
-    if (!isAheadDue(slot, now, refused, key.aheadSpread ?? 0)) continue;
+    if (!isAheadDue(slot, now, refused, key.aheadSpread)) continue;
     slot.aheadStart = slot.windowEnd;
     slot.ahead = 0;
     // Until the answer says: a failed (or refused) lease ahead carries no earlier window's count.

@@ -81,7 +81,7 @@ export interface KeySlots {
    * earlier than its margin says) to 1 (`AHEAD_SPREAD_MS` before its window ends); drawn when the
    * thread makes the key's entry.
    */
-  aheadSpread?: number;
+  aheadSpread: number;
 }
 
 /**

@@ -15,12 +15,12 @@
  * tops up its current one, limit_keys.ts holds the keys and the units on their way back,
  * limit_leases.ts runs the leases (the store calls, the outage's outcomes, the leases ahead and
  * top-ups), limit_batch.ts coalesces the leases of the keys that need units at once into one store
- * call, limit_split.ts retries a failed batch in halves, limit_status.ts is what the edge's `RateLimit`
- * headers are made of, change_follower.ts follows the change feed.
+ * call, limit_split.ts retries a failed batch in halves, limit_status.ts is what the edge's
+ * `RateLimit` headers are made of, change_follower.ts follows the change feed.
  *
  * Leases ahead: a key used in the last part of its window (each key at its own moment in the last
- * 15 s, so that a boundary's leases spread) leases its next window's units in the
- * background (through the same batcher, so many keys share one store call), counted by the store
+ * 15 s, so that a boundary's leases spread) leases its next window's units in the background
+ * (through the same batcher, so many keys share one store call), counted by the store
  * against that next window, so that at the boundary its requests admit from units already in
  * hand instead of all waiting for a lease at once (a key refused there leases ahead too). The
  * request that starts it does not wait for it, and its failure neither refuses nor opens anything

@@ -53,7 +53,7 @@ Deno.test("toRate(): a hundred requests released at once, 3 ms after a lease, re
 
 Deno.test("keep(): a lease within RATE_SAMPLE_MS of the last measure leaves the rate to the next one", () => {
   const slot = slotOf({ admitted: 100, local: 0 });
-  const key = { slots: [slot], waiting: 0, lastUseAt: START };
+  const key = { slots: [slot], waiting: 0, lastUseAt: START, aheadSpread: 0 };
   const slice = {
     rule: RULE,
     subjectId: 1,

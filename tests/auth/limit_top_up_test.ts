@@ -89,7 +89,7 @@ Deno.test("a top-up also asks for a limit out of units, for the requests that wa
 
 Deno.test("keep(): a lease answered after its slot rolled into the next window leaves that window's units alone", () => {
   const slot = slotOf({ local: 1, ahead: 40, aheadStart: START + 60_000, aheadUsed: 90 });
-  const key = { slots: [slot], waiting: 0, lastUseAt: MID };
+  const key = { slots: [slot], waiting: 0, lastUseAt: MID, aheadSpread: 0 };
   const round = startLeaseRound(key, START + 58_000, isTopUpDue);
   assert.equal(round.want(RULE, 1_000) > 0, true, "due when asked");
   // The boundary passes while the store call is under way: the slot rolls to its units ahead.

@@ -353,7 +353,7 @@ Deno.test("markAheadDue() forgets the next window's count of an earlier lease ah
     aheadStart: window.start,
     aheadUsed: 70,
   };
-  const key = { slots: [slot], waiting: 0, lastUseAt: 0 };
+  const key = { slots: [slot], waiting: 0, lastUseAt: 0, aheadSpread: 0 };
   assert.equal(markAheadDue(key, window.end - 100), true);
   assert.equal(slot.aheadStart, window.end);
   // The lease ahead failed (no answer): at the boundary the slot rolls to nothing known.
