@@ -180,7 +180,7 @@ const PHASE_OFFSET_MS = 2_500;
  * over the minute, the same for every side, so that each side's rounds sample the minute alike
  * (the leases ahead of a boundary fall in its last 15 s: limit_ahead.ts, `AHEAD_SPREAD_MS`).
  */
-export function toRoundPhase(round: number, rounds: number): number {
+function toRoundPhase(round: number, rounds: number): number {
   return (Math.round((round - 1) * WINDOW_MS / rounds) + PHASE_OFFSET_MS) % WINDOW_MS;
 }
 
@@ -189,7 +189,7 @@ const untilPhase = (now: number, phase: number) =>
   (phase - now % WINDOW_MS + WINDOW_MS) % WINDOW_MS;
 
 /** How long from `now` until the minute reaches `phase`, at least {@link MIN_SERVE_MS}. */
-export function toPhaseWait(now: number, phase: number): number {
+function toPhaseWait(now: number, phase: number): number {
   const wait = untilPhase(now, phase);
   return wait < MIN_SERVE_MS ? wait + WINDOW_MS : wait;
 }
