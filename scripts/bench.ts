@@ -20,11 +20,13 @@
  *
  * Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N]
  *                        [--rounds N] [--revocations N] [--only SECTIONS] [--output FILE]
- *                        [--no-write] [--baseline REV] [--mix-rates LIST] [--mix-a-flags FLAGS]
+ *                        [--no-write] [--baseline REV] [--mix-rates LIST]
+ *                        [--mix-limit-rates LIST|none] [--mix-a-flags FLAGS]
  *
  * `--baseline REV` checks out an earlier revision (scripts/bench/baseline.ts) and the sections
  * that compare with "before" run it too, in the same run: the PostgreSQL section's all-miss row.
- * `--mix-rates 0,1000` runs only those rows of the production mix; `--mix-a-flags` adds Deno flags
+ * `--mix-rates 0,1000` runs only those rows of the production mix, `--mix-limit-rates 10,100` its
+ * rows with limits on every key at those rates (`none`: no such row); `--mix-a-flags` adds Deno flags
  * to its instance A (`--mix-a-flags "--cpu-prof --cpu-prof-dir=/tmp/prof"` profiles what following
  * the changes costs the instance that serves reads).
  *
@@ -55,7 +57,8 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<SectionReport>> = 
 const NAMES = Object.keys(SECTIONS);
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +
   `[--rounds N] [--revocations N] [--only ${NAMES.join(",")}] [--output FILE] [--no-write] ` +
-  "[--baseline REV] [--mix-rates 0,10,100,1000] [--mix-a-flags 'DENO FLAGS']";
+  "[--baseline REV] [--mix-rates 0,10,100,1000] [--mix-limit-rates 100|none] " +
+  "[--mix-a-flags 'DENO FLAGS']";
 
 const { values: flags } = parseArgs({
   args: Deno.args,
@@ -72,6 +75,7 @@ const { values: flags } = parseArgs({
     baseline: { type: "string" },
     "mix-rates": { type: "string" },
     "mix-a-flags": { type: "string" },
+    "mix-limit-rates": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -88,7 +92,7 @@ for (const name of only) {
 }
 /** A run of some sections or rows only, or with A profiled: printed, never written into the docs. */
 const partial = NAMES.some((name) => !only.includes(name)) || flags["mix-rates"] !== undefined ||
-  flags["mix-a-flags"] !== undefined;
+  flags["mix-a-flags"] !== undefined || flags["mix-limit-rates"] !== undefined;
 if (!(await commandExists("wrk"))) {
   console.error("bench: wrk is missing: install it with `apt-get install wrk` (Debian/Ubuntu)");
   Deno.exit(1);
@@ -99,17 +103,24 @@ if (flags.baseline !== undefined && await resolveRevision(flags.baseline) === un
   Deno.exit(2);
 }
 
-const mixRates = flags["mix-rates"]?.split(",").map((rate) => rate.trim());
-if (
-  mixRates !== undefined &&
-  (mixRates.some((rate) => !/^\d+$/.test(rate)) ||
-    new Set(mixRates.map(Number)).size !== mixRates.length)
-) {
-  console.error(
-    `bench: --mix-rates: expected distinct whole numbers of revocations/s, like "0,1000"`,
-  );
-  Deno.exit(2);
+/** A list of distinct whole numbers of revocations/s (`none`: an empty list), or one line, exit 2. */
+function parseRates(flag: string, example: string): number[] | undefined {
+  const value = flags[flag as "mix-rates" | "mix-limit-rates"];
+  if (value === undefined) return undefined;
+  if (flag === "mix-limit-rates" && value.trim() === "none") return [];
+  const rates = value.split(",").map((rate) => rate.trim());
+  if (
+    rates.some((rate) => !/^\d+$/.test(rate)) || new Set(rates.map(Number)).size !== rates.length
+  ) {
+    console.error(
+      `bench: --${flag}: expected distinct whole numbers of revocations/s, like "${example}"`,
+    );
+    Deno.exit(2);
+  }
+  return rates.map(Number);
 }
+const mixRates = parseRates("mix-rates", "0,1000");
+const mixLimitRates = parseRates("mix-limit-rates", "100");
 
 const options = {
   tokens: Number(flags.tokens),
@@ -120,7 +131,8 @@ const options = {
   revocations: Number(flags.revocations),
   taskset: await commandExists("taskset"),
   baselineRev: flags.baseline,
-  mixRates: mixRates?.map(Number),
+  mixRates,
+  mixLimitRates,
   mixADenoFlags: flags["mix-a-flags"]?.split(" ").filter((flag) => flag !== ""),
 };
 const ctx = await createBenchContext(options);
@@ -138,7 +150,10 @@ const command = `deno task bench --tokens ${options.tokens} --duration ${options
   (options.revocations === 200 ? "" : ` --revocations ${options.revocations}`) +
   (partial ? ` --only ${only.join(",")}` : "") +
   (options.baselineRev === undefined ? "" : ` --baseline ${options.baselineRev}`) +
-  (mixRates === undefined ? "" : ` --mix-rates ${mixRates.join(",")}`);
+  (mixRates === undefined ? "" : ` --mix-rates ${mixRates.join(",")}`) +
+  (mixLimitRates === undefined
+    ? ""
+    : ` --mix-limit-rates ${mixLimitRates.length === 0 ? "none" : mixLimitRates.join(",")}`);
 const results = await formatReport({ ...options, command }, reports, ctx.notes);
 console.log(results);
 if (partial) {

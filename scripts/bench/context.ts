@@ -33,6 +33,8 @@ export interface BenchOptions {
   mixRates?: number[];
   /** `--mix-a-flags`: extra Deno flags of the production mix's instance A (e.g. `--cpu-prof`). */
   mixADenoFlags?: string[];
+  /** `--mix-limit-rates`: the production mix's rates with a row with limits too (default: 100). */
+  mixLimitRates?: number[];
 }
 
 /** One section's results: a heading, optional prose around its rows, and the rows. */

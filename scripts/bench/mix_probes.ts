@@ -93,9 +93,9 @@ export function formatLearned(before: Map<number, number>, after: Map<number, nu
 }
 
 /**
- * A's grant-cache hits and misses, its change-delay histogram, and on PostgreSQL the
- * notifications it received and whether its listener is up, from its /metrics (plain HTTP, else
- * HTTPS).
+ * A's grant-cache hits and misses, its change-delay histogram, on PostgreSQL the notifications it
+ * received and whether its listener is up, and its limiter's lease counters, from its /metrics
+ * (plain HTTP, else HTTPS).
  */
 export async function readCacheCounters(client: Deno.HttpClient, port: number) {
   const response = await fetch(`http://127.0.0.1:${port}/metrics`, { client }).catch(() =>
@@ -129,6 +129,11 @@ export async function readCacheCounters(client: Deno.HttpClient, port: number) {
     polls: gauge("keygate_store_change_polls_total"),
     rowsRead: gauge("keygate_store_change_rows_total"),
     listening: Number.isNaN(up) ? undefined : up === 1,
+    // The limiter's store calls, keys leased and requests that waited for a lease (0 without
+    // limits).
+    leaseCalls: gauge("keygate_limit_leases_total"),
+    leasedKeys: gauge("keygate_limit_leased_keys_total"),
+    leaseWaits: gauge("keygate_limit_lease_waits_total"),
   };
 }
 

@@ -29,6 +29,8 @@ export interface RateRun {
   rowsRead: number;
   listening: boolean | undefined;
   learned: { before: Map<number, number>; after: Map<number, number> };
+  /** A's limiter over the run: store calls, keys leased, requests that waited for a lease. */
+  leases: { calls: number; keys: number; waits: number };
 }
 
 /** The run whose rate is the median of `runs`. */
@@ -43,6 +45,12 @@ export function toRow(
   rate: number,
   runs: RateRun[],
   base: RateRun | undefined,
+  limits: {
+    /** Whether A had a limit on every key. */
+    limited: boolean;
+    /** The median run of the same rate without limits. */
+    without: RateRun | undefined;
+  } = { limited: false, without: undefined },
 ): Row {
   const median = medianRun(runs);
   const { result, revoked, hits, lookups } = median;
@@ -53,14 +61,17 @@ export function toRow(
   const writes = revoked.done + revoked.failed + median.delays.length;
   const answered = revoked.done + revoked.failed;
   const postgres = !Number.isNaN(median.notified);
+  const per1000 = (n: number) => (n * 1000 / Math.max(1, result.requests)).toFixed(1);
+  const { leases } = median;
   return {
-    scenario: `production mix, ${rate} revocations/s of other grants through B${rounds}`,
+    scenario: `production mix, ${rate} revocations/s of other grants through B` +
+      (limits.limited ? ", a rate and a quota on every key" : "") + rounds,
     server: `keygate on ${backend}`,
     load: `Lua, ${ZIPF_ALPHA === 1 ? "Zipf" : `Zipf α ${ZIPF_ALPHA}`} over the tokens in use`,
     result,
     extra: {
       "hit ratio": lookups === 0 ? "–" : `${(hits / lookups * 100).toFixed(1)}%`,
-      "of the no-revocation rate": rate === 0
+      "of the no-revocation rate": rate === 0 && !limits.limited
         ? "(the base)"
         : base === undefined
         ? "–"
@@ -68,7 +79,7 @@ export function toRow(
       // What A would serve held at its limit (a rate ratio counts only when A's core was its
       // limit: with B, PostgreSQL, wrk and the revoker sharing the other core, wrk may not be).
       "A's capacity, by CPU per request": `${
-        rate === 0
+        rate === 0 && !limits.limited
           ? "(the base)"
           : base === undefined
           ? "–"
@@ -102,6 +113,17 @@ export function toRow(
             `${(median.rowsRead / Math.max(1, median.polls)).toFixed(1)} rows each), ` +
             `its listener ${median.listening ? "up" : "DOWN"} after the run`
           : ""),
+      "with limits, of the same rate without": !limits.limited
+        ? "–"
+        : `${
+          limits.without === undefined ? "–" : `**${formatRatio(result, limits.without.result)}**` +
+            (runs.length > 1 ? " (of the medians)" : "")
+        }; p99 ${
+          limits.without === undefined
+            ? "–"
+            : formatP99Change(result.p99 - limits.without.result.p99)
+        }; A's leases per 1,000 requests: ${per1000(leases.calls)} calls, ` +
+          `${per1000(leases.keys)} keys, ${per1000(leases.waits)} requests waited`,
     },
   };
 }
@@ -110,4 +132,9 @@ export function toRow(
 function formatFailures(failures: Record<string, number>): string {
   return Object.entries(failures).sort((a, b) => b[1] - a[1])
     .map(([status, n]) => `${status} ×${n}`).join(", ");
+}
+
+/** A change of p99, in ms: `0.42 ms worse`, `1.20 ms better`. */
+function formatP99Change(ms: number): string {
+  return `${Math.abs(ms).toFixed(2)} ms ${ms >= 0 ? "worse" : "better"}`;
 }

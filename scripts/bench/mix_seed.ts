@@ -126,3 +126,19 @@ export async function copyMixToPostgres(
   await cluster.resume();
   return url;
 }
+
+/**
+ * A copy of the mix's database `url` in the same cluster (`CREATE DATABASE … TEMPLATE`: nothing
+ * may be connected to it meanwhile), named after it with `_limits`; its URL.
+ */
+export async function cloneMixDatabase(cluster: PostgresCluster, url: string): Promise<string> {
+  const source = new URL(url).pathname.slice(1);
+  const name = `${source}_limits`;
+  const admin = postgres(cluster.urlOf("postgres"), { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE "${source}"`);
+  } finally {
+    await admin.end();
+  }
+  return cluster.urlOf(name);
+}

@@ -11,7 +11,12 @@
  *   in turn a token revocation (`DELETE …/tokens/current`), a key rotation and a revoke-all of
  *   one user (the admin API), each on a user whose tokens A's load never uses;
  * - among those revocations, one to four a second are a probe's: the delay from B's answer to a
- *   token's revocation to A's first 401 for it (A asked one request at a time).
+ *   token's revocation to A's first 401 for it (A asked one request at a time);
+ * - at some rates ({@link LIMIT_ROW_RATES}, `--mix-limit-rates`) a row with limits on every key
+ *   too: the same traffic against a second pair of instances on a copy of the store with the
+ *   default's rate and quota set (limits_admin.ts, never refusing), its own victims and probes,
+ *   beside the row of the same rate without limits (issue 24's ratio under logins and
+ *   revocations, where the rates-and-quotas section's load is reads only).
  *
  * Every run of every row follows the same warm-up (wrk for {@link WARM_UP_SECONDS} without
  * revocations), and `--rounds` runs each row that many times, the rows' order alternating from
@@ -29,6 +34,7 @@
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport, StartKeygateOptions } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
+import { runAdmin, setBenchLimits } from "./limits_admin.ts";
 import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
 import {
   listRevocations,
@@ -37,8 +43,16 @@ import {
   type Revocation,
   revoke,
   REVOKER_CLIENTS,
+  type Victim,
 } from "./mix_traffic.ts";
-import { copyMixToPostgres, type MixSeed, seedMix, ZIPF_ALPHA, zipfHotShare } from "./mix_seed.ts";
+import {
+  cloneMixDatabase,
+  copyMixToPostgres,
+  type MixSeed,
+  seedMix,
+  ZIPF_ALPHA,
+  zipfHotShare,
+} from "./mix_seed.ts";
 import { measureIdleDelays, readCacheCounters } from "./mix_probes.ts";
 import { medianRun, type RateRun, toRow } from "./mix_row.ts";
 import type { SeedEntry } from "./seed.ts";
@@ -74,6 +88,8 @@ export interface ProductionMixContext {
   mixRates?: number[];
   /** `--mix-a-flags`: extra Deno flags of instance A (e.g. `--cpu-prof`). */
   mixADenoFlags?: string[];
+  /** `--mix-limit-rates`: the rates with a row with limits too (default {@link LIMIT_ROW_RATES}). */
+  mixLimitRates?: number[];
   log(message: string): void;
   notes: string[];
 }
@@ -85,6 +101,7 @@ export const PRODUCTION_MIX_COLUMNS = [
   "A's capacity, by CPU per request",
   "revocations through B",
   "revocation to refusal on A",
+  "with limits, of the same rate without",
 ];
 
 /** Seconds of wrk (no revocations) right before every run of every row: the same warm-up for all. */
@@ -98,6 +115,20 @@ export const REVOCATION_RATES = [0, 10, 100, 1000];
  */
 const probeRate = (rate: number) => rate === 0 ? 0 : rate <= 10 ? 1 : 4;
 
+/**
+ * Revocations per second at which a row with limits on every key is measured too, beside the
+ * row without (the rates-and-quotas section measures limits under reads only).
+ */
+export const LIMIT_ROW_RATES = [100];
+
+/** One row of a backend: a revocation rate, with limits on every key or without. */
+interface MixRowSpec {
+  rate: number;
+  limited: boolean;
+}
+
+const rowName = (row: MixRowSpec) => `${row.rate}${row.limited ? ", with limits" : ""}`;
+
 /** The "Production mix" section of `deno task bench`, on both backends. */
 export async function runProductionMixSection(ctx: BenchContext): Promise<SectionReport> {
   return {
@@ -110,6 +141,15 @@ export async function runProductionMixSection(ctx: BenchContext): Promise<Sectio
 /** Runs the section on both backends; resolves to its rows (notes go to `ctx.notes`). */
 export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]> {
   const seed = await seedMix(ctx);
+  const limitRates = ctx.mixLimitRates ?? LIMIT_ROW_RATES;
+  // The limited rows' store: a copy of the seed with the default's limits (made before any row
+  // writes to the seed).
+  let limitedPath: string | undefined;
+  if (limitRates.length > 0) {
+    limitedPath = `${ctx.work}/mix-limited.sqlite3`;
+    await runAdmin(seed.dbPath, ["db", "backup", limitedPath]);
+    await setBenchLimits(limitedPath);
+  }
   const rows: Row[] = [];
   // A alone on its core; everything else (B, wrk, PostgreSQL, and this process's revoker, probe
   // and logins) on the other: what B and the traffic cost must not be taken from A.
@@ -117,6 +157,11 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
   const cluster = await startPostgres();
   try {
     const url = await copyMixToPostgres(ctx, cluster, seed.dbPath);
+    let limitedUrl: string | undefined;
+    if (limitedPath !== undefined) {
+      limitedUrl = await cloneMixDatabase(cluster, url);
+      await setBenchLimits(limitedUrl);
+    }
     const postmaster = Number(
       (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
     );
@@ -128,24 +173,35 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
         : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
     );
     // Each backend gets its own half of the victims (a revocation is never repeated), and the
-    // probe every tenth of them.
+    // probe every tenth of them; with rows with limits, those get a tenth of the victims and half
+    // of the probe's.
     for (
-      const [backend, store, half] of [
-        ["SQLite, two processes on one file", seed.dbPath, 0],
-        ["PostgreSQL, two instances", url, 1],
+      const [backend, store, limitedStore, half] of [
+        ["SQLite, two processes on one file", seed.dbPath, limitedPath, 0],
+        ["PostgreSQL, two instances", url, limitedUrl, 1],
       ] as const
     ) {
       const mine = seed.victims.filter((_, i) => i % 2 === half);
+      const probing = mine.filter((_, i) => i % 10 === 0);
+      const limitedVictims = limitedStore === undefined ? [] : mine.filter((_, i) => i % 10 === 5);
       rows.push(
         ...await runBackend(ctx, {
           backend,
           store,
           pairs: seed.pairs,
-          revocations: listRevocations(mine.filter((_, i) => i % 10 !== 0)),
-          probes: mine.filter((_, i) => i % 10 === 0).flatMap((v) =>
-            v.tokens.map((token) => ({ apiKey: v.apiKey, token }))
+          revocations: listRevocations(
+            mine.filter((_, i) => i % 10 !== 0 && (limitedStore === undefined || i % 10 !== 5)),
+          ),
+          probes: toProbes(
+            limitedStore === undefined ? probing : probing.filter((_, i) => i % 2 === 0),
           ),
           issuers: seed.issuers,
+          limited: limitedStore === undefined ? undefined : {
+            store: limitedStore,
+            rates: limitRates,
+            revocations: listRevocations(limitedVictims),
+            probes: toProbes(probing.filter((_, i) => i % 2 === 1)),
+          },
         }),
       );
     }
@@ -156,6 +212,10 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
   }
   return rows;
 }
+
+/** The probe's grants: every sampled token of `victims`. */
+const toProbes = (victims: Victim[]) =>
+  victims.flatMap((v) => v.tokens.map((token) => ({ apiKey: v.apiKey, token })));
 
 /**
  * The working-set row (SQLite): twice as many tokens in use as the cache holds (200,000 against
@@ -223,26 +283,30 @@ interface MixRun {
   issuers: SeedEntry[];
 }
 
-async function runBackend(
+/** The grants a pair of instances ends and probes. */
+interface MixTraffic {
+  revocations: Generator<Revocation>;
+  probes: { apiKey: string; token: string }[];
+}
+
+/** Starts A and B on `store` (named with `suffix`), with a write operator on B's admin API. */
+async function startPair(
   ctx: ProductionMixContext,
-  options: {
-    backend: string;
-    store: string;
-    pairs: string;
-    revocations: Generator<Revocation>;
-    probes: { apiKey: string; token: string }[];
-    issuers: SeedEntry[];
-  },
-): Promise<Row[]> {
+  options: MixTraffic & { backend: string; store: string; pairs: string; issuers: SeedEntry[] },
+  suffix = "",
+): Promise<MixRun> {
   const operator = await createOperator(options.store);
   const [metricsPort, adminPort] = [findFreePort(), findFreePort()];
-  const a = await ctx.startKeygate(`mix-a`, options.store, ctx.serverCore, [
+  const a = await ctx.startKeygate(`mix-a${suffix}`, options.store, ctx.serverCore, [
     ...["--metrics", "on", "--metrics-port", String(metricsPort)],
   ], { denoFlags: ctx.mixADenoFlags });
-  const b = await ctx.startKeygate(`mix-b`, options.store, ctx.otherCore, [
+  const b = await ctx.startKeygate(`mix-b${suffix}`, options.store, ctx.otherCore, [
     ...["--admin", "on", "--admin-port", String(adminPort)],
-  ]);
-  const run: MixRun = {
+  ]).catch(async (error) => {
+    await a.stop();
+    throw error;
+  });
+  return {
     ...options,
     a,
     b,
@@ -256,47 +320,95 @@ async function runBackend(
     operator,
     load: { kind: "lua", url: a.origin, args: [options.pairs, "zipf", `${ZIPF_ALPHA}`] },
   };
-  const rounds: Record<number, RateRun[]> = {};
+}
+
+async function stopPair(run: MixRun): Promise<void> {
+  run.client.close();
+  for (const client of run.revokerClients) client.close();
+  await run.a.stop();
+  await run.b.stop();
+}
+
+/**
+ * The rows of a backend, in rate order, each rate's row with limits right after its row
+ * without, so that alternating rounds keep the two next to each other.
+ */
+function listRows(rates: number[], limitRates: number[]): MixRowSpec[] {
+  return [
+    ...rates.map((rate) => ({ rate, limited: false })),
+    ...limitRates.map((rate) => ({ rate, limited: true })),
+  ].sort((x, y) => x.rate - y.rate || Number(x.limited) - Number(y.limited));
+}
+
+async function runBackend(
+  ctx: ProductionMixContext,
+  options: MixTraffic & {
+    backend: string;
+    store: string;
+    pairs: string;
+    issuers: SeedEntry[];
+    /** The rows with limits: their store (the default's limits set), rates and traffic. */
+    limited?: MixTraffic & { store: string; rates: number[] };
+  },
+): Promise<Row[]> {
+  const pairs: MixRun[] = [];
+  const rounds = new Map<string, RateRun[]>();
   const rates = ctx.mixRates ?? REVOCATION_RATES;
+  const rows = listRows(rates, options.limited?.rates ?? []);
   try {
+    const plain = await startPair(ctx, options);
+    pairs.push(plain);
+    // A's twin with limits serves on A's core and idles while A is measured, and the other way.
+    const limited = options.limited === undefined
+      ? undefined
+      : await startPair(ctx, { ...options, ...options.limited }, "-limits");
+    if (limited !== undefined) pairs.push(limited);
     // Every row gets the same warm-up right before it, and the order of the rows alternates
     // from round to round (0, 10, 100, 1,000, then back), so that no row owes its rate to the
     // cache the rows before it warmed, nor to where the machine's slow spells fell.
     for (let round = 1; round <= ctx.rounds; round++) {
-      const order = round % 2 === 1 ? rates : [...rates].reverse();
-      for (const rate of order) {
+      const order = round % 2 === 1 ? rows : [...rows].reverse();
+      for (const row of order) {
+        const run = row.limited ? limited! : plain;
         ctx.log(
-          `production mix, ${options.backend}, round ${round}/${ctx.rounds}: warming up, then ` +
-            `${rate} revocations/s through B`,
+          `production mix, ${options.backend}${row.limited ? ", limits on every key" : ""}, ` +
+            `round ${round}/${ctx.rounds}: warming up, then ${row.rate} revocations/s through B`,
         );
-        await ctx.measure(a, run.load, { duration: WARM_UP_SECONDS });
-        (rounds[rate] ??= []).push(await measureRate(ctx, run, rate));
+        await ctx.measure(run.a, run.load, { duration: WARM_UP_SECONDS });
+        const runs = rounds.get(rowName(row)) ?? [];
+        rounds.set(rowName(row), runs);
+        runs.push(await measureRate(ctx, run, row.rate));
       }
     }
-    await measureIdleDelays(ctx, run, options.store);
+    await measureIdleDelays(ctx, plain, options.store);
   } finally {
-    run.client.close();
-    for (const client of run.revokerClients) client.close();
-    await a.stop();
-    await b.stop();
+    for (const pair of pairs) await stopPair(pair);
   }
   // Without the no-revocation row (`--mix-rates` left it out) the ratios are not given.
-  const base = rounds[0] === undefined ? undefined : medianRun(rounds[0]);
-  return rates.map((rate) => {
-    const runs = rounds[rate];
+  const zero = rounds.get(rowName({ rate: 0, limited: false }));
+  const base = zero === undefined ? undefined : medianRun(zero);
+  return rows.map((row) => {
+    const runs = rounds.get(rowName(row))!;
+    // A row with limits is compared with the same rate's row without, round by round too.
+    const without = row.limited ? rounds.get(rowName({ ...row, limited: false })) : undefined;
+    const against = row.limited ? without : zero;
     if (runs.length > 1) {
       ctx.notes.push(
-        `Production mix, ${options.backend}, ${rate} revocations/s: req/s by round ` +
+        `Production mix, ${options.backend}, ${row.rate} revocations/s` +
+          `${row.limited ? ", with limits on every key" : ""}: req/s by round ` +
           runs.map((r) => r.result.rps.toFixed(0)).join(", ") +
-          (rate === 0 || rounds[0] === undefined
+          ((row.rate === 0 && !row.limited) || against === undefined
             ? ""
-            : `; of the same round's base ${
-              runs.map((r, i) => formatRatio(r.result, rounds[0][i].result)).join(", ")
+            : `; of the same round's ${row.limited ? "row without limits" : "base"} ${
+              runs.map((r, i) => formatRatio(r.result, against[i].result)).join(", ")
             }`) +
           ".",
       );
     }
-    return toRow(ctx, run.backend, rate, runs, base);
+    return toRow(ctx, options.backend, row.rate, runs, base, {
+      limited: row.limited,
+      without: without === undefined ? undefined : medianRun(without),
+    });
   });
 }
 
@@ -348,6 +460,11 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
     rowsRead: after.rowsRead - before.rowsRead,
     listening: after.listening,
     learned: { before: before.delayBuckets, after: after.delayBuckets },
+    leases: {
+      calls: after.leaseCalls - before.leaseCalls,
+      keys: after.leasedKeys - before.leasedKeys,
+      waits: after.leaseWaits - before.leaseWaits,
+    },
   };
 }
 

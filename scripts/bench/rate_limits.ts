@@ -11,43 +11,15 @@
  *
  * @module
  */
-import { main as admin } from "../../src/cli/main.ts";
-import { systemClock } from "../../src/platform/clock.ts";
-import { createPasswordHasher } from "../../src/passwords/passwords.ts";
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import type { BenchContext, SectionReport } from "./context.ts";
+import { runAdmin, setBenchLimits } from "./limits_admin.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { copySeedToPostgres } from "./seed_postgres.ts";
 import type { Server } from "./servers.ts";
 
 const RATIO = "limited/unlimited";
 const P99 = "p99 worse by";
-const RATE = "1000000000/minute";
-const QUOTA = "1000000000000/month";
-
-/** Runs `deno task admin ARGS` in this process against `store`; throws on a failure. */
-async function runAdmin(store: string, args: string[]): Promise<void> {
-  const hasher = createPasswordHasher({ workers: 1 });
-  const out: string[] = [];
-  try {
-    const where = store.startsWith("postgres") ? "--store" : "--db";
-    const code = await admin([...args, where, store], {
-      env: { USER: "bench" },
-      stdout: (text) => out.push(text),
-      stderr: (text) => out.push(text),
-      clock: systemClock,
-      hasher,
-    });
-    if (code !== 0) throw new Error(`admin ${args.join(" ")}: ${out.join(" ")}`);
-  } finally {
-    hasher.close();
-  }
-}
-
-async function setLimits(store: string): Promise<void> {
-  await runAdmin(store, ["limit", "set", "default", "--rate", RATE]);
-  await runAdmin(store, ["limit", "set", "default", "--quota", QUOTA]);
-}
 
 /** Every server of the section serves its metrics (the lease counters), on a port of its own. */
 const METRICS = ["--metrics", "on", "--metrics-port", "0"];
@@ -281,12 +253,12 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
   ctx.log("rates and quotas: keygate on SQLite, one core");
   const limitedPath = `${ctx.work}/limited.sqlite3`;
   await runAdmin(ctx.sqlitePath, ["db", "backup", limitedPath]);
-  await setLimits(limitedPath);
+  await setBenchLimits(limitedPath);
   // Its own copy, so that no server shares its file with another (a second process on a file
   // costs the first a look at the change record after each of its commits).
   const quietPath = `${ctx.work}/limited-quiet.sqlite3`;
   await runAdmin(ctx.sqlitePath, ["db", "backup", quietPath]);
-  await setLimits(quietPath);
+  await setBenchLimits(quietPath);
   const started: Server[] = [];
   try {
     const plain = await ctx.startKeygate("keygate-plain", ctx.sqlitePath, ctx.serverCore, METRICS);
@@ -319,8 +291,8 @@ export async function runRateLimitsSection(ctx: BenchContext): Promise<SectionRe
     await copySeedToPostgres(ctx.sqlitePath, plainUrl);
     await copySeedToPostgres(ctx.sqlitePath, limitedUrl);
     await copySeedToPostgres(ctx.sqlitePath, quietUrl);
-    await setLimits(limitedUrl);
-    await setLimits(quietUrl);
+    await setBenchLimits(limitedUrl);
+    await setBenchLimits(quietUrl);
     const servers = { without: [] as Server[], with: [] as Server[], quiet: [] as Server[] };
     for (const name of ["a", "b"]) {
       const plain = await ctx.startKeygate(
