@@ -121,6 +121,12 @@ async function returnUnits(
   }
 }
 
+/**
+ * Rounds of waiting for the leases under way that `stop()` makes at most: requests still running
+ * may keep beginning leases, and a stop must end.
+ */
+const STOP_ROUNDS = 8;
+
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
@@ -210,12 +216,20 @@ export function createLimiter(deps: LimiterDeps) {
       background.resume();
       timer ??= setInterval(() => void flush(), IDLE_RETURN_MS / 2);
     },
-    /** Stops the idle return and gives every unit in hand back (a clean stop loses none). */
+    /**
+     * Stops the idle return and gives every unit in hand back (a clean stop loses none). Leases
+     * that requests begin while it waits for those under way (a shutdown past its deadline
+     * leaves requests running) are waited for too, up to {@link STOP_ROUNDS} rounds.
+     */
     async stop(): Promise<void> {
       background.pause();
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
-      await Promise.allSettled(keys.leasings());
+      for (let round = 0; round < STOP_ROUNDS; round++) {
+        const leasings = keys.leasings();
+        if (leasings.length === 0) break;
+        await Promise.allSettled(leasings);
+      }
       await flush(true);
     },
     /** Gives back idle units now (tests). */

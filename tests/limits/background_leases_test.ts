@@ -1,8 +1,9 @@
 /**
  * The leases a limiter starts with no request waiting for them (limit_leases.ts,
- * `createBackgroundLeases`): none starts once `stop()` has begun, until `start()`; and a top-up
- * still queued when its key's limits change is dropped unsent. On the backend under test, with
- * the fake clock and a store wrapper that records (or holds) the lease calls.
+ * `createBackgroundLeases`): none starts once `stop()` has begun, until `start()`; a top-up
+ * still queued when its key's limits change is dropped unsent; and `stop()` waits for a lease a
+ * request began meanwhile, so that its units go back too. On the backend under test, with the
+ * fake clock and a store wrapper that records (or holds) the lease calls.
  *
  * @module
  */
@@ -152,4 +153,41 @@ Deno.test("limiter: a top-up queued behind another key's lease is dropped unsent
   await limiter.flush();
   assert.equal(await usedAt(app, owner, app.clock.now()), 99);
   await limiter.stop();
+});
+
+Deno.test("limiter: stop() also waits for a lease a request began while it waited, and gives that lease's units back", async () => {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  using _ = app;
+  await app.createKey(userId);
+  const otherId = (await app.store.listApiKeys(userId)).find((key) => key.id !== keyId)!.id;
+  for (const id of [keyId, otherId]) await setMinuteRate(app, id, 6_400);
+  const owner = { apiKeyId: keyId, userId };
+  const other = { apiKeyId: otherId, userId };
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  app.clock.set(window.start + 10_000);
+  const { limiter, state } = limiterOver(app);
+
+  // A request's lease is held open when stop() begins; another request (a shutdown past its
+  // deadline leaves requests running) begins a lease of the other key while stop() waits.
+  let release!: () => void;
+  state.hold = new Promise<void>((resolve) => release = resolve);
+  const first = limiter.admit(owner);
+  assert.ok(first instanceof Promise);
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  let stopped = false;
+  const stopping = limiter.stop().then(() => stopped = true);
+  const second = limiter.admit(other);
+  assert.ok(second instanceof Promise);
+  state.hold = undefined;
+  release();
+  await first;
+  await second;
+  await stopping;
+  assert.ok(stopped);
+  assert.deepEqual(state.calls.map((call) => call.keys), [[keyId], [otherId]]);
+
+  // Each key's window counts its one admitted request: the rest of both slices went back.
+  assert.equal(limiter.readUnitsInHand(otherId), 0, "no unit of the later lease is held");
+  assert.equal(await usedAt(app, other, app.clock.now()), 1);
+  assert.equal(await usedAt(app, owner, app.clock.now()), 1);
 });
