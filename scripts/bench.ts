@@ -38,7 +38,7 @@ import { type BenchContext, createBenchContext, type SectionReport } from "./ben
 import { runIntrospectionSection } from "./bench/introspection.ts";
 import { runIssuanceSection } from "./bench/issuance.ts";
 import { runPostgresSection } from "./bench/postgres.ts";
-import { runProductionMixSection } from "./bench/production_mix.ts";
+import { REVOCATION_RATES, runProductionMixSection } from "./bench/production_mix.ts";
 import { runRateLimitsSection } from "./bench/rate_limits.ts";
 import { formatReport, writeResults } from "./bench/report.ts";
 import { runScalingSection } from "./bench/scaling.ts";
@@ -103,24 +103,37 @@ if (flags.baseline !== undefined && await resolveRevision(flags.baseline) === un
   Deno.exit(2);
 }
 
-/** A list of distinct whole numbers of revocations/s (`none`: an empty list), or one line, exit 2. */
-function parseRates(flag: string, example: string): number[] | undefined {
-  const value = flags[flag as "mix-rates" | "mix-limit-rates"];
+/**
+ * The flag's list of distinct whole numbers of revocations/s (`none` for `--mix-limit-rates`: an
+ * empty list), undefined when not given; a bad list is one line, exit 2.
+ */
+function readRatesFlag(flag: "mix-rates" | "mix-limit-rates"): number[] | undefined {
+  const value = flags[flag];
   if (value === undefined) return undefined;
   if (flag === "mix-limit-rates" && value.trim() === "none") return [];
   const rates = value.split(",").map((rate) => rate.trim());
   if (
     rates.some((rate) => !/^\d+$/.test(rate)) || new Set(rates.map(Number)).size !== rates.length
   ) {
+    const like = flag === "mix-rates" ? `"0,1000"` : `"0,100" or "none"`;
     console.error(
-      `bench: --${flag}: expected distinct whole numbers of revocations/s, like "${example}"`,
+      `bench: --${flag}: "${value}": expected distinct whole numbers of revocations/s, like ${like}`,
     );
     Deno.exit(2);
   }
   return rates.map(Number);
 }
-const mixRates = parseRates("mix-rates", "0,1000");
-const mixLimitRates = parseRates("mix-limit-rates", "100");
+const mixRates = readRatesFlag("mix-rates");
+const mixLimitRates = readRatesFlag("mix-limit-rates");
+// A row with limits is compared with the same rate's row without: that row must run.
+const unpaired = mixLimitRates?.find((rate) => !(mixRates ?? REVOCATION_RATES).includes(rate));
+if (unpaired !== undefined) {
+  console.error(
+    `bench: --mix-limit-rates: ${unpaired} is not among the production mix's rates ` +
+      `(${(mixRates ?? REVOCATION_RATES).join(",")}): a row with limits needs its row without`,
+  );
+  Deno.exit(2);
+}
 
 const options = {
   tokens: Number(flags.tokens),

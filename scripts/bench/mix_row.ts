@@ -41,16 +41,17 @@ export function medianRun(runs: RateRun[]): RateRun {
 /** A row of the report from the runs of one rate: the median run, the probes of every run. */
 export function toRow(
   ctx: { duration: number },
-  backend: string,
-  rate: number,
-  runs: RateRun[],
-  base: RateRun | undefined,
-  limits: {
+  { backend, rate, runs, base, ...limits }: {
+    backend: string;
+    rate: number;
+    runs: RateRun[];
+    /** The median run of the no-revocation row without limits, if it ran. */
+    base: RateRun | undefined;
     /** Whether A had a limit on every key. */
     limited: boolean;
     /** The median run of the same rate without limits. */
     without: RateRun | undefined;
-  } = { limited: false, without: undefined },
+  },
 ): Row {
   const median = medianRun(runs);
   const { result, revoked, hits, lookups } = median;
@@ -61,8 +62,6 @@ export function toRow(
   const writes = revoked.done + revoked.failed + median.delays.length;
   const answered = revoked.done + revoked.failed;
   const postgres = !Number.isNaN(median.notified);
-  const per1000 = (n: number) => (n * 1000 / Math.max(1, result.requests)).toFixed(1);
-  const { leases } = median;
   return {
     scenario: `production mix, ${rate} revocations/s of other grants through B` +
       (limits.limited ? ", a rate and a quota on every key" : "") + rounds,
@@ -113,17 +112,9 @@ export function toRow(
             `${(median.rowsRead / Math.max(1, median.polls)).toFixed(1)} rows each), ` +
             `its listener ${median.listening ? "up" : "DOWN"} after the run`
           : ""),
-      "with limits, of the same rate without": !limits.limited
-        ? "–"
-        : `${
-          limits.without === undefined ? "–" : `**${formatRatio(result, limits.without.result)}**` +
-            (runs.length > 1 ? " (of the medians)" : "")
-        }; p99 ${
-          limits.without === undefined
-            ? "–"
-            : formatP99Change(result.p99 - limits.without.result.p99)
-        }; A's leases per 1,000 requests: ${per1000(leases.calls)} calls, ` +
-          `${per1000(leases.keys)} keys, ${per1000(leases.waits)} requests waited`,
+      "with limits, of the same rate without": limits.limited
+        ? formatLimited(median, runs.length, limits.without)
+        : "",
     },
   };
 }
@@ -137,4 +128,24 @@ function formatFailures(failures: Record<string, number>): string {
 /** A change of p99, in ms: `0.42 ms worse`, `1.20 ms better`. */
 function formatP99Change(ms: number): string {
   return `${Math.abs(ms).toFixed(2)} ms ${ms >= 0 ? "worse" : "better"}`;
+}
+
+/**
+ * A row with limits beside the same rate's row without: the ratio of the medians' rates (no ratio
+ * where either side's victims ran out: the one revoking less has less to follow), A's capacity by
+ * CPU per request (what decides where A was not at its core's limit), the p99's change, and A's
+ * leases per 1,000 requests.
+ */
+function formatLimited(median: RateRun, rounds: number, without: RateRun | undefined): string {
+  const { result, leases } = median;
+  const per1000 = (n: number) => (n * 1000 / Math.max(1, result.requests)).toFixed(1);
+  const leased = `A's leases per 1,000 requests: ${per1000(leases.calls)} calls, ` +
+    `${per1000(leases.keys)} keys, ${per1000(leases.waits)} requests waited`;
+  if (without === undefined) return `no row without limits at this rate; ${leased}`;
+  const ranOut = median.revoked.ranOut || without.revoked.ranOut;
+  return (ranOut
+    ? "no ratio: the victims ran out"
+    : `**${formatRatio(result, without.result)}**${rounds > 1 ? " (of the medians)" : ""}`) +
+    `; A's capacity, by CPU per request: ${formatCpuRatio(without.result, result)} of it; p99 ` +
+    `${formatP99Change(result.p99 - without.result.p99)}; ${leased}`;
 }

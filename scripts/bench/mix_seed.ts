@@ -136,7 +136,7 @@ export async function cloneMixDatabase(cluster: PostgresCluster, url: string): P
   const name = `${source}_limits`;
   const admin = postgres(cluster.urlOf("postgres"), { max: 1, onnotice: () => {} });
   try {
-    await admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE "${source}"`);
+    await admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE "${source}" STRATEGY FILE_COPY`);
   } finally {
     await admin.end();
   }

@@ -36,15 +36,16 @@ import type { BenchContext, SectionReport, StartKeygateOptions } from "./context
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { runAdmin, setBenchLimits } from "./limits_admin.ts";
 import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
+import { logIn, probeDelays, revoke } from "./mix_traffic.ts";
 import {
-  listRevocations,
-  logIn,
-  probeDelays,
-  type Revocation,
-  revoke,
-  REVOKER_CLIENTS,
-  type Victim,
-} from "./mix_traffic.ts";
+  type MixRun,
+  type MixTraffic,
+  type PairOptions,
+  splitVictims,
+  startPair,
+  stopPair,
+  warmPair,
+} from "./mix_pairs.ts";
 import {
   cloneMixDatabase,
   copyMixToPostgres,
@@ -55,7 +56,6 @@ import {
 } from "./mix_seed.ts";
 import { measureIdleDelays, readCacheCounters } from "./mix_probes.ts";
 import { medianRun, type RateRun, toRow } from "./mix_row.ts";
-import type { SeedEntry } from "./seed.ts";
 import type { Server } from "./servers.ts";
 import type { Load, WrkOptions } from "./wrk.ts";
 import { findFreePort } from "../../tests/_helpers/free_port.ts";
@@ -127,7 +127,10 @@ interface MixRowSpec {
   limited: boolean;
 }
 
-const rowName = (row: MixRowSpec) => `${row.rate}${row.limited ? ", with limits" : ""}`;
+/** A row's key among a backend's runs. */
+function rowName(row: MixRowSpec): string {
+  return `${row.rate}${row.limited ? ", with limits" : ""}`;
+}
 
 /** The "Production mix" section of `deno task bench`, on both backends. */
 export async function runProductionMixSection(ctx: BenchContext): Promise<SectionReport> {
@@ -141,7 +144,9 @@ export async function runProductionMixSection(ctx: BenchContext): Promise<Sectio
 /** Runs the section on both backends; resolves to its rows (notes go to `ctx.notes`). */
 export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]> {
   const seed = await seedMix(ctx);
-  const limitRates = ctx.mixLimitRates ?? LIMIT_ROW_RATES;
+  const rates = ctx.mixRates ?? REVOCATION_RATES;
+  // By default the rows with limits at those of LIMIT_ROW_RATES that run without limits too.
+  const limitRates = ctx.mixLimitRates ?? LIMIT_ROW_RATES.filter((rate) => rates.includes(rate));
   // The limited rows' store: a copy of the seed with the default's limits (made before any row
   // writes to the seed).
   let limitedPath: string | undefined;
@@ -172,36 +177,28 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
           `the bench's revoker, probe and logins on core ${ctx.otherCore}.`
         : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
     );
-    // Each backend gets its own half of the victims (a revocation is never repeated), and the
-    // probe every tenth of them; with rows with limits, those get a tenth of the victims and half
-    // of the probe's.
+    // Each backend gets its own half of the victims (a revocation is never repeated), split
+    // between its pairs (mix_pairs.ts).
     for (
       const [backend, store, limitedStore, half] of [
         ["SQLite, two processes on one file", seed.dbPath, limitedPath, 0],
         ["PostgreSQL, two instances", url, limitedUrl, 1],
       ] as const
     ) {
-      const mine = seed.victims.filter((_, i) => i % 2 === half);
-      const probing = mine.filter((_, i) => i % 10 === 0);
-      const limitedVictims = limitedStore === undefined ? [] : mine.filter((_, i) => i % 10 === 5);
+      const traffic = splitVictims(seed.victims.filter((_, i) => i % 2 === half), {
+        plain: rates,
+        limited: limitedStore === undefined ? [] : limitRates,
+      });
       rows.push(
         ...await runBackend(ctx, {
           backend,
           store,
           pairs: seed.pairs,
-          revocations: listRevocations(
-            mine.filter((_, i) => i % 10 !== 0 && (limitedStore === undefined || i % 10 !== 5)),
-          ),
-          probes: toProbes(
-            limitedStore === undefined ? probing : probing.filter((_, i) => i % 2 === 0),
-          ),
           issuers: seed.issuers,
-          limited: limitedStore === undefined ? undefined : {
-            store: limitedStore,
-            rates: limitRates,
-            revocations: listRevocations(limitedVictims),
-            probes: toProbes(probing.filter((_, i) => i % 2 === 1)),
-          },
+          ...traffic.plain,
+          limited: limitedStore === undefined
+            ? undefined
+            : { store: limitedStore, rates: limitRates, ...traffic.limited },
         }),
       );
     }
@@ -212,10 +209,6 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
   }
   return rows;
 }
-
-/** The probe's grants: every sampled token of `victims`. */
-const toProbes = (victims: Victim[]) =>
-  victims.flatMap((v) => v.tokens.map((token) => ({ apiKey: v.apiKey, token })));
 
 /**
  * The working-set row (SQLite): twice as many tokens in use as the cache holds (200,000 against
@@ -265,70 +258,6 @@ async function measureWorkingSet(ctx: ProductionMixContext, seed: MixSeed): Prom
   }
 }
 
-/** What one backend's rows run against: A under load, B taking the revocations. */
-interface MixRun {
-  backend: string;
-  a: Server;
-  b: Server;
-  client: Deno.HttpClient;
-  /** The revoker's clients (mix_traffic.ts, REVOKER_CLIENTS). */
-  revokerClients: Deno.HttpClient[];
-  /** A's metrics port, B's admin origin and a write operator's token there. */
-  metricsPort: number;
-  adminOrigin: string;
-  operator: string;
-  load: Load;
-  revocations: Generator<Revocation>;
-  probes: { apiKey: string; token: string }[];
-  issuers: SeedEntry[];
-}
-
-/** The grants a pair of instances ends and probes. */
-interface MixTraffic {
-  revocations: Generator<Revocation>;
-  probes: { apiKey: string; token: string }[];
-}
-
-/** Starts A and B on `store` (named with `suffix`), with a write operator on B's admin API. */
-async function startPair(
-  ctx: ProductionMixContext,
-  options: MixTraffic & { backend: string; store: string; pairs: string; issuers: SeedEntry[] },
-  suffix = "",
-): Promise<MixRun> {
-  const operator = await createOperator(options.store);
-  const [metricsPort, adminPort] = [findFreePort(), findFreePort()];
-  const a = await ctx.startKeygate(`mix-a${suffix}`, options.store, ctx.serverCore, [
-    ...["--metrics", "on", "--metrics-port", String(metricsPort)],
-  ], { denoFlags: ctx.mixADenoFlags });
-  const b = await ctx.startKeygate(`mix-b${suffix}`, options.store, ctx.otherCore, [
-    ...["--admin", "on", "--admin-port", String(adminPort)],
-  ]).catch(async (error) => {
-    await a.stop();
-    throw error;
-  });
-  return {
-    ...options,
-    a,
-    b,
-    client: Deno.createHttpClient({ caCerts: [ctx.cert] }),
-    revokerClients: Array.from(
-      { length: REVOKER_CLIENTS },
-      () => Deno.createHttpClient({ caCerts: [ctx.cert] }),
-    ),
-    metricsPort,
-    adminOrigin: `https://127.0.0.1:${adminPort}`,
-    operator,
-    load: { kind: "lua", url: a.origin, args: [options.pairs, "zipf", `${ZIPF_ALPHA}`] },
-  };
-}
-
-async function stopPair(run: MixRun): Promise<void> {
-  run.client.close();
-  for (const client of run.revokerClients) client.close();
-  await run.a.stop();
-  await run.b.stop();
-}
-
 /**
  * The rows of a backend, in rate order, each rate's row with limits right after its row
  * without, so that alternating rounds keep the two next to each other.
@@ -342,27 +271,25 @@ function listRows(rates: number[], limitRates: number[]): MixRowSpec[] {
 
 async function runBackend(
   ctx: ProductionMixContext,
-  options: MixTraffic & {
-    backend: string;
-    store: string;
-    pairs: string;
-    issuers: SeedEntry[];
+  options: Omit<PairOptions, "suffix" | "denoFlags"> & {
     /** The rows with limits: their store (the default's limits set), rates and traffic. */
     limited?: MixTraffic & { store: string; rates: number[] };
   },
 ): Promise<Row[]> {
-  const pairs: MixRun[] = [];
   const rounds = new Map<string, RateRun[]>();
-  const rates = ctx.mixRates ?? REVOCATION_RATES;
-  const rows = listRows(rates, options.limited?.rates ?? []);
-  try {
-    const plain = await startPair(ctx, options);
-    pairs.push(plain);
+  const rows = listRows(ctx.mixRates ?? REVOCATION_RATES, options.limited?.rates ?? []);
+  {
+    await using pairs = new AsyncDisposableStack();
+    const plain = await startPair(ctx, { ...options, denoFlags: ctx.mixADenoFlags });
+    pairs.defer(() => stopPair(plain));
     // A's twin with limits serves on A's core and idles while A is measured, and the other way.
     const limited = options.limited === undefined
       ? undefined
-      : await startPair(ctx, { ...options, ...options.limited }, "-limits");
-    if (limited !== undefined) pairs.push(limited);
+      : await startPair(ctx, { ...options, ...options.limited, suffix: "-limits" });
+    if (limited !== undefined) pairs.defer(() => stopPair(limited));
+    // Both pairs warmed alike before the rows: A's cache keeps what every row before read.
+    await warmPair(ctx, plain, options.backend);
+    if (limited !== undefined) await warmPair(ctx, limited, `${options.backend}, with limits`);
     // Every row gets the same warm-up right before it, and the order of the rows alternates
     // from round to round (0, 10, 100, 1,000, then back), so that no row owes its rate to the
     // cache the rows before it warmed, nor to where the machine's slow spells fell.
@@ -381,8 +308,6 @@ async function runBackend(
       }
     }
     await measureIdleDelays(ctx, plain, options.store);
-  } finally {
-    for (const pair of pairs) await stopPair(pair);
   }
   // Without the no-revocation row (`--mix-rates` left it out) the ratios are not given.
   const zero = rounds.get(rowName({ rate: 0, limited: false }));
@@ -405,7 +330,11 @@ async function runBackend(
           ".",
       );
     }
-    return toRow(ctx, options.backend, row.rate, runs, base, {
+    return toRow(ctx, {
+      backend: options.backend,
+      rate: row.rate,
+      runs,
+      base,
       limited: row.limited,
       without: without === undefined ? undefined : medianRun(without),
     });
@@ -466,30 +395,4 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
       waits: after.leaseWaits - before.leaseWaits,
     },
   };
-}
-
-/** Creates a write operator with the admin CLI on `store`; resolves to its token. */
-async function createOperator(store: string): Promise<string> {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-all",
-      new URL("../../src/cli/main.ts", import.meta.url).pathname,
-      "operator",
-      "create",
-      `bench${Date.now()}`,
-      "--role",
-      "write",
-      /^postgres/.test(store) ? "--store" : "--db",
-      store,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(output.stdout);
-  const token = /kgo_\S+/.exec(text)?.[0];
-  if (!output.success || token === undefined) {
-    throw new Error(`operator create failed: ${new TextDecoder().decode(output.stderr)}${text}`);
-  }
-  return token;
 }

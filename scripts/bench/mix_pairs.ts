@@ -1,0 +1,196 @@
+/**
+ * The production mix's pairs of instances (production_mix.ts): A under wrk's load and B taking
+ * the revocations, on one store; the victims split between the pair without limits and the pair
+ * with; and the warm-up each pair gets before the rows.
+ *
+ * @module
+ */
+import { findFreePort } from "../../tests/_helpers/free_port.ts";
+import type { StartKeygateOptions } from "./context.ts";
+import { readCacheCounters } from "./mix_probes.ts";
+import { ZIPF_ALPHA } from "./mix_seed.ts";
+import { listRevocations, type Revocation, REVOKER_CLIENTS, type Victim } from "./mix_traffic.ts";
+import type { Measured } from "./report.ts";
+import type { SeedEntry } from "./seed.ts";
+import type { Server } from "./servers.ts";
+import type { Load, WrkOptions } from "./wrk.ts";
+
+/** What starting and warming a pair needs from the section's context. */
+export interface PairContext {
+  serverCore: string | undefined;
+  otherCore: string | undefined;
+  cert: string;
+  duration: number;
+  measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
+  startKeygate(
+    name: string,
+    store: string,
+    cores: string | undefined,
+    extra?: string[],
+    options?: StartKeygateOptions,
+  ): Promise<Server>;
+  log(message: string): void;
+  notes: string[];
+}
+
+/** The grants a pair of instances ends and probes. */
+export interface MixTraffic {
+  revocations: Generator<Revocation>;
+  probes: { apiKey: string; token: string }[];
+}
+
+/** What one pair's rows run against: A under load, B taking the revocations. */
+export interface MixRun extends MixTraffic {
+  backend: string;
+  a: Server;
+  b: Server;
+  client: Deno.HttpClient;
+  /** The revoker's clients (mix_traffic.ts, REVOKER_CLIENTS). */
+  revokerClients: Deno.HttpClient[];
+  /** A's metrics port, B's admin origin and a write operator's token there. */
+  metricsPort: number;
+  adminOrigin: string;
+  operator: string;
+  load: Load;
+  issuers: SeedEntry[];
+}
+
+/** Where a pair runs and what it serves. */
+export interface PairOptions extends MixTraffic {
+  backend: string;
+  store: string;
+  /** wrk's token list (mix_seed.ts). */
+  pairs: string;
+  issuers: SeedEntry[];
+  /** Added to the servers' names (`mix-a-limits`). */
+  suffix?: string;
+  /** Deno flags of A (`--mix-a-flags`). */
+  denoFlags?: string[];
+}
+
+/** Starts A and B on `options.store`, with a write operator on B's admin API. */
+export async function startPair(ctx: PairContext, options: PairOptions): Promise<MixRun> {
+  const suffix = options.suffix ?? "";
+  const operator = await createOperator(options.store);
+  const [metricsPort, adminPort] = [findFreePort(), findFreePort()];
+  await using started = new AsyncDisposableStack();
+  const a = await ctx.startKeygate(`mix-a${suffix}`, options.store, ctx.serverCore, [
+    ...["--metrics", "on", "--metrics-port", String(metricsPort)],
+  ], { denoFlags: options.denoFlags });
+  started.defer(() => a.stop());
+  const b = await ctx.startKeygate(`mix-b${suffix}`, options.store, ctx.otherCore, [
+    ...["--admin", "on", "--admin-port", String(adminPort)],
+  ]);
+  started.move(); // both up: the caller stops them (stopPair)
+  return {
+    ...options,
+    a,
+    b,
+    client: Deno.createHttpClient({ caCerts: [ctx.cert] }),
+    revokerClients: Array.from(
+      { length: REVOKER_CLIENTS },
+      () => Deno.createHttpClient({ caCerts: [ctx.cert] }),
+    ),
+    metricsPort,
+    adminOrigin: `https://127.0.0.1:${adminPort}`,
+    operator,
+    load: { kind: "lua", url: a.origin, args: [options.pairs, "zipf", `${ZIPF_ALPHA}`] },
+  };
+}
+
+/** Closes a pair's clients and stops its servers. */
+export async function stopPair(run: MixRun): Promise<void> {
+  run.client.close();
+  for (const client of run.revokerClients) client.close();
+  try {
+    await run.a.stop();
+  } finally {
+    await run.b.stop();
+  }
+}
+
+/** Warm-up runs of a pair at most, before the rows. */
+const MAX_WARM_UPS = 8;
+
+/**
+ * Warms a pair's A before the rows (wrk, no revocations, `ctx.duration` a run) until its grant
+ * cache's hit ratio over a run gains under a fifth of a point, and (with limits) its limiter
+ * leases under one key per 1,000 requests, or {@link MAX_WARM_UPS} runs have: A's cache keeps what
+ * every earlier row read, so a pair that joins later would otherwise start its rows colder than
+ * the other. Each warm-up is noted.
+ */
+export async function warmPair(ctx: PairContext, run: MixRun, label: string): Promise<void> {
+  let last = 0;
+  for (let warmUp = 1; warmUp <= MAX_WARM_UPS; warmUp++) {
+    const before = await readCacheCounters(run.client, run.metricsPort);
+    const result = await ctx.measure(run.a, run.load, { duration: ctx.duration });
+    const after = await readCacheCounters(run.client, run.metricsPort);
+    const hits = after.hits - before.hits;
+    const ratio = hits / Math.max(1, hits + after.misses - before.misses);
+    const keysPer1000 = (after.leasedKeys - before.leasedKeys) * 1000 /
+      Math.max(1, result.requests);
+    ctx.notes.push(
+      `Production mix, ${label}, warm-up ${warmUp}: ${result.rps.toFixed(0)} req/s, hit ratio ` +
+        `${(ratio * 100).toFixed(1)}%, ${keysPer1000.toFixed(1)} keys leased per 1,000 requests.`,
+    );
+    if (ratio - last < 0.002 && keysPer1000 < 1) return;
+    last = ratio;
+  }
+}
+
+/**
+ * Splits a backend's victims: every tenth (from the first) for the probes, half of those to each
+ * pair; the others between the pairs in proportion to the revocations their rows ask for (the
+ * sums of their rates), spread evenly over the list.
+ */
+export function splitVictims(
+  victims: Victim[],
+  rates: { plain: number[]; limited: number[] },
+): { plain: MixTraffic; limited: MixTraffic } {
+  const probing = victims.filter((_, i) => i % 10 === 0);
+  const others = victims.filter((_, i) => i % 10 !== 0);
+  const sum = (list: number[]) => list.reduce((total, rate) => total + rate, 0);
+  const share = sum(rates.limited) / Math.max(1, sum(rates.plain) + sum(rates.limited));
+  const toLimited = (i: number) => Math.floor((i + 1) * share) > Math.floor(i * share);
+  return {
+    plain: {
+      revocations: listRevocations(others.filter((_, i) => !toLimited(i))),
+      probes: toProbes(probing.filter((_, i) => i % 2 === 0)),
+    },
+    limited: {
+      revocations: listRevocations(others.filter((_, i) => toLimited(i))),
+      probes: toProbes(probing.filter((_, i) => i % 2 === 1)),
+    },
+  };
+}
+
+/** The probe's grants: every sampled token of `victims`. */
+function toProbes(victims: Victim[]): { apiKey: string; token: string }[] {
+  return victims.flatMap((v) => v.tokens.map((token) => ({ apiKey: v.apiKey, token })));
+}
+
+/** Creates a write operator with the admin CLI on `store`; resolves to its token. */
+async function createOperator(store: string): Promise<string> {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      new URL("../../src/cli/main.ts", import.meta.url).pathname,
+      "operator",
+      "create",
+      `bench${Date.now()}`,
+      "--role",
+      "write",
+      /^postgres/.test(store) ? "--store" : "--db",
+      store,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(output.stdout);
+  const token = /kgo_\S+/.exec(text)?.[0];
+  if (!output.success || token === undefined) {
+    throw new Error(`operator create failed: ${new TextDecoder().decode(output.stderr)}${text}`);
+  }
+  return token;
+}
