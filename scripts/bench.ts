@@ -21,12 +21,14 @@
  * Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N]
  *                        [--rounds N] [--revocations N] [--only SECTIONS] [--output FILE]
  *                        [--no-write] [--baseline REV] [--mix-rates LIST]
- *                        [--mix-limit-rates LIST|none] [--mix-a-flags FLAGS]
+ *                        [--mix-limit-rates LIST|none] [--mix-limit-headers on|off]
+ *                        [--mix-a-flags FLAGS]
  *
  * `--baseline REV` checks out an earlier revision (scripts/bench/baseline.ts) and the sections
  * that compare with "before" run it too, in the same run: the PostgreSQL section's all-miss row.
  * `--mix-rates 0,1000` runs only those rows of the production mix, `--mix-limit-rates 10,100` its
- * rows with limits on every key at those rates (`none`: no such row); `--mix-a-flags` adds Deno flags
+ * rows with limits on every key at those rates (`none`: no such row), `--mix-limit-headers off`
+ * with their `RateLimit` fields off; `--mix-a-flags` adds Deno flags
  * to its instance A (`--mix-a-flags "--cpu-prof --cpu-prof-dir=/tmp/prof"` profiles what following
  * the changes costs the instance that serves reads).
  *
@@ -58,6 +60,7 @@ const NAMES = Object.keys(SECTIONS);
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +
   `[--rounds N] [--revocations N] [--only ${NAMES.join(",")}] [--output FILE] [--no-write] ` +
   "[--baseline REV] [--mix-rates 0,10,100,1000] [--mix-limit-rates 100|none] " +
+  "[--mix-limit-headers on|off] " +
   "[--mix-a-flags 'DENO FLAGS']";
 
 const { values: flags } = parseArgs({
@@ -76,6 +79,7 @@ const { values: flags } = parseArgs({
     "mix-rates": { type: "string" },
     "mix-a-flags": { type: "string" },
     "mix-limit-rates": { type: "string" },
+    "mix-limit-headers": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -92,7 +96,8 @@ for (const name of only) {
 }
 /** A run of some sections or rows only, or with A profiled: printed, never written into the docs. */
 const partial = NAMES.some((name) => !only.includes(name)) || flags["mix-rates"] !== undefined ||
-  flags["mix-a-flags"] !== undefined || flags["mix-limit-rates"] !== undefined;
+  flags["mix-a-flags"] !== undefined || flags["mix-limit-rates"] !== undefined ||
+  flags["mix-limit-headers"] !== undefined;
 if (!(await commandExists("wrk"))) {
   console.error("bench: wrk is missing: install it with `apt-get install wrk` (Debian/Ubuntu)");
   Deno.exit(1);
@@ -134,6 +139,11 @@ if (unpaired !== undefined) {
   );
   Deno.exit(2);
 }
+const mixLimitHeaders = flags["mix-limit-headers"];
+if (mixLimitHeaders !== undefined && mixLimitHeaders !== "on" && mixLimitHeaders !== "off") {
+  console.error(`bench: --mix-limit-headers: "${mixLimitHeaders}": expected on or off`);
+  Deno.exit(2);
+}
 
 const options = {
   tokens: Number(flags.tokens),
@@ -146,6 +156,7 @@ const options = {
   baselineRev: flags.baseline,
   mixRates,
   mixLimitRates,
+  mixLimitHeaders: mixLimitHeaders === undefined ? undefined : mixLimitHeaders === "on",
   mixADenoFlags: flags["mix-a-flags"]?.split(" ").filter((flag) => flag !== ""),
 };
 const ctx = await createBenchContext(options);
@@ -166,7 +177,8 @@ const command = `deno task bench --tokens ${options.tokens} --duration ${options
   (mixRates === undefined ? "" : ` --mix-rates ${mixRates.join(",")}`) +
   (mixLimitRates === undefined
     ? ""
-    : ` --mix-limit-rates ${mixLimitRates.length === 0 ? "none" : mixLimitRates.join(",")}`);
+    : ` --mix-limit-rates ${mixLimitRates.length === 0 ? "none" : mixLimitRates.join(",")}`) +
+  (mixLimitHeaders === undefined ? "" : ` --mix-limit-headers ${mixLimitHeaders}`);
 const results = await formatReport({ ...options, command }, reports, ctx.notes);
 console.log(results);
 if (partial) {

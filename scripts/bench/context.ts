@@ -35,6 +35,8 @@ export interface BenchOptions {
   mixADenoFlags?: string[];
   /** `--mix-limit-rates`: the production mix's rates with a row with limits too (default: 100). */
   mixLimitRates?: number[];
+  /** `--mix-limit-headers`: whether the rows with limits send the `RateLimit` fields (default on). */
+  mixLimitHeaders?: boolean;
 }
 
 /** One section's results: a heading, optional prose around its rows, and the rows. */

@@ -66,6 +66,8 @@ export interface PairOptions extends MixTraffic {
   suffix?: string;
   /** Deno flags of A (`--mix-a-flags`). */
   denoFlags?: string[];
+  /** keygate flags of A and B besides those the pair sets (`--limit-headers off`). */
+  extra?: string[];
 }
 
 /** Starts A and B on `options.store`, with a write operator on B's admin API. */
@@ -76,10 +78,12 @@ export async function startPair(ctx: PairContext, options: PairOptions): Promise
   await using started = new AsyncDisposableStack();
   const a = await ctx.startKeygate(`mix-a${suffix}`, options.store, ctx.serverCore, [
     ...["--metrics", "on", "--metrics-port", String(metricsPort)],
+    ...options.extra ?? [],
   ], { denoFlags: options.denoFlags });
   started.defer(() => a.stop());
   const b = await ctx.startKeygate(`mix-b${suffix}`, options.store, ctx.otherCore, [
     ...["--admin", "on", "--admin-port", String(adminPort)],
+    ...options.extra ?? [],
   ]);
   started.move(); // both up: the caller stops them (stopPair)
   return {
@@ -114,10 +118,11 @@ const MAX_WARM_UPS = 8;
 
 /**
  * Warms a pair's A before the rows (wrk, no revocations, `ctx.duration` a run) until its grant
- * cache's hit ratio over a run gains under a fifth of a point, and (with limits) its limiter
- * leases under one key per 1,000 requests, or {@link MAX_WARM_UPS} runs have: A's cache keeps what
- * every earlier row read, so a pair that joins later would otherwise start its rows colder than
- * the other. Each warm-up is noted.
+ * cache's hit ratio over a run gains under a fifth of a point, or {@link MAX_WARM_UPS} runs have:
+ * A's cache keeps what every earlier row read, so a pair that joins later would otherwise start
+ * its rows colder than the other. Each warm-up is noted, with the keys its limiter leased per
+ * 1,000 requests (with limits: its first leases fall in the first run; hot keys then lease again
+ * as they spend their slices, at most 1,000 units each, so the count does not fall to nothing).
  */
 export async function warmPair(ctx: PairContext, run: MixRun, label: string): Promise<void> {
   let last = 0;
@@ -133,7 +138,7 @@ export async function warmPair(ctx: PairContext, run: MixRun, label: string): Pr
       `Production mix, ${label}, warm-up ${warmUp}: ${result.rps.toFixed(0)} req/s, hit ratio ` +
         `${(ratio * 100).toFixed(1)}%, ${keysPer1000.toFixed(1)} keys leased per 1,000 requests.`,
     );
-    if (ratio - last < 0.002 && keysPer1000 < 1) return;
+    if (ratio - last < 0.002) return;
     last = ratio;
   }
 }

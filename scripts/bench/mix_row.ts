@@ -51,6 +51,8 @@ export function toRow(
     limited: boolean;
     /** The median run of the same rate without limits. */
     without: RateRun | undefined;
+    /** Whether the `RateLimit` fields were off (`--mix-limit-headers off`). */
+    fieldsOff?: boolean;
   },
 ): Row {
   const median = medianRun(runs);
@@ -64,7 +66,8 @@ export function toRow(
   const postgres = !Number.isNaN(median.notified);
   return {
     scenario: `production mix, ${rate} revocations/s of other grants through B` +
-      (limits.limited ? ", a rate and a quota on every key" : "") + rounds,
+      (limits.limited ? ", a rate and a quota on every key" : "") +
+      (limits.limited && limits.fieldsOff ? ", --limit-headers off" : "") + rounds,
     server: `keygate on ${backend}`,
     load: `Lua, ${ZIPF_ALPHA === 1 ? "Zipf" : `Zipf α ${ZIPF_ALPHA}`} over the tokens in use`,
     result,

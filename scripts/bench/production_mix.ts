@@ -90,6 +90,8 @@ export interface ProductionMixContext {
   mixADenoFlags?: string[];
   /** `--mix-limit-rates`: the rates with a row with limits too (default {@link LIMIT_ROW_RATES}). */
   mixLimitRates?: number[];
+  /** `--mix-limit-headers off`: the rows with limits without their `RateLimit` fields. */
+  mixLimitHeaders?: boolean;
   log(message: string): void;
   notes: string[];
 }
@@ -283,9 +285,12 @@ async function runBackend(
     const plain = await startPair(ctx, { ...options, denoFlags: ctx.mixADenoFlags });
     pairs.defer(() => stopPair(plain));
     // A's twin with limits serves on A's core and idles while A is measured, and the other way.
-    const limited = options.limited === undefined
-      ? undefined
-      : await startPair(ctx, { ...options, ...options.limited, suffix: "-limits" });
+    const limited = options.limited === undefined ? undefined : await startPair(ctx, {
+      ...options,
+      ...options.limited,
+      suffix: "-limits",
+      extra: ctx.mixLimitHeaders === false ? ["--limit-headers", "off"] : [],
+    });
     if (limited !== undefined) pairs.defer(() => stopPair(limited));
     // Both pairs warmed alike before the rows: A's cache keeps what every row before read.
     await warmPair(ctx, plain, options.backend);
@@ -337,6 +342,7 @@ async function runBackend(
       base,
       limited: row.limited,
       without: without === undefined ? undefined : medianRun(without),
+      fieldsOff: ctx.mixLimitHeaders === false,
     });
   });
 }
