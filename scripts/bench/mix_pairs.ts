@@ -6,32 +6,19 @@
  * @module
  */
 import { findFreePort } from "../../tests/_helpers/free_port.ts";
-import type { StartKeygateOptions } from "./context.ts";
+import type { BenchContext } from "./context.ts";
 import { readCacheCounters } from "./mix_probes.ts";
 import { ZIPF_ALPHA } from "./mix_seed.ts";
 import { listRevocations, type Revocation, REVOKER_CLIENTS, type Victim } from "./mix_traffic.ts";
-import type { Measured } from "./report.ts";
 import type { SeedEntry } from "./seed.ts";
 import type { Server } from "./servers.ts";
-import type { Load, WrkOptions } from "./wrk.ts";
+import type { Load } from "./wrk.ts";
 
 /** What starting and warming a pair needs from the section's context. */
-export interface PairContext {
-  serverCore: string | undefined;
-  otherCore: string | undefined;
-  cert: string;
-  duration: number;
-  measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
-  startKeygate(
-    name: string,
-    store: string,
-    cores: string | undefined,
-    extra?: string[],
-    options?: StartKeygateOptions,
-  ): Promise<Server>;
-  log(message: string): void;
-  notes: string[];
-}
+export type PairContext = Pick<
+  BenchContext,
+  "serverCore" | "otherCore" | "cert" | "duration" | "measure" | "startKeygate" | "log" | "notes"
+>;
 
 /** The grants a pair of instances ends and probes. */
 export interface MixTraffic {

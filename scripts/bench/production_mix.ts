@@ -32,7 +32,7 @@
  * @module
  */
 import { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
-import type { BenchContext, SectionReport, StartKeygateOptions } from "./context.ts";
+import type { BenchContext, SectionReport } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
 import { runAdmin, setBenchLimits } from "./limits_admin.ts";
 import { pinSelf, pinTree, readProcessCpuSeconds } from "./proc.ts";
@@ -40,6 +40,7 @@ import { logIn, probeDelays, revoke } from "./mix_traffic.ts";
 import {
   type MixRun,
   type MixTraffic,
+  type PairContext,
   type PairOptions,
   splitVictims,
   startPair,
@@ -56,34 +57,18 @@ import {
 } from "./mix_seed.ts";
 import { measureIdleDelays, readCacheCounters } from "./mix_probes.ts";
 import { medianRun, type RateRun, toRow } from "./mix_row.ts";
-import type { Server } from "./servers.ts";
-import type { Load, WrkOptions } from "./wrk.ts";
+import type { Load } from "./wrk.ts";
 import { findFreePort } from "../../tests/_helpers/free_port.ts";
 
-/** What the section needs from the bench's driver. */
-export interface ProductionMixContext {
+/** What the section needs from the bench's driver (its pairs' part: mix_pairs.ts). */
+export interface ProductionMixContext extends PairContext {
   work: string;
-  /** Cores (taskset lists) of instance A, and of B with wrk; undefined: unpinned. */
-  serverCore: string | undefined;
-  otherCore: string | undefined;
   /** Live tokens seeded. */
   tokens: number;
-  /** Seconds per run. */
-  duration: number;
   /** Runs of every row, in alternating order; each row reports its median run. */
   rounds: number;
-  /** The servers' certificate (self-signed), PEM. */
-  cert: string;
   /** The shared password hash of every seeded user. */
   passwordHash: string;
-  measure(server: Server, load: Load, options?: Partial<WrkOptions>): Promise<Measured>;
-  startKeygate(
-    name: string,
-    store: string,
-    cores: string | undefined,
-    extra?: string[],
-    options?: StartKeygateOptions,
-  ): Promise<Server>;
   /** `--mix-rates`: the rates to run (default {@link REVOCATION_RATES}). */
   mixRates?: number[];
   /** `--mix-a-flags`: extra Deno flags of instance A (e.g. `--cpu-prof`). */
@@ -92,8 +77,6 @@ export interface ProductionMixContext {
   mixLimitRates?: number[];
   /** `--mix-limit-headers off`: the rows with limits without their `RateLimit` fields. */
   mixLimitHeaders?: boolean;
-  log(message: string): void;
-  notes: string[];
 }
 
 /** The columns of the section's rows, for the report. */

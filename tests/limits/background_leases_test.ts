@@ -59,6 +59,27 @@ function limiterOver(app: TestApp) {
   return { limiter, state, counted };
 }
 
+/**
+ * A user with two keys, each with 6,400 a minute, the clock 10 s into a window, and a limiter over
+ * a store that records (or holds) its lease calls.
+ */
+async function setUpTwoKeys() {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  await app.createKey(userId);
+  const otherId = (await app.store.listApiKeys(userId)).find((key) => key.id !== keyId)!.id;
+  for (const id of [keyId, otherId]) await setMinuteRate(app, id, 6_400);
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  app.clock.set(window.start + 10_000);
+  return {
+    app,
+    keyId,
+    otherId,
+    owner: { apiKeyId: keyId, userId },
+    other: { apiKeyId: otherId, userId },
+    ...limiterOver(app),
+  };
+}
+
 /** Admits `count` requests of `owner`, ten a second on the fake clock, each after the last. */
 async function admitEvery100Ms(app: TestApp, limiter: Limiter, owner: Owner, count: number) {
   for (let i = 0; i < count; i++) {
@@ -108,16 +129,8 @@ Deno.test("limiter: once stop() has begun no top-up or lease ahead starts, only 
 });
 
 Deno.test("limiter: a top-up queued behind another key's lease is dropped unsent when its key's limits change meanwhile", async () => {
-  const { app, userId, keyId } = await setUpLimitsApp();
+  const { app, keyId, otherId, owner, other, limiter, state } = await setUpTwoKeys();
   using _ = app;
-  await app.createKey(userId);
-  const otherId = (await app.store.listApiKeys(userId)).find((key) => key.id !== keyId)!.id;
-  for (const id of [keyId, otherId]) await setMinuteRate(app, id, 6_400);
-  const owner = { apiKeyId: keyId, userId };
-  const other = { apiKeyId: otherId, userId };
-  const window = toLimitWindow("minute", app.clock.now() + 60_000);
-  app.clock.set(window.start + 10_000);
-  const { limiter, state } = limiterOver(app);
 
   // The first slice is 100 units: after 98 requests two are left, and no top-up is due yet.
   await admitEvery100Ms(app, limiter, owner, 98);
@@ -156,16 +169,8 @@ Deno.test("limiter: a top-up queued behind another key's lease is dropped unsent
 });
 
 Deno.test("limiter: stop() also waits for a lease a request began while it waited, and gives that lease's units back", async () => {
-  const { app, userId, keyId } = await setUpLimitsApp();
+  const { app, keyId, otherId, owner, other, limiter, state } = await setUpTwoKeys();
   using _ = app;
-  await app.createKey(userId);
-  const otherId = (await app.store.listApiKeys(userId)).find((key) => key.id !== keyId)!.id;
-  for (const id of [keyId, otherId]) await setMinuteRate(app, id, 6_400);
-  const owner = { apiKeyId: keyId, userId };
-  const other = { apiKeyId: otherId, userId };
-  const window = toLimitWindow("minute", app.clock.now() + 60_000);
-  app.clock.set(window.start + 10_000);
-  const { limiter, state } = limiterOver(app);
 
   // A request's lease is held open when stop() begins; another request (a shutdown past its
   // deadline leaves requests running) begins a lease of the other key while stop() waits.
