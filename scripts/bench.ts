@@ -122,7 +122,8 @@ function readRatesFlag(flag: "mix-rates" | "mix-limit-rates"): number[] | undefi
   ) {
     const like = flag === "mix-rates" ? `"0,1000"` : `"0,100" or "none"`;
     console.error(
-      `bench: --${flag}: "${value}": expected distinct whole numbers of revocations/s, like ${like}`,
+      `bench: --${flag}: "${value}": expected distinct whole numbers of revocations/s, ` +
+        `like ${like}`,
     );
     Deno.exit(2);
   }

@@ -35,7 +35,7 @@ export interface BenchOptions {
   mixADenoFlags?: string[];
   /** `--mix-limit-rates`: the production mix's rates with a row with limits too (default: 100). */
   mixLimitRates?: number[];
-  /** `--mix-limit-headers`: whether the rows with limits send the `RateLimit` fields (default on). */
+  /** `--mix-limit-headers`: whether the limited rows send the `RateLimit` fields (unset: on). */
   mixLimitHeaders?: boolean;
 }
 

@@ -1,6 +1,6 @@
 /**
- * The admin CLI as the bench's sections with limits use it (rate_limits.ts, production_mix.ts):
- * run in this process against a store, and the limits those sections set on every key.
+ * The admin CLI as the bench's sections use it (rate_limits.ts, production_mix.ts, mix_pairs.ts):
+ * run in this process against a store, and the limits the sections with limits set on every key.
  *
  * @module
  */
@@ -13,8 +13,11 @@ export const BENCH_RATE = "1000000000/minute";
 /** The default's quota: monthly, never refusing. */
 export const BENCH_QUOTA = "1000000000000/month";
 
-/** Runs `deno task admin ARGS` in this process against `store`; throws on a failure. */
-export async function runAdmin(store: string, args: string[]): Promise<void> {
+/**
+ * Runs `deno task admin ARGS` in this process against `store`; resolves to what it printed, throws
+ * on a failure.
+ */
+export async function runAdmin(store: string, args: string[]): Promise<string> {
   const hasher = createPasswordHasher({ workers: 1 });
   const out: string[] = [];
   try {
@@ -27,6 +30,7 @@ export async function runAdmin(store: string, args: string[]): Promise<void> {
       hasher,
     });
     if (code !== 0) throw new Error(`admin ${args.join(" ")}: ${out.join(" ")}`);
+    return out.join("");
   } finally {
     hasher.close();
   }

@@ -7,6 +7,7 @@
  */
 import { findFreePort } from "../../tests/_helpers/free_port.ts";
 import type { BenchContext } from "./context.ts";
+import { runAdmin } from "./limits_admin.ts";
 import { readCacheCounters } from "./mix_probes.ts";
 import { ZIPF_ALPHA } from "./mix_seed.ts";
 import { listRevocations, type Revocation, REVOKER_CLIENTS, type Victim } from "./mix_traffic.ts";
@@ -163,26 +164,10 @@ function toProbes(victims: Victim[]): { apiKey: string; token: string }[] {
 
 /** Creates a write operator with the admin CLI on `store`; resolves to its token. */
 async function createOperator(store: string): Promise<string> {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-all",
-      new URL("../../src/cli/main.ts", import.meta.url).pathname,
-      "operator",
-      "create",
-      `bench${Date.now()}`,
-      "--role",
-      "write",
-      /^postgres/.test(store) ? "--store" : "--db",
-      store,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(output.stdout);
-  const token = /kgo_\S+/.exec(text)?.[0];
-  if (!output.success || token === undefined) {
-    throw new Error(`operator create failed: ${new TextDecoder().decode(output.stderr)}${text}`);
-  }
+  const printed = await runAdmin(store, [
+    ...["operator", "create", `bench${Date.now()}`, "--role", "write"],
+  ]);
+  const token = /kgo_\S+/.exec(printed)?.[0];
+  if (token === undefined) throw new Error("operator create printed no token");
   return token;
 }

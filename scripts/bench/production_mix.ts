@@ -73,7 +73,7 @@ export interface ProductionMixContext extends PairContext {
   mixRates?: number[];
   /** `--mix-a-flags`: extra Deno flags of instance A (e.g. `--cpu-prof`). */
   mixADenoFlags?: string[];
-  /** `--mix-limit-rates`: the rates with a row with limits too (default {@link LIMIT_ROW_RATES}). */
+  /** `--mix-limit-rates`: rates with a row with limits too (default {@link LIMIT_ROW_RATES}). */
   mixLimitRates?: number[];
   /** `--mix-limit-headers off`: the rows with limits without their `RateLimit` fields. */
   mixLimitHeaders?: boolean;

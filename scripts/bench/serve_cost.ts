@@ -13,9 +13,9 @@
  * two `RateLimit` fields, which tells the cost of the fields' bytes through `Deno.serve` from the
  * cost of the limiter and the header values; and the same with a third padding field that takes
  * the head past 512 bytes, so that the answer leaves in one write instead of two (Deno 2.9's
- * writer: {@link PAST_512}), which tells what the second write costs. Measured in alternating rounds; each round's CPU
- * per request, best and median. A guide between `deno task bench` runs, whose figures alone
- * judge the targets.
+ * writer: {@link PAST_512}), which tells what the second write costs. Measured in alternating
+ * rounds; each round's CPU per request, best and median. A guide between `deno task bench` runs,
+ * whose figures alone judge the targets.
  *
  * Usage: deno run -A scripts/bench/serve_cost.ts [KEYS [ROUNDS [REQUESTS_PER_ROUND]]]
  *
@@ -93,37 +93,37 @@ await probe.body?.cancel();
 const policyLength = probe.headers.get("ratelimit-policy")?.length ?? 0;
 const statusLength = probe.headers.get("ratelimit")?.length ?? 0;
 if (policyLength === 0 || statusLength === 0) throw new Error("No RateLimit fields on the probe");
-const plainForPadding = createSide("padded", true);
-const padded: Handler = async (request, info) => {
-  const response = await plainForPadding(request, info);
-  // Names as long as "ratelimit-policy" and "ratelimit", values as long as theirs.
-  response.headers.set("x-bench-padding1", "p".repeat(policyLength));
-  response.headers.set("x-bench-p", "p".repeat(statusLength));
-  return response;
-};
+/**
+ * A side without limits whose answers carry padding fields: as long as a limited answer's two
+ * fields, name and value ("ratelimit-policy" and "ratelimit"), and `past` more bytes in a third.
+ */
+function createPaddedSide(name: string, past = 0): Handler {
+  const plain = createSide(name, true);
+  return async (request, info) => {
+    const response = await plain(request, info);
+    response.headers.set("x-bench-padding1", "p".repeat(policyLength));
+    response.headers.set("x-bench-p", "p".repeat(statusLength));
+    if (past > 0) response.headers.set("x-bench-past", "p".repeat(past));
+    return response;
+  };
+}
 
 /**
  * Deno 2.9's HTTP/1.1 writer appends the body to the head only while both fit its per-connection
  * buffer of 512 bytes, and a head past 512 bytes grows that buffer to 1,024 (libs/http_h1, see
  * docs/performance.md): the same padding and this much more takes a limited answer's head past
- * 512 bytes, so that it leaves in one write where the side above needs two.
+ * 512 bytes, so that it leaves in one write where the padded side needs two.
  */
 const PAST_512 = 80;
-const plainForPaddingPast = createSide("padded-past", true);
-const paddedPast: Handler = async (request, info) => {
-  const response = await plainForPaddingPast(request, info);
-  response.headers.set("x-bench-padding1", "p".repeat(policyLength));
-  response.headers.set("x-bench-p", "p".repeat(statusLength));
-  response.headers.set("x-bench-past", "p".repeat(PAST_512));
-  return response;
-};
 
 const sides: Record<string, string> = {
   "no limits": await serve(createSide("plain", true)),
   "a rate and a quota on every key": await serve(limited),
   "the same, RateLimit headers off": await serve(createSide("no-headers", false)),
-  "no limits, two fields as long as RateLimit's": await serve(padded),
-  "no limits, the same fields and a head past 512 bytes (one write)": await serve(paddedPast),
+  "no limits, two fields as long as RateLimit's": await serve(createPaddedSide("padded")),
+  "no limits, the same fields and a head past 512 bytes (one write)": await serve(
+    createPaddedSide("padded-past", PAST_512),
+  ),
 };
 
 const client = new Worker(new URL("./serve_cost_client.ts", import.meta.url), { type: "module" });
