@@ -12,6 +12,7 @@ import { generateSelfSigned } from "../../src/platform/tls.ts";
 import { type Baseline, openBaseline } from "./baseline.ts";
 import type { Measured, SectionRows } from "./report.ts";
 import { BENCH_PASSWORD, seedDatabase, type SeedEntry } from "./seed.ts";
+import { waitForQuiet } from "./proc.ts";
 import { pinTo, type Server, startServer } from "./servers.ts";
 import { type Load, runWrk, type WrkOptions } from "./wrk.ts";
 
@@ -278,6 +279,17 @@ async function alternate(
 ): Promise<Record<string, Measured>> {
   const all: Record<string, Measured[]> = {};
   for (let round = 1; round <= ctx.rounds; round++) {
+    // Servers started for these rows sweep their token rows first (the janitor), and a database
+    // just loaded is vacuumed: none of that may fall into a measured run.
+    const wait = await waitForQuiet();
+    if (!wait.quiet) {
+      ctx.notes.push(
+        `${label}, round ${round}: the machine was still ${Math.round(wait.busy * 100)}% busy ` +
+          `after ${wait.seconds.toFixed(0)} s of waiting for it to be quiet; measured anyway.`,
+      );
+    } else if (wait.seconds > 1.5) {
+      ctx.log(`${label}, round ${round}: waited ${wait.seconds.toFixed(0)} s for a quiet machine`);
+    }
     for (const [name, run] of Object.entries(runs)) {
       ctx.log(`${label}, round ${round}/${ctx.rounds}: ${name}`);
       (all[name] ??= []).push(await run());

@@ -104,3 +104,52 @@ export async function pinSelf(
     await taskset(["-a", "-p", mask, String(Deno.pid)]);
   };
 }
+
+/** The machine's busy and total clock ticks so far, over every core (`/proc/stat`'s `cpu` line). */
+function readMachineTicks(): { busy: number; total: number } {
+  const fields = Deno.readTextFileSync("/proc/stat").split("\n")[0].trim().split(/\s+/).slice(1)
+    .map(Number);
+  const total = fields.reduce((sum, n) => sum + n, 0);
+  // idle and iowait are the fourth and fifth fields.
+  return { busy: total - fields[3] - fields[4], total };
+}
+
+/** What {@link waitForQuiet} saw: the seconds it waited, and whether the machine went quiet. */
+export interface QuietWait {
+  seconds: number;
+  quiet: boolean;
+  /** The last second's busy share of the whole machine (0 to 1). */
+  busy: number;
+}
+
+/**
+ * Waits until the whole machine has been quiet for a second (busy under `threshold` of all its
+ * cores), or `timeoutSeconds` have passed: work that servers and the database start on their own
+ * (a freshly started server's janitor sweeping every token row, autovacuum, a checkpoint) then
+ * does not fall into a measured run.
+ */
+export async function waitForQuiet({
+  threshold = 0.1,
+  timeoutSeconds = 180,
+  readTicks = readMachineTicks,
+  sleepSecond = () => new Promise<void>((resolve) => setTimeout(resolve, 1000)),
+}: {
+  threshold?: number;
+  timeoutSeconds?: number;
+  /** The machine's ticks (tests give their own). */
+  readTicks?: () => { busy: number; total: number };
+  /** Waits a second (tests give their own). */
+  sleepSecond?: () => Promise<void>;
+} = {}): Promise<QuietWait> {
+  let seconds = 0;
+  let before = readTicks();
+  for (;;) {
+    await sleepSecond();
+    seconds++;
+    const after = readTicks();
+    const busy = (after.busy - before.busy) / Math.max(1, after.total - before.total);
+    if (busy < threshold) return { seconds, quiet: true, busy };
+    if (seconds >= timeoutSeconds) return { seconds, quiet: false, busy };
+    before = after;
+  }
+}
