@@ -6,4 +6,4 @@
  */
 
 /** The released version, semantic versioning. */
-export const VERSION = "0.20.1";
+export const VERSION = "0.20.2";
