@@ -5,11 +5,10 @@
  *
  * @module
  */
-import postgres from "postgres";
 import type { PostgresCluster } from "../../tests/_helpers/postgres_cluster.ts";
 import { type Victim, VICTIM_TOKENS } from "./mix_traffic.ts";
 import { seedDatabase, type SeedEntry } from "./seed.ts";
-import { copySeedToPostgres } from "./seed_postgres.ts";
+import { copySeedToPostgres, runStatements } from "./seed_postgres.ts";
 
 /** The popularity's exponent: the k-th most used token gets a share ∝ 1/k^α. */
 export const ZIPF_ALPHA = 1.0;
@@ -115,13 +114,10 @@ export async function copyMixToPostgres(
   const url = await cluster.createDatabase("mix");
   ctx.log("production mix: copying into PostgreSQL");
   await copySeedToPostgres(dbPath, url);
-  const admin = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    await admin.unsafe("ALTER SYSTEM SET fsync = 'on'");
-    await admin.unsafe("ALTER SYSTEM SET full_page_writes = 'on'");
-  } finally {
-    await admin.end();
-  }
+  await runStatements(url, [
+    "ALTER SYSTEM SET fsync = 'on'",
+    "ALTER SYSTEM SET full_page_writes = 'on'",
+  ]);
   await cluster.pause();
   await cluster.resume();
   return url;
@@ -134,11 +130,8 @@ export async function copyMixToPostgres(
 export async function cloneMixDatabase(cluster: PostgresCluster, url: string): Promise<string> {
   const source = new URL(url).pathname.slice(1);
   const name = `${source}_limits`;
-  const admin = postgres(cluster.urlOf("postgres"), { max: 1, onnotice: () => {} });
-  try {
-    await admin.unsafe(`CREATE DATABASE "${name}" TEMPLATE "${source}" STRATEGY FILE_COPY`);
-  } finally {
-    await admin.end();
-  }
+  await runStatements(cluster.urlOf("postgres"), [
+    `CREATE DATABASE "${name}" TEMPLATE "${source}" STRATEGY FILE_COPY`,
+  ]);
   return cluster.urlOf(name);
 }

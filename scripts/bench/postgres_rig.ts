@@ -11,7 +11,7 @@ import type { startPostgres } from "../../tests/_helpers/postgres_cluster.ts";
 import { pinTree, readTreeCpuSeconds } from "./proc.ts";
 import type { BenchContext } from "./context.ts";
 import { formatRatio, type Measured, type Row } from "./report.ts";
-import { copySeedToPostgres } from "./seed_postgres.ts";
+import { copySeedToPostgres, runStatements } from "./seed_postgres.ts";
 import type { Server } from "./servers.ts";
 import type { Load, WrkOptions } from "./wrk.ts";
 
@@ -57,14 +57,10 @@ export async function prepareDatabase(
   const copyStarted = performance.now();
   await copySeedToPostgres(ctx.sqlitePath, url);
   const copySeconds = (performance.now() - copyStarted) / 1000;
-  const admin = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    for (const [name, value] of Object.entries(SETTINGS)) {
-      await admin.unsafe(`ALTER SYSTEM SET ${name} = '${value}'`);
-    }
-  } finally {
-    await admin.end();
-  }
+  await runStatements(
+    url,
+    Object.entries(SETTINGS).map(([name, value]) => `ALTER SYSTEM SET ${name} = '${value}'`),
+  );
   await cluster.pause();
   await cluster.resume();
   const postmaster = Number(

@@ -74,11 +74,18 @@ export async function copySeedToPostgres(sqlitePath: string, url: string): Promi
  * the database alike, and its CPU was counted as the database's per request
  * (docs/performance.md, "A cheaper miss on PostgreSQL", the seventh run).
  */
-export async function settleDatabase(url: string): Promise<void> {
+export function settleDatabase(url: string): Promise<void> {
+  return runStatements(url, ["VACUUM (FREEZE, ANALYZE)", "CHECKPOINT"]);
+}
+
+/**
+ * Runs `statements` one after another on one connection to `url`, each alone (the simple query
+ * protocol: no transaction block around it, as `VACUUM` and `ALTER SYSTEM` need).
+ */
+export async function runStatements(url: string, statements: string[]): Promise<void> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
-    await sql.unsafe("VACUUM (FREEZE, ANALYZE)");
-    await sql.unsafe("CHECKPOINT");
+    for (const statement of statements) await sql.unsafe(statement);
   } finally {
     await sql.end();
   }
