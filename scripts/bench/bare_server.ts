@@ -8,10 +8,13 @@
  * keygate reads (`Accept`, `Host`, `Authorization`, `X-Api-Key`, the URL),
  * and sends a `token_info` body of the same size with the same five headers,
  * on a listener with `TCP_NODELAY` like keygate's. Its cost is what any
- * handler pays on Deno for that exchange, before any work of its own.
+ * handler pays on Deno for that exchange, before any work of its own. With
+ * `--pad N` after it, each answer carries one more field of N bytes (the head
+ * made longer: write_split.ts).
  *
  * Usage: deno run --allow-net --allow-read [--allow-run] [--allow-ffi] --unstable-net
- *          scripts/bench/bare_server.ts [--keygate-shape] CERT_FILE KEY_FILE [N [threads|processes]]
+ *          scripts/bench/bare_server.ts [--keygate-shape [--pad N]] CERT_FILE KEY_FILE
+ *          [N [threads|processes]]
  * Prints `listening PORT` once every listener is ready.
  *
  * @module
@@ -41,11 +44,15 @@ function answerAsKeygate(request: Request): Response {
   headers.set("x-content-type-options", "nosniff");
   headers.set("cache-control", "no-store");
   headers.set("x-request-id", `0badcafe-${(++answered).toString(36)}`);
+  if (PAD !== "") headers.set("x-pad", PAD);
   return response;
 }
 
 const shaped = Deno.args[0] === "--keygate-shape";
-const args = shaped ? Deno.args.slice(1) : Deno.args;
+const padded = shaped && Deno.args[1] === "--pad";
+/** `--pad N`: the value of one more field, N bytes. */
+const PAD = padded ? "p".repeat(Number(Deno.args[2])) : "";
+const args = Deno.args.slice(padded ? 3 : shaped ? 1 : 0);
 
 /** Serves on `port` (0: any) and resolves to the port bound. */
 function serve(certFile: string, keyFile: string, port: number, reusePort: boolean) {
