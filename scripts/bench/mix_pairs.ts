@@ -165,7 +165,11 @@ function toProbes(victims: Victim[]): { apiKey: string; token: string }[] {
 /** Creates a write operator with the admin CLI on `store`; resolves to its token. */
 async function createOperator(store: string): Promise<string> {
   const printed = await runAdmin(store, [
-    ...["operator", "create", `bench${Date.now()}`, "--role", "write"],
+    "operator",
+    "create",
+    `bench${Date.now()}`,
+    "--role",
+    "write",
   ]);
   const token = /kgo_\S+/.exec(printed)?.[0];
   if (token === undefined) throw new Error("operator create printed no token");
