@@ -53,7 +53,6 @@ import type {
   StoreTable,
   TokenBatch,
   TokenGrant,
-  TokenIdRange,
   TokenRow,
   TokenStatus,
   User,
@@ -337,16 +336,20 @@ export interface AuditStore {
 
 /** Retention: ending and purging old tokens, counting rows. Part of {@link Store}. */
 export interface RetentionStore {
-  /** The lowest and highest token row ids, or `undefined` when there are no tokens. */
-  findTokenIdRange(): Promise<TokenIdRange | undefined>;
   /**
-   * Deletes, in one short transaction, the token rows of one batch that stopped working at
+   * Deletes, in one short transaction, at most `batch.size` token rows that stopped working at
    * or before `batch.cutoff`: the earliest of the token's expiry and revocation, its key's
    * expiry and revocation, and (issued before its user's cutoff) when that cutoff was set. A
-   * disabled key or user is no end: it may be enabled again. Resolves to how many.
+   * disabled key or user is no end: it may be enabled again. Resolves to how many: fewer than
+   * `batch.size` does not mean none is left (a row ended in two ways takes two places), 0 does,
+   * unless another deleter (a second janitor, `token purge`) is deleting the same rows. The rows
+   * are found through indexes: a batch does not read the rows it keeps.
    */
   deleteEndedTokens(batch: TokenBatch): Promise<number>;
-  /** Deletes every token row that stopped working at or before `cutoff`, audited (`token purge`). */
+  /**
+   * Deletes every token row that stopped working at or before `cutoff`, in batches of one
+   * transaction each, then audits the total (`token purge`).
+   */
   purgeEndedTokens(cutoff: number, change: { audit: AuditOf<number> }): Promise<number>;
   /**
    * Deletes, in one short transaction, up to `batch.size` of the oldest audit rows written

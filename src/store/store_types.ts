@@ -267,15 +267,8 @@ export interface AuditAnonymizing {
   forgetCounters?: readonly string[];
 }
 
-/** The lowest and highest token row ids. */
-export interface TokenIdRange {
-  first: number;
-  last: number;
-}
-
-/** One bounded retention batch: token rows with ids in `(afterId, afterId + size]`. */
+/** One bounded retention batch: at most `size` ended token rows. */
 export interface TokenBatch {
-  afterId: number;
   size: number;
   /** Rows whose token stopped working at or before this instant are deleted. */
   cutoff: number;

@@ -90,7 +90,8 @@ function registerRetentionTests(test: ContractTest): void {
       const { store } = db;
       const { tokenId } = await seed(store);
       await db.execSql(sql);
-      const batch = { afterId: tokenId - 1, size: 10 };
+      assert.ok(tokenId > 0);
+      const batch = { size: 10 };
       assert.equal(await store.deleteEndedTokens({ ...batch, cutoff: endedAt - 1 }), 0);
       assert.equal(await store.countRows("tokens"), 1);
       assert.equal(await store.deleteEndedTokens({ ...batch, cutoff: endedAt }), 1);
@@ -101,10 +102,10 @@ function registerRetentionTests(test: ContractTest): void {
   for (const sql of ["UPDATE api_keys SET disabled_at = 1", "UPDATE users SET disabled = 1"]) {
     test(`retention keeps tokens a re-enable would revive (${sql})`, async (db) => {
       const { store } = db;
-      const { tokenId } = await seed(store);
+      await seed(store);
       await db.execSql(sql);
       const cutoff = T0 + HOUR - 1;
-      assert.equal(await store.deleteEndedTokens({ afterId: tokenId - 1, size: 10, cutoff }), 0);
+      assert.equal(await store.deleteEndedTokens({ size: 10, cutoff }), 0);
       assert.equal(await store.purgeEndedTokens(cutoff, NO_AUDIT), 0);
       assert.equal(await store.countRows("tokens"), 1);
       await db.execSql(sql.replace("= 1", sql.includes("disabled_at") ? "= NULL" : "= 0"));
@@ -112,29 +113,89 @@ function registerRetentionTests(test: ContractTest): void {
     });
   }
 
-  test("retention: token ids bound the batches, and purgeEndedTokens() deletes every ended row", async (db) => {
+  test("retention: a batch deletes at most its size, rows ended in any way, and only those", async (db) => {
     const { store } = db;
-    const { user, key, tokenId } = await seed(store);
-    assert.deepEqual(await store.findTokenIdRange(), { first: tokenId, last: tokenId });
-    for (let i = 2; i <= 7; i++) {
+    const { user, key } = await seed(store);
+    // A second user with two keys, whose rows end in the other ways; t1 (seed) expires at T0 + 1 h.
+    const other = await store.insertUser(
+      { email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      { now: T0, ...NO_AUDIT },
+    );
+    const keyOf = async (name: string, userId = other.id) =>
+      (await store.insertApiKey(
+        { userId, keyHash: hashSecret(name), prefix: name, label: "" },
+        { now: T0, ...NO_AUDIT },
+      )).id;
+    const k2 = await keyOf("k2");
+    const k3 = await keyOf("k3");
+    const k4 = await keyOf("k4", user.id);
+    const live = { issuedAt: T0 + 2, expiresAt: T0 + 5 * HOUR };
+    // Ended by 1 h 30: t1 (its expiry), r (revoked), a and b (key k2 revoked), c (user cutoff,
+    // issued before it), e (revoked and expired: ended in two ways, one row).
+    await issue(store, { userId: user.id, apiKeyId: key.id }, "r", live);
+    await issue(store, { userId: user.id, apiKeyId: key.id }, "e", {
+      issuedAt: T0,
+      expiresAt: T0 + HOUR,
+    });
+    await issue(store, { userId: other.id, apiKeyId: k2 }, "a", live);
+    await issue(store, { userId: other.id, apiKeyId: k2 }, "b", live);
+    await issue(store, { userId: other.id, apiKeyId: k3 }, "c", {
+      issuedAt: T0,
+      expiresAt: T0 + 5 * HOUR,
+    });
+    // Not ended by 1 h 30: issued after the user's cutoff, revoked later, of a key revoked later.
+    await issue(store, { userId: other.id, apiKeyId: k3 }, "after-cutoff", {
+      ...live,
+      issuedAt: T0 + 20,
+    });
+    await issue(store, { userId: user.id, apiKeyId: key.id }, "revoked-late", live);
+    await issue(store, { userId: user.id, apiKeyId: k4 }, "key-late", live);
+    await db.execSql(`UPDATE tokens SET revoked_at = ${T0 + HOUR} WHERE id IN
+      (SELECT id FROM tokens WHERE api_key_id = ${key.id} ORDER BY id LIMIT 2 OFFSET 1)`);
+    await db.execSql(`UPDATE tokens SET revoked_at = ${T0 + 3 * HOUR} WHERE id =
+      (SELECT max(id) FROM tokens WHERE api_key_id = ${key.id})`);
+    await db.execSql(`UPDATE api_keys SET revoked_at = ${T0 + HOUR} WHERE id = ${k2}`);
+    await db.execSql(`UPDATE api_keys SET revoked_at = ${T0 + 3 * HOUR} WHERE id = ${k4}`);
+    await db.execSql(`UPDATE users SET tokens_valid_from = ${T0 + 10}, updated_at = ${T0 + HOUR}
+      WHERE id = ${other.id}`);
+    const cutoff = T0 + 3 * HOUR / 2;
+    assert.equal(await store.countRows("tokens"), 9);
+    const counts = [];
+    for (let count = -1; count !== 0;) {
+      count = await store.deleteEndedTokens({ size: 2, cutoff });
+      assert.ok(count <= 2, `a batch of 2 deleted ${count}`);
+      counts.push(count);
+    }
+    assert.equal(counts.reduce((a, b) => a + b), 6, `batches: ${counts}`);
+    assert.equal(await store.countRows("tokens"), 3);
+    // The live one kept still answers; those revoked later (the token, the key) go once their
+    // revocation has.
+    assert.ok(await grantOf(store, "after-cutoff", "k3", cutoff));
+    assert.equal(await store.purgeEndedTokens(T0 + 3 * HOUR, NO_AUDIT), 2);
+    assert.equal(await store.countRows("tokens"), 1);
+  });
+
+  test("retention: purgeEndedTokens() deletes every ended row, past a batch's size, audited", async (db) => {
+    const { store } = db;
+    const { user, key } = await seed(store);
+    for (let i = 2; i <= 1100; i++) {
       await issue(store, { userId: user.id, apiKeyId: key.id }, `t${i}`, {
         issuedAt: T0 + i,
         expiresAt: i % 2 === 0 ? T0 + 5 * HOUR : T0 + HOUR / 2,
+        maxLiveTokens: 10_000,
       });
     }
-    const range = (await store.findTokenIdRange())!;
-    assert.equal(range.last - range.first, 6);
-    // t1 and the odd ones expired: at T0 + 2 h, 4 of 7 rows ended.
+    // t1 and the odd ones expired: at T0 + 2 h, 550 of 1,100 rows ended (more than a batch).
     const deleted = await store.purgeEndedTokens(T0 + 2 * HOUR, {
       audit: (n) => entry("tokens.purged", "tokens", { deleted: n }),
     });
-    assert.equal(deleted, 4);
-    assert.equal(await store.countRows("tokens"), 3);
-    assert.equal(await store.countLiveTokens(T0 + 2 * HOUR), 3);
-    assert.deepEqual((await store.listAudit()).map((row) => row.detail), [{ deleted: 4 }]);
+    assert.equal(deleted, 550);
+    assert.equal(await store.countRows("tokens"), 550);
+    assert.equal(await store.countLiveTokens(T0 + 2 * HOUR), 550);
+    assert.deepEqual((await store.listAudit()).map((row) => row.detail), [{ deleted: 550 }]);
     await db.execSql(`UPDATE api_keys SET revoked_at = ${T0 + 2 * HOUR}`);
-    assert.equal(await store.purgeEndedTokens(T0 + 2 * HOUR, NO_AUDIT), 3);
-    assert.equal(await store.findTokenIdRange(), undefined);
+    assert.equal(await store.purgeEndedTokens(T0 + 2 * HOUR, NO_AUDIT), 550);
+    assert.equal(await store.countRows("tokens"), 0);
   });
 }
 

@@ -252,3 +252,16 @@ Deno.test("durability 'grants': an audit search is a read, neither a grant write
   assert.equal(db.sqlite.readGrantWrites(), writes);
   assert.equal(db.sqlite.readWalSyncs(), 0);
 });
+
+Deno.test("durability 'grants': a janitor batch that deletes nothing waits for no sync, one that deletes does", async () => {
+  using db = openTempStore({ durability: "grants" });
+  const { store, sqlite } = db;
+  await seed(store); // its token expires at 90,000
+  const writes = sqlite.readGrantWrites();
+  assert.equal(await store.deleteEndedTokens({ size: 500, cutoff: 89_999 }), 0);
+  assert.equal(sqlite.readWalSyncs(), 0, "a sweep that finds nothing syncs nothing");
+  assert.equal(sqlite.readGrantWrites(), writes, "and ends no grant");
+  assert.equal(await store.deleteEndedTokens({ size: 500, cutoff: 90_000 }), 1);
+  assert.equal(sqlite.readWalSyncs(), 1, "a deletion is synced, as any grant write");
+  assert.equal(sqlite.readGrantWrites(), writes + 1);
+});

@@ -37,7 +37,6 @@ const READERS = new Set([
   "findLoginFailures",
   "listLoginFailures",
   "listAudit",
-  "findTokenIdRange",
   "countRows",
   "findOperatorByHash",
   "listOperators",

@@ -4,11 +4,11 @@
  *
  * @module
  */
-import type { RetentionStore, StoreTable } from "../store.ts";
+import type { RetentionStore, StoreTable, TokenBatch } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { TOKEN_ENDED_AT } from "./rows.ts";
+import { ENDED_TOKEN_IDS } from "./rows.ts";
 
-/** Token row ids per transaction for `purgeEndedTokens` (as on SQLite). */
+/** Token rows per transaction for `purgeEndedTokens` (as on SQLite). */
 export const PURGE_BATCH_ROWS = 500;
 
 const TABLES: readonly StoreTable[] = [
@@ -20,15 +20,12 @@ const TABLES: readonly StoreTable[] = [
 ];
 
 export function createRetentionStore(db: PgContext): RetentionStore {
-  async function deleteEndedTokens(batch: { afterId: number; size: number; cutoff: number }) {
+  async function deleteEndedTokens(batch: TokenBatch) {
     const ids = await db.write(async (tx) => {
-      const rows = await tx`DELETE FROM tokens WHERE id IN (
-          SELECT t.id FROM tokens t
-          JOIN api_keys k ON k.id = t.api_key_id
-          JOIN users u ON u.id = t.user_id
-          WHERE t.id > ${batch.afterId} AND t.id <= ${batch.afterId + batch.size}
-            AND ${tx.unsafe(TOKEN_ENDED_AT)} <= ${batch.cutoff})
-        RETURNING id`;
+      const rows = await tx.unsafe(
+        `DELETE FROM tokens WHERE id IN (${ENDED_TOKEN_IDS}) RETURNING id`,
+        [batch.cutoff, batch.size],
+      );
       return rows.map((row) => Number(row.id));
     }, {
       // A cached grant of an expired token answers token_expired; once its row is gone it
@@ -38,16 +35,7 @@ export function createRetentionStore(db: PgContext): RetentionStore {
     return ids.length;
   }
 
-  async function findTokenIdRange() {
-    const [row] = await db.read((sql) =>
-      sql<{ first: number | null; last: number | null }[]>`
-        SELECT min(id) AS first, max(id) AS last FROM tokens`
-    );
-    return row.first === null ? undefined : { first: row.first, last: row.last! };
-  }
-
   return {
-    findTokenIdRange,
     deleteEndedTokens,
 
     deleteAuditBefore(batch) {
@@ -63,12 +51,11 @@ export function createRetentionStore(db: PgContext): RetentionStore {
     },
 
     async purgeEndedTokens(cutoff, change) {
-      const range = await findTokenIdRange();
       let deleted = 0;
-      if (range !== undefined) {
-        for (let after = range.first - 1; after < range.last; after += PURGE_BATCH_ROWS) {
-          deleted += await deleteEndedTokens({ afterId: after, size: PURGE_BATCH_ROWS, cutoff });
-        }
+      // Until a batch finds none: a row ended in two ways fills two places of a batch.
+      for (let count = -1; count !== 0;) {
+        count = await deleteEndedTokens({ size: PURGE_BATCH_ROWS, cutoff });
+        deleted += count;
       }
       await db.write(() => Promise.resolve(deleted), {
         audit: change.audit,

@@ -315,4 +315,13 @@ CREATE TABLE limit_usage (
       `ALTER TABLE limit_usage ADD COLUMN next_used bigint NOT NULL DEFAULT 0 CHECK (next_used >= 0),
   ADD COLUMN next_start bigint NOT NULL DEFAULT 0;`,
   },
+  {
+    // As SQLite's migration 18: the janitor finds the tokens past retention through indexes
+    // (ENDED_TOKEN_IDS in rows.ts), where it walked every token row. Building them blocks writes
+    // to the token table (logins, revocations) while it reads the table (docs/postgres.md#migrations).
+    version: 16,
+    name: "janitor indexes",
+    sql: `CREATE INDEX tokens_by_revocation ON tokens (revoked_at) WHERE revoked_at IS NOT NULL;
+CREATE INDEX tokens_by_user_issue ON tokens (user_id, issued_at);`,
+  },
 ];

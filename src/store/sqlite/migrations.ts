@@ -342,6 +342,15 @@ BEGIN INSERT INTO grant_changes (scope, subject, tag) VALUES
       `ALTER TABLE limit_usage ADD COLUMN next_used INTEGER NOT NULL DEFAULT 0 CHECK (next_used >= 0);
 ALTER TABLE limit_usage ADD COLUMN next_start INTEGER NOT NULL DEFAULT 0;`,
   },
+  {
+    // The janitor finds the tokens past retention through indexes (ENDED_TOKEN_IDS in rules.ts),
+    // where it walked every token row: the revoked ones (only they are in the first index) and
+    // those issued before their user's cutoff.
+    version: 18,
+    name: "janitor indexes",
+    sql: `CREATE INDEX tokens_by_revocation ON tokens (revoked_at) WHERE revoked_at IS NOT NULL;
+CREATE INDEX tokens_by_user_issue ON tokens (user_id, issued_at);`,
+  },
 ];
 
 /**

@@ -57,3 +57,27 @@ export const TOKEN_ENDED_AT = `min(t.expires_at,
   coalesce(k.expires_at, t.expires_at),
   coalesce(k.revoked_at, t.expires_at),
   CASE WHEN t.issued_at < u.tokens_valid_from THEN u.updated_at ELSE t.expires_at END)`;
+
+/**
+ * The ids of at most `:size` tokens that ended ({@link TOKEN_ENDED_AT}) at or before `:cutoff`,
+ * found through indexes, never by walking the token table (`EXPLAIN QUERY PLAN` in
+ * tests/store/janitor_plan_test.ts). The rule's `min()` is at or before `:cutoff` exactly when one
+ * of its terms is, so there is one leg per term:
+ * - the token's expiry (`tokens_by_expiry`), and its revocation (`tokens_by_revocation`, which
+ *   holds revoked rows only);
+ * - its key's revocation or expiry: the ended keys (a read of the key table), then their tokens
+ *   (`tokens_by_api_key`); `CROSS JOIN` keeps SQLite from walking the tokens instead;
+ * - its user's cutoff: the users ever cut off (`tokens_valid_from > 0`; issue times are positive),
+ *   then their tokens issued before it (`tokens_by_user_issue`), never those issued since.
+ * So a batch reads the ended rows, the key and user tables, and one index entry per key that ever
+ * ended and per user ever cut off; what it keeps of the token table it does not read. A row ended
+ * in two ways may come twice: the caller's `id IN` counts it once.
+ */
+export const ENDED_TOKEN_IDS = `SELECT id FROM tokens WHERE expires_at <= :cutoff
+  UNION ALL SELECT id FROM tokens WHERE revoked_at <= :cutoff
+  UNION ALL SELECT t.id FROM api_keys k CROSS JOIN tokens t ON t.api_key_id = k.id
+    WHERE k.revoked_at <= :cutoff OR k.expires_at <= :cutoff
+  UNION ALL SELECT t.id FROM users u CROSS JOIN tokens t
+      ON t.user_id = u.id AND t.issued_at < u.tokens_valid_from
+    WHERE u.tokens_valid_from > 0 AND u.updated_at <= :cutoff
+  LIMIT :size`;

@@ -1,0 +1,153 @@
+/**
+ * The janitor's batch finds ended tokens through indexes, never by a walk of the token table
+ * (`ENDED_TOKEN_IDS` in src/store/sqlite/rules.ts and src/store/postgres/rows.ts), on the
+ * backend `KEYGATE_TEST_STORE` names, over 100,000 tokens of which 1% ended in each way, beside
+ * the history that piles up (half the keys ended, 30% of the users cut off), with statistics
+ * gathered (`ANALYZE`) so that the planners weigh real sizes: SQLite's `EXPLAIN QUERY PLAN` and
+ * PostgreSQL's `EXPLAIN` of the batch's `DELETE`.
+ */
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { openPostgresClient } from "../../src/store/postgres/connect.ts";
+import { ENDED_TOKEN_IDS as POSTGRES_ENDED } from "../../src/store/postgres/rows.ts";
+import { ENDED_TOKEN_IDS as SQLITE_ENDED } from "../../src/store/sqlite/rules.ts";
+import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
+import { openTestStore, TEST_STORE_NAME } from "../_helpers/store.ts";
+
+const TOKENS = 100_000;
+const USERS = 1000;
+/** The batch's cutoff: the rows below ended at 5,000, the others never before 10⁹. */
+const CUTOFF = 10_000;
+
+/** A numbers source `s(n)` of 1 to `count`, for a FROM clause. */
+type Numbers = (count: number) => string;
+
+/**
+ * Users, keys and tokens, written in the same SQL on both backends from a numbers source `s(n)`:
+ * - of every 100 tokens, one expired, one revoked, one of a revoked key and one of a user cut off
+ *   after it was issued (users and keys `n % 100 = 2` and `3`; token `n` is of user and key
+ *   `(n - 1) % 1000 + 1`, which is `n` modulo 100): 4,000 ended;
+ * - history, which a sweep must not read the token table for: 30% of the users were cut off
+ *   before their tokens were issued (`n % 10` in 4, 5, 6), and as many keys as the live ones ended
+ *   with no token left (each key rotated once, its tokens long purged).
+ */
+const SEED = [
+  (numbers: Numbers) =>
+    `INSERT INTO users (email, password_hash, created_at, updated_at, tokens_valid_from)
+     SELECT 'u' || n || '@example.org', 'x', 100,
+       CASE WHEN n % 100 = 3 OR n % 10 IN (4, 5, 6) THEN 5000 ELSE 100 END,
+       CASE WHEN n % 100 = 3 THEN 1500 WHEN n % 10 IN (4, 5, 6) THEN 900 ELSE 0 END
+     FROM ${numbers(USERS)}`,
+  (numbers: Numbers) =>
+    `INSERT INTO api_keys (key_hash, prefix, user_id, created_at, revoked_at)
+     SELECT HASH('k' || n), 'k', n, 100, CASE WHEN n % 100 = 2 THEN 5000 END
+     FROM ${numbers(USERS)}`,
+  (numbers: Numbers) =>
+    `INSERT INTO api_keys (key_hash, prefix, user_id, created_at, revoked_at)
+     SELECT HASH('old' || n), 'o', n, 100, 200
+     FROM ${numbers(USERS)}`,
+  (numbers: Numbers) =>
+    `INSERT INTO tokens (token_hash, user_id, api_key_id, issued_at, expires_at, revoked_at)
+     SELECT HASH('t' || n), (n - 1) % ${USERS} + 1, (n - 1) % ${USERS} + 1, 1000,
+       CASE WHEN n % 100 = 0 THEN 5000 ELSE 1000000000 END,
+       CASE WHEN n % 100 = 1 THEN 5000 END
+     FROM ${numbers(TOKENS)}`,
+];
+
+/** The index each leg must read the token table through. */
+const TOKEN_INDEXES = [
+  "tokens_by_expiry",
+  "tokens_by_revocation",
+  "tokens_by_api_key",
+  "tokens_by_user_issue",
+];
+
+Deno.test({
+  name: "[janitor plan: sqlite] a batch reads the token table only through its indexes",
+  ignore: TEST_STORE_NAME !== "sqlite",
+  async fn() {
+    await using db = await openTestStore();
+    const raw = new DatabaseSync(db.path);
+    try {
+      const numbers = (count: number) =>
+        `(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ${count})
+          SELECT n FROM s)`;
+      raw.exec("BEGIN");
+      for (const statement of SEED) {
+        raw.exec(statement(numbers).replaceAll(/HASH\(([^)]*)\)/g, "randomblob(32)"));
+      }
+      raw.exec("COMMIT");
+      // Without statistics, then with them (`PRAGMA optimize` gathers them in a long-lived file).
+      for (const analyzed of [false, true]) {
+        if (analyzed) raw.exec("ANALYZE");
+        const plan = (raw.prepare(
+          `EXPLAIN QUERY PLAN DELETE FROM tokens WHERE id IN (${SQLITE_ENDED})`,
+        ).all({ cutoff: CUTOFF, size: 500 }) as { detail: string }[]).map((row) => row.detail);
+        const text = `analyzed: ${analyzed}\n${plan.join("\n")}`;
+        // Four legs and the DELETE's own read by row id, each a search.
+        const reads = plan.filter((step) => /^(SCAN|SEARCH) (tokens|t)\b/.test(step));
+        assert.equal(reads.length, 5, text);
+        for (const step of reads) assert.match(step, /^SEARCH/, text);
+        for (const index of TOKEN_INDEXES) assert.match(text, new RegExp(`INDEX ${index}\\b`));
+        // A user's tokens issued since the cutoff are not read: the cutoff bounds the search.
+        assert.match(text, /INDEX tokens_by_user_issue \(user_id=\? AND issued_at<\?\)/, text);
+      }
+      // And the batch deletes what it should: 4 ways × 1,000 tokens, 500 at a time.
+      const batch = raw.prepare(`DELETE FROM tokens WHERE id IN (${SQLITE_ENDED})`);
+      let deleted = 0;
+      for (let count = -1; count !== 0;) {
+        count = Number(batch.run({ cutoff: CUTOFF, size: 500 }).changes);
+        assert.ok(count <= 500);
+        deleted += count;
+      }
+      assert.equal(deleted, 4000);
+    } finally {
+      raw.close();
+    }
+  },
+});
+
+Deno.test({
+  name: "[janitor plan: postgres] a batch reads the token table only through its indexes",
+  ignore: TEST_STORE_NAME !== "postgres",
+  sanitizeResources: false,
+  async fn() {
+    await using db = await openTestStore();
+    const sql = openPostgresClient(parseStoreUrl(db.path) as PostgresLocation, { max: 1 });
+    try {
+      const numbers = (count: number) => `generate_series(1, ${count}) AS s(n)`;
+      for (const statement of SEED) {
+        await sql.unsafe(
+          statement(numbers).replaceAll(/HASH\(([^)]*)\)/g, "sha256(convert_to($1, 'UTF8'))"),
+        );
+      }
+      await sql.unsafe("ANALYZE users, api_keys, tokens");
+      const statement = `DELETE FROM tokens WHERE id IN (${POSTGRES_ENDED}) RETURNING id`;
+      const rows = await sql.unsafe(`EXPLAIN ${statement}`, [CUTOFF, 500]);
+      const plan = rows.map((row) => row["QUERY PLAN"] as string).join("\n");
+      assert.doesNotMatch(plan, /Seq Scan on tokens/, plan);
+      // A user's tokens issued since the cutoff are not read: the cutoff bounds the search.
+      assert.match(
+        plan,
+        /Index Cond: \(\(user_id = u\.id\) AND \(issued_at < u\.tokens_valid_from\)\)/,
+        plan,
+      );
+      for (const index of TOKEN_INDEXES) {
+        assert.match(
+          plan,
+          new RegExp(`Index (Only )?Scan using ${index}|Bitmap Index Scan on ${index}`),
+          plan,
+        );
+      }
+      let deleted = 0;
+      for (let count = -1; count !== 0;) {
+        count = (await sql.unsafe(statement, [CUTOFF, 500])).length;
+        assert.ok(count <= 500);
+        deleted += count;
+      }
+      assert.equal(deleted, 4000);
+    } finally {
+      await sql.end();
+    }
+  },
+});
