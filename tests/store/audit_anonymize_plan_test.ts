@@ -15,8 +15,7 @@ import {
   AUDIT_ANONYMIZE_SQL as POSTGRES_SQL,
   toTextArray,
 } from "../../src/store/postgres/audit_anonymize.ts";
-import { openPostgresClient } from "../../src/store/postgres/connect.ts";
-import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
+import { testOnPostgres } from "../_helpers/postgres_raw.ts";
 import { openTestStore, TEST_STORE_NAME } from "../_helpers/store.ts";
 
 const ROWS = 100_000;
@@ -85,39 +84,31 @@ const SEED = `INSERT INTO audit_log (at, actor, action, subject, detail)
       ELSE '{}'::jsonb END
   FROM generate_series(1, ${ROWS}) AS n`;
 
-Deno.test({
-  name: "[audit anonymize: postgres] every read of the walk goes through its index",
-  ignore: TEST_STORE_NAME !== "postgres",
-  sanitizeResources: false,
-  async fn() {
-    await using db = await openTestStore();
-    const sql = openPostgresClient(parseStoreUrl(db.path) as PostgresLocation, { max: 1 });
-    try {
-      await sql.unsafe(SEED);
-      await sql.unsafe("ANALYZE audit_log");
-      const params: Record<string, unknown[]> = {
-        holdStart: [`user:${ADDRESS}`, Number.MAX_SAFE_INTEGER, toTextArray(AUDIT_HOLD_STARTS)],
-        subjectRows: [`user:${ADDRESS}`, 1, Number.MAX_SAFE_INTEGER],
-        detailRows: [toTextArray(AUDIT_ADDRESS_DETAIL_ACTIONS), 1, Number.MAX_SAFE_INTEGER, QUOTED],
-        actorRows: ["portal:user:7", 1],
-      };
-      for (const [name, text] of Object.entries(POSTGRES_SQL)) {
-        const rows = await sql.unsafe(`EXPLAIN ${text}`, params[name] as never[]);
-        const plan = rows.map((row) => row["QUERY PLAN"] as string).join("\n");
-        const index = name === "holdStart" ? "audit_log_by_(subject|action)" : INDEX_OF[name];
-        assert.match(
-          plan,
-          new RegExp(`Index (Only )?Scan using ${index}|Bitmap Index Scan on ${index}`),
-          `${name}:\n${plan}`,
-        );
-        assert.doesNotMatch(plan, /Seq Scan on audit_log/, `${name}:\n${plan}`);
-        if (name === "detailRows") {
-          // The id range is an index condition (bounds the search), not a filter on its rows.
-          assert.match(plan, /Index Cond: \(\(action = ANY .*\(id >= .*\(id < /, plan);
-        }
+testOnPostgres(
+  "[audit anonymize: postgres] every read of the walk goes through its index",
+  async (sql) => {
+    await sql.unsafe(SEED);
+    await sql.unsafe("ANALYZE audit_log");
+    const params: Record<string, unknown[]> = {
+      holdStart: [`user:${ADDRESS}`, Number.MAX_SAFE_INTEGER, toTextArray(AUDIT_HOLD_STARTS)],
+      subjectRows: [`user:${ADDRESS}`, 1, Number.MAX_SAFE_INTEGER],
+      detailRows: [toTextArray(AUDIT_ADDRESS_DETAIL_ACTIONS), 1, Number.MAX_SAFE_INTEGER, QUOTED],
+      actorRows: ["portal:user:7", 1],
+    };
+    for (const [name, text] of Object.entries(POSTGRES_SQL)) {
+      const rows = await sql.unsafe(`EXPLAIN ${text}`, params[name] as never[]);
+      const plan = rows.map((row) => row["QUERY PLAN"] as string).join("\n");
+      const index = name === "holdStart" ? "audit_log_by_(subject|action)" : INDEX_OF[name];
+      assert.match(
+        plan,
+        new RegExp(`Index (Only )?Scan using ${index}|Bitmap Index Scan on ${index}`),
+        `${name}:\n${plan}`,
+      );
+      assert.doesNotMatch(plan, /Seq Scan on audit_log/, `${name}:\n${plan}`);
+      if (name === "detailRows") {
+        // The id range is an index condition (bounds the search), not a filter on its rows.
+        assert.match(plan, /Index Cond: \(\(action = ANY .*\(id >= .*\(id < /, plan);
       }
-    } finally {
-      await sql.end();
     }
   },
-});
+);

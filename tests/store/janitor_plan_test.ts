@@ -8,10 +8,9 @@
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { openPostgresClient } from "../../src/store/postgres/connect.ts";
 import { ENDED_TOKEN_IDS as POSTGRES_ENDED } from "../../src/store/postgres/rows.ts";
 import { ENDED_TOKEN_IDS as SQLITE_ENDED } from "../../src/store/sqlite/rules.ts";
-import { parseStoreUrl, type PostgresLocation } from "../../src/store/store_url.ts";
+import { testOnPostgres } from "../_helpers/postgres_raw.ts";
 import { openTestStore, TEST_STORE_NAME } from "../_helpers/store.ts";
 
 const TOKENS = 100_000;
@@ -107,47 +106,39 @@ Deno.test({
   },
 });
 
-Deno.test({
-  name: "[janitor plan: postgres] a batch reads the token table only through its indexes",
-  ignore: TEST_STORE_NAME !== "postgres",
-  sanitizeResources: false,
-  async fn() {
-    await using db = await openTestStore();
-    const sql = openPostgresClient(parseStoreUrl(db.path) as PostgresLocation, { max: 1 });
-    try {
-      const numbers = (count: number) => `generate_series(1, ${count}) AS s(n)`;
-      for (const statement of SEED) {
-        await sql.unsafe(
-          statement(numbers).replaceAll(/HASH\(([^)]*)\)/g, "sha256(convert_to($1, 'UTF8'))"),
-        );
-      }
-      await sql.unsafe("ANALYZE users, api_keys, tokens");
-      const statement = `DELETE FROM tokens WHERE id IN (${POSTGRES_ENDED}) RETURNING id`;
-      const rows = await sql.unsafe(`EXPLAIN ${statement}`, [CUTOFF, 500]);
-      const plan = rows.map((row) => row["QUERY PLAN"] as string).join("\n");
-      assert.doesNotMatch(plan, /Seq Scan on tokens/, plan);
-      // A user's tokens issued since the cutoff are not read: the cutoff bounds the search.
+testOnPostgres(
+  "[janitor plan: postgres] a batch reads the token table only through its indexes",
+  async (sql) => {
+    const numbers = (count: number) => `generate_series(1, ${count}) AS s(n)`;
+    for (const statement of SEED) {
+      await sql.unsafe(
+        statement(numbers).replaceAll(/HASH\(([^)]*)\)/g, "sha256(convert_to($1, 'UTF8'))"),
+      );
+    }
+    await sql.unsafe("ANALYZE users, api_keys, tokens");
+    const statement = `DELETE FROM tokens WHERE id IN (${POSTGRES_ENDED}) RETURNING id`;
+    const rows = await sql.unsafe(`EXPLAIN ${statement}`, [CUTOFF, 500]);
+    const plan = rows.map((row) => row["QUERY PLAN"] as string).join("\n");
+    assert.doesNotMatch(plan, /Seq Scan on tokens/, plan);
+    // A user's tokens issued since the cutoff are not read: the cutoff bounds the search.
+    assert.match(
+      plan,
+      /Index Cond: \(\(user_id = u\.id\) AND \(issued_at < u\.tokens_valid_from\)\)/,
+      plan,
+    );
+    for (const index of TOKEN_INDEXES) {
       assert.match(
         plan,
-        /Index Cond: \(\(user_id = u\.id\) AND \(issued_at < u\.tokens_valid_from\)\)/,
+        new RegExp(`Index (Only )?Scan using ${index}|Bitmap Index Scan on ${index}`),
         plan,
       );
-      for (const index of TOKEN_INDEXES) {
-        assert.match(
-          plan,
-          new RegExp(`Index (Only )?Scan using ${index}|Bitmap Index Scan on ${index}`),
-          plan,
-        );
-      }
-      let deleted = 0;
-      for (let count = -1; count !== 0;) {
-        count = (await sql.unsafe(statement, [CUTOFF, 500])).length;
-        assert.ok(count <= 500);
-        deleted += count;
-      }
-      assert.equal(deleted, 4000);
-    } finally {
-      await sql.end();
     }
+    let deleted = 0;
+    for (let count = -1; count !== 0;) {
+      count = (await sql.unsafe(statement, [CUTOFF, 500])).length;
+      assert.ok(count <= 500);
+      deleted += count;
+    }
+    assert.equal(deleted, 4000);
   },
-});
+);
