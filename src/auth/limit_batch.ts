@@ -42,6 +42,12 @@ export interface LeaseBatcher<T> {
    * for more.
    */
   lease(item: T, options?: { background?: boolean }): Promise<void>;
+  /**
+   * Runs the background items gathering now at the next turn of the event loop, without waiting
+   * out {@link GATHER_MS} (a limiter's stop: no lease ahead is asked after it). Those asked later
+   * gather as before.
+   */
+  flushGathering(): void;
   /** Batches run so far (metrics and tests). */
   readBatches(): number;
 }
@@ -80,15 +86,18 @@ export function createLeaseBatcher<T>(
   /** The next batch's timer, and whether it gathers (background items only). */
   let scheduled: { timer: ReturnType<typeof setTimeout>; gathering: boolean } | undefined;
   let batches = 0;
+  /** The background items queued do not gather (`flushGathering`) until none is left. */
+  let hurry = false;
 
   /**
    * Schedules the next batch unless one runs: at the next turn of the event loop when an item a
    * request waits for is queued, or a batch's worth of background items (sooner than a gathering
-   * timer), else once the oldest background item has waited {@link GATHER_MS}.
+   * timer) or the background items were told not to gather (`hurry`), else once the oldest
+   * background item has waited {@link GATHER_MS}.
    */
   function schedule(): void {
     if (running) return;
-    const gathering = queue.length === 0 && background.length < maxBatch;
+    const gathering = !hurry && queue.length === 0 && background.length < maxBatch;
     if (scheduled !== undefined && (gathering || !scheduled.gathering)) return;
     if (scheduled !== undefined) clearTimeout(scheduled.timer);
     const delay = gathering
@@ -124,6 +133,8 @@ export function createLeaseBatcher<T>(
     scheduled = undefined;
     if (running) return;
     const batch = takeBatch();
+    // Those hurried are all taken: the background items asked from now on gather again.
+    if (background.length === 0) hurry = false;
     if (batch.length === 0) return;
     running = true;
     batches++;
@@ -155,6 +166,12 @@ export function createLeaseBatcher<T>(
       });
       schedule();
       return settled;
+    },
+    flushGathering() {
+      if (background.length === 0) return;
+      // While a batch runs, its end takes them at once (schedule() then finds them hurried).
+      hurry = true;
+      schedule();
     },
     readBatches: () => batches,
   };

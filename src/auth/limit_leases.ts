@@ -29,6 +29,8 @@ export const OPEN_FOR_MS = 1_000;
 export interface LeaseDeps {
   store: Pick<Store, "leaseLimits">;
   clock: Clock;
+  /** How long leases ahead gather for a batch (limit_batch.ts, `GATHER_MS`); tests lengthen it. */
+  gatherMs?: number;
   logger?: Pick<Logger, "warn">;
   metrics?: {
     limitStoreUnavailable(kind: LimitKind): void;
@@ -162,6 +164,7 @@ export function createLimitLeaseBatcher(
   }
 
   return createLeaseBatcher(leaseBatch, {
+    gatherMs: deps.gatherMs,
     isOver: ({ entry, kind }) =>
       kind !== "now" &&
       (!keys.isCurrent(entry) || (kind === "ahead"

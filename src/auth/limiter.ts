@@ -95,6 +95,8 @@ export interface LimiterDeps {
    * its own moment. Tests fix it.
    */
   drawAheadSpread?: () => number;
+  /** How long leases ahead gather for a batch (limit_batch.ts, `GATHER_MS`); tests lengthen it. */
+  gatherMs?: number;
   /** Counts limited requests by kind, and admissions while the store could not be reached. */
   metrics?: {
     limitedRequest(kind: LimitKind): void;
@@ -223,6 +225,8 @@ export function createLimiter(deps: LimiterDeps) {
      */
     async stop(): Promise<void> {
       background.pause();
+      // Leases ahead gathering for a batch go now: none joins them after the pause.
+      batcher.flushGathering();
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
       for (let round = 0; round < STOP_ROUNDS; round++) {

@@ -212,3 +212,29 @@ Deno.test("createLeaseBatcher() runs an item a request waits for at once, with t
   await Promise.all([later, cut]);
   assert.equal(batcher.readBatches(), 2);
 });
+
+Deno.test("createLeaseBatcher() flushGathering() runs the background items gathering at once; later ones gather again", async () => {
+  const held = heldRun();
+  const batcher = createLeaseBatcher(held.run, { gatherMs: 60_000 });
+  const began = performance.now();
+  const first = [batcher.lease(1, { background: true }), batcher.lease(2, { background: true })];
+  batcher.flushGathering();
+  await held.started();
+  assert.ok(performance.now() - began < 1_000, "not after a minute's gathering");
+  assert.deepEqual(held.batches, [[1, 2]]);
+  // One asked while the hurried batch runs was not hurried: it gathers, until hurried in turn.
+  const later = batcher.lease(3, { background: true });
+  held.release();
+  await Promise.all(first);
+  await sleep(50);
+  assert.deepEqual(held.batches, [[1, 2]], "gathering again");
+  const next = held.started();
+  batcher.flushGathering();
+  await next;
+  assert.deepEqual(held.batches, [[1, 2], [3]]);
+  held.release();
+  await later;
+  batcher.flushGathering(); // nothing gathering: no batch
+  await sleep(10);
+  assert.equal(batcher.readBatches(), 2);
+});

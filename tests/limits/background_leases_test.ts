@@ -29,7 +29,7 @@ const setMinuteRate = (app: TestApp, keyId: number, max: number) =>
  * A limiter over a store that records each lease call (the keys it leased for, whether ahead) and
  * holds calls open while `hold` is set.
  */
-function limiterOver(app: TestApp) {
+function limiterOver(app: TestApp, options: { gatherMs?: number } = {}) {
   const state = {
     calls: [] as { keys: number[]; ahead: boolean }[],
     hold: undefined as Promise<void> | undefined,
@@ -50,6 +50,7 @@ function limiterOver(app: TestApp) {
     clock: app.clock,
     leaseAhead: true,
     drawAheadSpread: () => 0,
+    gatherMs: options.gatherMs,
     metrics: {
       limitedRequest: () => {},
       limitStoreUnavailable: () => {},
@@ -195,4 +196,31 @@ Deno.test("limiter: stop() also waits for a lease a request began while it waite
   assert.equal(limiter.readUnitsInHand(otherId), 0, "no unit of the later lease is held");
   assert.equal(await usedAt(app, other, app.clock.now()), 1);
   assert.equal(await usedAt(app, owner, app.clock.now()), 1);
+});
+
+Deno.test("limiter: stop() runs a lease ahead still gathering for its batch at once, and gives its units back", async () => {
+  const { app, userId, keyId } = await setUpLimitsApp();
+  using _ = app;
+  await setMinuteRate(app, keyId, 6_400);
+  const owner = { apiKeyId: keyId, userId };
+  const window = toLimitWindow("minute", app.clock.now() + 60_000);
+  // A lease ahead gathers for a minute of real time before its batch runs, unless stop() hurries.
+  const { limiter, state } = limiterOver(app, { gatherMs: 60_000 });
+  app.clock.set(window.end - 500);
+  const first = limiter.admit(owner); // waits for this window's lease
+  if (first instanceof Promise) await first;
+  app.clock.advance(100);
+  assert.ok(!(limiter.admit(owner) instanceof Promise)); // in the last second: a lease ahead is due
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(state.calls.map((call) => call.ahead), [false], "the lease ahead gathers");
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<string>((resolve) =>
+    timer = setTimeout(() => resolve("waited"), 10_000)
+  );
+  const outcome = await Promise.race([limiter.stop().then(() => "stopped"), late]);
+  clearTimeout(timer);
+  assert.equal(outcome, "stopped", "stop() did not wait out the gathering");
+  assert.deepEqual(state.calls.map((call) => call.ahead), [false, true]);
+  assert.equal(limiter.readUnitsAhead(keyId), 0);
+  assert.equal(await usedAt(app, owner, window.end + 10), 0, "the units leased ahead went back");
 });
