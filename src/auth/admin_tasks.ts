@@ -21,6 +21,7 @@ import { AuthError } from "./errors.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { toOperatorClientSubject } from "./operators.ts";
 import { toAccountSubject, toClientNetwork, toClientSubject } from "./throttle.ts";
+import { deleteEndedTokensUntilNone } from "./janitor.ts";
 import { findUserOrFail } from "./users.ts";
 
 /** Revokes a token by id if it is not revoked yet; resolves to whether it was. */
@@ -39,16 +40,15 @@ export async function revokeTokenById(deps: ChangeDeps, tokenId: number): Promis
 }
 
 /**
- * Deletes every token row that stopped working by now (`token purge`; the janitor does the
- * same in batches), audited as `tokens.purged`; resolves to how many rows went.
+ * Deletes every token row that stopped working by now (`token purge`), in the janitor's batches
+ * of one transaction each, then audits the total as `tokens.purged`; resolves to how many rows
+ * went.
  */
 export async function purgeEndedTokens(deps: ChangeDeps): Promise<number> {
-  const change = observeAudit(
-    deps,
-    (n: number) => toAuditEntry(deps, "tokens.purged", "tokens", { deleted: n }),
-  );
-  const deleted = await deps.store.purgeEndedTokens(deps.clock.now(), { audit: change.audit });
-  change.notify();
+  const deleted = await deleteEndedTokensUntilNone(deps.store, deps.clock.now());
+  const entry = toAuditEntry(deps, "tokens.purged", "tokens", { deleted });
+  await deps.store.appendAudit(entry);
+  deps.noteChange?.(entry);
   return deleted;
 }
 

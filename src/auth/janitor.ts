@@ -8,8 +8,9 @@
  * transaction, until a batch finds none, and yields to the event loop between
  * batches, so requests and the admin CLI never wait long for the write lock.
  * The store finds the ended rows through indexes: a sweep reads what it
- * deletes (and the ended keys and cut-off users), never the rows it keeps. Rows are kept for the retention
- * period so that secure requests can still answer `token_expired` for a while.
+ * deletes (and the ended keys and cut-off users), never the rows it keeps.
+ * Rows are kept for the retention period so that secure requests can still
+ * answer `token_expired` for a while.
  *
  * With an audit retention (`--audit-retention`), each sweep then deletes the
  * audit rows older than it, the oldest first, {@link JANITOR_BATCH_ROWS} per
@@ -80,20 +81,38 @@ interface SweepPass {
   isStopped(): boolean;
 }
 
-/** Deletes the token rows past retention, at most a batch per transaction, until none is left. */
-async function deleteEndedTokenRows(pass: SweepPass): Promise<number> {
-  const { deps, deps: { store, clock, metrics }, batchRows } = pass;
-  const cutoff = clock.now() - deps.retentionSeconds * 1000;
+/**
+ * Deletes every token row that ended at or before `cutoff`, at most `batchRows` per transaction
+ * (`Store.deleteEndedTokens`), yielding to the event loop between batches, until a batch deletes
+ * none (a row ended in two ways takes two places in a batch, so a short one does not mean none is
+ * left) or `isStopped()`; resolves to how many. The janitor's sweep and `token purge` alike.
+ */
+export async function deleteEndedTokensUntilNone(
+  store: Pick<Store, "deleteEndedTokens">,
+  cutoff: number,
+  options: { batchRows?: number; isStopped?: () => boolean; onBatch?: (count: number) => void } =
+    {},
+): Promise<number> {
+  const size = options.batchRows ?? JANITOR_BATCH_ROWS;
   let deleted = 0;
-  while (!pass.isStopped()) {
-    const count = await store.deleteEndedTokens({ size: batchRows, cutoff });
-    // Only a batch that finds none ends the pass: a row ended in two ways fills two places.
+  while (!options.isStopped?.()) {
+    const count = await store.deleteEndedTokens({ size, cutoff });
     if (count === 0) break;
     deleted += count;
-    metrics?.tokensPurged(count);
+    options.onBatch?.(count);
     await nextTask();
   }
   return deleted;
+}
+
+/** Deletes the token rows past retention. */
+function deleteEndedTokenRows(pass: SweepPass): Promise<number> {
+  const { deps, deps: { store, clock, metrics }, batchRows } = pass;
+  return deleteEndedTokensUntilNone(store, clock.now() - deps.retentionSeconds * 1000, {
+    batchRows,
+    isStopped: pass.isStopped,
+    onBatch: (count) => metrics?.tokensPurged(count),
+  });
 }
 
 /** Deletes the audit rows past the audit retention, oldest first, and audits that it did. */

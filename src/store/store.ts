@@ -35,7 +35,6 @@ import type {
   AuditedChange,
   AuditEntries,
   AuditEntry,
-  AuditOf,
   AuditRecord,
   DeletedUser,
   GrantEpoch,
@@ -346,11 +345,6 @@ export interface RetentionStore {
    * are found through indexes: a batch does not read the rows it keeps.
    */
   deleteEndedTokens(batch: TokenBatch): Promise<number>;
-  /**
-   * Deletes every token row that stopped working at or before `cutoff`, in batches of one
-   * transaction each, then audits the total (`token purge`).
-   */
-  purgeEndedTokens(cutoff: number, change: { audit: AuditOf<number> }): Promise<number>;
   /**
    * Deletes, in one short transaction, up to `batch.size` of the oldest audit rows written
    * before `batch.before` (the audit retention, run by the janitor); resolves to how many.

@@ -6,8 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import { deleteEndedTokensUntilNone } from "../../src/auth/janitor.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
-import type { LoginFailures } from "../../src/store/store.ts";
+import type { LoginFailures, TokenBatch } from "../../src/store/store.ts";
 import {
   anonymizing,
   type ContractTest,
@@ -106,7 +107,7 @@ function registerRetentionTests(test: ContractTest): void {
       await db.execSql(sql);
       const cutoff = T0 + HOUR - 1;
       assert.equal(await store.deleteEndedTokens({ size: 10, cutoff }), 0);
-      assert.equal(await store.purgeEndedTokens(cutoff, NO_AUDIT), 0);
+      assert.equal(await deleteEndedTokensUntilNone(store, cutoff), 0);
       assert.equal(await store.countRows("tokens"), 1);
       await db.execSql(sql.replace("= 1", sql.includes("disabled_at") ? "= NULL" : "= 0"));
       assert.ok(await grantOf(store, "t1", "k1", cutoff));
@@ -171,11 +172,11 @@ function registerRetentionTests(test: ContractTest): void {
     // The live one kept still answers; those revoked later (the token, the key) go once their
     // revocation has.
     assert.ok(await grantOf(store, "after-cutoff", "k3", cutoff));
-    assert.equal(await store.purgeEndedTokens(T0 + 3 * HOUR, NO_AUDIT), 2);
+    assert.equal(await deleteEndedTokensUntilNone(store, T0 + 3 * HOUR), 2);
     assert.equal(await store.countRows("tokens"), 1);
   });
 
-  test("retention: purgeEndedTokens() deletes every ended row, past a batch's size, audited", async (db) => {
+  test("retention: batches until none is left delete every ended row, past a batch's size", async (db) => {
     const { store } = db;
     const { user, key } = await seed(store);
     for (let i = 2; i <= 1100; i++) {
@@ -186,15 +187,20 @@ function registerRetentionTests(test: ContractTest): void {
       });
     }
     // t1 and the odd ones expired: at T0 + 2 h, 550 of 1,100 rows ended (more than a batch).
-    const deleted = await store.purgeEndedTokens(T0 + 2 * HOUR, {
-      audit: (n) => entry("tokens.purged", "tokens", { deleted: n }),
-    });
-    assert.equal(deleted, 550);
+    const sizes: number[] = [];
+    const counting = {
+      deleteEndedTokens: async (batch: TokenBatch) => {
+        const count = await store.deleteEndedTokens(batch);
+        sizes.push(count);
+        return count;
+      },
+    };
+    assert.equal(await deleteEndedTokensUntilNone(counting, T0 + 2 * HOUR), 550);
+    assert.deepEqual(sizes, [500, 50, 0], "at most a batch each, until one deletes none");
     assert.equal(await store.countRows("tokens"), 550);
     assert.equal(await store.countLiveTokens(T0 + 2 * HOUR), 550);
-    assert.deepEqual((await store.listAudit()).map((row) => row.detail), [{ deleted: 550 }]);
     await db.execSql(`UPDATE api_keys SET revoked_at = ${T0 + 2 * HOUR}`);
-    assert.equal(await store.purgeEndedTokens(T0 + 2 * HOUR, NO_AUDIT), 550);
+    assert.equal(await deleteEndedTokensUntilNone(store, T0 + 2 * HOUR), 550);
     assert.equal(await store.countRows("tokens"), 0);
   });
 }
@@ -285,7 +291,10 @@ function registerFeedTests(test: ContractTest): void {
       ],
       ["revokeApiKey", () => store.revokeApiKey(key.id, { now: now + 2000, ...NO_AUDIT })],
       // An expired token's 401 changes from token_expired to invalid_token once its row is gone.
-      ["purgeEndedTokens", () => store.purgeEndedTokens(T0 + 10 * HOUR, NO_AUDIT)],
+      [
+        "deleteEndedTokens",
+        () => store.deleteEndedTokens({ size: 500, cutoff: T0 + 10 * HOUR }),
+      ],
       [
         "updateUserEmail (a grant carries the e-mail)",
         () => store.updateUserEmail(user.id, { email: "renamed@b.org", now, ...NO_AUDIT }),

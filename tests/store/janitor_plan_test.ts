@@ -4,12 +4,19 @@
  * backend `KEYGATE_TEST_STORE` names, over 100,000 tokens of which 1% ended in each way, beside
  * the history that piles up (half the keys ended, 30% of the users cut off), with statistics
  * gathered (`ANALYZE`) so that the planners weigh real sizes: SQLite's `EXPLAIN QUERY PLAN` and
- * PostgreSQL's `EXPLAIN` of the batch's `DELETE`.
+ * PostgreSQL's `EXPLAIN` of the batch's `DELETE`. Then the batches, run until one deletes none,
+ * must delete exactly the rows the rule itself (`TOKEN_ENDED_AT`, row by row) says ended.
  */
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { ENDED_TOKEN_IDS as POSTGRES_ENDED } from "../../src/store/postgres/rows.ts";
-import { ENDED_TOKEN_IDS as SQLITE_ENDED } from "../../src/store/sqlite/rules.ts";
+import {
+  ENDED_TOKEN_IDS as POSTGRES_ENDED,
+  TOKEN_ENDED_AT as POSTGRES_RULE,
+} from "../../src/store/postgres/rows.ts";
+import {
+  ENDED_TOKEN_IDS as SQLITE_ENDED,
+  TOKEN_ENDED_AT as SQLITE_RULE,
+} from "../../src/store/sqlite/rules.ts";
 import { testOnPostgres } from "../_helpers/postgres_raw.ts";
 import { openTestStore, TEST_STORE_NAME } from "../_helpers/store.ts";
 
@@ -23,23 +30,27 @@ type Numbers = (count: number) => string;
 
 /**
  * Users, keys and tokens, written in the same SQL on both backends from a numbers source `s(n)`:
- * - of every 100 tokens, one expired, one revoked, one of a revoked key and one of a user cut off
- *   after it was issued (users and keys `n % 100 = 2` and `3`; token `n` is of user and key
- *   `(n - 1) % 1000 + 1`, which is `n` modulo 100): 4,000 ended;
+ * - of every 100 tokens, one expired, one revoked, one of a revoked key, one of a user cut off
+ *   after it was issued and one of an expired key (users and keys `n % 100` = 2, 3 and 4; token `n`
+ *   is of user and key `(n - 1) % 1000 + 1`, which is `n` modulo 100): 5,000 ended;
+ * - no end by the cutoff: one of a user cut off only after it (`n % 100 = 7`), one of a disabled
+ *   key, one of a disabled user (8 and 9);
  * - history, which a sweep must not read the token table for: 30% of the users were cut off
  *   before their tokens were issued (`n % 10` in 4, 5, 6), and as many keys as the live ones ended
  *   with no token left (each key rotated once, its tokens long purged).
  */
 const SEED = [
   (numbers: Numbers) =>
-    `INSERT INTO users (email, password_hash, created_at, updated_at, tokens_valid_from)
-     SELECT 'u' || n || '@example.org', 'x', 100,
-       CASE WHEN n % 100 = 3 OR n % 10 IN (4, 5, 6) THEN 5000 ELSE 100 END,
-       CASE WHEN n % 100 = 3 THEN 1500 WHEN n % 10 IN (4, 5, 6) THEN 900 ELSE 0 END
+    `INSERT INTO users (email, password_hash, created_at, disabled, updated_at, tokens_valid_from)
+     SELECT 'u' || n || '@example.org', 'x', 100, CASE WHEN n % 100 = 9 THEN 1 ELSE 0 END,
+       CASE WHEN n % 100 = 3 OR n % 10 IN (4, 5, 6) THEN 5000 WHEN n % 100 = 7 THEN 20000
+         ELSE 100 END,
+       CASE WHEN n % 100 IN (3, 7) THEN 1500 WHEN n % 10 IN (4, 5, 6) THEN 900 ELSE 0 END
      FROM ${numbers(USERS)}`,
   (numbers: Numbers) =>
-    `INSERT INTO api_keys (key_hash, prefix, user_id, created_at, revoked_at)
-     SELECT HASH('k' || n), 'k', n, 100, CASE WHEN n % 100 = 2 THEN 5000 END
+    `INSERT INTO api_keys (key_hash, prefix, user_id, created_at, revoked_at, expires_at, disabled_at)
+     SELECT HASH('k' || n), 'k', n, 100, CASE WHEN n % 100 = 2 THEN 5000 END,
+       CASE WHEN n % 100 = 4 THEN 5000 END, CASE WHEN n % 100 = 8 THEN 5000 END
      FROM ${numbers(USERS)}`,
   (numbers: Numbers) =>
     `INSERT INTO api_keys (key_hash, prefix, user_id, created_at, revoked_at)
@@ -52,6 +63,25 @@ const SEED = [
        CASE WHEN n % 100 = 1 THEN 5000 END
      FROM ${numbers(TOKENS)}`,
 ];
+
+/** The ids of the tokens the rule itself says ended at or before the cutoff (`param`). */
+const endedByRule = (rule: string, param: string) =>
+  `SELECT t.id FROM tokens t JOIN api_keys k ON k.id = t.api_key_id JOIN users u ON u.id = t.user_id
+   WHERE ${rule} <= ${param}`;
+
+/**
+ * The batches (their counts, in order) deleted exactly the rows in `ended`, at most 500 a batch,
+ * and kept every other: `left` is what the token table holds afterwards.
+ */
+function assertExactly(ended: number[], counts: number[], left: number[]): void {
+  assert.equal(ended.length, 5000, "the seed's ended rows, by the rule");
+  assert.ok(counts.every((count) => count <= 500), `batches: ${counts}`);
+  assert.equal(counts.at(-1), 0);
+  assert.equal(counts.reduce((a, b) => a + b), ended.length);
+  const gone = new Set(ended);
+  assert.equal(left.filter((id) => gone.has(id)).length, 0, "no ended row left");
+  assert.equal(left.length, TOKENS - ended.length, "no other row deleted");
+}
 
 /** The index each leg must read the token table through. */
 const TOKEN_INDEXES = [
@@ -91,15 +121,17 @@ Deno.test({
         // A user's tokens issued since the cutoff are not read: the cutoff bounds the search.
         assert.match(text, /INDEX tokens_by_user_issue \(user_id=\? AND issued_at<\?\)/, text);
       }
-      // And the batch deletes what it should: 4 ways × 1,000 tokens, 500 at a time.
+      // And the batches delete exactly what the rule says ended, 500 at a time.
+      const ids = (query: string, params: Record<string, number> = {}) =>
+        (raw.prepare(query).all(params) as { id: number }[]).map((row) => row.id);
+      const ended = ids(endedByRule(SQLITE_RULE, ":cutoff"), { cutoff: CUTOFF });
       const batch = raw.prepare(`DELETE FROM tokens WHERE id IN (${SQLITE_ENDED})`);
-      let deleted = 0;
+      const counts = [];
       for (let count = -1; count !== 0;) {
         count = Number(batch.run({ cutoff: CUTOFF, size: 500 }).changes);
-        assert.ok(count <= 500);
-        deleted += count;
+        counts.push(count);
       }
-      assert.equal(deleted, 4000);
+      assertExactly(ended, counts, ids("SELECT id FROM tokens"));
     } finally {
       raw.close();
     }
@@ -133,12 +165,14 @@ testOnPostgres(
         plan,
       );
     }
-    let deleted = 0;
+    const ids = async (query: string, params: number[] = []) =>
+      (await sql.unsafe(query, params)).map((row) => Number(row.id));
+    const ended = await ids(endedByRule(POSTGRES_RULE, "$1"), [CUTOFF]);
+    const counts = [];
     for (let count = -1; count !== 0;) {
       count = (await sql.unsafe(statement, [CUTOFF, 500])).length;
-      assert.ok(count <= 500);
-      deleted += count;
+      counts.push(count);
     }
-    assert.equal(deleted, 4000);
+    assertExactly(ended, counts, await ids("SELECT id FROM tokens"));
   },
 );

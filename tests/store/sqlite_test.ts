@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { hashSecret } from "../../src/auth/credentials.ts";
+import { deleteEndedTokensUntilNone } from "../../src/auth/janitor.ts";
 import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { openTempStore } from "../_helpers/store.ts";
@@ -83,7 +84,7 @@ Deno.test("openSqliteStore() enforces foreign keys and lower-case e-mails, in SQ
   assert.equal(await store.countRows("tokens"), 0);
 });
 
-Deno.test("purgeEndedTokens() deletes only the ended rows", async () => {
+Deno.test("deleteEndedTokens() until none is left deletes only the ended rows, each recorded", async () => {
   using db = openTempStore();
   const { store } = db;
   const user = await store.insertUser(
@@ -105,7 +106,7 @@ Deno.test("purgeEndedTokens() deletes only the ended rows", async () => {
     }, { audit: undefined });
   }
   const before = db.sqlite.countChanges();
-  assert.equal(await store.purgeEndedTokens(1000, { audit: undefined }), 4);
+  assert.equal(await deleteEndedTokensUntilNone(store, 1000), 4);
   // Four token rows, and the change record's row for each (written by its trigger).
   assert.equal(db.sqlite.countChanges() - before, 8);
   assert.equal(await store.countRows("tokens"), 3);

@@ -99,7 +99,6 @@ Deno.test("every store interface is read, and every listed reader is one of its 
   for (
     const name of [
       "insertUser",
-      "purgeEndedTokens",
       "appendAudit",
       "usePortalCode",
       "insertMail",

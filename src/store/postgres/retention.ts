@@ -8,9 +8,6 @@ import type { RetentionStore, StoreTable, TokenBatch } from "../store.ts";
 import type { PgContext } from "./db.ts";
 import { ENDED_TOKEN_IDS } from "./rows.ts";
 
-/** Token rows per transaction for `purgeEndedTokens` (as on SQLite). */
-export const PURGE_BATCH_ROWS = 500;
-
 const TABLES: readonly StoreTable[] = [
   "users",
   "api_keys",
@@ -48,20 +45,6 @@ export function createRetentionStore(db: PgContext): RetentionStore {
           RETURNING id`;
         return rows.length;
       }, { ends: () => [] });
-    },
-
-    async purgeEndedTokens(cutoff, change) {
-      let deleted = 0;
-      // Until a batch finds none: a row ended in two ways fills two places of a batch.
-      for (let count = -1; count !== 0;) {
-        count = await deleteEndedTokens({ size: PURGE_BATCH_ROWS, cutoff });
-        deleted += count;
-      }
-      await db.write(() => Promise.resolve(deleted), {
-        audit: change.audit,
-        ends: () => [],
-      });
-      return deleted;
     },
 
     async countRows(table) {

@@ -8,9 +8,6 @@ import type { RetentionStore, StoreTable } from "../store.ts";
 import type { Connection, Statement } from "./connection.ts";
 import { ENDED_TOKEN_IDS } from "./rules.ts";
 
-/** Token rows per transaction when deleting ended tokens in one go (`token purge`). */
-export const PURGE_BATCH_ROWS = 500;
-
 export function createRetentionStore(conn: Connection): RetentionStore {
   const { sql } = conn;
   // At most :size tokens ended at or before :cutoff (ENDED_TOKEN_IDS: through indexes).
@@ -46,18 +43,6 @@ export function createRetentionStore(conn: Connection): RetentionStore {
   return {
     deleteEndedTokens({ size, cutoff }) {
       return conn.write(() => purgeBatch(size, cutoff));
-    },
-
-    async purgeEndedTokens(cutoff, { audit }) {
-      let deleted = 0;
-      // One write per batch, so that logins and revocations meanwhile never wait long for the
-      // lock; until a batch finds none (a row ended in two ways fills two places of a batch).
-      for (let count = -1; count !== 0;) {
-        count = await conn.write(() => purgeBatch(PURGE_BATCH_ROWS, cutoff));
-        deleted += count;
-      }
-      // Then the audit entry, with the total, as on PostgreSQL.
-      return await conn.write(() => deleted, audit);
     },
 
     deleteAuditBefore(batch) {
