@@ -273,7 +273,10 @@ function keygateArgv(
   );
 }
 
-/** The longest a round waits for a quiet machine: a fresh server's sweep takes 15 to 25 s. */
+/**
+ * The longest a round waits for a quiet machine: a database just loaded settles in seconds (and
+ * before 0.21.0 a fresh server's janitor swept every token row, 15 to 25 s).
+ */
 const QUIET_TIMEOUT_SECONDS = 60;
 /** The same once a wait has timed out in this run. */
 const QUIET_TIMEOUT_AFTER_BUSY_SECONDS = 5;
@@ -289,8 +292,9 @@ async function alternate(
 ): Promise<Record<string, Measured>> {
   const all: Record<string, Measured[]> = {};
   for (let round = 1; round <= ctx.rounds; round++) {
-    // Servers started for these rows sweep their token rows first (the janitor), and a database
-    // just loaded is vacuumed: none of that may fall into a measured run.
+    // Servers started for these rows sweep their ended token rows first (the janitor; a walk of
+    // every row before 0.21.0), and a database just loaded is vacuumed: none of that may fall
+    // into a measured run.
     // A machine busy with work of its own (a shared host) may never be quiet: after one wait
     // has timed out, the later ones wait only a few seconds, so the bench still ends.
     const timeoutSeconds = ctx.shared.quietTimeoutSeconds ?? QUIET_TIMEOUT_SECONDS;

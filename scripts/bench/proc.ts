@@ -125,7 +125,7 @@ export interface QuietWait {
 /**
  * Waits until the whole machine has been quiet for a second (busy under `threshold` of all its
  * cores), or `timeoutSeconds` have passed: work that servers and the database start on their own
- * (a freshly started server's janitor sweeping every token row, autovacuum, a checkpoint) then
+ * (a freshly started server's janitor sweep, autovacuum, a checkpoint) then
  * does not fall into a measured run.
  */
 export async function waitForQuiet({
