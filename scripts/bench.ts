@@ -22,13 +22,14 @@
  *                        [--rounds N] [--revocations N] [--only SECTIONS] [--output FILE]
  *                        [--no-write] [--baseline REV] [--mix-rates LIST]
  *                        [--mix-limit-rates LIST|none] [--mix-limit-headers on|off]
- *                        [--mix-a-flags FLAGS]
+ *                        [--mix-control-rates LIST|none] [--mix-a-flags FLAGS]
  *
  * `--baseline REV` checks out an earlier revision (scripts/bench/baseline.ts) and the sections
  * that compare with "before" run it too, in the same run: the PostgreSQL section's all-miss row.
  * `--mix-rates 0,1000` runs only those rows of the production mix, `--mix-limit-rates 10,100` its
  * rows with limits on every key at those rates (`none`: no such row), `--mix-limit-headers off`
- * with their `RateLimit` fields off; `--mix-a-flags` adds Deno flags
+ * with their `RateLimit` fields off, `--mix-control-rates 10` its control rows (the revocations on a
+ * copy of the store, which A does not follow; default 10 and 100); `--mix-a-flags` adds Deno flags
  * to its instance A (`--mix-a-flags "--cpu-prof --cpu-prof-dir=/tmp/prof"` profiles what following
  * the changes costs the instance that serves reads).
  *
@@ -60,7 +61,7 @@ const NAMES = Object.keys(SECTIONS);
 const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections N] [--sample N] " +
   `[--rounds N] [--revocations N] [--only ${NAMES.join(",")}] [--output FILE] [--no-write] ` +
   "[--baseline REV] [--mix-rates 0,10,100,1000] [--mix-limit-rates 100|none] " +
-  "[--mix-limit-headers on|off] " +
+  "[--mix-limit-headers on|off] [--mix-control-rates 10,100|none] " +
   "[--mix-a-flags 'DENO FLAGS']";
 
 const { values: flags } = parseArgs({
@@ -80,6 +81,7 @@ const { values: flags } = parseArgs({
     "mix-a-flags": { type: "string" },
     "mix-limit-rates": { type: "string" },
     "mix-limit-headers": { type: "string" },
+    "mix-control-rates": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -97,7 +99,7 @@ for (const name of only) {
 /** A run of some sections or rows only, or with A profiled: printed, never written into the docs. */
 const partial = NAMES.some((name) => !only.includes(name)) || flags["mix-rates"] !== undefined ||
   flags["mix-a-flags"] !== undefined || flags["mix-limit-rates"] !== undefined ||
-  flags["mix-limit-headers"] !== undefined;
+  flags["mix-limit-headers"] !== undefined || flags["mix-control-rates"] !== undefined;
 if (!(await commandExists("wrk"))) {
   console.error("bench: wrk is missing: install it with `apt-get install wrk` (Debian/Ubuntu)");
   Deno.exit(1);
@@ -112,10 +114,12 @@ if (flags.baseline !== undefined && await resolveRevision(flags.baseline) === un
  * The flag's list of distinct whole numbers of revocations/s (`none` for `--mix-limit-rates`: an
  * empty list), undefined when not given; a bad list is one line, exit 2.
  */
-function readRatesFlag(flag: "mix-rates" | "mix-limit-rates"): number[] | undefined {
+function readRatesFlag(
+  flag: "mix-rates" | "mix-limit-rates" | "mix-control-rates",
+): number[] | undefined {
   const value = flags[flag];
   if (value === undefined) return undefined;
-  if (flag === "mix-limit-rates" && value.trim() === "none") return [];
+  if (flag !== "mix-rates" && value.trim() === "none") return [];
   const rates = value.split(",").map((rate) => rate.trim());
   if (
     rates.some((rate) => !/^\d+$/.test(rate)) || new Set(rates.map(Number)).size !== rates.length
@@ -131,12 +135,24 @@ function readRatesFlag(flag: "mix-rates" | "mix-limit-rates"): number[] | undefi
 }
 const mixRates = readRatesFlag("mix-rates");
 const mixLimitRates = readRatesFlag("mix-limit-rates");
-// A row with limits is compared with the same rate's row without: that row must run.
-const unpaired = mixLimitRates?.find((rate) => !(mixRates ?? REVOCATION_RATES).includes(rate));
-if (unpaired !== undefined) {
+const mixControlRates = readRatesFlag("mix-control-rates");
+// A row with limits is compared with the same rate's row without, and a control row with the
+// same rate's row whose changes A follows: that row must run (and a control row revokes).
+const rowsRun = mixRates ?? REVOCATION_RATES;
+const unpairedLimit = mixLimitRates?.find((rate) => !rowsRun.includes(rate));
+const unpairedControl = mixControlRates?.find((rate) => rate === 0 || !rowsRun.includes(rate));
+for (
+  const [flag, unpaired, needs] of [
+    ["mix-limit-rates", unpairedLimit, "a row with limits needs its row without"],
+    ["mix-control-rates", unpairedControl, "a control row needs its row with A following"],
+  ] as const
+) {
+  if (unpaired === undefined) continue;
   console.error(
-    `bench: --mix-limit-rates: ${unpaired} is not among the production mix's rates ` +
-      `(${(mixRates ?? REVOCATION_RATES).join(",")}): a row with limits needs its row without`,
+    unpaired === 0 && flag === "mix-control-rates"
+      ? "bench: --mix-control-rates: 0: a control row needs revocations to send elsewhere"
+      : `bench: --${flag}: ${unpaired} is not among the production mix's rates ` +
+        `(${rowsRun.join(",")}): ${needs}`,
   );
   Deno.exit(2);
 }
@@ -158,6 +174,7 @@ const options = {
   mixRates,
   mixLimitRates,
   mixLimitHeaders: mixLimitHeaders === undefined ? undefined : mixLimitHeaders === "on",
+  mixControlRates,
   mixADenoFlags: flags["mix-a-flags"]?.split(" ").filter((flag) => flag !== ""),
 };
 const ctx = await createBenchContext(options);
@@ -179,7 +196,10 @@ const command = `deno task bench --tokens ${options.tokens} --duration ${options
   (mixLimitRates === undefined
     ? ""
     : ` --mix-limit-rates ${mixLimitRates.length === 0 ? "none" : mixLimitRates.join(",")}`) +
-  (mixLimitHeaders === undefined ? "" : ` --mix-limit-headers ${mixLimitHeaders}`);
+  (mixLimitHeaders === undefined ? "" : ` --mix-limit-headers ${mixLimitHeaders}`) +
+  (mixControlRates === undefined
+    ? ""
+    : ` --mix-control-rates ${mixControlRates.length === 0 ? "none" : mixControlRates.join(",")}`);
 const results = await formatReport({ ...options, command }, reports, ctx.notes);
 console.log(results);
 if (partial) {

@@ -38,6 +38,8 @@ export interface BenchOptions {
   mixLimitRates?: number[];
   /** `--mix-limit-headers`: whether the limited rows send the `RateLimit` fields (unset: on). */
   mixLimitHeaders?: boolean;
+  /** `--mix-control-rates`: the production mix's rates with a control row too (default: 10, 100). */
+  mixControlRates?: number[];
 }
 
 /** One section's results: a heading, optional prose around its rows, and the rows. */

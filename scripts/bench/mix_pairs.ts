@@ -56,6 +56,8 @@ export interface PairOptions extends MixTraffic {
   denoFlags?: string[];
   /** keygate flags of A and B besides those the pair sets (`--limit-headers off`). */
   extra?: string[];
+  /** A's core (default `ctx.serverCore`; the pair whose A is never measured: `ctx.otherCore`). */
+  aCore?: string;
 }
 
 /** Starts A and B on `options.store`, with a write operator on B's admin API. */
@@ -64,10 +66,16 @@ export async function startPair(ctx: PairContext, options: PairOptions): Promise
   const operator = await createOperator(options.store);
   const [metricsPort, adminPort] = [findFreePort(), findFreePort()];
   await using started = new AsyncDisposableStack();
-  const a = await ctx.startKeygate(`mix-a${suffix}`, options.store, ctx.serverCore, [
-    ...["--metrics", "on", "--metrics-port", String(metricsPort)],
-    ...options.extra ?? [],
-  ], { denoFlags: options.denoFlags });
+  const a = await ctx.startKeygate(
+    `mix-a${suffix}`,
+    options.store,
+    options.aCore ?? ctx.serverCore,
+    [
+      ...["--metrics", "on", "--metrics-port", String(metricsPort)],
+      ...options.extra ?? [],
+    ],
+    { denoFlags: options.denoFlags },
+  );
   started.defer(() => a.stop());
   const b = await ctx.startKeygate(`mix-b${suffix}`, options.store, ctx.otherCore, [
     ...["--admin", "on", "--admin-port", String(adminPort)],
@@ -132,29 +140,37 @@ export async function warmPair(ctx: PairContext, run: MixRun, label: string): Pr
 }
 
 /**
- * Splits a backend's victims: every tenth (from the first) for the probes, half of those to each
- * pair; the others between the pairs in proportion to the revocations their rows ask for (the
- * sums of their rates), spread evenly over the list.
+ * Splits a backend's victims between its pairs: every tenth (from the first) for the probes, to
+ * each pair in turn; the others in proportion to the revocations each pair's rows ask for (the
+ * sums of their rates), spread evenly over the list (a smooth weighted round robin: after any
+ * prefix, each pair's count is within one of its share).
  */
-export function splitVictims(
+export function splitVictims<Pair extends string>(
   victims: Victim[],
-  rates: { plain: number[]; limited: number[] },
-): { plain: MixTraffic; limited: MixTraffic } {
+  rates: Record<Pair, number[]>,
+): Record<Pair, MixTraffic> {
+  const pairs = Object.keys(rates) as Pair[];
   const probing = victims.filter((_, i) => i % 10 === 0);
   const others = victims.filter((_, i) => i % 10 !== 0);
-  const sum = (list: number[]) => list.reduce((total, rate) => total + rate, 0);
-  const share = sum(rates.limited) / Math.max(1, sum(rates.plain) + sum(rates.limited));
-  const toLimited = (i: number) => Math.floor((i + 1) * share) > Math.floor(i * share);
-  return {
-    plain: {
-      revocations: listRevocations(others.filter((_, i) => !toLimited(i))),
-      probes: toProbes(probing.filter((_, i) => i % 2 === 0)),
-    },
-    limited: {
-      revocations: listRevocations(others.filter((_, i) => toLimited(i))),
-      probes: toProbes(probing.filter((_, i) => i % 2 === 1)),
-    },
-  };
+  const weights = pairs.map((pair) =>
+    (rates[pair] as number[]).reduce((total, rate) => total + rate, 0)
+  );
+  const total = weights.reduce((sum, weight) => sum + weight, 0);
+  const current = weights.map(() => 0);
+  const owners = others.map(() => {
+    if (total === 0) return -1;
+    let chosen = 0;
+    for (let p = 0; p < pairs.length; p++) {
+      current[p] += weights[p];
+      if (current[p] > current[chosen]) chosen = p;
+    }
+    current[chosen] -= total;
+    return chosen;
+  });
+  return Object.fromEntries(pairs.map((pair, p) => [pair, {
+    revocations: listRevocations(others.filter((_, i) => owners[i] === p)),
+    probes: toProbes(probing.filter((_, i) => i % pairs.length === p)),
+  }])) as Record<Pair, MixTraffic>;
 }
 
 /** The probe's grants: every sampled token of `victims`. */

@@ -49,8 +49,12 @@ export function toRow(
     base: RateRun | undefined;
     /** Whether A had a limit on every key. */
     limited: boolean;
+    /** Whether this is a control row: the revocations on another store, which A does not follow. */
+    control?: boolean;
     /** The median run of the same rate without limits. */
     without: RateRun | undefined;
+    /** The median run of the same rate's control row (for a row whose changes A follows). */
+    elsewhere?: RateRun;
     /** Whether the `RateLimit` fields were off (`--mix-limit-headers off`). */
     fieldsOff?: boolean;
   },
@@ -67,7 +71,12 @@ export function toRow(
   return {
     scenario: `production mix, ${rate} revocations/s of other grants through B` +
       (limits.limited ? ", a rate and a quota on every key" : "") +
-      (limits.limited && limits.fieldsOff ? ", --limit-headers off" : "") + rounds,
+      (limits.limited && limits.fieldsOff ? ", --limit-headers off" : "") +
+      (limits.control
+        ? ", control: through another pair's B on a copy of the store, which A does not follow " +
+          "(the probe is on that pair's A)"
+        : "") +
+      rounds,
     server: `keygate on ${backend}`,
     load: `Lua, ${ZIPF_ALPHA === 1 ? "Zipf" : `Zipf α ${ZIPF_ALPHA}`} over the tokens in use`,
     result,
@@ -118,8 +127,26 @@ export function toRow(
       "with limits, of the same rate without": limits.limited
         ? formatLimited(median, runs.length, limits.without)
         : "",
+      "following the changes, of the same rate elsewhere": limits.elsewhere === undefined
+        ? ""
+        : formatFollowing(median, runs.length, limits.elsewhere),
     },
   };
+}
+
+/**
+ * A row whose changes A follows beside the same rate's control row, where the same revocations
+ * went to a store A does not follow: the ratio of the medians' rates (none where either side's
+ * victims ran out), and A's capacity by CPU per request.
+ */
+function formatFollowing(median: RateRun, rounds: number, elsewhere: RateRun): string {
+  const ranOut = median.revoked.ranOut || elsewhere.revoked.ranOut;
+  return (ranOut
+    ? "no ratio: the victims ran out"
+    : `**${formatRatio(median.result, elsewhere.result)}**${
+      rounds > 1 ? " (of the medians)" : ""
+    }`) +
+    `; A's capacity, by CPU per request: ${formatCpuRatio(elsewhere.result, median.result)} of it`;
 }
 
 /** Failures by status, most frequent first: `503 ×12, 401 ×3`. */

@@ -125,11 +125,15 @@ export async function copyMixToPostgres(
 
 /**
  * A copy of the mix's database `url` in the same cluster (`CREATE DATABASE … TEMPLATE`: nothing
- * may be connected to it meanwhile), named after it with `_limits`; its URL.
+ * may be connected to it meanwhile), named after it with `_` and `suffix`; its URL.
  */
-export async function cloneMixDatabase(cluster: PostgresCluster, url: string): Promise<string> {
+export async function cloneMixDatabase(
+  cluster: PostgresCluster,
+  url: string,
+  suffix: "limits" | "control",
+): Promise<string> {
   const source = new URL(url).pathname.slice(1);
-  const name = `${source}_limits`;
+  const name = `${source}_${suffix}`;
   await runStatements(cluster.urlOf("postgres"), [
     `CREATE DATABASE "${name}" TEMPLATE "${source}" STRATEGY FILE_COPY`,
   ]);

@@ -16,7 +16,12 @@
  *   too: the same traffic against a second pair of instances on a copy of the store with the
  *   default's rate and quota set (limits_admin.ts, never refusing), its own victims and probes,
  *   beside the row of the same rate without limits (issue 24's ratio under logins and
- *   revocations, where the rates-and-quotas section's load is reads only).
+ *   revocations, where the rates-and-quotas section's load is reads only);
+ * - at some rates ({@link CONTROL_ROW_RATES}, `--mix-control-rates`) a control row: A under the
+ *   same load and logins while the same revocations and probes go through a third pair, on a copy
+ *   of the store, whose A runs on the other core: the machine does all the work of the row but A
+ *   follows none of it, so the row without the control over the control is what following the
+ *   changes costs A, apart from what the revocations' traffic on the other core costs it.
  *
  * Every run of every row follows the same warm-up (wrk for {@link WARM_UP_SECONDS} without
  * revocations), and `--rounds` runs each row that many times, the rows' order alternating from
@@ -77,6 +82,8 @@ export interface ProductionMixContext extends PairContext {
   mixLimitRates?: number[];
   /** `--mix-limit-headers off`: the rows with limits without their `RateLimit` fields. */
   mixLimitHeaders?: boolean;
+  /** `--mix-control-rates`: rates with a control row too (default {@link CONTROL_ROW_RATES}). */
+  mixControlRates?: number[];
 }
 
 /** The columns of the section's rows, for the report. */
@@ -87,6 +94,7 @@ export const PRODUCTION_MIX_COLUMNS = [
   "revocations through B",
   "revocation to refusal on A",
   "with limits, of the same rate without",
+  "following the changes, of the same rate elsewhere",
 ];
 
 /** Seconds of wrk (no revocations) right before every run of every row: the same warm-up for all. */
@@ -106,15 +114,27 @@ const probeRate = (rate: number) => rate === 0 ? 0 : rate <= 10 ? 1 : 4;
  */
 export const LIMIT_ROW_RATES = [100];
 
-/** One row of a backend: a revocation rate, with limits on every key or without. */
+/**
+ * Revocations per second at which a control row is measured too: the revocations through another
+ * pair's B, on a copy of the store, so that A follows none of them.
+ */
+export const CONTROL_ROW_RATES = [10, 100];
+
+/**
+ * How a row's revocations meet A: A follows them (`plain`), A has a limit on every key too
+ * (`limited`, its own pair), or they go to another store that A does not follow (`control`).
+ */
+type Variant = "plain" | "limited" | "control";
+
+/** One row of a backend: a revocation rate and its variant. */
 interface MixRowSpec {
   rate: number;
-  limited: boolean;
+  variant: Variant;
 }
 
 /** A row's key among a backend's runs. */
 function rowName(row: MixRowSpec): string {
-  return `${row.rate}${row.limited ? ", with limits" : ""}`;
+  return `${row.rate}, ${row.variant}`;
 }
 
 /** The "Production mix" section of `deno task bench`, on both backends. */
@@ -132,13 +152,20 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
   const rates = ctx.mixRates ?? REVOCATION_RATES;
   // By default the rows with limits at those of LIMIT_ROW_RATES that run without limits too.
   const limitRates = ctx.mixLimitRates ?? LIMIT_ROW_RATES.filter((rate) => rates.includes(rate));
-  // The limited rows' store: a copy of the seed with the default's limits (made before any row
-  // writes to the seed).
+  const controlRates = ctx.mixControlRates ??
+    CONTROL_ROW_RATES.filter((rate) => rates.includes(rate));
+  // The limited rows' store: a copy of the seed with the default's limits; the control rows', a
+  // plain copy (both made before any row writes to the seed).
   let limitedPath: string | undefined;
   if (limitRates.length > 0) {
     limitedPath = `${ctx.work}/mix-limited.sqlite3`;
     await runAdmin(seed.dbPath, ["db", "backup", limitedPath]);
     await setBenchLimits(limitedPath);
+  }
+  let controlPath: string | undefined;
+  if (controlRates.length > 0) {
+    controlPath = `${ctx.work}/mix-control.sqlite3`;
+    await runAdmin(seed.dbPath, ["db", "backup", controlPath]);
   }
   const rows: Row[] = [];
   // A alone on its core; everything else (B, wrk, PostgreSQL, and this process's revoker, probe
@@ -149,9 +176,12 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
     const url = await copyMixToPostgres(ctx, cluster, seed.dbPath);
     let limitedUrl: string | undefined;
     if (limitedPath !== undefined) {
-      limitedUrl = await cloneMixDatabase(cluster, url);
+      limitedUrl = await cloneMixDatabase(cluster, url, "limits");
       await setBenchLimits(limitedUrl);
     }
+    const controlUrl = controlPath === undefined
+      ? undefined
+      : await cloneMixDatabase(cluster, url, "control");
     const postmaster = Number(
       (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
     );
@@ -159,20 +189,22 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
     ctx.notes.push(
       pinned
         ? `Production mix: instance A alone on core ${ctx.serverCore}; B, wrk, PostgreSQL and ` +
-          `the bench's revoker, probe and logins on core ${ctx.otherCore}.`
+          `the bench's revoker, probe and logins on core ${ctx.otherCore}` +
+          (controlPath === undefined ? "." : ", and the control rows' A and B too.")
         : "Production mix: nothing pinned (taskset missing or refused): A shares its core.",
     );
     // Each backend gets its own half of the victims (a revocation is never repeated), split
     // between its pairs (mix_pairs.ts).
     for (
-      const [backend, store, limitedStore, half] of [
-        ["SQLite, two processes on one file", seed.dbPath, limitedPath, 0],
-        ["PostgreSQL, two instances", url, limitedUrl, 1],
+      const [backend, store, limitedStore, controlStore, half] of [
+        ["SQLite, two processes on one file", seed.dbPath, limitedPath, controlPath, 0],
+        ["PostgreSQL, two instances", url, limitedUrl, controlUrl, 1],
       ] as const
     ) {
       const traffic = splitVictims(seed.victims.filter((_, i) => i % 2 === half), {
         plain: rates,
         limited: limitedStore === undefined ? [] : limitRates,
+        control: controlStore === undefined ? [] : controlRates,
       });
       rows.push(
         ...await runBackend(ctx, {
@@ -184,6 +216,9 @@ export async function runProductionMix(ctx: ProductionMixContext): Promise<Row[]
           limited: limitedStore === undefined
             ? undefined
             : { store: limitedStore, rates: limitRates, ...traffic.limited },
+          control: controlStore === undefined
+            ? undefined
+            : { store: controlStore, rates: controlRates, ...traffic.control },
         }),
       );
     }
@@ -244,25 +279,36 @@ async function measureWorkingSet(ctx: ProductionMixContext, seed: MixSeed): Prom
 }
 
 /**
- * The rows of a backend, in rate order, each rate's row with limits right after its row
- * without, so that alternating rounds keep the two next to each other.
+ * The rows of a backend, in rate order, each rate's control row and row with limits right after
+ * its plain row, so that alternating rounds keep them next to each other.
  */
-function listRows(rates: number[], limitRates: number[]): MixRowSpec[] {
+function listRows(rates: number[], limitRates: number[], controlRates: number[]): MixRowSpec[] {
+  const order: Variant[] = ["plain", "control", "limited"];
   return [
-    ...rates.map((rate) => ({ rate, limited: false })),
-    ...limitRates.map((rate) => ({ rate, limited: true })),
-  ].sort((x, y) => x.rate - y.rate || Number(x.limited) - Number(y.limited));
+    ...rates.map((rate) => ({ rate, variant: "plain" as const })),
+    ...controlRates.map((rate) => ({ rate, variant: "control" as const })),
+    ...limitRates.map((rate) => ({ rate, variant: "limited" as const })),
+  ].sort((x, y) => x.rate - y.rate || order.indexOf(x.variant) - order.indexOf(y.variant));
 }
+
+/** A pair's rows: their store, rates and traffic. */
+type PairRows = MixTraffic & { store: string; rates: number[] };
 
 async function runBackend(
   ctx: ProductionMixContext,
   options: Omit<PairOptions, "suffix" | "denoFlags"> & {
     /** The rows with limits: their store (the default's limits set), rates and traffic. */
-    limited?: MixTraffic & { store: string; rates: number[] };
+    limited?: PairRows;
+    /** The control rows: their store (a copy of the seed), rates and traffic. */
+    control?: PairRows;
   },
 ): Promise<Row[]> {
   const rounds = new Map<string, RateRun[]>();
-  const rows = listRows(ctx.mixRates ?? REVOCATION_RATES, options.limited?.rates ?? []);
+  const rows = listRows(
+    ctx.mixRates ?? REVOCATION_RATES,
+    options.limited?.rates ?? [],
+    options.control?.rates ?? [],
+  );
   {
     await using pairs = new AsyncDisposableStack();
     const plain = await startPair(ctx, { ...options, denoFlags: ctx.mixADenoFlags });
@@ -275,6 +321,15 @@ async function runBackend(
       extra: ctx.mixLimitHeaders === false ? ["--limit-headers", "off"] : [],
     });
     if (limited !== undefined) pairs.defer(() => stopPair(limited));
+    // The control rows' pair takes their revocations and probes on a copy of the store; its A,
+    // never under wrk, on the other core, so that A's core does nothing for the changes.
+    const control = options.control === undefined ? undefined : await startPair(ctx, {
+      ...options,
+      ...options.control,
+      suffix: "-control",
+      aCore: ctx.otherCore,
+    });
+    if (control !== undefined) pairs.defer(() => stopPair(control));
     // Both pairs warmed alike before the rows: A's cache keeps what every row before read.
     await warmPair(ctx, plain, options.backend);
     if (limited !== undefined) await warmPair(ctx, limited, `${options.backend}, with limits`);
@@ -284,37 +339,51 @@ async function runBackend(
     for (let round = 1; round <= ctx.rounds; round++) {
       const order = round % 2 === 1 ? rows : [...rows].reverse();
       for (const row of order) {
-        const run = row.limited ? limited! : plain;
+        const run = row.variant === "limited" ? limited! : plain;
         ctx.log(
-          `production mix, ${options.backend}${row.limited ? ", limits on every key" : ""}, ` +
-            `round ${round}/${ctx.rounds}: warming up, then ${row.rate} revocations/s through B`,
+          `production mix, ${options.backend}${
+            row.variant === "limited" ? ", limits on every key" : ""
+          }, round ${round}/${ctx.rounds}: warming up, then ${row.rate} revocations/s through ` +
+            (row.variant === "control" ? "the control pair's B" : "B"),
         );
         await ctx.measure(run.a, run.load, { duration: WARM_UP_SECONDS });
         const runs = rounds.get(rowName(row)) ?? [];
         rounds.set(rowName(row), runs);
-        runs.push(await measureRate(ctx, run, row.rate));
+        runs.push(
+          await measureRate(ctx, run, row.rate, row.variant === "control" ? control : undefined),
+        );
       }
     }
     await measureIdleDelays(ctx, plain, options.store);
   }
   // Without the no-revocation row (`--mix-rates` left it out) the ratios are not given.
-  const zero = rounds.get(rowName({ rate: 0, limited: false }));
+  const zero = rounds.get(rowName({ rate: 0, variant: "plain" }));
   const base = zero === undefined ? undefined : medianRun(zero);
   return rows.map((row) => {
     const runs = rounds.get(rowName(row))!;
-    // A row with limits is compared with the same rate's row without, round by round too.
-    const without = row.limited ? rounds.get(rowName({ ...row, limited: false })) : undefined;
-    const against = row.limited ? without : zero;
+    // A row with limits is compared with the same rate's row without, round by round too; a
+    // plain row with the same rate's control row.
+    const without = row.variant === "limited"
+      ? rounds.get(rowName({ ...row, variant: "plain" }))
+      : undefined;
+    const elsewhere = row.variant === "plain"
+      ? rounds.get(rowName({ ...row, variant: "control" }))
+      : undefined;
+    const against = row.variant === "limited" ? without : zero;
     if (runs.length > 1) {
+      const byRound = (others: RateRun[]) =>
+        runs.map((r, i) => formatRatio(r.result, others[i].result)).join(", ");
       ctx.notes.push(
         `Production mix, ${options.backend}, ${row.rate} revocations/s` +
-          `${row.limited ? ", with limits on every key" : ""}: req/s by round ` +
-          runs.map((r) => r.result.rps.toFixed(0)).join(", ") +
-          ((row.rate === 0 && !row.limited) || against === undefined
+          ({ plain: "", limited: ", with limits on every key", control: ", control" })[
+            row.variant
+          ] + `: req/s by round ${runs.map((r) => r.result.rps.toFixed(0)).join(", ")}` +
+          ((row.rate === 0 && row.variant === "plain") || against === undefined
             ? ""
-            : `; of the same round's ${row.limited ? "row without limits" : "base"} ${
-              runs.map((r, i) => formatRatio(r.result, against[i].result)).join(", ")
+            : `; of the same round's ${row.variant === "limited" ? "row without limits" : "base"} ${
+              byRound(against)
             }`) +
+          (elsewhere === undefined ? "" : `; of the same round's control ${byRound(elsewhere)}`) +
           ".",
       );
     }
@@ -323,16 +392,29 @@ async function runBackend(
       rate: row.rate,
       runs,
       base,
-      limited: row.limited,
+      limited: row.variant === "limited",
+      control: row.variant === "control",
       without: without === undefined ? undefined : medianRun(without),
+      elsewhere: elsewhere === undefined ? undefined : medianRun(elsewhere),
       fieldsOff: ctx.mixLimitHeaders === false,
     });
   });
 }
 
-/** One run of one row: A measured while B takes `rate` revocations a second, logins and the probe run. */
-async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number): Promise<RateRun> {
-  const { client, a, b } = run;
+/**
+ * One run of one row: A measured while B takes `rate` revocations a second, logins and the probe
+ * run; in a control row (`elsewhere`: the control pair) the revocations, the probe and the B
+ * measured are that pair's, on its own store, and A's load and logins are the same.
+ */
+async function measureRate(
+  ctx: ProductionMixContext,
+  run: MixRun,
+  rate: number,
+  elsewhere?: MixRun,
+): Promise<RateRun> {
+  const { client, a } = run;
+  const revoking = elsewhere ?? run;
+  const b = revoking.b;
   const before = await readCacheCounters(client, run.metricsPort);
   const bCpuBefore = b.readCpuSeconds();
   const generatorCpuBefore = readProcessCpuSeconds(Deno.pid);
@@ -340,19 +422,19 @@ async function measureRate(ctx: ProductionMixContext, run: MixRun, rate: number)
   const revoker = revoke({
     rate: rate - probeRate(rate),
     stop,
-    clients: run.revokerClients,
+    clients: revoking.revokerClients,
     b: b.origin,
-    adminOrigin: run.adminOrigin,
-    operator: run.operator,
-    revocations: run.revocations,
+    adminOrigin: revoking.adminOrigin,
+    operator: revoking.operator,
+    revocations: revoking.revocations,
   });
   const logins = logIn({ stop, client, a: a.origin, issuers: run.issuers });
   const probe = probeDelays({
     stop,
     client,
-    a: a.origin,
+    a: revoking.a.origin,
     b: b.origin,
-    probes: rate === 0 ? [] : run.probes,
+    probes: rate === 0 ? [] : revoking.probes,
     everyMs: 1000 / Math.max(1, probeRate(rate)),
   });
   let result: Measured;

@@ -178,6 +178,63 @@ Deno.test("toRow: no ratio with limits where either side's victims ran out", () 
   );
 });
 
+Deno.test("toRow: a row A follows, beside its control row, gives the share of the control", () => {
+  // The control row and the base differ, and each side's CPU differs from its rate: a swapped
+  // argument shows.
+  const base = rateRun(25_000, { result: measured(25_000, { cpuUsPerRequest: 40 }) });
+  const elsewhere = rateRun(24_000, { result: measured(24_000, { cpuUsPerRequest: 41 }) });
+  const followed = [22_000, 21_600, 23_000].map((rps) =>
+    rateRun(rps, { result: measured(rps, { cpuUsPerRequest: 45.1 }) })
+  );
+  const row = toRow({ duration: 10 }, {
+    backend: "SQLite",
+    rate: 10,
+    runs: followed,
+    base,
+    limited: false,
+    without: undefined,
+    elsewhere,
+  });
+  assert.equal(row.result.rps, 22_000);
+  assert.equal(row.extra?.["of the no-revocation rate"], "0.88 (of the medians)");
+  assert.equal(
+    row.extra?.["following the changes, of the same rate elsewhere"],
+    "**0.92** (of the medians); A's capacity, by CPU per request: 0.91 of it",
+  );
+  // The control row names itself and gives its own share of the base, with no following column.
+  const control = toRow({ duration: 10 }, {
+    backend: "SQLite",
+    rate: 10,
+    runs: [elsewhere],
+    base,
+    limited: false,
+    control: true,
+    without: undefined,
+  });
+  assert.equal(
+    control.scenario,
+    "production mix, 10 revocations/s of other grants through B, control: through another " +
+      "pair's B on a copy of the store, which A does not follow (the probe is on that pair's A)",
+  );
+  assert.equal(control.extra?.["of the no-revocation rate"], "0.96");
+  assert.equal(control.extra?.["following the changes, of the same rate elsewhere"], "");
+  // No ratio where either side's victims ran out.
+  const ranOut = { ...rateRun(0).revoked, ranOut: true };
+  const dry = toRow({ duration: 10 }, {
+    backend: "SQLite",
+    rate: 10,
+    runs: followed,
+    base,
+    limited: false,
+    without: undefined,
+    elsewhere: rateRun(24_000, { revoked: ranOut }),
+  });
+  assert.match(
+    dry.extra?.["following the changes, of the same rate elsewhere"] ?? "",
+    /^no ratio: the victims ran out; /,
+  );
+});
+
 Deno.test("toRow: the base row and a row without limits say so, with no limits column", () => {
   const base = rateRun(20_000);
   const row = toRow({ duration: 10 }, {
@@ -219,7 +276,7 @@ function victims(count: number): Victim[] {
   }));
 }
 
-const names = (list: Generator<Revocation>) => [...new Set([...list].map((r) => r.victim.apiKey))];
+const names = (list: Iterable<Revocation>) => [...new Set([...list].map((r) => r.victim.apiKey))];
 
 Deno.test("splitVictims: disjoint, complete, and in proportion to the rates asked", () => {
   const all = victims(1_000);
@@ -236,9 +293,37 @@ Deno.test("splitVictims: disjoint, complete, and in proportion to the rates aske
   assert.equal(split.limited.probes.length, 50);
   assert.deepEqual(split.plain.probes.slice(0, 2).map((p) => p.apiKey), ["key-0", "key-20"]);
   assert.deepEqual(split.limited.probes.slice(0, 2).map((p) => p.apiKey), ["key-10", "key-30"]);
-  // 900 others in proportion 110 : 100.
-  assert.equal(limited.length, Math.floor(900 * 100 / 210));
+  // 900 others in proportion 110 : 100 (to within one).
+  assert.ok(Math.abs(limited.length - 900 * 100 / 210) <= 1, `${limited.length} limited`);
   assert.equal(plain.length, 900 - limited.length);
+});
+
+Deno.test("splitVictims: three pairs, each in proportion at every prefix of the list", () => {
+  const all = victims(2_000);
+  const rates = { plain: [0, 10, 100], control: [10, 100], limited: [100] };
+  const split = splitVictims(all, rates);
+  const lists = {
+    plain: [...split.plain.revocations],
+    control: [...split.control.revocations],
+    limited: [...split.limited.revocations],
+  };
+  const used = Object.values(lists).flatMap((list) => names(list.values()));
+  const probes = Object.values(split).flatMap((traffic) => traffic.probes.map((p) => p.apiKey));
+  assert.equal(new Set([...used, ...probes]).size, all.length, "disjoint and complete");
+  // The probes go to each pair in turn: every tenth victim, the first to plain.
+  assert.deepEqual(split.plain.probes.slice(0, 2).map((p) => p.apiKey), ["key-0", "key-30"]);
+  assert.deepEqual(split.control.probes.slice(0, 2).map((p) => p.apiKey), ["key-10", "key-40"]);
+  assert.deepEqual(split.limited.probes.slice(0, 2).map((p) => p.apiKey), ["key-20", "key-50"]);
+  // 1,800 others in proportion 110 : 110 : 100, and spread: the first 320 hold 110, 110, 100.
+  const index = (key: string) => Number(key.slice(4));
+  const others = all.filter((_, i) => i % 10 !== 0).map((v) => v.apiKey);
+  for (const [pair, share] of [["plain", 110], ["control", 110], ["limited", 100]] as const) {
+    const keys = new Set(names(lists[pair].values()));
+    assert.ok(Math.abs(keys.size - 1_800 * share / 320) <= 1, `${pair}: ${keys.size}`);
+    const early = others.slice(0, 320).filter((key) => keys.has(key)).length;
+    assert.ok(Math.abs(early - share) <= 1, `${pair}: ${early} of the first 320`);
+    assert.ok([...keys].every((key) => index(key) % 10 !== 0), `${pair}: no probe's victim`);
+  }
 });
 
 Deno.test("splitVictims: a pair with no rates gets no victims to revoke", () => {
