@@ -64,35 +64,53 @@ const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections
   "[--mix-limit-headers on|off] [--mix-control-rates 10,100|none] " +
   "[--mix-a-flags 'DENO FLAGS']";
 
-const { values: flags } = parseArgs({
-  args: Deno.args,
-  options: {
-    tokens: { type: "string", default: "1000000" },
-    duration: { type: "string", default: "10" },
-    connections: { type: "string", default: "50" },
-    sample: { type: "string", default: "10000" },
-    rounds: { type: "string", default: "3" },
-    revocations: { type: "string", default: "200" },
-    only: { type: "string", default: NAMES.join(",") },
-    output: { type: "string", default: "docs/performance.md" },
-    "no-write": { type: "boolean", default: false },
-    baseline: { type: "string" },
-    "mix-rates": { type: "string" },
-    "mix-a-flags": { type: "string" },
-    "mix-limit-rates": { type: "string" },
-    "mix-limit-headers": { type: "string" },
-    "mix-control-rates": { type: "string" },
-    help: { type: "boolean", default: false },
-  },
-});
+const OPTIONS = {
+  tokens: { type: "string", default: "1000000" },
+  duration: { type: "string", default: "10" },
+  connections: { type: "string", default: "50" },
+  sample: { type: "string", default: "10000" },
+  rounds: { type: "string", default: "3" },
+  revocations: { type: "string", default: "200" },
+  only: { type: "string", default: NAMES.join(",") },
+  output: { type: "string", default: "docs/performance.md" },
+  "no-write": { type: "boolean", default: false },
+  baseline: { type: "string" },
+  "mix-rates": { type: "string" },
+  "mix-a-flags": { type: "string" },
+  "mix-limit-rates": { type: "string" },
+  "mix-limit-headers": { type: "string" },
+  "mix-control-rates": { type: "string" },
+  help: { type: "boolean", default: false },
+} as const;
+
+/** The flags; an unknown flag or a missing value is one line, exit 2. */
+function readFlags() {
+  try {
+    return parseArgs({ args: Deno.args, options: OPTIONS }).values;
+  } catch (error) {
+    const message = error instanceof Error ? error.message.split("\n")[0] : String(error);
+    console.error(`bench: ${message} (deno task bench --help prints the usage)`);
+    Deno.exit(2);
+  }
+}
+const flags = readFlags();
 if (flags.help) {
   console.log(USAGE);
   Deno.exit(0);
 }
+// Counts and seconds are positive whole numbers; anything else is one line, exit 2.
+for (
+  const name of ["tokens", "duration", "connections", "sample", "rounds", "revocations"] as const
+) {
+  if (!/^[1-9]\d*$/.test(flags[name])) {
+    console.error(`bench: --${name}: "${flags[name]}": expected a positive whole number`);
+    Deno.exit(2);
+  }
+}
 const only = flags.only.split(",").map((name) => name.trim());
 for (const name of only) {
   if (!NAMES.includes(name)) {
-    console.error(`bench: --only: unknown section "${name}" (${NAMES.join(", ")})\n${USAGE}`);
+    console.error(`bench: --only: unknown section "${name}" (${NAMES.join(", ")})`);
     Deno.exit(2);
   }
 }
@@ -100,11 +118,6 @@ for (const name of only) {
 const partial = NAMES.some((name) => !only.includes(name)) || flags["mix-rates"] !== undefined ||
   flags["mix-a-flags"] !== undefined || flags["mix-limit-rates"] !== undefined ||
   flags["mix-limit-headers"] !== undefined || flags["mix-control-rates"] !== undefined;
-if (!(await commandExists("wrk"))) {
-  console.error("bench: wrk is missing: install it with `apt-get install wrk` (Debian/Ubuntu)");
-  Deno.exit(1);
-}
-
 if (flags.baseline !== undefined && await resolveRevision(flags.baseline) === undefined) {
   console.error(`bench: --baseline: "${flags.baseline}" names no commit of this repository`);
   Deno.exit(2);
@@ -160,6 +173,12 @@ const mixLimitHeaders = flags["mix-limit-headers"];
 if (mixLimitHeaders !== undefined && mixLimitHeaders !== "on" && mixLimitHeaders !== "off") {
   console.error(`bench: --mix-limit-headers: "${mixLimitHeaders}": expected on or off`);
   Deno.exit(2);
+}
+
+// Flags first (a mistake is exit 2 wherever it is run), then what the run needs.
+if (!(await commandExists("wrk"))) {
+  console.error("bench: wrk is missing: install it with `apt-get install wrk` (Debian/Ubuntu)");
+  Deno.exit(1);
 }
 
 const options = {
