@@ -22,7 +22,7 @@
  *                        [--rounds N] [--revocations N] [--only SECTIONS] [--output FILE]
  *                        [--no-write] [--baseline REV] [--mix-rates LIST]
  *                        [--mix-limit-rates LIST|none] [--mix-limit-headers on|off]
- *                        [--mix-control-rates LIST|none] [--mix-a-flags FLAGS]
+ *                        [--mix-control-rates LIST|none] [--mix-a-flags=FLAGS]
  *
  * `--baseline REV` checks out an earlier revision (scripts/bench/baseline.ts) and the sections
  * that compare with "before" run it too, in the same run: the PostgreSQL section's all-miss row.
@@ -30,7 +30,7 @@
  * rows with limits on every key at those rates (`none`: no such row), `--mix-limit-headers off`
  * with their `RateLimit` fields off, `--mix-control-rates 10` its control rows (the revocations on a
  * copy of the store, which A does not follow; default 10 and 100); `--mix-a-flags` adds Deno flags
- * to its instance A (`--mix-a-flags "--cpu-prof --cpu-prof-dir=/tmp/prof"` profiles what following
+ * to its instance A (`"--mix-a-flags=--cpu-prof --cpu-prof-dir=/tmp/prof"` profiles what following
  * the changes costs the instance that serves reads).
  *
  * @module
@@ -62,7 +62,7 @@ const USAGE = "Usage: deno task bench [--tokens N] [--duration S] [--connections
   `[--rounds N] [--revocations N] [--only ${NAMES.join(",")}] [--output FILE] [--no-write] ` +
   "[--baseline REV] [--mix-rates 0,10,100,1000] [--mix-limit-rates 100|none] " +
   "[--mix-limit-headers on|off] [--mix-control-rates 10,100|none] " +
-  "[--mix-a-flags 'DENO FLAGS']";
+  "['--mix-a-flags=DENO FLAGS']";
 
 const OPTIONS = {
   tokens: { type: "string", default: "1000000" },
@@ -88,7 +88,9 @@ function readFlags() {
   try {
     return parseArgs({ args: Deno.args, options: OPTIONS }).values;
   } catch (error) {
-    const message = error instanceof Error ? error.message.split("\n")[0] : String(error);
+    // Node's messages can run to several lines (the last one often the remedy): one line here.
+    const message = (error instanceof Error ? error.message : String(error))
+      .split("\n").map((line) => line.trim()).filter((line) => line !== "").join(" ");
     console.error(`bench: ${message} (deno task bench --help prints the usage)`);
     Deno.exit(2);
   }
@@ -137,7 +139,11 @@ function readRatesFlag(
   if (
     rates.some((rate) => !/^\d+$/.test(rate)) || new Set(rates.map(Number)).size !== rates.length
   ) {
-    const like = flag === "mix-rates" ? `"0,1000"` : `"0,100" or "none"`;
+    const like = flag === "mix-rates"
+      ? `"0,1000"`
+      : flag === "mix-limit-rates"
+      ? `"0,100" or "none"`
+      : `"10,100" or "none"`;
     console.error(
       `bench: --${flag}: "${value}": expected distinct whole numbers of revocations/s, ` +
         `like ${like}`,

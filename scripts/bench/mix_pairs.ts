@@ -141,7 +141,8 @@ export async function warmPair(ctx: PairContext, run: MixRun, label: string): Pr
 
 /**
  * Splits a backend's victims between its pairs: every tenth (from the first) for the probes, to
- * each pair in turn; the others in proportion to the revocations each pair's rows ask for (the
+ * each pair in turn of the first (whose probes also time the delays with A idle) and those with
+ * rates above 0; the others in proportion to the revocations each pair's rows ask for (the
  * sums of their rates), spread evenly over the list (a smooth weighted round robin: after any
  * prefix, each pair's count is within one of its share).
  */
@@ -156,6 +157,7 @@ export function splitVictims<Pair extends string>(
     (rates[pair] as number[]).reduce((total, rate) => total + rate, 0)
   );
   const total = weights.reduce((sum, weight) => sum + weight, 0);
+  const probers = pairs.map((_, p) => p).filter((p) => p === 0 || weights[p] > 0);
   const current = weights.map(() => 0);
   const owners = others.map(() => {
     if (total === 0) return -1;
@@ -169,7 +171,9 @@ export function splitVictims<Pair extends string>(
   });
   return Object.fromEntries(pairs.map((pair, p) => [pair, {
     revocations: listRevocations(others.filter((_, i) => owners[i] === p)),
-    probes: toProbes(probing.filter((_, i) => i % pairs.length === p)),
+    probes: toProbes(
+      probing.filter((_, i) => probers[i % probers.length] === p),
+    ),
   }])) as Record<Pair, MixTraffic>;
 }
 

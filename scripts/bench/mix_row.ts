@@ -21,6 +21,8 @@ export interface RateRun {
   logged: string;
   /** B's CPU seconds, and this process's (the revoker, the logins and the probe). */
   bCpu: number;
+  /** In a control row, the CPU seconds of the control pair's A (which follows the changes). */
+  otherACpu?: number;
   generatorCpu: number;
   /** Notifications A received over the run (PostgreSQL), and whether its listener was up after. */
   notified: number;
@@ -105,18 +107,21 @@ export function toRow(
         (revoked.unsent === 0
           ? ""
           : `; ${revoked.unsent} due were never sent: all ${MAX_OUTSTANDING} in flight`) +
+        `; ${formatKinds(revoked.kinds)}` +
         `); B answered in ${answered === 0 ? "–" : ms(revoked.answerMs / answered)} on average, ${
           (median.bCpu / result.seconds).toFixed(2)
         } cores busy` +
+        (median.otherACpu === undefined
+          ? ""
+          : ` (the control pair's A ${(median.otherACpu / result.seconds).toFixed(2)})`) +
         (writes === 0 ? "" : `, ${(median.bCpu * 1e6 / writes).toFixed(0)} µs CPU per revocation`) +
         `; the bench's revoker, probe and logins ${
           (median.generatorCpu / result.seconds).toFixed(2)
         } cores busy; logins on A ${median.logged}`,
       "revocation to refusal on A":
-        (delays.length === 0
-          ? "–"
-          : `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
-            `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
+        (delays.length === 0 ? "–" : (limits.control ? "on the control pair's A, " : "") +
+          `${delays.length} probes: p50 ${ms(percentile(delays, 50))}, ` +
+          `p99 ${ms(percentile(delays, 99))}, max ${ms(Math.max(...delays))}`) +
         formatLearned(median.learned.before, median.learned.after) +
         (postgres && rate > 0
           ? `; A heard ${median.notified} notifications for ${writes} revocations and polled ` +
@@ -147,6 +152,11 @@ function formatFollowing(median: RateRun, rounds: number, elsewhere: RateRun): s
       rounds > 1 ? " (of the medians)" : ""
     }`) +
     `; A's capacity, by CPU per request: ${formatCpuRatio(elsewhere.result, median.result)} of it`;
+}
+
+/** The writes answered 2xx by kind: `640 tokens, 64 key rotations, 64 revoke-alls`. */
+function formatKinds(kinds: RevokerResult["kinds"]): string {
+  return `${kinds.token} tokens, ${kinds.rotate} key rotations, ${kinds.user} revoke-alls`;
 }
 
 /** Failures by status, most frequent first: `503 ×12, 401 ×3`. */

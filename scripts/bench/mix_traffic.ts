@@ -66,6 +66,8 @@ export function* listRevocations(
 /** What the revoker did: writes answered 2xx, the others by status, and whether it ran dry. */
 export interface RevokerResult {
   done: number;
+  /** The writes answered 2xx, by kind. */
+  kinds: Record<Revocation["kind"], number>;
   failed: number;
   /** Failures by status (`network` for no answer). */
   failures: Record<string, number>;
@@ -94,6 +96,7 @@ export async function revoke(
 ): Promise<RevokerResult> {
   const result: RevokerResult = {
     done: 0,
+    kinds: { token: 0, rotate: 0, user: 0 },
     failed: 0,
     failures: {},
     ranOut: false,
@@ -117,8 +120,10 @@ export async function revoke(
     const response = await sendRevocation({ ...options, client }, revocation);
     await response.arrayBuffer();
     result.answerMs += performance.now() - sentAt;
-    if (response.ok) result.done++;
-    else fail(String(response.status));
+    if (response.ok) {
+      result.done++;
+      result.kinds[revocation.kind]++;
+    } else fail(String(response.status));
   };
   const started = performance.now();
   const running = new Set<Promise<void>>();

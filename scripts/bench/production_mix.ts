@@ -279,11 +279,11 @@ async function measureWorkingSet(ctx: ProductionMixContext, seed: MixSeed): Prom
 }
 
 /**
- * The rows of a backend, in rate order, each rate's control row and row with limits right after
- * its plain row, so that alternating rounds keep them next to each other.
+ * The rows of a backend, in rate order, each rate's plain row between its control row and its
+ * row with limits, so that alternating rounds keep the plain row next to both.
  */
 function listRows(rates: number[], limitRates: number[], controlRates: number[]): MixRowSpec[] {
-  const order: Variant[] = ["plain", "control", "limited"];
+  const order: Variant[] = ["control", "plain", "limited"];
   return [
     ...rates.map((rate) => ({ rate, variant: "plain" as const })),
     ...controlRates.map((rate) => ({ rate, variant: "control" as const })),
@@ -417,6 +417,8 @@ async function measureRate(
   const b = revoking.b;
   const before = await readCacheCounters(client, run.metricsPort);
   const bCpuBefore = b.readCpuSeconds();
+  // A control row's other A learns the changes on the other core: its CPU, beside B's.
+  const otherACpuBefore = elsewhere?.a.readCpuSeconds();
   const generatorCpuBefore = readProcessCpuSeconds(Deno.pid);
   const stop = { now: false };
   const revoker = revoke({
@@ -454,6 +456,9 @@ async function measureRate(
     delays,
     logged,
     bCpu: b.readCpuSeconds() - bCpuBefore,
+    otherACpu: otherACpuBefore === undefined
+      ? undefined
+      : elsewhere!.a.readCpuSeconds() - otherACpuBefore,
     generatorCpu: readProcessCpuSeconds(Deno.pid) - generatorCpuBefore,
     notified: after.notifications - before.notifications,
     polls: after.polls - before.polls,

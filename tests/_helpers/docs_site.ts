@@ -7,11 +7,28 @@ export const DOCS = [
   ...[...Deno.readDirSync(`${ROOT}docs`)].filter((e) => e.name.endsWith(".md"))
     .map((e) => `docs/${e.name}`).sort(),
 ];
-/** Where `deno task bench` writes its table: generated text is not held to the prose rules. */
+/**
+ * Where `deno task bench` writes its table (scripts/bench/report.ts): between its begin and end
+ * markers, or, in a page without them, everything after the older marker. Generated text is not
+ * held to the prose rules; the hand-written text around it is.
+ */
+export const GENERATED_BEGIN = "<!-- bench:begin -->";
+export const GENERATED_END = "<!-- bench:end -->";
 export const GENERATED_MARKER = "<!-- Written by deno task bench from here on";
 
+/**
+ * A page as the docs suites hold it: without what the bench generated. The generated lines are
+ * blanked, not cut, so that line numbers stay those of the file.
+ */
 export function read(path: string): string {
   const text = Deno.readTextFileSync(`${ROOT}${path}`);
+  const blank = (part: string) => part.replace(/[^\n]+/g, "");
+  const from = text.indexOf(GENERATED_BEGIN);
+  const to = text.indexOf(GENERATED_END);
+  if (from !== -1 && to > from) {
+    return text.slice(0, from) + blank(text.slice(from, to + GENERATED_END.length)) +
+      text.slice(to + GENERATED_END.length);
+  }
   const at = text.indexOf(GENERATED_MARKER);
   return at === -1 ? text : text.slice(0, at);
 }

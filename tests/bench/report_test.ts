@@ -96,6 +96,7 @@ function rateRun(rps: number, overrides: Partial<RateRun> = {}): RateRun {
     lookups: 100,
     revoked: {
       done: 0,
+      kinds: { token: 0, rotate: 0, user: 0 },
       failed: 0,
       failures: {},
       ranOut: false,
@@ -302,34 +303,66 @@ Deno.test("splitVictims: three pairs, each in proportion at every prefix of the 
   const all = victims(2_000);
   const rates = { plain: [0, 10, 100], control: [10, 100], limited: [100] };
   const split = splitVictims(all, rates);
-  const lists = {
-    plain: [...split.plain.revocations],
-    control: [...split.control.revocations],
-    limited: [...split.limited.revocations],
+  const owner = new Map<string, string>();
+  const give = (key: string, use: string) => {
+    assert.equal(owner.get(key), undefined, `${key} given to ${owner.get(key)} and ${use}`);
+    owner.set(key, use);
   };
-  const used = Object.values(lists).flatMap((list) => names(list.values()));
-  const probes = Object.values(split).flatMap((traffic) => traffic.probes.map((p) => p.apiKey));
-  assert.equal(new Set([...used, ...probes]).size, all.length, "disjoint and complete");
+  for (const [pair, traffic] of Object.entries(split)) {
+    for (const key of names(traffic.revocations)) give(key, pair);
+    for (const probe of traffic.probes) give(probe.apiKey, `${pair}'s probe`);
+  }
+  assert.equal(owner.size, all.length, "every victim is used");
   // The probes go to each pair in turn: every tenth victim, the first to plain.
   assert.deepEqual(split.plain.probes.slice(0, 2).map((p) => p.apiKey), ["key-0", "key-30"]);
   assert.deepEqual(split.control.probes.slice(0, 2).map((p) => p.apiKey), ["key-10", "key-40"]);
   assert.deepEqual(split.limited.probes.slice(0, 2).map((p) => p.apiKey), ["key-20", "key-50"]);
-  // 1,800 others in proportion 110 : 110 : 100, and spread: the first 320 hold 110, 110, 100.
-  const index = (key: string) => Number(key.slice(4));
+  // The 1,800 others in proportion 110 : 110 : 100, and spread: after every prefix of the list,
+  // each pair holds its share of it to within one.
   const others = all.filter((_, i) => i % 10 !== 0).map((v) => v.apiKey);
-  for (const [pair, share] of [["plain", 110], ["control", 110], ["limited", 100]] as const) {
-    const keys = new Set(names(lists[pair].values()));
-    assert.ok(Math.abs(keys.size - 1_800 * share / 320) <= 1, `${pair}: ${keys.size}`);
-    const early = others.slice(0, 320).filter((key) => keys.has(key)).length;
-    assert.ok(Math.abs(early - share) <= 1, `${pair}: ${early} of the first 320`);
-    assert.ok([...keys].every((key) => index(key) % 10 !== 0), `${pair}: no probe's victim`);
-  }
+  const shares = { plain: 110 / 320, control: 110 / 320, limited: 100 / 320 };
+  const held = { plain: 0, control: 0, limited: 0 };
+  others.forEach((key, i) => {
+    const pair = owner.get(key) as keyof typeof held;
+    assert.ok(pair in held, `${key}: ${pair}`);
+    held[pair]++;
+    for (const [name, share] of Object.entries(shares)) {
+      const count = held[name as keyof typeof held];
+      assert.ok(Math.abs(count - (i + 1) * share) <= 1, `${name}: ${count} of the first ${i + 1}`);
+    }
+  });
 });
 
-Deno.test("splitVictims: a pair with no rates gets no victims to revoke", () => {
+Deno.test("splitVictims: a pair with no rates gets no victims to revoke, nor probes", () => {
   const split = splitVictims(victims(100), { plain: [0, 100], limited: [] });
   assert.equal(names(split.limited.revocations).length, 0);
   assert.equal(names(split.plain.revocations).length, 90);
+  assert.equal(split.limited.probes.length, 0);
+  assert.equal(split.plain.probes.length, 10);
+  // The pair without rates in the middle, as the section passes them.
+  const middle = splitVictims(victims(100), { plain: [0, 10], limited: [], control: [10] });
+  assert.equal(names(middle.limited.revocations).length, 0);
+  assert.equal(middle.limited.probes.length, 0);
+  assert.equal(names(middle.plain.revocations).length, 45);
+  assert.equal(names(middle.control.revocations).length, 45);
+  assert.deepEqual(middle.plain.probes.map((p) => p.apiKey), [
+    "key-0",
+    "key-20",
+    "key-40",
+    "key-60",
+    "key-80",
+  ]);
+  assert.deepEqual(middle.control.probes.map((p) => p.apiKey), [
+    "key-10",
+    "key-30",
+    "key-50",
+    "key-70",
+    "key-90",
+  ]);
+  // Only rows without revocations: the first pair still gets the probes (for the idle delays).
+  const idle = splitVictims(victims(100), { plain: [0], control: [] });
+  assert.equal(idle.plain.probes.length, 10);
+  assert.equal(names(idle.plain.revocations).length + names(idle.control.revocations).length, 0);
 });
 
 Deno.test("wrapMarkdown: list items wrap under their text; headings and tables stay whole", () => {

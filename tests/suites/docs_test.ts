@@ -33,9 +33,11 @@ Deno.test("[docs] the site has a page per audience, a LICENSE and a CHANGELOG", 
   assert.match(Deno.readTextFileSync(`${ROOT}LICENSE`), /^MIT License\n/);
 });
 
-Deno.test("[docs] no line outside code blocks is wider than 100 characters", () => {
+Deno.test("[docs] no line outside code blocks and tables is wider than 100 characters", () => {
   for (const path of DOCS) {
     for (const [n, line] of proseLines(read(path))) {
+      // A Markdown table's row cannot wrap; every other line can.
+      if (line.startsWith("|")) continue;
       assert.ok(line.length <= 100, `${path}:${n} has ${line.length} characters`);
     }
   }

@@ -13,6 +13,11 @@ import { runTask } from "../../_helpers/task.ts";
 const MISTAKES: [string[], RegExp][] = [
   [["--bogus"], /^bench: Unknown option '--bogus'.*--help prints the usage\)$/],
   [["--duration"], /^bench: Option '--duration <value>' argument missing/],
+  // Node's message for this one is three lines, the last the remedy: all of it, on one line.
+  [
+    ["--mix-a-flags", "--cpu-prof"],
+    /^bench: Option '--mix-a-flags' argument is ambiguous\. .*'--mix-a-flags=-XYZ'/,
+  ],
   [["--duration", "0"], /^bench: --duration: "0": expected a positive whole number$/],
   [["--tokens", "1e6"], /^bench: --tokens: "1e6": expected a positive whole number$/],
   [["--only", "nope"], /^bench: --only: unknown section "nope" \(secure, /],
