@@ -111,3 +111,47 @@ Deno.test("[admin] POST /admin/v1/limits refuses a read-only operator (403) and 
   assert.equal(missing.status, 404);
   assert.deepEqual(await t.store.listLimits(), []);
 });
+
+Deno.test("[admin] POST /admin/v1/keys/{id}/rotate gives the successor the key's own quota; the old key keeps its own", async () => {
+  await using t = await createAdminTest();
+  const userId = await t.addUser("ann@example.org");
+  const created = await t.call("POST", `/admin/v1/users/${userId}/keys`, { body: {} });
+  const keyId = created.body.key.id;
+  const quota = await t.call("POST", "/admin/v1/limits", {
+    body: { applies_to: "key", subject_id: keyId, kind: "quota", limit: "3" },
+  });
+  assert.equal(quota.status, 200);
+  const token = await t.login("ann@example.org", "correct horse", created.body.api_key);
+  const spend = async (apiKey: string, bearer: string, n: number) => {
+    const statuses = [];
+    for (let i = 0; i < n; i++) statuses.push(await t.secureStatus(apiKey, bearer));
+    return statuses;
+  };
+  assert.deepEqual(await spend(created.body.api_key, token, 2), [200, 200]);
+
+  const rotated = await t.call("POST", `/admin/v1/keys/${keyId}/rotate`, {
+    body: { grace: "1h" },
+  });
+  assert.equal(rotated.status, 201);
+  const successorId = rotated.body.key.id;
+  // The successor has the same quota, with a window of its own (as a new key would).
+  const usage = await t.call("GET", `/admin/v1/keys/${successorId}/limits`, { token: t.readToken });
+  assert.equal(usage.status, 200);
+  assert.deepEqual(
+    usage.body.limits.map((u: { applies_to: string; limit: string; used: number }) => [
+      u.applies_to,
+      u.limit,
+      u.used,
+    ]),
+    [["key", quota.body.limit, 0]],
+  );
+  const successorToken = await t.login("ann@example.org", "correct horse", rotated.body.api_key);
+  assert.deepEqual(await spend(rotated.body.api_key, successorToken, 4), [200, 200, 200, 429]);
+  // The old key, in its grace, has what its own quota had left.
+  assert.deepEqual(await spend(created.body.api_key, token, 2), [200, 429]);
+  // Stored: each key's own limit.
+  assert.deepEqual(
+    (await t.store.listLimits({ scope: "key" })).map((l) => [l.subjectId, l.kind, l.max]),
+    [[keyId, "quota", 3], [successorId, "quota", 3]],
+  );
+});

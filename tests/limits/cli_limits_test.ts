@@ -109,3 +109,49 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "[cli] key rotate carries the key's own limits to its successor, as processes",
+  sanitizeResources: false,
+  async fn() {
+    const { where, cleanup } = await newLocation();
+    try {
+      const added = await runAdminProcess(where, ["user", "add", "alice@example.org"], "pw 123456");
+      assert.equal(added.code, 0, added.err);
+      const key = await runAdminProcess(where, ["key", "create", "alice@example.org"]);
+      assert.equal(key.code, 0, key.err);
+      for (
+        const args of [["limit", "set", "1", "--rate", "5000/day"], [
+          "limit",
+          "set",
+          "1",
+          "--quota",
+          "700/month",
+        ]]
+      ) {
+        const set = await runAdminProcess(where, args);
+        assert.equal(set.code, 0, set.err);
+      }
+      const rotated = await runAdminProcess(where, ["key", "rotate", "1", "--grace", "1h"]);
+      assert.equal(rotated.code, 0, rotated.err);
+      assert.match(rotated.out, /^Rotated API key 1 to 2;/);
+      const usage = await runAdminProcess(where, ["limit", "usage", "2"]);
+      assert.equal(usage.code, 0, usage.err);
+      assert.match(usage.out, /key +rate +5000\/day +0 +5000 /);
+      assert.match(usage.out, /key +quota +700\/month +0 +700 /);
+      const { store } = await openStore(where);
+      try {
+        assert.deepEqual(
+          (await store.listLimits({ scope: "key" })).map((l) =>
+            `${l.subjectId}:${l.kind}:${l.max}/${l.period}`
+          ),
+          ["1:quota:700/month", "1:rate:5000/day", "2:quota:700/month", "2:rate:5000/day"],
+        );
+      } finally {
+        await store.closeStore();
+      }
+    } finally {
+      cleanup();
+    }
+  },
+});

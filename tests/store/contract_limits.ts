@@ -437,6 +437,83 @@ export function registerLimitChangeTests(test: ContractTest): void {
     assert.notEqual(again.id, undefined);
   });
 
+  test("limits: a rotation gives the successor the old key's own limits, with windows of its own; the old key keeps its limits and counters", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const old = { apiKeyId: key.id, userId: user.id };
+    // The key's own rate and quota; the default's rate (which does not apply: the key has its
+    // own); a user's rate, one counter for all the user's keys.
+    await put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 100, period: "minute" });
+    await put(store, { scope: "key", subjectId: key.id, kind: "quota", max: 500, period: "none" });
+    await put(store, { scope: "default", subjectId: null, kind: "rate", max: 5, period: "second" });
+    await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 50, period: "hour" });
+    await lease(store, old, T0, () => 7);
+    const usage = async (owner: { apiKeyId: number; userId: number }, now: number) =>
+      (await store.listLimitUsage(owner, now))
+        .map((u) => `${u.rule.scope}/${u.rule.kind}/${u.rule.period}/${u.subjectId}:${u.used}`)
+        .sort();
+    const successor = await store.rotateApiKey(key.id, {
+      successor: {
+        userId: user.id,
+        keyHash: hashSecret("k2"),
+        prefix: "k2",
+        label: "",
+        expiresAt: null,
+      },
+      oldKeyExpiresAt: T0 + 3_600_000,
+      now: T0 + 1000,
+      ...NO_AUDIT,
+    });
+    const next = { apiKeyId: successor.id, userId: user.id };
+    assert.deepEqual(
+      (await store.listLimits({ scope: "key", subjectId: successor.id })).map((
+        l,
+      ) => [l.kind, l.period, l.max, l.createdAt, l.updatedAt]).sort(),
+      [["quota", "none", 500, T0 + 1000, T0 + 1000], ["rate", "minute", 100, T0 + 1000, T0 + 1000]],
+    );
+    assert.deepEqual(await usage(next, T0 + 1000), [
+      `key/quota/none/${successor.id}:0`,
+      `key/rate/minute/${successor.id}:0`,
+      `user/rate/hour/${user.id}:7`,
+    ]);
+    assert.deepEqual(await usage(old, T0 + 1000), [
+      `key/quota/none/${key.id}:7`,
+      `key/rate/minute/${key.id}:7`,
+      `user/rate/hour/${user.id}:7`,
+    ]);
+    assert.equal((await store.listLimits({ scope: "key", subjectId: key.id })).length, 2);
+    // The successor's limits are its own: a lease counts against them, not the old key's.
+    assert.deepEqual(
+      brief(await lease(store, next, T0 + 2000, (rule) => rule.scope === "key" ? 200 : 0))
+        .filter((line) => line.startsWith("key/")).sort(),
+      ["key/quota/none:200/200", "key/rate/minute:100/100"],
+    );
+    assert.deepEqual((await usage(old, T0 + 2000)).filter((l) => l.startsWith("key/")), [
+      `key/quota/none/${key.id}:7`,
+      `key/rate/minute/${key.id}:7`,
+    ]);
+  });
+
+  test("limits: a key rotated without limits of its own gives its successor none", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const successor = await store.rotateApiKey(key.id, {
+      successor: {
+        userId: user.id,
+        keyHash: hashSecret("k2"),
+        prefix: "k2",
+        label: "",
+        expiresAt: null,
+      },
+      oldKeyExpiresAt: T0 + 1000,
+      now: T0,
+      ...NO_AUDIT,
+    });
+    assert.deepEqual(await store.listLimits(), []);
+    assert.deepEqual(
+      await store.listLimitUsage({ apiKeyId: successor.id, userId: user.id }, T0),
+      [],
+    );
+  });
+
   test("limits: a change is in the grant change feed (key, user, or all for the default)", async ({ store }) => {
     const { user, key } = await seed(store);
     const changes = async (write: () => Promise<unknown>) => {

@@ -125,7 +125,8 @@ export const KEY_COMMANDS: readonly Command[] = [
   },
   {
     words: ["key", "rotate"],
-    summary: "Issue a successor (same owner, label, lifetime); the old key ends after a grace",
+    summary:
+      "Issue a successor (same owner, label, lifetime, own limits); the old key ends after a grace",
     arguments: [KEY],
     options: [{
       name: "grace",

@@ -110,6 +110,13 @@ function createKeyChanges(
   const keySetDisabled = sql(
     "UPDATE api_keys SET disabled_at = :disabled_at WHERE id = :id AND revoked_at IS NULL",
   );
+  // A rotation renews the credential, not its plan: the successor gets the old key's own limits
+  // (its windows start anew, as a new key's do; docs/architecture.md, "Rotation").
+  const limitsCopyToSuccessor = sql(
+    `INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at, updated_at)
+     SELECT 'key', :successor, NULL, kind, period, max, :now, :now FROM limits
+     WHERE scope = 'key' AND api_key_id = :old`,
+  );
   const keySetReplaced = sql(
     `UPDATE api_keys SET replaced_by = :replaced_by,
        expires_at = min(coalesce(expires_at, :expires_at), :expires_at)
@@ -169,6 +176,7 @@ function createKeyChanges(
         if (Number(changes) !== 1) {
           throw new StoreConflict(`API key ${oldKeyId} was rotated, revoked or deleted meanwhile`);
         }
+        limitsCopyToSuccessor.run({ successor: key.id, old: oldKeyId, now });
         return key;
       }, audit);
     },
