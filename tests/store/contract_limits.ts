@@ -514,6 +514,37 @@ export function registerLimitChangeTests(test: ContractTest): void {
     );
   });
 
+  test("limits: a deleted user's keys leave no counter of the default behind", async ({ store }) => {
+    const { user, key } = await seed(store);
+    const rule = await put(store, {
+      scope: "default",
+      subjectId: null,
+      kind: "quota",
+      max: 10,
+      period: "none",
+    });
+    await lease(store, { apiKeyId: key.id, userId: user.id }, T0, () => 4);
+    const other = await store.insertUser(
+      { email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null },
+      { now: T0, ...NO_AUDIT },
+    );
+    const otherKey = await store.insertApiKey(
+      { userId: other.id, keyHash: hashSecret("k2"), prefix: "k2", label: "" },
+      { now: T0, ...NO_AUDIT },
+    );
+    await lease(store, { apiKeyId: otherKey.id, userId: other.id }, T0, () => 3);
+    // What a key with the deleted key's id would find (SQLite reuses the largest id).
+    const usedBy = async (apiKeyId: number, userId: number) =>
+      (await store.listLimitUsage({ apiKeyId, userId }, T0)).map((u) => u.used);
+    assert.deepEqual(await usedBy(key.id, user.id), [4]);
+    await store.deleteUser(user.id, { now: T0, ...anonymizing(user.id), ...NO_AUDIT });
+    assert.deepEqual(await usedBy(key.id, user.id), [0]);
+    // The other user's counter stays; the default stays.
+    const [left] = await store.listLimitUsage({ apiKeyId: otherKey.id, userId: other.id }, T0);
+    assert.deepEqual([left.rule.id, left.used], [rule.id, 3]);
+    assert.deepEqual((await store.listLimits()).map((l) => l.id), [rule.id]);
+  });
+
   test("limits: a change is in the grant change feed (key, user, or all for the default)", async ({ store }) => {
     const { user, key } = await seed(store);
     const changes = async (write: () => Promise<unknown>) => {

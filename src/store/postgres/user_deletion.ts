@@ -60,6 +60,9 @@ export async function deleteUserRows(
   for (const prefix of forgetCounters) {
     await tx.unsafe(FORGET_COUNTERS_SQL, [prefix, toPrefixEnd(prefix)]);
   }
+  // The default's counters of the user's keys (their own limits' go with the keys).
+  await tx`DELETE FROM limit_usage WHERE limit_id IN (SELECT id FROM limits WHERE scope = 'default')
+      AND subject_id IN (SELECT id FROM api_keys WHERE user_id = ${userId})`;
   const keys = await tx`DELETE FROM api_keys WHERE user_id = ${userId} RETURNING id`;
   // The portal's rows hold no foreign key (a restored older dump must be able to drop
   // users: docs/postgres.md), so they go here.

@@ -37,6 +37,13 @@ export function createUserDeletion(conn: Connection): UserDeletion {
     "DELETE FROM login_failures WHERE subject >= :prefix AND subject < :end",
     "keeps-grants",
   );
+  // Keeps grants: the default's counters of the user's keys (their own limits' go with the keys).
+  // A key id can come back on SQLite (the largest is reused), and must not find them.
+  const defaultCountersDelete = sql(
+    `DELETE FROM limit_usage WHERE limit_id IN (SELECT id FROM limits WHERE scope = 'default')
+       AND subject_id IN (SELECT id FROM api_keys WHERE user_id = :user_id)`,
+    "keeps-grants",
+  );
   const keysDelete = sql("DELETE FROM api_keys WHERE user_id = :user_id");
   const userDelete = sql("DELETE FROM users WHERE id = :id");
   return (userId, { anonymousRef, anonymousActor, forgetCounters = [] }) => {
@@ -47,6 +54,7 @@ export function createUserDeletion(conn: Connection): UserDeletion {
     const tokens = Number(tokensDelete.run({ user_id: userId }).changes);
     failuresDelete.run({ user_id: userId });
     for (const prefix of forgetCounters) prefixDelete.run({ prefix, end: toPrefixEnd(prefix) });
+    defaultCountersDelete.run({ user_id: userId });
     const apiKeys = Number(keysDelete.run({ user_id: userId }).changes);
     userDelete.run({ id: userId });
     return { apiKeys, tokens, auditRows };
