@@ -187,15 +187,17 @@ Deno.test("toRow: a row A follows, beside its control row, gives the share of th
   const followed = [22_000, 21_600, 23_000].map((rps) =>
     rateRun(rps, { result: measured(rps, { cpuUsPerRequest: 45.1 }) })
   );
-  const row = toRow({ duration: 10 }, {
-    backend: "SQLite",
-    rate: 10,
-    runs: followed,
-    base,
-    limited: false,
-    without: undefined,
-    elsewhere,
-  });
+  const followedBeside = (control: RateRun) =>
+    toRow({ duration: 10 }, {
+      backend: "SQLite",
+      rate: 10,
+      runs: followed,
+      base,
+      limited: false,
+      without: undefined,
+      elsewhere: control,
+    });
+  const row = followedBeside(elsewhere);
   assert.equal(row.result.rps, 22_000);
   assert.equal(row.extra?.["of the no-revocation rate"], "0.88 (of the medians)");
   assert.equal(
@@ -221,15 +223,7 @@ Deno.test("toRow: a row A follows, beside its control row, gives the share of th
   assert.equal(control.extra?.["following the changes, of the same rate elsewhere"], "");
   // No ratio where either side's victims ran out.
   const ranOut = { ...rateRun(0).revoked, ranOut: true };
-  const dry = toRow({ duration: 10 }, {
-    backend: "SQLite",
-    rate: 10,
-    runs: followed,
-    base,
-    limited: false,
-    without: undefined,
-    elsewhere: rateRun(24_000, { revoked: ranOut }),
-  });
+  const dry = followedBeside(rateRun(24_000, { revoked: ranOut }));
   assert.match(
     dry.extra?.["following the changes, of the same rate elsewhere"] ?? "",
     /^no ratio: the victims ran out; /,

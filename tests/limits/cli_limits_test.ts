@@ -34,6 +34,16 @@ async function newLocation(): Promise<{ where: string; cleanup(): void }> {
   return { where: db.path, cleanup: () => db.cleanup() };
 }
 
+/** User alice@example.org with `keys` keys (ids 1 to `keys`), through the CLI as processes. */
+async function addAlice(where: string, keys: number): Promise<void> {
+  const added = await runAdminProcess(where, ["user", "add", "alice@example.org"], "pw 123456");
+  assert.equal(added.code, 0, added.err);
+  for (let i = 0; i < keys; i++) {
+    const key = await runAdminProcess(where, ["key", "create", "alice@example.org"]);
+    assert.equal(key.code, 0, key.err);
+  }
+}
+
 Deno.test({
   name:
     "[cli] the limit commands of docs/configuration.md work as processes, audited as the OS user",
@@ -41,12 +51,7 @@ Deno.test({
   async fn() {
     const { where, cleanup } = await newLocation();
     try {
-      const added = await runAdminProcess(where, ["user", "add", "alice@example.org"], "pw 123456");
-      assert.equal(added.code, 0, added.err);
-      for (let i = 0; i < 3; i++) {
-        const key = await runAdminProcess(where, ["key", "create", "alice@example.org"]);
-        assert.equal(key.code, 0, key.err);
-      }
+      await addAlice(where, 3);
       const outputs: string[] = [];
       for (const args of await documentedCommands()) {
         const run = await runAdminProcess(where, args);
@@ -116,10 +121,7 @@ Deno.test({
   async fn() {
     const { where, cleanup } = await newLocation();
     try {
-      const added = await runAdminProcess(where, ["user", "add", "alice@example.org"], "pw 123456");
-      assert.equal(added.code, 0, added.err);
-      const key = await runAdminProcess(where, ["key", "create", "alice@example.org"]);
-      assert.equal(key.code, 0, key.err);
+      await addAlice(where, 1);
       for (
         const args of [["limit", "set", "1", "--rate", "5000/day"], [
           "limit",

@@ -42,6 +42,19 @@ export async function seed(store: Store) {
   return { user, key, tokenId };
 }
 
+/** Another user `email` with a key whose secret is `keyName`; no token. */
+export async function seedUser(store: Store, email: string, keyName: string) {
+  const user = await store.insertUser(
+    { email, passwordHash: "x", tokenTimeoutSeconds: null },
+    { now: T0, ...NO_AUDIT },
+  );
+  const key = await store.insertApiKey(
+    { userId: user.id, keyHash: hashSecret(keyName), prefix: keyName, label: "" },
+    { now: T0, ...NO_AUDIT },
+  );
+  return { user, key };
+}
+
 export function issue(
   store: Store,
   owner: { userId: number; apiKeyId: number },

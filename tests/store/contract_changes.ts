@@ -19,6 +19,7 @@ import {
   issue,
   NO_AUDIT,
   seed,
+  seedUser,
   T0,
 } from "./_contract_fixtures.ts";
 
@@ -317,14 +318,7 @@ function registerUserChangeTests(test: ContractTest): void {
   test("users: renamed (refused when taken), deleted with their keys, tokens and counters", async ({ store }) => {
     const { user, key } = await seed(store);
     await issue(store, { userId: user.id, apiKeyId: key.id }, "t2", { issuedAt: T0 + 1 });
-    const other = await store.insertUser(
-      { email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      { now: T0, ...NO_AUDIT },
-    );
-    const otherKey = await store.insertApiKey(
-      { userId: other.id, keyHash: hashSecret("k2"), prefix: "k2", label: "" },
-      { now: T0, ...NO_AUDIT },
-    );
+    const { user: other, key: otherKey } = await seedUser(store, "c@d.org", "k2");
     await issue(store, { userId: other.id, apiKeyId: otherKey.id }, "o1");
 
     await assert.rejects(

@@ -10,7 +10,15 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import type { LimitRule, LimitSlice, NewLimit, Store } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
-import { anonymizing, type ContractTest, entry, NO_AUDIT, seed, T0 } from "./_contract_fixtures.ts";
+import {
+  anonymizing,
+  type ContractTest,
+  entry,
+  NO_AUDIT,
+  seed,
+  seedUser,
+  T0,
+} from "./_contract_fixtures.ts";
 
 const EVERYTHING = () => Number.MAX_SAFE_INTEGER;
 
@@ -37,6 +45,16 @@ function leaseAhead(
   want: (rule: LimitRule, used: number) => number,
 ): Promise<LimitSlice[]> {
   return lease(store, owner, now, want, true);
+}
+
+/** Rotates key `keyId` of user `userId` at `now` to a successor `k2`, with an hour's grace. */
+function rotate(store: Store, keyId: number, userId: number, now: number) {
+  return store.rotateApiKey(keyId, {
+    successor: { userId, keyHash: hashSecret("k2"), prefix: "k2", label: "", expiresAt: null },
+    oldKeyExpiresAt: now + 3_600_000,
+    now,
+    ...NO_AUDIT,
+  });
 }
 
 const brief = (slices: LimitSlice[]) =>
@@ -451,18 +469,7 @@ export function registerLimitChangeTests(test: ContractTest): void {
       (await store.listLimitUsage(owner, now))
         .map((u) => `${u.rule.scope}/${u.rule.kind}/${u.rule.period}/${u.subjectId}:${u.used}`)
         .sort();
-    const successor = await store.rotateApiKey(key.id, {
-      successor: {
-        userId: user.id,
-        keyHash: hashSecret("k2"),
-        prefix: "k2",
-        label: "",
-        expiresAt: null,
-      },
-      oldKeyExpiresAt: T0 + 3_600_000,
-      now: T0 + 1000,
-      ...NO_AUDIT,
-    });
+    const successor = await rotate(store, key.id, user.id, T0 + 1000);
     const next = { apiKeyId: successor.id, userId: user.id };
     assert.deepEqual(
       (await store.listLimits({ scope: "key", subjectId: successor.id })).map((
@@ -495,18 +502,7 @@ export function registerLimitChangeTests(test: ContractTest): void {
 
   test("limits: a key rotated without limits of its own gives its successor none", async ({ store }) => {
     const { user, key } = await seed(store);
-    const successor = await store.rotateApiKey(key.id, {
-      successor: {
-        userId: user.id,
-        keyHash: hashSecret("k2"),
-        prefix: "k2",
-        label: "",
-        expiresAt: null,
-      },
-      oldKeyExpiresAt: T0 + 1000,
-      now: T0,
-      ...NO_AUDIT,
-    });
+    const successor = await rotate(store, key.id, user.id, T0);
     assert.deepEqual(await store.listLimits(), []);
     assert.deepEqual(
       await store.listLimitUsage({ apiKeyId: successor.id, userId: user.id }, T0),
@@ -524,14 +520,7 @@ export function registerLimitChangeTests(test: ContractTest): void {
       period: "none",
     });
     await lease(store, { apiKeyId: key.id, userId: user.id }, T0, () => 4);
-    const other = await store.insertUser(
-      { email: "c@d.org", passwordHash: "x", tokenTimeoutSeconds: null },
-      { now: T0, ...NO_AUDIT },
-    );
-    const otherKey = await store.insertApiKey(
-      { userId: other.id, keyHash: hashSecret("k2"), prefix: "k2", label: "" },
-      { now: T0, ...NO_AUDIT },
-    );
+    const { user: other, key: otherKey } = await seedUser(store, "c@d.org", "k2");
     await lease(store, { apiKeyId: otherKey.id, userId: other.id }, T0, () => 3);
     // What a key with the deleted key's id would find (SQLite reuses the largest id).
     const usedBy = async (apiKeyId: number, userId: number) =>
