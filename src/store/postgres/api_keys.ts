@@ -169,10 +169,10 @@ function createKeyChanges(
             expires_at = least(coalesce(expires_at, ${change.oldKeyExpiresAt}),
               ${change.oldKeyExpiresAt})
           WHERE id = ${oldKeyId}`;
-        // A rotation renews the credential, not its plan: the successor gets the old key's own
-        // limits (its windows start anew, as a new key's do). Locked first, in the order a
-        // limit's change takes them (the key, its user, then the limit), so that a change of one
-        // of them meanwhile is copied whole, before or after.
+        // A rotation renews the credential and keeps its plan: the successor gets copies of the
+        // old key's own limits (its windows start anew, as a new key's do). They are locked
+        // after the key (a limit's change locks the key, then the limit), so that a change of
+        // one of them meanwhile is copied whole, as it was before or after.
         await tx`SELECT id FROM limits WHERE scope = 'key' AND api_key_id = ${oldKeyId}
           ORDER BY id FOR SHARE`;
         await tx`INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at,

@@ -110,8 +110,8 @@ function createKeyChanges(
   const keySetDisabled = sql(
     "UPDATE api_keys SET disabled_at = :disabled_at WHERE id = :id AND revoked_at IS NULL",
   );
-  // A rotation renews the credential, not its plan: the successor gets the old key's own limits
-  // (its windows start anew, as a new key's do; docs/architecture.md, "Rotation").
+  // A rotation renews the credential and keeps its plan: the successor gets copies of the old
+  // key's own limits (its windows start anew, as a new key's do; docs/architecture.md).
   const limitsCopyToSuccessor = sql(
     `INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at, updated_at)
      SELECT 'key', :successor, NULL, kind, period, max, :now, :now FROM limits
