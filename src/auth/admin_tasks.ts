@@ -18,7 +18,7 @@ import type {
 import { findUnsafeCharacter } from "./account_rules.ts";
 import { toUserRef } from "./audit.ts";
 import { AuthError } from "./errors.ts";
-import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
+import { type ChangeDeps, observeAudit, recordAudit, toAuditEntry } from "./changes.ts";
 import { toOperatorClientSubject } from "./operators.ts";
 import { toAccountSubject, toClientNetwork, toClientSubject } from "./throttle.ts";
 import { deleteEndedTokensUntilNone } from "./janitor.ts";
@@ -46,9 +46,7 @@ export async function revokeTokenById(deps: ChangeDeps, tokenId: number): Promis
  */
 export async function purgeEndedTokens(deps: ChangeDeps): Promise<number> {
   const deleted = await deleteEndedTokensUntilNone(deps.store, deps.clock.now());
-  const entry = toAuditEntry(deps, "tokens.purged", "tokens", { deleted });
-  await deps.store.appendAudit(entry);
-  deps.noteChange?.(entry);
+  await recordAudit(deps, "tokens.purged", "tokens", { deleted });
   return deleted;
 }
 
@@ -69,14 +67,12 @@ export async function recordDatabaseRestored(
   deps: ChangeDeps,
   restored: RestoredDatabase,
 ): Promise<void> {
-  const entry = toAuditEntry(deps, "db.restored", "database", {
+  await recordAudit(deps, "db.restored", "database", {
     from: restored.from,
     users: restored.users,
     api_keys: restored.apiKeys,
     tokens: restored.tokens,
   });
-  await deps.store.appendAudit(entry);
-  deps.noteChange?.(entry);
 }
 
 /**

@@ -30,6 +30,21 @@ export function toAuditEntry(
 }
 
 /**
+ * Appends an audit entry by `deps.actor`, now, as a change of its own (no other write goes with
+ * it), then tells `deps.noteChange` of it.
+ */
+export async function recordAudit(
+  deps: ChangeDeps,
+  action: AuditAction,
+  subject: string,
+  detail: Record<string, string | number | null> = {},
+): Promise<void> {
+  const entry = toAuditEntry(deps, action, subject, detail);
+  await deps.store.appendAudit(entry);
+  deps.noteChange?.(entry);
+}
+
+/**
  * Wraps an audit function so the entries it returns are remembered, and
  * returns a function that tells `deps.noteChange` of them (after the commit).
  */
