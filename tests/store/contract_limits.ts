@@ -500,13 +500,21 @@ export function registerLimitChangeTests(test: ContractTest): void {
     ]);
   });
 
-  test("limits: a key rotated without limits of its own gives its successor none", async ({ store }) => {
+  test("limits: a key rotated without limits of its own gives its successor none, whatever else is set", async ({ store }) => {
     const { user, key } = await seed(store);
+    // Limits of other scopes and of another key: none of them is the rotated key's own.
+    const { key: otherKey } = await seedUser(store, "c@d.org", "k3");
+    await put(store, { scope: "default", subjectId: null, kind: "quota", max: 9, period: "none" });
+    await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 8, period: "hour" });
+    await put(store, { scope: "key", subjectId: otherKey.id, kind: "rate", max: 7, period: "day" });
+    const before = (await store.listLimits()).map((l) => l.id);
     const successor = await rotate(store, key.id, user.id, T0);
-    assert.deepEqual(await store.listLimits(), []);
+    assert.deepEqual((await store.listLimits()).map((l) => l.id), before);
+    // The successor is limited by the default's quota and its user's rate, as any key of the user.
     assert.deepEqual(
-      await store.listLimitUsage({ apiKeyId: successor.id, userId: user.id }, T0),
-      [],
+      (await store.listLimitUsage({ apiKeyId: successor.id, userId: user.id }, T0))
+        .map((u) => `${u.rule.scope}/${u.rule.kind}/${u.rule.max}:${u.used}`).sort(),
+      ["default/quota/9:0", "user/rate/8:0"],
     );
   });
 
