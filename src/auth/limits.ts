@@ -118,7 +118,7 @@ function subjectOf(target: LimitTarget): { subjectId: number | null; ref: string
  * replaced (a rate's counter stays; a quota whose period changes starts afresh).
  *
  * @throws {AuthError} `invalid_request` for a value out of bounds; `not_found` when the key or
- * user went meanwhile.
+ * user went meanwhile; `conflict` for a rotated key (its limits are its successor's).
  */
 export async function setLimit(
   deps: ChangeDeps,
@@ -140,11 +140,24 @@ export async function setLimit(
     change.notify();
     return rule;
   } catch (error) {
-    if (error instanceof StoreConflict) {
-      throw new AuthError("not_found", `Cannot set the limit: ${ref} does not exist`);
-    }
-    throw error;
+    if (!(error instanceof StoreConflict)) throw error;
+    // The store refuses a rotated key's limit (they are its successor's), and one gone.
+    const key = target.scope === "key" ? await deps.store.findApiKeyById(target.key.id) : undefined;
+    if (key !== undefined && key.replacedBy !== null) throw rotatedError(key);
+    throw new AuthError("not_found", `Cannot set the limit: ${ref} does not exist`);
   }
+}
+
+/**
+ * A rotated key's limits are its successor's: the rotation moved them, with what their windows
+ * have used, and the old key counts against them until it ends (docs/architecture.md).
+ */
+function rotatedError(key: Pick<ApiKey, "id" | "replacedBy">): AuthError {
+  return new AuthError(
+    "conflict",
+    `Cannot set the limit: API key ${key.id} was rotated; its limits are its successor's ` +
+      `(key ${key.replacedBy}): set them there`,
+  );
 }
 
 /**

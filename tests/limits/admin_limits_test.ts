@@ -112,7 +112,7 @@ Deno.test("[admin] POST /admin/v1/limits refuses a read-only operator (403) and 
   assert.deepEqual(await t.store.listLimits(), []);
 });
 
-Deno.test("[admin] POST /admin/v1/keys/{id}/rotate gives the successor the key's own quota; the old key keeps its own", async () => {
+Deno.test("[admin] POST /admin/v1/keys/{id}/rotate moves the key's quota and what it used to the successor; the old key shares it; its limits cannot be set", async () => {
   await using t = await createAdminTest();
   const userId = await t.addUser("ann@example.org");
   const created = await t.call("POST", `/admin/v1/users/${userId}/keys`, { body: {} });
@@ -134,24 +134,39 @@ Deno.test("[admin] POST /admin/v1/keys/{id}/rotate gives the successor the key's
   });
   assert.equal(rotated.status, 201);
   const successorId = rotated.body.key.id;
-  // The successor has the same quota, with a window of its own (as a new key would).
-  const usage = await t.call("GET", `/admin/v1/keys/${successorId}/limits`, { token: t.readToken });
-  assert.equal(usage.status, 200);
-  assert.deepEqual(
-    usage.body.limits.map((u: { applies_to: string; limit: string; used: number }) => [
-      u.applies_to,
-      u.limit,
-      u.used,
-    ]),
-    [["key", quota.body.limit, 0]],
-  );
+  // The successor has the same quota, and what the old key used of it: a rotation refills
+  // nothing. The old key's usage reads the same counter.
+  for (const id of [successorId, keyId]) {
+    const usage = await t.call("GET", `/admin/v1/keys/${id}/limits`, { token: t.readToken });
+    assert.equal(usage.status, 200);
+    assert.deepEqual(
+      usage.body.limits.map((u: { applies_to: string; limit: string; used: number }) => [
+        u.applies_to,
+        u.limit,
+        u.used,
+      ]),
+      [["key", quota.body.limit, 2]],
+    );
+  }
   const successorToken = await t.login("ann@example.org", "correct horse", rotated.body.api_key);
-  assert.deepEqual(await spend(rotated.body.api_key, successorToken, 4), [200, 200, 200, 429]);
-  // The old key, in its grace, has what its own quota had left.
-  assert.deepEqual(await spend(created.body.api_key, token, 2), [200, 429]);
-  // Stored: each key's own limit.
+  assert.deepEqual(await spend(rotated.body.api_key, successorToken, 2), [200, 429]);
+  // The old key, in its grace, counts against the same quota: spent.
+  assert.deepEqual(await spend(created.body.api_key, token, 1), [429]);
+  // A limit of the rotated key is refused, naming its successor; nothing is stored.
+  const refused = await t.call("POST", "/admin/v1/limits", {
+    body: { applies_to: "key", subject_id: keyId, kind: "rate", limit: "1/second" },
+  });
+  assert.equal(refused.status, 409);
+  assert.equal(refused.body.error.code, "conflict");
+  assert.match(
+    refused.body.error.message,
+    new RegExp(
+      `API key ${keyId} was rotated; its limits are its successor's \\(key ${successorId}\\)`,
+    ),
+  );
+  // Stored: the one quota, now the successor's.
   assert.deepEqual(
-    (await t.store.listLimits({ scope: "key" })).map((l) => [l.subjectId, l.kind, l.max]),
-    [[keyId, "quota", 3], [successorId, "quota", 3]],
+    (await t.store.listLimits()).map((l) => [l.scope, l.subjectId, l.kind, l.max]),
+    [["key", successorId, "quota", 3]],
   );
 });

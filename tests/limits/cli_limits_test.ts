@@ -116,7 +116,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "[cli] key rotate carries the key's own limits to its successor, as processes",
+  name:
+    "[cli] key rotate moves the key's limits to its successor; the old key's cannot be set, as processes",
   sanitizeResources: false,
   async fn() {
     const { where, cleanup } = await newLocation();
@@ -137,17 +138,27 @@ Deno.test({
       const rotated = await runAdminProcess(where, ["key", "rotate", "1", "--grace", "1h"]);
       assert.equal(rotated.code, 0, rotated.err);
       assert.match(rotated.out, /^Rotated API key 1 to 2;/);
-      const usage = await runAdminProcess(where, ["limit", "usage", "2"]);
-      assert.equal(usage.code, 0, usage.err);
-      assert.match(usage.out, /key +rate +5000\/day +0 +5000 /);
-      assert.match(usage.out, /key +quota +700\/month +0 +700 /);
+      // Both keys report the successor's limits: the old key counts against them until it ends.
+      for (const key of ["2", "1"]) {
+        const usage = await runAdminProcess(where, ["limit", "usage", key]);
+        assert.equal(usage.code, 0, usage.err);
+        assert.match(usage.out, /key +rate +5000\/day +0 +5000 /);
+        assert.match(usage.out, /key +quota +700\/month +0 +700 /);
+      }
+      const refused = await runAdminProcess(where, ["limit", "set", "1", "--rate", "1/second"]);
+      assert.equal(refused.code, 1);
+      assert.equal(
+        refused.err.trim(),
+        "keygate admin: Cannot set the limit: API key 1 was rotated; its limits are its " +
+          "successor's (key 2): set them there",
+      );
       const { store } = await openStore(where);
       try {
         assert.deepEqual(
           (await store.listLimits({ scope: "key" })).map((l) =>
             `${l.subjectId}:${l.kind}:${l.max}/${l.period}`
           ),
-          ["1:quota:700/month", "1:rate:5000/day", "2:quota:700/month", "2:rate:5000/day"],
+          ["2:quota:700/month", "2:rate:5000/day"],
         );
       } finally {
         await store.closeStore();

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import type { LimitRule, LimitSlice, NewLimit, Store } from "../../src/store/store.ts";
 import { toLimitWindow } from "../../src/store/store_limits.ts";
+import { StoreConflict } from "../../src/store/errors.ts";
 import {
   anonymizing,
   type ContractTest,
@@ -47,10 +48,13 @@ function leaseAhead(
   return lease(store, owner, now, want, true);
 }
 
-/** Rotates key `keyId` of user `userId` at `now` to a successor `k2`, with an hour's grace. */
-function rotate(store: Store, keyId: number, userId: number, now: number) {
+/**
+ * Rotates key `keyId` of user `userId` at `now` to a successor (secret `secret`), with an hour's
+ * grace.
+ */
+function rotate(store: Store, keyId: number, userId: number, now: number, secret = "k2") {
   return store.rotateApiKey(keyId, {
-    successor: { userId, keyHash: hashSecret("k2"), prefix: "k2", label: "", expiresAt: null },
+    successor: { userId, keyHash: hashSecret(secret), prefix: secret, label: "", expiresAt: null },
     oldKeyExpiresAt: now + 3_600_000,
     now,
     ...NO_AUDIT,
@@ -455,13 +459,19 @@ export function registerLimitChangeTests(test: ContractTest): void {
     assert.notEqual(again.id, undefined);
   });
 
-  test("limits: a rotation gives the successor the old key's own limits, with windows of its own; the old key keeps its limits and counters", async ({ store }) => {
+  test("limits: a rotation moves the old key's own limits to the successor with what their windows used; both keys count against them", async ({ store }) => {
     const { user, key } = await seed(store);
     const old = { apiKeyId: key.id, userId: user.id };
     // The key's own rate and quota; the default's rate (which does not apply: the key has its
     // own); a user's rate, one counter for all the user's keys.
     await put(store, { scope: "key", subjectId: key.id, kind: "rate", max: 100, period: "minute" });
-    await put(store, { scope: "key", subjectId: key.id, kind: "quota", max: 500, period: "none" });
+    const quota = await put(store, {
+      scope: "key",
+      subjectId: key.id,
+      kind: "quota",
+      max: 500,
+      period: "none",
+    });
     await put(store, { scope: "default", subjectId: null, kind: "rate", max: 5, period: "second" });
     await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 50, period: "hour" });
     await lease(store, old, T0, () => 7);
@@ -471,51 +481,118 @@ export function registerLimitChangeTests(test: ContractTest): void {
         .sort();
     const successor = await rotate(store, key.id, user.id, T0 + 1000);
     const next = { apiKeyId: successor.id, userId: user.id };
+    // The same limits (ids and values), now the successor's; none left on the old key.
     assert.deepEqual(
       (await store.listLimits({ scope: "key", subjectId: successor.id })).map((
         l,
-      ) => [l.kind, l.period, l.max, l.createdAt, l.updatedAt]).sort(),
-      [["quota", "none", 500, T0 + 1000, T0 + 1000], ["rate", "minute", 100, T0 + 1000, T0 + 1000]],
+      ) => [l.id === quota.id, l.kind, l.period, l.max, l.createdAt, l.updatedAt]).sort(),
+      [
+        [false, "rate", "minute", 100, T0, T0 + 1000],
+        [true, "quota", "none", 500, T0, T0 + 1000],
+      ],
     );
-    assert.deepEqual(await usage(next, T0 + 1000), [
-      `key/quota/none/${successor.id}:0`,
-      `key/rate/minute/${successor.id}:0`,
+    assert.deepEqual(await store.listLimits({ scope: "key", subjectId: key.id }), []);
+    // What the windows used moved too: the successor starts where the old key was.
+    const moved = [
+      `key/quota/none/${successor.id}:7`,
+      `key/rate/minute/${successor.id}:7`,
       `user/rate/hour/${user.id}:7`,
-    ]);
-    assert.deepEqual(await usage(old, T0 + 1000), [
-      `key/quota/none/${key.id}:7`,
-      `key/rate/minute/${key.id}:7`,
-      `user/rate/hour/${user.id}:7`,
-    ]);
-    assert.equal((await store.listLimits({ scope: "key", subjectId: key.id })).length, 2);
-    // The successor's limits are its own: a lease counts against them, not the old key's.
+    ];
+    assert.deepEqual(await usage(next, T0 + 1000), moved);
+    // The old key, until it ends, reads and leases the successor's counters.
+    assert.deepEqual(await usage(old, T0 + 1000), moved);
+    const keyShare = (rule: LimitRule) => rule.scope === "key" ? 200 : 0;
     assert.deepEqual(
-      brief(await lease(store, next, T0 + 2000, (rule) => rule.scope === "key" ? 200 : 0))
-        .filter((line) => line.startsWith("key/")).sort(),
-      ["key/quota/none:200/200", "key/rate/minute:100/100"],
+      brief(await lease(store, old, T0 + 2000, keyShare)).filter((l) => l.startsWith("key/"))
+        .sort(),
+      ["key/quota/none:200/207", "key/rate/minute:93/100"],
     );
-    assert.deepEqual((await usage(old, T0 + 2000)).filter((l) => l.startsWith("key/")), [
-      `key/quota/none/${key.id}:7`,
-      `key/rate/minute/${key.id}:7`,
+    assert.deepEqual(
+      brief(await lease(store, next, T0 + 2000, keyShare)).filter((l) => l.startsWith("key/"))
+        .sort(),
+      ["key/quota/none:200/407", "key/rate/minute:0/100"],
+    );
+    // Units leased under the old key before the rotation go back to the successor's counter.
+    await store.returnLimitUnits([
+      { limitId: quota.id, subjectId: key.id, windowStart: 0, units: 5 },
+    ]);
+    assert.deepEqual((await usage(next, T0 + 2000)).filter((l) => l.startsWith("key/quota")), [
+      `key/quota/none/${successor.id}:402`,
     ]);
   });
 
-  test("limits: a key rotated without limits of its own gives its successor none, whatever else is set", async ({ store }) => {
+  test("limits: a key rotated without limits of its own keeps the default's counter; nothing else moves", async ({ store }) => {
     const { user, key } = await seed(store);
     // Limits of other scopes and of another key: none of them is the rotated key's own.
-    const { key: otherKey } = await seedUser(store, "c@d.org", "k3");
+    const { user: other, key: otherKey } = await seedUser(store, "c@d.org", "k3");
     await put(store, { scope: "default", subjectId: null, kind: "quota", max: 9, period: "none" });
     await put(store, { scope: "user", subjectId: user.id, kind: "rate", max: 8, period: "hour" });
     await put(store, { scope: "key", subjectId: otherKey.id, kind: "rate", max: 7, period: "day" });
-    const before = (await store.listLimits()).map((l) => l.id);
+    await lease(store, { apiKeyId: key.id, userId: user.id }, T0, () => 4);
+    await lease(store, { apiKeyId: otherKey.id, userId: other.id }, T0, () => 2);
+    const before = await store.listLimits();
     const successor = await rotate(store, key.id, user.id, T0);
-    assert.deepEqual((await store.listLimits()).map((l) => l.id), before);
-    // The successor is limited by the default's quota and its user's rate, as any key of the user.
+    assert.deepEqual(await store.listLimits(), before);
+    const usage = async (apiKeyId: number, userId: number) =>
+      (await store.listLimitUsage({ apiKeyId, userId }, T0))
+        .map((u) => `${u.rule.scope}/${u.rule.kind}/${u.rule.max}/${u.subjectId}:${u.used}`)
+        .sort();
+    // The successor counts on from the old key's use of the default's quota and its user's rate.
+    assert.deepEqual(await usage(successor.id, user.id), [
+      `default/quota/9/${successor.id}:4`,
+      `user/rate/8/${user.id}:4`,
+    ]);
+    assert.deepEqual(await usage(key.id, user.id), await usage(successor.id, user.id));
+    // The other key's counters stay its own.
+    assert.deepEqual(await usage(otherKey.id, other.id), [
+      `default/quota/9/${otherKey.id}:2`,
+      `key/rate/7/${otherKey.id}:2`,
+    ]);
+  });
+
+  test("limits: every key of a rotation chain counts against its last key's limits; a rotated key's cannot be set", async ({ store }) => {
+    const { user, key: first } = await seed(store);
+    await put(store, { scope: "key", subjectId: first.id, kind: "quota", max: 10, period: "none" });
+    await lease(store, { apiKeyId: first.id, userId: user.id }, T0, () => 3);
+    const second = await rotate(store, first.id, user.id, T0, "k2");
+    await lease(store, { apiKeyId: second.id, userId: user.id }, T0, () => 3);
+    const last = await rotate(store, second.id, user.id, T0, "k3");
+    // The first key, still in its grace, leases from the last key's counter.
     assert.deepEqual(
-      (await store.listLimitUsage({ apiKeyId: successor.id, userId: user.id }, T0))
-        .map((u) => `${u.rule.scope}/${u.rule.kind}/${u.rule.max}:${u.used}`).sort(),
-      ["default/quota/9:0", "user/rate/8:0"],
+      brief(await lease(store, { apiKeyId: first.id, userId: user.id }, T0, () => 3)),
+      ["key/quota/none:3/9"],
     );
+    assert.deepEqual(
+      brief(await lease(store, { apiKeyId: last.id, userId: user.id }, T0, () => 3)),
+      ["key/quota/none:1/10"],
+    );
+    for (const rotated of [first, second]) {
+      await assert.rejects(
+        put(store, { scope: "key", subjectId: rotated.id, kind: "rate", max: 1, period: "day" }),
+        StoreConflict,
+      );
+    }
+    assert.deepEqual((await store.listLimits()).map((l) => [l.subjectId, l.max]), [[last.id, 10]]);
+  });
+
+  test("limits: leases racing a rotation of their key: every unit granted is counted in the successor's counter", async ({ store }) => {
+    const { user, key } = await seed(store);
+    await put(store, { scope: "key", subjectId: key.id, kind: "quota", max: 1000, period: "none" });
+    await put(store, { scope: "default", subjectId: null, kind: "rate", max: 1000, period: "day" });
+    const old = { apiKeyId: key.id, userId: user.id };
+    await lease(store, old, T0, () => 1);
+    let granted = 1;
+    const leases = Array.from({ length: 40 }, async () => {
+      for (const slice of await lease(store, old, T0, (rule) => rule.kind === "quota" ? 10 : 0)) {
+        granted += slice.granted;
+      }
+    });
+    const [successor] = await Promise.all([rotate(store, key.id, user.id, T0), ...leases]);
+    for (const slice of await lease(store, old, T0, () => 0)) granted += slice.granted;
+    const [used] = (await store.listLimitUsage({ apiKeyId: successor.id, userId: user.id }, T0))
+      .filter((u) => u.rule.kind === "quota").map((u) => u.used);
+    assert.equal(granted, 401);
+    assert.equal(used, granted);
   });
 
   test("limits: a deleted user's keys leave no counter of the default behind", async ({ store }) => {

@@ -169,17 +169,21 @@ function createKeyChanges(
             expires_at = least(coalesce(expires_at, ${change.oldKeyExpiresAt}),
               ${change.oldKeyExpiresAt})
           WHERE id = ${oldKeyId}`;
-        // A rotation renews the credential and keeps its plan: the successor gets copies of the
-        // old key's own limits (its windows start anew, as a new key's do). They are locked
-        // after the key (a limit's change locks the key, then the limit), so that a change of
-        // one of them meanwhile is copied whole, as it was before or after.
-        await tx`SELECT id FROM limits WHERE scope = 'key' AND api_key_id = ${oldKeyId}
-          ORDER BY id FOR SHARE`;
-        await tx`INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at,
-            updated_at)
-          SELECT 'key', ${successor.id}::bigint, NULL, kind, period, max, ${change.now}::bigint,
-            ${change.now}::bigint
-          FROM limits WHERE scope = 'key' AND api_key_id = ${oldKeyId}`;
+        // A rotation renews the credential and keeps its plan and what it has used: the old
+        // key's own limits move to the successor, and the counters of those and of the
+        // default's limits with them, so that the old key (until it ends) and the successor
+        // share one counter per limit and no window starts anew (docs/architecture.md,
+        // "Rotation"). A lease holds its keys (FOR KEY SHARE) before it reads their chain and
+        // touches a counter, and this rotation holds the old key FOR UPDATE: a lease of the old
+        // key is wholly before the move (its counter moves with its units) or after it (it
+        // finds the successor's). A limit's change locks the key, then the limit, as here.
+        await tx`UPDATE limits SET api_key_id = ${successor.id}, updated_at = ${change.now}
+          WHERE scope = 'key' AND api_key_id = ${oldKeyId}`;
+        // The counters locked first in a lease's and a return's order (limit id, then subject).
+        const moved = tx`subject_id = ${oldKeyId} AND limit_id IN (SELECT id FROM limits
+            WHERE scope = 'key' AND api_key_id = ${successor.id} OR scope = 'default')`;
+        await tx`SELECT 1 FROM limit_usage WHERE ${moved} ORDER BY limit_id FOR UPDATE`;
+        await tx`UPDATE limit_usage SET subject_id = ${successor.id} WHERE ${moved}`;
         return successor;
       }, { audit: change.audit, ends: () => [{ kind: "key", id: oldKeyId }] });
     },

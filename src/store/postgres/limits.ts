@@ -59,6 +59,59 @@ function toChunks<T>(items: readonly T[]): T[][] {
   return chunks;
 }
 
+/** A rotation chain longer than this (a cycle, which no write makes) ends the walk. */
+const MAX_CHAIN = 64;
+
+/** Walks `next` (key → its successor) from `id` to the last key of its rotation chain. */
+function toChainEnd(next: ReadonlyMap<number, number | null>, id: number): number {
+  let end = id;
+  for (let hop = 0; hop < MAX_CHAIN; hop++) {
+    const successor = next.get(end);
+    if (successor === undefined || successor === null) return end;
+    end = successor;
+  }
+  return end;
+}
+
+/**
+ * The key whose limits and counters each of `ids` uses: the last of its rotation chain (a
+ * rotation moves them to the successor, api_keys.ts), the key itself if it was never rotated or
+ * is gone. With `hold`, every key of the chains is held `FOR KEY SHARE` until the transaction
+ * ends, before its successor is read: a rotation (which locks the old key `FOR UPDATE`) is then
+ * wholly before this lease, whose walk sees its successor, or after it, and moves the counters
+ * this lease wrote. The keys are locked in id order, a chain's successors after them (a
+ * successor's id is larger, and a deletion locks a user's keys in id order: no deadlock).
+ */
+async function toLimitKeys(
+  sql: postgres.Sql | postgres.TransactionSql,
+  ids: readonly number[],
+  hold: boolean,
+): Promise<Map<number, number>> {
+  const next = new Map<number, number | null>();
+  let pending = [...new Set(ids)].sort((a, b) => a - b);
+  for (let hop = 0; hop < MAX_CHAIN && pending.length > 0; hop++) {
+    const found: Row[] = [];
+    for (const chunk of toChunks(pending.map((id) => [id]))) {
+      found.push(
+        ...await sql<Row[]>`SELECT k.id, k.replaced_by FROM api_keys k
+          JOIN (VALUES ${sql(chunk)}) AS p (id) ON k.id = p.id::bigint
+          ORDER BY k.id ${hold ? sql`FOR KEY SHARE OF k` : sql``}`,
+      );
+    }
+    for (const id of pending) next.set(id, null);
+    for (const row of found) {
+      next.set(Number(row.id), row.replaced_by === null ? null : Number(row.replaced_by));
+    }
+    pending = [
+      ...new Set(
+        found.map((row) => row.replaced_by).filter((id) => id !== null).map(Number)
+          .filter((id) => !next.has(id)),
+      ),
+    ].sort((a, b) => a - b);
+  }
+  return new Map(ids.map((id) => [id, toChainEnd(next, id)]));
+}
+
 /** `limit_id:subject_id` keys in lock order, limit id then subject. */
 function toLockOrder(ids: Iterable<string>): number[][] {
   return [...ids].map((id) => id.split(":").map(Number)).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
@@ -80,11 +133,37 @@ async function writeCounters(tx: postgres.TransactionSql, written: Map<string, S
 }
 
 /**
+ * Units of a key rotated since they were leased go back to the counter the rotation moved to its
+ * successor (a key's or the default's limit; a user's counter never moves). Read without a lock:
+ * units whose counter moves meanwhile find none and are dropped (a bounded loss, never an
+ * admission).
+ */
+async function toReturnSubjects(
+  tx: postgres.TransactionSql,
+  units: readonly LimitReturn[],
+): Promise<LimitReturn[]> {
+  const limitIds = [...new Set(units.map((u) => u.limitId))].map((id) => [id]);
+  const ofUsers = new Set<number>();
+  for (const chunk of toChunks(limitIds)) {
+    const rows = await tx<Row[]>`SELECT l.id FROM limits l
+      JOIN (VALUES ${tx(chunk)}) AS p (id) ON l.id = p.id::bigint WHERE l.scope = 'user'`;
+    for (const row of rows) ofUsers.add(Number(row.id));
+  }
+  const keyUnits = units.filter((u) => !ofUsers.has(u.limitId));
+  if (keyUnits.length === 0) return [...units];
+  const ends = await toLimitKeys(tx, keyUnits.map((u) => u.subjectId), false);
+  return units.map((u) =>
+    ofUsers.has(u.limitId) ? u : { ...u, subjectId: ends.get(u.subjectId) ?? u.subjectId }
+  );
+}
+
+/**
  * `returnLimitUnits`' reads and writes, in its transaction: the counters locked in limit-then-
  * subject order (as a lease locks them) and read with their limit's period, the returns planned
  * (limit_lease.ts), the changed counters written; a chunk of counters per statement.
  */
-async function writeReturns(tx: postgres.TransactionSql, units: readonly LimitReturn[]) {
+async function writeReturns(tx: postgres.TransactionSql, given: readonly LimitReturn[]) {
+  const units = await toReturnSubjects(tx, given);
   const keys = toLockOrder(new Set(units.map((u) => `${u.limitId}:${u.subjectId}`)));
   const stored = new Map<string, Row>();
   for (const chunk of toChunks(keys)) {
@@ -121,8 +200,12 @@ async function writeLimit(
   const subject = limit.subjectId ?? 0;
   if (limit.scope !== "default") {
     const table = limit.scope === "key" ? tx`api_keys` : tx`users`;
-    const found = await tx`SELECT 1 FROM ${table} WHERE id = ${subject} FOR KEY SHARE`;
-    if (found.length === 0) throw new StoreConflict(`No ${limit.scope} ${subject} to limit`);
+    const column = limit.scope === "key" ? tx`replaced_by` : tx`NULL AS replaced_by`;
+    const [found] = await tx<Row[]>`SELECT ${column} FROM ${table} WHERE id = ${subject}
+      FOR KEY SHARE`;
+    if (found === undefined) throw new StoreConflict(`No ${limit.scope} ${subject} to limit`);
+    // Its limits are its successor's (moved by the rotation): one set here would never apply.
+    if (found.replaced_by !== null) throw new StoreConflict(`Key ${subject} was rotated`);
   }
   const [same] = await tx<Row[]>`SELECT * FROM limits
     WHERE scope = ${limit.scope} AND coalesce(api_key_id, user_id, 0) = ${subject}
@@ -174,8 +257,10 @@ function applyingToEach(tx: postgres.TransactionSql, requests: readonly LimitLea
  */
 async function writeLeases(
   tx: postgres.TransactionSql,
-  requests: readonly LimitLeaseRequest[],
+  asked: readonly LimitLeaseRequest[],
 ): Promise<LimitSlice[][]> {
+  const ends = await toLimitKeys(tx, asked.map((r) => r.apiKeyId), true);
+  const requests = asked.map((r) => ({ ...r, apiKeyId: ends.get(r.apiKeyId) ?? r.apiKeyId }));
   const rulesOf: LimitRule[][] = requests.map(() => []);
   for (const row of await applyingToEach(tx, requests)) {
     rulesOf[row.ord as number].push(toLimitRule(row));
@@ -236,6 +321,10 @@ async function readUsage(
   owner: { apiKeyId?: number; userId: number },
   now: number,
 ): Promise<LimitUsage[]> {
+  if (owner.apiKeyId !== undefined) {
+    const ends = await toLimitKeys(sql, [owner.apiKeyId], false);
+    owner = { ...owner, apiKeyId: ends.get(owner.apiKeyId) ?? owner.apiKeyId };
+  }
   const rules =
     (owner.apiKeyId === undefined
       ? await sql<Row[]>`SELECT * FROM limits WHERE scope = 'user' AND user_id = ${owner.userId}

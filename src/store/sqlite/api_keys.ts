@@ -110,12 +110,26 @@ function createKeyChanges(
   const keySetDisabled = sql(
     "UPDATE api_keys SET disabled_at = :disabled_at WHERE id = :id AND revoked_at IS NULL",
   );
-  // A rotation renews the credential and keeps its plan: the successor gets copies of the old
-  // key's own limits (its windows start anew, as a new key's do; docs/architecture.md).
-  const limitsCopyToSuccessor = sql(
-    `INSERT INTO limits (scope, api_key_id, user_id, kind, period, max, created_at, updated_at)
-     SELECT 'key', :successor, NULL, kind, period, max, :now, :now FROM limits
+  // A rotation renews the credential and keeps its plan and what it has used: the old key's own
+  // limits move to the successor, and the counters of those and of the default's limits with
+  // them, so that the old key (until it ends) and the successor share one counter per limit and
+  // no window starts anew (docs/architecture.md, "Rotation"). The old key's leases find them by
+  // its chain (limits.ts). A counter left under the successor's id (none is: a deleted key's go
+  // with it) is dropped first, so the move cannot collide with it.
+  const limitsMoveToSuccessor = sql(
+    `UPDATE limits SET api_key_id = :successor, updated_at = :now
      WHERE scope = 'key' AND api_key_id = :old`,
+  );
+  const countersOfSuccessor = `limit_id IN (SELECT id FROM limits
+     WHERE scope = 'key' AND api_key_id = :successor OR scope = 'default')`;
+  const countersClearOfSuccessor = sql(
+    `DELETE FROM limit_usage WHERE subject_id = :successor AND ${countersOfSuccessor}`,
+    "keeps-grants",
+  );
+  const countersMoveToSuccessor = sql(
+    `UPDATE limit_usage SET subject_id = :successor
+     WHERE subject_id = :old AND ${countersOfSuccessor}`,
+    "keeps-grants",
   );
   const keySetReplaced = sql(
     `UPDATE api_keys SET replaced_by = :replaced_by,
@@ -176,7 +190,9 @@ function createKeyChanges(
         if (Number(changes) !== 1) {
           throw new StoreConflict(`API key ${oldKeyId} was rotated, revoked or deleted meanwhile`);
         }
-        limitsCopyToSuccessor.run({ successor: key.id, old: oldKeyId, now });
+        limitsMoveToSuccessor.run({ successor: key.id, old: oldKeyId, now });
+        countersClearOfSuccessor.run({ successor: key.id });
+        countersMoveToSuccessor.run({ successor: key.id, old: oldKeyId });
         return key;
       }, audit);
     },

@@ -70,12 +70,31 @@ function prepareLimitStatements(conn: Connection) {
          used = excluded.used, next_used = excluded.next_used, next_start = excluded.next_start`,
       "keeps-grants",
     ),
-    keyExists: sql("SELECT 1 AS ok FROM api_keys WHERE id = :id"),
+    keyOf: sql("SELECT replaced_by FROM api_keys WHERE id = :id"),
+    scopeOfLimit: sql("SELECT scope FROM limits WHERE id = :id"),
     userExists: sql("SELECT 1 AS ok FROM users WHERE id = :id"),
   };
 }
 
 type LimitStatements = ReturnType<typeof prepareLimitStatements>;
+
+/** A rotation chain longer than this (a cycle, which no write makes) ends the walk. */
+const MAX_CHAIN = 64;
+
+/**
+ * The key whose limits and counters a key uses: the last of its rotation chain (a rotation moves
+ * them to the successor, docs/architecture.md), the key itself if it was never rotated or is
+ * unknown.
+ */
+function toLimitKey(statements: LimitStatements, apiKeyId: number): number {
+  let id = apiKeyId;
+  for (let hop = 0; hop < MAX_CHAIN; hop++) {
+    const row = statements.keyOf.get({ id }) as Row | undefined;
+    if (row?.replaced_by == null) return id;
+    id = row.replaced_by as number;
+  }
+  return id;
+}
 
 function readCounter(statements: LimitStatements, limitId: number, subjectId: number) {
   const row = statements.counter.get({ limit_id: limitId, subject_id: subjectId }) as
@@ -103,12 +122,14 @@ function writeCounter(
 /** `putLimit`'s writes, in its transaction. */
 function writeLimit(statements: LimitStatements, limit: NewLimit, now: number): LimitRule {
   const subject = limit.subjectId ?? 0;
-  const exists = limit.scope === "key"
-    ? statements.keyExists.get({ id: subject })
-    : limit.scope === "user"
-    ? statements.userExists.get({ id: subject })
-    : true;
-  if (!exists) throw new StoreConflict(`No ${limit.scope} ${subject} to limit`);
+  if (limit.scope === "key") {
+    const key = statements.keyOf.get({ id: subject }) as Row | undefined;
+    if (key === undefined) throw new StoreConflict(`No key ${subject} to limit`);
+    // Its limits are its successor's (moved by the rotation): one set here would never apply.
+    if (key.replaced_by != null) throw new StoreConflict(`Key ${subject} was rotated`);
+  } else if (limit.scope === "user" && !statements.userExists.get({ id: subject })) {
+    throw new StoreConflict(`No user ${subject} to limit`);
+  }
   const same = statements.findSame.get({
     scope: limit.scope,
     subject,
@@ -140,12 +161,13 @@ function writeLimit(statements: LimitStatements, limit: NewLimit, now: number): 
 
 /** `leaseLimits`' reads and writes, in its transaction. */
 function writeLease(statements: LimitStatements, request: LimitLeaseRequest): LimitSlice[] {
+  const owner = { apiKeyId: toLimitKey(statements, request.apiKeyId), userId: request.userId };
   const rules = (statements.applying.all({
-    api_key_id: request.apiKeyId,
-    user_id: request.userId,
+    api_key_id: owner.apiKeyId,
+    user_id: owner.userId,
   }) as Row[]).map(toLimitRule);
   return rules.map((rule) => {
-    const subjectId = toLimitSubject(rule, request);
+    const subjectId = toLimitSubject(rule, owner);
     const stored = readCounter(statements, rule.id, subjectId);
     const plan = planLease(rule, subjectId, stored, request);
     if (plan.write !== undefined) writeCounter(statements, rule.id, subjectId, plan.write);
@@ -159,11 +181,12 @@ function readUsage(
   owner: { apiKeyId?: number; userId: number },
   now: number,
 ): LimitUsage[] {
+  const apiKeyId = owner.apiKeyId === undefined ? 0 : toLimitKey(statements, owner.apiKeyId);
   const rows = owner.apiKeyId === undefined
     ? statements.ofUser.all({ user_id: owner.userId })
-    : statements.applying.all({ api_key_id: owner.apiKeyId, user_id: owner.userId });
+    : statements.applying.all({ api_key_id: apiKeyId, user_id: owner.userId });
   return (rows as Row[]).map(toLimitRule).map((rule): LimitUsage => {
-    const subjectId = toLimitSubject(rule, { apiKeyId: owner.apiKeyId ?? 0, ...owner });
+    const subjectId = toLimitSubject(rule, { apiKeyId, userId: owner.userId });
     const window = toLimitWindow(rule.period, now);
     const stored = readCounter(statements, rule.id, subjectId);
     // Units leased ahead for this window count in it.
@@ -174,7 +197,8 @@ function readUsage(
 
 export function createLimitStore(conn: Connection): LimitStore {
   const statements = prepareLimitStatements(conn);
-  const { listAll, listScope, listSubject, applying, remove, counterOfReturn } = statements;
+  const { listAll, listScope, listSubject, applying, remove, counterOfReturn, scopeOfLimit } =
+    statements;
 
   return {
     listLimits(filter = {}) {
@@ -203,7 +227,8 @@ export function createLimitStore(conn: Connection): LimitStore {
       // Keys without limits are answered by a read: no write lock is taken for them.
       const limited = await conn.read(() =>
         requests.map((r) =>
-          applying.get({ api_key_id: r.apiKeyId, user_id: r.userId }) !== undefined
+          applying.get({ api_key_id: toLimitKey(statements, r.apiKeyId), user_id: r.userId }) !==
+            undefined
         )
       );
       if (!limited.includes(true)) return requests.map(() => []);
@@ -217,11 +242,17 @@ export function createLimitStore(conn: Connection): LimitStore {
       if (units.length === 0) return;
       await conn.write(() => {
         for (const unit of units) {
-          const key = { limit_id: unit.limitId, subject_id: unit.subjectId };
+          // Units of a key rotated since they were leased go back to the counter the rotation
+          // moved to its successor.
+          const scope = scopeOfLimit.get({ id: unit.limitId }) as Row | undefined;
+          const subjectId = scope?.scope === "user"
+            ? unit.subjectId
+            : toLimitKey(statements, unit.subjectId);
+          const key = { limit_id: unit.limitId, subject_id: subjectId };
           const row = counterOfReturn.get(key) as Row | undefined;
           if (row === undefined) continue;
           const write = planReturn(row.period as LimitPeriod, toStoredCounter(row), unit);
-          if (write !== undefined) writeCounter(statements, unit.limitId, unit.subjectId, write);
+          if (write !== undefined) writeCounter(statements, unit.limitId, subjectId, write);
         }
       });
     },

@@ -111,8 +111,9 @@ function rotate(key, rerender) {
       h(
         "p",
         {},
-        "A successor is issued with copies of the key's own limits (its windows start anew); " +
-          "the old key and its tokens keep working for the grace period.",
+        "A successor is issued; it takes over the key's limits and what their windows have " +
+          "used. The old key and its tokens keep working for the grace period, counted against " +
+          "the same limits.",
       ),
       field("Grace period", grace, 'Such as "24h", or "0" to end the old key now.'),
       h(
