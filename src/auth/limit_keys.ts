@@ -47,6 +47,16 @@ export interface LimitKeys {
 }
 
 /**
+ * Whether the entry's key was rotated: the store answered its leases with the counters of another
+ * key (its chain's last), which its traffic is moving to.
+ */
+function isRetiring(entry: LimitEntry): boolean {
+  return entry.slots?.some((slot) =>
+    slot.rule.scope !== "user" && slot.subjectId !== entry.owner.apiKeyId
+  ) ?? false;
+}
+
+/**
  * Creates an empty table of keys; `drawAheadSpread` draws each key's place in the spread of
  * leases ahead (`KeySlots.aheadSpread`), a number from 0 to 1.
  */
@@ -95,11 +105,10 @@ export function createLimitKeys(drawAheadSpread: () => number = Math.random): Li
       }
     },
     release(now, all) {
-      const options = { onlyIdle: !all, returns };
       for (const [apiKeyId, entry] of entries) {
         const busy = entry.leasing ?? entry.leasingAhead ?? entry.toppingUp;
         if (busy !== undefined) continue;
-        releaseUnits(entry, now, options);
+        releaseUnits(entry, now, { onlyIdle: !all, returns, retiring: isRetiring(entry) });
         if (all || now - entry.lastUseAt > FORGET_MS) forget(apiKeyId, now);
       }
     },

@@ -307,24 +307,27 @@ export function startLeaseRound(
  * Takes a key's units out of its slots into `returns` (those of a window still open, and those
  * leased ahead, with their window's start): all of them, or with `onlyIdle` those unused for
  * {@link IDLE_RETURN_MS} where half the window's budget is leased (idle units matter only where
- * the budget is contested). A slot whose window ended is rolled first (its units leased ahead
- * are then the units in hand).
+ * the budget is contested), or, with `retiring` (a rotated key, whose traffic moves to its
+ * successor), contested or not. A slot whose window ended is rolled first (its units leased
+ * ahead are then the units in hand).
  */
 export function releaseUnits(
   key: KeySlots,
   now: number,
-  options: { onlyIdle: boolean; returns: LimitReturn[] },
+  options: { onlyIdle: boolean; returns: LimitReturn[]; retiring?: boolean },
 ): void {
   for (const slot of key.slots ?? []) {
     if (rollSlot(slot, now)) key.policies = undefined;
     const idle = now - slot.lastUseAt >= IDLE_RETURN_MS;
-    if (slot.local > 0 && (!options.onlyIdle || idle && slot.used * 2 >= slot.rule.max)) {
+    const contested = options.retiring === true || slot.used * 2 >= slot.rule.max;
+    if (slot.local > 0 && (!options.onlyIdle || idle && contested)) {
       // The roll above leaves `now` inside the slot's window: its units are returnable.
       options.returns.push(toReturn(slot, slot.windowStart, slot.local));
       slot.used = Math.max(0, slot.used - slot.local);
       slot.local = 0;
     }
-    if (slot.ahead > 0 && (!options.onlyIdle || idle && slot.aheadUsed * 2 >= slot.rule.max)) {
+    const aheadContested = options.retiring === true || slot.aheadUsed * 2 >= slot.rule.max;
+    if (slot.ahead > 0 && (!options.onlyIdle || idle && aheadContested)) {
       options.returns.push(toReturn(slot, slot.aheadStart, slot.ahead));
       slot.ahead = 0;
       // Not leased ahead any more: a key that comes back before the boundary leases ahead again

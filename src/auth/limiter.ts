@@ -135,7 +135,26 @@ export function createLimiter(deps: LimiterDeps) {
   const keys = createLimitKeys(deps.drawAheadSpread);
   /** When `admit` read the clock: the learned changes are applied as of then. */
   let followedAt = 0;
-  const follower = createChangeFollower(store, (scope) => keys.forgetScope(scope, followedAt));
+  /** The units of keys a learned change dropped, on their way back (one store call at a time). */
+  let returning: Promise<void> | undefined;
+  /**
+   * Gives the units of keys a learned change dropped back now, not with the next idle return (up
+   * to half a second later): meanwhile other threads that found the window spent would refuse
+   * requests those units could admit (a key's rotation, a limit's change).
+   */
+  function returnDropped(): void {
+    if (returning !== undefined) return;
+    const units = keys.takeReturns();
+    if (units.length === 0) return;
+    returning = returnUnits(deps, units).finally(() => {
+      returning = undefined;
+      returnDropped();
+    });
+  }
+  const follower = createChangeFollower(store, (scope) => {
+    keys.forgetScope(scope, followedAt);
+    returnDropped();
+  });
   let timer: ReturnType<typeof setInterval> | undefined;
   const batcher = createLimitLeaseBatcher(deps, keys);
   const background = createBackgroundLeases({ ...deps, batcher });
@@ -234,6 +253,7 @@ export function createLimiter(deps: LimiterDeps) {
         if (leasings.length === 0) break;
         await Promise.allSettled(leasings);
       }
+      await returning;
       await flush(true);
     },
     /** Gives back idle units now (tests). */
