@@ -6,7 +6,8 @@
  *
  * @module
  */
-import type { ApiKey, User } from "../store/store.ts";
+import type { ApiKey, Store, User } from "../store/store.ts";
+import { MAX_ROTATION_CHAIN } from "../store/store_limits.ts";
 import { findUnsafeCharacter } from "./account_rules.ts";
 import { toKeyRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
@@ -122,12 +123,38 @@ export interface RotatedKey extends CreatedKey {
 }
 
 /**
+ * How many rotations back from `key` the oldest key that may still work (not revoked, not
+ * expired: a disabled one may be enabled) was rotated: 0 when none does. A key's limits are its
+ * chain's last key's, found by walking the chain forward on every lease, so a rotation that would
+ * put a working key more than `MAX_ROTATION_CHAIN` rotations behind is refused.
+ */
+async function countRotationsBehind(
+  store: Pick<Store, "listApiKeys">,
+  key: Pick<ApiKey, "id" | "userId">,
+  now: number,
+): Promise<number> {
+  const keys = await store.listApiKeys(key.userId);
+  const predecessorOf = new Map(
+    keys.filter((k) => k.replacedBy !== null).map((k) => [k.replacedBy!, k]),
+  );
+  let behind = 0;
+  let current = predecessorOf.get(key.id);
+  for (let depth = 1; current !== undefined && depth <= keys.length; depth++) {
+    if (current.revokedAt === null && (current.expiresAt === null || current.expiresAt > now)) {
+      behind = depth;
+    }
+    current = predecessorOf.get(current.id);
+  }
+  return behind;
+}
+
+/**
  * Issues a successor with the same owner, label, kind and lifetime (counted
  * from now); the old key and its tokens stop after `graceSeconds`.
  *
  * @throws {AuthError} `conflict` unless the old key is active and not yet
- * rotated (also when that changes meanwhile), `not_found` when it was deleted meanwhile (with
- * its user).
+ * rotated (also when that changes meanwhile), or when a key rotated `MAX_ROTATION_CHAIN`
+ * rotations before it still works; `not_found` when it was deleted meanwhile (with its user).
  */
 export async function rotateKey(
   deps: ChangeDeps,
@@ -143,6 +170,14 @@ export async function rotateKey(
     throw new AuthError(
       "conflict",
       `Cannot rotate API key ${old.id}: it was already rotated to key ${old.replacedBy}`,
+    );
+  }
+  const behind = await countRotationsBehind(deps.store, old, now);
+  if (behind >= MAX_ROTATION_CHAIN) {
+    throw new AuthError(
+      "conflict",
+      `Cannot rotate API key ${old.id}: a key rotated ${behind} rotations before it still works; ` +
+        "rotate it again once that key's grace period ends",
     );
   }
   const oldKeyUntil = Math.min(old.expiresAt ?? Infinity, now + graceSeconds * 1000);

@@ -1,7 +1,9 @@
 /**
  * The keys a limiter holds slots for (limit_slots.ts), by key and by user, and the units on
  * their way back to the store: forgetting a key (its limits changed, it went idle, the limiter
- * stops) releases its units in hand, so that they are returned with the next write.
+ * stops) releases its units in hand into the queue the limiter sends back (at once after a
+ * learned change, else with the idle return or the stop). A rotated key's entry (the store
+ * answers its leases with its chain's last key's counters) gives idle units back contested or not.
  *
  * @module
  */

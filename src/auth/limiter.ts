@@ -38,12 +38,13 @@
  * when a window ends (at most its last slice per limit, and what it held when it topped up),
  * units held by a thread that crashed (returned never; a clean stop returns them), and units
  * held unused until the idle return ({@link IDLE_RETURN_MS}, once half a window's budget is
- * leased), those leased ahead included (at most one slice per limit, key entry and thread: a
- * user's limit can have one slice leased ahead for each of its keys). docs/architecture.md.
+ * leased, or for a rotated key's entry, contested or not), those leased ahead included (at most
+ * one slice per limit, key entry and thread: a user's limit can have one slice leased ahead for
+ * each of its keys). docs/architecture.md.
  *
- * A change of a limit is learned through the grant change feed (the key's, the user's, or all
- * for the default): the key's entry is dropped (its unspent units given back) and its limits
- * read again with the next lease.
+ * A change of a limit, or of the key (a rotation), is learned through the grant change feed (the
+ * key's, the user's, or all for the default): the key's entry is dropped, its unspent units given
+ * back at once, and its limits read again with the next lease.
  *
  * While the store cannot be reached, the choice is per kind: a **rate** admits uncounted for
  * {@link OPEN_FOR_MS} at a time (availability first: a rate protects capacity, and the outage
@@ -253,7 +254,8 @@ export function createLimiter(deps: LimiterDeps) {
         if (leasings.length === 0) break;
         await Promise.allSettled(leasings);
       }
-      await returning;
+      // A return under way may start another for units dropped meanwhile: all of them first.
+      while (returning !== undefined) await returning;
       await flush(true);
     },
     /** Gives back idle units now (tests). */

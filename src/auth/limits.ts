@@ -17,6 +17,7 @@ import type {
   User,
 } from "../store/store.ts";
 import { StoreConflict } from "../store/errors.ts";
+import { MAX_ROTATION_CHAIN } from "../store/store_limits.ts";
 import { toKeyRef, toUserRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { AuthError } from "./errors.ts";
@@ -143,7 +144,9 @@ export async function setLimit(
     if (!(error instanceof StoreConflict)) throw error;
     // The store refuses a rotated key's limit (they are its successor's), and one gone.
     const key = target.scope === "key" ? await deps.store.findApiKeyById(target.key.id) : undefined;
-    if (key !== undefined && key.replacedBy !== null) throw rotatedError(key);
+    if (key !== undefined && key.replacedBy !== null) {
+      throw rotatedError(key.id, await findLastOfChain(deps.store, key.replacedBy));
+    }
     throw new AuthError("not_found", `Cannot set the limit: ${ref} does not exist`);
   }
 }
@@ -152,12 +155,31 @@ export async function setLimit(
  * A rotated key's limits are its successor's: the rotation moved them, with what their windows
  * have used, and the old key counts against them until it ends (docs/architecture.md).
  */
-function rotatedError(key: Pick<ApiKey, "id" | "replacedBy">): AuthError {
+function rotatedError(keyId: number, lastId: number): AuthError {
   return new AuthError(
     "conflict",
-    `Cannot set the limit: API key ${key.id} was rotated; its limits are its successor's ` +
-      `(key ${key.replacedBy}): set them there`,
+    `Cannot set the limit: API key ${keyId} was rotated; its limits are its successor's ` +
+      `(key ${lastId}): set them there`,
   );
+}
+
+/** For a rotated key, where its limits are now: `: it was rotated, …`; else nothing. */
+async function toRotatedNote(deps: ChangeDeps, target: LimitTarget): Promise<string> {
+  const key = target.scope === "key" ? await deps.store.findApiKeyById(target.key.id) : undefined;
+  if (key === undefined || key.replacedBy === null) return "";
+  const last = await findLastOfChain(deps.store, key.replacedBy);
+  return `: it was rotated, and its limits are its successor's (key ${last})`;
+}
+
+/** The last key of the rotation chain `id` is in (the one whose limits can be set). */
+async function findLastOfChain(store: Pick<Store, "findApiKeyById">, id: number): Promise<number> {
+  let last = id;
+  for (let hop = 0; hop < MAX_ROTATION_CHAIN; hop++) {
+    const next = (await store.findApiKeyById(last))?.replacedBy ?? null;
+    if (next === null) break;
+    last = next;
+  }
+  return last;
 }
 
 /**
@@ -178,7 +200,13 @@ export async function removeLimit(
     r.kind === which.kind && (which.kind === "quota" || r.period === which.period)
   );
   const what = which.kind === "quota" ? "quota" : `${which.period ?? "?"} rate`;
-  if (rule === undefined) throw new AuthError("not_found", `No ${what} limit on ${ref}`);
+  if (rule === undefined) {
+    throw new AuthError(
+      "not_found",
+      `No ${what} limit on ${ref}${await toRotatedNote(deps, target)}`,
+    );
+  }
+
   const change = observeAudit(
     deps,
     (removed: LimitRule | undefined) =>

@@ -26,12 +26,14 @@
  *
  * @module
  */
+import { StoreError } from "./errors.ts";
 import {
   type LimitPeriod,
   type LimitReturn,
   type LimitRule,
   type LimitSlice,
   type LimitWindow,
+  MAX_ROTATION_CHAIN,
   toLimitWindow,
 } from "./store_limits.ts";
 
@@ -163,4 +165,16 @@ export function planReturn(
     return { ...stored, nextUsed: Math.max(0, stored.nextUsed - units.units) };
   }
   return undefined;
+}
+
+/**
+ * A lease of a key whose rotation chain is longer than `MAX_ROTATION_CHAIN` (store_limits.ts):
+ * made by hand, since `rotateKey` refuses to make one. The lease fails rather than count the key
+ * against limits that are not its chain's.
+ */
+export class TooLongChain extends StoreError {
+  constructor(apiKeyId: number) {
+    super(`API key ${apiKeyId}: its rotation chain is longer than ${MAX_ROTATION_CHAIN} keys`);
+    this.name = "TooLongChain";
+  }
 }

@@ -83,6 +83,13 @@ export function toLimitWindow(period: LimitPeriod, now: number): LimitWindow {
   return { start: 0, end: Number.POSITIVE_INFINITY };
 }
 
+/**
+ * The most keys a rotation chain may take from a working key to its last (whose limits and
+ * counters the chain's keys use): the domain refuses a rotation that would make a longer one
+ * (`rotateKey`), and the store's walk refuses a lease past it (a chain made by hand).
+ */
+export const MAX_ROTATION_CHAIN = 32;
+
 /** The counter a limit keeps for a request: per user for a user's limit, else per key. */
 export function toLimitSubject(rule: LimitRule, owner: LimitOwner): number {
   return rule.scope === "user" ? owner.userId : owner.apiKeyId;

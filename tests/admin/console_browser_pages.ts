@@ -143,7 +143,10 @@ async function showThrottle(run: ConsoleRun): Promise<void> {
 async function setAndRemoveLimit(run: ConsoleRun): Promise<void> {
   const { page, shots } = run;
   const { store } = run.rig;
-  const [key] = (await store.listApiKeys()).filter((k) => k.revokedAt === null);
+  // A key that was not rotated: a rotated key's limits are its successor's, and cannot be set.
+  const [key] = (await store.listApiKeys()).filter((k) =>
+    k.revokedAt === null && k.replacedBy === null
+  );
   await page.getByRole("link", { name: "Limits" }).click();
   await page.getByRole("heading", { name: "Set a limit" }).waitFor();
   await page.getByLabel("Applies to").selectOption("key");

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import { AuthError } from "../../src/auth/errors.ts";
 import { createKey, revokeKey, rotateKey, setKeyDisabled } from "../../src/auth/keys.ts";
+import { MAX_ROTATION_CHAIN } from "../../src/store/store_limits.ts";
 import { openDomainFixture } from "./_domain.ts";
 
 Deno.test("createKey() stores only the key's digest and returns the key once, audited", async () => {
@@ -46,6 +47,31 @@ Deno.test("rotateKey() issues a successor; the old key works until the grace end
   // A rotated key is not rotated twice.
   const again = (await f.test.store.findApiKeyById(old.id))!;
   await assert.rejects(() => rotateKey(f.deps, again, 60), AuthError);
+});
+
+Deno.test("rotateKey() refuses a rotation that would put a working key more than MAX_ROTATION_CHAIN rotations behind; ended keys do not count", async () => {
+  await using f = await openDomainFixture();
+  const user = await f.addUser("ann@example.org");
+  let { key } = await createKey(f.deps, user);
+  // Rotations with no grace: the keys behind end at once, and any number of them may be made.
+  for (let i = 0; i < MAX_ROTATION_CHAIN + 2; i++) ({ key } = await rotateKey(f.deps, key, 0));
+  // Then with a grace: each key behind keeps working.
+  const first = key;
+  for (let i = 0; i < MAX_ROTATION_CHAIN; i++) ({ key } = await rotateKey(f.deps, key, 3600));
+  const before = (await f.test.store.listApiKeys(user.id)).length;
+  await assert.rejects(
+    () => rotateKey(f.deps, key, 3600),
+    (error: AuthError) =>
+      error.code === "conflict" &&
+      error.message ===
+        `Cannot rotate API key ${key.id}: a key rotated ${MAX_ROTATION_CHAIN} rotations before ` +
+          "it still works; rotate it again once that key's grace period ends",
+  );
+  assert.equal((await f.test.store.listApiKeys(user.id)).length, before);
+  // Once the first of them has ended, the rotation goes through.
+  await revokeKey(f.deps, (await f.test.store.findApiKeyById(first.id))!);
+  await rotateKey(f.deps, (await f.test.store.findApiKeyById(key.id))!, 3600);
+  assert.equal((await f.test.store.listApiKeys(user.id)).length, before + 1);
 });
 
 Deno.test("setKeyDisabled() says whether it changed; revokeKey() ends tokens, once", async () => {

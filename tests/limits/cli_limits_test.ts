@@ -152,6 +152,13 @@ Deno.test({
         "keygate admin: Cannot set the limit: API key 1 was rotated; its limits are its " +
           "successor's (key 2): set them there",
       );
+      const removal = await runAdminProcess(where, ["limit", "remove", "1", "day"]);
+      assert.equal(removal.code, 1);
+      assert.equal(
+        removal.err.trim(),
+        "keygate admin: No day rate limit on api_key:1: it was rotated, and its limits are its " +
+          "successor's (key 2)",
+      );
       const { store } = await openStore(where);
       try {
         assert.deepEqual(

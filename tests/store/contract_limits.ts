@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import type { LimitRule, LimitSlice, NewLimit, Store } from "../../src/store/store.ts";
-import { toLimitWindow } from "../../src/store/store_limits.ts";
+import { MAX_ROTATION_CHAIN, toLimitWindow } from "../../src/store/store_limits.ts";
+import { TooLongChain } from "../../src/store/limit_lease.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import {
   anonymizing,
@@ -573,6 +574,29 @@ export function registerLimitChangeTests(test: ContractTest): void {
       );
     }
     assert.deepEqual((await store.listLimits()).map((l) => [l.subjectId, l.max]), [[last.id, 10]]);
+  });
+
+  test("limits: a lease of a key whose rotation chain is longer than MAX_ROTATION_CHAIN (made by hand) fails; a report does not", async ({ store }) => {
+    const { user, key: first } = await seed(store);
+    await put(store, { scope: "key", subjectId: first.id, kind: "quota", max: 10, period: "none" });
+    let last = first;
+    for (let i = 0; i <= MAX_ROTATION_CHAIN; i++) {
+      last = await rotate(store, last.id, user.id, T0, `chain-${i}`);
+    }
+    // The last key and one MAX_ROTATION_CHAIN rotations behind it lease; the first, one more
+    // behind, is refused rather than counted against limits that are not its chain's.
+    const second = (await store.findApiKeyById(first.id))!.replacedBy!;
+    for (const id of [last.id, second]) {
+      assert.deepEqual(brief(await lease(store, { apiKeyId: id, userId: user.id }, T0, () => 1)), [
+        "key/quota/none:1/" + (id === last.id ? 1 : 2),
+      ]);
+    }
+    await assert.rejects(lease(store, { apiKeyId: first.id, userId: user.id }, T0), TooLongChain);
+    await store.listLimitUsage({ apiKeyId: first.id, userId: user.id }, T0);
+    assert.deepEqual(
+      (await store.listLimitUsage({ apiKeyId: last.id, userId: user.id }, T0)).map((u) => u.used),
+      [2],
+    );
   });
 
   test("limits: leases racing a rotation of their key: every unit granted is counted in the successor's counter", async ({ store }) => {

@@ -204,10 +204,13 @@ function createKeyUsageRecorder(db: PgContext): Pick<ApiKeyStore, "recordKeyUsag
       }));
       await db.write(async (tx) => {
         const rows = tx.json(usageRows);
-        // Lock in id order first (UPDATE ... FROM does not promise an order).
+        // Lock in id order first (UPDATE ... FROM does not promise an order). FOR NO KEY UPDATE,
+        // the lock the UPDATE takes: it does not wait for (nor hold up) a lease holding keys FOR
+        // KEY SHARE across rounds of their rotation chains (limits.ts), which FOR UPDATE would,
+        // in an order that can deadlock.
         await tx`SELECT id FROM api_keys
           WHERE id IN (SELECT (value->>'id')::bigint FROM jsonb_array_elements(${rows}))
-          ORDER BY id FOR UPDATE`;
+          ORDER BY id FOR NO KEY UPDATE`;
         await tx`UPDATE api_keys k SET
             last_used_from = CASE WHEN u.at >= coalesce(k.last_used_at, 0) THEN u.address
                              ELSE k.last_used_from END,

@@ -8,7 +8,13 @@
  */
 import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
-import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
+import {
+  planLease,
+  planReturn,
+  type StoredCounter,
+  toCounterAt,
+  TooLongChain,
+} from "../limit_lease.ts";
 import { type Row, toLimitRule, toStoredCounter } from "../rows.ts";
 import type {
   GrantScope,
@@ -21,7 +27,7 @@ import type {
   LimitUsage,
   NewLimit,
 } from "../store.ts";
-import { toLimitSubject, toLimitWindow } from "../store_limits.ts";
+import { MAX_ROTATION_CHAIN, toLimitSubject, toLimitWindow } from "../store_limits.ts";
 import type { PgContext } from "./db.ts";
 
 /** The grant scope a change of this limit touches. */
@@ -59,28 +65,33 @@ function toChunks<T>(items: readonly T[]): T[][] {
   return chunks;
 }
 
-/** A rotation chain longer than this (a cycle, which no write makes) ends the walk. */
-const MAX_CHAIN = 64;
-
-/** Walks `next` (key → its successor) from `id` to the last key of its rotation chain. */
-function toChainEnd(next: ReadonlyMap<number, number | null>, id: number): number {
+/**
+ * Walks `next` (key → its successor) from `id` to the last key of its rotation chain, at most
+ * {@link MAX_ROTATION_CHAIN} hops; `undefined` past them.
+ */
+function toChainEnd(next: ReadonlyMap<number, number | null>, id: number): number | undefined {
   let end = id;
-  for (let hop = 0; hop < MAX_CHAIN; hop++) {
+  for (let hop = 0;; hop++) {
     const successor = next.get(end);
     if (successor === undefined || successor === null) return end;
+    if (hop === MAX_ROTATION_CHAIN) return undefined;
     end = successor;
   }
-  return end;
 }
 
 /**
  * The key whose limits and counters each of `ids` uses: the last of its rotation chain (a
  * rotation moves them to the successor, api_keys.ts), the key itself if it was never rotated or
- * is gone. With `hold`, every key of the chains is held `FOR KEY SHARE` until the transaction
- * ends, before its successor is read: a rotation (which locks the old key `FOR UPDATE`) is then
- * wholly before this lease, whose walk sees its successor, or after it, and moves the counters
- * this lease wrote. The keys are locked in id order, a chain's successors after them (a
- * successor's id is larger, and a deletion locks a user's keys in id order: no deadlock).
+ * is gone. With `hold` (a lease), every key of the chains is held `FOR KEY SHARE` until the
+ * transaction ends, before its successor is read: a rotation (which locks the old key `FOR
+ * UPDATE`) is then wholly before this lease, whose walk sees its successor, or after it, and
+ * moves the counters this lease wrote. A hop at a time, each in id order. No deadlock: the only
+ * other `FOR UPDATE` of keys is a user's deletion, in id order, and a chain is one user's, whose
+ * lowest key this lease holds first (the key-usage flush locks `FOR NO KEY UPDATE`, api_keys.ts).
+ * A chain longer than {@link MAX_ROTATION_CHAIN} (made by hand: `rotateKey` refuses one) fails a
+ * lease; a return stops there (a return to a counter that moved on finds none).
+ *
+ * @throws {TooLongChain} with `hold`, for a chain that long.
  */
 async function toLimitKeys(
   sql: postgres.Sql | postgres.TransactionSql,
@@ -89,7 +100,7 @@ async function toLimitKeys(
 ): Promise<Map<number, number>> {
   const next = new Map<number, number | null>();
   let pending = [...new Set(ids)].sort((a, b) => a - b);
-  for (let hop = 0; hop < MAX_CHAIN && pending.length > 0; hop++) {
+  for (let hop = 0; hop <= MAX_ROTATION_CHAIN && pending.length > 0; hop++) {
     const found: Row[] = [];
     for (const chunk of toChunks(pending.map((id) => [id]))) {
       found.push(
@@ -109,7 +120,11 @@ async function toLimitKeys(
       ),
     ].sort((a, b) => a - b);
   }
-  return new Map(ids.map((id) => [id, toChainEnd(next, id)]));
+  return new Map(ids.map((id) => {
+    const end = toChainEnd(next, id);
+    if (end === undefined && hold) throw new TooLongChain(id);
+    return [id, end ?? id];
+  }));
 }
 
 /** `limit_id:subject_id` keys in lock order, limit id then subject. */
@@ -249,8 +264,9 @@ function applyingToEach(tx: postgres.TransactionSql, requests: readonly LimitLea
 }
 
 /**
- * `leaseLimits`' reads and writes, in its transaction, for a whole batch in three statements:
- * the limits that apply to every key; the counters locked (created if missing) in one order,
+ * `leaseLimits`' reads and writes, in its transaction, for a whole batch in four statements:
+ * the keys held and their rotation chains read (one more per hop of a rotated key's chain,
+ * `toLimitKeys`); the limits that apply to every key; the counters locked (created if missing) in one order,
  * limit id then subject, so that concurrent leases never deadlock, and read; the new counters
  * written. Requests sharing a counter (a user's limit) are planned one after the other, each
  * from what the one before it left.
@@ -378,7 +394,8 @@ export function createLimitStore(db: PgContext): LimitStore {
     leaseLimits(requests) {
       if (requests.length === 0) return Promise.resolve([]);
       // No audit and no grant ended: the transaction ends with its last write, without the
-      // write path's ending statement. A batch without limits only reads.
+      // write path's ending statement. A batch without limits holds its keys' rows (FOR KEY
+      // SHARE, which no write of a key but a rotation or deletion waits for) and writes nothing.
       return db.write((tx) => writeLeases(tx, requests), { recorded: () => undefined });
     },
 

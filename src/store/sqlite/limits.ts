@@ -5,6 +5,7 @@
  * @module
  */
 import { StoreConflict } from "../errors.ts";
+import { TooLongChain } from "../limit_lease.ts";
 import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
 import { toLimitRule, toStoredCounter } from "../rows.ts";
 import type {
@@ -15,7 +16,12 @@ import type {
   LimitUsage,
   NewLimit,
 } from "../store.ts";
-import { type LimitPeriod, toLimitSubject, toLimitWindow } from "../store_limits.ts";
+import {
+  type LimitPeriod,
+  MAX_ROTATION_CHAIN,
+  toLimitSubject,
+  toLimitWindow,
+} from "../store_limits.ts";
 import type { Connection, Row } from "./connection.ts";
 
 /** The limits that apply to a key: its own, the default for the kinds it has none of, its user's. */
@@ -78,22 +84,25 @@ function prepareLimitStatements(conn: Connection) {
 
 type LimitStatements = ReturnType<typeof prepareLimitStatements>;
 
-/** A rotation chain longer than this (a cycle, which no write makes) ends the walk. */
-const MAX_CHAIN = 64;
-
 /**
  * The key whose limits and counters a key uses: the last of its rotation chain (a rotation moves
  * them to the successor, docs/architecture.md), the key itself if it was never rotated or is
- * unknown.
+ * unknown. A chain longer than {@link MAX_ROTATION_CHAIN} (made by hand: `rotateKey` refuses one)
+ * fails a lease (`strict`) rather than count the key against another's limits; a report or a
+ * return stops there (a return to a counter that moved on finds none).
+ *
+ * @throws {StoreError} with `strict`, for a chain that long.
  */
-function toLimitKey(statements: LimitStatements, apiKeyId: number): number {
+function toLimitKey(statements: LimitStatements, apiKeyId: number, strict: boolean): number {
   let id = apiKeyId;
-  for (let hop = 0; hop < MAX_CHAIN; hop++) {
+  for (let hop = 0;; hop++) {
     const row = statements.keyOf.get({ id }) as Row | undefined;
     if (row?.replaced_by == null) return id;
+    if (hop === MAX_ROTATION_CHAIN) break;
     id = row.replaced_by as number;
   }
-  return id;
+  if (strict) throw new TooLongChain(apiKeyId);
+  return apiKeyId;
 }
 
 function readCounter(statements: LimitStatements, limitId: number, subjectId: number) {
@@ -161,7 +170,10 @@ function writeLimit(statements: LimitStatements, limit: NewLimit, now: number): 
 
 /** `leaseLimits`' reads and writes, in its transaction. */
 function writeLease(statements: LimitStatements, request: LimitLeaseRequest): LimitSlice[] {
-  const owner = { apiKeyId: toLimitKey(statements, request.apiKeyId), userId: request.userId };
+  const owner = {
+    apiKeyId: toLimitKey(statements, request.apiKeyId, true),
+    userId: request.userId,
+  };
   const rules = (statements.applying.all({
     api_key_id: owner.apiKeyId,
     user_id: owner.userId,
@@ -181,7 +193,7 @@ function readUsage(
   owner: { apiKeyId?: number; userId: number },
   now: number,
 ): LimitUsage[] {
-  const apiKeyId = owner.apiKeyId === undefined ? 0 : toLimitKey(statements, owner.apiKeyId);
+  const apiKeyId = owner.apiKeyId === undefined ? 0 : toLimitKey(statements, owner.apiKeyId, false);
   const rows = owner.apiKeyId === undefined
     ? statements.ofUser.all({ user_id: owner.userId })
     : statements.applying.all({ api_key_id: apiKeyId, user_id: owner.userId });
@@ -227,8 +239,10 @@ export function createLimitStore(conn: Connection): LimitStore {
       // Keys without limits are answered by a read: no write lock is taken for them.
       const limited = await conn.read(() =>
         requests.map((r) =>
-          applying.get({ api_key_id: toLimitKey(statements, r.apiKeyId), user_id: r.userId }) !==
-            undefined
+          applying.get({
+            api_key_id: toLimitKey(statements, r.apiKeyId, true),
+            user_id: r.userId,
+          }) !== undefined
         )
       );
       if (!limited.includes(true)) return requests.map(() => []);
@@ -247,7 +261,7 @@ export function createLimitStore(conn: Connection): LimitStore {
           const scope = scopeOfLimit.get({ id: unit.limitId }) as Row | undefined;
           const subjectId = scope?.scope === "user"
             ? unit.subjectId
-            : toLimitKey(statements, unit.subjectId);
+            : toLimitKey(statements, unit.subjectId, false);
           const key = { limit_id: unit.limitId, subject_id: subjectId };
           const row = counterOfReturn.get(key) as Row | undefined;
           if (row === undefined) continue;
