@@ -176,8 +176,8 @@ export async function rotateKey(
   if (behind >= MAX_ROTATION_CHAIN) {
     throw new AuthError(
       "conflict",
-      `Cannot rotate API key ${old.id}: a key rotated ${behind} rotations before it still works; ` +
-        "rotate it again once that key's grace period ends",
+      `Cannot rotate API key ${old.id}: a key ${behind} rotations before it still works; ` +
+        "rotate it once that key's grace period ends, or revoke that key",
     );
   }
   const oldKeyUntil = Math.min(old.expiresAt ?? Infinity, now + graceSeconds * 1000);

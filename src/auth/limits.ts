@@ -17,7 +17,7 @@ import type {
   User,
 } from "../store/store.ts";
 import { StoreConflict } from "../store/errors.ts";
-import { MAX_ROTATION_CHAIN } from "../store/store_limits.ts";
+import { MAX_CHAIN_WALK } from "../store/store_limits.ts";
 import { toKeyRef, toUserRef } from "./audit.ts";
 import { type ChangeDeps, observeAudit, toAuditEntry } from "./changes.ts";
 import { AuthError } from "./errors.ts";
@@ -174,7 +174,7 @@ async function toRotatedNote(deps: ChangeDeps, target: LimitTarget): Promise<str
 /** The last key of the rotation chain `id` is in (the one whose limits can be set). */
 async function findLastOfChain(store: Pick<Store, "findApiKeyById">, id: number): Promise<number> {
   let last = id;
-  for (let hop = 0; hop < MAX_ROTATION_CHAIN; hop++) {
+  for (let hop = 0; hop < MAX_CHAIN_WALK; hop++) {
     const next = (await store.findApiKeyById(last))?.replacedBy ?? null;
     if (next === null) break;
     last = next;
@@ -206,7 +206,6 @@ export async function removeLimit(
       `No ${what} limit on ${ref}${await toRotatedNote(deps, target)}`,
     );
   }
-
   const change = observeAudit(
     deps,
     (removed: LimitRule | undefined) =>

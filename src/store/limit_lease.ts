@@ -33,7 +33,7 @@ import {
   type LimitRule,
   type LimitSlice,
   type LimitWindow,
-  MAX_ROTATION_CHAIN,
+  MAX_CHAIN_WALK,
   toLimitWindow,
 } from "./store_limits.ts";
 
@@ -168,13 +168,16 @@ export function planReturn(
 }
 
 /**
- * A lease of a key whose rotation chain is longer than `MAX_ROTATION_CHAIN` (store_limits.ts):
- * made by hand, since `rotateKey` refuses to make one. The lease fails rather than count the key
- * against limits that are not its chain's.
+ * A lease of a key more than `MAX_CHAIN_WALK` rotations behind its chain's last key
+ * (store_limits.ts): made by hand, since `rotateKey` refuses to put one more than
+ * `MAX_ROTATION_CHAIN` behind. The lease fails (a 500 for the key's requests) rather than count
+ * the key against limits that are not its chain's.
  */
 export class TooLongChain extends StoreError {
   constructor(apiKeyId: number) {
-    super(`API key ${apiKeyId}: its rotation chain is longer than ${MAX_ROTATION_CHAIN} keys`);
+    super(
+      `API key ${apiKeyId} is more than ${MAX_CHAIN_WALK} rotations behind its chain's last key`,
+    );
     this.name = "TooLongChain";
   }
 }

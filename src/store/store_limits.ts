@@ -84,11 +84,17 @@ export function toLimitWindow(period: LimitPeriod, now: number): LimitWindow {
 }
 
 /**
- * The most keys a rotation chain may take from a working key to its last (whose limits and
- * counters the chain's keys use): the domain refuses a rotation that would make a longer one
- * (`rotateKey`), and the store's walk refuses a lease past it (a chain made by hand).
+ * The most rotations a working key may be behind its chain's last key (whose limits and counters
+ * the chain's keys use): `rotateKey` refuses a rotation that would put one further behind.
  */
 export const MAX_ROTATION_CHAIN = 32;
+
+/**
+ * The most rotations the store's walk follows from a key to its chain's last: far past
+ * {@link MAX_ROTATION_CHAIN}, for chains made before that bound (0.22 had none); a lease of a key
+ * further behind (made by hand) fails rather than count the key against another chain's limits.
+ */
+export const MAX_CHAIN_WALK = 256;
 
 /** The counter a limit keeps for a request: per user for a user's limit, else per key. */
 export function toLimitSubject(rule: LimitRule, owner: LimitOwner): number {

@@ -58,14 +58,25 @@ Deno.test("rotateKey() refuses a rotation that would put a working key more than
   // Then with a grace: each key behind keeps working.
   const first = key;
   for (let i = 0; i < MAX_ROTATION_CHAIN; i++) ({ key } = await rotateKey(f.deps, key, 3600));
+  // The walk of every lease reaches the last key from the first, MAX_ROTATION_CHAIN behind it.
+  const { store } = f.test;
+  const now = f.clock.now();
+  await store.putLimit(
+    { scope: "key", subjectId: key.id, kind: "quota", max: 5, period: "none" },
+    { now, audit: [] },
+  );
+  const [[slice]] = await store.leaseLimits([
+    { apiKeyId: first.id, userId: user.id, now, want: () => 2 },
+  ]);
+  assert.deepEqual([slice.subjectId, slice.granted, slice.used], [key.id, 2, 2]);
   const before = (await f.test.store.listApiKeys(user.id)).length;
   await assert.rejects(
     () => rotateKey(f.deps, key, 3600),
     (error: AuthError) =>
       error.code === "conflict" &&
       error.message ===
-        `Cannot rotate API key ${key.id}: a key rotated ${MAX_ROTATION_CHAIN} rotations before ` +
-          "it still works; rotate it again once that key's grace period ends",
+        `Cannot rotate API key ${key.id}: a key ${MAX_ROTATION_CHAIN} rotations before it still ` +
+          "works; rotate it once that key's grace period ends, or revoke that key",
   );
   assert.equal((await f.test.store.listApiKeys(user.id)).length, before);
   // Once the first of them has ended, the rotation goes through.

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { hashSecret } from "../../src/auth/credentials.ts";
 import type { LimitRule, LimitSlice, NewLimit, Store } from "../../src/store/store.ts";
-import { MAX_ROTATION_CHAIN, toLimitWindow } from "../../src/store/store_limits.ts";
+import { MAX_CHAIN_WALK, toLimitWindow } from "../../src/store/store_limits.ts";
 import { TooLongChain } from "../../src/store/limit_lease.ts";
 import { StoreConflict } from "../../src/store/errors.ts";
 import {
@@ -576,14 +576,14 @@ export function registerLimitChangeTests(test: ContractTest): void {
     assert.deepEqual((await store.listLimits()).map((l) => [l.subjectId, l.max]), [[last.id, 10]]);
   });
 
-  test("limits: a lease of a key whose rotation chain is longer than MAX_ROTATION_CHAIN (made by hand) fails; a report does not", async ({ store }) => {
+  test("limits: a lease of a key more than MAX_CHAIN_WALK rotations behind (made by hand) fails; a report does not", async ({ store }) => {
     const { user, key: first } = await seed(store);
     await put(store, { scope: "key", subjectId: first.id, kind: "quota", max: 10, period: "none" });
     let last = first;
-    for (let i = 0; i <= MAX_ROTATION_CHAIN; i++) {
+    for (let i = 0; i <= MAX_CHAIN_WALK; i++) {
       last = await rotate(store, last.id, user.id, T0, `chain-${i}`);
     }
-    // The last key and one MAX_ROTATION_CHAIN rotations behind it lease; the first, one more
+    // The last key and one MAX_CHAIN_WALK rotations behind it lease; the first, one more
     // behind, is refused rather than counted against limits that are not its chain's.
     const second = (await store.findApiKeyById(first.id))!.replacedBy!;
     for (const id of [last.id, second]) {

@@ -27,7 +27,7 @@ import type {
   LimitUsage,
   NewLimit,
 } from "../store.ts";
-import { MAX_ROTATION_CHAIN, toLimitSubject, toLimitWindow } from "../store_limits.ts";
+import { MAX_CHAIN_WALK, toLimitSubject, toLimitWindow } from "../store_limits.ts";
 import type { PgContext } from "./db.ts";
 
 /** The grant scope a change of this limit touches. */
@@ -67,14 +67,14 @@ function toChunks<T>(items: readonly T[]): T[][] {
 
 /**
  * Walks `next` (key → its successor) from `id` to the last key of its rotation chain, at most
- * {@link MAX_ROTATION_CHAIN} hops; `undefined` past them.
+ * {@link MAX_CHAIN_WALK} hops; `undefined` past them.
  */
 function toChainEnd(next: ReadonlyMap<number, number | null>, id: number): number | undefined {
   let end = id;
   for (let hop = 0;; hop++) {
     const successor = next.get(end);
     if (successor === undefined || successor === null) return end;
-    if (hop === MAX_ROTATION_CHAIN) return undefined;
+    if (hop === MAX_CHAIN_WALK) return undefined;
     end = successor;
   }
 }
@@ -88,8 +88,8 @@ function toChainEnd(next: ReadonlyMap<number, number | null>, id: number): numbe
  * moves the counters this lease wrote. A hop at a time, each in id order. No deadlock: the only
  * other `FOR UPDATE` of keys is a user's deletion, in id order, and a chain is one user's, whose
  * lowest key this lease holds first (the key-usage flush locks `FOR NO KEY UPDATE`, api_keys.ts).
- * A chain longer than {@link MAX_ROTATION_CHAIN} (made by hand: `rotateKey` refuses one) fails a
- * lease; a return stops there (a return to a counter that moved on finds none).
+ * A key more than {@link MAX_CHAIN_WALK} rotations behind (made by hand) fails a lease; a report
+ * or a return then uses the key itself (a return to a counter that moved on finds none).
  *
  * @throws {TooLongChain} with `hold`, for a chain that long.
  */
@@ -100,7 +100,7 @@ async function toLimitKeys(
 ): Promise<Map<number, number>> {
   const next = new Map<number, number | null>();
   let pending = [...new Set(ids)].sort((a, b) => a - b);
-  for (let hop = 0; hop <= MAX_ROTATION_CHAIN && pending.length > 0; hop++) {
+  for (let hop = 0; hop <= MAX_CHAIN_WALK && pending.length > 0; hop++) {
     const found: Row[] = [];
     for (const chunk of toChunks(pending.map((id) => [id]))) {
       found.push(

@@ -5,8 +5,13 @@
  * @module
  */
 import { StoreConflict } from "../errors.ts";
-import { TooLongChain } from "../limit_lease.ts";
-import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
+import {
+  planLease,
+  planReturn,
+  type StoredCounter,
+  toCounterAt,
+  TooLongChain,
+} from "../limit_lease.ts";
 import { toLimitRule, toStoredCounter } from "../rows.ts";
 import type {
   LimitLeaseRequest,
@@ -18,7 +23,7 @@ import type {
 } from "../store.ts";
 import {
   type LimitPeriod,
-  MAX_ROTATION_CHAIN,
+  MAX_CHAIN_WALK,
   toLimitSubject,
   toLimitWindow,
 } from "../store_limits.ts";
@@ -87,9 +92,9 @@ type LimitStatements = ReturnType<typeof prepareLimitStatements>;
 /**
  * The key whose limits and counters a key uses: the last of its rotation chain (a rotation moves
  * them to the successor, docs/architecture.md), the key itself if it was never rotated or is
- * unknown. A chain longer than {@link MAX_ROTATION_CHAIN} (made by hand: `rotateKey` refuses one)
- * fails a lease (`strict`) rather than count the key against another's limits; a report or a
- * return stops there (a return to a counter that moved on finds none).
+ * unknown. A key more than {@link MAX_CHAIN_WALK} rotations behind (made by hand) fails a lease
+ * (`strict`) rather than count against another chain's limits; a report or a return then uses the
+ * key itself (a return to a counter that moved on finds none).
  *
  * @throws {StoreError} with `strict`, for a chain that long.
  */
@@ -98,7 +103,7 @@ function toLimitKey(statements: LimitStatements, apiKeyId: number, strict: boole
   for (let hop = 0;; hop++) {
     const row = statements.keyOf.get({ id }) as Row | undefined;
     if (row?.replaced_by == null) return id;
-    if (hop === MAX_ROTATION_CHAIN) break;
+    if (hop === MAX_CHAIN_WALK) break;
     id = row.replaced_by as number;
   }
   if (strict) throw new TooLongChain(apiKeyId);
