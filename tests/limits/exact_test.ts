@@ -260,92 +260,46 @@ async function assertRateExact(
   assert.ok(oks.length <= RATE * windows, `${oks.length} 200s in ${windows} windows`);
 }
 
-Deno.test({
-  name:
-    "[server] 3 processes on one SQLite file: a quota of 1,000 answers 1,000 times 200, every other 429",
-  sanitizeResources: false,
-  async fn() {
-    const db = tempDbPath();
-    try {
-      await assertQuotaExact(db.path, db.dir, { processes: 3, workers: 1 });
-    } finally {
-      db.cleanup();
-    }
-  },
-});
+/** A check of exactness on servers over `store`, their files in `files`. */
+type Exactness = (
+  store: string,
+  files: string,
+  layout?: { processes: number; workers: number },
+) => Promise<void>;
 
-Deno.test({
-  name:
-    "[server] 3 processes on one SQLite file: a rate of 60/second admits its limit in every window",
-  sanitizeResources: false,
-  async fn() {
-    const db = tempDbPath();
-    try {
-      await assertRateExact(db.path, db.dir, { processes: 3, workers: 1 });
-    } finally {
-      db.cleanup();
-    }
-  },
-});
+/** Each check on 3 processes on one SQLite file, and on 2 instances × 2 workers on PostgreSQL. */
+const CHECKS: [string, Exactness][] = [
+  ["a quota of 1,000 answers 1,000 times 200, every other 429", assertQuotaExact],
+  ["a rate of 60/second admits its limit in every window", assertRateExact],
+  ["a quota holds across the key's rotation under load", assertQuotaExactAcrossRotation],
+];
 
-Deno.test({
-  name:
-    "[pg e2e] 2 instances × 2 workers on one PostgreSQL: a quota of 1,000 answers 1,000 times 200, every other 429",
-  ignore: POSTGRES_SKIP !== false,
-  sanitizeResources: false,
-  async fn() {
-    const url = await (await sharedPostgres()).createDatabase("limits");
-    const files = await Deno.makeTempDir();
-    try {
-      await assertQuotaExact(url, files);
-    } finally {
-      await Deno.remove(files, { recursive: true });
-    }
-  },
-});
+for (const [name, check] of CHECKS) {
+  Deno.test({
+    name: `[server] 3 processes on one SQLite file: ${name}`,
+    sanitizeResources: false,
+    async fn() {
+      const db = tempDbPath();
+      try {
+        await check(db.path, db.dir, { processes: 3, workers: 1 });
+      } finally {
+        db.cleanup();
+      }
+    },
+  });
 
-Deno.test({
-  name:
-    "[pg e2e] 2 instances × 2 workers on one PostgreSQL: a rate of 60/second admits its limit in every window",
-  ignore: POSTGRES_SKIP !== false,
-  sanitizeResources: false,
-  async fn() {
-    const url = await (await sharedPostgres()).createDatabase("limits");
-    const files = await Deno.makeTempDir();
-    try {
-      await assertRateExact(url, files);
-    } finally {
-      await Deno.remove(files, { recursive: true });
-    }
-  },
-});
-
-Deno.test({
-  name:
-    "[server] 3 processes on one SQLite file: a quota holds across the key's rotation under load",
-  sanitizeResources: false,
-  async fn() {
-    const db = tempDbPath();
-    try {
-      await assertQuotaExactAcrossRotation(db.path, db.dir, { processes: 3, workers: 1 });
-    } finally {
-      db.cleanup();
-    }
-  },
-});
-
-Deno.test({
-  name:
-    "[pg e2e] 2 instances × 2 workers on one PostgreSQL: a quota holds across the key's rotation under load",
-  ignore: POSTGRES_SKIP !== false,
-  sanitizeResources: false,
-  async fn() {
-    const url = await (await sharedPostgres()).createDatabase("limits");
-    const files = await Deno.makeTempDir();
-    try {
-      await assertQuotaExactAcrossRotation(url, files);
-    } finally {
-      await Deno.remove(files, { recursive: true });
-    }
-  },
-});
+  Deno.test({
+    name: `[pg e2e] 2 instances × 2 workers on one PostgreSQL: ${name}`,
+    ignore: POSTGRES_SKIP !== false,
+    sanitizeResources: false,
+    async fn() {
+      const url = await (await sharedPostgres()).createDatabase("limits");
+      const files = await Deno.makeTempDir();
+      try {
+        await check(url, files);
+      } finally {
+        await Deno.remove(files, { recursive: true });
+      }
+    },
+  });
+}
