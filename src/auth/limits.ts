@@ -226,11 +226,21 @@ export async function removeLimit(
   return removed;
 }
 
-/** A key's own limits, a user's, or the default's (none: every limit). */
-export function listLimitsOf(store: Store, target?: LimitTarget): Promise<LimitRule[]> {
-  if (target === undefined) return store.listLimits();
+/**
+ * A key's own limits, a user's, or the default's (none: every limit). A rotated key's are its
+ * chain's last key's (the rotation moved them there), listed under that key.
+ */
+export async function listLimitsOf(store: Store, target?: LimitTarget): Promise<LimitRule[]> {
+  if (target === undefined) return await store.listLimits();
+  if (target.scope === "key") {
+    const replacedBy = (await store.findApiKeyById(target.key.id))?.replacedBy ?? null;
+    const subjectId = replacedBy === null
+      ? target.key.id
+      : await findLastOfChain(store, replacedBy);
+    return await store.listLimits({ scope: "key", subjectId });
+  }
   const { subjectId } = subjectOf(target);
-  return store.listLimits(
+  return await store.listLimits(
     subjectId === null ? { scope: target.scope } : { scope: target.scope, subjectId },
   );
 }

@@ -152,6 +152,15 @@ Deno.test({
         "keygate admin: Cannot set the limit: API key 1 was rotated; its limits are its " +
           "successor's (key 2): set them there",
       );
+      // The rotated key's list is its successor's limits, under the successor.
+      const listed = await runAdminProcess(where, ["limit", "list", "1", "--json"]);
+      assert.equal(listed.code, 0, listed.err);
+      assert.deepEqual(
+        JSON.parse(listed.out).map((row: { applies_to: string; limit: string }) =>
+          `${row.applies_to}:${row.limit}`
+        ).sort(),
+        ["key 2:5000/day", "key 2:700/month"],
+      );
       const removal = await runAdminProcess(where, ["limit", "remove", "1", "day"]);
       assert.equal(removal.code, 1);
       assert.equal(
