@@ -8,13 +8,7 @@
  */
 import type postgres from "postgres";
 import { StoreConflict } from "../errors.ts";
-import {
-  planLease,
-  planReturn,
-  type StoredCounter,
-  toCounterAt,
-  TooLongChain,
-} from "../limit_lease.ts";
+import { planLease, planReturn, type StoredCounter, toCounterAt } from "../limit_lease.ts";
 import { type Row, toLimitRule, toStoredCounter } from "../rows.ts";
 import type {
   GrantScope,
@@ -27,8 +21,9 @@ import type {
   LimitUsage,
   NewLimit,
 } from "../store.ts";
-import { MAX_CHAIN_WALK, toLimitSubject, toLimitWindow } from "../store_limits.ts";
+import { toLimitSubject, toLimitWindow } from "../store_limits.ts";
 import type { PgContext } from "./db.ts";
+import { toLimitKeys, toReturnSubjects } from "./limit_chains.ts";
 
 /** The grant scope a change of this limit touches. */
 function scopeOf(rule: LimitRule | undefined): GrantScope[] {
@@ -65,68 +60,6 @@ function toChunks<T>(items: readonly T[]): T[][] {
   return chunks;
 }
 
-/**
- * Walks `next` (key → its successor) from `id` to the last key of its rotation chain, at most
- * {@link MAX_CHAIN_WALK} hops; `undefined` past them.
- */
-function toChainEnd(next: ReadonlyMap<number, number | null>, id: number): number | undefined {
-  let end = id;
-  for (let hop = 0;; hop++) {
-    const successor = next.get(end);
-    if (successor === undefined || successor === null) return end;
-    if (hop === MAX_CHAIN_WALK) return undefined;
-    end = successor;
-  }
-}
-
-/**
- * The key whose limits and counters each of `ids` uses: the last of its rotation chain (a
- * rotation moves them to the successor, api_keys.ts), the key itself if it was never rotated or
- * is gone. With `hold` (a lease), every key of the chains is held `FOR KEY SHARE` until the
- * transaction ends, before its successor is read: a rotation (which locks the old key `FOR
- * UPDATE`) is then wholly before this lease, whose walk sees its successor, or after it, and
- * moves the counters this lease wrote. A hop at a time, each in id order. No deadlock: the only
- * other `FOR UPDATE` of keys is a user's deletion, in id order, and a chain is one user's, whose
- * lowest key this lease holds first (the key-usage flush locks `FOR NO KEY UPDATE`, api_keys.ts).
- * A key more than {@link MAX_CHAIN_WALK} rotations behind (made by hand) fails a lease; a report
- * or a return then uses the key itself (a return to a counter that moved on finds none).
- *
- * @throws {TooLongChain} with `hold`, for a chain that long.
- */
-async function toLimitKeys(
-  sql: postgres.Sql | postgres.TransactionSql,
-  ids: readonly number[],
-  hold: boolean,
-): Promise<Map<number, number>> {
-  const next = new Map<number, number | null>();
-  let pending = [...new Set(ids)].sort((a, b) => a - b);
-  for (let hop = 0; hop <= MAX_CHAIN_WALK && pending.length > 0; hop++) {
-    const found: Row[] = [];
-    for (const chunk of toChunks(pending.map((id) => [id]))) {
-      found.push(
-        ...await sql<Row[]>`SELECT k.id, k.replaced_by FROM api_keys k
-          JOIN (VALUES ${sql(chunk)}) AS p (id) ON k.id = p.id::bigint
-          ORDER BY k.id ${hold ? sql`FOR KEY SHARE OF k` : sql``}`,
-      );
-    }
-    for (const id of pending) next.set(id, null);
-    for (const row of found) {
-      next.set(Number(row.id), row.replaced_by === null ? null : Number(row.replaced_by));
-    }
-    pending = [
-      ...new Set(
-        found.map((row) => row.replaced_by).filter((id) => id !== null).map(Number)
-          .filter((id) => !next.has(id)),
-      ),
-    ].sort((a, b) => a - b);
-  }
-  return new Map(ids.map((id) => {
-    const end = toChainEnd(next, id);
-    if (end === undefined && hold) throw new TooLongChain(id);
-    return [id, end ?? id];
-  }));
-}
-
 /** `limit_id:subject_id` keys in lock order, limit id then subject. */
 function toLockOrder(ids: Iterable<string>): number[][] {
   return [...ids].map((id) => id.split(":").map(Number)).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
@@ -145,31 +78,6 @@ async function writeCounters(tx: postgres.TransactionSql, written: Map<string, S
         AS w (limit_id, subject_id, window_start, used, next_used, next_start)
       WHERE u.limit_id = w.limit_id::bigint AND u.subject_id = w.subject_id::bigint`;
   }
-}
-
-/**
- * Units of a key rotated since they were leased go back to the counter the rotation moved to its
- * successor (a key's or the default's limit; a user's counter never moves). Read without a lock:
- * units whose counter moves meanwhile find none and are dropped (a bounded loss, never an
- * admission).
- */
-async function toReturnSubjects(
-  tx: postgres.TransactionSql,
-  units: readonly LimitReturn[],
-): Promise<LimitReturn[]> {
-  const limitIds = [...new Set(units.map((u) => u.limitId))].map((id) => [id]);
-  const ofUsers = new Set<number>();
-  for (const chunk of toChunks(limitIds)) {
-    const rows = await tx<Row[]>`SELECT l.id FROM limits l
-      JOIN (VALUES ${tx(chunk)}) AS p (id) ON l.id = p.id::bigint WHERE l.scope = 'user'`;
-    for (const row of rows) ofUsers.add(Number(row.id));
-  }
-  const keyUnits = units.filter((u) => !ofUsers.has(u.limitId));
-  if (keyUnits.length === 0) return [...units];
-  const ends = await toLimitKeys(tx, keyUnits.map((u) => u.subjectId), false);
-  return units.map((u) =>
-    ofUsers.has(u.limitId) ? u : { ...u, subjectId: ends.get(u.subjectId) ?? u.subjectId }
-  );
 }
 
 /**
@@ -266,9 +174,9 @@ function applyingToEach(tx: postgres.TransactionSql, requests: readonly LimitLea
 /**
  * `leaseLimits`' reads and writes, in its transaction, for a whole batch in four statements:
  * the keys held and their rotation chains read (one more per hop of a rotated key's chain,
- * `toLimitKeys`); the limits that apply to every key; the counters locked (created if missing) in one order,
- * limit id then subject, so that concurrent leases never deadlock, and read; the new counters
- * written. Requests sharing a counter (a user's limit) are planned one after the other, each
+ * limit_chains.ts); the limits that apply to every key; the counters locked (created if missing)
+ * in one order, limit id then subject, so that concurrent leases never deadlock, and read; the
+ * new counters written. Requests sharing a counter (a user's limit) are planned one after the other, each
  * from what the one before it left.
  */
 async function writeLeases(
