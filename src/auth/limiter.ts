@@ -57,7 +57,7 @@ import type { Clock } from "../platform/clock.ts";
 import { type Logger, toErrorText } from "../platform/logger.ts";
 import type { LimitKind, LimitOwner, LimitReturn, Store } from "../store/store.ts";
 import { createChangeFollower } from "./change_follower.ts";
-import { createLimitKeys, type LimitEntry } from "./limit_keys.ts";
+import { createLimitKeys, type LimitEntry, type LimitKeys } from "./limit_keys.ts";
 import { createBackgroundLeases, createLimitLeaseBatcher } from "./limit_leases.ts";
 import {
   checkSlots,
@@ -125,6 +125,35 @@ async function returnUnits(
 }
 
 /**
+ * Gives the units of keys a learned change dropped back now, not with the next idle return (up to
+ * half a second later): meanwhile other threads that found the window spent would refuse requests
+ * those units could admit (a key's rotation, a limit's change). One store call at a time; units
+ * queued meanwhile go with the next.
+ */
+function createDroppedReturns(
+  deps: Pick<LimiterDeps, "store" | "logger">,
+  keys: Pick<LimitKeys, "takeReturns">,
+) {
+  let returning: Promise<void> | undefined;
+  function send(): void {
+    if (returning !== undefined) return;
+    const units = keys.takeReturns();
+    if (units.length === 0) return;
+    returning = returnUnits(deps, units).finally(() => {
+      returning = undefined;
+      send();
+    });
+  }
+  return {
+    send,
+    /** Waits for every return under way, those it starts for units queued meanwhile included. */
+    async settle(): Promise<void> {
+      while (returning !== undefined) await returning;
+    },
+  };
+}
+
+/**
  * Rounds of waiting for the leases under way that `stop()` makes at most: requests still running
  * may keep beginning leases, and a stop must end.
  */
@@ -136,25 +165,10 @@ export function createLimiter(deps: LimiterDeps) {
   const keys = createLimitKeys(deps.drawAheadSpread);
   /** When `admit` read the clock: the learned changes are applied as of then. */
   let followedAt = 0;
-  /** The units of keys a learned change dropped, on their way back (one store call at a time). */
-  let returning: Promise<void> | undefined;
-  /**
-   * Gives the units of keys a learned change dropped back now, not with the next idle return (up
-   * to half a second later): meanwhile other threads that found the window spent would refuse
-   * requests those units could admit (a key's rotation, a limit's change).
-   */
-  function returnDropped(): void {
-    if (returning !== undefined) return;
-    const units = keys.takeReturns();
-    if (units.length === 0) return;
-    returning = returnUnits(deps, units).finally(() => {
-      returning = undefined;
-      returnDropped();
-    });
-  }
+  const dropped = createDroppedReturns(deps, keys);
   const follower = createChangeFollower(store, (scope) => {
     keys.forgetScope(scope, followedAt);
-    returnDropped();
+    dropped.send();
   });
   let timer: ReturnType<typeof setInterval> | undefined;
   const batcher = createLimitLeaseBatcher(deps, keys);
@@ -254,8 +268,7 @@ export function createLimiter(deps: LimiterDeps) {
         if (leasings.length === 0) break;
         await Promise.allSettled(leasings);
       }
-      // A return under way may start another for units dropped meanwhile: all of them first.
-      while (returning !== undefined) await returning;
+      await dropped.settle();
       await flush(true);
     },
     /** Gives back idle units now (tests). */

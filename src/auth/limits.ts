@@ -143,10 +143,8 @@ export async function setLimit(
   } catch (error) {
     if (!(error instanceof StoreConflict)) throw error;
     // The store refuses a rotated key's limit (they are its successor's), and one gone.
-    const key = target.scope === "key" ? await deps.store.findApiKeyById(target.key.id) : undefined;
-    if (key !== undefined && key.replacedBy !== null) {
-      throw rotatedError(key.id, await findLastOfChain(deps.store, key.replacedBy));
-    }
+    const last = await findRotatedTo(deps.store, target);
+    if (last !== undefined) throw rotatedError(subjectId!, last);
     throw new AuthError("not_found", `Cannot set the limit: ${ref} does not exist`);
   }
 }
@@ -163,23 +161,32 @@ function rotatedError(keyId: number, lastId: number): AuthError {
   );
 }
 
-/** For a rotated key, where its limits are now: `: it was rotated, …`; else nothing. */
-async function toRotatedNote(deps: ChangeDeps, target: LimitTarget): Promise<string> {
-  const key = target.scope === "key" ? await deps.store.findApiKeyById(target.key.id) : undefined;
-  if (key === undefined || key.replacedBy === null) return "";
-  const last = await findLastOfChain(deps.store, key.replacedBy);
-  return `: it was rotated, and its limits are its successor's (key ${last})`;
-}
-
-/** The last key of the rotation chain `id` is in (the one whose limits can be set). */
-async function findLastOfChain(store: Pick<Store, "findApiKeyById">, id: number): Promise<number> {
-  let last = id;
+/**
+ * For a rotated key, the last key of its rotation chain: the one whose limits it uses, and the
+ * only one of the chain whose limits can be set. `undefined` for a key not rotated (or gone), a
+ * user or the default.
+ */
+async function findRotatedTo(
+  store: Pick<Store, "findApiKeyById">,
+  target: LimitTarget,
+): Promise<number | undefined> {
+  if (target.scope !== "key") return undefined;
+  let last = (await store.findApiKeyById(target.key.id))?.replacedBy ?? null;
+  if (last === null) return undefined;
   for (let hop = 0; hop < MAX_CHAIN_WALK; hop++) {
-    const next = (await store.findApiKeyById(last))?.replacedBy ?? null;
+    const next: number | null = (await store.findApiKeyById(last))?.replacedBy ?? null;
     if (next === null) break;
     last = next;
   }
   return last;
+}
+
+/** For a rotated key, where its limits are now: `: it was rotated, …`; else nothing. */
+async function toRotatedNote(store: Store, target: LimitTarget): Promise<string> {
+  const last = await findRotatedTo(store, target);
+  return last === undefined
+    ? ""
+    : `: it was rotated, and its limits are its successor's (key ${last})`;
 }
 
 /**
@@ -203,7 +210,7 @@ export async function removeLimit(
   if (rule === undefined) {
     throw new AuthError(
       "not_found",
-      `No ${what} limit on ${ref}${await toRotatedNote(deps, target)}`,
+      `No ${what} limit on ${ref}${await toRotatedNote(deps.store, target)}`,
     );
   }
   const change = observeAudit(
@@ -233,10 +240,7 @@ export async function removeLimit(
 export async function listLimitsOf(store: Store, target?: LimitTarget): Promise<LimitRule[]> {
   if (target === undefined) return await store.listLimits();
   if (target.scope === "key") {
-    const replacedBy = (await store.findApiKeyById(target.key.id))?.replacedBy ?? null;
-    const subjectId = replacedBy === null
-      ? target.key.id
-      : await findLastOfChain(store, replacedBy);
+    const subjectId = await findRotatedTo(store, target) ?? target.key.id;
     return await store.listLimits({ scope: "key", subjectId });
   }
   const { subjectId } = subjectOf(target);

@@ -126,7 +126,7 @@ export const KEY_COMMANDS: readonly Command[] = [
   {
     words: ["key", "rotate"],
     summary:
-      "Issue a successor (same owner, label, lifetime, limits and their use); the old key ends after a grace",
+      "Issue a successor (same owner, label, lifetime, limits); the old key ends after a grace",
     arguments: [KEY],
     options: [{
       name: "grace",

@@ -220,7 +220,7 @@ export const ADMIN_OPENAPI = {
     "/admin/v1/keys/{id}/rotate": {
       post: write({
         summary:
-          "Issue a successor (shown once) that takes over the key's limits and their use; the old key works for the grace",
+          "Issue a successor (shown once) with the key's limits and their use; the old key works for the grace",
         body: "Rotation",
         ok: ["201", "RotatedKey"],
         params: key,
