@@ -599,23 +599,33 @@ export function registerLimitChangeTests(test: ContractTest): void {
     );
   });
 
-  test("limits: leases racing a rotation of their key: every unit granted is counted in the successor's counter", async ({ store }) => {
-    const { user, key } = await seed(store);
-    await put(store, { scope: "key", subjectId: key.id, kind: "quota", max: 1000, period: "none" });
+  test("limits: leases racing rotations of their chain: every unit granted is counted in the last key's counter", async ({ store }) => {
+    const { user, key: first } = await seed(store);
+    await put(store, {
+      scope: "key",
+      subjectId: first.id,
+      kind: "quota",
+      max: 5000,
+      period: "none",
+    });
     await put(store, { scope: "default", subjectId: null, kind: "rate", max: 1000, period: "day" });
-    const old = { apiKeyId: key.id, userId: user.id };
+    const old = { apiKeyId: first.id, userId: user.id };
     await lease(store, old, T0, () => 1);
     let granted = 1;
-    const leases = Array.from({ length: 40 }, async () => {
-      for (const slice of await lease(store, old, T0, (rule) => rule.kind === "quota" ? 10 : 0)) {
-        granted += slice.granted;
-      }
-    });
-    const [successor] = await Promise.all([rotate(store, key.id, user.id, T0), ...leases]);
-    for (const slice of await lease(store, old, T0, () => 0)) granted += slice.granted;
-    const [used] = (await store.listLimitUsage({ apiKeyId: successor.id, userId: user.id }, T0))
+    // Five rounds, each 40 leases of the first key racing a rotation of the chain's last key:
+    // a lease that read the chain before the rotation committed must not count elsewhere.
+    let last = first;
+    for (let round = 0; round < 5; round++) {
+      const leases = Array.from({ length: 40 }, async () => {
+        for (const slice of await lease(store, old, T0, (rule) => rule.kind === "quota" ? 10 : 0)) {
+          granted += slice.granted;
+        }
+      });
+      [last] = await Promise.all([rotate(store, last.id, user.id, T0, `race-${round}`), ...leases]);
+    }
+    const [used] = (await store.listLimitUsage({ apiKeyId: last.id, userId: user.id }, T0))
       .filter((u) => u.rule.kind === "quota").map((u) => u.used);
-    assert.equal(granted, 401);
+    assert.equal(granted, 2001);
     assert.equal(used, granted);
   });
 
