@@ -237,12 +237,15 @@ export function createLimiter(deps: LimiterDeps) {
     return admitLeasing(owner);
   }
 
-  /** Gives back idle units (or all) and forgets idle keys; writes what is pending. */
+  /**
+   * Gives back idle units (or all) and forgets idle keys; writes what is pending, and resolves
+   * once the units a learned change dropped are back too.
+   */
   async function flush(all = false): Promise<void> {
     keys.release(clock.now(), all);
     const units = keys.takeReturns();
-    if (units.length === 0) return;
-    await returnUnits(deps, units);
+    if (units.length > 0) await returnUnits(deps, units);
+    await dropped.settle();
   }
 
   return {
@@ -268,7 +271,6 @@ export function createLimiter(deps: LimiterDeps) {
         if (leasings.length === 0) break;
         await Promise.allSettled(leasings);
       }
-      await dropped.settle();
       await flush(true);
     },
     /** Gives back idle units now (tests). */
