@@ -166,7 +166,7 @@ function rotatedError(keyId: number, lastId: number): AuthError {
  * only one of the chain whose limits can be set. `undefined` for a key not rotated (or gone), a
  * user or the default.
  */
-async function findRotatedTo(
+export async function findRotatedTo(
   store: Pick<Store, "findApiKeyById">,
   target: LimitTarget,
 ): Promise<number | undefined> {
@@ -266,6 +266,32 @@ export async function readLimitUsage(
 ): Promise<LimitReport[]> {
   const usage = await store.listLimitUsage(owner, now);
   return usage.map((u) => ({ ...u, remaining: Math.max(0, u.rule.max - u.used) }));
+}
+
+/** What {@link readKeyLimitUsage} answers: the limits in force and, for a rotated key, whose. */
+export interface KeyLimitReport {
+  /**
+   * For a rotated key, the last key of its rotation chain: the rotation moved the key's limits
+   * and counters there, and the key counts against them until it ends. `undefined` otherwise.
+   */
+  countsAgainst: number | undefined;
+  limits: LimitReport[];
+}
+
+/**
+ * The limits in force for an API key with what is left of them ({@link readLimitUsage}), and,
+ * for a rotated key, which key's limits those are.
+ */
+export async function readKeyLimitUsage(
+  store: Store,
+  now: number,
+  key: Pick<ApiKey, "id" | "userId">,
+): Promise<KeyLimitReport> {
+  const [countsAgainst, limits] = await Promise.all([
+    findRotatedTo(store, { scope: "key", key }),
+    readLimitUsage(store, now, { apiKeyId: key.id, userId: key.userId }),
+  ]);
+  return { countsAgainst, limits };
 }
 
 /**

@@ -22,7 +22,7 @@ export async function runPageSteps(run: ConsoleRun): Promise<void> {
   await t.step("delete a user after confirming", () => deleteUser(run));
   await t.step("the throttle page lists the failed sign-in's counter", () => showThrottle(run));
   await t.step(
-    "set a key's rate on the limits page, see what is left, remove it",
+    "set a key's rate on the limits page, see what is left, remove it; a rotated key's points on",
     () => setAndRemoveLimit(run),
   );
   await t.step(
@@ -139,7 +139,7 @@ async function showThrottle(run: ConsoleRun): Promise<void> {
   await page.screenshot({ path: `${shots}/throttle.png` });
 }
 
-/** Set a key's rate on the limits page, see what is left, remove it. */
+/** Set a key's rate on the limits page, see what is left, remove it; a rotated key's points on. */
 async function setAndRemoveLimit(run: ConsoleRun): Promise<void> {
   const { page, shots } = run;
   const { store } = run.rig;
@@ -169,6 +169,16 @@ async function setAndRemoveLimit(run: ConsoleRun): Promise<void> {
   const usage = page.locator("table", { hasText: `In force for key ${key.id}` });
   await usage.getByRole("cell", { name: "5", exact: true }).first().waitFor();
   await page.screenshot({ path: `${shots}/limits.png`, fullPage: true });
+  // A rotated key's limits are its successor's: its page says so and links to that key's.
+  const rotated = (await store.listApiKeys()).find((k) => k.replacedBy !== null);
+  assert.ok(rotated, "the rotate step left a rotated key");
+  await page.getByLabel("Key id").fill(String(rotated.id));
+  await page.getByRole("button", { name: "Show its limits" }).click();
+  await page.getByText(`Key ${rotated.id} was rotated: the rotation moved its limits`).waitFor();
+  await page.getByRole("link", { name: `key ${rotated.replacedBy}`, exact: true }).click();
+  await page.waitForURL(new RegExp(`#/limits\\?key=${rotated.replacedBy}$`));
+  await page.locator("table", { hasText: `In force for key ${rotated.replacedBy}` }).waitFor();
+  assert.equal(await page.getByText(/was rotated: the rotation/).count(), 0);
   await page.getByRole("button", { name: /Remove the rate 5\/minute/ }).click();
   await page.getByRole("dialog").getByRole("button", { name: "Remove limit" }).click();
   await page.getByRole("status").getByText(`Removed the rate of key ${key.id}`).waitFor();

@@ -139,6 +139,8 @@ Deno.test("[admin] POST /admin/v1/keys/{id}/rotate moves the key's quota and wha
   for (const id of [successorId, keyId]) {
     const usage = await t.call("GET", `/admin/v1/keys/${id}/limits`, { token: t.readToken });
     assert.equal(usage.status, 200);
+    // The old key's report names the key whose limits they are.
+    assert.equal(usage.body.counts_against_key, id === keyId ? successorId : null);
     assert.deepEqual(
       usage.body.limits.map((u: { applies_to: string; limit: string; used: number }) => [
         u.applies_to,

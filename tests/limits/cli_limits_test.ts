@@ -144,6 +144,14 @@ Deno.test({
         assert.equal(usage.code, 0, usage.err);
         assert.match(usage.out, /key +rate +5000\/day +0 +5000 /);
         assert.match(usage.out, /key +quota +700\/month +0 +700 /);
+        // The old key's rows are its successor's limits, and standard error says so.
+        assert.equal(
+          usage.err.trim(),
+          key === "1"
+            ? "Note: API key 1 was rotated; these are its successor's limits (key 2), which it " +
+              "counts against until it ends"
+            : "",
+        );
       }
       const refused = await runAdminProcess(where, ["limit", "set", "1", "--rate", "1/second"]);
       assert.equal(refused.code, 1);
@@ -161,6 +169,7 @@ Deno.test({
         ).sort(),
         ["key 2:5000/day", "key 2:700/month"],
       );
+      assert.match(listed.err, /^Note: API key 1 was rotated; these are its successor's limits/);
       const removal = await runAdminProcess(where, ["limit", "remove", "1", "day"]);
       assert.equal(removal.code, 1);
       assert.equal(

@@ -5,18 +5,19 @@
  * @module
  */
 import {
+  findRotatedTo,
   formatLimitValue,
   KIND_PERIODS,
-  type LimitTarget,
   listLimitsOf,
   parseLimitValue,
+  readKeyLimitUsage,
   readLimitUsage,
   removeLimit,
   setLimit,
 } from "../../auth/limits.ts";
-import type { LimitPeriod, LimitRule, Store } from "../../store/store.ts";
+import type { ApiKey, LimitPeriod, LimitRule, Store, User } from "../../store/store.ts";
 import type { Command } from "../command.ts";
-import { AdminError } from "../io.ts";
+import { AdminError, type AdminIO } from "../io.ts";
 import { printRows } from "../output.ts";
 import { clip, findKey, findUser } from "../values.ts";
 
@@ -25,8 +26,17 @@ const TARGET = {
   description: "default, a user's e-mail (all its keys), or an API key (id, prefix or whole key)",
 };
 
+/** What TARGET names, and how to name it in a message. */
+type Target =
+  & (
+    | { scope: "key"; key: ApiKey }
+    | { scope: "user"; user: User }
+    | { scope: "default" }
+  )
+  & { label: string };
+
 /** What TARGET names. */
-async function findTarget(store: Store, text: string): Promise<LimitTarget & { label: string }> {
+async function findTarget(store: Store, text: string): Promise<Target> {
   if (text === "default") return { scope: "default", label: "the default" };
   if (text.includes("@")) {
     const user = await findUser(store, text);
@@ -34,6 +44,18 @@ async function findTarget(store: Store, text: string): Promise<LimitTarget & { l
   }
   const { key, description } = await findKey(store, text);
   return { scope: "key", key, label: description };
+}
+
+/** Where a rotated key's limits went (to standard error: the rows printed are them). */
+function rotatedNote(label: string, lastId: number): string {
+  return `Note: ${label} was rotated; these are its successor's limits (key ${lastId}), ` +
+    "which it counts against until it ends";
+}
+
+/** For a rotated key, {@link rotatedNote} on standard error. */
+async function noteRotated(io: AdminIO, store: Store, target: Target & { scope: "key" }) {
+  const last = await findRotatedTo(store, { scope: "key", key: target.key });
+  if (last !== undefined) io.stderr(rotatedNote(target.label, last));
 }
 
 function toRow(rule: LimitRule, subjects: Map<number, string>) {
@@ -127,6 +149,7 @@ export const LIMIT_COMMANDS: readonly Command[] = [
     database: "existing",
     async run({ store, args, options, io }) {
       const target = args.TARGET === undefined ? undefined : await findTarget(store, args.TARGET);
+      if (target?.scope === "key") await noteRotated(io, store, target);
       const rules = await listLimitsOf(store, target);
       const emails = new Map((await store.listUsers()).map((user) => [user.id, user.email]));
       printRows(io, rules.map((rule) => toRow(rule, emails)), options.json !== undefined);
@@ -148,11 +171,18 @@ export const LIMIT_COMMANDS: readonly Command[] = [
       if (target.scope === "default") {
         throw new AdminError(`Invalid TARGET "default": give an API key or a user's e-mail`, 2);
       }
-      const owner = target.scope === "key"
-        ? { apiKeyId: target.key.id, userId: (await store.findApiKeyById(target.key.id))!.userId }
-        : { userId: target.user.id };
       const now = io.clock.now();
-      const rows = (await readLimitUsage(store, now, owner)).map((u) => ({
+      let usage;
+      if (target.scope === "key") {
+        const report = await readKeyLimitUsage(store, now, target.key);
+        if (report.countsAgainst !== undefined) {
+          io.stderr(rotatedNote(target.label, report.countsAgainst));
+        }
+        usage = report.limits;
+      } else {
+        usage = await readLimitUsage(store, now, { userId: target.user.id });
+      }
+      const rows = usage.map((u) => ({
         limit_id: u.rule.id,
         from: u.rule.scope,
         kind: u.rule.kind,

@@ -178,7 +178,12 @@ export const ADMIN_SCHEMAS: Record<string, Schema> = {
         resets_at: { ...nullable(time), description: "null: a quota never refilled" },
       }),
     },
-  }),
+    counts_against_key: {
+      ...nullable(int),
+      description: "A key's only: null, or for a rotated key the last key of its rotation " +
+        "chain, whose limits (moved there by the rotation) it counts against until it ends",
+    },
+  }, ["counts_against_key"]),
   NewLimit: object({
     applies_to: { enum: ["key", "user", "default"] },
     subject_id: { ...int, description: "The key's or user's id (not for the default)" },

@@ -12,6 +12,7 @@ import {
   type LimitTarget,
   listLimitsOf,
   parseLimitValue,
+  readKeyLimitUsage,
   readLimitUsage,
   removeLimitById,
   setLimit,
@@ -124,11 +125,11 @@ export const LIMIT_ROUTES: readonly AdminRoute[] = [
       const id = toRowId(context.params.id, "API key");
       const key = await context.deps.store.findApiKeyById(id);
       if (key === undefined) throw new AuthError("not_found", `No API key ${id}`);
-      const usage = await readLimitUsage(context.deps.store, context.deps.clock.now(), {
-        apiKeyId: key.id,
-        userId: key.userId,
+      const report = await readKeyLimitUsage(context.deps.store, context.deps.clock.now(), key);
+      return toJson({
+        limits: report.limits.map(toUsageView),
+        counts_against_key: report.countsAgainst ?? null,
       });
-      return toJson({ limits: usage.map(toUsageView) });
     },
   },
   {

@@ -18,6 +18,18 @@ function appliesTo(limit) {
   return `${limit.applies_to} ${limit.subject_id}`;
 }
 
+/** A rotated key's limits are its successor's: says so, and links to that key's. */
+function rotatedNote(keyId, lastId) {
+  return h(
+    "p",
+    { class: "hint" },
+    `Key ${keyId} was rotated: the rotation moved its limits, with what they used, to key ` +
+      `${lastId}, and it counts against them until it ends. They are shown below, and set on `,
+    h("a", { href: `#/limits${toQuery({ key: String(lastId) })}` }, `key ${lastId}`),
+    ".",
+  );
+}
+
 export async function renderLimits(main, session, params) {
   const keyId = params.get("key");
   const [{ limits }, usage] = await Promise.all([
@@ -115,6 +127,7 @@ export async function renderLimits(main, session, params) {
       "Limits set",
     ),
     find,
+    usage?.counts_against_key ? rotatedNote(keyId, usage.counts_against_key) : null,
     usage
       ? table(
         ["From", "Kind", "Limit", "Used", "Remaining", "Resets"],
