@@ -3,19 +3,23 @@
  * cluster: `--tokens` live tokens, of which about `--ended-percent` ended past retention in each
  * of the four ways a token ends (its expiry, its revocation, its key's revocation, its user's
  * cutoff), beside the history a long-running service piles up (a rotated-away key per live key,
- * 30% of the users cut off once, before their tokens were issued). Each backend runs two sweeps: the first deletes those rows (checked against a count
- * made by the store's own rule before it), the second finds nothing left, as most timed sweeps
- * do. Prints each sweep's time, this process's CPU and, on PostgreSQL, the database's (its
- * postmaster's process tree): a guide while working on the janitor (docs/performance.md,
- * "The janitor's sweep").
+ * 30% of the users cut off once, before their tokens were issued; `--history` rotated-away keys
+ * per live key, 1 by default). Each backend runs three sweeps: the first deletes those rows
+ * (checked against a count made by the store's own rule before it); the second, by the same
+ * janitor, finds nothing left, as most timed sweeps do, looking only at the keys and users that
+ * ended since the first; the third, by a new janitor, finds nothing either but looks at every key
+ * and user, as a server's first sweep and one a day do. Prints each sweep's time, this process's
+ * CPU and, on PostgreSQL, the database's (its postmaster's process tree): a guide while working on
+ * the janitor (docs/performance.md, "The janitor's sweep").
  *
  *     deno run --allow-all scripts/bench/janitor_sweep.ts [--tokens 1000000] [--ended-percent 1]
+ *       [--history 1]
  *
  * @module
  */
 import { DatabaseSync } from "node:sqlite";
 import { parseArgs } from "node:util";
-import { createJanitor } from "../../src/auth/janitor.ts";
+import { createJanitor, type Janitor } from "../../src/auth/janitor.ts";
 import { systemClock } from "../../src/platform/clock.ts";
 import { silentLogger } from "../../src/platform/logger.ts";
 import { openPostgresStore } from "../../src/store/postgres/open_postgres_store.ts";
@@ -32,8 +36,10 @@ const { values } = parseArgs({
   options: {
     tokens: { type: "string", default: "1000000" },
     "ended-percent": { type: "string", default: "1" },
+    history: { type: "string", default: "1" },
   },
 });
+const HISTORY = Number(values.history);
 const TOKENS = Number(values.tokens);
 const ENDED_PERCENT = Number(values["ended-percent"]);
 const DAY = 86_400_000;
@@ -86,19 +92,27 @@ function endingStatements(now: number, dialect: Dialect): string[] {
     // History: `every` is a multiple of 10, so these users are none of those above.
     `UPDATE users SET tokens_valid_from = 1, updated_at = ${ago} WHERE id % 10 IN (4, 5, 6)`,
     `INSERT INTO api_keys (key_hash, prefix, user_id, created_at, revoked_at)
-       SELECT ${dialect.digest("'old' || n")}, 'old', n, ${ago - 30 * DAY}, ${ago - 29 * DAY}
-       FROM ${dialect.numbers(users)}`,
+       SELECT ${dialect.digest("'old' || n")}, 'old', (n - 1) % ${users} + 1, ${ago - 30 * DAY},
+         ${ago - 29 * DAY}
+       FROM ${dialect.numbers(users * HISTORY)}`,
   ];
 }
 
-async function sweepTwice(name: string, store: Store, expected: number, database?: number) {
-  for (const round of ["first", "second"]) {
-    const janitor = createJanitor({
+async function sweepThrice(name: string, store: Store, expected: number, database?: number) {
+  const newJanitor = () =>
+    createJanitor({
       store,
       clock: systemClock,
       logger: silentLogger,
       retentionSeconds: RETENTION_SECONDS,
     });
+  const first = newJanitor();
+  const rounds: [string, Janitor][] = [
+    ["first", first],
+    ["second (since the first)", first],
+    ["third (a new janitor: every key and user)", newJanitor()],
+  ];
+  for (const [round, janitor] of rounds) {
     const cpu = readCpuSeconds();
     const databaseCpu = database === undefined ? 0 : readTreeCpuSeconds(database);
     const started = performance.now();
@@ -135,7 +149,7 @@ try {
   // As the server opens it: a grant-ending commit waits for a WAL sync (off the thread).
   const sqlite = openSqliteStore(path, { durability: "grants" });
   console.log(`ended past retention: ${expected.toLocaleString("en")} rows`);
-  await sweepTwice("SQLite", sqlite, expected);
+  await sweepThrice("SQLite", sqlite, expected);
   await sqlite.closeStore();
 
   await runStatements(url, endingStatements(now, POSTGRES));
@@ -144,7 +158,7 @@ try {
     (await Deno.readTextFile(`${cluster.dir}/data/postmaster.pid`)).split("\n")[0],
   );
   const pg = await openPostgresStore(url, { applicationName: "keygate-bench-janitor" });
-  await sweepTwice("PostgreSQL", pg, expected, postmaster);
+  await sweepThrice("PostgreSQL", pg, expected, postmaster);
   await pg.closeStore();
 } finally {
   await cluster.stop();

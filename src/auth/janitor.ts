@@ -33,6 +33,15 @@ import { isStoreUnavailable } from "../store/errors.ts";
 import type { Store } from "../store/store.ts";
 import { toAnonymizing } from "./user_anonymity.ts";
 
+/**
+ * How far before the cutoff of its last sweep that found nothing left a timed sweep looks for keys
+ * and users that ended: a revocation still committing then, or written by an instance whose clock
+ * is behind, carries an earlier time than the sweep's.
+ */
+export const JANITOR_WINDOW_MARGIN_MS = 60 * 60_000;
+/** A timed sweep looks at every key and user that ever ended at a start and then this often. */
+export const JANITOR_FULL_SWEEP_MS = 24 * 60 * 60_000;
+
 /** Rows deleted per transaction (sign-ups: at most {@link UNVERIFIED_PER_WRITE}). */
 export const JANITOR_BATCH_ROWS = 500;
 /** Time between two sweeps. */
@@ -79,6 +88,16 @@ interface SweepPass {
   batchRows: number;
   /** Whether {@link Janitor.stop} was called: a pass ends at its next batch. */
   isStopped(): boolean;
+  /** What the token sweeps that found nothing left tell the next one. */
+  swept: SweptThrough;
+}
+
+/** The janitor's own token sweeps that ran until a batch deleted nothing. */
+interface SweptThrough {
+  /** The cutoff of the last one; `undefined` before the first. */
+  cutoff: number | undefined;
+  /** When the last one that looked at every key and user ran. */
+  fullAt: number;
 }
 
 /**
@@ -90,13 +109,19 @@ interface SweepPass {
 export async function deleteEndedTokensUntilNone(
   store: Pick<Store, "deleteEndedTokens">,
   cutoff: number,
-  options: { batchRows?: number; isStopped?: () => boolean; onBatch?: (count: number) => void } =
-    {},
+  options: {
+    batchRows?: number;
+    /** `TokenBatch.endedSince`: default, every key and user that ever ended. */
+    endedSince?: number;
+    isStopped?: () => boolean;
+    onBatch?: (count: number) => void;
+  } = {},
 ): Promise<number> {
   const size = options.batchRows ?? JANITOR_BATCH_ROWS;
+  const { endedSince } = options;
   let deleted = 0;
   while (!options.isStopped?.()) {
-    const count = await store.deleteEndedTokens({ size, cutoff });
+    const count = await store.deleteEndedTokens({ size, cutoff, endedSince });
     if (count === 0) break;
     deleted += count;
     options.onBatch?.(count);
@@ -105,14 +130,33 @@ export async function deleteEndedTokensUntilNone(
   return deleted;
 }
 
-/** Deletes the token rows past retention. */
-function deleteEndedTokenRows(pass: SweepPass): Promise<number> {
-  const { deps, deps: { store, clock, metrics }, batchRows } = pass;
-  return deleteEndedTokensUntilNone(store, clock.now() - deps.retentionSeconds * 1000, {
+/**
+ * Deletes the token rows past retention. The first sweep, and one a day
+ * ({@link JANITOR_FULL_SWEEP_MS}), looks at every key and user that ever ended; the others only
+ * at those that ended since the last sweep that found nothing left, less
+ * {@link JANITOR_WINDOW_MARGIN_MS}: the tokens of those that ended before it were deleted then,
+ * and a key or user that ended issues no more. So a sweep's cost does not grow with the service's
+ * history of rotated keys and cut-off users (docs/architecture.md, "The janitor's batch").
+ */
+async function deleteEndedTokenRows(pass: SweepPass): Promise<number> {
+  const { deps, deps: { store, clock, metrics }, batchRows, swept } = pass;
+  const now = clock.now();
+  const cutoff = now - deps.retentionSeconds * 1000;
+  // A clock set back runs a full sweep too: the times behind the window may be in the future.
+  const full = swept.cutoff === undefined || now - swept.fullAt >= JANITOR_FULL_SWEEP_MS ||
+    now < swept.fullAt || cutoff < swept.cutoff;
+  const deleted = await deleteEndedTokensUntilNone(store, cutoff, {
     batchRows,
+    endedSince: full ? undefined : swept.cutoff! - JANITOR_WINDOW_MARGIN_MS,
     isStopped: pass.isStopped,
     onBatch: (count) => metrics?.tokensPurged(count),
   });
+  // A sweep stopped before a batch found nothing tells the next one nothing.
+  if (!pass.isStopped()) {
+    swept.cutoff = cutoff;
+    if (full) swept.fullAt = now;
+  }
+  return deleted;
 }
 
 /** Deletes the audit rows past the audit retention, oldest first, and audits that it did. */
@@ -192,7 +236,12 @@ export function createJanitor(deps: JanitorDeps): Janitor {
   let timer: ReturnType<typeof setTimeout> | undefined;
   let running: Promise<number> | undefined;
 
-  const pass: SweepPass = { deps, batchRows, isStopped: () => stopped };
+  const pass: SweepPass = {
+    deps,
+    batchRows,
+    isStopped: () => stopped,
+    swept: { cutoff: undefined, fullAt: -Infinity },
+  };
 
   async function sweepAll(): Promise<number> {
     const deleted = await deleteEndedTokenRows(pass);

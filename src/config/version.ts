@@ -6,4 +6,4 @@
  */
 
 /** The released version, semantic versioning. */
-export const VERSION = "0.23.0";
+export const VERSION = "0.24.0";

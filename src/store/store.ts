@@ -342,7 +342,8 @@ export interface RetentionStore {
    * disabled key or user is no end: it may be enabled again. Resolves to how many: fewer than
    * `batch.size` does not mean none is left (a row ended in two ways takes two places), 0 does,
    * unless another deleter (a second janitor, `token purge`) is deleting the same rows. The rows
-   * are found through indexes: a batch does not read the rows it keeps.
+   * are found through indexes: a batch does not read the rows it keeps. With
+   * `batch.endedSince`, neither the keys nor the users that ended before it.
    */
   deleteEndedTokens(batch: TokenBatch): Promise<number>;
   /**

@@ -272,6 +272,14 @@ export interface TokenBatch {
   size: number;
   /** Rows whose token stopped working at or before this instant are deleted. */
   cutoff: number;
+  /**
+   * Only keys and users whose end (a key's revocation or expiry, a user's cutoff's `updated_at`)
+   * fell after this instant are looked at for the tokens they ended: the caller knows a batch
+   * with a cutoff at or after it deleted none, so the tokens of those that ended earlier are gone.
+   * A token's own expiry and revocation are looked at whatever this says. Default: every key and
+   * user that ever ended.
+   */
+  endedSince?: number;
 }
 
 /** One batch of `Store.deleteAuditBefore`. */

@@ -343,3 +343,99 @@ Deno.test("janitor sweep() deletes sign-ups unverified past --portal-unverified-
     3,
   );
 });
+
+Deno.test("janitor: after a sweep that found nothing left, the next looks only at keys and users that ended since, less an hour; at every one a day later", async () => {
+  const { app, userId } = await setup();
+  using _ = app;
+  const windows: (number | undefined)[] = [];
+  const store = {
+    ...app.store,
+    deleteEndedTokens(batch: TokenBatch) {
+      windows.push(batch.endedSince);
+      return app.store.deleteEndedTokens(batch);
+    },
+  };
+  const janitor = createJanitor({
+    store,
+    clock: app.clock,
+    logger: createCapturingLogger().logger,
+    retentionSeconds: 3600,
+  });
+  await app.createKey(userId);
+  const [keyA, keyB] = (await app.store.listApiKeys()).map((key) => key.id).sort((a, b) => a - b);
+  // Tokens that only their key's revocation ends (they expire in 30 days).
+  const insert = (n: number, apiKeyId: number) =>
+    app.store.insertToken({
+      tokenHash: new Uint8Array(32).fill(n),
+      userId,
+      apiKeyId,
+      issuedAt: app.clock.now(),
+      expiresAt: app.clock.now() + 30 * DAY,
+      maxLiveTokens: 100,
+    }, { audit: undefined });
+  await insert(1, keyA);
+  assert.equal(await app.store.revokeApiKey(keyA, { now: app.clock.now(), audit: undefined }), 1);
+  app.clock.advance(2 * HOUR);
+  // The first sweep looks at every key: key A's token goes.
+  const firstCutoff = app.clock.now() - HOUR;
+  assert.equal(await janitor.sweep(), 1);
+  assert.deepEqual(windows.splice(0), [undefined, undefined]);
+  // A row of key A that reappears (as from a restored backup): key A ended before the window of
+  // the timed sweeps, which do not see it.
+  await insert(2, keyA);
+  app.clock.advance(10 * 60_000);
+  assert.equal(await janitor.sweep(), 0);
+  assert.deepEqual(windows.splice(0), [firstCutoff - HOUR]);
+  // Key B's revocation falls in the window: its token goes.
+  await insert(3, keyB);
+  assert.equal(await app.store.revokeApiKey(keyB, { now: app.clock.now(), audit: undefined }), 1);
+  const secondCutoff = app.clock.now() - HOUR;
+  app.clock.advance(2 * HOUR);
+  assert.equal(await janitor.sweep(), 1);
+  assert.deepEqual(windows.splice(0), [secondCutoff - HOUR, secondCutoff - HOUR]);
+  assert.equal(await app.store.countRows("tokens"), 1);
+  // A day after the first, a sweep looks at every key again: the reappeared row goes.
+  app.clock.advance(DAY);
+  assert.equal(await janitor.sweep(), 1);
+  assert.deepEqual(windows.splice(0), [undefined, undefined]);
+  assert.equal(await app.store.countRows("tokens"), 0);
+});
+
+Deno.test("janitor: a sweep that failed, or a clock set back, makes the next look at every key and user", async () => {
+  const { app } = await setup();
+  using _ = app;
+  const windows: (number | undefined)[] = [];
+  let fail = false;
+  const store = {
+    ...app.store,
+    deleteEndedTokens(batch: TokenBatch) {
+      windows.push(batch.endedSince);
+      if (fail) return Promise.reject(new Error("database gone"));
+      return app.store.deleteEndedTokens(batch);
+    },
+  };
+  const janitor = createJanitor({
+    store,
+    clock: app.clock,
+    logger: createCapturingLogger().logger,
+    retentionSeconds: 3600,
+  });
+  const sweep = async () => {
+    await janitor.sweep();
+    return windows.splice(0);
+  };
+  assert.deepEqual(await sweep(), [undefined]);
+  app.clock.advance(HOUR);
+  assert.deepEqual(await sweep(), [app.clock.now() - 3 * HOUR]);
+  fail = true;
+  app.clock.advance(HOUR);
+  await assert.rejects(janitor.sweep(), /database gone/);
+  windows.length = 0;
+  fail = false;
+  // The failed sweep found nothing left: the one after it knows only the sweep before.
+  app.clock.advance(HOUR);
+  assert.deepEqual(await sweep(), [app.clock.now() - 4 * HOUR]);
+  // A clock set back: the next sweep looks at every key and user.
+  app.clock.advance(-2 * HOUR);
+  assert.deepEqual(await sweep(), [undefined]);
+});

@@ -101,6 +101,28 @@ function registerRetentionTests(test: ContractTest): void {
     });
   }
 
+  for (const [state, sql, endedAt] of ENDED) {
+    // Keys and users that ended at or before endedSince are skipped: the caller knows their
+    // tokens are gone. A token's own expiry and revocation are looked at whatever it says.
+    const skipped = state.startsWith("key") || state.startsWith("user");
+    test(`retention: a batch with endedSince ${skipped ? "skips" : "still deletes"} a token ended by ${state} at it`, async (db) => {
+      const { store } = db;
+      await seed(store);
+      await db.execSql(sql);
+      const batch = { size: 10, cutoff: endedAt };
+      assert.equal(
+        await store.deleteEndedTokens({ ...batch, endedSince: endedAt }),
+        skipped ? 0 : 1,
+      );
+      assert.equal(await store.countRows("tokens"), skipped ? 1 : 0);
+      assert.equal(
+        await store.deleteEndedTokens({ ...batch, endedSince: endedAt - 1 }),
+        skipped ? 1 : 0,
+      );
+      assert.equal(await store.countRows("tokens"), 0);
+    });
+  }
+
   for (const sql of ["UPDATE api_keys SET disabled_at = 1", "UPDATE users SET disabled = 1"]) {
     test(`retention keeps tokens a re-enable would revive (${sql})`, async (db) => {
       const { store } = db;

@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import {
   ENDED_TOKEN_IDS as POSTGRES_ENDED,
+  EVER,
   TOKEN_ENDED_AT as POSTGRES_RULE,
 } from "../../src/store/postgres/rows.ts";
 import {
@@ -83,6 +84,13 @@ function assertExactly(ended: number[], counts: number[], left: number[]): void 
   assert.equal(left.length, TOKENS - ended.length, "no other row deleted");
 }
 
+/** The indexes through which the key and user legs find what ended between :since and :cutoff. */
+const WINDOW_INDEXES = [
+  ["k", "api_keys_by_revocation", "revoked_at"],
+  ["k", "api_keys_by_expiry", "expires_at"],
+  ["u", "users_by_cutoff", "updated_at"],
+];
+
 /** The index each leg must read the token table through. */
 const TOKEN_INDEXES = [
   "tokens_by_expiry",
@@ -111,15 +119,29 @@ Deno.test({
         if (analyzed) raw.exec("ANALYZE");
         const plan = (raw.prepare(
           `EXPLAIN QUERY PLAN DELETE FROM tokens WHERE id IN (${SQLITE_ENDED})`,
-        ).all({ cutoff: CUTOFF, size: 500 }) as { detail: string }[]).map((row) => row.detail);
+        ).all({ cutoff: CUTOFF, size: 500, since: CUTOFF - 100 }) as { detail: string }[]).map((
+          row,
+        ) => row.detail);
         const text = `analyzed: ${analyzed}\n${plan.join("\n")}`;
-        // Four legs and the DELETE's own read by row id, each a search.
+        // Five legs and the DELETE's own read by row id, each a search.
         const reads = plan.filter((step) => /^(SCAN|SEARCH) (tokens|t)\b/.test(step));
-        assert.equal(reads.length, 5, text);
+        assert.equal(reads.length, 6, text);
         for (const step of reads) assert.match(step, /^SEARCH/, text);
         for (const index of TOKEN_INDEXES) assert.match(text, new RegExp(`INDEX ${index}\\b`));
         // A user's tokens issued since the cutoff are not read: the cutoff bounds the search.
         assert.match(text, /INDEX tokens_by_user_issue \(user_id=\? AND issued_at<\?\)/, text);
+        // The keys and users that ended are found by when, between :since and the cutoff: a
+        // batch does not read the history before :since.
+        for (const [alias, index, column] of WINDOW_INDEXES) {
+          assert.match(
+            text,
+            new RegExp(
+              `SEARCH ${alias} USING (COVERING )?INDEX ${index} \\(${column}>\\? AND ${column}<\\?\\)`,
+            ),
+            text,
+          );
+        }
+        assert.doesNotMatch(text, /SCAN (k|u)\b/, text);
       }
       // And the batches delete exactly what the rule says ended, 500 at a time.
       const ids = (query: string, params: Record<string, number> = {}) =>
@@ -128,7 +150,7 @@ Deno.test({
       const batch = raw.prepare(`DELETE FROM tokens WHERE id IN (${SQLITE_ENDED})`);
       const counts = [];
       for (let count = -1; count !== 0;) {
-        count = Number(batch.run({ cutoff: CUTOFF, size: 500 }).changes);
+        count = Number(batch.run({ cutoff: CUTOFF, size: 500, since: EVER }).changes);
         counts.push(count);
       }
       assertExactly(ended, counts, ids("SELECT id FROM tokens"));
@@ -149,9 +171,19 @@ testOnPostgres(
     }
     await sql.unsafe("ANALYZE users, api_keys, tokens");
     const statement = `DELETE FROM tokens WHERE id IN (${POSTGRES_ENDED}) RETURNING id`;
-    const rows = await sql.unsafe(`EXPLAIN ${statement}`, [CUTOFF, 500]);
+    const rows = await sql.unsafe(`EXPLAIN ${statement}`, [CUTOFF, 500, CUTOFF - 100]);
     const plan = rows.map((row) => row["QUERY PLAN"] as string).join("\n");
     assert.doesNotMatch(plan, /Seq Scan on tokens/, plan);
+    // The keys and users that ended are found by when, between $3 and the cutoff: a batch does
+    // not read the history before $3.
+    assert.doesNotMatch(plan, /Seq Scan on (api_keys|users)/, plan);
+    for (const [, index] of WINDOW_INDEXES) {
+      assert.match(
+        plan,
+        new RegExp(`Index Scan using ${index}|Bitmap Index Scan on ${index}`),
+        plan,
+      );
+    }
     // A user's tokens issued since the cutoff are not read: the cutoff bounds the search.
     assert.match(
       plan,
@@ -170,7 +202,7 @@ testOnPostgres(
     const ended = await ids(endedByRule(POSTGRES_RULE, "$1"), [CUTOFF]);
     const counts = [];
     for (let count = -1; count !== 0;) {
-      count = (await sql.unsafe(statement, [CUTOFF, 500])).length;
+      count = (await sql.unsafe(statement, [CUTOFF, 500, EVER])).length;
       counts.push(count);
     }
     assertExactly(ended, counts, await ids("SELECT id FROM tokens"));

@@ -6,7 +6,7 @@
  */
 import type { RetentionStore, StoreTable, TokenBatch } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { ENDED_TOKEN_IDS } from "./rows.ts";
+import { ENDED_TOKEN_IDS, EVER } from "./rows.ts";
 
 const TABLES: readonly StoreTable[] = [
   "users",
@@ -21,7 +21,7 @@ export function createRetentionStore(db: PgContext): RetentionStore {
     const ids = await db.write(async (tx) => {
       const rows = await tx.unsafe(
         `DELETE FROM tokens WHERE id IN (${ENDED_TOKEN_IDS}) RETURNING id`,
-        [batch.cutoff, batch.size],
+        [batch.cutoff, batch.size, batch.endedSince ?? EVER],
       );
       return rows.map((row) => Number(row.id));
     }, {

@@ -35,8 +35,9 @@ export const TOKEN_ENDED_AT = `least(t.expires_at,
 
 /**
  * The ids of at most `$2` tokens that ended ({@link TOKEN_ENDED_AT}) at or before `$1`, found
- * through indexes, one leg per term of the rule's `least()` (see the SQLite store's
- * `ENDED_TOKEN_IDS`, and tests/store/janitor_plan_test.ts for the plans). The key and user legs
+ * through indexes, one leg per term of the rule's `least()`, of the keys and users that ended
+ * after `$3` (see the SQLite store's `ENDED_TOKEN_IDS`, and tests/store/janitor_plan_test.ts for
+ * the plans). The key and user legs
  * look up each ended key's and cut-off user's tokens in a `LATERAL` subquery with `OFFSET 0`, which
  * the planner cannot merge into a join: with many keys ended or users cut off, it would otherwise
  * hash-join them against a scan of the whole token table.
@@ -45,8 +46,14 @@ export const ENDED_TOKEN_IDS = `(SELECT id FROM tokens WHERE expires_at <= $1)
   UNION ALL (SELECT id FROM tokens WHERE revoked_at <= $1)
   UNION ALL (SELECT t.id FROM api_keys k CROSS JOIN LATERAL
       (SELECT id FROM tokens WHERE api_key_id = k.id OFFSET 0) t
-    WHERE k.revoked_at <= $1 OR k.expires_at <= $1)
+    WHERE k.revoked_at > $3 AND k.revoked_at <= $1)
+  UNION ALL (SELECT t.id FROM api_keys k CROSS JOIN LATERAL
+      (SELECT id FROM tokens WHERE api_key_id = k.id OFFSET 0) t
+    WHERE k.expires_at > $3 AND k.expires_at <= $1)
   UNION ALL (SELECT t.id FROM users u CROSS JOIN LATERAL
       (SELECT id FROM tokens WHERE user_id = u.id AND issued_at < u.tokens_valid_from OFFSET 0) t
-    WHERE u.tokens_valid_from > 0 AND u.updated_at <= $1)
+    WHERE u.tokens_valid_from > 0 AND u.updated_at > $3 AND u.updated_at <= $1)
   LIMIT $2`;
+
+/** `$3` for a batch that looks at every key and user that ever ended. */
+export const EVER = Number.MIN_SAFE_INTEGER;

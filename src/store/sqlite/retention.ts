@@ -6,11 +6,12 @@
  */
 import type { RetentionStore, StoreTable } from "../store.ts";
 import type { Connection, Statement } from "./connection.ts";
-import { ENDED_TOKEN_IDS } from "./rules.ts";
+import { ENDED_TOKEN_IDS, EVER } from "./rules.ts";
 
 export function createRetentionStore(conn: Connection): RetentionStore {
   const { sql } = conn;
-  // At most :size tokens ended at or before :cutoff (ENDED_TOKEN_IDS: through indexes).
+  // At most :size tokens ended at or before :cutoff (ENDED_TOKEN_IDS: through indexes), of keys
+  // and users that ended after :since.
   // Counts as a grant write although only ended tokens go: a cached grant of an expired token
   // answers `token_expired`, and must answer `invalid_token` once its row is gone. It trims:
   // a batch that deleted nothing answers nothing about a grant, so it waits for no WAL sync (a
@@ -36,13 +37,11 @@ export function createRetentionStore(conn: Connection): RetentionStore {
     audit_log: sql("SELECT count(*) AS n FROM audit_log"),
   };
 
-  function purgeBatch(size: number, cutoff: number): number {
-    return Number(tokensPurgeBatch.run({ size, cutoff }).changes);
-  }
-
   return {
-    deleteEndedTokens({ size, cutoff }) {
-      return conn.write(() => purgeBatch(size, cutoff));
+    deleteEndedTokens({ size, cutoff, endedSince }) {
+      return conn.write(() =>
+        Number(tokensPurgeBatch.run({ size, cutoff, since: endedSince ?? EVER }).changes)
+      );
     },
 
     deleteAuditBefore(batch) {

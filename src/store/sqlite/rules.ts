@@ -65,19 +65,26 @@ export const TOKEN_ENDED_AT = `min(t.expires_at,
  * of its terms is, so there is one leg per term:
  * - the token's expiry (`tokens_by_expiry`), and its revocation (`tokens_by_revocation`, which
  *   holds revoked rows only);
- * - its key's revocation or expiry: the ended keys (a read of the key table), then their tokens
- *   (`tokens_by_api_key`); `CROSS JOIN` keeps SQLite from walking the tokens instead;
- * - its user's cutoff: the users ever cut off (`tokens_valid_from > 0`; issue times are positive),
- *   then their tokens issued before it (`tokens_by_user_issue`), never those issued since.
- * So a batch reads the ended rows, the key and user tables, and one index entry per key that ever
- * ended and per user ever cut off; what it keeps of the token table it does not read. A row ended
- * in two ways may come twice: the caller's `id IN` counts it once.
+ * - its key's revocation, and its key's expiry: the keys that ended in `(:since, :cutoff]`
+ *   (`api_keys_by_revocation`, `api_keys_by_expiry`), then their tokens (`tokens_by_api_key`);
+ *   `CROSS JOIN` keeps SQLite from walking the tokens instead;
+ * - its user's cutoff: the users cut off (`tokens_valid_from > 0`; issue times are positive) whose
+ *   `updated_at` is in `(:since, :cutoff]` (`users_by_cutoff`), then their tokens issued before
+ *   the cutoff (`tokens_by_user_issue`), never those issued since.
+ * So a batch reads the ended rows, and one index entry per key and per user that ended since
+ * `:since` ({@link EVER}: ever); what it keeps of the token table it does not read. A row ended in
+ * two ways may come twice: the caller's `id IN` counts it once.
  */
 export const ENDED_TOKEN_IDS = `SELECT id FROM tokens WHERE expires_at <= :cutoff
   UNION ALL SELECT id FROM tokens WHERE revoked_at <= :cutoff
   UNION ALL SELECT t.id FROM api_keys k CROSS JOIN tokens t ON t.api_key_id = k.id
-    WHERE k.revoked_at <= :cutoff OR k.expires_at <= :cutoff
+    WHERE k.revoked_at > :since AND k.revoked_at <= :cutoff
+  UNION ALL SELECT t.id FROM api_keys k CROSS JOIN tokens t ON t.api_key_id = k.id
+    WHERE k.expires_at > :since AND k.expires_at <= :cutoff
   UNION ALL SELECT t.id FROM users u CROSS JOIN tokens t
       ON t.user_id = u.id AND t.issued_at < u.tokens_valid_from
-    WHERE u.tokens_valid_from > 0 AND u.updated_at <= :cutoff
+    WHERE u.tokens_valid_from > 0 AND u.updated_at > :since AND u.updated_at <= :cutoff
   LIMIT :size`;
+
+/** `:since` for a batch that looks at every key and user that ever ended. */
+export const EVER = Number.MIN_SAFE_INTEGER;
