@@ -9,7 +9,7 @@ import { StoreConflict } from "../errors.ts";
 import type { ApiKeyStore, KeyUsage, NewApiKey } from "../store.ts";
 import { type PgContext, resolveAudit } from "./db.ts";
 import { type Row, toApiKey, toExpiryOrNull } from "../rows.ts";
-import { keyUsable } from "./rows.ts";
+import { keyUsable, toIdArray } from "./rows.ts";
 import { holdUser, lockUser } from "./user_lock.ts";
 
 async function insertKeyRow(tx: postgres.TransactionSql, key: NewApiKey, now: number) {
@@ -190,6 +190,38 @@ function createKeyChanges(
   };
 }
 
+/** A key's last use and use count to add, as `writeKeyUsage` writes them. */
+export type KeyUsageRow = {
+  id: number;
+  at: number;
+  address: string | null;
+  count: number;
+};
+
+/**
+ * Writes a batch of keys' last use and use counts, in its transaction. Locks the keys in id order
+ * first (UPDATE ... FROM does not promise an order), `FOR NO KEY UPDATE`, the lock the UPDATE
+ * takes: it does not wait for (nor hold up) a lease holding keys `FOR KEY SHARE` across rounds of
+ * their rotation chains (limit_chains.ts), which `FOR UPDATE` would, in an order that can
+ * deadlock. The ids go as an array ({@link toIdArray}): each key through the primary key, where a
+ * JSON array unpacked in SQL had the planner scan the key table.
+ */
+export async function writeKeyUsage(
+  tx: postgres.TransactionSql,
+  usageRows: readonly KeyUsageRow[],
+): Promise<void> {
+  const ids = toIdArray(usageRows.map((row) => row.id));
+  await tx`SELECT id FROM api_keys WHERE id = ANY(${ids}::bigint[]) ORDER BY id FOR NO KEY UPDATE`;
+  await tx`UPDATE api_keys k SET
+      last_used_from = CASE WHEN u.at >= coalesce(k.last_used_at, 0) THEN u.address
+                       ELSE k.last_used_from END,
+      last_used_at = greatest(coalesce(k.last_used_at, 0), u.at),
+      use_count = k.use_count + u.count
+    FROM jsonb_to_recordset(${tx.json(usageRows)})
+      AS u(id bigint, at bigint, address text, count bigint)
+    WHERE k.id = u.id AND k.id = ANY(${ids}::bigint[])`;
+}
+
 /** Last use and use counts, written in batches by the key-usage flush. */
 function createKeyUsageRecorder(db: PgContext): Pick<ApiKeyStore, "recordKeyUsage"> {
   return {
@@ -202,24 +234,10 @@ function createKeyUsageRecorder(db: PgContext): Pick<ApiKeyStore, "recordKeyUsag
         address: usage.lastUsedFrom,
         count: usage.count,
       }));
-      await db.write(async (tx) => {
-        const rows = tx.json(usageRows);
-        // Lock in id order first (UPDATE ... FROM does not promise an order). FOR NO KEY UPDATE,
-        // the lock the UPDATE takes: it does not wait for (nor hold up) a lease holding keys FOR
-        // KEY SHARE across rounds of their rotation chains (limits.ts), which FOR UPDATE would,
-        // in an order that can deadlock.
-        await tx`SELECT id FROM api_keys
-          WHERE id IN (SELECT (value->>'id')::bigint FROM jsonb_array_elements(${rows}))
-          ORDER BY id FOR NO KEY UPDATE`;
-        await tx`UPDATE api_keys k SET
-            last_used_from = CASE WHEN u.at >= coalesce(k.last_used_at, 0) THEN u.address
-                             ELSE k.last_used_from END,
-            last_used_at = greatest(coalesce(k.last_used_at, 0), u.at),
-            use_count = k.use_count + u.count
-          FROM jsonb_to_recordset(${rows})
-            AS u(id bigint, at bigint, address text, count bigint)
-          WHERE k.id = u.id`;
-      }, { ends: () => [], relaxed: () => true });
+      await db.write((tx) => writeKeyUsage(tx, usageRows), {
+        ends: () => [],
+        relaxed: () => true,
+      });
     },
   };
 }

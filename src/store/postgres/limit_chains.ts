@@ -9,6 +9,7 @@
 import type postgres from "postgres";
 import { TooLongChain } from "../limit_lease.ts";
 import type { Row } from "../rows.ts";
+import { toIdArray } from "./rows.ts";
 import type { LimitReturn } from "../store.ts";
 import { MAX_CHAIN_WALK } from "../store_limits.ts";
 
@@ -28,7 +29,8 @@ function toChainEnd(next: ReadonlyMap<number, number | null>, id: number): numbe
 
 /**
  * The key whose limits and counters each of `ids` uses: the last of its rotation chain, the key
- * itself if it was never rotated or is gone. One statement a hop (the ids in one JSON parameter).
+ * itself if it was never rotated or is gone. One statement a hop (the ids in one array parameter,
+ * {@link toIdArray}).
  *
  * With `hold` (a lease), every key of the chains is held `FOR KEY SHARE` until the transaction
  * ends, before its successor is read: a rotation (which locks the old key `FOR UPDATE`) is then
@@ -51,7 +53,7 @@ export async function toLimitKeys(
   let pending = [...new Set(ids)];
   for (let hop = 0; hop <= MAX_CHAIN_WALK && pending.length > 0; hop++) {
     const found = await sql<Row[]>`SELECT k.id, k.replaced_by FROM api_keys k
-      WHERE k.id IN (SELECT value::bigint FROM jsonb_array_elements_text(${sql.json(pending)}))
+      WHERE k.id = ANY(${toIdArray(pending)}::bigint[])
       ORDER BY k.id ${hold ? sql`FOR KEY SHARE OF k` : sql``}`;
     for (const id of pending) next.set(id, null);
     for (const row of found) {
@@ -83,7 +85,7 @@ export async function toReturnSubjects(
   const limitIds = [...new Set(units.map((u) => u.limitId))];
   const ofUsers = new Set(
     (await tx<Row[]>`SELECT id FROM limits WHERE scope = 'user'
-      AND id IN (SELECT value::bigint FROM jsonb_array_elements_text(${tx.json(limitIds)}))`)
+      AND id = ANY(${toIdArray(limitIds)}::bigint[])`)
       .map((row) => Number(row.id)),
   );
   const keyUnits = units.filter((u) => !ofUsers.has(u.limitId));
