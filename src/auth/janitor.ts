@@ -142,9 +142,10 @@ async function deleteEndedTokenRows(pass: SweepPass): Promise<number> {
   const { deps, deps: { store, clock, metrics }, batchRows, swept } = pass;
   const now = clock.now();
   const cutoff = now - deps.retentionSeconds * 1000;
-  // A clock set back runs a full sweep too: the times behind the window may be in the future.
+  // A clock set back (a cutoff before the last) runs a full sweep too: the times behind the
+  // window may be in the future.
   const full = swept.cutoff === undefined || now - swept.fullAt >= JANITOR_FULL_SWEEP_MS ||
-    now < swept.fullAt || cutoff < swept.cutoff;
+    cutoff < swept.cutoff;
   const deleted = await deleteEndedTokensUntilNone(store, cutoff, {
     batchRows,
     endedSince: full ? undefined : swept.cutoff! - JANITOR_WINDOW_MARGIN_MS,

@@ -336,14 +336,15 @@ export interface AuditStore {
 /** Retention: ending and purging old tokens, counting rows. Part of {@link Store}. */
 export interface RetentionStore {
   /**
-   * Deletes, in one short transaction, at most `batch.size` token rows that stopped working at
+   * Deletes, in a short transaction, at most `batch.size` token rows that stopped working at
    * or before `batch.cutoff`: the earliest of the token's expiry and revocation, its key's
    * expiry and revocation, and (issued before its user's cutoff) when that cutoff was set. A
    * disabled key or user is no end: it may be enabled again. Resolves to how many: fewer than
    * `batch.size` does not mean none is left (a row ended in two ways takes two places), 0 does,
-   * unless another deleter (a second janitor, `token purge`) is deleting the same rows. The rows
-   * are found through indexes: a batch does not read the rows it keeps. With
-   * `batch.endedSince`, neither the keys nor the users that ended before it.
+   * also beside another deleter (a second janitor, `token purge`, a user's deletion): a batch
+   * whose rows it took meanwhile looks again. The rows are found through indexes: a batch does
+   * not read the rows it keeps. With `batch.endedSince`, neither the keys nor the users that
+   * ended before it.
    */
   deleteEndedTokens(batch: TokenBatch): Promise<number>;
   /**

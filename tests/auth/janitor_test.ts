@@ -439,3 +439,40 @@ Deno.test("janitor: a sweep that failed, or a clock set back, makes the next loo
   app.clock.advance(-2 * HOUR);
   assert.deepEqual(await sweep(), [undefined]);
 });
+
+Deno.test("janitor: a sweep stopped before a batch found nothing left makes the next look at every key and user", async () => {
+  const { app } = await setup();
+  using _ = app;
+  const windows: (number | undefined)[] = [];
+  let stopping: Promise<void> | undefined;
+  const store = {
+    ...app.store,
+    async deleteEndedTokens(batch: TokenBatch) {
+      windows.push(batch.endedSince);
+      // As if rows were left: the sweep would go on to another batch, but is stopped first.
+      const count = await app.store.deleteEndedTokens(batch) + 1;
+      stopping ??= janitor.stop();
+      return count;
+    },
+  };
+  const janitor = createJanitor({
+    store,
+    clock: app.clock,
+    logger: createCapturingLogger().logger,
+    retentionSeconds: 3600,
+    intervalMs: 60_000,
+  });
+  const stoppedDuring = async () => {
+    stopping = undefined;
+    janitor.start();
+    while (stopping === undefined) await new Promise((resolve) => setTimeout(resolve, 1));
+    await stopping;
+    return windows.splice(0);
+  };
+  // The sweep at start is stopped during its first batch: it tells the next one nothing, which
+  // looks at every key and user again (it would look only since the first's cutoff, less an
+  // hour, had that one found nothing left: the tests above).
+  assert.deepEqual(await stoppedDuring(), [undefined]);
+  app.clock.advance(HOUR);
+  assert.deepEqual(await stoppedDuring(), [undefined]);
+});

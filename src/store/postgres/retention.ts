@@ -16,20 +16,47 @@ const TABLES: readonly StoreTable[] = [
   "audit_log",
 ];
 
+/**
+ * One batch of `deleteEndedTokens`: `$1` cutoff, `$2` size, `$3` ended since
+ * ({@link ENDED_TOKEN_IDS}). Answers how many ids it found (`found`, on every row) and the ids it
+ * deleted (`id`, null on the one row when none): under READ COMMITTED a row that another
+ * transaction deletes meanwhile is waited for and then skipped, so a batch may find rows and
+ * delete none.
+ */
+export const DELETE_ENDED_TOKENS = `WITH found AS MATERIALIZED (${ENDED_TOKEN_IDS}),
+    gone AS (DELETE FROM tokens WHERE id IN (SELECT id FROM found) RETURNING id)
+  SELECT (SELECT count(*) FROM found)::int AS found, g.id
+  FROM (SELECT 1) AS one LEFT JOIN gone AS g ON true`;
+
 export function createRetentionStore(db: PgContext): RetentionStore {
-  async function deleteEndedTokens(batch: TokenBatch) {
+  /** One batch's transaction: how many ids it found, and those it deleted. */
+  async function deleteBatch(batch: TokenBatch): Promise<{ found: number; deleted: number }> {
+    let found = 0;
     const ids = await db.write(async (tx) => {
-      const rows = await tx.unsafe(
-        `DELETE FROM tokens WHERE id IN (${ENDED_TOKEN_IDS}) RETURNING id`,
-        [batch.cutoff, batch.size, batch.endedSince ?? EVER],
-      );
-      return rows.map((row) => Number(row.id));
+      const rows = await tx.unsafe(DELETE_ENDED_TOKENS, [
+        batch.cutoff,
+        batch.size,
+        batch.endedSince ?? EVER,
+      ]);
+      found = Number(rows[0]?.found ?? 0);
+      return rows.filter((row) => row.id !== null).map((row) => Number(row.id));
     }, {
       // A cached grant of an expired token answers token_expired; once its row is gone it
       // must answer invalid_token, as on SQLite.
       ends: (deleted) => deleted.map((id) => ({ kind: "token", id })),
     });
-    return ids.length;
+    return { found, deleted: ids.length };
+  }
+
+  async function deleteEndedTokens(batch: TokenBatch) {
+    for (;;) {
+      const { found, deleted } = await deleteBatch(batch);
+      // Found rows but deleted none: another deleter (a user's deletion, `token purge`, a second
+      // janitor) took them meanwhile, and rows past them may be left. Look again, so that 0 means
+      // none is left (the janitor's window relies on it). The rows each round found are gone,
+      // so this ends.
+      if (deleted > 0 || found === 0) return deleted;
+    }
   }
 
   return {
