@@ -344,15 +344,20 @@ Deno.test("janitor sweep() deletes sign-ups unverified past --portal-unverified-
   );
 });
 
-Deno.test("janitor: after a sweep that found nothing left, the next looks only at keys and users that ended since, less an hour; at every one a day later", async () => {
-  const { app, userId } = await setup();
-  using _ = app;
+/**
+ * A janitor over the app's store (retention an hour) and the `endedSince` of each of its batches
+ * in order; `batch` runs a batch (default: the store's).
+ */
+function watchWindows(
+  app: Awaited<ReturnType<typeof setup>>["app"],
+  batch: (run: () => Promise<number>) => Promise<number> = (run) => run(),
+) {
   const windows: (number | undefined)[] = [];
   const store = {
     ...app.store,
-    deleteEndedTokens(batch: TokenBatch) {
-      windows.push(batch.endedSince);
-      return app.store.deleteEndedTokens(batch);
+    deleteEndedTokens(tokens: TokenBatch) {
+      windows.push(tokens.endedSince);
+      return batch(() => app.store.deleteEndedTokens(tokens));
     },
   };
   const janitor = createJanitor({
@@ -360,7 +365,15 @@ Deno.test("janitor: after a sweep that found nothing left, the next looks only a
     clock: app.clock,
     logger: createCapturingLogger().logger,
     retentionSeconds: 3600,
+    intervalMs: 60_000,
   });
+  return { janitor, windows };
+}
+
+Deno.test("janitor: after a sweep that found nothing left, the next looks only at keys and users that ended since, less an hour; at every one a day later", async () => {
+  const { app, userId } = await setup();
+  using _ = app;
+  const { janitor, windows } = watchWindows(app);
   await app.createKey(userId);
   const [keyA, keyB] = (await app.store.listApiKeys()).map((key) => key.id).sort((a, b) => a - b);
   // Tokens that only their key's revocation ends (they expire in 30 days).
@@ -404,22 +417,11 @@ Deno.test("janitor: after a sweep that found nothing left, the next looks only a
 Deno.test("janitor: a sweep that failed, or a clock set back, makes the next look at every key and user", async () => {
   const { app } = await setup();
   using _ = app;
-  const windows: (number | undefined)[] = [];
   let fail = false;
-  const store = {
-    ...app.store,
-    deleteEndedTokens(batch: TokenBatch) {
-      windows.push(batch.endedSince);
-      if (fail) return Promise.reject(new Error("database gone"));
-      return app.store.deleteEndedTokens(batch);
-    },
-  };
-  const janitor = createJanitor({
-    store,
-    clock: app.clock,
-    logger: createCapturingLogger().logger,
-    retentionSeconds: 3600,
-  });
+  const { janitor, windows } = watchWindows(
+    app,
+    (run) => fail ? Promise.reject(new Error("database gone")) : run(),
+  );
   const sweep = async () => {
     await janitor.sweep();
     return windows.splice(0);
@@ -443,24 +445,12 @@ Deno.test("janitor: a sweep that failed, or a clock set back, makes the next loo
 Deno.test("janitor: a sweep stopped before a batch found nothing left makes the next look at every key and user", async () => {
   const { app } = await setup();
   using _ = app;
-  const windows: (number | undefined)[] = [];
   let stopping: Promise<void> | undefined;
-  const store = {
-    ...app.store,
-    async deleteEndedTokens(batch: TokenBatch) {
-      windows.push(batch.endedSince);
-      // As if rows were left: the sweep would go on to another batch, but is stopped first.
-      const count = await app.store.deleteEndedTokens(batch) + 1;
-      stopping ??= janitor.stop();
-      return count;
-    },
-  };
-  const janitor = createJanitor({
-    store,
-    clock: app.clock,
-    logger: createCapturingLogger().logger,
-    retentionSeconds: 3600,
-    intervalMs: 60_000,
+  const { janitor, windows } = watchWindows(app, async (run) => {
+    // As if rows were left: the sweep would go on to another batch, but is stopped first.
+    const count = await run() + 1;
+    stopping ??= janitor.stop();
+    return count;
   });
   const stoppedDuring = async () => {
     stopping = undefined;
