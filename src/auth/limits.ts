@@ -166,7 +166,7 @@ function rotatedError(keyId: number, lastId: number): AuthError {
  * only one of the chain whose limits can be set. `undefined` for a key not rotated (or gone), a
  * user or the default.
  */
-export async function findRotatedTo(
+async function findRotatedTo(
   store: Pick<Store, "findApiKeyById">,
   target: LimitTarget,
 ): Promise<number | undefined> {
@@ -239,10 +239,7 @@ export async function removeLimit(
  */
 export async function listLimitsOf(store: Store, target?: LimitTarget): Promise<LimitRule[]> {
   if (target === undefined) return await store.listLimits();
-  if (target.scope === "key") {
-    const subjectId = await findRotatedTo(store, target) ?? target.key.id;
-    return await store.listLimits({ scope: "key", subjectId });
-  }
+  if (target.scope === "key") return (await listKeyLimits(store, target.key)).rules;
   const { subjectId } = subjectOf(target);
   return await store.listLimits(
     subjectId === null ? { scope: target.scope } : { scope: target.scope, subjectId },
@@ -266,6 +263,19 @@ export async function readLimitUsage(
 ): Promise<LimitReport[]> {
   const usage = await store.listLimitUsage(owner, now);
   return usage.map((u) => ({ ...u, remaining: Math.max(0, u.rule.max - u.used) }));
+}
+
+/**
+ * A key's own limits ({@link listLimitsOf}) and, for a rotated key, the key they are now
+ * (`countsAgainst`, as {@link KeyLimitReport} has it): its chain's last, whose rules these are.
+ */
+export async function listKeyLimits(
+  store: Store,
+  key: Pick<ApiKey, "id">,
+): Promise<{ countsAgainst: number | undefined; rules: LimitRule[] }> {
+  const countsAgainst = await findRotatedTo(store, { scope: "key", key });
+  const rules = await store.listLimits({ scope: "key", subjectId: countsAgainst ?? key.id });
+  return { countsAgainst, rules };
 }
 
 /** What {@link readKeyLimitUsage} answers: the limits in force and, for a rotated key, whose. */

@@ -5,9 +5,9 @@
  * @module
  */
 import {
-  findRotatedTo,
   formatLimitValue,
   KIND_PERIODS,
+  listKeyLimits,
   listLimitsOf,
   parseLimitValue,
   readKeyLimitUsage,
@@ -17,7 +17,7 @@ import {
 } from "../../auth/limits.ts";
 import type { ApiKey, LimitPeriod, LimitRule, Store, User } from "../../store/store.ts";
 import type { Command } from "../command.ts";
-import { AdminError, type AdminIO } from "../io.ts";
+import { AdminError } from "../io.ts";
 import { printRows } from "../output.ts";
 import { clip, findKey, findUser } from "../values.ts";
 
@@ -50,12 +50,6 @@ async function findTarget(store: Store, text: string): Promise<Target> {
 function rotatedNote(label: string, lastId: number): string {
   return `Note: ${label} was rotated; these are its successor's limits (key ${lastId}), ` +
     "which it counts against until it ends";
-}
-
-/** For a rotated key, {@link rotatedNote} on standard error. */
-async function noteRotated(io: AdminIO, store: Store, target: Target & { scope: "key" }) {
-  const last = await findRotatedTo(store, { scope: "key", key: target.key });
-  if (last !== undefined) io.stderr(rotatedNote(target.label, last));
 }
 
 function toRow(rule: LimitRule, subjects: Map<number, string>) {
@@ -149,8 +143,16 @@ export const LIMIT_COMMANDS: readonly Command[] = [
     database: "existing",
     async run({ store, args, options, io }) {
       const target = args.TARGET === undefined ? undefined : await findTarget(store, args.TARGET);
-      if (target?.scope === "key") await noteRotated(io, store, target);
-      const rules = await listLimitsOf(store, target);
+      let rules;
+      if (target?.scope === "key") {
+        const listed = await listKeyLimits(store, target.key);
+        if (listed.countsAgainst !== undefined) {
+          io.stderr(rotatedNote(target.label, listed.countsAgainst));
+        }
+        rules = listed.rules;
+      } else {
+        rules = await listLimitsOf(store, target);
+      }
       const emails = new Map((await store.listUsers()).map((user) => [user.id, user.email]));
       printRows(io, rules.map((rule) => toRow(rule, emails)), options.json !== undefined);
     },
