@@ -24,6 +24,12 @@ import type {
   User,
 } from "./store.ts";
 
+/**
+ * The `endedSince` of a token batch that looks at every key and user that ever ended
+ * (`TokenBatch.endedSince` absent): before any time a row holds.
+ */
+export const EVER = Number.MIN_SAFE_INTEGER;
+
 /** A row as a driver returns it. */
 export type Row = Record<string, unknown>;
 

@@ -10,7 +10,8 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { DELETE_ENDED_TOKENS } from "../../src/store/postgres/retention.ts";
-import { EVER, TOKEN_ENDED_AT as POSTGRES_RULE } from "../../src/store/postgres/rows.ts";
+import { TOKEN_ENDED_AT as POSTGRES_RULE } from "../../src/store/postgres/rows.ts";
+import { EVER } from "../../src/store/rows.ts";
 import {
   ENDED_TOKEN_IDS as SQLITE_ENDED,
   TOKEN_ENDED_AT as SQLITE_RULE,

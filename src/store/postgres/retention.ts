@@ -6,7 +6,8 @@
  */
 import type { RetentionStore, StoreTable, TokenBatch } from "../store.ts";
 import type { PgContext } from "./db.ts";
-import { ENDED_TOKEN_IDS, EVER } from "./rows.ts";
+import { EVER } from "../rows.ts";
+import { ENDED_TOKEN_IDS } from "./rows.ts";
 
 const TABLES: readonly StoreTable[] = [
   "users",

@@ -69,6 +69,3 @@ export function toIdArray(ids: readonly number[]): string {
   }
   return `{${ids.join(",")}}`;
 }
-
-/** `$3` for a batch that looks at every key and user that ever ended. */
-export const EVER = Number.MIN_SAFE_INTEGER;

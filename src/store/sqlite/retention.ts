@@ -6,7 +6,8 @@
  */
 import type { RetentionStore, StoreTable } from "../store.ts";
 import type { Connection, Statement } from "./connection.ts";
-import { ENDED_TOKEN_IDS, EVER } from "./rules.ts";
+import { EVER } from "../rows.ts";
+import { ENDED_TOKEN_IDS } from "./rules.ts";
 
 export function createRetentionStore(conn: Connection): RetentionStore {
   const { sql } = conn;

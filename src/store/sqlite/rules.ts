@@ -72,8 +72,8 @@ export const TOKEN_ENDED_AT = `min(t.expires_at,
  *   `updated_at` is in `(:since, :cutoff]` (`users_by_cutoff`), then their tokens issued before
  *   the cutoff (`tokens_by_user_issue`), never those issued since.
  * So a batch reads the ended rows, and one index entry per key and per user that ended since
- * `:since` ({@link EVER}: ever); what it keeps of the token table it does not read. A row ended in
- * two ways may come twice: the caller's `id IN` counts it once.
+ * `:since` (`EVER` in src/store/rows.ts: ever); what it keeps of the token table it does not
+ * read. A row ended in two ways may come twice: the caller's `id IN` counts it once.
  */
 export const ENDED_TOKEN_IDS = `SELECT id FROM tokens WHERE expires_at <= :cutoff
   UNION ALL SELECT id FROM tokens WHERE revoked_at <= :cutoff
@@ -85,6 +85,3 @@ export const ENDED_TOKEN_IDS = `SELECT id FROM tokens WHERE expires_at <= :cutof
       ON t.user_id = u.id AND t.issued_at < u.tokens_valid_from
     WHERE u.tokens_valid_from > 0 AND u.updated_at > :since AND u.updated_at <= :cutoff
   LIMIT :size`;
-
-/** `:since` for a batch that looks at every key and user that ever ended. */
-export const EVER = Number.MIN_SAFE_INTEGER;

@@ -6,7 +6,8 @@
  * since (src/auth/janitor.ts). SQLite's batch is one write transaction and cannot meet another.
  */
 import assert from "node:assert/strict";
-import { ENDED_TOKEN_IDS, EVER } from "../../../src/store/postgres/rows.ts";
+import { ENDED_TOKEN_IDS } from "../../../src/store/postgres/rows.ts";
+import { EVER } from "../../../src/store/rows.ts";
 import { testOnPostgres } from "../../_helpers/postgres_raw.ts";
 import { issue, seed, T0 } from "../_contract_fixtures.ts";
 
