@@ -5,7 +5,8 @@
  * that the migration rewrites.
  */
 import { DatabaseSync } from "node:sqlite";
-import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
+import { MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
 
 export function writePreNfcDatabase(path: string): void {
   const raw = new DatabaseSync(path);

@@ -12,7 +12,8 @@ import { DatabaseSync } from "node:sqlite";
 import postgres from "postgres";
 import { migratePostgres } from "../../src/store/postgres/migrate.ts";
 import { POSTGRES_MIGRATIONS } from "../../src/store/postgres/schema.ts";
-import { migrate, MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
+import { MIGRATIONS } from "../../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite_store.ts";
 import { readShellMark, runnableBlocks } from "../_helpers/doc_blocks.ts";
 import {

@@ -15,7 +15,8 @@ import type { AuditOf, GrantEpoch, GrantInvalidations, GrantScope } from "../sto
 import { defineAuditRedact } from "./audit_anonymize.ts";
 import { runWithoutBusyWait, writeWhenUnlocked } from "./busy_retry.ts";
 import { toStoreError } from "./errors.ts";
-import { migrate, MIGRATIONS } from "./migrations.ts";
+import { migrate } from "./migrate.ts";
+import { MIGRATIONS } from "./migrations.ts";
 import { createChangeFeed } from "./change_feed.ts";
 import { type CommitCounter, openCommitCounter } from "./wal_index.ts";
 import { createWriteFailures } from "./write_failures.ts";

@@ -12,7 +12,6 @@
  *
  * @module
  */
-import type { DatabaseSync } from "node:sqlite";
 import {
   describeSkippedEmails,
   planCanonicalEmails,
@@ -26,15 +25,7 @@ import {
   PORTAL_SCHEMA_SQL,
   PORTAL_USER_HOLD_SQL,
 } from "./portal_schema.ts";
-
-/** One schema step: SQL, or a data step in JavaScript (`sql` then only says what it does). */
-export interface Migration {
-  version: number;
-  name: string;
-  sql: string;
-  /** Runs instead of `sql`, in the migration's transaction; may return a warning line. */
-  run?(db: DatabaseSync): string | undefined;
-}
+import type { Migration } from "./migrate.ts";
 
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -361,42 +352,3 @@ CREATE INDEX api_keys_by_expiry ON api_keys (expires_at) WHERE expires_at IS NOT
 CREATE INDEX users_by_cutoff ON users (updated_at) WHERE tokens_valid_from > 0;`,
   },
 ];
-
-/**
- * Applies the migrations newer than `PRAGMA user_version`, each in its own
- * transaction; resolves to the warning lines of the data steps that ran.
- */
-export function migrate(db: DatabaseSync, migrations: readonly Migration[]): string[] {
-  const warnings: string[] = [];
-  migrations.forEach((migration, index) => {
-    if (migration.version !== index + 1) {
-      throw new Error(
-        `Migration ${migration.name} is numbered ${migration.version}, not ${index + 1}`,
-      );
-    }
-  });
-  for (const migration of migrations) {
-    db.exec("BEGIN IMMEDIATE");
-    try {
-      const { user_version } = db.prepare("PRAGMA user_version").get() as { user_version: number };
-      if (user_version > migrations.length) {
-        throw new Error(
-          `Database schema version ${user_version} is newer than this keygate knows (${migrations.length}): upgrade keygate`,
-        );
-      }
-      if (user_version < migration.version) {
-        if (migration.run === undefined) db.exec(migration.sql);
-        else {
-          const warning = migration.run(db);
-          if (warning !== undefined) warnings.push(warning);
-        }
-        db.exec(`PRAGMA user_version = ${migration.version}`);
-      }
-      db.exec("COMMIT");
-    } catch (error) {
-      db.exec("ROLLBACK");
-      throw error;
-    }
-  }
-  return warnings;
-}

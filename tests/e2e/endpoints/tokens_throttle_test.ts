@@ -3,7 +3,8 @@ import { DatabaseSync } from "node:sqlite";
 import { createHandler, type Handler } from "../../../src/http/app.ts";
 import { silentLogger } from "../../../src/platform/logger.ts";
 import { createPasswordHasher } from "../../../src/passwords/passwords.ts";
-import { migrate, MIGRATIONS } from "../../../src/store/sqlite/migrations.ts";
+import { migrate } from "../../../src/store/sqlite/migrate.ts";
+import { MIGRATIONS } from "../../../src/store/sqlite/migrations.ts";
 import { openSqliteStore } from "../../../src/store/sqlite/sqlite_store.ts";
 import {
   ACCOUNT_THROTTLE,
