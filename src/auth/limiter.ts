@@ -159,6 +159,18 @@ function createDroppedReturns(
  */
 const STOP_ROUNDS = 8;
 
+/**
+ * Waits for the leases under way, and for those requests begin meanwhile (a shutdown past its
+ * deadline leaves requests running), up to {@link STOP_ROUNDS} rounds: a stop must end.
+ */
+async function awaitLeasings(keys: Pick<LimitKeys, "leasings">): Promise<void> {
+  for (let round = 0; round < STOP_ROUNDS; round++) {
+    const leasings = keys.leasings();
+    if (leasings.length === 0) return;
+    await Promise.allSettled(leasings);
+  }
+}
+
 /** Creates a thread's limiter. Call `start()` for the idle return, `stop()` to give units back. */
 export function createLimiter(deps: LimiterDeps) {
   const { store, clock, metrics } = deps;
@@ -256,21 +268,16 @@ export function createLimiter(deps: LimiterDeps) {
       timer ??= setInterval(() => void flush(), IDLE_RETURN_MS / 2);
     },
     /**
-     * Stops the idle return and gives every unit in hand back (a clean stop loses none). Leases
-     * that requests begin while it waits for those under way (a shutdown past its deadline
-     * leaves requests running) are waited for too, up to {@link STOP_ROUNDS} rounds.
+     * Stops the idle return and gives every unit in hand back (a clean stop loses none), after
+     * the leases under way ({@link awaitLeasings}).
      */
     async stop(): Promise<void> {
       background.pause();
       // Leases ahead gathering for a batch go now: none joins them after the pause.
       batcher.flushGathering();
-      if (timer !== undefined) clearInterval(timer);
+      clearInterval(timer);
       timer = undefined;
-      for (let round = 0; round < STOP_ROUNDS; round++) {
-        const leasings = keys.leasings();
-        if (leasings.length === 0) break;
-        await Promise.allSettled(leasings);
-      }
+      await awaitLeasings(keys);
       await flush(true);
     },
     /** Gives back idle units now (tests). */
